@@ -1,0 +1,1 @@
+//! Examples of the ferry framework; see the binaries in `src/bin`.

@@ -1,0 +1,139 @@
+//! A region in this process's heap: for tests, benchmarks, and threads of one process talking
+//! through the protocol. Transports lay the same [`Layout`] over shared or device-visible memory.
+
+use alloc::boxed::Box;
+use core::marker::PhantomData;
+
+use crate::lanes::{Lanes, Single};
+use crate::layout::{Layout, LayoutError};
+use crate::mailbox::{Mailbox, PerPort};
+use crate::process::{Client, Process, Region, Server};
+use crate::sync::AtomicU32;
+use crate::wait::{Spin, Wait};
+
+/// A heap-allocated region and both sides' lock bitmaps.
+pub struct HeapRegion<M: Mailbox = PerPort> {
+    layout: Layout,
+    #[cfg(not(loom))]
+    base: core::ptr::NonNull<u8>,
+    #[cfg(loom)]
+    parts: (
+        Box<[AtomicU32]>,
+        Box<[AtomicU32]>,
+        Box<[crate::sync::SharedCell<crate::layout::Slot>]>,
+    ),
+    client_locks: Box<[AtomicU32]>,
+    server_locks: Box<[AtomicU32]>,
+    _mailbox: PhantomData<M>,
+}
+
+// SAFETY: the region memory is only reached through `Region`, whose accesses are atomics or
+// packet accesses ordered by the ownership protocol; the heap block itself is owned by this value.
+unsafe impl<M: Mailbox> Send for HeapRegion<M> {}
+// SAFETY: as above: shared access goes through the protocol.
+unsafe impl<M: Mailbox> Sync for HeapRegion<M> {}
+
+fn words(n: usize) -> Box<[AtomicU32]> {
+    (0..n).map(|_| AtomicU32::new(0)).collect()
+}
+
+impl<M: Mailbox> HeapRegion<M> {
+    /// A zeroed region of `ports` ports (a multiple of 32) and `lanes` lanes per packet.
+    pub fn new(ports: u32, lanes: u32) -> Result<Self, LayoutError> {
+        let layout = Layout::new(ports, lanes, M::KIND)?;
+        Ok(HeapRegion {
+            layout,
+            #[cfg(not(loom))]
+            base: {
+                let heap = Self::heap_layout(&layout);
+                // SAFETY: `heap` has a non-zero size (a region holds at least 32 packets).
+                let p = unsafe { alloc::alloc::alloc_zeroed(heap) };
+                match core::ptr::NonNull::new(p) {
+                    Some(p) => p,
+                    None => alloc::alloc::handle_alloc_error(heap),
+                }
+            },
+            #[cfg(loom)]
+            parts: (
+                words(layout.mailbox_words()),
+                words(layout.mailbox_words()),
+                (0..layout.ports() as usize * layout.slots_per_packet())
+                    .map(|_| crate::sync::SharedCell::new(crate::layout::Slot::default()))
+                    .collect(),
+            ),
+            client_locks: words(layout.lock_words()),
+            server_locks: words(layout.lock_words()),
+            _mailbox: PhantomData,
+        })
+    }
+
+    #[cfg(not(loom))]
+    fn heap_layout(layout: &Layout) -> core::alloc::Layout {
+        core::alloc::Layout::from_size_align(layout.size(), crate::layout::SLOT_BYTES)
+            .expect("region sizes are bounded far below isize::MAX")
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The shared part of the region.
+    pub fn region(&self) -> Region<'_, M> {
+        #[cfg(not(loom))]
+        // SAFETY: `base` is our own zeroed, 64-byte aligned block of `layout.size()` bytes, alive
+        // as long as `self`, reached only through `Region`s.
+        let region = unsafe { Region::from_raw(self.base.as_ptr(), self.layout) };
+        #[cfg(loom)]
+        let region = Region::from_parts(self.layout, &self.parts.0, &self.parts.1, &self.parts.2);
+        region.expect("a region built from its own layout matches it")
+    }
+
+    /// A client handle with its own lanes and wait policy.
+    pub fn client_with<L: Lanes, W: Wait>(
+        &self,
+        lanes: L,
+        wait: W,
+    ) -> Result<Process<'_, Client, L, M, W>, LayoutError> {
+        Process::new(self.region(), &self.client_locks, lanes, wait)
+    }
+
+    /// A server handle with its own lanes and wait policy.
+    pub fn server_with<L: Lanes, W: Wait>(
+        &self,
+        lanes: L,
+        wait: W,
+    ) -> Result<Process<'_, Server, L, M, W>, LayoutError> {
+        Process::new(self.region(), &self.server_locks, lanes, wait)
+    }
+
+    /// A single-lane, spinning client handle.
+    pub fn client(&self) -> Process<'_, Client, Single, M, Spin> {
+        self.client_with(Single, Spin)
+            .expect("one lane always fits")
+    }
+
+    /// A single-lane, spinning server handle.
+    pub fn server(&self) -> Process<'_, Server, Single, M, Spin> {
+        self.server_with(Single, Spin)
+            .expect("one lane always fits")
+    }
+
+    /// The client's lock bitmap (for diagnostics and baselines).
+    pub fn client_locks(&self) -> &[AtomicU32] {
+        &self.client_locks
+    }
+
+    /// The server's lock bitmap (for diagnostics and baselines).
+    pub fn server_locks(&self) -> &[AtomicU32] {
+        &self.server_locks
+    }
+}
+
+#[cfg(not(loom))]
+impl<M: Mailbox> Drop for HeapRegion<M> {
+    fn drop(&mut self) {
+        // SAFETY: `base` came from `alloc_zeroed` with this very layout and is freed once.
+        unsafe { alloc::alloc::dealloc(self.base.as_ptr(), Self::heap_layout(&self.layout)) };
+    }
+}

@@ -1,0 +1,194 @@
+//! The region: what lies where in the memory both sides share.
+//!
+//! For `P` ports and `L` lanes per packet the region is, in order, each part aligned to 64 bytes:
+//!
+//! ```text
+//! offset 0               client outbox  (the server's inbox): mailbox words, see `mailbox`
+//! client_outbox + ...    server outbox  (the client's inbox): the same number of words
+//! packets                P packets, each one header slot + L lane slots of 64 bytes:
+//!                        [ header | slot 0 | slot 1 | ... | slot L-1 ]
+//! ```
+//!
+//! Lock bitmaps are *not* in the region: each side keeps its own, private (`Locks`).
+//!
+//! The header slot of a packet holds, as little-endian `u64` words (`HeaderWord`): the lane mask
+//! of the warp that opened the port, the opcode, a status the sending side may set, the stream
+//! control word the receiver of a stream uses to refuse it, and an owner tag a transport may use to
+//! find ports held by a dead client. The remaining words are reserved and zero.
+
+use crate::mailbox::MailboxKind;
+
+/// Bytes in one slot: the unit of a packet, one per lane, and the size of the header.
+pub const SLOT_BYTES: usize = 64;
+
+/// The smallest port count, and the granule: port counts are multiples of 32 (one lock word).
+pub const PORT_GRANULE: u32 = 32;
+
+/// The largest port count a region may have.
+pub const MAX_PORTS: u32 = 1 << 20;
+
+/// The largest lane count of a packet: lane masks are 64 bits wide.
+pub const MAX_LANES: u32 = 64;
+
+/// One 64-byte slot: a lane's share of a packet, or a packet's header.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Slot {
+    /// The slot's contents as eight native-endian words.
+    pub words: [u64; 8],
+}
+
+const _: () = assert!(core::mem::size_of::<Slot>() == SLOT_BYTES);
+const _: () = assert!(core::mem::align_of::<Slot>() == SLOT_BYTES);
+
+impl Slot {
+    /// The slot as bytes.
+    pub fn as_bytes(&self) -> &[u8; SLOT_BYTES] {
+        // SAFETY: `Slot` is `repr(C)`, 64 bytes of `u64`s with no padding, so it is valid to view
+        // as 64 initialised bytes with the same lifetime.
+        unsafe { &*(self as *const Slot).cast::<[u8; SLOT_BYTES]>() }
+    }
+
+    /// The slot as mutable bytes.
+    pub fn as_bytes_mut(&mut self) -> &mut [u8; SLOT_BYTES] {
+        // SAFETY: as in `as_bytes`; every byte pattern is a valid `Slot`, so writes through the
+        // byte view cannot make it invalid.
+        unsafe { &mut *(self as *mut Slot).cast::<[u8; SLOT_BYTES]>() }
+    }
+}
+
+/// Which word of a packet's header slot holds what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum HeaderWord {
+    /// Lane mask of the warp that opened the port (bit `i`: slot `i` carries data).
+    Mask = 0,
+    /// The opcode the client opened the port with.
+    Opcode = 1,
+    /// A status the sending side may set before a send (services use it for errors).
+    Status = 2,
+    /// Stream control: the receiver of a stream writes `STREAM_REJECTED` here to refuse it.
+    Stream = 3,
+    /// Owner tag of the client holding the port, for transports that reclaim dead clients' ports.
+    Owner = 4,
+}
+
+/// Why a region layout could not be made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayoutError {
+    /// The port count is zero, not a multiple of 32, or above `MAX_PORTS`.
+    Ports(u32),
+    /// The lane count is zero or above `MAX_LANES`.
+    Lanes(u32),
+    /// The region uses another mailbox representation than the one asked for.
+    Mailbox(MailboxKind),
+}
+
+impl core::fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            LayoutError::Ports(p) => write!(
+                f,
+                "port count {p} is not a multiple of {PORT_GRANULE} between {PORT_GRANULE} and {MAX_PORTS}"
+            ),
+            LayoutError::Lanes(l) => write!(f, "lane count {l} is not between 1 and {MAX_LANES}"),
+            LayoutError::Mailbox(k) => write!(f, "the region's mailboxes are {k:?}, not the kind asked for"),
+        }
+    }
+}
+
+/// Where everything lies in a region of `ports` ports and `lanes` lanes per packet.
+///
+/// Both sides compute the same layout from the same three inputs; the side that creates the region
+/// chooses them at run time and publishes them (a transport writes them into its file header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    ports: u32,
+    lanes: u32,
+    mailbox: MailboxKind,
+    mailbox_words: usize,
+    server_outbox: usize,
+    packets: usize,
+    size: usize,
+}
+
+const fn align_up(n: usize, to: usize) -> usize {
+    n.div_ceil(to) * to
+}
+
+impl Layout {
+    /// The layout for `ports` ports of `lanes` lanes with the given mailbox representation.
+    pub const fn new(ports: u32, lanes: u32, mailbox: MailboxKind) -> Result<Layout, LayoutError> {
+        if ports == 0 || !ports.is_multiple_of(PORT_GRANULE) || ports > MAX_PORTS {
+            return Err(LayoutError::Ports(ports));
+        }
+        if lanes == 0 || lanes > MAX_LANES {
+            return Err(LayoutError::Lanes(lanes));
+        }
+        let mailbox_words = mailbox.words(ports) as usize;
+        let box_bytes = align_up(mailbox_words * 4, SLOT_BYTES);
+        let server_outbox = box_bytes;
+        let packets = server_outbox + box_bytes;
+        // Cannot overflow: ports <= 2^20, lanes + 1 <= 65, 64 bytes: under 2^33.
+        let size = packets + ports as usize * (lanes as usize + 1) * SLOT_BYTES;
+        Ok(Layout {
+            ports,
+            lanes,
+            mailbox,
+            mailbox_words,
+            server_outbox,
+            packets,
+            size,
+        })
+    }
+
+    /// Number of ports.
+    pub const fn ports(&self) -> u32 {
+        self.ports
+    }
+
+    /// Lanes (slots) per packet.
+    pub const fn lanes(&self) -> u32 {
+        self.lanes
+    }
+
+    /// The mailbox representation.
+    pub const fn mailbox(&self) -> MailboxKind {
+        self.mailbox
+    }
+
+    /// `u32` words in each direction's mailbox array.
+    pub const fn mailbox_words(&self) -> usize {
+        self.mailbox_words
+    }
+
+    /// Offset of the client's outbox (the server's inbox). Always 0.
+    pub const fn client_outbox_offset(&self) -> usize {
+        0
+    }
+
+    /// Offset of the server's outbox (the client's inbox).
+    pub const fn server_outbox_offset(&self) -> usize {
+        self.server_outbox
+    }
+
+    /// Offset of the first packet.
+    pub const fn packets_offset(&self) -> usize {
+        self.packets
+    }
+
+    /// Slots in one packet: the header and one per lane.
+    pub const fn slots_per_packet(&self) -> usize {
+        self.lanes as usize + 1
+    }
+
+    /// Total bytes of the region.
+    pub const fn size(&self) -> usize {
+        self.size
+    }
+
+    /// `u32` lock words each side needs for its private lock bitmap.
+    pub const fn lock_words(&self) -> usize {
+        (self.ports / PORT_GRANULE) as usize
+    }
+}

@@ -1,0 +1,68 @@
+//! The ferry mailbox protocol: remote calls across memory two sides share but no runtime.
+//!
+//! A region of shared memory is split into *ports*. Each port is a *packet* — a header and one
+//! 64-byte *slot* per *lane* — whose ownership passes between a client and a server by flipping
+//! one mailbox bit per side (`mailbox`). Threads of one side race for ports through a private
+//! lock bitmap (`process`); an open [`Port`] moves the packet with `send`/`recv` and streams any
+//! number of bytes with `send_n`/`recv_n` (`stream`). A GPU warp opens one port for all its lanes
+//! (`lanes`). This crate is `no_std` and needs no allocator; with the `alloc` feature it adds
+//! [`HeapRegion`] for regions in the heap.
+//!
+//! ```
+//! use rpc_core::HeapRegion;
+//!
+//! let region = HeapRegion::<rpc_core::PerPort>::new(32, 1).unwrap();
+//! std::thread::scope(|s| {
+//!     s.spawn(|| {
+//!         // The server: wait for one request, add one, reply.
+//!         let server = region.server();
+//!         let mut port = server.open(()).unwrap();
+//!         assert_eq!(port.opcode(), 7);
+//!         port.recv_and_send(|slot, _lane| slot.words[0] += 1).unwrap();
+//!     });
+//!     let client = region.client();
+//!     let mut port = client.open(7).unwrap();
+//!     let mut reply = 0;
+//!     port.send_and_recv(|slot, _| slot.words[0] = 41, |slot, _| reply = slot.words[0]).unwrap();
+//!     assert_eq!(reply, 42);
+//! });
+//! ```
+//!
+//! Modules, each owning one mechanism:
+//! - `layout`: where everything lies in a region;
+//! - `mailbox`: the ownership bits, and why one word per port;
+//! - `lanes`: who executes an operation together;
+//! - `process`: one side's handle, the locks, the port search;
+//! - `port`: the open port and the handoff;
+//! - `stream`: streams of any size;
+//! - `wait`: what to do while the other side holds the packet;
+//! - `sync`: the atomics facade (swapped for loom under `--cfg loom`).
+
+#![cfg_attr(not(test), no_std)]
+#![deny(missing_docs)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
+mod error;
+#[cfg(feature = "alloc")]
+mod heap;
+pub mod lanes;
+pub mod layout;
+pub mod mailbox;
+pub mod port;
+pub mod process;
+pub mod stream;
+pub mod sync;
+pub mod wait;
+
+pub use error::Error;
+#[cfg(feature = "alloc")]
+pub use heap::HeapRegion;
+pub use lanes::{Lanes, Single};
+pub use layout::{HeaderWord, Layout, LayoutError, Slot};
+pub use mailbox::{Mailbox, MailboxKind, Packed, PerPort};
+pub use port::Port;
+pub use process::{Client, ClientProcess, Process, Region, Server, ServerProcess, Side};
+pub use stream::{SliceSink, StreamSink};
+pub use wait::{Spin, SpinLimit, Stalled, Wait};

@@ -1,0 +1,306 @@
+//! Ports: an open, locked port and the operations that move its packet between the sides.
+//!
+//! A port holds one ownership token, the packet. `send` waits until it holds the token, fills the
+//! slots and hands the token over; `recv` waits for the token and reads the slots. Two `recv`s in a
+//! row first hand the token back, empty, so the sender may send again: that acknowledgement is what
+//! lets a stream of packets flow (`send_n`/`recv_n`). Closing (or dropping) a port unlocks it; a
+//! server that closes a port whose packet it still holds hands it back to the client first, so the
+//! port comes to rest owned by the client.
+
+use crate::lanes::Lanes;
+use crate::layout::{HeaderWord, Slot};
+use crate::mailbox::Mailbox;
+use crate::process::{Process, Side};
+use crate::sync::{fence, Ordering, SharedCell};
+use crate::wait::Wait;
+use crate::Error;
+
+/// An open port. Closing is done by [`Port::close`] or by dropping it; either unlocks the port, so
+/// a port cannot be leaked by forgetting to close it, and cannot be used after closing.
+///
+/// Every active lane of the group that opened the port holds a `Port` and must call each operation
+/// together with the others (on a GPU: convergently).
+#[must_use = "dropping a port closes it"]
+pub struct Port<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> {
+    process: &'p Process<'a, S, L, M, W>,
+    index: u32,
+    /// This side's outbox bit for the port.
+    out: u32,
+    /// The lanes executing this port's operations (this side's active mask at open).
+    exec_mask: u64,
+    /// The lanes whose slots carry data (the client's active mask, from the header).
+    packet_mask: u64,
+    /// The opcode from the header.
+    opcode: u32,
+    /// Whether this side holds the packet.
+    owns: bool,
+    /// Whether this side already read the packet it holds (so the next `recv` must hand it back
+    /// before waiting for a new one).
+    consumed: bool,
+}
+
+impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
+    pub(crate) fn new(
+        process: &'p Process<'a, S, L, M, W>,
+        index: u32,
+        out: u32,
+        exec_mask: u64,
+    ) -> Self {
+        Port {
+            process,
+            index,
+            out,
+            exec_mask,
+            packet_mask: exec_mask,
+            opcode: 0,
+            owns: true,
+            consumed: false,
+        }
+    }
+
+    /// The port's index in the region.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// The opcode the client opened the port with.
+    pub fn opcode(&self) -> u32 {
+        self.opcode
+    }
+
+    /// The lanes whose slots carry data (bit `i`: slot `i`).
+    pub fn lane_mask(&self) -> u64 {
+        self.packet_mask
+    }
+
+    /// The lanes executing this port's operations on this side.
+    pub fn exec_mask(&self) -> u64 {
+        self.exec_mask
+    }
+
+    /// The lanes of this side.
+    pub fn lanes(&self) -> &L {
+        self.process.lanes()
+    }
+
+    /// Whether this side holds the packet now.
+    pub fn owns_packet(&self) -> bool {
+        self.owns
+    }
+
+    /// Reads header word `word`. Meaningful only after a `recv` (the other side's value) or before
+    /// a `send` (this side's), while this side holds the packet.
+    pub fn header(&self, word: HeaderWord) -> u64 {
+        debug_assert!(self.owns);
+        // SAFETY: this side holds the packet (ownership protocol), so nobody writes the header
+        // concurrently; the pointer is to a live, initialised `Slot` in the region.
+        self.process
+            .region()
+            .header(self.index)
+            .with(|h| unsafe { (*h).words[word as usize] })
+    }
+
+    /// Writes header word `word` (from the first lane), to travel with the next `send`. Only the
+    /// status and owner words are meant for users; the protocol writes the others.
+    pub fn set_header(&mut self, word: HeaderWord, value: u64) {
+        debug_assert!(self.owns);
+        if self.process.lanes().is_first_lane(self.exec_mask) {
+            // SAFETY: as in `header`; this side holds the packet, and only the first lane writes.
+            self.process
+                .region()
+                .header(self.index)
+                .with_mut(|h| unsafe { (*h).words[word as usize] = value });
+        }
+    }
+
+    /// The status the other side sent with the last packet this side received.
+    pub fn status(&self) -> u32 {
+        self.header(HeaderWord::Status) as u32
+    }
+
+    /// Sets the status sent with the next packet.
+    pub fn set_status(&mut self, status: u32) {
+        self.set_header(HeaderWord::Status, status as u64);
+    }
+
+    pub(crate) fn write_open_header(&mut self, opcode: u32) {
+        self.opcode = opcode;
+        let mask = self.exec_mask;
+        if self.process.lanes().is_first_lane(mask) {
+            // SAFETY: the client holds the packet (it owns it at open) and only the first lane
+            // writes the header.
+            self.process
+                .region()
+                .header(self.index)
+                .with_mut(|h| unsafe {
+                    let w = &mut (*h).words;
+                    w[HeaderWord::Mask as usize] = mask;
+                    w[HeaderWord::Opcode as usize] = opcode as u64;
+                    w[HeaderWord::Status as usize] = 0;
+                    w[HeaderWord::Stream as usize] = 0;
+                });
+        }
+    }
+
+    pub(crate) fn read_open_header(&mut self) {
+        let lanes = self.process.region().layout().lanes();
+        let all = if lanes == 64 {
+            u64::MAX
+        } else {
+            (1u64 << lanes) - 1
+        };
+        // A corrupt mask cannot make us touch slots that do not exist.
+        self.packet_mask = self.header(HeaderWord::Mask) & all;
+        self.opcode = self.header(HeaderWord::Opcode) as u32;
+    }
+
+    /// Waits until this side holds the packet.
+    fn wait_owned(&mut self) -> Result<(), Error> {
+        let lanes = self.process.lanes();
+        let mut ok = 1;
+        if lanes.is_first_lane(self.exec_mask) {
+            let mut polls = 0u32;
+            while !self.process.owns(self.index, self.out) {
+                if self.process.wait_policy().pause(polls).is_err() {
+                    ok = 0;
+                    break;
+                }
+                polls = polls.saturating_add(1);
+            }
+        }
+        if lanes.broadcast(self.exec_mask, ok) == 0 {
+            return Err(Error::Stalled);
+        }
+        // SYNC (take ownership): pairs with the other side's release fence before its flip, which
+        // the first lane observed; every lane fences before touching its slot.
+        fence(Ordering::Acquire);
+        self.owns = true;
+        self.consumed = false;
+        Ok(())
+    }
+
+    /// Hands the packet to the other side.
+    fn give(&mut self) {
+        // SYNC (give ownership): every lane's slot accesses happen before the flip the other side
+        // will observe; the lane sync makes all lanes' accesses precede the first lane's flip.
+        fence(Ordering::Release);
+        let lanes = self.process.lanes();
+        lanes.sync(self.exec_mask);
+        self.out ^= 1;
+        if lanes.is_first_lane(self.exec_mask) {
+            self.process.flip_outbox(self.index, self.out);
+        }
+        self.owns = false;
+        self.consumed = false;
+    }
+
+    /// Calls `f` on each slot this lane handles: on a GPU its own, on a host every slot of the
+    /// packet's mask.
+    #[inline(always)]
+    fn each_slot(&self, mut f: impl FnMut(&SharedCell<Slot>, u32)) {
+        let lanes = self.process.lanes();
+        let step = lanes.lane_size();
+        let region = self.process.region();
+        let mut lane = lanes.lane_id();
+        while lane < region.layout().lanes() {
+            if self.packet_mask & (1 << lane) != 0 {
+                f(region.slot(self.index, lane), lane);
+            }
+            lane += step;
+        }
+    }
+
+    /// Waits for the packet, then lets `fill` write each of this lane's slots (given the lane
+    /// index), then hands the packet over.
+    pub fn send(&mut self, mut fill: impl FnMut(&mut Slot, u32)) -> Result<(), Error> {
+        self.ensure_owned()?;
+        // SAFETY: this side holds the packet and each lane touches only its own slots.
+        self.each_slot(|cell, lane| cell.with_mut(|s| fill(unsafe { &mut *s }, lane)));
+        self.give();
+        Ok(())
+    }
+
+    /// Waits for a packet from the other side, then lets `read` see each of this lane's slots.
+    pub fn recv(&mut self, mut read: impl FnMut(&Slot, u32)) -> Result<(), Error> {
+        self.take()?;
+        // SAFETY: this side holds the packet and each lane touches only its own slots.
+        self.each_slot(|cell, lane| cell.with(|s| read(unsafe { &*s }, lane)));
+        self.consumed = true;
+        Ok(())
+    }
+
+    /// Sends with `fill`, then receives with `read`: one call's round trip.
+    pub fn send_and_recv(
+        &mut self,
+        fill: impl FnMut(&mut Slot, u32),
+        read: impl FnMut(&Slot, u32),
+    ) -> Result<(), Error> {
+        self.send(fill)?;
+        self.recv(read)
+    }
+
+    /// Receives a packet, lets `work` turn each slot into its reply in place, and sends it back.
+    pub fn recv_and_send(&mut self, mut work: impl FnMut(&mut Slot, u32)) -> Result<(), Error> {
+        self.take()?;
+        // SAFETY: this side holds the packet and each lane touches only its own slots.
+        self.each_slot(|cell, lane| cell.with_mut(|s| work(unsafe { &mut *s }, lane)));
+        self.give();
+        Ok(())
+    }
+
+    /// Makes sure this side holds an unread packet: hands back one already read, then waits.
+    fn take(&mut self) -> Result<(), Error> {
+        if self.owns && self.consumed {
+            self.give();
+        }
+        if !self.owns {
+            self.wait_owned()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn mark_consumed(&mut self) {
+        self.consumed = true;
+    }
+
+    pub(crate) fn give_packet(&mut self) {
+        self.give();
+    }
+
+    /// Waits until this side holds the packet, read or not (a sender does not care).
+    pub(crate) fn ensure_owned(&mut self) -> Result<(), Error> {
+        if !self.owns {
+            self.wait_owned()?;
+        }
+        Ok(())
+    }
+
+    /// Closes the port: a server hands back a packet it still holds, then the port is unlocked.
+    pub fn close(self) {
+        // Drop does the work.
+    }
+}
+
+impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Port<'_, '_, S, L, M, W> {
+    fn drop(&mut self) {
+        if S::RETURN_ON_CLOSE && self.owns {
+            self.give();
+        }
+        let lanes = self.process.lanes();
+        lanes.sync(self.exec_mask);
+        if lanes.is_first_lane(self.exec_mask) {
+            self.process.unlock(self.index);
+        }
+    }
+}
+
+impl<S: Side, L: Lanes, M: Mailbox, W: Wait> core::fmt::Debug for Port<'_, '_, S, L, M, W> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Port")
+            .field("index", &self.index)
+            .field("opcode", &self.opcode)
+            .field("lane_mask", &self.packet_mask)
+            .field("owns", &self.owns)
+            .finish()
+    }
+}

@@ -1,0 +1,426 @@
+//! The process: one side's view of a region, and the port search both sides share.
+//!
+//! ```text
+//!            client                                  server
+//!  open:  lock port (own bitmap)                     (scans for ports it owns)
+//!         in == out? -> owns the packet
+//!         write header, fill slots
+//!  send:  RELEASE fence, flip client outbox ──────▶  sees in != out, ACQUIRE fence
+//!                                                    lock port (own bitmap), read slots
+//!                                         ◀──────    RELEASE fence, flip server outbox
+//!  recv:  sees in == out, ACQUIRE fence              (server: send / close)
+//!         read slots; close: unlock
+//! ```
+//!
+//! **The invariant.** The client owns a port's packet when its inbox equals its outbox; the server
+//! owns it when they differ. Only the owner reads or writes the packet, and only the holder of a
+//! side's lock bit flips that side's outbox bit. At rest (no lock held on either side) the client
+//! owns every packet, or the server owns it and has a request to serve.
+//!
+//! Client and server are one generic [`Process`]; the [`Side`] supplies the three differences:
+//! which mailbox is the outbox, which mailbox state means "owned", and where the next search starts.
+//! One search serves both (the review's point: no copy-pasted twins). It walks the side's lock
+//! bitmap a whole word (32 ports) per step, picks free ports with find-first-zero, and starts at
+//! a per-handle cursor: a client resumes at the port it last used (spreading clients, keeping a
+//! warm port), a server one port past the one it last served, so under constant load every pending
+//! port is served within one pass of its scan (fairness).
+
+use core::cell::Cell;
+use core::marker::PhantomData;
+
+use crate::lanes::{Lanes, Single};
+use crate::layout::{HeaderWord, Layout, LayoutError, Slot, PORT_GRANULE};
+use crate::mailbox::{Mailbox, PerPort};
+use crate::port::Port;
+use crate::sync::{fence, AtomicU32, Ordering, SharedCell};
+use crate::wait::{Spin, Wait};
+
+/// A region's shared memory, seen as its parts. Cheap to copy; both sides hold one.
+pub struct Region<'a, M: Mailbox = PerPort> {
+    layout: Layout,
+    client_outbox: &'a [AtomicU32],
+    server_outbox: &'a [AtomicU32],
+    packets: &'a [SharedCell<Slot>],
+    _mailbox: PhantomData<M>,
+}
+
+impl<M: Mailbox> Clone for Region<'_, M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M: Mailbox> Copy for Region<'_, M> {}
+
+impl<M: Mailbox> core::fmt::Debug for Region<'_, M> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Region")
+            .field("layout", &self.layout)
+            .finish()
+    }
+}
+
+impl<'a, M: Mailbox> Region<'a, M> {
+    /// A region from its parts, checked against `layout`.
+    pub fn from_parts(
+        layout: Layout,
+        client_outbox: &'a [AtomicU32],
+        server_outbox: &'a [AtomicU32],
+        packets: &'a [SharedCell<Slot>],
+    ) -> Result<Self, LayoutError> {
+        if layout.mailbox() != M::KIND {
+            return Err(LayoutError::Mailbox(layout.mailbox()));
+        }
+        let words = layout.mailbox_words();
+        let slots = layout.ports() as usize * layout.slots_per_packet();
+        if client_outbox.len() != words || server_outbox.len() != words || packets.len() != slots {
+            return Err(LayoutError::Ports(layout.ports()));
+        }
+        Ok(Region {
+            layout,
+            client_outbox,
+            server_outbox,
+            packets,
+            _mailbox: PhantomData,
+        })
+    }
+
+    /// A region laid out by `layout` over raw memory at `base`.
+    ///
+    /// # Safety
+    ///
+    /// `base` must be aligned to 64 bytes and valid for reads and writes of `layout.size()` bytes
+    /// for `'a`, and that memory must be accessed during `'a` only through this protocol (by this
+    /// and other `Region`s over the same memory, in this or other processes or devices). Any byte
+    /// contents are valid: every field is an integer.
+    #[cfg(not(loom))]
+    pub unsafe fn from_raw(base: *mut u8, layout: Layout) -> Result<Self, LayoutError> {
+        debug_assert_eq!(base as usize % crate::layout::SLOT_BYTES, 0);
+        let words = layout.mailbox_words();
+        let slots = layout.ports() as usize * layout.slots_per_packet();
+        // SAFETY: the caller guarantees `base .. base + size` is valid and 64-byte aligned; the
+        // layout puts each part inside it, 64-byte aligned, without overlap; `AtomicU32` and
+        // `SharedCell<Slot>` (a transparent `UnsafeCell<Slot>`) accept any bit pattern, and the
+        // memory is shared only through atomics and the ownership protocol.
+        let (client_outbox, server_outbox, packets) = unsafe {
+            (
+                core::slice::from_raw_parts(
+                    base.add(layout.client_outbox_offset()).cast::<AtomicU32>(),
+                    words,
+                ),
+                core::slice::from_raw_parts(
+                    base.add(layout.server_outbox_offset()).cast::<AtomicU32>(),
+                    words,
+                ),
+                core::slice::from_raw_parts(
+                    base.add(layout.packets_offset()).cast::<SharedCell<Slot>>(),
+                    slots,
+                ),
+            )
+        };
+        Self::from_parts(layout, client_outbox, server_outbox, packets)
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The client's outbox words (the server's inbox).
+    pub fn client_outbox(&self) -> &'a [AtomicU32] {
+        self.client_outbox
+    }
+
+    /// The server's outbox words (the client's inbox).
+    pub fn server_outbox(&self) -> &'a [AtomicU32] {
+        self.server_outbox
+    }
+
+    /// The header slot of `port`'s packet.
+    #[inline(always)]
+    pub(crate) fn header(&self, port: u32) -> &'a SharedCell<Slot> {
+        &self.packets[port as usize * self.layout.slots_per_packet()]
+    }
+
+    /// Slot `lane` of `port`'s packet.
+    #[inline(always)]
+    pub(crate) fn slot(&self, port: u32, lane: u32) -> &'a SharedCell<Slot> {
+        &self.packets[port as usize * self.layout.slots_per_packet() + 1 + lane as usize]
+    }
+
+    /// Whether a client could open `port` now: the client owns its packet (a request is not in
+    /// flight). Transports use it to tell idle ports from ports a dead client left mid-call.
+    pub fn client_owns(&self, port: u32) -> bool {
+        M::load(self.server_outbox, port) == M::load(self.client_outbox, port)
+    }
+
+    /// Reads header word `word` of `port`'s packet without owning it, for diagnostics and for
+    /// transports reading owner tags. The value may be torn or stale; never act on it without
+    /// holding the port.
+    pub fn peek_header(&self, port: u32, word: HeaderWord) -> u64 {
+        // SAFETY: a volatile read of an initialised `u64` inside the region; the caller accepts a
+        // racy value (documented), and no reference to the cell is formed.
+        self.header(port)
+            .with(|h| unsafe { core::ptr::read_volatile((*h).words.as_ptr().add(word as usize)) })
+    }
+}
+
+/// Which side of the protocol a [`Process`] plays. Sealed: [`Client`] and [`Server`].
+pub trait Side: sealed::Sealed + 'static {
+    /// `inbox ^ outbox` when this side owns the packet.
+    const OWNED_WHEN: u32;
+    /// Whether the search filters candidate ports by mailbox state before locking (the server:
+    /// only ports with pending work matter), or locks first (the client: most ports are idle).
+    const SCAN_MAILBOX: bool;
+    /// Added to a port's index to get where the next search starts.
+    const CURSOR_STEP: u32;
+    /// Whether closing a port this side still owns hands it back (the server: a request it
+    /// consumed without replying goes back to the client; the client keeps an idle packet).
+    const RETURN_ON_CLOSE: bool;
+    /// What opening a port takes: the opcode for a client, nothing for a server.
+    type Open: Copy;
+    /// This side's outbox.
+    fn outbox<'a, M: Mailbox>(region: &Region<'a, M>) -> &'a [AtomicU32];
+    /// This side's inbox.
+    fn inbox<'a, M: Mailbox>(region: &Region<'a, M>) -> &'a [AtomicU32];
+    /// Sets up a freshly opened port: the client writes the header, the server reads it.
+    fn on_open<L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Self, L, M, W>,
+        arg: Self::Open,
+    ) where
+        Self: Sized;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Client {}
+    impl Sealed for super::Server {}
+}
+
+/// The side that opens ports with an opcode and sends requests (a GPU warp, a client process).
+#[derive(Clone, Copy, Debug)]
+pub enum Client {}
+
+/// The side that serves requests (the host).
+#[derive(Clone, Copy, Debug)]
+pub enum Server {}
+
+impl Side for Client {
+    const OWNED_WHEN: u32 = 0;
+    const SCAN_MAILBOX: bool = false;
+    const CURSOR_STEP: u32 = 0;
+    const RETURN_ON_CLOSE: bool = false;
+    type Open = u32;
+    fn outbox<'a, M: Mailbox>(region: &Region<'a, M>) -> &'a [AtomicU32] {
+        region.client_outbox
+    }
+    fn inbox<'a, M: Mailbox>(region: &Region<'a, M>) -> &'a [AtomicU32] {
+        region.server_outbox
+    }
+    fn on_open<L: Lanes, M: Mailbox, W: Wait>(port: &mut Port<'_, '_, Self, L, M, W>, opcode: u32) {
+        port.write_open_header(opcode);
+    }
+}
+
+impl Side for Server {
+    const OWNED_WHEN: u32 = 1;
+    const SCAN_MAILBOX: bool = true;
+    const CURSOR_STEP: u32 = 1;
+    const RETURN_ON_CLOSE: bool = true;
+    type Open = ();
+    fn outbox<'a, M: Mailbox>(region: &Region<'a, M>) -> &'a [AtomicU32] {
+        region.server_outbox
+    }
+    fn inbox<'a, M: Mailbox>(region: &Region<'a, M>) -> &'a [AtomicU32] {
+        region.client_outbox
+    }
+    fn on_open<L: Lanes, M: Mailbox, W: Wait>(port: &mut Port<'_, '_, Self, L, M, W>, _: ()) {
+        port.read_open_header();
+    }
+}
+
+/// No port found (all lock words full, or nothing owned).
+const NONE: u32 = u32::MAX;
+
+/// One side's handle on a region: its lock bitmap, its lanes, its waiting policy and its search
+/// cursor. Not `Sync` (the cursor is per handle): make one per thread, or per warp on a GPU.
+pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait = Spin> {
+    region: Region<'a, M>,
+    locks: &'a [AtomicU32],
+    lanes: L,
+    wait: W,
+    cursor: Cell<u32>,
+    _side: PhantomData<S>,
+}
+
+/// A client process.
+pub type ClientProcess<'a, L = Single, M = PerPort, W = Spin> = Process<'a, Client, L, M, W>;
+/// A server process.
+pub type ServerProcess<'a, L = Single, M = PerPort, W = Spin> = Process<'a, Server, L, M, W>;
+
+impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
+    /// A handle on `region` for side `S`, with `locks` as this side's lock bitmap.
+    ///
+    /// `locks` must have `layout.lock_words()` words and be shared by every handle of this side
+    /// on this region (and by no handle of the other side).
+    pub fn new(
+        region: Region<'a, M>,
+        locks: &'a [AtomicU32],
+        lanes: L,
+        wait: W,
+    ) -> Result<Self, LayoutError> {
+        if locks.len() != region.layout.lock_words() {
+            return Err(LayoutError::Ports(region.layout.ports()));
+        }
+        if lanes.lane_size() > region.layout.lanes() {
+            return Err(LayoutError::Lanes(lanes.lane_size()));
+        }
+        Ok(Process {
+            region,
+            locks,
+            lanes,
+            wait,
+            cursor: Cell::new(0),
+            _side: PhantomData,
+        })
+    }
+
+    /// Starts this handle's searches at `port` (modulo the port count). Spreading the starts of
+    /// concurrent clients (by thread or warp index) lets each find a free port at its first step.
+    pub fn with_cursor(self, port: u32) -> Self {
+        self.cursor.set(port % self.region.layout.ports());
+        self
+    }
+
+    /// The region.
+    pub fn region(&self) -> &Region<'a, M> {
+        &self.region
+    }
+
+    /// The lanes.
+    pub fn lanes(&self) -> &L {
+        &self.lanes
+    }
+
+    /// The waiting policy.
+    pub fn wait_policy(&self) -> &W {
+        &self.wait
+    }
+
+    /// Opens a port this side owns, if one is free now.
+    ///
+    /// A client passes the opcode, which goes into the packet's header; a server passes `()` and
+    /// reads the opcode from the port. Every active lane must call this together with the same
+    /// argument (on a GPU: convergently).
+    pub fn try_open(&self, arg: S::Open) -> Option<Port<'_, 'a, S, L, M, W>> {
+        let mask = self.lanes.active_mask();
+        let mut found = NONE;
+        if self.lanes.is_first_lane(mask) {
+            found = self.search();
+        }
+        // The port index is made uniform: every lane uses the first lane's choice.
+        let found = self.lanes.broadcast(mask, found);
+        if found == NONE {
+            return None;
+        }
+        let mut port = Port::new(self, found >> 1, found & 1, mask);
+        S::on_open(&mut port, arg);
+        self.lanes.sync(mask);
+        Some(port)
+    }
+
+    /// Opens a port, waiting under the wait policy until one is free (a client: a port not in use;
+    /// a server: a port with a request).
+    pub fn open(&self, arg: S::Open) -> Result<Port<'_, 'a, S, L, M, W>, crate::Error> {
+        let mut polls = 0u32;
+        loop {
+            if let Some(port) = self.try_open(arg) {
+                return Ok(port);
+            }
+            self.wait.pause(polls)?;
+            polls = polls.saturating_add(1);
+        }
+    }
+
+    /// Whether this side owns `port`'s packet, given its own outbox bit `out`.
+    #[inline(always)]
+    pub(crate) fn owns(&self, port: u32, out: u32) -> bool {
+        (M::load(S::inbox(&self.region), port) ^ out) == S::OWNED_WHEN
+    }
+
+    #[inline(always)]
+    pub(crate) fn flip_outbox(&self, port: u32, value: u32) {
+        M::flip(S::outbox(&self.region), port, value);
+    }
+
+    /// Finds a port this side owns and locks it; returns `index * 2 + outbox bit`, or `NONE`.
+    /// Runs in the first lane only.
+    fn search(&self) -> u32 {
+        let words = self.locks.len() as u32;
+        let start = self.cursor.get();
+        let (first_word, first_bit) = (start / PORT_GRANULE, start % PORT_GRANULE);
+        // `words + 1` steps: the starting word is visited twice, first from `first_bit` up, last
+        // below it, so every port is tried exactly once.
+        for step in 0..=words {
+            let word = (first_word + step) % words;
+            let mut free = !self.locks[word as usize].load(Ordering::Relaxed);
+            if step == 0 {
+                free &= u32::MAX << first_bit;
+            } else if step == words {
+                free &= !(u32::MAX << first_bit);
+            }
+            if S::SCAN_MAILBOX && free != 0 {
+                let inbox = M::load_word(S::inbox(&self.region), word);
+                let outbox = M::load_word(S::outbox(&self.region), word);
+                free &= if S::OWNED_WHEN == 1 {
+                    inbox ^ outbox
+                } else {
+                    !(inbox ^ outbox)
+                };
+            }
+            while free != 0 {
+                let port = word * PORT_GRANULE + free.trailing_zeros();
+                free &= free - 1;
+                if !self.lock(port) {
+                    continue;
+                }
+                // The mailboxes are re-read with the lock held: the state may have moved since the
+                // scan, and the previous lock holder may have flipped our outbox.
+                let out = M::load(S::outbox(&self.region), port);
+                if self.owns(port, out) {
+                    // SYNC (take ownership): pairs with the other side's release fence before the
+                    // flip we just observed; the packet's contents are now visible to us.
+                    fence(Ordering::Acquire);
+                    self.cursor
+                        .set((port + S::CURSOR_STEP) % self.region.layout.ports());
+                    return port * 2 + out;
+                }
+                self.unlock(port);
+            }
+        }
+        NONE
+    }
+
+    /// Sets `port`'s lock bit; true if it was clear.
+    #[inline(always)]
+    fn lock(&self, port: u32) -> bool {
+        let bit = 1 << (port % PORT_GRANULE);
+        let previous = self.locks[(port / PORT_GRANULE) as usize].fetch_or(bit, Ordering::Relaxed);
+        if previous & bit != 0 {
+            return false;
+        }
+        // SYNC (lock acquire): pairs with the release fence in `unlock` of the previous holder, so
+        // its outbox flip and header writes are visible before we re-read the mailboxes.
+        fence(Ordering::Acquire);
+        true
+    }
+
+    /// Clears `port`'s lock bit. Runs in the first lane only.
+    #[inline(always)]
+    pub(crate) fn unlock(&self, port: u32) {
+        // SYNC (lock release): everything this holder did to the port, its outbox flip included,
+        // happens before the next holder's `lock`.
+        fence(Ordering::Release);
+        let bit = 1 << (port % PORT_GRANULE);
+        self.locks[(port / PORT_GRANULE) as usize].fetch_and(!bit, Ordering::Relaxed);
+    }
+}

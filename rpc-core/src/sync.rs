@@ -1,0 +1,72 @@
+//! The one place atomics, fences, spin hints and shared cells come from.
+//!
+//! Every synchronising access in the protocol goes through this module so that `--cfg loom`
+//! can replace the whole memory model with loom's checked one (the crossbeam habit), and so a
+//! GPU build can swap in scoped atomics later without touching the protocol code.
+
+#[cfg(not(loom))]
+pub(crate) use core::sync::atomic::{fence, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, Ordering};
+
+/// The atomic word of mailboxes and lock bitmaps (loom's under `--cfg loom`).
+#[cfg(not(loom))]
+pub use core::sync::atomic::AtomicU32;
+/// The atomic word of mailboxes and lock bitmaps (loom's under `--cfg loom`).
+#[cfg(loom)]
+pub use loom::sync::atomic::AtomicU32;
+
+/// A hint that the caller is spinning on a value the other side will change.
+#[inline(always)]
+pub(crate) fn spin_hint() {
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+    #[cfg(loom)]
+    loom::thread::yield_now();
+}
+
+/// A shared-memory cell read and written only by the side that owns it at the time.
+///
+/// Outside loom this is a `repr(transparent)` `UnsafeCell`, so it can be laid over raw shared
+/// memory; under loom it is loom's tracked cell, which reports any access the mailbox handoff
+/// does not order.
+#[cfg(not(loom))]
+#[repr(transparent)]
+pub struct SharedCell<T>(core::cell::UnsafeCell<T>);
+
+#[cfg(loom)]
+pub struct SharedCell<T>(loom::cell::UnsafeCell<T>);
+
+// SAFETY: a `SharedCell` is only accessed by the side that owns its packet; ownership moves
+// between sides and threads only through the mailbox handoff (release fence + flip, then
+// observe + acquire fence), which orders every access. The type is never handed out by
+// reference to callers, only through `with`/`with_mut` inside the protocol.
+unsafe impl<T: Send> Sync for SharedCell<T> {}
+
+impl<T> SharedCell<T> {
+    /// A new cell holding `value`.
+    pub fn new(value: T) -> Self {
+        #[cfg(not(loom))]
+        return Self(core::cell::UnsafeCell::new(value));
+        #[cfg(loom)]
+        return Self(loom::cell::UnsafeCell::new(value));
+    }
+
+    /// Reads through a raw pointer to the value.
+    #[inline(always)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        #[cfg(not(loom))]
+        return f(self.0.get());
+        #[cfg(loom)]
+        return self.0.with(f);
+    }
+
+    /// Writes through a raw pointer to the value.
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        #[cfg(not(loom))]
+        return f(self.0.get());
+        #[cfg(loom)]
+        return self.0.with_mut(f);
+    }
+}

@@ -1,0 +1,52 @@
+//! Waiting: what a side does while the other side has the packet.
+//!
+//! The protocol spins on the inbox. How it spins, and when it gives up on a peer that stopped
+//! answering, is a policy of whoever embeds the protocol: a GPU spins forever with a short
+//! sleep, a host transport backs off to `yield`/sleep and gives up after a deadline so a dead
+//! peer becomes an [`Error::Stalled`](crate::Error::Stalled) instead of a hang.
+
+/// A waiting policy. `pause` is called once per failed poll, with the number of polls so far in
+/// this wait (starting at 0).
+pub trait Wait {
+    /// Pauses before the next poll, or gives up the wait by returning `Err(Stalled)`.
+    fn pause(&self, polls: u32) -> Result<(), Stalled>;
+}
+
+/// The wait was abandoned by the [`Wait`] policy (the peer did not answer in time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stalled;
+
+/// Spins forever with a processor hint: the fastest handoff, and the right policy when the other
+/// side is known to be alive (tests under a watchdog, benchmarks, GPU kernels).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Spin;
+
+impl Wait for Spin {
+    #[inline(always)]
+    fn pause(&self, _polls: u32) -> Result<(), Stalled> {
+        crate::sync::spin_hint();
+        Ok(())
+    }
+}
+
+/// Spins up to a number of polls, then gives up.
+#[derive(Clone, Copy, Debug)]
+pub struct SpinLimit(pub u32);
+
+impl Wait for SpinLimit {
+    #[inline(always)]
+    fn pause(&self, polls: u32) -> Result<(), Stalled> {
+        if polls >= self.0 {
+            return Err(Stalled);
+        }
+        crate::sync::spin_hint();
+        Ok(())
+    }
+}
+
+impl<W: Wait + ?Sized> Wait for &W {
+    #[inline(always)]
+    fn pause(&self, polls: u32) -> Result<(), Stalled> {
+        (**self).pause(polls)
+    }
+}

@@ -1,0 +1,1 @@
+//! Placeholder: this crate lands with its own issue.
