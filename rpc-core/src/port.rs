@@ -37,6 +37,8 @@ pub struct Port<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> {
     /// Whether this side already read the packet it holds (so the next `recv` must hand it back
     /// before waiting for a new one).
     consumed: bool,
+    /// A status to write into the header with the next send.
+    next_status: Option<u32>,
 }
 
 impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
@@ -55,6 +57,7 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
             opcode: 0,
             owns: true,
             consumed: false,
+            next_status: None,
         }
     }
 
@@ -118,9 +121,9 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
         self.header(HeaderWord::Status) as u32
     }
 
-    /// Sets the status sent with the next packet.
+    /// Sets the status sent with the next packet (written into the header by that `send`).
     pub fn set_status(&mut self, status: u32) {
-        self.set_header(HeaderWord::Status, status as u64);
+        self.next_status = Some(status);
     }
 
     pub(crate) fn write_open_header(&mut self, opcode: u32) {
@@ -214,6 +217,9 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
     /// index), then hands the packet over.
     pub fn send(&mut self, mut fill: impl FnMut(&mut Slot, u32)) -> Result<(), Error> {
         self.ensure_owned()?;
+        if let Some(status) = self.next_status.take() {
+            self.set_header(HeaderWord::Status, status as u64);
+        }
         // SAFETY: this side holds the packet and each lane touches only its own slots.
         self.each_slot(|cell, lane| cell.with_mut(|s| fill(unsafe { &mut *s }, lane)));
         self.give();

@@ -1,0 +1,350 @@
+//! Protocol behaviour over a heap region: handoff, locks, fairness, streams and their errors.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Backoff, ThreadWarp};
+use rpc_core::{
+    Error, HeaderWord, HeapRegion, Layout, LayoutError, MailboxKind, Packed, PerPort, SliceSink,
+    SpinLimit,
+};
+
+#[test]
+fn layout_is_computed_and_checked() {
+    let l = Layout::new(32, 1, MailboxKind::PerPort).unwrap();
+    assert_eq!(l.client_outbox_offset(), 0);
+    assert_eq!(l.server_outbox_offset(), 128);
+    assert_eq!(l.packets_offset(), 256);
+    assert_eq!(l.size(), 256 + 32 * 2 * 64);
+    assert_eq!(l.lock_words(), 1);
+    let p = Layout::new(65536, 32, MailboxKind::Packed).unwrap();
+    assert_eq!(p.mailbox_words(), 2048);
+    assert_eq!(p.size(), 2 * 8192 + 65536 * 33 * 64);
+    assert_eq!(
+        Layout::new(0, 1, MailboxKind::PerPort),
+        Err(LayoutError::Ports(0))
+    );
+    assert_eq!(
+        Layout::new(33, 1, MailboxKind::PerPort),
+        Err(LayoutError::Ports(33))
+    );
+    assert_eq!(
+        Layout::new(1 << 21, 1, MailboxKind::PerPort),
+        Err(LayoutError::Ports(1 << 21))
+    );
+    assert_eq!(
+        Layout::new(32, 0, MailboxKind::PerPort),
+        Err(LayoutError::Lanes(0))
+    );
+    assert_eq!(
+        Layout::new(32, 65, MailboxKind::PerPort),
+        Err(LayoutError::Lanes(65))
+    );
+    assert!(HeapRegion::<Packed>::new(32, 1).is_ok());
+}
+
+fn call_in_one_thread<M: rpc_core::Mailbox>() {
+    let region = HeapRegion::<M>::new(64, 1).unwrap();
+    let client = region.client();
+    let server = region.server();
+    assert!(server.try_open(()).is_none(), "nothing to serve yet");
+    for i in 0..100u64 {
+        let mut c = client.try_open(5).expect("a free port");
+        c.send(|s, _| s.words[0] = i).unwrap();
+        let mut s = server.try_open(()).expect("a pending request");
+        assert_eq!(s.opcode(), 5);
+        assert_eq!(s.lane_mask(), 1);
+        s.recv_and_send(|slot, _| slot.words[0] *= 2).unwrap();
+        drop(s);
+        assert!(server.try_open(()).is_none(), "the request was served once");
+        let mut got = 0;
+        c.recv(|s, _| got = s.words[0]).unwrap();
+        assert_eq!(got, 2 * i);
+    }
+}
+
+#[test]
+fn call_round_trips_per_port_mailbox() {
+    call_in_one_thread::<PerPort>();
+}
+
+#[test]
+fn call_round_trips_packed_mailbox() {
+    call_in_one_thread::<Packed>();
+}
+
+#[test]
+fn one_way_send_returns_the_port_to_the_client() {
+    let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
+    let client = region.client();
+    let server = region.server();
+    let mut c = client.try_open(1).unwrap();
+    let first = c.index();
+    c.send(|s, _| s.words[0] = 9).unwrap();
+    c.close();
+    // The port is the server's now: a client cannot take it, and opens another.
+    let other = client.try_open(1).unwrap();
+    assert_ne!(other.index(), first);
+    drop(other);
+    let mut s = server.try_open(()).unwrap();
+    assert_eq!(s.index(), first);
+    s.recv(|slot, _| assert_eq!(slot.words[0], 9)).unwrap();
+    s.close(); // hands the packet back
+    assert!(region.region().client_owns(first));
+    assert!(server.try_open(()).is_none());
+}
+
+#[test]
+fn all_ports_busy_means_none_then_a_port_frees() {
+    let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
+    let client = region.client();
+    let held: Vec<_> = (0..32).map(|_| client.try_open(0).unwrap()).collect();
+    let mut indices: Vec<u32> = held.iter().map(|p| p.index()).collect();
+    indices.sort();
+    assert_eq!(indices, (0..32).collect::<Vec<_>>(), "every port once");
+    assert!(client.try_open(0).is_none());
+    drop(held);
+    assert!(client.try_open(0).is_some());
+}
+
+#[test]
+fn server_scan_is_fair_to_high_ports() {
+    // Keep low ports constantly busy with requests; a request on the highest port must still be
+    // served within one pass of the server's scan.
+    const PORTS: u32 = 128;
+    let region = HeapRegion::<PerPort>::new(PORTS, 1).unwrap();
+    let server = region.server();
+    let clients: Vec<_> = (0..PORTS).map(|p| region.client().with_cursor(p)).collect();
+    let request = |p: u32| {
+        let mut port = clients[p as usize].try_open(3).unwrap();
+        assert_eq!(port.index(), p);
+        port.send(|s, _| s.words[0] = p as u64).unwrap();
+    };
+    for p in 0..8 {
+        request(p);
+    }
+    request(PORTS - 1);
+    let mut served_high_after = None;
+    for n in 0..(4 * PORTS) {
+        let mut s = server.try_open(()).expect("requests are always pending");
+        let p = s.index();
+        s.recv(|_, _| {}).unwrap();
+        s.close();
+        if p == PORTS - 1 {
+            served_high_after = Some(n);
+            break;
+        }
+        request(p); // the low port is busy again at once
+    }
+    let n = served_high_after.expect("the high port was starved");
+    assert!(
+        n <= 8,
+        "high port served after {n} others, more than one pass"
+    );
+}
+
+fn stream_round_trip(len: usize, limit: u64) -> (Result<(), Error>, Result<(), Error>, Vec<u8>) {
+    let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
+    let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+    std::thread::scope(|scope| {
+        let server = scope.spawn(|| {
+            let server = region
+                .server_with(rpc_core::Single, Backoff::default())
+                .unwrap();
+            let mut port = server.open(()).unwrap();
+            let mut sink: Vec<Vec<u8>> = Vec::new();
+            let got = port.recv_n(limit, &mut sink);
+            // Reply either way, with the outcome in the status word.
+            port.set_status(got.is_ok() as u32);
+            port.send(|s, _| s.words[0] = 0xAB).unwrap();
+            (got, sink.pop().unwrap_or_default())
+        });
+        let client = region
+            .client_with(rpc_core::Single, Backoff::default())
+            .unwrap();
+        let mut port = client.open(11).unwrap();
+        let sent = port.send_n(|_| &data);
+        let mut reply = 0;
+        port.recv(|s, _| reply = s.words[0]).unwrap();
+        assert_eq!(reply, 0xAB, "the reply follows the stream, accepted or not");
+        let (received, bytes) = server.join().unwrap();
+        assert_eq!(port.status() == 1, received.is_ok());
+        drop(port);
+        // The region is at rest and usable again.
+        for p in 0..32 {
+            assert!(region.region().client_owns(p));
+        }
+        (sent, received, bytes)
+    })
+}
+
+#[test]
+fn streams_of_every_boundary_size_arrive_whole() {
+    for len in [0, 1, 55, 56, 57, 119, 120, 121, 1000, 64 * 1024 + 5] {
+        let (sent, received, bytes) = stream_round_trip(len, u64::MAX);
+        assert_eq!(sent, Ok(()), "len {len}");
+        assert_eq!(received, Ok(()), "len {len}");
+        let want: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+        assert_eq!(bytes, want, "len {len}");
+    }
+}
+
+#[test]
+fn a_stream_over_the_limit_is_refused_on_both_sides() {
+    // Several packets: the sender learns of the refusal.
+    let (sent, received, _) = stream_round_trip(1000, 100);
+    assert_eq!(sent, Err(Error::Rejected));
+    assert_eq!(
+        received,
+        Err(Error::TooLarge {
+            lane: 0,
+            len: 1000,
+            limit: 100
+        })
+    );
+    // One packet: nothing more to stop; the receiver refuses it, the reply says so.
+    let (sent, received, _) = stream_round_trip(40, 10);
+    assert_eq!(sent, Ok(()));
+    assert_eq!(
+        received,
+        Err(Error::TooLarge {
+            lane: 0,
+            len: 40,
+            limit: 10
+        })
+    );
+}
+
+#[test]
+fn a_hostile_length_allocates_nothing() {
+    let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
+    let client = region.client();
+    let server = region.server();
+    let mut c = client.try_open(2).unwrap();
+    // A forged first packet claiming an enormous stream.
+    c.send(|s, _| s.words[0] = u64::MAX).unwrap();
+    let mut s = server.try_open(()).unwrap();
+    let mut sink: Vec<Vec<u8>> = Vec::new();
+    let got = s.recv_n(1 << 20, &mut sink);
+    assert_eq!(
+        got,
+        Err(Error::TooLarge {
+            lane: 0,
+            len: u64::MAX,
+            limit: 1 << 20
+        })
+    );
+    assert!(sink.is_empty());
+    // The refusal was handed to the client, which owns the packet again.
+    assert!(!s.owns_packet());
+    drop(s);
+    assert!(c.owns_packet() || region.region().client_owns(c.index()));
+    c.recv(|_, _| {}).unwrap();
+    assert_eq!(
+        c.header(HeaderWord::Stream),
+        rpc_core::stream::STREAM_REJECTED
+    );
+}
+
+#[test]
+fn a_sink_too_small_refuses_the_stream() {
+    let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
+    let client = region.client();
+    let server = region.server();
+    let mut c = client.try_open(2).unwrap();
+    c.send_n(|_| b"hello, world").unwrap();
+    let mut s = server.try_open(()).unwrap();
+    let mut small = [0u8; 4];
+    let mut sink = SliceSink::new(&mut small);
+    assert_eq!(s.recv_n(1024, &mut sink), Err(Error::Sink { lane: 0 }));
+    let mut big = [0u8; 64];
+    drop(s);
+    // The same request again, into a buffer that fits.
+    drop(c);
+    let mut c = client.try_open(2).unwrap();
+    c.send_n(|_| b"hello, world").unwrap();
+    let mut s = server.try_open(()).unwrap();
+    let mut sink = SliceSink::new(&mut big);
+    s.recv_n(1024, &mut sink).unwrap();
+    assert_eq!(sink.received(), b"hello, world");
+}
+
+#[test]
+fn a_dead_server_is_a_stalled_error_not_a_hang() {
+    let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
+    let client = region
+        .client_with(rpc_core::Single, SpinLimit(10_000))
+        .unwrap();
+    let mut c = client.try_open(4).unwrap();
+    let index = c.index();
+    assert_eq!(
+        c.send_and_recv(|s, _| s.words[0] = 1, |_, _| {}),
+        Err(Error::Stalled)
+    );
+    drop(c);
+    // Later the server answers; the port comes back to rest and is reused.
+    let server = region.server();
+    let mut s = server.try_open(()).unwrap();
+    assert_eq!(s.index(), index);
+    s.recv_and_send(|_, _| {}).unwrap();
+    drop(s);
+    assert!(region.region().client_owns(index));
+    assert_eq!(client.try_open(4).unwrap().index(), index);
+}
+
+#[test]
+fn a_simulated_warp_fills_every_slot_and_streams_per_lane() {
+    const LANES: u32 = 4;
+    let region = HeapRegion::<PerPort>::new(32, LANES).unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let server = region
+                .server_with(rpc_core::Single, Backoff::default())
+                .unwrap();
+            // A plain call: each lane's value plus its lane index.
+            let mut port = server.open(()).unwrap();
+            assert_eq!(port.lane_mask(), 0b1111);
+            port.recv_and_send(|s, lane| s.words[0] += lane as u64)
+                .unwrap();
+            drop(port);
+            // A stream of a different length per lane, echoed back reversed.
+            let mut port = server.open(()).unwrap();
+            let mut sink: Vec<Vec<u8>> = Vec::new();
+            port.recv_n(1 << 16, &mut sink).unwrap();
+            for v in &mut sink {
+                v.reverse();
+            }
+            port.send_n(|lane| &sink[lane as usize]).unwrap();
+        });
+        let handles: Vec<_> = ThreadWarp::lanes(LANES)
+            .into_iter()
+            .map(|lanes| {
+                let region = &region;
+                scope.spawn(move || {
+                    let lane = rpc_core::Lanes::lane_id(&lanes) as u64;
+                    let client = region.client_with(lanes, Backoff::default()).unwrap();
+                    let mut port = client.open(8).unwrap();
+                    let mut got = 0;
+                    port.send_and_recv(|s, _| s.words[0] = 100 * lane, |s, _| got = s.words[0])
+                        .unwrap();
+                    assert_eq!(got, 101 * lane);
+                    drop(port);
+                    let mine: Vec<u8> = (0..(lane * 100 + 3)).map(|i| i as u8).collect();
+                    let mut port = client.open(9).unwrap();
+                    port.send_n(|_| &mine).unwrap();
+                    let mut back = vec![0u8; 1000];
+                    let mut sink = SliceSink::new(&mut back);
+                    port.recv_n(1000, &mut sink).unwrap();
+                    let mut want = mine.clone();
+                    want.reverse();
+                    assert_eq!(sink.received(), &want[..]);
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+    });
+    let _ = Duration::ZERO;
+}
