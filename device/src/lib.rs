@@ -1,2 +1,40 @@
-#![no_std]
-//! Placeholder: this crate lands with its own issue.
+//! The GPU side of ferry: what a kernel needs to call its host.
+//!
+//! - [`lanes`]: the lanes of a warp (NVIDIA, inline PTX) or wavefront (AMD), behind
+//!   [`rpc_core::Lanes`]: lane id, active mask, ballot, broadcast, sync;
+//! - [`descriptor`]: where the host tells the kernel about the region (the `FERRY_RPC` global the
+//!   loader fills before launch), and the client each warp builds from it at kernel start;
+//! - [`services`]: the opcodes the host serves and their device-side calls (a no-op, print, exit);
+//! - [`wait`]: how a warp waits for the host (spin, then sleep);
+//! - `nvptx`: thread and block indices, the global timer, the entry-point macro [`entry!`] and the
+//!   panic handler, for NVPTX builds only;
+//! - `sim` (feature `sim`): a simulated warp of CPU threads, so the same device code runs on the
+//!   host against a real server in tests.
+//!
+//! On the host the crate builds as an ordinary `no_std` library with one-lane clients
+//! ([`rpc_core::Single`]); transports use its [`descriptor::Descriptor`] and [`services`] opcodes so
+//! both sides agree on them.
+
+#![cfg_attr(not(test), no_std)]
+#![deny(missing_docs)]
+#![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
+
+#[cfg(all(feature = "sim", not(test)))]
+extern crate std;
+
+pub mod descriptor;
+pub mod lanes;
+#[cfg(target_arch = "nvptx64")]
+pub mod nvptx;
+pub mod services;
+#[cfg(feature = "sim")]
+pub mod sim;
+pub mod wait;
+
+pub use descriptor::{Client, Descriptor};
+pub use rpc_core;
+pub use services::CallError;
+pub use wait::GpuWait;
+
+#[cfg(target_arch = "nvptx64")]
+pub use nvptx::{client, Args};

@@ -1,0 +1,28 @@
+//! Every warp makes `CALLS` no-op calls (argument 1, default 10 000) and checks every reply.
+//!
+//! Run at full occupancy: `rpc-gpu-run --blocks 264 --threads 1024 occupancy.ptx 10000` on an
+//! H200 (132 SMs × 64 warps). Exit code 0: every lane of every call got its own value plus one;
+//! 1: some reply was wrong; 2: a call failed.
+
+#![no_std]
+#![feature(abi_ptx)]
+
+use device::nvptx::global_thread_id;
+
+device::entry!(main);
+
+fn main(args: device::Args) -> i32 {
+    let calls = args.get_u32(1).unwrap_or(10_000);
+    let client = device::client();
+    let me = (global_thread_id() as u64) << 32;
+    let mut wrong = 0u32;
+    for i in 0..calls {
+        let x = me | i as u64;
+        match device::services::noop(&client, x) {
+            Ok(y) if y == x + 1 => {}
+            Ok(_) => wrong += 1,
+            Err(_) => return 2,
+        }
+    }
+    (wrong != 0) as i32
+}

@@ -1,0 +1,106 @@
+//! The descriptor: what the host tells a kernel about the region before launch.
+//!
+//! The loader (or any host program using `transport-gpu`) writes one [`Descriptor`] into the
+//! program's global named [`SYMBOL`] before it launches the kernel. Every warp reads it at kernel
+//! start and builds its own client handle from it ([`Descriptor::client`]): the region lives in
+//! mapped pinned host memory, the client's lock bitmap in device memory, and the port count and
+//! lane count are the host's choice (`Layout`), so the GPU code has no compiled-in sizes.
+
+use rpc_core::mailbox::MailboxKind;
+use rpc_core::sync::AtomicU32;
+use rpc_core::{ClientProcess, Lanes, Layout, LayoutError, PerPort, Region, Wait};
+
+/// The name of the program's descriptor global, as the host looks it up.
+pub const SYMBOL: &str = "FERRY_RPC";
+
+/// The value of [`Descriptor::magic`] once the host has filled the descriptor in.
+pub const MAGIC: u32 = 0x4652_5259;
+
+/// A client handle on the region: one per warp (or host thread).
+pub type Client<'a, L, W> = ClientProcess<'a, L, PerPort, W>;
+
+/// Where the region and the client's lock bitmap are, and how the region is laid out.
+///
+/// `repr(C)`, 32 bytes: the host writes it byte for byte into the device global [`SYMBOL`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Descriptor {
+    /// [`MAGIC`] once set up; anything else means no host set this program up.
+    pub magic: u32,
+    /// Port count of the region.
+    pub ports: u32,
+    /// Lanes per packet.
+    pub lanes: u32,
+    /// The mailbox representation's wire number ([`MailboxKind`]); always `PerPort` on a GPU.
+    pub mailbox: u32,
+    /// Address of the region as the client sees it (device address of mapped host memory).
+    pub region: u64,
+    /// Address of the client's lock bitmap (`layout.lock_words()` words, zeroed before launch).
+    pub locks: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<Descriptor>() == 32);
+
+impl Descriptor {
+    /// The descriptor of an unset program.
+    pub const UNSET: Descriptor = Descriptor {
+        magic: 0,
+        ports: 0,
+        lanes: 0,
+        mailbox: 0,
+        region: 0,
+        locks: 0,
+    };
+
+    /// The layout the descriptor names, checked.
+    pub fn layout(&self) -> Result<Layout, LayoutError> {
+        let kind = MailboxKind::from_u32(self.mailbox).ok_or(LayoutError::Ports(self.ports))?;
+        if kind != MailboxKind::PerPort {
+            return Err(LayoutError::Mailbox(kind));
+        }
+        Layout::new(self.ports, self.lanes, kind)
+    }
+
+    /// The bytes of the descriptor, as the host copies them to the device.
+    pub fn to_bytes(&self) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        out[0..4].copy_from_slice(&self.magic.to_le_bytes());
+        out[4..8].copy_from_slice(&self.ports.to_le_bytes());
+        out[8..12].copy_from_slice(&self.lanes.to_le_bytes());
+        out[12..16].copy_from_slice(&self.mailbox.to_le_bytes());
+        out[16..24].copy_from_slice(&self.region.to_le_bytes());
+        out[24..32].copy_from_slice(&self.locks.to_le_bytes());
+        out
+    }
+
+    /// A client handle with `lanes` and `wait` on the region the descriptor names.
+    ///
+    /// # Safety
+    ///
+    /// The descriptor must be set up ([`MAGIC`]) by a host that keeps, for `'a`: `region` valid,
+    /// 64-byte aligned memory of `layout().size()` bytes shared with its server only through the
+    /// protocol, and `locks` valid, 4-byte aligned memory of `layout().lock_words()` words used
+    /// only as this region's client lock bitmap.
+    pub unsafe fn client<'a, L: Lanes, W: Wait>(
+        &self,
+        lanes: L,
+        wait: W,
+    ) -> Result<Client<'a, L, W>, LayoutError> {
+        if self.magic != MAGIC || self.region == 0 || self.locks == 0 {
+            return Err(LayoutError::Ports(self.ports));
+        }
+        let layout = self.layout()?;
+        // SAFETY: the caller guarantees the region memory (aligned, sized, protocol-only access).
+        let region =
+            unsafe { Region::<PerPort>::from_raw(self.region as usize as *mut u8, layout)? };
+        // SAFETY: the caller guarantees `locks` holds `lock_words()` aligned words used only as
+        // this client lock bitmap; `AtomicU32` accepts any bit pattern.
+        let locks = unsafe {
+            core::slice::from_raw_parts(
+                self.locks as usize as *const AtomicU32,
+                layout.lock_words(),
+            )
+        };
+        ClientProcess::new(region, locks, lanes, wait)
+    }
+}

@@ -1,0 +1,97 @@
+//! The lanes of a GPU warp, behind [`rpc_core::Lanes`].
+//!
+//! - [`Warp`] (NVPTX): 32 lanes; lane id from `%laneid`, the active mask from `activemask`,
+//!   ballot from `vote.sync.ballot`, broadcast from `shfl.sync.idx` (this is how the port index the
+//!   first lane found is made uniform across the warp), sync from `bar.warp.sync`.
+//! - AMDGPU wavefronts are not built: the Rust compilers available here (Debian's `rustc-web`
+//!   1.96, rustup's nightly without `rust-src`) cannot build `core` for `amdgcn-amd-amdhsa`
+//!   (see `transport-gpu/NOTES.md`), so there is no code here that cannot be compiled.
+//! - On the host: [`rpc_core::Single`] (one lane) and, with feature `sim`, `sim::SimWarp` (a warp
+//!   of CPU threads).
+
+pub use rpc_core::Single;
+
+/// An NVIDIA warp: up to 32 lanes executing together.
+///
+/// Every protocol operation must be called convergently by the lanes of the warp's active mask
+/// (the same lanes, at the same call), as `rpc_core` requires.
+#[cfg(target_arch = "nvptx64")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Warp;
+
+#[cfg(target_arch = "nvptx64")]
+mod nvptx_warp {
+    use super::Warp;
+    use core::arch::asm;
+
+    // SAFETY: `shfl.sync.idx` returns the source lane's value to every lane of the mask, and
+    // `vote.sync.ballot` the same ballot to every lane of the mask; `bar.warp.sync` returns in no
+    // lane of the mask before all have reached it, and orders their memory accesses. Callers are
+    // convergent (documented on `Warp`), so the mask names exactly the lanes that call.
+    unsafe impl rpc_core::Lanes for Warp {
+        #[inline(always)]
+        fn lane_size(&self) -> u32 {
+            32
+        }
+
+        #[inline(always)]
+        fn lane_id(&self) -> u32 {
+            let id: u32;
+            // SAFETY: reads a special register; no memory is touched.
+            unsafe {
+                asm!("mov.u32 {id}, %laneid;", id = out(reg32) id, options(nomem, nostack, pure))
+            };
+            id
+        }
+
+        #[inline(always)]
+        fn active_mask(&self) -> u64 {
+            let mask: u32;
+            // SAFETY: `activemask` reads which lanes execute this instruction; no memory access.
+            unsafe { asm!("activemask.b32 {m};", m = out(reg32) mask, options(nomem, nostack)) };
+            mask as u64
+        }
+
+        #[inline(always)]
+        fn broadcast(&self, mask: u64, value: u32) -> u32 {
+            let src = mask.trailing_zeros();
+            let out: u32;
+            // SAFETY: a warp shuffle among the lanes of `mask`, all of which execute it (the
+            // convergence contract); `src` is a lane of `mask`; clamp 31 is the whole warp.
+            unsafe {
+                asm!(
+                    "shfl.sync.idx.b32 {o}, {v}, {s}, 31, {m};",
+                    o = out(reg32) out,
+                    v = in(reg32) value,
+                    s = in(reg32) src,
+                    m = in(reg32) mask as u32,
+                    options(nomem, nostack),
+                )
+            };
+            out
+        }
+
+        #[inline(always)]
+        fn ballot(&self, mask: u64, predicate: bool) -> u64 {
+            let out: u32;
+            // SAFETY: a warp vote among the lanes of `mask`, all of which execute it.
+            unsafe {
+                asm!(
+                    "{{ .reg .pred p; setp.ne.u32 p, {v}, 0; vote.sync.ballot.b32 {o}, p, {m}; }}",
+                    o = out(reg32) out,
+                    v = in(reg32) predicate as u32,
+                    m = in(reg32) mask as u32,
+                    options(nomem, nostack),
+                )
+            };
+            out as u64
+        }
+
+        #[inline(always)]
+        fn sync(&self, mask: u64) {
+            // SAFETY: a warp barrier among the lanes of `mask`, all of which execute it. It also
+            // orders their memory accesses, which the protocol needs (no `nomem`).
+            unsafe { asm!("bar.warp.sync {m};", m = in(reg32) mask as u32, options(nostack)) };
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! NVPTX only: indices, timer and sleep, the program entry, and the client at kernel start.
+//!
+//! A program is a `cdylib` built for `nvptx64-nvidia-cuda` (`scripts/build-ptx`) whose main
+//! function the [`entry!`](crate::entry) macro wraps in the documented entry kernel:
+//!
+//! ```text
+//! .entry _start(.param .u32 argc, .param .u64 argv, .param .u64 ret)
+//! ```
+//!
+//! `argv` points to `argc` pointers to NUL-terminated strings in device memory; every thread runs
+//! `main` and ORs its return value into `*ret` (as LLVM libc's GPU start code does), which the
+//! loader makes its exit code. The loader fills the [`FERRY_RPC`] descriptor before launch.
+
+use core::arch::asm;
+
+use crate::descriptor::{Client, Descriptor};
+use crate::lanes::Warp;
+use crate::wait::GpuWait;
+
+/// The region descriptor; the host writes it (by this name, `descriptor::SYMBOL`) before launch.
+#[no_mangle]
+pub static mut FERRY_RPC: Descriptor = Descriptor::UNSET;
+
+/// This warp's client handle, its search starting at the warp's own port (global warp index):
+/// with as many ports as resident warps, no warp waits for another's port.
+///
+/// Traps if no host set up the descriptor. Call it convergently, once per warp, at kernel start.
+#[inline(always)]
+pub fn client() -> Client<'static, Warp, GpuWait> {
+    // SAFETY: the host writes the descriptor before launch and never while the kernel runs.
+    let desc = unsafe { core::ptr::read(&raw const FERRY_RPC) };
+    // SAFETY: a set-up descriptor (checked by `client`) comes from a host that keeps the region
+    // and lock memory alive and protocol-only for the whole launch (the transport's contract).
+    match unsafe { desc.client(Warp, GpuWait::default()) } {
+        Ok(c) => c.with_cursor(global_warp_id()),
+        Err(_) => trap(),
+    }
+}
+
+macro_rules! special {
+    ($name:ident, $reg:literal, $doc:literal) => {
+        #[doc = $doc]
+        #[inline(always)]
+        pub fn $name() -> u32 {
+            let v: u32;
+            // SAFETY: reads a special register; no memory is touched.
+            unsafe { asm!(concat!("mov.u32 {v}, ", $reg, ";"), v = out(reg32) v, options(nomem, nostack, pure)) };
+            v
+        }
+    };
+}
+
+special!(
+    thread_idx,
+    "%tid.x",
+    "This thread's index in its block (x)."
+);
+special!(block_idx, "%ctaid.x", "This block's index in the grid (x).");
+special!(block_dim, "%ntid.x", "Threads per block (x).");
+special!(grid_dim, "%nctaid.x", "Blocks in the grid (x).");
+
+/// This thread's index in the (one-dimensional) grid.
+#[inline(always)]
+pub fn global_thread_id() -> u32 {
+    block_idx() * block_dim() + thread_idx()
+}
+
+/// This warp's index in the grid: blocks' warps counted in order (any block size).
+#[inline(always)]
+pub fn global_warp_id() -> u32 {
+    block_idx() * block_dim().div_ceil(32) + thread_idx() / 32
+}
+
+/// The global nanosecond timer (`%globaltimer`).
+#[inline(always)]
+pub fn globaltimer() -> u64 {
+    let t: u64;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nomem, nostack)) };
+    t
+}
+
+/// Sleeps about `ns` nanoseconds (`nanosleep`, sm_70 and later).
+#[inline(always)]
+pub fn nanosleep(ns: u32) {
+    // SAFETY: suspends this thread for a while; no memory effects.
+    unsafe { asm!("nanosleep.u32 {t};", t = in(reg32) ns, options(nomem, nostack)) };
+}
+
+/// A system-scope memory barrier (`membar.sys`): this thread's earlier accesses are seen by the
+/// host before its later ones.
+#[inline(always)]
+pub fn membar_sys() {
+    // SAFETY: a memory barrier; it has no other effect.
+    unsafe { asm!("membar.sys;", options(nostack)) };
+}
+
+/// Ends the kernel with an error (`trap`): the host sees a launch failure.
+#[inline(always)]
+pub fn trap() -> ! {
+    // SAFETY: `trap` aborts the kernel; it does not return.
+    unsafe { asm!("trap;", options(noreturn, nostack)) }
+}
+
+/// ORs `value` into `*target` (device memory), atomically.
+///
+/// # Safety
+///
+/// `target` must be a valid, aligned pointer to an `i32` in global memory.
+#[inline(always)]
+pub unsafe fn fetch_or(target: *mut i32, value: i32) {
+    // SAFETY: the caller guarantees `target` is a valid aligned `i32`; `AtomicI32` has its layout.
+    let atomic = unsafe { &*(target as *const core::sync::atomic::AtomicI32) };
+    atomic.fetch_or(value, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// The program's arguments, as the loader passes them.
+#[derive(Clone, Copy, Debug)]
+pub struct Args {
+    argc: u32,
+    argv: *const *const u8,
+}
+
+impl Args {
+    /// Arguments from the entry kernel's parameters.
+    ///
+    /// # Safety
+    ///
+    /// `argv` must point to `argc` pointers to NUL-terminated strings, valid during the kernel.
+    pub unsafe fn new(argc: u32, argv: *const *const u8) -> Args {
+        Args { argc, argv }
+    }
+
+    /// How many arguments (the program's name first).
+    pub fn len(&self) -> u32 {
+        self.argc
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.argc == 0
+    }
+
+    /// Argument `i` without its NUL, if there is one.
+    pub fn get(&self, i: u32) -> Option<&[u8]> {
+        if i >= self.argc {
+            return None;
+        }
+        // SAFETY: `i < argc` and `Args::new`'s contract makes `argv[i]` a valid string pointer.
+        let p = unsafe { *self.argv.add(i as usize) };
+        let mut n = 0;
+        // SAFETY: the string is NUL-terminated (contract), so every byte up to the NUL is valid.
+        while unsafe { *p.add(n) } != 0 {
+            n += 1;
+        }
+        // SAFETY: `p .. p + n` are the string's bytes, valid for the kernel's lifetime.
+        Some(unsafe { core::slice::from_raw_parts(p, n) })
+    }
+
+    /// Argument `i` parsed as a decimal `u32`, if it is one.
+    pub fn get_u32(&self, i: u32) -> Option<u32> {
+        let s = self.get(i)?;
+        if s.is_empty() {
+            return None;
+        }
+        let mut n: u32 = 0;
+        for &b in s {
+            if !b.is_ascii_digit() {
+                return None;
+            }
+            n = n.checked_mul(10)?.checked_add((b - b'0') as u32)?;
+        }
+        Some(n)
+    }
+}
+
+/// Defines the program's entry kernel `_start(argc, argv, ret)` around `main: fn(Args) -> i32`.
+///
+/// The program crate needs `#![feature(abi_ptx)]`.
+#[macro_export]
+macro_rules! entry {
+    ($main:path) => {
+        /// The program's entry kernel, launched by the loader.
+        ///
+        /// # Safety
+        ///
+        /// Launched by a host that set up the descriptor, with `argv` holding `argc` strings and
+        /// `ret` a valid `i32` in device memory.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn _start(argc: u32, argv: *const *const u8, ret: *mut i32) {
+            // SAFETY: the loader passes `argc` valid strings in `argv` (the kernel's contract).
+            let args = unsafe { $crate::nvptx::Args::new(argc, argv) };
+            let code: i32 = $main(args);
+            // SAFETY: `ret` is a valid `i32` in device memory (the kernel's contract).
+            unsafe { $crate::nvptx::fetch_or(ret, code) };
+        }
+    };
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    trap()
+}
