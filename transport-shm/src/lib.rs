@@ -1,1 +1,98 @@
-//! Placeholder: this crate lands with its own issue.
+//! The ferry protocol between processes, through a shared-memory file (memmap2). Linux only.
+//!
+//! A server creates the file (in `/dev/shm` by default, any path allowed) and serves it from
+//! several worker threads; client processes attach to it and make calls. It is the way to use the
+//! framework, and to test device code, on a machine without a GPU. The `ferry` command
+//! (`src/bin/ferry.rs`) runs the demo service with client processes and prints a summary.
+//!
+//! ```text
+//! offset 0           header (128 bytes): magic, version, geometry, fingerprint, server pid, state
+//! region_offset      the rpc_core region: mailboxes and packets (rpc_core::Layout, PerPort)
+//! owners_offset      one u64 owner word per port: generation << 32 | pid (0: free)
+//! ```
+//!
+//! Modules: `header` (the header and its checks), `file` (creating, stale files, attaching,
+//! mapping), `owner` (owner words and liveness), `wait` (backoff with deadlines), `server`,
+//! `client`, `demo` (the demo service), `transport` (the trait a side's view implements).
+//!
+//! # Who writes what
+//!
+//! | memory | written by | when |
+//! |---|---|---|
+//! | client outbox bit of port p | the client holding p's claim | to hand the packet over |
+//! | server outbox bit of port p | the worker holding p's server lock | to hand the packet back |
+//! | packet p | whichever side owns it (rpc-core's rule) | while it owns it |
+//! | owner word p, free → claimed | any client, by compare-and-swap | to start a call |
+//! | owner word p, claimed → free / abandoned | its holder | when its call ends / fails |
+//! | owner word p, dead or abandoned → free | the server's monitor, holding p's server lock | reclaim |
+//! | server lock bitmap | workers and the monitor, in the server process only | |
+//! | header state word | the server | serving → draining → stopped |
+//!
+//! # Reclaiming the port of a dead client
+//!
+//! ```text
+//!  client A                        owner word p          server (workers, monitor)
+//!  CAS free→(g+1, A)  ───────────▶ (g+1, A)
+//!  write packet, flip outbox ─────────────────────────▶ worker locks p, serves, flips back
+//!  ✝ SIGKILL (anywhere)            (g+1, A)             ...
+//!                                                       monitor, every interval:
+//!                                                         word unchanged since last pass
+//!                                                         and pid A dead (or ABANDONED)?
+//!                                                         lock p's server bit (no worker on p;
+//!                                                           a worker mid-stream gives up first:
+//!                                                           its wait sees A dead)
+//!                                                         client side owns p? (else a request is
+//!                                                           pending: serve it first, retry)
+//!                                  (g+1, 0)  ◀────────── CAS (g+1, A) → (g+1, 0); unlock
+//!  client B: CAS (g+1,0)→(g+2,B) ─▶ (g+2, B)            B's call proceeds as any other
+//! ```
+//!
+//! **The invariant.** A port's owner word is non-free exactly while some client may touch the
+//! client side of that port; it becomes free only (a) by its live holder after a complete
+//! exchange, or (b) by the monitor, while it holds the port's server lock (so no worker is inside
+//! a call on it), after seeing the packet at rest with the client side and the holder dead or
+//! abandoned (so nothing will touch it). Hence a new claimer always finds the packet at rest and
+//! no worker mid-call on it: no reply can cross to another call.
+//!
+//! The claim is a single compare-and-swap that records the holder, so there is no moment at which
+//! a port is taken but its holder unknown. A client that gives up mid-call (deadline, stream
+//! refused, panic) marks the port `ABANDONED` instead of freeing it, since a worker might still be
+//! inside its call; the monitor frees it under the rule above. A worker waiting inside a call
+//! (between packets of a stream) checks the port's owner word and the holder's liveness as it
+//! backs off, so a dead client costs it one backoff step, not the deadline.
+//!
+//! A killed client's pid could in principle be reused by a new process before the monitor looks;
+//! the port then stays held until that process exits (never freed early: the check errs on the
+//! side of holding).
+//!
+//! # Shutting down
+//!
+//! [`ShmServer::shutdown`] sets the state to draining (clients that claim after that see it and
+//! back off; the claim and the state are both sequentially consistent, so a claim is either seen
+//! by the drain or refused), waits until no port is claimed and no request is pending, stops the
+//! workers and removes the file. Dropping the server (also in a panic) stops it at once and
+//! removes the file; a server killed outright leaves a stale file the next server replaces
+//! (`file` explains how it tells stale from live).
+
+#![deny(missing_docs)]
+
+mod client;
+pub mod demo;
+mod error;
+pub mod file;
+pub mod header;
+pub mod owner;
+mod server;
+pub mod status;
+mod sync;
+pub mod transport;
+mod wait;
+
+pub use client::{ClientConfig, ClientPort, ShmClient};
+pub use error::ShmError;
+pub use file::{path_for, Created};
+pub use header::{Geometry, HeaderError};
+pub use rpc_core::PerPort;
+pub use server::{Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown};
+pub use transport::Transport;
+pub use wait::{ClientWait, ServerWait};

@@ -1,0 +1,202 @@
+//! The client: attaches to a server's file and makes calls, one port per call.
+//!
+//! A call claims a free port through its owner word, opens it with rpc-core through a lock
+//! bitmap private to this handle (every bit set but the claimed port's), runs the exchange and
+//! releases the claim. A call that fails mid-way (or panics) abandons the port instead: its state
+//! is unknown, and only the server may take it back.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rpc_core::{Client, ClientProcess, Port, Single};
+
+use crate::error::ShmError;
+use crate::file::{self, Mapped};
+use crate::header::{Geometry, STATE_SERVING, STATE_STOPPED};
+use crate::owner::{abandon, pid_of, release, try_claim};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::transport::Transport;
+use crate::wait::ClientWait;
+use crate::PerPort;
+
+/// An open port on the client side, as a call's closure sees it.
+pub type ClientPort<'p, 'a> = Port<'p, 'a, Client, Single, PerPort, &'a ClientWait>;
+
+/// How a client attaches.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientConfig {
+    /// The schema fingerprint this client speaks (`None`: accept any server).
+    pub fingerprint: Option<u64>,
+    /// How long to wait for a free port, or for the server inside a call, before giving up.
+    pub deadline: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            fingerprint: None,
+            deadline: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A client handle on a server's file. One per thread (`handle` makes another).
+#[derive(Debug)]
+pub struct ShmClient {
+    mapped: Arc<Mapped>,
+    locks: Box<[AtomicU32]>,
+    wait: ClientWait,
+    config: ClientConfig,
+    pid: u32,
+    cursor: u32,
+}
+
+/// Abandons a claimed port unless disarmed (a closure that panicked, an exchange that failed).
+struct Claim<'a> {
+    word: &'a AtomicU64,
+    mine: u64,
+    armed: bool,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            abandon(self.word, self.mine);
+        }
+    }
+}
+
+impl ShmClient {
+    /// Attaches to the server's file at `path`, checking every header field first.
+    pub fn attach(path: impl AsRef<Path>, config: ClientConfig) -> Result<ShmClient, ShmError> {
+        let mapped = Arc::new(file::attach(path.as_ref(), config.fingerprint)?);
+        Ok(Self::on(mapped, config, 0))
+    }
+
+    fn on(mapped: Arc<Mapped>, config: ClientConfig, cursor: u32) -> ShmClient {
+        let words = mapped.geometry().layout().lock_words();
+        let ports = mapped.geometry().layout().ports();
+        ShmClient {
+            locks: (0..words).map(|_| AtomicU32::new(u32::MAX)).collect(),
+            wait: ClientWait::new(Arc::clone(&mapped), config.deadline),
+            config,
+            pid: std::process::id(),
+            // Spread processes over the ports so they rarely race for the same one.
+            cursor: (cursor ^ std::process::id().wrapping_mul(0x9e37_79b9) >> 7) % ports,
+            mapped,
+        }
+    }
+
+    /// Another handle on the same file (for another thread), starting its searches at `cursor`.
+    pub fn handle(&self, cursor: u32) -> ShmClient {
+        Self::on(Arc::clone(&self.mapped), self.config, cursor)
+    }
+
+    /// The region's geometry.
+    pub fn geometry(&self) -> &Geometry {
+        self.mapped.geometry()
+    }
+
+    /// The port the last call used.
+    pub fn last_port(&self) -> u32 {
+        self.cursor
+    }
+
+    /// Makes one call: claims a port, opens it with `opcode`, lets `exchange` send the request
+    /// and receive the reply, then frees the port.
+    pub fn call<R>(
+        &mut self,
+        opcode: u32,
+        exchange: impl FnOnce(&mut ClientPort<'_, '_>) -> Result<R, rpc_core::Error>,
+    ) -> Result<R, ShmError> {
+        let (index, mine) = self.claim()?;
+        let mut claim = Claim {
+            word: &self.mapped.owners()[index as usize],
+            mine,
+            armed: true,
+        };
+        let (w, bit) = ((index / 32) as usize, 1u32 << (index % 32));
+        // Only the claimed port is unlocked in this handle's private bitmap.
+        self.locks[w].fetch_and(!bit, Ordering::Relaxed);
+        let result = {
+            let process = ClientProcess::new(self.mapped.region(), &self.locks, Single, &self.wait)
+                .map(|p| p.with_cursor(index));
+            match process {
+                Ok(process) => match process.try_open(opcode) {
+                    Some(mut port) => exchange(&mut port).map_err(ShmError::Call),
+                    // We checked the client side owned the packet before claiming, and only a
+                    // claim holder can change that: the file was tampered with.
+                    None => Err(ShmError::Call(rpc_core::Error::Stalled)),
+                },
+                Err(e) => Err(ShmError::Layout(e)),
+            }
+        };
+        self.locks[w].fetch_or(bit, Ordering::Relaxed);
+        self.cursor = index;
+        if result.is_ok() {
+            claim.armed = false;
+            release(claim.word, claim.mine);
+        }
+        result
+    }
+
+    /// Claims a free port whose packet is at rest with the client side.
+    fn claim(&self) -> Result<(u32, u64), ShmError> {
+        let owners = self.mapped.owners();
+        let region = self.mapped.region();
+        let ports = owners.len() as u32;
+        let mut polls = 0u32;
+        loop {
+            for i in 0..ports {
+                let p = (self.cursor + i) % ports;
+                let word = &owners[p as usize];
+                if pid_of(word.load(Ordering::Relaxed)) != 0 || !region.client_owns(p) {
+                    continue;
+                }
+                let Some(mine) = try_claim(word, self.pid) else {
+                    continue;
+                };
+                // SYNC (drain handshake): see `ShmServer::shutdown`.
+                let state = self.mapped.state().load(Ordering::SeqCst);
+                if state != STATE_SERVING {
+                    release(word, mine);
+                    return Err(self.not_serving(state));
+                }
+                return Ok((p, mine));
+            }
+            if self.wait.pause_polls(polls).is_err() {
+                let state = self.mapped.state().load(Ordering::SeqCst);
+                if state != STATE_SERVING || !self.wait.server_alive() {
+                    return Err(self.not_serving(state));
+                }
+                return Err(ShmError::NoFreePort);
+            }
+            polls = polls.saturating_add(1);
+        }
+    }
+
+    fn not_serving(&self, state: u32) -> ShmError {
+        if state == STATE_STOPPED || !self.wait.server_alive() {
+            ShmError::NoServer {
+                path: self.mapped.path().to_path_buf(),
+                pid: self.mapped.geometry().server_pid(),
+            }
+        } else {
+            ShmError::ShuttingDown
+        }
+    }
+}
+
+impl Transport for ShmClient {
+    type Mailbox = PerPort;
+    fn region(&self) -> rpc_core::Region<'_, PerPort> {
+        self.mapped.region()
+    }
+    fn fingerprint(&self) -> u64 {
+        self.mapped.geometry().fingerprint()
+    }
+    fn peer_alive(&self) -> bool {
+        self.wait.server_alive()
+    }
+}

@@ -1,0 +1,113 @@
+//! What can go wrong between processes, each case worded for the person who reads it.
+
+use std::path::PathBuf;
+
+use crate::header::HeaderError;
+
+/// Why a shared-memory operation failed.
+#[derive(Debug)]
+pub enum ShmError {
+    /// A system call on the file failed.
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The file's header does not describe a region this side can use.
+    Header {
+        /// The file.
+        path: PathBuf,
+        /// The field that did not check out.
+        error: HeaderError,
+    },
+    /// The path is a symbolic link; ferry never follows one.
+    Symlink(PathBuf),
+    /// The path is not a regular file.
+    NotRegular(PathBuf),
+    /// Another live server already serves this name.
+    AlreadyServing {
+        /// The file.
+        path: PathBuf,
+        /// The serving process, if its header could be read.
+        pid: Option<u32>,
+    },
+    /// The file was left by a server that is no longer running (or has stopped).
+    NoServer {
+        /// The file.
+        path: PathBuf,
+        /// The process that served it.
+        pid: u32,
+    },
+    /// The server is draining or stopped: no new calls are accepted.
+    ShuttingDown,
+    /// No port became free before the deadline.
+    NoFreePort,
+    /// The region could not be laid out.
+    Layout(rpc_core::LayoutError),
+    /// The call failed in the protocol (for example the server did not answer in time).
+    Call(rpc_core::Error),
+}
+
+impl std::fmt::Display for ShmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShmError::Io { op, path, source } => {
+                write!(f, "{op} {}: {source}", path.display())
+            }
+            ShmError::Header { path, error } => {
+                write!(
+                    f,
+                    "{} is not a usable ferry region: {error}",
+                    path.display()
+                )
+            }
+            ShmError::Symlink(p) => {
+                write!(
+                    f,
+                    "{} is a symbolic link; refusing to follow it",
+                    p.display()
+                )
+            }
+            ShmError::NotRegular(p) => write!(f, "{} is not a regular file", p.display()),
+            ShmError::AlreadyServing { path, pid } => match pid {
+                Some(pid) => write!(f, "{} is already served by process {pid}", path.display()),
+                None => write!(f, "{} is already served by another process", path.display()),
+            },
+            ShmError::NoServer { path, pid } => write!(
+                f,
+                "{} was left by server process {pid}, which is no longer serving",
+                path.display()
+            ),
+            ShmError::ShuttingDown => f.write_str("the server is shutting down"),
+            ShmError::NoFreePort => f.write_str("no port became free before the deadline"),
+            ShmError::Layout(e) => write!(f, "bad region layout: {e}"),
+            ShmError::Call(e) => write!(f, "call failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ShmError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ShmError::Io { source, .. } => Some(source),
+            ShmError::Header { error, .. } => Some(error),
+            ShmError::Call(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<rpc_core::Error> for ShmError {
+    fn from(e: rpc_core::Error) -> Self {
+        ShmError::Call(e)
+    }
+}
+
+impl From<rpc_core::LayoutError> for ShmError {
+    fn from(e: rpc_core::LayoutError) -> Self {
+        ShmError::Layout(e)
+    }
+}

@@ -1,0 +1,285 @@
+//! The file: created exclusively by the server, attached and checked by clients, mapped by both.
+//!
+//! **Creating.** The server writes the whole file under a temporary name (`O_CREAT | O_EXCL |
+//! O_NOFOLLOW`, mode 0600 set again with `fchmod` so no umask widens or narrows it), takes an
+//! exclusive `flock` on it, and only then publishes it with `link(2)`, which fails if the name
+//! exists and never follows a symbolic link there. So every file visible under the name is either
+//! complete and locked by its live server, or stale.
+//!
+//! **Stale files.** If the name exists, the server opens it (`O_NOFOLLOW`) and tries the lock
+//! without blocking. Held: a live server serves it, and creating fails with
+//! [`ShmError::AlreadyServing`]. Free: its server died (the kernel drops a dead process's locks);
+//! the new server, holding the old file's lock so no third server can judge it at the same time,
+//! checks that the name still names that very file (device and inode), unlinks it and publishes its
+//! own.
+//!
+//! **Attaching.** A client opens the name (`O_NOFOLLOW`), reads the header with `pread` and checks
+//! every field against the file's real size ([`Geometry::decode`]) before mapping it; then it checks
+//! that the server is alive and serving. A file truncated by a hostile process *after* it was
+//! mapped would fault on access (`SIGBUS`); files are 0600, so only the same user can do that.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use rpc_core::{PerPort, Region};
+use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, CWD};
+
+use crate::error::ShmError;
+use crate::header::{Geometry, HEADER_SIZE, STATE_OFFSET, STATE_SERVING, STATE_STOPPED};
+use crate::owner::process_alive;
+use crate::sync::{AtomicU32, AtomicU64};
+
+/// The directory a bare name is placed in.
+pub const DEFAULT_DIR: &str = "/dev/shm";
+
+/// The path for `name`: itself if it contains a `/`, else `/dev/shm/ferry-<name>`.
+pub fn path_for(name: &str) -> PathBuf {
+    if name.contains('/') {
+        PathBuf::from(name)
+    } else {
+        Path::new(DEFAULT_DIR).join(format!("ferry-{name}"))
+    }
+}
+
+fn io(op: &'static str, path: &Path, e: impl Into<std::io::Error>) -> ShmError {
+    ShmError::Io {
+        op,
+        path: path.to_path_buf(),
+        source: e.into(),
+    }
+}
+
+/// A mapped ferry file.
+#[derive(Debug)]
+pub(crate) struct Mapped {
+    map: memmap2::MmapRaw,
+    geometry: Geometry,
+    path: PathBuf,
+    /// Keeps the server's `flock` for as long as the mapping lives.
+    file: File,
+}
+
+impl Mapped {
+    fn new(file: File, geometry: Geometry, path: &Path) -> Result<Mapped, ShmError> {
+        let map = memmap2::MmapOptions::new()
+            .len(geometry.file_size())
+            .map_raw(&file)
+            .map_err(|e| io("mapping", path, e))?;
+        Ok(Mapped {
+            map,
+            geometry,
+            path: path.to_path_buf(),
+            file,
+        })
+    }
+
+    pub(crate) fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The rpc-core region inside the file.
+    pub(crate) fn region(&self) -> Region<'_, PerPort> {
+        let g = &self.geometry;
+        // SAFETY: the mapping is `file_size` bytes, page aligned, alive as long as `self`;
+        // `region_offset` is a multiple of 64 and `region_offset + layout.size() <= owners_offset
+        // <= file_size` (both checked by `Geometry::decode`, or computed by `Geometry::new`); the
+        // region's memory is reached only through rpc-core `Region`s, here and in the peer.
+        let region =
+            unsafe { Region::from_raw(self.map.as_mut_ptr().add(g.region_offset()), *g.layout()) };
+        region.expect("the geometry's layout matches itself")
+    }
+
+    /// The owner words, one per port.
+    pub(crate) fn owners(&self) -> &[AtomicU64] {
+        let g = &self.geometry;
+        // SAFETY: `owners_offset` is 64-byte aligned and `owners_offset + 8 * ports == file_size`
+        // (checked or computed as above), so the slice lies inside the live mapping; `AtomicU64`
+        // accepts any bit pattern, and every process reaches these words only atomically.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.map.as_ptr().add(g.owners_offset()).cast::<AtomicU64>(),
+                g.layout().ports() as usize,
+            )
+        }
+    }
+
+    /// The header's state word.
+    pub(crate) fn state(&self) -> &AtomicU32 {
+        // SAFETY: offset 84 is 4-byte aligned and inside the header, inside the mapping; the state
+        // word is only accessed atomically, by every process.
+        unsafe { &*self.map.as_ptr().add(STATE_OFFSET).cast::<AtomicU32>() }
+    }
+
+    /// Whether the name still names this very file.
+    pub(crate) fn still_named(&self) -> bool {
+        same_file(&self.file, &self.path)
+    }
+}
+
+fn same_file(file: &File, path: &Path) -> bool {
+    match (
+        rustix::fs::fstat(file),
+        rustix::fs::statat(CWD, path, AtFlags::SYMLINK_NOFOLLOW),
+    ) {
+        (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino,
+        _ => false,
+    }
+}
+
+fn open_existing(path: &Path) -> Result<File, ShmError> {
+    match rustix::fs::openat(
+        CWD,
+        path,
+        OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => {
+            let file = File::from(fd);
+            let stat = rustix::fs::fstat(&file).map_err(|e| io("inspecting", path, e))?;
+            if rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                != rustix::fs::FileType::RegularFile
+            {
+                return Err(ShmError::NotRegular(path.to_path_buf()));
+            }
+            Ok(file)
+        }
+        Err(rustix::io::Errno::LOOP) => Err(ShmError::Symlink(path.to_path_buf())),
+        Err(e) => Err(io("opening", path, e)),
+    }
+}
+
+/// What `create` found under the name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Created {
+    /// The name was free.
+    Fresh,
+    /// A stale file of a dead server was replaced.
+    ReplacedStale,
+}
+
+/// Creates, fills, locks and publishes the file for `geometry` at `path`.
+pub(crate) fn create(path: &Path, geometry: &Geometry) -> Result<(Mapped, Created), ShmError> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io("creating", path, std::io::ErrorKind::InvalidInput))?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = path.with_file_name(format!(
+        ".{}.{}.{nanos}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let fd = rustix::fs::openat(
+        CWD,
+        &tmp,
+        OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(|e| io("creating", &tmp, e))?;
+    let file = File::from(fd);
+    let result = fill_and_publish(&file, &tmp, path, geometry);
+    // The temporary name goes whatever happened; the published name (a hard link) stays.
+    let _ = rustix::fs::unlinkat(CWD, &tmp, AtFlags::empty());
+    let created = result?;
+    Ok((Mapped::new(file, *geometry, path)?, created))
+}
+
+fn fill_and_publish(
+    file: &File,
+    tmp: &Path,
+    path: &Path,
+    geometry: &Geometry,
+) -> Result<Created, ShmError> {
+    rustix::fs::fchmod(file, Mode::from_raw_mode(0o600)).map_err(|e| io("chmod", tmp, e))?;
+    rustix::fs::flock(file, FlockOperation::NonBlockingLockExclusive)
+        .map_err(|e| io("locking", tmp, e))?;
+    rustix::fs::ftruncate(file, geometry.file_size() as u64).map_err(|e| io("sizing", tmp, e))?;
+    file.write_all_at(&geometry.encode(), 0)
+        .map_err(|e| io("writing the header of", tmp, e))?;
+    let mut created = Created::Fresh;
+    for _ in 0..8 {
+        match rustix::fs::linkat(CWD, tmp, CWD, path, AtFlags::empty()) {
+            Ok(()) => return Ok(created),
+            Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(io("publishing", path, e)),
+        }
+        let old = match open_existing(path) {
+            Ok(f) => f,
+            // Gone in between (its server shut down): try again.
+            Err(ShmError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                continue
+            }
+            Err(e) => return Err(e),
+        };
+        match rustix::fs::flock(&old, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(ShmError::AlreadyServing {
+                    path: path.to_path_buf(),
+                    pid: read_pid(&old),
+                })
+            }
+            Err(e) => return Err(io("locking", path, e)),
+        }
+        // We hold the stale file's lock: no other new server can judge it now. Remove it only if
+        // the name still names it (another server may have replaced it already).
+        if same_file(&old, path) {
+            rustix::fs::unlinkat(CWD, path, AtFlags::empty())
+                .map_err(|e| io("removing the stale", path, e))?;
+            created = Created::ReplacedStale;
+        }
+    }
+    Err(ShmError::AlreadyServing {
+        path: path.to_path_buf(),
+        pid: None,
+    })
+}
+
+fn read_pid(file: &File) -> Option<u32> {
+    let mut h = [0u8; HEADER_SIZE];
+    file.read_exact_at(&mut h, 0).ok()?;
+    Some(u32::from_le_bytes(h[80..84].try_into().ok()?))
+}
+
+/// Attaches to the file at `path`, checking its header against `fingerprint` (if given), its real
+/// size, and its server's liveness.
+pub(crate) fn attach(path: &Path, fingerprint: Option<u64>) -> Result<Mapped, ShmError> {
+    let file = open_existing(path)?;
+    let size = rustix::fs::fstat(&file)
+        .map_err(|e| io("inspecting", path, e))?
+        .st_size as u64;
+    let mut head = [0u8; HEADER_SIZE];
+    let mut got = 0;
+    while got < HEADER_SIZE {
+        match file.read_at(&mut head[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io("reading the header of", path, e)),
+        }
+    }
+    let geometry =
+        Geometry::decode(&head[..got], size, fingerprint).map_err(|error| ShmError::Header {
+            path: path.to_path_buf(),
+            error,
+        })?;
+    let mapped = Mapped::new(file, geometry, path)?;
+    let state = mapped.state().load(crate::sync::Ordering::Acquire);
+    if state == STATE_STOPPED || !process_alive(geometry.server_pid()) {
+        return Err(ShmError::NoServer {
+            path: path.to_path_buf(),
+            pid: geometry.server_pid(),
+        });
+    }
+    if state != STATE_SERVING {
+        return Err(ShmError::ShuttingDown);
+    }
+    Ok(mapped)
+}

@@ -1,0 +1,387 @@
+//! The file header: what a client checks before it touches a single port.
+//!
+//! ```text
+//! offset  size  field          meaning
+//!      0     8  magic          b"FERRYSHM"
+//!      8     4  version        FORMAT_VERSION; the layout of everything below depends on it
+//!     12     4  header_size    HEADER_SIZE
+//!     16     4  ports          port count (a multiple of 32, rpc_core::Layout checks it)
+//!     20     4  lanes          slots per packet
+//!     24     4  mailbox        rpc_core::MailboxKind wire number (PerPort = 0)
+//!     28     4  reserved       zero
+//!     32     8  region_offset  where the rpc_core region starts (64-byte aligned)
+//!     40     8  region_size    rpc_core::Layout::size()
+//!     48     8  owners_offset  where the owner words start (64-byte aligned), see `owner`
+//!     56     8  owners_size    8 bytes per port
+//!     64     8  file_size      the whole file; must equal the file's real size
+//!     72     8  fingerprint    the service's schema fingerprint; client and server must agree
+//!     80     4  server_pid     the serving process
+//!     84     4  state          SERVING / DRAINING / STOPPED, the one mutable word (atomic)
+//!     88     8  checksum       FNV-1a 64 of bytes 0..84
+//!     96    32  reserved       zero
+//! ```
+//!
+//! All integers are little-endian. [`Geometry::decode`] is a pure function over the header's bytes
+//! and the file's real size, so it is fuzzed directly (`tests/header_fuzz.rs`): whatever the bytes,
+//! it returns a geometry whose every part lies inside the file, or an error naming the field.
+
+use rpc_core::{Layout, LayoutError, MailboxKind};
+
+/// The file's first eight bytes.
+pub const MAGIC: [u8; 8] = *b"FERRYSHM";
+/// The header format this crate writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Bytes of the header; the region starts at the next 64-byte boundary.
+pub const HEADER_SIZE: usize = 128;
+/// Byte offset of the mutable `state` word.
+pub(crate) const STATE_OFFSET: usize = 84;
+/// Bytes covered by the checksum.
+const CHECKED: usize = 84;
+
+/// The server is serving: clients may start calls.
+pub const STATE_SERVING: u32 = 1;
+/// The server is draining: calls in flight finish, new ones are refused.
+pub const STATE_DRAINING: u32 = 2;
+/// The server stopped (or is stopping); nothing will be served.
+pub const STATE_STOPPED: u32 = 3;
+
+const fn align64(n: u64) -> u64 {
+    n.div_ceil(64) * 64
+}
+
+/// A header field that did not check out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderError {
+    /// The field, as named in the header table.
+    pub field: &'static str,
+    /// What was found.
+    pub found: u64,
+    /// What was expected, in words.
+    pub expected: String,
+}
+
+impl std::fmt::Display for HeaderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "header field `{}` is {} (0x{:x}), expected {}",
+            self.field, self.found, self.found, self.expected
+        )
+    }
+}
+
+impl std::error::Error for HeaderError {}
+
+fn bad(field: &'static str, found: u64, expected: impl Into<String>) -> HeaderError {
+    HeaderError {
+        field,
+        found,
+        expected: expected.into(),
+    }
+}
+
+/// FNV-1a, 64 bits: catches corruption of the fixed fields (not an authenticator).
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Where everything lies in a ferry shared-memory file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    layout: Layout,
+    fingerprint: u64,
+    server_pid: u32,
+    region_offset: u64,
+    owners_offset: u64,
+    file_size: u64,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+impl Geometry {
+    /// The geometry of a file for `ports` ports of `lanes` lanes serving a service with schema
+    /// `fingerprint`, served by process `server_pid`.
+    pub fn new(
+        ports: u32,
+        lanes: u32,
+        fingerprint: u64,
+        server_pid: u32,
+    ) -> Result<Geometry, LayoutError> {
+        let layout = Layout::new(ports, lanes, MailboxKind::PerPort)?;
+        let region_offset = align64(HEADER_SIZE as u64);
+        let owners_offset = align64(region_offset + layout.size() as u64);
+        let file_size = owners_offset + ports as u64 * 8;
+        Ok(Geometry {
+            layout,
+            fingerprint,
+            server_pid,
+            region_offset,
+            owners_offset,
+            file_size,
+        })
+    }
+
+    /// The region's layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The service's schema fingerprint.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    /// The serving process's id.
+    pub fn server_pid(&self) -> u32 {
+        self.server_pid
+    }
+
+    /// Byte offset of the region in the file.
+    pub fn region_offset(&self) -> usize {
+        self.region_offset as usize
+    }
+
+    /// Byte offset of the owner words in the file.
+    pub fn owners_offset(&self) -> usize {
+        self.owners_offset as usize
+    }
+
+    /// The file's size in bytes.
+    pub fn file_size(&self) -> usize {
+        self.file_size as usize
+    }
+
+    /// The header bytes for this geometry, state `SERVING`.
+    pub fn encode(&self) -> [u8; HEADER_SIZE] {
+        let mut h = [0u8; HEADER_SIZE];
+        h[0..8].copy_from_slice(&MAGIC);
+        h[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        h[12..16].copy_from_slice(&(HEADER_SIZE as u32).to_le_bytes());
+        h[16..20].copy_from_slice(&self.layout.ports().to_le_bytes());
+        h[20..24].copy_from_slice(&self.layout.lanes().to_le_bytes());
+        h[24..28].copy_from_slice(&(self.layout.mailbox() as u32).to_le_bytes());
+        h[32..40].copy_from_slice(&self.region_offset.to_le_bytes());
+        h[40..48].copy_from_slice(&(self.layout.size() as u64).to_le_bytes());
+        h[48..56].copy_from_slice(&self.owners_offset.to_le_bytes());
+        h[56..64].copy_from_slice(&(self.layout.ports() as u64 * 8).to_le_bytes());
+        h[64..72].copy_from_slice(&self.file_size.to_le_bytes());
+        h[72..80].copy_from_slice(&self.fingerprint.to_le_bytes());
+        h[80..84].copy_from_slice(&self.server_pid.to_le_bytes());
+        h[84..88].copy_from_slice(&STATE_SERVING.to_le_bytes());
+        let sum = fnv1a(&h[..CHECKED]);
+        h[88..96].copy_from_slice(&sum.to_le_bytes());
+        h
+    }
+
+    /// Reads and checks a header: `bytes` are the file's first bytes (at most its whole
+    /// contents), `real_size` the file's size as the file system reports it, `fingerprint` the
+    /// schema the caller speaks (`None`: accept any). Every field is checked against the others and
+    /// against `real_size` before anything is computed from it.
+    pub fn decode(
+        bytes: &[u8],
+        real_size: u64,
+        fingerprint: Option<u64>,
+    ) -> Result<Geometry, HeaderError> {
+        if real_size < HEADER_SIZE as u64 || bytes.len() < HEADER_SIZE {
+            return Err(bad(
+                "file_size",
+                real_size.min(bytes.len() as u64),
+                format!("at least the {HEADER_SIZE}-byte header (truncated file)"),
+            ));
+        }
+        let b = &bytes[..HEADER_SIZE];
+        if b[0..8] != MAGIC {
+            return Err(bad(
+                "magic",
+                u64_at(b, 0),
+                "\"FERRYSHM\" (not a ferry shared-memory file)",
+            ));
+        }
+        let version = u32_at(b, 8);
+        if version != FORMAT_VERSION {
+            return Err(bad(
+                "version",
+                version.into(),
+                format!("{FORMAT_VERSION} (written by another ferry version)"),
+            ));
+        }
+        let sum = u64_at(b, 88);
+        let want = fnv1a(&b[..CHECKED]);
+        if sum != want {
+            return Err(bad(
+                "checksum",
+                sum,
+                format!("{want} (the header is corrupted)"),
+            ));
+        }
+        let header_size = u32_at(b, 12);
+        if header_size as usize != HEADER_SIZE {
+            return Err(bad(
+                "header_size",
+                header_size.into(),
+                HEADER_SIZE.to_string(),
+            ));
+        }
+        let ports = u32_at(b, 16);
+        let lanes = u32_at(b, 20);
+        let mailbox = u32_at(b, 24);
+        if mailbox != MailboxKind::PerPort as u32 {
+            return Err(bad(
+                "mailbox",
+                mailbox.into(),
+                "0 (one mailbox word per port)",
+            ));
+        }
+        if u32_at(b, 28) != 0 || b[96..].iter().any(|&x| x != 0) {
+            return Err(bad("reserved", 0, "zero"));
+        }
+        let fp = u64_at(b, 72);
+        let server_pid = u32_at(b, 80);
+        let geometry = match Geometry::new(ports, lanes, fp, server_pid) {
+            Ok(g) => g,
+            Err(LayoutError::Lanes(l)) => {
+                return Err(bad("lanes", l.into(), "between 1 and 64"));
+            }
+            Err(_) => {
+                return Err(bad(
+                    "ports",
+                    ports.into(),
+                    "a multiple of 32 between 32 and 2^20",
+                ));
+            }
+        };
+        let fields: [(&'static str, u64, u64); 5] = [
+            ("region_offset", u64_at(b, 32), geometry.region_offset),
+            ("region_size", u64_at(b, 40), geometry.layout.size() as u64),
+            ("owners_offset", u64_at(b, 48), geometry.owners_offset),
+            ("owners_size", u64_at(b, 56), ports as u64 * 8),
+            ("file_size", u64_at(b, 64), geometry.file_size),
+        ];
+        for (field, found, want) in fields {
+            if found != want {
+                return Err(bad(
+                    field,
+                    found,
+                    format!("{want} (from ports = {ports}, lanes = {lanes})"),
+                ));
+            }
+        }
+        if real_size != geometry.file_size {
+            return Err(bad(
+                "file_size",
+                geometry.file_size,
+                format!("the file's real size, {real_size} bytes (truncated or extended file)"),
+            ));
+        }
+        if server_pid == 0 || server_pid > i32::MAX as u32 {
+            return Err(bad("server_pid", server_pid.into(), "a process id"));
+        }
+        if let Some(want) = fingerprint {
+            if fp != want {
+                return Err(bad(
+                    "fingerprint",
+                    fp,
+                    format!("{want:#018x} (the server speaks another service schema)"),
+                ));
+            }
+        }
+        let state = u32_at(b, STATE_OFFSET);
+        if !(STATE_SERVING..=STATE_STOPPED).contains(&state) {
+            return Err(bad("state", state.into(), "1, 2 or 3"));
+        }
+        Ok(geometry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> (Geometry, [u8; HEADER_SIZE]) {
+        let g = Geometry::new(64, 1, 0xfeed, 1234).unwrap();
+        (g, g.encode())
+    }
+
+    #[test]
+    fn round_trip() {
+        let (g, h) = sample();
+        assert_eq!(
+            Geometry::decode(&h, g.file_size() as u64, Some(0xfeed)),
+            Ok(g)
+        );
+        assert_eq!(g.region_offset() % 64, 0);
+        assert_eq!(g.owners_offset() % 64, 0);
+        assert!(g.owners_offset() >= g.region_offset() + g.layout().size());
+    }
+
+    fn refix(h: &mut [u8; HEADER_SIZE]) {
+        let sum = fnv1a(&h[..CHECKED]);
+        h[88..96].copy_from_slice(&sum.to_le_bytes());
+    }
+
+    #[test]
+    fn each_field_is_named() {
+        let (g, good) = sample();
+        let size = g.file_size() as u64;
+        let cases: [(usize, usize, &str); 12] = [
+            (12, 4, "header_size"),
+            (16, 4, "ports"),
+            (20, 4, "lanes"),
+            (24, 4, "mailbox"),
+            (28, 4, "reserved"),
+            (32, 8, "region_offset"),
+            (40, 8, "region_size"),
+            (48, 8, "owners_offset"),
+            (56, 8, "owners_size"),
+            (64, 8, "file_size"),
+            (80, 4, "server_pid"),
+            (84, 4, "state"),
+        ];
+        for (at, len, field) in cases {
+            let mut h = good;
+            // Zero or all-ones: one of them differs from the good value.
+            let fill = if h[at..at + len].iter().all(|&x| x == 0) {
+                0xff
+            } else {
+                0
+            };
+            h[at..at + len].fill(fill);
+            refix(&mut h);
+            let err = Geometry::decode(&h, size, Some(0xfeed)).unwrap_err();
+            assert_eq!(err.field, field, "{err}");
+        }
+        let mut h = good;
+        h[8] = 2;
+        assert_eq!(
+            Geometry::decode(&h, size, None).unwrap_err().field,
+            "version"
+        );
+        let mut h = good;
+        h[0] = b'X';
+        assert_eq!(Geometry::decode(&h, size, None).unwrap_err().field, "magic");
+        let mut h = good;
+        h[17] ^= 1;
+        assert_eq!(
+            Geometry::decode(&h, size, None).unwrap_err().field,
+            "checksum"
+        );
+        let err = Geometry::decode(&good, size, Some(0xbeef)).unwrap_err();
+        assert_eq!(err.field, "fingerprint");
+        assert!(err.to_string().contains("another service schema"), "{err}");
+        let err = Geometry::decode(&good, size - 8, None).unwrap_err();
+        assert_eq!(err.field, "file_size");
+        let err = Geometry::decode(&good[..40], size, None).unwrap_err();
+        assert!(err.expected.contains("truncated"), "{err}");
+    }
+}

@@ -1,0 +1,410 @@
+//! The server: creates the file, serves its ports from several worker threads, reclaims the ports
+//! of dead clients, drains and removes the file when it stops.
+//!
+//! Workers share one private server lock bitmap (rpc-core's), so two workers never serve the same
+//! port and a slow or blocked handler holds only its own port and thread; the others keep serving.
+//! Each worker starts its scan at a different port and resumes one past the port it served last.
+//! A monitor thread scans the owner words every `reclaim_interval`; see the crate docs for the
+//! reclaim protocol it follows.
+
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rpc_core::{Port, Server, ServerProcess, Single};
+
+use crate::error::ShmError;
+use crate::file::{self, Created, Mapped};
+use crate::header::{Geometry, STATE_DRAINING, STATE_STOPPED};
+use crate::owner::{generation_of, pack, pid_of, process_alive, ABANDONED};
+use crate::status;
+use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::wait::ServerWait;
+use crate::PerPort;
+
+/// An open port on the server side, as a handler sees it.
+pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, PerPort, ServerWait>;
+
+/// Serves one request on an open port: receives it and replies (or fails).
+///
+/// A handler returning an error (or panicking) while it still holds the packet gets
+/// [`status::SERVER_ERROR`] sent back to the client.
+pub trait Handler: Send + Sync + 'static {
+    /// Serves the request waiting on `port`.
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error>;
+}
+
+impl<F> Handler for F
+where
+    F: Fn(&mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> + Send + Sync + 'static,
+{
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+        self(port)
+    }
+}
+
+/// How a server is set up.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Ports in the region (a multiple of 32).
+    pub ports: u32,
+    /// Slots per packet.
+    pub lanes: u32,
+    /// Worker threads serving ports.
+    pub workers: usize,
+    /// The schema fingerprint of the service; clients that expect another one cannot attach.
+    pub fingerprint: u64,
+    /// How often the monitor looks for ports held by dead clients.
+    pub reclaim_interval: Duration,
+    /// How long a worker waits for a client inside a call (between packets of a stream) before
+    /// giving up, if the client is still alive.
+    pub call_deadline: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            ports: 64,
+            lanes: 1,
+            workers: 2,
+            fingerprint: 0,
+            reclaim_interval: Duration::from_millis(10),
+            call_deadline: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Counters of a running server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Calls whose handler returned `Ok`.
+    pub served: u64,
+    /// Calls whose handler returned an error (for example: the client died mid-stream).
+    pub failed: u64,
+    /// Calls whose handler panicked.
+    pub panicked: u64,
+    /// Ports taken back from dead clients (or given up by live ones).
+    pub reclaimed: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    served: AtomicU64,
+    failed: AtomicU64,
+    panicked: AtomicU64,
+    reclaimed: AtomicU64,
+}
+
+impl Counters {
+    fn snapshot(&self) -> ServerStats {
+        ServerStats {
+            served: self.served.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            panicked: self.panicked.load(Ordering::Relaxed),
+            reclaimed: self.reclaimed.load(Ordering::Relaxed),
+        }
+    }
+}
+
+struct Shared {
+    mapped: Arc<Mapped>,
+    server_locks: Box<[AtomicU32]>,
+    stop: Arc<AtomicBool>,
+    stop_monitor: AtomicBool,
+    counters: Counters,
+    config: ServerConfig,
+}
+
+/// A running server. Dropping it stops it without draining and removes the file (also when the
+/// thread that owns it panics); [`ShmServer::shutdown`] drains first.
+pub struct ShmServer {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+    monitor: Option<JoinHandle<()>>,
+    created: Created,
+    stopped: bool,
+}
+
+impl std::fmt::Debug for ShmServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmServer")
+            .field("path", &self.path())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// What a graceful shutdown achieved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shutdown {
+    /// Whether every call in flight finished before the drain deadline.
+    pub drained: bool,
+    /// The final counters.
+    pub stats: ServerStats,
+}
+
+impl ShmServer {
+    /// Creates the file at `path` (see [`file::path_for`] for names) and starts serving it with
+    /// `handler`.
+    pub fn start(
+        path: impl AsRef<Path>,
+        config: ServerConfig,
+        handler: impl Handler,
+    ) -> Result<ShmServer, ShmError> {
+        let path = path.as_ref();
+        let geometry = Geometry::new(
+            config.ports,
+            config.lanes,
+            config.fingerprint,
+            std::process::id(),
+        )?;
+        let (mapped, created) = file::create(path, &geometry)?;
+        let mapped = Arc::new(mapped);
+        let workers = config.workers.max(1);
+        let shared = Arc::new(Shared {
+            server_locks: (0..geometry.layout().lock_words())
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            mapped,
+            stop: Arc::new(AtomicBool::new(false)),
+            stop_monitor: AtomicBool::new(false),
+            counters: Counters::default(),
+            config,
+        });
+        let handler: Arc<dyn Handler> = Arc::new(handler);
+        let mut server = ShmServer {
+            shared: Arc::clone(&shared),
+            workers: Vec::with_capacity(workers),
+            monitor: None,
+            created,
+            stopped: false,
+        };
+        for i in 0..workers {
+            let shared = Arc::clone(&shared);
+            let handler = Arc::clone(&handler);
+            let first = (i as u64 * geometry.layout().ports() as u64 / workers as u64) as u32;
+            let spawned = std::thread::Builder::new()
+                .name(format!("ferry-worker-{i}"))
+                .spawn(move || work(&shared, &*handler, first))
+                .map_err(|e| ShmError::Io {
+                    op: "starting a worker for",
+                    path: path.to_path_buf(),
+                    source: e,
+                })?;
+            server.workers.push(spawned);
+        }
+        let monitor_shared = Arc::clone(&shared);
+        server.monitor = Some(
+            std::thread::Builder::new()
+                .name("ferry-monitor".into())
+                .spawn(move || monitor(&monitor_shared))
+                .map_err(|e| ShmError::Io {
+                    op: "starting the monitor for",
+                    path: path.to_path_buf(),
+                    source: e,
+                })?,
+        );
+        Ok(server)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        self.shared.mapped.path()
+    }
+
+    /// Whether the name was free or held a stale file that was replaced.
+    pub fn created(&self) -> Created {
+        self.created
+    }
+
+    /// The region's geometry.
+    pub fn geometry(&self) -> &Geometry {
+        self.shared.mapped.geometry()
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> ServerStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// The owner word of `port`: `(pid, generation)`; pid 0 means free.
+    pub fn port_owner(&self, port: u32) -> (u32, u32) {
+        let w = self.shared.mapped.owners()[port as usize].load(Ordering::Acquire);
+        (pid_of(w), generation_of(w))
+    }
+
+    /// Stops accepting calls, waits up to `drain` for the calls in flight to finish (ports of
+    /// dead clients are reclaimed meanwhile), stops the workers and removes the file.
+    pub fn shutdown(mut self, drain: Duration) -> Shutdown {
+        let mapped = &self.shared.mapped;
+        // SYNC (drain handshake): SeqCst store, then SeqCst loads of the owner words; a client
+        // claims (SeqCst) then reads the state (SeqCst), so either it sees DRAINING and backs
+        // off, or we see its claim and wait for it.
+        mapped.state().store(STATE_DRAINING, Ordering::SeqCst);
+        let deadline = Instant::now() + drain;
+        let region = mapped.region();
+        let drained = loop {
+            let busy = (0..mapped.geometry().layout().ports()).any(|p| {
+                pid_of(mapped.owners()[p as usize].load(Ordering::SeqCst)) != 0
+                    || !region.client_owns(p)
+            });
+            if !busy {
+                break true;
+            }
+            if Instant::now() >= deadline {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        self.stop();
+        Shutdown {
+            drained,
+            stats: self.stats(),
+        }
+    }
+
+    fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        let shared = &self.shared;
+        shared.mapped.state().store(STATE_STOPPED, Ordering::SeqCst);
+        shared.stop.store(true, Ordering::SeqCst);
+        shared.stop_monitor.store(true, Ordering::SeqCst);
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        if let Some(m) = self.monitor.take() {
+            let _ = m.join();
+        }
+        if shared.mapped.still_named() {
+            let _ = std::fs::remove_file(shared.mapped.path());
+        }
+    }
+}
+
+impl Drop for ShmServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A worker: serve ports with requests until told to stop (and then until none is pending).
+fn work(shared: &Shared, handler: &dyn Handler, first: u32) {
+    let mapped = &shared.mapped;
+    let wait = ServerWait::new(
+        Arc::clone(mapped),
+        Arc::clone(&shared.stop),
+        shared.config.call_deadline,
+    );
+    let process: ServerProcess<'_, Single, PerPort, ServerWait> =
+        match ServerProcess::new(mapped.region(), &shared.server_locks, Single, wait) {
+            Ok(p) => p.with_cursor(first),
+            Err(_) => return,
+        };
+    let owners = mapped.owners();
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        if let Some(mut port) = process.try_open(()) {
+            idle_since = None;
+            let index = port.index();
+            process
+                .wait_policy()
+                .watch(index, owners[index as usize].load(Ordering::Acquire));
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| handler.handle(&mut port)));
+            let counter = match outcome {
+                Ok(Ok(())) => &shared.counters.served,
+                Ok(Err(_)) => &shared.counters.failed,
+                Err(_) => &shared.counters.panicked,
+            };
+            if !matches!(outcome, Ok(Ok(()))) && port.owns_packet() {
+                // Closing hands the packet back; the client reads the status with it.
+                port.set_header(rpc_core::HeaderWord::Status, status::SERVER_ERROR.into());
+            }
+            // Counted before the port closes, so a client that has its reply sees the count.
+            counter.fetch_add(1, Ordering::Relaxed);
+            drop(port);
+            continue;
+        }
+        if shared.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        // Idle: spin a little (a request usually follows soon), then yield, then sleep, so an
+        // idle server does not burn a core.
+        let since = *idle_since.get_or_insert_with(Instant::now);
+        let idle = since.elapsed();
+        if idle < Duration::from_micros(50) {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+        } else if idle < Duration::from_millis(2) {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+/// The monitor: frees ports whose holder died (or gave up), once no worker is on them.
+fn monitor(shared: &Shared) {
+    let mapped = &shared.mapped;
+    let owners = mapped.owners();
+    let region = mapped.region();
+    let ports = owners.len();
+    let mut last = vec![0u64; ports];
+    while !shared.stop_monitor.load(Ordering::Relaxed) {
+        std::thread::sleep(shared.config.reclaim_interval);
+        for p in 0..ports {
+            let word = owners[p].load(Ordering::Acquire);
+            let pid = pid_of(word);
+            let stayed = last[p] == word;
+            last[p] = word;
+            // Only a port held by the same claim for a whole interval is checked.
+            if pid == 0 || !(pid == ABANDONED || (stayed && !process_alive(pid))) {
+                continue;
+            }
+            // Take the server side's lock of the port, as a worker would: while we hold it no
+            // worker is inside a call on it, and none can start one.
+            let (w, bit) = (p / 32, 1u32 << (p % 32));
+            if shared.server_locks[w].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+                continue;
+            }
+            // SYNC (lock acquire): pairs with a worker's unlock; its last flip is visible.
+            std::sync::atomic::fence(Ordering::Acquire);
+            // Only a port at rest with the client side is freed; a pending request is served
+            // first (a worker replies, and the next pass frees it).
+            if region.client_owns(p as u32) {
+                let free = pack(generation_of(word), 0);
+                // SYNC (reclaim): the holder is dead or gave up, so only we change the word; the
+                // release pairs with the next claimer's acquire.
+                if owners[p]
+                    .compare_exchange(word, free, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    shared.counters.reclaimed.fetch_add(1, Ordering::Relaxed);
+                    last[p] = free;
+                }
+            }
+            // SYNC (lock release): as rpc-core's unlock.
+            std::sync::atomic::fence(Ordering::Release);
+            shared.server_locks[w].fetch_and(!bit, Ordering::Relaxed);
+        }
+    }
+}
+
+impl crate::transport::Transport for ShmServer {
+    type Mailbox = PerPort;
+    fn region(&self) -> rpc_core::Region<'_, PerPort> {
+        self.shared.mapped.region()
+    }
+    fn fingerprint(&self) -> u64 {
+        self.shared.mapped.geometry().fingerprint()
+    }
+    fn peer_alive(&self) -> bool {
+        // Clients come and go; the server never waits on one outside a call.
+        true
+    }
+}

@@ -1,0 +1,269 @@
+//! One-process tests: the server's workers and clients as threads of this test, the file real.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use transport_shm::demo::{self, DemoClient, DemoError};
+use transport_shm::header::{Geometry, HEADER_SIZE};
+use transport_shm::{status, ClientConfig, Created, ServerConfig, ShmClient, ShmError, ShmServer};
+
+fn unique(tag: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    PathBuf::from(format!(
+        "/dev/shm/ferry-test-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+fn demo_config() -> ServerConfig {
+    ServerConfig {
+        fingerprint: demo::fingerprint(),
+        ..ServerConfig::default()
+    }
+}
+
+fn demo_server(tag: &str) -> ShmServer {
+    ShmServer::start(unique(tag), demo_config(), demo::serve).unwrap()
+}
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+#[test]
+fn demo_calls_round_trip() {
+    let server = demo_server("calls");
+    let mut c = DemoClient::attach(server.path(), DEADLINE).unwrap();
+    for id in 0..1000u64 {
+        assert_eq!(c.echo(id).unwrap(), (id, demo::mix(id)));
+    }
+    assert_eq!(c.add(40, 2).unwrap(), 42);
+    c.sleep(10).unwrap();
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    let want: u64 = data.iter().map(|&b| b as u64).sum();
+    assert_eq!(c.sum(&data).unwrap(), (10_000, want));
+    assert_eq!(c.sum(&[]).unwrap(), (0, 0));
+    // Too long a stream is refused with a status, and the port stays usable.
+    let big = vec![1u8; demo::SUM_LIMIT as usize + 1];
+    assert!(matches!(
+        c.sum(&big),
+        Err(DemoError::Status(status::REJECTED))
+    ));
+    assert_eq!(c.echo(7).unwrap(), (7, demo::mix(7)));
+    let stats = server.shutdown(DEADLINE).stats;
+    assert_eq!(stats.served, 1000 + 6);
+}
+
+#[test]
+fn unknown_opcode_gets_a_status() {
+    let server = demo_server("opcode");
+    let mut c = ShmClient::attach(server.path(), ClientConfig::default()).unwrap();
+    let status = c
+        .call(999, |port| {
+            port.send_and_recv(|s, _| s.words[0] = 5, |_, _| {})?;
+            Ok(port.status())
+        })
+        .unwrap();
+    assert_eq!(status, status::UNKNOWN_OPCODE);
+}
+
+#[test]
+fn failing_and_panicking_handlers_answer_with_an_error_status() {
+    let path = unique("panic");
+    let server = ShmServer::start(
+        &path,
+        ServerConfig::default(),
+        |port: &mut transport_shm::ServerPort<'_, '_>| {
+            if port.opcode() == 1 {
+                panic!("handler panics on purpose");
+            }
+            Err(rpc_core::Error::Rejected)
+        },
+    )
+    .unwrap();
+    let mut c = ShmClient::attach(&path, ClientConfig::default()).unwrap();
+    for op in [1, 2, 1] {
+        let status = c
+            .call(op, |port| {
+                port.send_and_recv(|_, _| {}, |_, _| {})?;
+                Ok(port.status())
+            })
+            .unwrap();
+        assert_eq!(status, status::SERVER_ERROR);
+    }
+    let stats = server.stats();
+    assert_eq!((stats.panicked, stats.failed), (2, 1));
+}
+
+#[test]
+fn file_is_0600_and_removed_on_shutdown_and_drop() {
+    let server = demo_server("mode");
+    let path = server.path().to_path_buf();
+    let meta = std::fs::symlink_metadata(&path).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(meta.uid(), rustix_uid());
+    assert!(server.shutdown(DEADLINE).drained);
+    assert!(!path.exists());
+    let server = demo_server("drop");
+    let path = server.path().to_path_buf();
+    drop(server);
+    assert!(!path.exists());
+    // And when the owning thread panics.
+    let path = unique("unwind");
+    let p2 = path.clone();
+    let joined = std::thread::spawn(move || {
+        let _server = ShmServer::start(&p2, demo_config(), demo::serve).unwrap();
+        assert!(p2.exists());
+        panic!("the thread holding the server panics");
+    })
+    .join();
+    assert!(joined.is_err());
+    assert!(!path.exists());
+}
+
+fn rustix_uid() -> u32 {
+    std::fs::metadata("/proc/self").unwrap().uid()
+}
+
+#[test]
+fn second_server_on_the_same_name_is_refused() {
+    let server = demo_server("twice");
+    let err = ShmServer::start(server.path(), demo_config(), demo::serve).unwrap_err();
+    assert!(
+        matches!(err, ShmError::AlreadyServing { pid: Some(p), .. } if p == std::process::id()),
+        "{err}"
+    );
+    assert!(err.to_string().contains("already served"), "{err}");
+    // The first one is untouched.
+    let mut c = DemoClient::attach(server.path(), DEADLINE).unwrap();
+    assert_eq!(c.add(1, 2).unwrap(), 3);
+}
+
+#[test]
+fn symlinks_are_never_followed() {
+    let target = unique("target");
+    std::fs::write(&target, b"precious").unwrap();
+    let link = unique("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let err = ShmServer::start(&link, demo_config(), demo::serve).unwrap_err();
+    assert!(matches!(err, ShmError::Symlink(_)), "{err}");
+    let err = ShmClient::attach(&link, ClientConfig::default()).unwrap_err();
+    assert!(matches!(err, ShmError::Symlink(_)), "{err}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+    std::fs::remove_file(&link).unwrap();
+    std::fs::remove_file(&target).unwrap();
+}
+
+/// A pid that no process has: a child that has exited and been reaped.
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+/// Writes a complete, valid file as a server that died would have left it.
+fn write_stale(path: &PathBuf, fingerprint: u64) -> Geometry {
+    let g = Geometry::new(64, 1, fingerprint, dead_pid()).unwrap();
+    let mut bytes = vec![0u8; g.file_size()];
+    bytes[..HEADER_SIZE].copy_from_slice(&g.encode());
+    std::fs::write(path, &bytes).unwrap();
+    g
+}
+
+#[test]
+fn stale_file_is_detected_and_replaced() {
+    let path = unique("stale");
+    write_stale(&path, demo::fingerprint());
+    let err = ShmClient::attach(&path, ClientConfig::default()).unwrap_err();
+    assert!(matches!(err, ShmError::NoServer { .. }), "{err}");
+    let server = ShmServer::start(&path, demo_config(), demo::serve).unwrap();
+    assert_eq!(server.created(), Created::ReplacedStale);
+    let mut c = DemoClient::attach(&path, DEADLINE).unwrap();
+    assert_eq!(c.echo(3).unwrap(), (3, demo::mix(3)));
+}
+
+fn attach_err(path: &PathBuf, fingerprint: Option<u64>) -> ShmError {
+    ShmClient::attach(
+        path,
+        ClientConfig {
+            fingerprint,
+            ..ClientConfig::default()
+        },
+    )
+    .unwrap_err()
+}
+
+fn header_field(err: &ShmError) -> &'static str {
+    match err {
+        ShmError::Header { error, .. } => error.field,
+        other => panic!("expected a header error, got: {other}"),
+    }
+}
+
+#[test]
+fn attaching_to_bad_files_is_an_error_naming_the_field() {
+    let server = demo_server("bad");
+    let good = std::fs::read(server.path()).unwrap();
+    let path = unique("badcopy");
+    let fp = Some(demo::fingerprint());
+
+    // A live, good copy attaches (the server pid in it is alive): the baseline of the test.
+    std::fs::write(&path, &good).unwrap();
+    ShmClient::attach(
+        &path,
+        ClientConfig {
+            fingerprint: fp,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+
+    std::fs::write(&path, &good[..HEADER_SIZE / 2]).unwrap();
+    assert_eq!(header_field(&attach_err(&path, fp)), "file_size");
+    std::fs::write(&path, &good[..good.len() - 64]).unwrap();
+    assert_eq!(header_field(&attach_err(&path, fp)), "file_size");
+    std::fs::write(&path, []).unwrap();
+    assert_eq!(header_field(&attach_err(&path, fp)), "file_size");
+
+    let mut v = good.clone();
+    v[8] = 9;
+    std::fs::write(&path, &v).unwrap();
+    assert_eq!(header_field(&attach_err(&path, fp)), "version");
+
+    let mut v = good.clone();
+    v[..8].copy_from_slice(b"NOTFERRY");
+    std::fs::write(&path, &v).unwrap();
+    assert_eq!(header_field(&attach_err(&path, fp)), "magic");
+
+    let mut v = good.clone();
+    v[16] ^= 0x40;
+    std::fs::write(&path, &v).unwrap();
+    assert_eq!(header_field(&attach_err(&path, fp)), "checksum");
+
+    std::fs::write(&path, &good).unwrap();
+    let err = attach_err(&path, Some(demo::fingerprint() ^ 1));
+    assert_eq!(header_field(&err), "fingerprint");
+    assert!(err.to_string().contains("fingerprint"), "{err}");
+
+    let err = attach_err(&unique("absent"), fp);
+    assert!(
+        matches!(&err, ShmError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
+        "{err}"
+    );
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn shutdown_refuses_new_calls() {
+    let server = demo_server("drain");
+    let path = server.path().to_path_buf();
+    let mut c = DemoClient::attach(&path, DEADLINE).unwrap();
+    assert_eq!(c.add(2, 2).unwrap(), 4);
+    assert!(server.shutdown(DEADLINE).drained);
+    match c.echo(1) {
+        Err(DemoError::Shm(ShmError::NoServer { .. } | ShmError::ShuttingDown)) => {}
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
