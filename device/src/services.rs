@@ -85,9 +85,12 @@ pub fn noop<L: Lanes, W: Wait>(client: &Client<'_, L, W>, value: u64) -> Result<
 /// waits until the host has written them. Returns the bytes written for this lane.
 pub fn print<L: Lanes, W: Wait>(client: &Client<'_, L, W>, bytes: &[u8]) -> Result<u64, CallError> {
     let mut port = client.open(PRINT)?;
-    port.send_n(|_| bytes)?;
+    let sent = port.send_n(|_| bytes);
+    // Even a refused stream gets its answer: the receive hands the refusal back and waits for the
+    // reply, so the port comes to rest with the exchange complete.
     let mut written = 0;
     port.recv(|slot, _| written = slot.words[0])?;
+    sent?;
     status(port.status())?;
     Ok(written)
 }

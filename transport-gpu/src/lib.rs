@@ -1,1 +1,87 @@
-//! Placeholder: this crate lands with its own issue.
+//! ferry on GPUs: the region where a kernel and its host meet, the server threads that answer the
+//! kernel's calls, and the loader `rpc-gpu-run` that runs a GPU program.
+//!
+//! - [`cuda`]: CUDA through cudarc, loaded at run time. The region lives in mapped pinned host
+//!   memory (the GPU reaches it across PCIe, the host in its own memory); the client's lock
+//!   bitmap lives in device memory (only warps touch it); the server's in host memory.
+//! - [`region`]: [`GpuRegion`]: the region, both lock bitmaps, the port count (by default the
+//!   device's resident warps, so no warp waits for another's port) and the descriptor the kernel
+//!   reads at start.
+//! - [`server`]: server threads that serve a region while a kernel runs and drain it when it ends;
+//!   generic over where the region lives, so tests run device code on CPU threads against it.
+//! - [`services`]: the host side of `device::services` (no-op, print, exit).
+//! - [`launch`]: running a program's entry kernel while serving it (the loader's core).
+//! - [`hsa`]: AMD's HSA runtime, loaded at run time (`libhsa-runtime64`): fine-grained memory.
+//!
+//! Nothing of CUDA or HSA is needed to build; without a driver the calls return
+//! [`Error::NoDriver`].
+
+#![deny(missing_docs)]
+
+pub mod cuda;
+pub mod hsa;
+pub mod launch;
+pub mod region;
+pub mod server;
+pub mod services;
+
+pub use launch::{run_program, RunConfig, RunReport};
+pub use region::{GpuRegion, PortCount};
+pub use server::{serve, Handler, ServeStats, ServerPort};
+pub use services::{ExitPolicy, HostServices};
+
+use std::time::Duration;
+
+/// What can go wrong on the host side of a GPU transport.
+#[derive(Debug)]
+pub enum Error {
+    /// No driver (or no device): the library is missing or sees no GPU.
+    NoDriver(String),
+    /// A driver call failed.
+    Cuda {
+        /// The driver function.
+        call: &'static str,
+        /// Its result code.
+        code: i32,
+        /// The driver's description (and the JIT log, for module loads).
+        message: String,
+    },
+    /// An HSA runtime call failed.
+    Hsa {
+        /// The runtime function.
+        call: &'static str,
+        /// Its status code.
+        code: u32,
+    },
+    /// The region could not be laid out.
+    Layout(rpc_core::LayoutError),
+    /// The program is not what the loader expects (no entry kernel, no descriptor).
+    Program(String),
+    /// The kernel did not finish in time.
+    Timeout(Duration),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::NoDriver(why) => write!(f, "no GPU driver: {why}"),
+            Error::Cuda {
+                call,
+                code,
+                message,
+            } => write!(f, "{call} failed ({code}): {message}"),
+            Error::Hsa { call, code } => write!(f, "{call} failed (HSA status {code:#x})"),
+            Error::Layout(e) => write!(f, "region layout: {e}"),
+            Error::Program(why) => write!(f, "program: {why}"),
+            Error::Timeout(t) => write!(f, "the kernel did not finish within {t:?}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<rpc_core::LayoutError> for Error {
+    fn from(e: rpc_core::LayoutError) -> Self {
+        Error::Layout(e)
+    }
+}

@@ -1,0 +1,99 @@
+//! `rpc-gpu-run`: runs a GPU program and serves its calls to the host.
+//!
+//! ```text
+//! rpc-gpu-run [OPTIONS] PROGRAM.ptx [ARGS...]
+//!   --blocks N           blocks in the grid (default 1)
+//!   --threads N          threads per block (default 32)
+//!   --ports N            region ports (default: the device's resident warps, at most 16384)
+//!   --server-threads N   host threads serving calls (default 1)
+//!   --max-registers N    register cap for the JIT (32 lets 2048 threads share an SM)
+//!   --timeout SECS       give up on the kernel after this long (default 600)
+//!   --stats              print calls served and the kernel's time on standard error
+//! ```
+//!
+//! The program is PTX whose entry kernel is `_start(argc: u32, argv: *const *const u8,
+//! ret: *mut i32)` (Rust programs get it from `device::entry!`) and which holds the `FERRY_RPC`
+//! descriptor global. Every thread runs `main`; the exit code is an `exit` call's code, else the
+//! bitwise OR of every thread's return value. Errors of the loader itself exit with 125.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use transport_gpu::cuda::Cuda;
+use transport_gpu::{run_program, ExitPolicy, PortCount, RunConfig};
+
+const USAGE: &str =
+    "usage: rpc-gpu-run [--blocks N] [--threads N] [--ports N] [--server-threads N] \
+[--max-registers N] [--timeout SECS] [--stats] PROGRAM.ptx [ARGS...]";
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("rpc-gpu-run: {message}");
+    ExitCode::from(125)
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let mut config = RunConfig {
+        exit: ExitPolicy::Process,
+        ..RunConfig::default()
+    };
+    let mut stats = false;
+    let program = loop {
+        let Some(arg) = args.next() else {
+            return fail(USAGE);
+        };
+        let mut number = |name: &str| -> Result<u32, String> {
+            let v = args.next().ok_or(format!("{name} needs a value"))?;
+            v.parse()
+                .map_err(|_| format!("{name}: `{v}` is not a number"))
+        };
+        let parsed = match arg.as_str() {
+            "--blocks" => number("--blocks").map(|n| config.blocks = n),
+            "--threads" => number("--threads").map(|n| config.threads = n),
+            "--ports" => number("--ports").map(|n| config.ports = PortCount::Exactly(n)),
+            "--server-threads" => number("--server-threads").map(|n| config.server_threads = n),
+            "--max-registers" => number("--max-registers").map(|n| config.max_registers = Some(n)),
+            "--timeout" => {
+                number("--timeout").map(|n| config.timeout = Duration::from_secs(n.into()))
+            }
+            "--stats" => {
+                stats = true;
+                Ok(())
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            s if s.starts_with("--") => Err(format!("unknown option {s}\n{USAGE}")),
+            _ => break arg,
+        };
+        if let Err(e) = parsed {
+            return fail(e);
+        }
+    };
+    let ptx = match std::fs::read(&program) {
+        Ok(p) => p,
+        Err(e) => return fail(format_args!("cannot read {program}: {e}")),
+    };
+    let argv: Vec<String> = std::iter::once(program.clone()).chain(args).collect();
+    let cuda = match Cuda::new(0) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    match run_program(&cuda, &ptx, &argv, &config, std::io::stdout()) {
+        Ok(report) => {
+            if stats {
+                eprintln!(
+                    "rpc-gpu-run: {} ({} SMs), {} ports, {} blocks x {} threads, kernel {:.3} s, \
+                     calls served {} (no-op {}, print {}, exit {}, unknown {}) by {} server threads {:?}, exit code {}",
+                    cuda.name, cuda.sms, report.ports, config.blocks, config.threads,
+                    report.elapsed.as_secs_f64(), report.stats.calls(), report.calls[1],
+                    report.calls[2], report.calls[3], report.calls[0],
+                    config.server_threads, report.stats.per_thread, report.code
+                );
+            }
+            ExitCode::from(report.code as u8)
+        }
+        Err(e) => fail(e),
+    }
+}

@@ -1,0 +1,120 @@
+//! The region a kernel and its host share, on a CUDA device.
+
+use device::descriptor::{self, Descriptor};
+use rpc_core::layout::PORT_GRANULE;
+use rpc_core::sync::AtomicU32;
+use rpc_core::{Layout, MailboxKind, PerPort, Region};
+
+use crate::cuda::{Cuda, DeviceMemory, MappedMemory, Module};
+use crate::Error;
+
+/// How many ports a region gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortCount {
+    /// One per resident warp of the device (SMs × warps per SM), at most `cap`.
+    ResidentWarps {
+        /// The most ports (rounded up to a multiple of 32).
+        cap: u32,
+    },
+    /// Exactly this many (rounded up to a multiple of 32).
+    Exactly(u32),
+}
+
+impl Default for PortCount {
+    fn default() -> Self {
+        PortCount::ResidentWarps { cap: 16384 }
+    }
+}
+
+impl PortCount {
+    /// The port count for a device with `resident_warps` resident warps.
+    pub fn resolve(self, resident_warps: u32) -> u32 {
+        let n = match self {
+            PortCount::ResidentWarps { cap } => resident_warps.min(cap),
+            PortCount::Exactly(n) => n,
+        };
+        n.max(1).div_ceil(PORT_GRANULE) * PORT_GRANULE
+    }
+}
+
+/// A region in mapped pinned host memory, the client's locks in device memory, the server's in
+/// host memory.
+#[derive(Debug)]
+pub struct GpuRegion {
+    layout: Layout,
+    memory: MappedMemory,
+    client_locks: DeviceMemory,
+    server_locks: Box<[AtomicU32]>,
+}
+
+/// Lanes per packet on an NVIDIA GPU: one slot per lane of a warp.
+pub const WARP_LANES: u32 = 32;
+
+impl GpuRegion {
+    /// A zeroed region on `cuda`'s device with `ports` ports and 32 lanes per packet.
+    pub fn new(cuda: &Cuda, ports: PortCount) -> Result<GpuRegion, Error> {
+        let ports = ports.resolve(cuda.resident_warps());
+        let layout = Layout::new(ports, WARP_LANES, MailboxKind::PerPort)?;
+        let memory = cuda.alloc_mapped(layout.size())?;
+        // `cuMemHostAlloc` returns page-aligned memory; the layout needs 64 bytes.
+        debug_assert_eq!(memory.host() as usize % 64, 0);
+        let client_locks = cuda.alloc_device(layout.lock_words() * 4)?;
+        Ok(GpuRegion {
+            layout,
+            memory,
+            client_locks,
+            server_locks: (0..layout.lock_words())
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+        })
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The host's view of the region.
+    pub fn region(&self) -> Region<'_, PerPort> {
+        // SAFETY: the mapped memory is page-aligned, `layout.size()` bytes, owned by `self` for
+        // the borrow, and reached only through the protocol (by this host and the kernel).
+        unsafe { Region::from_raw(self.memory.host(), self.layout) }
+            .expect("a region built from its own layout matches it")
+    }
+
+    /// The server's lock bitmap.
+    pub fn server_locks(&self) -> &[AtomicU32] {
+        &self.server_locks
+    }
+
+    /// The descriptor a kernel builds its clients from.
+    pub fn descriptor(&self) -> Descriptor {
+        Descriptor {
+            magic: descriptor::MAGIC,
+            ports: self.layout.ports(),
+            lanes: self.layout.lanes(),
+            mailbox: MailboxKind::PerPort as u32,
+            region: self.memory.device(),
+            locks: self.client_locks.ptr(),
+        }
+    }
+
+    /// Writes the descriptor into `module`'s global `FERRY_RPC`, so its kernels can call us.
+    pub fn install(&self, cuda: &Cuda, module: &Module) -> Result<(), Error> {
+        let Some((ptr, bytes)) = module.global(descriptor::SYMBOL)? else {
+            return Err(Error::Program(format!(
+                "no global `{}`: the program was not built with the ferry `device` crate",
+                descriptor::SYMBOL
+            )));
+        };
+        let d = self.descriptor().to_bytes();
+        if bytes != d.len() {
+            return Err(Error::Program(format!(
+                "global `{}` is {bytes} bytes, not {}: another version of the `device` crate",
+                descriptor::SYMBOL,
+                d.len()
+            )));
+        }
+        cuda.copy_to_device(ptr, &d)
+    }
+}

@@ -1,0 +1,156 @@
+//! Server threads: serve a region while a kernel (or any client) runs, then drain it.
+//!
+//! [`serve`] starts `threads` server threads on a region, runs the caller's `body` (launch a
+//! kernel and wait for it) on the calling thread, and then tells the threads to stop. A thread
+//! that is told to stop keeps serving until a whole scan of the region finds no request, so every
+//! call made before the kernel ended is answered ("drain"). Thread `t` starts its scans at port
+//! `t × ports / threads`, so threads spread over the region rather than racing for the same ports.
+//!
+//! The server is generic over where the region lives: the same code serves a GPU region in mapped
+//! host memory and a heap region that simulated warps call in tests.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rpc_core::sync::AtomicU32;
+use rpc_core::{LayoutError, PerPort, Port, Region, Server, ServerProcess, Single, Stalled, Wait};
+
+/// A port as a handler sees it: opened by a server thread, its request not yet received.
+pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, PerPort, ServerWait>;
+
+/// What the server does with a request.
+pub trait Handler: Sync {
+    /// Serves the request on `port` (its opcode is `port.opcode()`): receives it, replies. The
+    /// port is closed after this returns; a request left unanswered goes back to the client.
+    fn handle(&self, port: &mut ServerPort<'_, '_>);
+}
+
+/// How a server thread waits inside a call (for the next packet of a stream): spin, and give up
+/// after `limit` so a client that died mid-call cannot hang the server.
+#[derive(Debug)]
+pub struct ServerWait {
+    limit: Duration,
+    since: Cell<Option<Instant>>,
+}
+
+impl ServerWait {
+    /// A policy that gives up after `limit`.
+    pub fn new(limit: Duration) -> Self {
+        ServerWait {
+            limit,
+            since: Cell::new(None),
+        }
+    }
+}
+
+impl Wait for ServerWait {
+    fn pause(&self, polls: u32) -> Result<(), Stalled> {
+        if polls == 0 {
+            self.since.set(Some(Instant::now()));
+        } else if polls.is_multiple_of(1024) {
+            let since = self.since.get().unwrap_or_else(Instant::now);
+            if since.elapsed() > self.limit {
+                return Err(Stalled);
+            }
+            std::thread::yield_now();
+        }
+        std::hint::spin_loop();
+        Ok(())
+    }
+}
+
+/// What the server threads did.
+#[derive(Clone, Debug, Default)]
+pub struct ServeStats {
+    /// Requests served by each thread.
+    pub per_thread: Vec<u64>,
+}
+
+impl ServeStats {
+    /// Requests served in all.
+    pub fn calls(&self) -> u64 {
+        self.per_thread.iter().sum()
+    }
+}
+
+/// Sets the stop flag when dropped, so the server threads end even if the body panics.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// How long a server thread waits inside one call before it gives the client up for dead.
+pub const CALL_LIMIT: Duration = Duration::from_secs(10);
+
+/// Serves `region` (with `locks` as the server's lock bitmap) from `threads` threads while `body`
+/// runs, then drains it; returns what `body` returned and the counts.
+pub fn serve<R>(
+    region: Region<'_, PerPort>,
+    locks: &[AtomicU32],
+    threads: u32,
+    handler: &impl Handler,
+    body: impl FnOnce() -> R,
+) -> Result<(R, ServeStats), LayoutError> {
+    let threads = threads.max(1);
+    let ports = region.layout().ports();
+    // Check the locks before starting anything.
+    ServerProcess::new(region, locks, Single, ServerWait::new(CALL_LIMIT))?;
+    let stop = AtomicBool::new(false);
+    let (result, per_thread) = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let stop = &stop;
+                s.spawn(move || {
+                    let server =
+                        ServerProcess::new(region, locks, Single, ServerWait::new(CALL_LIMIT))
+                            .expect("checked above")
+                            .with_cursor((t as u64 * ports as u64 / threads as u64) as u32);
+                    serve_thread(&server, handler, stop)
+                })
+            })
+            .collect();
+        let guard = StopOnDrop(&stop);
+        let result = body();
+        drop(guard);
+        let per_thread = workers
+            .into_iter()
+            .map(|w| w.join().expect("a server thread panicked"))
+            .collect();
+        (result, per_thread)
+    });
+    Ok((result, ServeStats { per_thread }))
+}
+
+fn serve_thread(
+    server: &ServerProcess<'_, Single, PerPort, ServerWait>,
+    handler: &impl Handler,
+    stop: &AtomicBool,
+) -> u64 {
+    let mut served = 0u64;
+    let mut idle = 0u32;
+    loop {
+        // Read before the scan: if the stop was set before a scan that then finds nothing, every
+        // request made before it was seen (by this thread or by the thread holding its lock).
+        let stopping = stop.load(Ordering::Acquire);
+        match server.try_open(()) {
+            Some(mut port) => {
+                handler.handle(&mut port);
+                served += 1;
+                idle = 0;
+            }
+            None if stopping => return served,
+            None => {
+                idle = idle.saturating_add(1);
+                if idle > 4096 {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    }
+}

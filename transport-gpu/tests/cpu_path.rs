@@ -1,0 +1,252 @@
+//! Device code on CPU threads against the real server: the `device` crate's clients, built from a
+//! descriptor as a kernel builds them, on simulated warps (`device::sim::SimWarp`), calling the
+//! same `HostServices` the loader serves, through `transport_gpu::serve`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use device::descriptor::{Descriptor, MAGIC};
+use device::services::{self, CallError, PRINT_LIMIT, STATUS_UNKNOWN_OPCODE};
+use device::sim::SimWarp;
+use rpc_core::{Error, HeapRegion, Lanes, MailboxKind, Stalled, Wait};
+use transport_gpu::{serve, ExitPolicy, HostServices};
+
+/// Spins a little, then yields (many more threads than cores here); gives up after 60 s so a lost
+/// handoff fails the test instead of hanging it.
+#[derive(Clone, Copy, Default)]
+struct Yield;
+
+thread_local! {
+    static SINCE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+impl Wait for Yield {
+    fn pause(&self, polls: u32) -> Result<(), Stalled> {
+        if polls == 0 {
+            SINCE.with(|s| s.set(Some(Instant::now())));
+        }
+        if polls < 16 {
+            std::hint::spin_loop();
+            return Ok(());
+        }
+        let since = SINCE.with(|s| s.get()).unwrap_or_else(Instant::now);
+        if since.elapsed() > Duration::from_secs(60) {
+            return Err(Stalled);
+        }
+        std::thread::yield_now();
+        Ok(())
+    }
+}
+
+/// Aborts the test process if it is still running after `limit` (a hang must fail, not stall CI).
+struct Watchdog(Arc<AtomicBool>);
+
+impl Watchdog {
+    fn new(name: &'static str, limit: Duration) -> Self {
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !flag.load(Ordering::Relaxed) {
+                if start.elapsed() > limit {
+                    eprintln!("watchdog: {name} still running after {limit:?}");
+                    std::process::abort();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        Watchdog(done)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The descriptor a host would install for `region` (as `GpuRegion::descriptor` does).
+fn descriptor(region: &HeapRegion) -> Descriptor {
+    let r = region.region();
+    Descriptor {
+        magic: MAGIC,
+        ports: r.layout().ports(),
+        lanes: r.layout().lanes(),
+        mailbox: MailboxKind::PerPort as u32,
+        region: r.client_outbox().as_ptr() as u64,
+        locks: region.client_locks().as_ptr() as u64,
+    }
+}
+
+/// Runs `warps` simulated warps of `lanes` lanes against `services` served by `server_threads`
+/// threads; `body(client, warp)` runs in every lane, as a kernel's main does.
+fn run<O, F>(
+    ports: u32,
+    warps: u32,
+    lanes: u32,
+    server_threads: u32,
+    services: &HostServices<O>,
+    body: F,
+) where
+    O: std::io::Write + Send,
+    F: Fn(&device::Client<'_, SimWarp, Yield>, u32) + Sync,
+{
+    let region = HeapRegion::new(ports, lanes).unwrap();
+    let desc = descriptor(&region);
+    let ((), _) = serve(
+        region.region(),
+        region.server_locks(),
+        server_threads,
+        services,
+        || {
+            std::thread::scope(|s| {
+                for w in 0..warps {
+                    for lane in SimWarp::lanes(lanes) {
+                        let body = &body;
+                        s.spawn(move || {
+                            // SAFETY: `desc` names `region`, alive and protocol-only for the scope.
+                            let client =
+                                unsafe { desc.client(lane, Yield) }.unwrap().with_cursor(w);
+                            body(&client, w);
+                        });
+                    }
+                }
+            })
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn hello_every_lane_prints_one_line() {
+    let _w = Watchdog::new("hello", Duration::from_secs(120));
+    let services = HostServices::new(Vec::new(), ExitPolicy::Record);
+    run(32, 4, 8, 2, &services, |client, warp| {
+        let line = format!("hello from warp {warp} lane {}\n", client.lanes().lane_id());
+        let written = services::print(client, line.as_bytes()).unwrap();
+        assert_eq!(written, line.len() as u64);
+    });
+    let out = String::from_utf8(services.into_output()).unwrap();
+    let mut lines: Vec<&str> = out.lines().collect();
+    lines.sort();
+    let mut want: Vec<String> = (0..4)
+        .flat_map(|w| (0..8).map(move |l| format!("hello from warp {w} lane {l}")))
+        .collect();
+    want.sort();
+    assert_eq!(lines, want);
+}
+
+#[test]
+fn long_lines_stream_across_packets() {
+    let _w = Watchdog::new("long lines", Duration::from_secs(120));
+    let services = HostServices::new(Vec::new(), ExitPolicy::Record);
+    run(32, 1, 4, 1, &services, |client, _| {
+        let lane = client.lanes().lane_id() as usize;
+        // Lane i prints 100 * i + 3 bytes: lanes need different packet counts.
+        let line: Vec<u8> = (0..100 * lane + 2)
+            .map(|i| b'a' + (i % 26) as u8)
+            .chain([b'\n'])
+            .collect();
+        assert_eq!(services::print(client, &line).unwrap(), line.len() as u64);
+    });
+    let out = services.into_output();
+    let lens: Vec<usize> = out.split(|&b| b == b'\n').map(<[u8]>::len).collect();
+    assert_eq!(lens, [2, 102, 202, 302, 0], "lanes print in lane order");
+}
+
+#[test]
+fn every_warp_calls_at_once_and_every_reply_is_right() {
+    let _w = Watchdog::new("occupancy", Duration::from_secs(300));
+    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
+    let wrong = AtomicU64::new(0);
+    let (warps, lanes, calls) = (32, 4, 200);
+    // As many ports as warps (the GPU default), and then fewer: warps must share.
+    for ports in [32, 32 * 2] {
+        run(ports, warps, lanes, 3, &services, |client, warp| {
+            let me = ((warp * lanes + client.lanes().lane_id()) as u64) << 32;
+            for i in 0..calls {
+                let x = me | i;
+                if services::noop(client, x) != Ok(x + 1) {
+                    wrong.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+    }
+    assert_eq!(wrong.load(Ordering::Relaxed), 0);
+    // One call per warp per iteration, twice.
+    assert_eq!(services.counts()[1], 2 * warps as u64 * calls);
+}
+
+#[test]
+fn exit_is_recorded_with_the_first_lanes_code() {
+    let _w = Watchdog::new("exit", Duration::from_secs(60));
+    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
+    run(32, 1, 4, 1, &services, |client, _| {
+        let code = 7 + client.lanes().lane_id() as i32;
+        services::exit(client, code).unwrap();
+    });
+    assert_eq!(services.exit_code(), Some(7));
+}
+
+#[test]
+fn unknown_opcode_gets_an_error_status() {
+    let _w = Watchdog::new("unknown opcode", Duration::from_secs(60));
+    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
+    run(32, 1, 2, 1, &services, |client, _| {
+        let mut port = client.open(999).unwrap();
+        port.send_and_recv(|s, _| s.words[0] = 1, |_, _| {})
+            .unwrap();
+        assert_eq!(port.status(), STATUS_UNKNOWN_OPCODE);
+        drop(port);
+        // The port is usable afterwards.
+        assert_eq!(services::noop(client, 41), Ok(42));
+    });
+    assert_eq!(services.counts(), [1, 1, 0, 0]);
+}
+
+#[test]
+fn oversized_print_is_refused_and_nothing_is_written() {
+    let _w = Watchdog::new("oversized print", Duration::from_secs(120));
+    let services = HostServices::new(Vec::new(), ExitPolicy::Record);
+    run(32, 1, 2, 1, &services, |client, _| {
+        let big = vec![b'x'; PRINT_LIMIT as usize + 1];
+        let r = services::print(client, &big);
+        assert_eq!(r, Err(CallError::Protocol(Error::Rejected)));
+        assert_eq!(
+            services::noop(client, 1),
+            Ok(2),
+            "the port is usable afterwards"
+        );
+    });
+    assert!(services.into_output().is_empty());
+}
+
+#[test]
+fn a_corrupt_descriptor_is_refused() {
+    let region = HeapRegion::new(32, 4).unwrap();
+    let good = descriptor(&region);
+    for bad in [
+        Descriptor { magic: 0, ..good },
+        Descriptor { ports: 33, ..good },
+        Descriptor { lanes: 65, ..good },
+        Descriptor { mailbox: 7, ..good },
+        Descriptor { mailbox: 1, ..good },
+        Descriptor { region: 0, ..good },
+    ] {
+        // SAFETY: each descriptor is refused before any memory it names is touched.
+        assert!(
+            unsafe { bad.client(rpc_core::Single, Yield) }.is_err(),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn no_driver_is_an_error_not_a_panic() {
+    match transport_gpu::cuda::Cuda::new(0) {
+        Err(transport_gpu::Error::NoDriver(why)) => assert!(!why.is_empty()),
+        Ok(cuda) => assert!(cuda.sms > 0 && cuda.resident_warps() >= cuda.sms),
+        Err(e) => panic!("unexpected error with no usable driver: {e}"),
+    }
+}
