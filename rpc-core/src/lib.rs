@@ -39,6 +39,7 @@
 //! - `sync`: the atomics facade (swapped for loom under `--cfg loom`).
 
 #![cfg_attr(not(test), no_std)]
+#![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
 #![deny(missing_docs)]
 
 #[cfg(feature = "alloc")]

@@ -32,7 +32,7 @@ use crate::lanes::{Lanes, Single};
 use crate::layout::{HeaderWord, Layout, LayoutError, Slot, PORT_GRANULE};
 use crate::mailbox::{Mailbox, PerPort};
 use crate::port::Port;
-use crate::sync::{fence, AtomicU32, Ordering, SharedCell};
+use crate::sync::{fence, lock_fence, AtomicU32, Ordering, SharedCell};
 use crate::wait::{Spin, Wait};
 
 /// A region's shared memory, seen as its parts. Cheap to copy; both sides hold one.
@@ -410,7 +410,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         }
         // SYNC (lock acquire): pairs with the release fence in `unlock` of the previous holder, so
         // its outbox flip and header writes are visible before we re-read the mailboxes.
-        fence(Ordering::Acquire);
+        lock_fence(Ordering::Acquire);
         true
     }
 
@@ -419,7 +419,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     pub(crate) fn unlock(&self, port: u32) {
         // SYNC (lock release): everything this holder did to the port, its outbox flip included,
         // happens before the next holder's `lock`.
-        fence(Ordering::Release);
+        lock_fence(Ordering::Release);
         let bit = 1 << (port % PORT_GRANULE);
         self.locks[(port / PORT_GRANULE) as usize].fetch_and(!bit, Ordering::Relaxed);
     }

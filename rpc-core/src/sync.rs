@@ -16,6 +16,24 @@ pub use core::sync::atomic::AtomicU32;
 #[cfg(loom)]
 pub use loom::sync::atomic::AtomicU32;
 
+/// The fence that orders a side's private lock bitmap (lock acquire, unlock release).
+///
+/// Lock words are touched only by threads of one side, so on NVPTX, where the client's locks are
+/// in device memory and only warps of one GPU take them, a GPU-scope fence (`fence.acq_rel.gpu`)
+/// orders them; the system-scope fence that `core`'s `fence` gives would also wait on the host
+/// link. Everywhere else this is `fence(order)`.
+#[inline(always)]
+pub(crate) fn lock_fence(order: Ordering) {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let _ = order;
+        // SAFETY: a memory fence among the GPU's threads; it has no other effect.
+        unsafe { core::arch::asm!("fence.acq_rel.gpu;", options(nostack)) };
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    fence(order);
+}
+
 /// A hint that the caller is spinning on a value the other side will change.
 #[inline(always)]
 pub(crate) fn spin_hint() {
