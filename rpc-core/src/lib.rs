@@ -67,3 +67,9 @@ pub use port::Port;
 pub use process::{Client, ClientProcess, Process, Region, Server, ServerProcess, Side};
 pub use stream::{SliceSink, StreamSink};
 pub use wait::{Spin, SpinLimit, Stalled, Wait};
+
+pub mod service;
+#[cfg(feature = "derive")]
+pub use rpc_derive::RpcOpcodes;
+#[doc(hidden)]
+pub use service::__private;

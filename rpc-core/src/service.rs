@@ -1,0 +1,548 @@
+//! Typed services: what `#[derive(RpcOpcodes)]` generates code against.
+//!
+//! A service is a Rust enum with one variant per call; the derive (crate `rpc-derive`, re-exported
+//! here as `RpcOpcodes` with the `derive` feature) gives each call an opcode, a typed client method
+//! and a server trait method, and the service a [`Service`] impl with its schema fingerprint. This
+//! module owns everything both sides of a typed call agree on:
+//!
+//! - the [`status`] codes a server sends back in the packet header's status word;
+//! - the opcode schemes ([`class_opcode`], [`hash_opcode`]) and the opcodes reserved for the
+//!   protocol ([`RESERVED_OPCODES`], [`HANDSHAKE`]);
+//! - the schema [`Fingerprint`] (FNV-1a over names, opcodes and wire shapes, computed in `const`);
+//! - the client's error, [`CallError`], and the server's report of one call, [`Served`];
+//! - [`LaneBuffers`], where a server receives streamed requests;
+//! - the [`handshake`] a client makes to compare fingerprints with a server over the region.
+//!
+//! # How a typed call crosses
+//!
+//! ```text
+//!  fixed request  : client send(T bytes, rest of slot zero)      -> server recv
+//!  bytes/text req : client send_n(bytes)                          -> server recv_n(limit)
+//!  fixed response : server send(status, T bytes)                 -> client recv
+//!  bytes/text resp: server send_n(status, bytes)                  -> client recv_n(buffer)
+//!  one-way        : no response; the client closes after sending and does not wait
+//! ```
+//!
+//! **Errors the server sends back.** Every reply carries a status. When the server cannot serve a
+//! call (unknown opcode, refused or malformed request) it replies with the status, an empty stream
+//! (every lane's first word zero, so a client waiting for a streamed response reads zero bytes) and
+//! the stream word set to [`STREAM_REJECTED`](crate::stream::STREAM_REJECTED) (so a client still
+//! streaming its request stops). The client turns any status but [`status::OK`] into a
+//! [`CallError`]; the server goes on serving. Nothing waits forever on a call the server refused.
+//!
+//! The status word is per packet: on a GPU every lane of a refused call gets the same error.
+
+use crate::lanes::Lanes;
+use crate::layout::{HeaderWord, SLOT_BYTES};
+use crate::mailbox::Mailbox;
+use crate::port::Port;
+use crate::process::{Client, Process, Server};
+use crate::stream::{StreamSink, STREAM_REJECTED};
+use crate::wait::Wait;
+use crate::Error;
+
+/// Status codes a server puts in the header's status word with its reply.
+pub mod status {
+    /// The call was served.
+    pub const OK: u32 = 0;
+    /// The server has no call with this opcode; nothing was executed.
+    pub const UNKNOWN_OPCODE: u32 = 1;
+    /// The request stream was longer than the server accepts; nothing was executed.
+    pub const REJECTED: u32 = 2;
+    /// The request could not be decoded (text that is not UTF-8); nothing was executed.
+    pub const BAD_REQUEST: u32 = 3;
+    /// The handshake found that the two sides were built from different service schemas.
+    pub const FINGERPRINT_MISMATCH: u32 = 4;
+}
+
+/// Opcodes `RESERVED_OPCODES..=u32::MAX` belong to the protocol; no service call may use them.
+pub const RESERVED_OPCODES: u32 = 0xFFFF_FF00;
+
+/// The opcode of the fingerprint [`handshake`], answered by every generated server dispatch.
+pub const HANDSHAKE: u32 = u32::MAX;
+
+/// The opcode of call `index` of a service in class `class`: `class << 16 | index`.
+///
+/// The class scheme: a service declared with `#[rpc(class = N)]` (`N < 0x8000`) numbers its calls
+/// in declaration order. Opcodes stay stable as long as calls are only appended. Class opcodes
+/// have the top bit clear, hash opcodes have it set, so the two schemes never collide.
+pub const fn class_opcode(class: u16, index: u16) -> u32 {
+    ((class as u32) << 16) | index as u32
+}
+
+/// The opcode of call `call` of service `service` under the hash scheme (the default):
+/// `0x8000_0000 | (fnv1a_32("{service}::{call}") & 0x7FFF_FFFF)`. Stable under any reordering;
+/// the derive rejects the rare collision at compile time.
+pub const fn hash_opcode(service: &str, call: &str) -> u32 {
+    let mut h = fnv1a_32(FNV32_OFFSET, service.as_bytes());
+    h = fnv1a_32(h, b"::");
+    h = fnv1a_32(h, call.as_bytes());
+    0x8000_0000 | (h & 0x7FFF_FFFF)
+}
+
+/// FNV-1a 32-bit offset basis.
+pub const FNV32_OFFSET: u32 = 0x811c_9dc5;
+/// FNV-1a 64-bit offset basis.
+pub const FNV64_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Continues the FNV-1a 32-bit hash `state` over `bytes`.
+pub const fn fnv1a_32(mut state: u32, bytes: &[u8]) -> u32 {
+    let mut i = 0;
+    while i < bytes.len() {
+        state ^= bytes[i] as u32;
+        state = state.wrapping_mul(0x0100_0193);
+        i += 1;
+    }
+    state
+}
+
+/// Continues the FNV-1a 64-bit hash `state` over `bytes`.
+pub const fn fnv1a_64(mut state: u64, bytes: &[u8]) -> u64 {
+    let mut i = 0;
+    while i < bytes.len() {
+        state ^= bytes[i] as u64;
+        state = state.wrapping_mul(0x0000_0100_0000_01b3);
+        i += 1;
+    }
+    state
+}
+
+/// How one side of a call crosses the port: a fixed-size value in a slot, a byte stream, a text
+/// stream, or nothing (the response of a one-way call). Part of the fingerprint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// A fixed-size zerocopy value of `size` bytes and alignment `align`, in one slot.
+    Fixed {
+        /// `size_of` the type.
+        size: usize,
+        /// `align_of` the type.
+        align: usize,
+    },
+    /// Any number of bytes, streamed.
+    Bytes,
+    /// UTF-8 text of any length, streamed.
+    Text,
+    /// Nothing: the response of a one-way call.
+    None,
+}
+
+impl Shape {
+    /// The shape of a fixed-size value of type `T`.
+    pub const fn of<T>() -> Shape {
+        Shape::Fixed {
+            size: core::mem::size_of::<T>(),
+            align: core::mem::align_of::<T>(),
+        }
+    }
+
+    const fn tag(self) -> [u8; 17] {
+        let (tag, size, align) = match self {
+            Shape::Fixed { size, align } => (1u8, size as u64, align as u64),
+            Shape::Bytes => (2, 0, 0),
+            Shape::Text => (3, 0, 0),
+            Shape::None => (4, 0, 0),
+        };
+        let s = size.to_le_bytes();
+        let a = align.to_le_bytes();
+        [
+            tag, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], a[0], a[1], a[2], a[3], a[4],
+            a[5], a[6], a[7],
+        ]
+    }
+}
+
+/// A service schema's fingerprint, built in `const` context: FNV-1a 64 over the service name and,
+/// for each call in declaration order, its name, opcode, request shape and response shape.
+/// Two sides compiled from the same definition get the same value; renaming a call, changing an
+/// opcode, or changing a type's size or alignment changes it.
+///
+/// ```
+/// use rpc_core::service::{Fingerprint, Shape};
+/// const A: u64 = Fingerprint::new("kv").call("get", 1, Shape::of::<u64>(), Shape::Bytes).finish();
+/// const B: u64 = Fingerprint::new("kv").call("get", 1, Shape::of::<u32>(), Shape::Bytes).finish();
+/// assert_ne!(A, B);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Fingerprint(u64);
+
+impl Fingerprint {
+    /// Starts the fingerprint of service `name`.
+    pub const fn new(name: &str) -> Fingerprint {
+        Fingerprint(fnv1a_64(
+            fnv1a_64(FNV64_OFFSET, b"ferry-service\0"),
+            name.as_bytes(),
+        ))
+    }
+
+    /// Adds one call.
+    pub const fn call(self, name: &str, opcode: u32, request: Shape, response: Shape) -> Self {
+        let mut h = fnv1a_64(self.0, b"\0");
+        h = fnv1a_64(h, name.as_bytes());
+        h = fnv1a_64(h, &opcode.to_le_bytes());
+        h = fnv1a_64(h, &request.tag());
+        h = fnv1a_64(h, &response.tag());
+        Fingerprint(h)
+    }
+
+    /// The fingerprint.
+    pub const fn finish(self) -> u64 {
+        self.0
+    }
+}
+
+/// What `#[derive(RpcOpcodes)]` implements for a service enum: its name, its schema fingerprint
+/// and its opcodes. Transports compare [`Service::FINGERPRINT`] when the two sides connect.
+pub trait Service {
+    /// The service name (the enum's name unless `#[rpc(service = "...")]` says otherwise).
+    const NAME: &'static str;
+    /// The schema fingerprint (see [`Fingerprint`]).
+    const FINGERPRINT: u64;
+    /// The opcodes of the calls, in declaration order.
+    const OPCODES: &'static [u32];
+}
+
+/// Why a typed call failed on the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallError {
+    /// The protocol failed (the server stalled, or the response stream did not fit the buffer).
+    Port(Error),
+    /// The server does not know this opcode; nothing was executed.
+    UnknownOpcode {
+        /// The opcode sent.
+        opcode: u32,
+    },
+    /// The server refused the request stream as too long; nothing was executed.
+    Rejected,
+    /// The server could not decode the request (text not UTF-8); nothing was executed.
+    BadRequest,
+    /// The response text is not UTF-8.
+    BadResponse,
+    /// The two sides were built from different schemas (from [`handshake`]).
+    Mismatch {
+        /// This side's fingerprint.
+        client: u64,
+        /// The server's fingerprint.
+        server: u64,
+    },
+    /// The server replied with a status this side does not know.
+    Status(u32),
+}
+
+impl From<Error> for CallError {
+    fn from(e: Error) -> Self {
+        CallError::Port(e)
+    }
+}
+
+impl core::fmt::Display for CallError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            CallError::Port(e) => write!(f, "protocol error: {e}"),
+            CallError::UnknownOpcode { opcode } => {
+                write!(f, "the server does not know opcode {opcode:#010x}")
+            }
+            CallError::Rejected => f.write_str("the server refused the request as too long"),
+            CallError::BadRequest => f.write_str("the server could not decode the request"),
+            CallError::BadResponse => f.write_str("the response text is not UTF-8"),
+            CallError::Mismatch { client, server } => write!(
+                f,
+                "schema mismatch: client fingerprint {client:#018x}, server {server:#018x}"
+            ),
+            CallError::Status(s) => write!(f, "the server replied with unknown status {s}"),
+        }
+    }
+}
+
+impl core::error::Error for CallError {}
+
+impl CallError {
+    /// The error for a non-OK `status` received on a call with `opcode`.
+    pub fn from_status(status: u32, opcode: u32) -> Result<(), CallError> {
+        match status {
+            status::OK => Ok(()),
+            status::UNKNOWN_OPCODE => Err(CallError::UnknownOpcode { opcode }),
+            status::REJECTED => Err(CallError::Rejected),
+            status::BAD_REQUEST => Err(CallError::BadRequest),
+            s => Err(CallError::Status(s)),
+        }
+    }
+}
+
+/// What a server's dispatch did with one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// The opcode of the call.
+    pub opcode: u32,
+    /// The status sent back (or that would have been, for a one-way call).
+    pub status: u32,
+}
+
+/// Where a server receives streamed requests: one buffer per lane.
+///
+/// With `alloc`, `Vec<Vec<u8>>` is one (start with `Vec::new()`; it grows to the lanes seen and
+/// keeps its buffers between calls). [`NoBuffers`] refuses every stream, for services without
+/// streamed requests or servers without an allocator.
+pub trait LaneBuffers: StreamSink {
+    /// The bytes lane `lane` streamed in the last `recv_n` that accepted it.
+    fn lane(&self, lane: u32) -> &[u8];
+}
+
+#[cfg(feature = "alloc")]
+impl LaneBuffers for alloc::vec::Vec<alloc::vec::Vec<u8>> {
+    fn lane(&self, lane: u32) -> &[u8] {
+        self.get(lane as usize).map_or(&[], |b| b.as_slice())
+    }
+}
+
+/// Buffers that refuse every stream (a stream request then gets [`status::REJECTED`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoBuffers;
+
+impl StreamSink for NoBuffers {
+    fn start(&mut self, _lane: u32, len: u64) -> bool {
+        len == 0
+    }
+    fn chunk(&mut self, _lane: u32, _offset: u64, _bytes: &[u8]) {}
+}
+
+impl LaneBuffers for NoBuffers {
+    fn lane(&self, _lane: u32) -> &[u8] {
+        &[]
+    }
+}
+
+/// Compares this side's schema with the server's: sends `S::FINGERPRINT` with opcode
+/// [`HANDSHAKE`]; the server's dispatch answers with its own. Returns
+/// [`CallError::Mismatch`] when they differ (the server counts the call as
+/// [`status::FINGERPRINT_MISMATCH`] and keeps running).
+pub fn handshake<S: Service, L: Lanes, M: Mailbox, W: Wait>(
+    client: &Process<'_, Client, L, M, W>,
+) -> Result<(), CallError> {
+    let mut port = client.open(HANDSHAKE)?;
+    let mut server = 0;
+    port.send_and_recv(
+        |slot, _| {
+            slot.words = [0; 8];
+            slot.words[0] = S::FINGERPRINT;
+        },
+        |slot, _| server = slot.words[0],
+    )?;
+    match port.status() {
+        status::OK if server == S::FINGERPRINT => Ok(()),
+        status::OK | status::FINGERPRINT_MISMATCH => Err(CallError::Mismatch {
+            client: S::FINGERPRINT,
+            server,
+        }),
+        s => CallError::from_status(s, HANDSHAKE),
+    }
+}
+
+/// Runtime pieces the generated code calls. Not a stable API: use the derive.
+#[doc(hidden)]
+pub mod __private {
+    pub use zerocopy;
+
+    use super::*;
+    use zerocopy::{FromBytes, Immutable, IntoBytes};
+
+
+    /// Writes `value` at the start of `slot` and zeroes the rest (no stale bytes cross).
+    #[inline(always)]
+    pub fn write_slot<T: IntoBytes + Immutable>(slot: &mut crate::Slot, value: &T) {
+        let bytes = value.as_bytes();
+        let n = bytes.len().min(SLOT_BYTES);
+        slot.words = [0; 8];
+        slot.as_bytes_mut()[..n].copy_from_slice(&bytes[..n]);
+    }
+
+    /// Reads a `T` from the start of `slot` (the derive asserts `T` fits).
+    #[inline(always)]
+    pub fn read_slot<T: FromBytes>(slot: &crate::Slot) -> T {
+        match T::read_from_prefix(slot.as_bytes()) {
+            Ok((value, _)) => value,
+            Err(_) => T::new_zeroed(),
+        }
+    }
+
+    /// The lanes of the packet this executing lane handles (a host server: all of them).
+    pub fn handled_lanes<S: crate::Side, L: Lanes, M: Mailbox, W: Wait>(
+        port: &Port<'_, '_, S, L, M, W>,
+    ) -> u64 {
+        let lanes = port.lanes();
+        let (step, id) = (lanes.lane_size(), lanes.lane_id());
+        let mut mask = port.lane_mask();
+        let mut mine = 0;
+        while mask != 0 {
+            let lane = mask.trailing_zeros();
+            mask &= mask - 1;
+            if lane % step == id {
+                mine |= 1 << lane;
+            }
+        }
+        mine
+    }
+
+    // ---- client ----
+
+    /// Opens a port for a call.
+    #[inline(always)]
+    pub fn open<'p, 'a, L: Lanes, M: Mailbox, W: Wait>(
+        client: &'p Process<'a, Client, L, M, W>,
+        opcode: u32,
+    ) -> Result<Port<'p, 'a, Client, L, M, W>, CallError> {
+        Ok(client.open(opcode)?)
+    }
+
+    /// Sends a fixed request.
+    #[inline(always)]
+    pub fn send_value<T: IntoBytes + Immutable, L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Client, L, M, W>,
+        value: &T,
+    ) -> Result<(), CallError> {
+        Ok(port.send(|slot, _| write_slot(slot, value))?)
+    }
+
+    /// Streams a request. A refusal ends the call: an unknown opcode at once; a refusal by a
+    /// server that knows the call after its reply (unless the call is one-way).
+    pub fn send_stream<L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Client, L, M, W>,
+        bytes: &[u8],
+        oneway: bool,
+    ) -> Result<(), CallError> {
+        match port.send_n(|_| bytes) {
+            Ok(()) => Ok(()),
+            Err(Error::Rejected) => {
+                let status = port.status();
+                if status == status::OK && !oneway {
+                    // The server refused mid-stream and will reply; take the reply.
+                    port.recv(|_, _| {})?;
+                    CallError::from_status(port.status(), port.opcode())?;
+                } else {
+                    CallError::from_status(status, port.opcode())?;
+                }
+                Err(CallError::Rejected)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Receives a fixed response.
+    #[inline(always)]
+    pub fn recv_value<T: FromBytes, L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Client, L, M, W>,
+    ) -> Result<T, CallError> {
+        let mut value = None;
+        port.recv(|slot, _| value = Some(read_slot::<T>(slot)))?;
+        CallError::from_status(port.status(), port.opcode())?;
+        Ok(value.unwrap_or_else(T::new_zeroed))
+    }
+
+    /// Receives a streamed response into `out`; returns the bytes received.
+    pub fn recv_stream<'b, L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Client, L, M, W>,
+        out: &'b mut [u8],
+    ) -> Result<&'b mut [u8], CallError> {
+        let limit = out.len() as u64;
+        let mut sink = crate::SliceSink::new(&mut *out);
+        let got = port.recv_n(limit, &mut sink);
+        let len = sink.len();
+        // The server's status comes first (an error reply is an empty stream). After refusing a
+        // longer stream this side has handed the packet back and reports the refusal.
+        if port.owns_packet() {
+            CallError::from_status(port.status(), port.opcode())?;
+        }
+        got?;
+        Ok(&mut out[..len])
+    }
+
+    /// Receives a streamed text response into `out`.
+    pub fn recv_text<'b, L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Client, L, M, W>,
+        out: &'b mut [u8],
+    ) -> Result<&'b str, CallError> {
+        let bytes = recv_stream(port, out)?;
+        core::str::from_utf8(bytes).map_err(|_| CallError::BadResponse)
+    }
+
+    // ---- server ----
+
+    /// Receives a streamed request into `buffers`. `Ok(false)`: the stream was refused and the
+    /// refusal already answered (status [`status::REJECTED`]).
+    pub fn recv_stream_request<L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        limit: u64,
+        buffers: &mut B,
+        oneway: bool,
+    ) -> Result<bool, Error> {
+        match port.recv_n(limit, buffers) {
+            Ok(()) => Ok(true),
+            Err(Error::TooLarge { .. } | Error::Sink { .. } | Error::LaneFailed { .. }) => {
+                if !oneway {
+                    reply_error(port, status::REJECTED)?;
+                }
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Replies to a call the server cannot serve: the status, an empty stream in every slot, and
+    /// the stream word set so a client still streaming stops.
+    pub fn reply_error<L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        status: u32,
+    ) -> Result<(), Error> {
+        // After refusing a stream mid-way the client has the packet; wait for it to come back.
+        port.ensure_owned()?;
+        port.set_header(HeaderWord::Stream, STREAM_REJECTED);
+        port.set_status(status);
+        port.send(|slot, _| slot.words = [0; 8])
+    }
+
+    /// Answers a call whose opcode the service does not have.
+    pub fn reply_unknown<L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Server, L, M, W>,
+    ) -> Result<super::Served, Error> {
+        reply_error(port, status::UNKNOWN_OPCODE)?;
+        Ok(super::Served {
+            opcode: port.opcode(),
+            status: status::UNKNOWN_OPCODE,
+        })
+    }
+
+    /// Answers the [`HANDSHAKE`](super::HANDSHAKE) with `fingerprint`.
+    pub fn serve_handshake<L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        fingerprint: u64,
+    ) -> Result<super::Served, Error> {
+        let mut same = true;
+        port.recv(|slot, _| same &= slot.words[0] == fingerprint)?;
+        let status = if same {
+            status::OK
+        } else {
+            status::FINGERPRINT_MISMATCH
+        };
+        port.set_status(status);
+        port.send(|slot, _| {
+            slot.words = [0; 8];
+            slot.words[0] = fingerprint;
+        })?;
+        Ok(super::Served {
+            opcode: super::HANDSHAKE,
+            status,
+        })
+    }
+
+    /// The lanes' texts, or `None` if one is not UTF-8.
+    pub fn lane_texts<B: LaneBuffers>(buffers: &B, lanes: u64) -> Option<[&str; 64]> {
+        let mut texts = [""; 64];
+        let mut mask = lanes;
+        while mask != 0 {
+            let lane = mask.trailing_zeros();
+            mask &= mask - 1;
+            texts[lane as usize] = core::str::from_utf8(buffers.lane(lane)).ok()?;
+        }
+        Some(texts)
+    }
+}

@@ -1,0 +1,131 @@
+//! Parsing `#[rpc(...)]` attributes into raw, spanned settings; nothing is checked here beyond
+//! the syntax of each key (that is `valid`'s job).
+
+use proc_macro2::Span;
+use syn::{Attribute, LitInt, LitStr, Type};
+
+/// A setting and where it was written.
+pub struct Spanned<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+/// `#[rpc(...)]` on the enum.
+#[derive(Default)]
+pub struct ServiceAttrs {
+    /// `service = "name"`: the name hashed into opcodes and the fingerprint.
+    pub service: Option<Spanned<String>>,
+    /// `class = N`: number calls `N << 16 | index` instead of hashing.
+    pub class: Option<Spanned<u16>>,
+}
+
+/// `#[rpc(...)]` on a variant.
+#[derive(Default)]
+pub struct CallAttrs {
+    /// `request = Type` (`[u8]` and `str` mean a stream).
+    pub request: Option<Spanned<Type>>,
+    /// `response = Type` (`[u8]` and `str` mean a stream).
+    pub response: Option<Spanned<Type>>,
+    /// `oneway`: no response; the client does not wait.
+    pub oneway: Option<Span>,
+    /// `opcode = N`.
+    pub opcode: Option<Spanned<u32>>,
+    /// `limit = N`: the most bytes a lane may stream in a request.
+    pub limit: Option<Spanned<u64>>,
+}
+
+fn set<T>(slot: &mut Option<Spanned<T>>, value: T, span: Span, key: &str) -> syn::Result<()> {
+    if slot.is_some() {
+        return Err(syn::Error::new(span, format!("duplicate `{key}`")));
+    }
+    *slot = Some(Spanned { value, span });
+    Ok(())
+}
+
+fn int<T: std::str::FromStr>(lit: &LitInt, what: &str) -> syn::Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    lit.base10_parse::<T>()
+        .map_err(|_| syn::Error::new(lit.span(), format!("{what} out of range")))
+}
+
+/// Reads every `#[rpc(...)]` among `attrs` on the enum.
+pub fn service(attrs: &[Attribute]) -> syn::Result<ServiceAttrs> {
+    let mut out = ServiceAttrs::default();
+    for attr in attrs.iter().filter(|a| a.path().is_ident("rpc")) {
+        attr.parse_nested_meta(|meta| {
+            let span = meta.path.span_of_ident();
+            if meta.path.is_ident("service") {
+                let lit: LitStr = meta.value()?.parse()?;
+                set(&mut out.service, lit.value(), lit.span(), "service")
+            } else if meta.path.is_ident("class") {
+                let lit: LitInt = meta.value()?.parse()?;
+                let class: u16 = int(&lit, "`class`")?;
+                if class >= 0x8000 {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        "`class` must be below 0x8000 (opcodes with the top bit set are hashes)",
+                    ));
+                }
+                set(&mut out.class, class, lit.span(), "class")
+            } else {
+                Err(syn::Error::new(
+                    span,
+                    "unknown service setting; expected `service = \"name\"` or `class = N`",
+                ))
+            }
+        })?;
+    }
+    Ok(out)
+}
+
+/// Reads every `#[rpc(...)]` among `attrs` on a variant.
+pub fn call(attrs: &[Attribute]) -> syn::Result<CallAttrs> {
+    let mut out = CallAttrs::default();
+    for attr in attrs.iter().filter(|a| a.path().is_ident("rpc")) {
+        attr.parse_nested_meta(|meta| {
+            let span = meta.path.span_of_ident();
+            if meta.path.is_ident("request") {
+                let ty: Type = meta.value()?.parse()?;
+                set(&mut out.request, ty, span, "request")
+            } else if meta.path.is_ident("response") {
+                let ty: Type = meta.value()?.parse()?;
+                set(&mut out.response, ty, span, "response")
+            } else if meta.path.is_ident("oneway") {
+                if out.oneway.is_some() {
+                    return Err(syn::Error::new(span, "duplicate `oneway`"));
+                }
+                out.oneway = Some(span);
+                Ok(())
+            } else if meta.path.is_ident("opcode") {
+                let lit: LitInt = meta.value()?.parse()?;
+                let opcode = int(&lit, "`opcode` (a u32)")?;
+                set(&mut out.opcode, opcode, lit.span(), "opcode")
+            } else if meta.path.is_ident("limit") {
+                let lit: LitInt = meta.value()?.parse()?;
+                let limit = int(&lit, "`limit` (a u64)")?;
+                set(&mut out.limit, limit, lit.span(), "limit")
+            } else {
+                Err(syn::Error::new(
+                    span,
+                    "unknown call setting; expected `request = T`, `response = T`, `oneway`, \
+                     `opcode = N` or `limit = N`",
+                ))
+            }
+        })?;
+    }
+    Ok(out)
+}
+
+/// The span of a path's single identifier (or the whole path).
+trait SpanOfIdent {
+    fn span_of_ident(&self) -> Span;
+}
+
+impl SpanOfIdent for syn::Path {
+    fn span_of_ident(&self) -> Span {
+        self.get_ident()
+            .map_or_else(|| syn::spanned::Spanned::span(self), |i| i.span())
+    }
+}

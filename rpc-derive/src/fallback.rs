@@ -1,0 +1,37 @@
+//! What the derive emits when it rejects its input: the errors, plus stand-ins for the items it
+//! would have generated (the `Service` impl, the client and server traits), so that code using
+//! them reports nothing further and the user sees only the misuse itself.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+use syn::DeriveInput;
+
+/// The errors and the stand-ins.
+pub fn expand(input: &DeriveInput, error: syn::Error) -> TokenStream {
+    let errors = error.to_compile_error();
+    let ident = &input.ident;
+    let vis = &input.vis;
+    let client = format_ident!("{}Client", ident);
+    let server = format_ident!("{}Server", ident);
+    // The stand-in's name matters to no one: the build fails on the error above.
+    let name = ident.to_string();
+    let service = if input.generics.params.is_empty() {
+        quote! {
+            impl ::rpc_core::service::Service for #ident {
+                const NAME: &'static str = #name;
+                const FINGERPRINT: u64 = 0;
+                const OPCODES: &'static [u32] = &[];
+            }
+        }
+    } else {
+        quote!()
+    };
+    quote! {
+        #errors
+        #service
+        #[allow(missing_docs)]
+        #vis trait #client {}
+        #[allow(missing_docs)]
+        #vis trait #server {}
+    }
+}

@@ -1,0 +1,11 @@
+use rpc_derive::RpcOpcodes;
+
+#[derive(RpcOpcodes)]
+enum Kv {
+    #[rpc(request = u32, response = u64)]
+    Get,
+    #[rpc(request = u32)]
+    Put,
+}
+
+fn main() {}

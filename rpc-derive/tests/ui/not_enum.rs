@@ -1,0 +1,8 @@
+use rpc_derive::RpcOpcodes;
+
+#[derive(RpcOpcodes)]
+struct Kv {
+    key: u32,
+}
+
+fn main() {}

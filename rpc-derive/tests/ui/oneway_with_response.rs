@@ -1,0 +1,9 @@
+use rpc_derive::RpcOpcodes;
+
+#[derive(RpcOpcodes)]
+enum Kv {
+    #[rpc(request = u32, response = u64, oneway)]
+    Log,
+}
+
+fn main() {}
