@@ -1,1 +1,243 @@
-fn main() {}
+//! `ferry-gpu-bench`: the GPU benchmark, every figure in one run, medians.
+//!
+//! ```text
+//! ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N]
+//! ```
+//!
+//! 1. The floor: one GPU thread ping-pongs a flag with a host thread through mapped pinned memory,
+//!    in Rust PTX (`bench.ptx`'s `pingpong`) and in CUDA C++ (`bench/floor.cu`, compiled with
+//!    nvcc to PTX on the GPU machine); the same host echo thread serves both.
+//! 2. A no-op call's round trip from one warp (`call_latency`), through the protocol, against one
+//!    server thread, with 64 ports and with the default port count (one per resident warp).
+//! 3. Throughput: every resident warp calls at once (`call_throughput`, registers capped at 32 so
+//!    2048 threads fit an SM), by number of server threads.
+//!
+//! Per-iteration times come from the kernels' `%globaltimer` stamps every 100 iterations; each
+//! figure is the median over batches (latency) or over repetitions (throughput).
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use transport_gpu::cuda::{Cuda, Function};
+use transport_gpu::{serve, Error, ExitPolicy, GpuRegion, HostServices, PortCount};
+
+const STAMP_EVERY: u32 = 100;
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[v.len() / 2]
+}
+
+/// Per-iteration nanoseconds of each batch, from the kernel's stamps.
+fn batches(cuda: &Cuda, stamps: &transport_gpu::cuda::DeviceMemory, iters: u32) -> Result<Vec<f64>, Error> {
+    let n = (iters / STAMP_EVERY + 1) as usize;
+    let mut raw = vec![0u8; n * 8];
+    cuda.copy_from_device(&mut raw, stamps.ptr())?;
+    let t: Vec<u64> = raw.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    Ok(t.windows(2)
+        .map(|w| w[1].saturating_sub(w[0]) as f64 / STAMP_EVERY as f64)
+        .collect())
+}
+
+/// The flag ping-pong floor of `kernel`: median ns per round trip.
+fn floor(cuda: &Cuda, kernel: Function, iters: u32) -> Result<f64, Error> {
+    let flags = cuda.alloc_mapped(128)?;
+    let stamps = cuda.alloc_device((iters / STAMP_EVERY + 1) as usize * 8)?;
+    // SAFETY: `flags` is 128 bytes of mapped memory, 64-byte aligned (page-aligned allocation):
+    // `ping` at 0, `pong` at 64, each an aligned u32 shared with the kernel only atomically.
+    let (ping, pong) = unsafe {
+        (
+            &*(flags.host() as *const AtomicU32),
+            &*(flags.host().add(64) as *const AtomicU32),
+        )
+    };
+    let stop = AtomicBool::new(false);
+    let result = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut last = 0;
+            while last != iters && !stop.load(Ordering::Relaxed) {
+                let v = ping.load(Ordering::Acquire);
+                if v != last {
+                    pong.store(v, Ordering::Release);
+                    last = v;
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        let mut p_ping = flags.device();
+        let mut p_pong = flags.device() + 64;
+        let mut n = iters;
+        let mut p_stamps = stamps.ptr();
+        let mut params: [*mut c_void; 4] = [
+            (&raw mut p_ping).cast(),
+            (&raw mut p_pong).cast(),
+            (&raw mut n).cast(),
+            (&raw mut p_stamps).cast(),
+        ];
+        // SAFETY: `pingpong(u32*, u32*, u32, u64*)`: the flags and stamps outlive the wait.
+        let r = unsafe { kernel.launch(1, 1, &mut params) }.and_then(|()| cuda.wait(TIMEOUT));
+        stop.store(true, Ordering::Relaxed);
+        r
+    });
+    result?;
+    Ok(median(&mut batches(cuda, &stamps, iters)?))
+}
+
+/// One warp's no-op call: median ns per call, with `ports` ports.
+fn call_latency(cuda: &Cuda, kernel: Function, ports: PortCount, iters: u32) -> Result<(f64, u32), Error> {
+    let region = GpuRegion::new(cuda, ports)?;
+    let stamps = cuda.alloc_device((iters / STAMP_EVERY + 1) as usize * 8)?;
+    let errors = cuda.alloc_device(4)?;
+    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
+    let (r, _) = serve(region.region(), region.server_locks(), 1, &services, || {
+        let mut n = iters;
+        let mut p_stamps = stamps.ptr();
+        let mut p_errors = errors.ptr();
+        let mut params: [*mut c_void; 3] = [
+            (&raw mut n).cast(),
+            (&raw mut p_stamps).cast(),
+            (&raw mut p_errors).cast(),
+        ];
+        // SAFETY: `call_latency(u32, u64*, u32*)`: buffers and region outlive the wait.
+        unsafe { kernel.launch(1, 32, &mut params) }.and_then(|()| cuda.wait(TIMEOUT))
+    })?;
+    r?;
+    let mut e = [0u8; 4];
+    cuda.copy_from_device(&mut e, errors.ptr())?;
+    Ok((median(&mut batches(cuda, &stamps, iters)?), u32::from_le_bytes(e)))
+}
+
+/// Every warp calls `calls` times: (warp-calls per second, wrong replies).
+fn throughput(
+    cuda: &Cuda,
+    region: &GpuRegion,
+    kernel: Function,
+    grid: u32,
+    block: u32,
+    calls: u32,
+    servers: u32,
+) -> Result<(f64, u32, u64), Error> {
+    let errors = cuda.alloc_device(4)?;
+    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
+    let (r, stats) = serve(region.region(), region.server_locks(), servers, &services, || {
+        let mut n = calls;
+        let mut p_errors = errors.ptr();
+        let mut params: [*mut c_void; 2] = [(&raw mut n).cast(), (&raw mut p_errors).cast()];
+        let start = Instant::now();
+        // SAFETY: `call_throughput(u32, u32*)`: `errors` and the region outlive the wait.
+        unsafe { kernel.launch(grid, block, &mut params) }
+            .and_then(|()| cuda.wait(TIMEOUT))
+            .map(|_| start.elapsed())
+    })?;
+    let elapsed = r?;
+    let mut e = [0u8; 4];
+    cuda.copy_from_device(&mut e, errors.ptr())?;
+    let warp_calls = grid as u64 * (block as u64 / 32) * calls as u64;
+    Ok((warp_calls as f64 / elapsed.as_secs_f64(), u32::from_le_bytes(e), stats.calls()))
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let mut ptx = Vec::new();
+    let (mut iters, mut calls, mut reps) = (20_000u32, 200u32, 3usize);
+    let mut servers = vec![1u32, 2, 4, 8];
+    while let Some(a) = args.next() {
+        let mut value = || args.next().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--iters" => iters = value()?.parse()?,
+            "--calls" => calls = value()?.parse()?,
+            "--reps" => reps = value()?.parse()?,
+            "--servers" => {
+                servers = value()?.split(',').map(str::parse).collect::<Result<_, _>>()?
+            }
+            _ => ptx.push(a),
+        }
+    }
+    let Some(bench_ptx) = ptx.first() else {
+        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N]".into());
+    };
+    let cuda = Cuda::new(0)?;
+    println!(
+        "device: {} (sm_{}{}), {} SMs x {} threads = {} resident warps",
+        cuda.name, cuda.capability.0, cuda.capability.1, cuda.sms, cuda.threads_per_sm, cuda.resident_warps()
+    );
+    let rust = cuda.load_module(&std::fs::read(bench_ptx)?, None)?;
+    let cpp = match ptx.get(1) {
+        Some(p) => Some(cuda.load_module(&std::fs::read(p)?, None)?),
+        None => None,
+    };
+
+    // 1 + 2: floors and one warp's call, interleaved over repetitions.
+    let (mut f_rust, mut f_cpp, mut lat64, mut lat_all) = (vec![], vec![], vec![], vec![]);
+    let mut wrong = 0;
+    for _ in 0..reps {
+        f_rust.push(floor(&cuda, rust.function("pingpong")?, iters)?);
+        if let Some(m) = &cpp {
+            f_cpp.push(floor(&cuda, m.function("pingpong")?, iters)?);
+        }
+        let (l, e) = call_latency(&cuda, rust.function("call_latency")?, PortCount::Exactly(64), iters)?;
+        lat64.push(l);
+        wrong += e;
+        let (l, e) = call_latency(&cuda, rust.function("call_latency")?, PortCount::default(), iters)?;
+        lat_all.push(l);
+        wrong += e;
+    }
+    let (f_rust, f_cpp) = (median(&mut f_rust), median(&mut f_cpp));
+    let (lat64, lat_all) = (median(&mut lat64), median(&mut lat_all));
+
+    // 3: throughput at full occupancy.
+    let capped = cuda.load_module(&std::fs::read(bench_ptx)?, Some(32))?;
+    let kernel = capped.function("call_throughput")?;
+    let block = 1024;
+    let per_sm = kernel.blocks_per_sm(block)?;
+    let grid = cuda.sms * per_sm;
+    let warps = grid * block / 32;
+    println!(
+        "call_throughput: {} registers, {per_sm} blocks of {block} per SM: {grid} blocks, {warps} warps resident",
+        kernel.registers()?
+    );
+    let region = GpuRegion::new(&cuda, PortCount::default())?;
+    let mut rates = Vec::new();
+    for &s in &servers {
+        let mut r = Vec::new();
+        for _ in 0..reps {
+            let (rate, e, served) = throughput(&cuda, &region, kernel, grid, block, calls, s)?;
+            wrong += e;
+            if served != warps as u64 * calls as u64 {
+                return Err(format!("served {served} calls, expected {}", warps as u64 * calls as u64).into());
+            }
+            r.push(rate);
+        }
+        rates.push((s, median(&mut r)));
+    }
+
+    println!("\n| measure (medians, {reps} repetitions) | value | ratio |");
+    println!("|---|---|---|");
+    println!("| floor, CUDA C++ flag ping-pong | {:.2} µs | 1.00 |", f_cpp / 1e3);
+    println!("| floor, Rust PTX flag ping-pong | {:.2} µs | {:.2}x CUDA C++ |", f_rust / 1e3, f_rust / f_cpp);
+    println!("| no-op call, one warp, 64 ports | {:.2} µs | {:.2}x CUDA C++ floor |", lat64 / 1e3, lat64 / f_cpp);
+    println!(
+        "| no-op call, one warp, {} ports | {:.2} µs | {:.2}x CUDA C++ floor |",
+        region.layout().ports(),
+        lat_all / 1e3,
+        lat_all / f_cpp
+    );
+    for (s, r) in &rates {
+        println!(
+            "| all {warps} warps x {calls} calls, {s} server threads | {:.0} warp-calls/s | {:.2}x 1 thread |",
+            r,
+            r / rates[0].1
+        );
+    }
+    println!("wrong replies: {wrong}");
+    if wrong != 0 {
+        return Err("some replies were wrong".into());
+    }
+    Ok(())
+}
