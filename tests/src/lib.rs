@@ -1,1 +1,118 @@
-//! Integration tests across crates and processes live in `tests/`; this library holds what they share.
+//! Integration tests across crates and processes live in `tests/`; this library holds what they
+//! share: child processes that are killed when the test lets go of them, lines read from them
+//! under a deadline, and a watchdog, so no test can hang forever.
+
+#![deny(missing_docs)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// How long a test waits for anything a peer process should do soon.
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
+/// A unique path in `/dev/shm` for this test process.
+pub fn unique_path(tag: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    PathBuf::from(format!(
+        "/dev/shm/ferry-it-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// A child process, killed and reaped when dropped; its stdout read line by line.
+pub struct Peer {
+    child: Child,
+    lines: Receiver<String>,
+}
+
+impl Peer {
+    /// Starts `program` with `args`.
+    pub fn spawn(program: impl AsRef<Path>, args: &[&str]) -> Peer {
+        let mut child = Command::new(program.as_ref())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn a peer process");
+        let out = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Peer { child, lines }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The next line the peer prints; panics if none comes within [`PATIENCE`].
+    pub fn line(&self) -> String {
+        match self.lines.recv_timeout(PATIENCE) {
+            Ok(l) => l,
+            Err(RecvTimeoutError::Timeout) => panic!("peer {} printed nothing in time", self.pid()),
+            Err(RecvTimeoutError::Disconnected) => panic!("peer {} exited early", self.pid()),
+        }
+    }
+
+    /// The next line, which must start with `word`; returns the rest, split on spaces.
+    pub fn expect(&self, word: &str) -> Vec<String> {
+        let line = self.line();
+        let mut parts = line.split(' ');
+        assert_eq!(
+            parts.next(),
+            Some(word),
+            "unexpected line from peer: {line}"
+        );
+        parts.map(str::to_string).collect()
+    }
+
+    /// Kills the peer with SIGKILL and reaps it (so it is no longer even a zombie).
+    pub fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap");
+    }
+
+    /// Waits for the peer to exit on its own; panics after [`PATIENCE`].
+    pub fn finish(mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "peer {} did not exit",
+                self.pid()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `done` until it holds; panics with `what` after [`PATIENCE`].
+pub fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}

@@ -1,0 +1,116 @@
+//! A client (or server) process for the multi-process tests: `shm-peer MODE PATH ARGS...`.
+//!
+//! - `calls PATH ID N`: N echo calls with ids `ID << 40 | i`; prints `ok O wrong W errors E port P`.
+//! - `hold PATH K`: K threads each hold a port inside a call forever; prints `held P1 P2 ...`.
+//! - `sleep PATH MICROS`: one `SLEEP` call; prints `sent P` once the request is sent.
+//! - `stream PATH`: starts a `SUM` stream, sends its first packet only; prints `streaming P`.
+//! - `serve PATH`: serves the demo service until killed; prints `serving PID`.
+
+use std::io::Write;
+use std::time::Duration;
+
+use transport_shm::demo::{self, DemoClient};
+use transport_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn say(line: String) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn forever() -> ! {
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+fn client(path: &str) -> ShmClient {
+    ShmClient::attach(
+        path,
+        ClientConfig {
+            fingerprint: Some(demo::fingerprint()),
+            deadline: DEADLINE,
+        },
+    )
+    .expect("attach")
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| -> &str { args.get(i).map(String::as_str).expect("missing argument") };
+    let num = |i: usize| -> u64 { arg(i).parse().expect("a number") };
+    let path = arg(1);
+    match arg(0) {
+        "calls" => {
+            let (id, n) = (num(2), num(3));
+            let mut c = DemoClient::new(client(path));
+            let (mut ok, mut wrong, mut errors) = (0u64, 0u64, 0u64);
+            for i in 0..n {
+                let call = id << 40 | i;
+                match c.echo(call) {
+                    Ok(reply) if reply == (call, demo::mix(call)) => ok += 1,
+                    Ok(_) => wrong += 1,
+                    Err(e) => {
+                        if errors == 0 {
+                            eprintln!("shm-peer {id}: {e}");
+                        }
+                        errors += 1;
+                    }
+                }
+            }
+            let port = c.client().last_port();
+            say(format!("ok {ok} wrong {wrong} errors {errors} port {port}"));
+        }
+        "hold" => {
+            let k = num(2) as u32;
+            let base = client(path);
+            let (tx, rx) = std::sync::mpsc::channel();
+            for i in 0..k {
+                let mut c = base.handle(i);
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    let _ = c.call(demo::ECHO, |port| -> Result<(), rpc_core::Error> {
+                        let _ = tx.send(port.index());
+                        forever()
+                    });
+                });
+            }
+            let ports: Vec<String> = (0..k)
+                .map(|_| rx.recv().expect("a port").to_string())
+                .collect();
+            say(format!("held {}", ports.join(" ")));
+            forever();
+        }
+        "sleep" => {
+            let micros = num(2);
+            let mut c = client(path);
+            let _ = c.call(demo::SLEEP, |port| {
+                port.send(|s, _| s.words[0] = micros)?;
+                say(format!("sent {}", port.index()));
+                port.recv(|_, _| {})
+            });
+            say("replied".into());
+        }
+        "stream" => {
+            let mut c = client(path);
+            let _ = c.call(demo::SUM, |port| -> Result<(), rpc_core::Error> {
+                // The first packet of a 10 000-byte stream; the rest never comes.
+                port.send(|s, _| s.words[0] = 10_000)?;
+                say(format!("streaming {}", port.index()));
+                forever()
+            });
+        }
+        "serve" => {
+            let config = ServerConfig {
+                fingerprint: demo::fingerprint(),
+                ..ServerConfig::default()
+            };
+            let _server = ShmServer::start(path, config, demo::serve).expect("serve");
+            say(format!("serving {}", std::process::id()));
+            forever();
+        }
+        other => panic!("unknown mode {other}"),
+    }
+}

@@ -1,0 +1,247 @@
+//! The shared-memory transport between real processes: `shm-peer` clients (and servers) against
+//! servers in this test process.
+//!
+//! Sizes: `FERRY_TEST_CALLS` calls per client in the many-calls test (default 100 000, as the
+//! issue asks; it runs in seconds in release and in well under a minute in debug on two cores).
+
+use std::collections::HashSet;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use ferry_tests::{eventually, unique_path, Peer};
+use transport_shm::demo::{self, DemoClient, DemoError};
+use transport_shm::{Created, ServerConfig, ServerPort, ShmError, ShmServer};
+
+const PEER: &str = env!("CARGO_BIN_EXE_shm-peer");
+
+fn config(ports: u32, workers: usize) -> ServerConfig {
+    ServerConfig {
+        ports,
+        workers,
+        fingerprint: demo::fingerprint(),
+        ..ServerConfig::default()
+    }
+}
+
+fn calls_per_client() -> u64 {
+    std::env::var("FERRY_TEST_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000)
+}
+
+/// `ok O wrong W errors E port P` → (O, W, E, P).
+fn outcome(peer: &Peer) -> (u64, u64, u64, u32) {
+    let f = peer.expect("ok");
+    assert_eq!(f.len(), 7, "{f:?}");
+    (
+        f[0].parse().unwrap(),
+        f[2].parse().unwrap(),
+        f[4].parse().unwrap(),
+        f[6].parse().unwrap(),
+    )
+}
+
+#[test]
+fn four_processes_many_calls_none_lost_duplicated_or_crossed() {
+    let n = calls_per_client();
+    let seen = Arc::new(Mutex::new(Vec::with_capacity(4 * n as usize)));
+    let record = Arc::clone(&seen);
+    let path = unique_path("many");
+    let server = ShmServer::start(
+        &path,
+        config(64, 2),
+        move |port: &mut ServerPort<'_, '_>| {
+            if port.opcode() != demo::ECHO {
+                return demo::serve(port);
+            }
+            let mut id = 0;
+            port.recv_and_send(|slot, _| {
+                id = slot.words[0];
+                slot.words[1] = demo::mix(id);
+            })?;
+            record.lock().unwrap().push(id);
+            Ok(())
+        },
+    )
+    .unwrap();
+    let p = path.to_str().unwrap();
+    let peers: Vec<Peer> = (0..4u64)
+        .map(|k| Peer::spawn(PEER, &["calls", p, &k.to_string(), &n.to_string()]))
+        .collect();
+    for peer in peers {
+        // Every reply came back to its own call: right id, right mix, no error.
+        let (ok, wrong, errors, _) = outcome(&peer);
+        assert_eq!((ok, wrong, errors), (n, 0, 0));
+        assert!(peer.finish().success());
+    }
+    let stats = server.shutdown(Duration::from_secs(10));
+    assert!(stats.drained);
+    assert_eq!(stats.stats.served, 4 * n);
+    assert_eq!(stats.stats.failed, 0);
+    // The server saw each id exactly once: none lost, none duplicated.
+    let mut ids = std::mem::take(&mut *seen.lock().unwrap());
+    assert_eq!(ids.len() as u64, 4 * n);
+    ids.sort_unstable();
+    let expected: Vec<u64> = (0..4u64)
+        .flat_map(|k| (0..n).map(move |i| k << 40 | i))
+        .collect();
+    assert_eq!(ids, expected);
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_client_killed_mid_call_leaves_others_running_and_its_port_reclaimed() {
+    let path = unique_path("kill");
+    let server = ShmServer::start(&path, config(32, 2), demo::serve).unwrap();
+    let p = path.to_str().unwrap();
+    let n = (calls_per_client() / 5).max(1000);
+    let others: Vec<Peer> = (1..=2u64)
+        .map(|k| Peer::spawn(PEER, &["calls", p, &k.to_string(), &n.to_string()]))
+        .collect();
+    // The victim's request is in the server's hands (a 1 s sleep) when it dies.
+    let victim = Peer::spawn(PEER, &["sleep", p, "1000000"]);
+    let port: u32 = victim.expect("sent")[0].parse().unwrap();
+    let pid = victim.pid();
+    assert_eq!(server.port_owner(port).0, pid);
+    victim.kill();
+    for peer in others {
+        let (ok, wrong, errors, _) = outcome(&peer);
+        assert_eq!((ok, wrong, errors), (n, 0, 0));
+    }
+    eventually("the killed client's port is reclaimed", || {
+        server.port_owner(port).0 == 0
+    });
+    let stats = server.stats();
+    assert_eq!(stats.reclaimed, 1);
+    // The server answered the dead client's request (to nobody) and carried on.
+    assert_eq!(stats.failed, 0);
+    let mut c = DemoClient::attach(&path, Duration::from_secs(30)).unwrap();
+    assert_eq!(c.add(2, 3).unwrap(), 5);
+}
+
+#[test]
+fn a_new_client_gets_the_port_of_a_client_killed_mid_stream() {
+    let path = unique_path("last");
+    let server = ShmServer::start(&path, config(32, 2), demo::serve).unwrap();
+    let p = path.to_str().unwrap();
+    // A live client holds 31 of the 32 ports; the victim takes the last one.
+    let hog = Peer::spawn(PEER, &["hold", p, "31"]);
+    let held: HashSet<u32> = hog
+        .expect("held")
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    assert_eq!(held.len(), 31);
+    let victim = Peer::spawn(PEER, &["stream", p]);
+    let port: u32 = victim.expect("streaming")[0].parse().unwrap();
+    assert!(!held.contains(&port));
+    // Every port is taken: a client finds none before its deadline.
+    let err = transport_shm::ShmClient::attach(
+        &path,
+        transport_shm::ClientConfig {
+            fingerprint: Some(demo::fingerprint()),
+            deadline: Duration::from_millis(50),
+        },
+    )
+    .unwrap()
+    .call(demo::ECHO, |_| Ok(()))
+    .unwrap_err();
+    assert!(matches!(err, ShmError::NoFreePort), "{err}");
+    // The victim dies with the server's worker waiting for the rest of its stream.
+    victim.kill();
+    let newcomer = Peer::spawn(PEER, &["calls", p, "7", "100"]);
+    let (ok, wrong, errors, used) = outcome(&newcomer);
+    assert_eq!((ok, wrong, errors), (100, 0, 0));
+    assert_eq!(used, port, "the only free port is the reclaimed one");
+    let stats = server.stats();
+    assert_eq!(stats.reclaimed, 1);
+    assert_eq!(stats.failed, 1, "the cut stream is one failed call");
+    // The hog still holds its ports, untouched.
+    for p in &held {
+        assert_eq!(server.port_owner(*p).0, hog.pid());
+    }
+    hog.kill();
+    eventually("the hog's ports are reclaimed", || {
+        server.stats().reclaimed == 32
+    });
+}
+
+#[test]
+fn a_blocked_handler_does_not_stall_other_ports() {
+    const BLOCK: u32 = 100;
+    let gate = Arc::new((Mutex::new(false), Condvar::new()));
+    let g = Arc::clone(&gate);
+    let path = unique_path("block");
+    let server = ShmServer::start(
+        &path,
+        config(64, 2),
+        move |port: &mut ServerPort<'_, '_>| {
+            if port.opcode() == BLOCK {
+                port.recv(|_, _| {})?;
+                let (open, cv) = &*g;
+                let mut open = open.lock().unwrap();
+                while !*open {
+                    open = cv.wait(open).unwrap();
+                }
+                return port.send(|_, _| {});
+            }
+            demo::serve(port)
+        },
+    )
+    .unwrap();
+    let blocked = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            let mut c = transport_shm::ShmClient::attach(&path, Default::default()).unwrap();
+            c.call(BLOCK, |port| port.send_and_recv(|_, _| {}, |_, _| {}))
+        })
+    };
+    eventually("the blocking call reaches its handler", || {
+        (0..64).any(|p| server.port_owner(p).0 != 0)
+    });
+    let peer = Peer::spawn(PEER, &["calls", path.to_str().unwrap(), "3", "2000"]);
+    let (ok, wrong, errors, _) = outcome(&peer);
+    assert_eq!((ok, wrong, errors), (2000, 0, 0));
+    // All of that happened while the first call was still blocked in its handler.
+    assert!(!blocked.is_finished());
+    let (open, cv) = &*gate;
+    *open.lock().unwrap() = true;
+    cv.notify_all();
+    blocked.join().unwrap().unwrap();
+}
+
+#[test]
+fn second_server_is_refused_and_a_killed_servers_file_is_replaced() {
+    let path = unique_path("serve");
+    let first = Peer::spawn(PEER, &["serve", path.to_str().unwrap()]);
+    let pid: u32 = first.expect("serving")[0].parse().unwrap();
+    let meta = std::fs::symlink_metadata(&path).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let err = ShmServer::start(&path, config(64, 1), demo::serve).unwrap_err();
+    assert!(
+        matches!(err, ShmError::AlreadyServing { pid: Some(p), .. } if p == pid),
+        "{err}"
+    );
+    // A client of the live server works; when the server dies, its calls fail instead of hanging.
+    let mut c = DemoClient::attach(&path, Duration::from_secs(30)).unwrap();
+    assert_eq!(c.add(1, 1).unwrap(), 2);
+    first.kill();
+    assert!(path.exists(), "SIGKILL leaves the file behind");
+    match c.echo(1) {
+        Err(DemoError::Shm(
+            ShmError::NoServer { .. } | ShmError::Call(rpc_core::Error::Stalled),
+        )) => {}
+        other => panic!("expected the dead server to be noticed, got {other:?}"),
+    }
+    let err = DemoClient::attach(&path, Duration::from_secs(1)).unwrap_err();
+    assert!(matches!(err, ShmError::NoServer { .. }), "{err}");
+    // The next server replaces the stale file.
+    let server = ShmServer::start(&path, config(64, 1), demo::serve).unwrap();
+    assert_eq!(server.created(), Created::ReplacedStale);
+    let mut c = DemoClient::attach(&path, Duration::from_secs(30)).unwrap();
+    assert_eq!(c.add(20, 22).unwrap(), 42);
+    drop(server);
+    assert!(!path.exists());
+}
