@@ -235,10 +235,8 @@ fn a_corrupt_descriptor_is_refused() {
         Descriptor { region: 0, ..good },
     ] {
         // SAFETY: each descriptor is refused before any memory it names is touched.
-        assert!(
-            unsafe { bad.client(rpc_core::Single, Yield) }.is_err(),
-            "{bad:?}"
-        );
+        let client = unsafe { bad.client(rpc_core::Single, Yield) };
+        assert!(client.is_err(), "{bad:?}");
     }
 }
 

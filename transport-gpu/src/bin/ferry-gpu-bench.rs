@@ -19,7 +19,7 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use transport_gpu::cuda::{Cuda, Function};
+use transport_gpu::cuda::{Cuda, Function, Module};
 use transport_gpu::{serve, Error, ExitPolicy, GpuRegion, HostServices, PortCount};
 
 const STAMP_EVERY: u32 = 100;
@@ -34,11 +34,18 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// Per-iteration nanoseconds of each batch, from the kernel's stamps.
-fn batches(cuda: &Cuda, stamps: &transport_gpu::cuda::DeviceMemory, iters: u32) -> Result<Vec<f64>, Error> {
+fn batches(
+    cuda: &Cuda,
+    stamps: &transport_gpu::cuda::DeviceMemory,
+    iters: u32,
+) -> Result<Vec<f64>, Error> {
     let n = (iters / STAMP_EVERY + 1) as usize;
     let mut raw = vec![0u8; n * 8];
     cuda.copy_from_device(&mut raw, stamps.ptr())?;
-    let t: Vec<u64> = raw.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    let t: Vec<u64> = raw
+        .chunks(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
     Ok(t.windows(2)
         .map(|w| w[1].saturating_sub(w[0]) as f64 / STAMP_EVERY as f64)
         .collect())
@@ -90,8 +97,15 @@ fn floor(cuda: &Cuda, kernel: Function, iters: u32) -> Result<f64, Error> {
 }
 
 /// One warp's no-op call: median ns per call, with `ports` ports.
-fn call_latency(cuda: &Cuda, kernel: Function, ports: PortCount, iters: u32) -> Result<(f64, u32), Error> {
+fn call_latency(
+    cuda: &Cuda,
+    module: &Module,
+    ports: PortCount,
+    iters: u32,
+) -> Result<(f64, u32), Error> {
+    let kernel = module.function("call_latency")?;
     let region = GpuRegion::new(cuda, ports)?;
+    region.install(cuda, module)?;
     let stamps = cuda.alloc_device((iters / STAMP_EVERY + 1) as usize * 8)?;
     let errors = cuda.alloc_device(4)?;
     let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
@@ -110,7 +124,10 @@ fn call_latency(cuda: &Cuda, kernel: Function, ports: PortCount, iters: u32) -> 
     r?;
     let mut e = [0u8; 4];
     cuda.copy_from_device(&mut e, errors.ptr())?;
-    Ok((median(&mut batches(cuda, &stamps, iters)?), u32::from_le_bytes(e)))
+    Ok((
+        median(&mut batches(cuda, &stamps, iters)?),
+        u32::from_le_bytes(e),
+    ))
 }
 
 /// Every warp calls `calls` times: (warp-calls per second, wrong replies).
@@ -125,21 +142,31 @@ fn throughput(
 ) -> Result<(f64, u32, u64), Error> {
     let errors = cuda.alloc_device(4)?;
     let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
-    let (r, stats) = serve(region.region(), region.server_locks(), servers, &services, || {
-        let mut n = calls;
-        let mut p_errors = errors.ptr();
-        let mut params: [*mut c_void; 2] = [(&raw mut n).cast(), (&raw mut p_errors).cast()];
-        let start = Instant::now();
-        // SAFETY: `call_throughput(u32, u32*)`: `errors` and the region outlive the wait.
-        unsafe { kernel.launch(grid, block, &mut params) }
-            .and_then(|()| cuda.wait(TIMEOUT))
-            .map(|_| start.elapsed())
-    })?;
+    let (r, stats) = serve(
+        region.region(),
+        region.server_locks(),
+        servers,
+        &services,
+        || {
+            let mut n = calls;
+            let mut p_errors = errors.ptr();
+            let mut params: [*mut c_void; 2] = [(&raw mut n).cast(), (&raw mut p_errors).cast()];
+            let start = Instant::now();
+            // SAFETY: `call_throughput(u32, u32*)`: `errors` and the region outlive the wait.
+            unsafe { kernel.launch(grid, block, &mut params) }
+                .and_then(|()| cuda.wait(TIMEOUT))
+                .map(|_| start.elapsed())
+        },
+    )?;
     let elapsed = r?;
     let mut e = [0u8; 4];
     cuda.copy_from_device(&mut e, errors.ptr())?;
     let warp_calls = grid as u64 * (block as u64 / 32) * calls as u64;
-    Ok((warp_calls as f64 / elapsed.as_secs_f64(), u32::from_le_bytes(e), stats.calls()))
+    Ok((
+        warp_calls as f64 / elapsed.as_secs_f64(),
+        u32::from_le_bytes(e),
+        stats.calls(),
+    ))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -154,7 +181,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--calls" => calls = value()?.parse()?,
             "--reps" => reps = value()?.parse()?,
             "--servers" => {
-                servers = value()?.split(',').map(str::parse).collect::<Result<_, _>>()?
+                servers = value()?
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()?
             }
             _ => ptx.push(a),
         }
@@ -165,7 +195,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cuda = Cuda::new(0)?;
     println!(
         "device: {} (sm_{}{}), {} SMs x {} threads = {} resident warps",
-        cuda.name, cuda.capability.0, cuda.capability.1, cuda.sms, cuda.threads_per_sm, cuda.resident_warps()
+        cuda.name,
+        cuda.capability.0,
+        cuda.capability.1,
+        cuda.sms,
+        cuda.threads_per_sm,
+        cuda.resident_warps()
     );
     let rust = cuda.load_module(&std::fs::read(bench_ptx)?, None)?;
     let cpp = match ptx.get(1) {
@@ -181,10 +216,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let Some(m) = &cpp {
             f_cpp.push(floor(&cuda, m.function("pingpong")?, iters)?);
         }
-        let (l, e) = call_latency(&cuda, rust.function("call_latency")?, PortCount::Exactly(64), iters)?;
+        let (l, e) = call_latency(&cuda, &rust, PortCount::Exactly(64), iters)?;
         lat64.push(l);
         wrong += e;
-        let (l, e) = call_latency(&cuda, rust.function("call_latency")?, PortCount::default(), iters)?;
+        let (l, e) = call_latency(&cuda, &rust, PortCount::default(), iters)?;
         lat_all.push(l);
         wrong += e;
     }
@@ -203,6 +238,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         kernel.registers()?
     );
     let region = GpuRegion::new(&cuda, PortCount::default())?;
+    region.install(&cuda, &capped)?;
     let mut rates = Vec::new();
     for &s in &servers {
         let mut r = Vec::new();
@@ -210,7 +246,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let (rate, e, served) = throughput(&cuda, &region, kernel, grid, block, calls, s)?;
             wrong += e;
             if served != warps as u64 * calls as u64 {
-                return Err(format!("served {served} calls, expected {}", warps as u64 * calls as u64).into());
+                return Err(format!(
+                    "served {served} calls, expected {}",
+                    warps as u64 * calls as u64
+                )
+                .into());
             }
             r.push(rate);
         }
@@ -219,9 +259,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!("\n| measure (medians, {reps} repetitions) | value | ratio |");
     println!("|---|---|---|");
-    println!("| floor, CUDA C++ flag ping-pong | {:.2} µs | 1.00 |", f_cpp / 1e3);
-    println!("| floor, Rust PTX flag ping-pong | {:.2} µs | {:.2}x CUDA C++ |", f_rust / 1e3, f_rust / f_cpp);
-    println!("| no-op call, one warp, 64 ports | {:.2} µs | {:.2}x CUDA C++ floor |", lat64 / 1e3, lat64 / f_cpp);
+    println!(
+        "| floor, CUDA C++ flag ping-pong | {:.2} µs | 1.00 |",
+        f_cpp / 1e3
+    );
+    println!(
+        "| floor, Rust PTX flag ping-pong | {:.2} µs | {:.2}x CUDA C++ |",
+        f_rust / 1e3,
+        f_rust / f_cpp
+    );
+    println!(
+        "| no-op call, one warp, 64 ports | {:.2} µs | {:.2}x CUDA C++ floor |",
+        lat64 / 1e3,
+        lat64 / f_cpp
+    );
     println!(
         "| no-op call, one warp, {} ports | {:.2} µs | {:.2}x CUDA C++ floor |",
         region.layout().ports(),
