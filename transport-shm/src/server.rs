@@ -306,10 +306,11 @@ fn work(shared: &Shared, handler: &dyn Handler, first: u32) {
             Err(_) => return,
         };
     let owners = mapped.owners();
-    let mut idle_since: Option<Instant> = None;
+    let mut idle_polls = 0u32;
+    let mut idle_since = Instant::now();
     loop {
         if let Some(mut port) = process.try_open(()) {
-            idle_since = None;
+            idle_polls = 0;
             let index = port.index();
             process
                 .wait_policy()
@@ -332,21 +333,24 @@ fn work(shared: &Shared, handler: &dyn Handler, first: u32) {
         if shared.stop.load(Ordering::Relaxed) {
             return;
         }
-        // Idle: spin a little (a request usually follows soon), then yield, then sleep, so an
-        // idle server does not burn a core.
-        let since = *idle_since.get_or_insert_with(Instant::now);
-        let idle = since.elapsed();
-        if idle < Duration::from_micros(50) {
-            for _ in 0..64 {
-                std::hint::spin_loop();
-            }
-        } else if idle < Duration::from_millis(2) {
+        // Idle: poll hot for a while (a request usually follows soon), then yield, then sleep,
+        // so an idle server does not burn a core.
+        if idle_polls == 0 {
+            idle_since = Instant::now();
+        }
+        idle_polls = idle_polls.saturating_add(1);
+        if idle_polls < HOT_POLLS {
+            std::hint::spin_loop();
+        } else if idle_since.elapsed() < Duration::from_millis(2) {
             std::thread::yield_now();
         } else {
             std::thread::sleep(Duration::from_micros(200));
         }
     }
 }
+
+/// Failed polls an idle worker makes before it starts yielding (a few hundred microseconds).
+const HOT_POLLS: u32 = 4096;
 
 /// The monitor: frees ports whose holder died (or gave up), once no worker is on them.
 fn monitor(shared: &Shared) {
