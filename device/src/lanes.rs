@@ -3,9 +3,9 @@
 //! - [`Warp`] (NVPTX): 32 lanes; lane id from `%laneid`, the active mask from `activemask`,
 //!   ballot from `vote.sync.ballot`, broadcast from `shfl.sync.idx` (this is how the port index the
 //!   first lane found is made uniform across the warp), sync from `bar.warp.sync`.
-//! - AMDGPU wavefronts are not built: the Rust compilers available here (Debian's `rustc-web`
-//!   1.96, rustup's nightly without `rust-src`) cannot build `core` for `amdgcn-amd-amdhsa`
-//!   (see `transport-gpu/NOTES.md`), so there is no code here that cannot be compiled.
+//! - AMDGPU wavefronts: not written yet. The crate itself builds for `amdgcn-amd-amdhsa` here
+//!   (Debian's rustc 1.96, `-Zbuild-std=core`, `-Ctarget-cpu=gfx90a`), but with no AMD GPU to run
+//!   on, a wavefront type (`readfirstlane`, ballot through `exec`, `ds_bpermute`) would be untested.
 //! - On the host: [`rpc_core::Single`] (one lane) and, with feature `sim`, `sim::SimWarp` (a warp
 //!   of CPU threads).
 

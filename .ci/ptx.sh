@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# CI: build the device crate and the GPU example programs to PTX, so device code cannot rot.
+# Installs Debian's Rust with the NVPTX back end and LLVM 22 if they are missing (needs root and
+# the Debian archive), then runs scripts/build-ptx and checks each program's entry points.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+if ! [ -x /usr/bin/rustc ] || ! command -v llvm-link-22 >/dev/null \
+    || ! [ -d /usr/lib/rustlib/src/rust/library/core ]; then
+    apt-get update -qq
+    apt-get install -y -qq rustc-web rust-web-src llvm-22 >/dev/null
+fi
+out=${1:-$root/gpu-out/ptx}
+"$root/scripts/build-ptx" "$out"
+# Each program must carry its kernels and the descriptor the loader fills in.
+grep -q '^\.visible \.entry _start(' "$out/hello.ptx"
+grep -q '^\.visible \.entry _start(' "$out/occupancy.ptx"
+for k in pingpong call_latency call_throughput; do
+    grep -q "^\.visible \.entry $k(" "$out/bench.ptx"
+done
+for p in hello occupancy bench; do
+    grep -q '^\.visible \.global .* FERRY_RPC\[32\]' "$out/$p.ptx"
+done
+# And the host side of the device crate builds and its simulated-warp tests pass.
+cargo test -q -p device --features sim
+echo "ptx: ok"
