@@ -305,7 +305,6 @@ fn work(shared: &Shared, handler: &dyn Handler, first: u32) {
             Ok(p) => p.with_cursor(first),
             Err(_) => return,
         };
-    let owners = mapped.owners();
     let mut idle_polls = 0u32;
     let mut idle_since = Instant::now();
     let mut phase = Idle::Hot;
@@ -313,9 +312,7 @@ fn work(shared: &Shared, handler: &dyn Handler, first: u32) {
         if let Some(mut port) = process.try_open(()) {
             idle_polls = 0;
             let index = port.index();
-            process
-                .wait_policy()
-                .watch(index, owners[index as usize].load(Ordering::Acquire));
+            process.wait_policy().watch(index);
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| handler.handle(&mut port)));
             let counter = match outcome {
                 Ok(Ok(())) => &shared.counters.served,

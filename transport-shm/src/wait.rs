@@ -114,8 +114,8 @@ pub struct ServerWait {
     backoff: Backoff,
     mapped: Arc<Mapped>,
     stop: Arc<AtomicBool>,
-    /// The port being served and its owner word when it was opened.
-    watched: Cell<Option<(u32, u64)>>,
+    /// The port being served and its owner word at the first slow poll.
+    watched: Cell<Option<(u32, Option<u64>)>>,
 }
 
 impl ServerWait {
@@ -128,18 +128,24 @@ impl ServerWait {
         }
     }
 
-    pub(crate) fn watch(&self, port: u32, owner: u64) {
-        self.watched.set(Some((port, owner)));
+    /// Starts a call on `port`. The port's owner word is read only if the wait gets slow, so the
+    /// fast path never pulls the client's cache line to the server.
+    pub(crate) fn watch(&self, port: u32) {
+        self.watched.set(Some((port, None)));
     }
 
     fn client_gone(&self) -> bool {
         if self.stop.load(Ordering::Relaxed) {
             return true;
         }
-        let Some((port, owner)) = self.watched.get() else {
+        let Some((port, seen)) = self.watched.get() else {
             return false;
         };
         let now = self.mapped.owners()[port as usize].load(Ordering::Acquire);
+        // The first look records the claim; no other client can claim the port while this worker
+        // is inside a call on it, so a later change means the holder released or abandoned it.
+        let owner = seen.unwrap_or(now);
+        self.watched.set(Some((port, Some(owner))));
         now != owner || !process_alive(pid_of(owner))
     }
 }

@@ -127,6 +127,40 @@ fn wait_for(word: &AtomicU64, value: u64) {
     }
 }
 
+/// The rpc-core protocol alone: an echo between two threads of this process over a heap region
+/// of 64 ports (the same port count as the file), both sides spinning.
+fn in_process(args: &BenchArgs) -> f64 {
+    let region = rpc_core::HeapRegion::<rpc_core::PerPort>::new(64, 1).expect("a valid layout");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let server = region.server();
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(mut port) = server.try_open(()) {
+                    let _ = port.recv_and_send(|slot, _| slot.words[1] = demo::mix(slot.words[0]));
+                }
+            }
+        });
+        let client = region.client();
+        let mut runs = Vec::new();
+        for run in 0..=args.runs {
+            let t = Instant::now();
+            for id in 0..args.trips {
+                let mut reply = 0;
+                if let Ok(mut port) = client.open(demo::ECHO) {
+                    let _ = port.send_and_recv(|s, _| s.words[0] = id, |s, _| reply = s.words[1]);
+                }
+                std::hint::black_box(reply);
+            }
+            if run > 0 {
+                runs.push(t.elapsed().as_nanos() as f64 / args.trips as f64);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        median(runs)
+    })
+}
+
 fn raw_pingpong(dir: &str, args: &BenchArgs) -> Res<f64> {
     let path = PathBuf::from(format!("{dir}/ferry-bench-pp-{}", std::process::id()));
     let file = PingPongFile::create(&path)?;
@@ -253,6 +287,7 @@ pub fn run(args: BenchArgs) -> Res<()> {
     )?;
     let call = rpc(&path, &args)?;
     let socket = uds(&args)?;
+    let threads = in_process(&args);
     println!();
     println!("| round trip between two processes | median ns | ratio |");
     println!("|---|---:|---:|");
@@ -260,6 +295,11 @@ pub fn run(args: BenchArgs) -> Res<()> {
     println!(
         "| ferry `echo` call | {call:.0} | {:.2}× the ping-pong (goal ≤ 1.5×) |",
         call / raw
+    );
+    println!(
+        "| rpc-core alone: the same echo between two threads, heap region | {threads:.0} | {:.2}× the ping-pong; the file transport adds {:.0} ns |",
+        threads / raw,
+        call - threads
     );
     println!(
         "| Unix-domain socket, 8 B request + 8 B reply | {socket:.0} | ferry is {:.1}× faster (goal ≥ 10×) |",
