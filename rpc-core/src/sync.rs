@@ -52,6 +52,7 @@ pub(crate) fn spin_hint() {
 #[repr(transparent)]
 pub struct SharedCell<T>(core::cell::UnsafeCell<T>);
 
+/// A shared-memory cell read and written only by the side that owns it (loom's tracked cell).
 #[cfg(loom)]
 pub struct SharedCell<T>(loom::cell::UnsafeCell<T>);
 
@@ -72,6 +73,7 @@ impl<T> SharedCell<T> {
 
     /// Reads through a raw pointer to the value.
     #[inline(always)]
+    #[cfg_attr(loom, track_caller)]
     pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
         #[cfg(not(loom))]
         return f(self.0.get());
@@ -81,6 +83,7 @@ impl<T> SharedCell<T> {
 
     /// Writes through a raw pointer to the value.
     #[inline(always)]
+    #[cfg_attr(loom, track_caller)]
     pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
         #[cfg(not(loom))]
         return f(self.0.get());
