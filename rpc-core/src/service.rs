@@ -346,7 +346,6 @@ pub mod __private {
     use super::*;
     use zerocopy::{FromBytes, Immutable, IntoBytes};
 
-
     /// Writes `value` at the start of `slot` and zeroes the rest (no stale bytes cross).
     #[inline(always)]
     pub fn write_slot<T: IntoBytes + Immutable>(slot: &mut crate::Slot, value: &T) {
