@@ -249,6 +249,9 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     lanes: L,
     wait: W,
     cursor: Cell<u32>,
+    /// The lock words this handle searches: `first_word .. first_word + words` (all by default).
+    first_word: u32,
+    words: u32,
     _side: PhantomData<S>,
 }
 
@@ -280,6 +283,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             lanes,
             wait,
             cursor: Cell::new(0),
+            first_word: 0,
+            words: locks.len() as u32,
             _side: PhantomData,
         })
     }
@@ -289,6 +294,30 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     pub fn with_cursor(self, port: u32) -> Self {
         self.cursor.set(port % self.region.layout.ports());
         self
+    }
+
+    /// Restricts this handle to ports `first_port .. first_port + count` (both multiples of 32):
+    /// its searches scan, lock and open only those. Server threads that split the ports between
+    /// them this way never touch each other's lock words or mailbox lines; together they must
+    /// cover every port, or requests on the uncovered ones are never served. A search starting
+    /// outside the range starts at its first port.
+    pub fn restrict(mut self, first_port: u32, count: u32) -> Result<Self, LayoutError> {
+        let ports = self.region.layout.ports();
+        if !first_port.is_multiple_of(PORT_GRANULE)
+            || !count.is_multiple_of(PORT_GRANULE)
+            || count == 0
+            || first_port.checked_add(count).is_none_or(|end| end > ports)
+        {
+            return Err(LayoutError::Ports(count));
+        }
+        self.first_word = first_port / PORT_GRANULE;
+        self.words = count / PORT_GRANULE;
+        Ok(self)
+    }
+
+    /// The ports this handle searches (all of the region's unless [`restrict`](Self::restrict)ed).
+    pub fn port_range(&self) -> core::ops::Range<u32> {
+        self.first_word * PORT_GRANULE..(self.first_word + self.words) * PORT_GRANULE
     }
 
     /// The region.
@@ -355,13 +384,16 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// Finds a port this side owns and locks it; returns `index * 2 + outbox bit`, or `NONE`.
     /// Runs in the first lane only.
     fn search(&self) -> u32 {
-        let words = self.locks.len() as u32;
-        let start = self.cursor.get();
-        let (first_word, first_bit) = (start / PORT_GRANULE, start % PORT_GRANULE);
+        let (base, words) = (self.first_word, self.words);
+        let mut start = self.cursor.get();
+        if !self.port_range().contains(&start) {
+            start = base * PORT_GRANULE;
+        }
+        let (first_word, first_bit) = (start / PORT_GRANULE - base, start % PORT_GRANULE);
         // `words + 1` steps: the starting word is visited twice, first from `first_bit` up, last
-        // below it, so every port is tried exactly once.
+        // below it, so every port of the range is tried exactly once.
         for step in 0..=words {
-            let word = (first_word + step) % words;
+            let word = base + (first_word + step) % words;
             let mut free = !self.locks[word as usize].load(Ordering::Relaxed);
             if step == 0 {
                 free &= u32::MAX << first_bit;

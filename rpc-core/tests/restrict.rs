@@ -1,0 +1,146 @@
+//! Port ranges: a process restricted with `restrict` searches, locks and opens only its ports.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rpc_core::{HeapRegion, LayoutError, PerPort, SpinLimit};
+
+#[test]
+fn ranges_are_checked() {
+    let region = HeapRegion::<PerPort>::new(128, 1).unwrap();
+    assert_eq!(region.server().port_range(), 0..128);
+    assert_eq!(
+        region.server().restrict(32, 64).unwrap().port_range(),
+        32..96
+    );
+    assert_eq!(
+        region.server().restrict(96, 32).unwrap().port_range(),
+        96..128
+    );
+    for (first, count) in [
+        (0, 0),
+        (1, 32),
+        (0, 33),
+        (96, 64),
+        (128, 32),
+        (u32::MAX - 31, 32),
+    ] {
+        assert!(
+            matches!(
+                region.server().restrict(first, count),
+                Err(LayoutError::Ports(_))
+            ),
+            "restrict({first}, {count}) was accepted"
+        );
+    }
+}
+
+/// Puts a request on every port of `region` (one client handle per port, each starting at it).
+fn request_everywhere(region: &HeapRegion<PerPort>) {
+    let ports = region.layout().ports();
+    for p in 0..ports {
+        let client = region.client().with_cursor(p);
+        let mut port = client.try_open(7).expect("every port is free");
+        assert_eq!(port.index(), p);
+        port.send(|s, _| s.words[0] = p as u64).unwrap();
+        // Closing after the send leaves the request pending on the server's side.
+    }
+}
+
+#[test]
+fn a_restricted_server_never_opens_a_port_outside_its_range() {
+    let region = HeapRegion::<PerPort>::new(128, 1).unwrap();
+    request_everywhere(&region);
+    // The cursor starts outside the range: the search must start inside it.
+    let server = region.server().with_cursor(5).restrict(32, 64).unwrap();
+    let mut seen = HashSet::new();
+    while let Some(mut port) = server.try_open(()) {
+        assert!((32..96).contains(&port.index()), "opened {}", port.index());
+        let mut got = 0;
+        port.recv_and_send(|s, _| got = s.words[0]).unwrap();
+        assert_eq!(got, port.index() as u64);
+        assert!(seen.insert(port.index()), "served {} twice", port.index());
+    }
+    assert_eq!(seen.len(), 64, "every port of the range was served");
+    // The rest are still pending, for an unrestricted server.
+    let rest = region.server();
+    let mut others = HashSet::new();
+    while let Some(mut port) = rest.try_open(()) {
+        port.recv_and_send(|_, _| {}).unwrap();
+        others.insert(port.index());
+    }
+    let expected: HashSet<u32> = (0..32).chain(96..128).collect();
+    assert_eq!(others, expected);
+}
+
+/// Sets its flag when dropped.
+struct Stop<'a>(&'a AtomicU64);
+
+impl Drop for Stop<'_> {
+    fn drop(&mut self) {
+        self.0.store(1, Ordering::Release);
+    }
+}
+
+#[test]
+fn restricted_servers_together_serve_every_port() {
+    const PORTS: u32 = 256;
+    const ROUNDS: u64 = 50;
+    let region = HeapRegion::<PerPort>::new(PORTS, 1).unwrap();
+    let served = [AtomicU64::new(0), AtomicU64::new(0)];
+    let done = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        // Two servers, half the ports each.
+        for (t, count) in served.iter().enumerate() {
+            let region = &region;
+            let done = &done;
+            s.spawn(move || {
+                let half = PORTS / 2;
+                let server = region
+                    .server_with(rpc_core::Single, SpinLimit(1 << 24))
+                    .unwrap()
+                    .restrict(t as u32 * half, half)
+                    .unwrap();
+                let range = server.port_range();
+                let mut idle = 0u64;
+                while done.load(Ordering::Acquire) == 0 || idle < 4 {
+                    match server.try_open(()) {
+                        Some(mut port) => {
+                            assert!(range.contains(&port.index()));
+                            port.recv_and_send(|s, _| s.words[0] += 1).unwrap();
+                            count.fetch_add(1, Ordering::Relaxed);
+                            idle = 0;
+                        }
+                        None => {
+                            idle += (done.load(Ordering::Acquire) != 0) as u64;
+                            std::thread::yield_now();
+                        }
+                    }
+                }
+            });
+        }
+        // Clients call on every port, each round, waiting a bounded time for each reply.
+        let region = &region;
+        let done = &done;
+        s.spawn(move || {
+            // Ends the servers even if an assertion below fails, so the test fails, not hangs.
+            let _stop = Stop(done);
+            for round in 0..ROUNDS {
+                for p in 0..PORTS {
+                    let client = region
+                        .client_with(rpc_core::Single, SpinLimit(1 << 26))
+                        .unwrap()
+                        .with_cursor(p);
+                    let mut port = client.try_open(1).expect("a free port");
+                    assert_eq!(port.index(), p);
+                    let mut got = 0;
+                    port.send_and_recv(|s, _| s.words[0] = round, |s, _| got = s.words[0])
+                        .expect("a server answered");
+                    assert_eq!(got, round + 1);
+                }
+            }
+        });
+    });
+    let counts = served.map(|c| c.into_inner());
+    assert_eq!(counts, [ROUNDS * PORTS as u64 / 2; 2]);
+}
