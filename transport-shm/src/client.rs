@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rpc_core::service::CallError;
 use rpc_core::{Client, ClientProcess, Port, Single};
 
 use crate::error::ShmError;
@@ -22,6 +23,10 @@ use crate::PerPort;
 
 /// An open port on the client side, as a call's closure sees it.
 pub type ClientPort<'p, 'a> = Port<'p, 'a, Client, Single, PerPort, &'a ClientWait>;
+
+/// A client process over one claimed port, as [`ShmClient::call_typed`] hands it out: the
+/// generated client traits of `#[derive(RpcOpcodes)]` services are implemented for it.
+pub type ClaimedProcess<'a> = ClientProcess<'a, Single, PerPort, &'a ClientWait>;
 
 /// How a client attaches.
 #[derive(Clone, Copy, Debug)]
@@ -110,6 +115,38 @@ impl ShmClient {
         opcode: u32,
         exchange: impl FnOnce(&mut ClientPort<'_, '_>) -> Result<R, rpc_core::Error>,
     ) -> Result<R, ShmError> {
+        self.claimed(|process| match process.try_open(opcode) {
+            Some(mut port) => exchange(&mut port).map_err(ShmError::Call),
+            // We checked the client side owned the packet before claiming, and only a claim
+            // holder can change that: the file was tampered with.
+            None => Err(ShmError::Call(rpc_core::Error::Stalled)),
+        })
+    }
+
+    /// Makes one typed call through a client trait `#[derive(RpcOpcodes)]` generated: claims a
+    /// port, hands `call` a client process in which that port is the only one open to it, then
+    /// frees the port.
+    ///
+    /// `call` makes exactly one call of the generated trait (`|p| p.echo(7)`). A protocol
+    /// failure (`CallError::Port`) is [`ShmError::Call`] and abandons the port, as [`call`]
+    /// does; an error the server answered with (unknown opcode, refused request, ...) completed
+    /// the exchange: it is [`ShmError::Service`] and the port is freed.
+    ///
+    /// [`call`]: ShmClient::call
+    pub fn call_typed<R>(
+        &mut self,
+        call: impl FnOnce(&ClaimedProcess<'_>) -> Result<R, CallError>,
+    ) -> Result<R, ShmError> {
+        self.claimed(|process| call(process).map_err(ShmError::from))
+    }
+
+    /// Claims a port, runs `f` on a client process whose private lock bitmap leaves only that
+    /// port open, and frees the port if `f` succeeded or failed with an answered error while
+    /// the packet is back with this side; otherwise (and if `f` panics) abandons it.
+    fn claimed<R>(
+        &mut self,
+        f: impl FnOnce(&ClaimedProcess<'_>) -> Result<R, ShmError>,
+    ) -> Result<R, ShmError> {
         let (index, mine) = self.claim()?;
         let mut claim = Claim {
             word: &self.mapped.owners()[index as usize],
@@ -123,18 +160,19 @@ impl ShmClient {
             let process = ClientProcess::new(self.mapped.region(), &self.locks, Single, &self.wait)
                 .map(|p| p.with_cursor(index));
             match process {
-                Ok(process) => match process.try_open(opcode) {
-                    Some(mut port) => exchange(&mut port).map_err(ShmError::Call),
-                    // We checked the client side owned the packet before claiming, and only a
-                    // claim holder can change that: the file was tampered with.
-                    None => Err(ShmError::Call(rpc_core::Error::Stalled)),
-                },
+                Ok(process) => f(&process),
                 Err(e) => Err(ShmError::Layout(e)),
             }
         };
         self.locks[w].fetch_or(bit, Ordering::Relaxed);
         self.cursor = index;
-        if result.is_ok() {
+        let complete = match &result {
+            Ok(_) => true,
+            // The server answered with an error: the exchange is over, if the packet is here.
+            Err(ShmError::Service(_)) => self.mapped.region().client_owns(index),
+            Err(_) => false,
+        };
+        if complete {
             claim.armed = false;
             release(claim.word, claim.mine);
         }

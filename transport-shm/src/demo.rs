@@ -1,43 +1,91 @@
 //! The demo service: what `ferry demo` serves and its clients call, and what the multi-process
-//! tests use. Written directly on rpc-core's `Port` (one opcode per operation, arguments and
-//! results as words of lane 0's slot).
+//! tests use. Defined once, as the enum [`Demo`] with `#[derive(RpcOpcodes)]`: the derive gives
+//! the opcodes, the [`DemoClient`] trait the clients call through, the [`DemoServer`] trait the
+//! server implements ([`DemoService`]) and dispatches through, and [`Demo::FINGERPRINT`], which the
+//! server writes into the file header so a client built for another service is refused at attach.
 
+use std::cell::RefCell;
 use std::path::Path;
 use std::time::Duration;
 
-use rpc_core::Error;
+use rpc_core::service::{CallError, Served};
+use rpc_core::RpcOpcodes;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::client::{ClientConfig, ShmClient};
 use crate::error::ShmError;
-use crate::header::fnv1a;
 use crate::server::ServerPort;
-use crate::status;
 
-/// Echo: `id` → `(id, mix(id))`.
-pub const ECHO: u32 = 1;
-/// Add: `(a, b)` → `a + b` (wrapping).
-pub const ADD: u32 = 2;
-/// Sleep: `micros` → `micros`, after sleeping that long (at most `MAX_SLEEP_MICROS`).
-pub const SLEEP: u32 = 3;
-/// Sum: a byte stream → `(length, sum of the bytes)`.
-pub const SUM: u32 = 4;
-
-/// The longest stream `SUM` accepts.
+/// The longest stream [`Demo::Sum`] accepts (its `limit`).
 pub const SUM_LIMIT: u64 = 1 << 20;
-/// The longest `SLEEP`.
+/// The longest [`Demo::Sleep`]; a longer one is refused without sleeping.
 pub const MAX_SLEEP_MICROS: u64 = 10_000_000;
 
-/// The schema, as text: its hash is the fingerprint both sides check at attach.
-pub const SCHEMA: &str = "ferry-demo/1: echo=1(u64)->(u64,u64) add=2(u64,u64)->u64 \
-                          sleep=3(u64)->u64 sum=4(bytes<=1MiB)->(u64,u64)";
-
-/// The demo service's schema fingerprint.
-pub fn fingerprint() -> u64 {
-    fnv1a(SCHEMA.as_bytes())
+/// [`Demo::Echo`]'s reply: the id, and [`mix`] of it computed by the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct Echoed {
+    /// The id the client sent.
+    pub id: u64,
+    /// `mix(id)`, so a reply that crossed to another call is caught.
+    pub mix: u64,
 }
 
-/// What `ECHO` returns beside the id: a value only the right id gives, so a reply that crossed
-/// to another call is caught.
+/// [`Demo::Add`]'s request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct Operands {
+    /// The first addend.
+    pub a: u64,
+    /// The second addend.
+    pub b: u64,
+}
+
+/// [`Demo::Sleep`]'s reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct Slept {
+    /// How long the server slept, in microseconds (0 when refused).
+    pub micros: u64,
+    /// 1 if the request was over [`MAX_SLEEP_MICROS`] and refused, 0 if served.
+    pub refused: u64,
+}
+
+/// [`Demo::Sum`]'s reply, as the server counted the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct Summed {
+    /// The stream's length in bytes.
+    pub len: u64,
+    /// The sum of its bytes.
+    pub sum: u64,
+}
+
+/// The demo service: one variant per call.
+#[derive(RpcOpcodes)]
+#[rpc(service = "ferry.demo")]
+pub enum Demo {
+    /// Echo: `id` → `(id, mix(id))`.
+    #[rpc(request = u64, response = Echoed)]
+    Echo,
+    /// Add: `(a, b)` → `a + b` (wrapping).
+    #[rpc(request = Operands, response = u64)]
+    Add,
+    /// Sleep: `micros` → `micros`, after sleeping that long; refused (without sleeping) above
+    /// [`MAX_SLEEP_MICROS`].
+    #[rpc(request = u64, response = Slept)]
+    Sleep,
+    /// Sum: a byte stream of at most [`SUM_LIMIT`] bytes → `(length, sum of the bytes)`; a longer
+    /// one is refused (`status::REJECTED`).
+    #[rpc(request = [u8], response = Summed, limit = 1048576)]
+    Sum,
+}
+
+// The derive's `limit` takes a literal: keep it equal to the constant.
+const _: () = assert!(SUM_LIMIT == 1_048_576);
+
+/// What [`Demo::Echo`] returns beside the id: a value only the right id gives, so a reply that
+/// crossed to another call is caught.
 pub const fn mix(id: u64) -> u64 {
     let x = id ^ 0x9e37_79b9_7f4a_7c15;
     let x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -45,103 +93,90 @@ pub const fn mix(id: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Serves one demo request.
-pub fn serve(port: &mut ServerPort<'_, '_>) -> Result<(), Error> {
-    match port.opcode() {
-        ECHO => port.recv_and_send(|slot, _| {
-            let id = slot.words[0];
-            slot.words[1] = mix(id);
-        }),
-        ADD => {
-            port.recv_and_send(|slot, _| slot.words[0] = slot.words[0].wrapping_add(slot.words[1]))
+/// The demo service's implementation.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DemoService;
+
+impl DemoServer for DemoService {
+    fn echo(&self, id: u64) -> Echoed {
+        Echoed { id, mix: mix(id) }
+    }
+
+    fn add(&self, r: Operands) -> u64 {
+        r.a.wrapping_add(r.b)
+    }
+
+    fn sleep(&self, micros: u64) -> Slept {
+        if micros > MAX_SLEEP_MICROS {
+            return Slept {
+                micros: 0,
+                refused: 1,
+            };
         }
-        SLEEP => {
-            let mut micros = 0;
-            port.recv(|slot, _| micros = micros.max(slot.words[0]))?;
-            if micros > MAX_SLEEP_MICROS {
-                port.set_status(status::BAD_REQUEST);
-            } else {
-                std::thread::sleep(Duration::from_micros(micros));
-            }
-            port.send(|_, _| {})
-        }
-        SUM => {
-            let mut sink: Vec<Vec<u8>> = Vec::new();
-            match port.recv_n(SUM_LIMIT, &mut sink) {
-                Ok(()) => port.send(|slot, lane| {
-                    let data = sink.get(lane as usize).map(Vec::as_slice).unwrap_or(&[]);
-                    slot.words[0] = data.len() as u64;
-                    slot.words[1] = data.iter().map(|&b| b as u64).sum();
-                }),
-                Err(Error::TooLarge { .. } | Error::Sink { .. } | Error::LaneFailed { .. }) => {
-                    port.set_status(status::REJECTED);
-                    port.send(|_, _| {})
-                }
-                Err(e) => Err(e),
-            }
-        }
-        _ => {
-            port.recv(|_, _| {})?;
-            port.set_status(status::UNKNOWN_OPCODE);
-            port.send(|_, _| {})
+        std::thread::sleep(Duration::from_micros(micros));
+        Slept { micros, refused: 0 }
+    }
+
+    fn sum(&self, data: &[u8]) -> Summed {
+        Summed {
+            len: data.len() as u64,
+            sum: data.iter().map(|&b| b as u64).sum(),
         }
     }
 }
 
-/// A typed client of the demo service.
+thread_local! {
+    /// Where a worker thread receives streamed requests; kept between calls.
+    static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Serves the call waiting on `port` with `service`, through the generated
+/// [`DemoServer::dispatch`]: an opcode the service does not have gets `status::UNKNOWN_OPCODE`,
+/// a `Sum` stream over [`SUM_LIMIT`] gets `status::REJECTED`.
+pub fn dispatch(
+    service: &impl DemoServer,
+    port: &mut ServerPort<'_, '_>,
+) -> Result<Served, rpc_core::Error> {
+    BUFFERS.with(|buffers| match buffers.try_borrow_mut() {
+        Ok(mut buffers) => service.dispatch(port, &mut *buffers),
+        // Re-entered from a handler (it never is): serve with fresh buffers.
+        Err(_) => service.dispatch(port, &mut Vec::new()),
+    })
+}
+
+/// Serves one demo call with [`DemoService`]: the [`Handler`](crate::Handler) `ferry` and the
+/// tests start servers with.
+pub fn serve(port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+    dispatch(&DemoService, port).map(|_| ())
+}
+
+/// A client handle on a demo server's file: each method claims a port and makes the call through
+/// the generated [`DemoClient`] trait ([`ShmClient::call_typed`]).
+///
+/// Errors: [`ShmError::Call`] when the call did not complete (the server stalled or died);
+/// [`ShmError::Service`] when the server answered with an error (`CallError::Rejected` for a
+/// `sum` stream over [`SUM_LIMIT`], `CallError::BadRequest` for a `sleep` over
+/// [`MAX_SLEEP_MICROS`]).
 #[derive(Debug)]
-pub struct DemoClient {
+pub struct DemoHandle {
     client: ShmClient,
 }
 
-/// A demo call's failure: the transport's, or a status the server sent.
-#[derive(Debug)]
-pub enum DemoError {
-    /// The call did not complete.
-    Shm(ShmError),
-    /// The server answered with an error status (see `status`).
-    Status(u32),
-}
-
-impl std::fmt::Display for DemoError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DemoError::Shm(e) => e.fmt(f),
-            DemoError::Status(s) => write!(f, "the server answered with status {s}"),
-        }
-    }
-}
-
-impl std::error::Error for DemoError {}
-
-impl From<ShmError> for DemoError {
-    fn from(e: ShmError) -> Self {
-        DemoError::Shm(e)
-    }
-}
-
-fn checked<T>(r: Result<(u32, T), ShmError>) -> Result<T, DemoError> {
-    match r? {
-        (status::OK, v) => Ok(v),
-        (s, _) => Err(DemoError::Status(s)),
-    }
-}
-
-impl DemoClient {
-    /// Attaches to a demo server's file, checking its fingerprint.
-    pub fn attach(path: impl AsRef<Path>, deadline: Duration) -> Result<DemoClient, ShmError> {
+impl DemoHandle {
+    /// Attaches to a demo server's file, checking that its fingerprint is [`Demo::FINGERPRINT`].
+    pub fn attach(path: impl AsRef<Path>, deadline: Duration) -> Result<DemoHandle, ShmError> {
         let config = ClientConfig {
-            fingerprint: Some(fingerprint()),
+            fingerprint: Some(Demo::FINGERPRINT),
             deadline,
         };
-        Ok(DemoClient {
+        Ok(DemoHandle {
             client: ShmClient::attach(path, config)?,
         })
     }
 
-    /// A demo client over an attached client handle.
-    pub fn new(client: ShmClient) -> DemoClient {
-        DemoClient { client }
+    /// A demo handle over an attached client handle.
+    pub fn new(client: ShmClient) -> DemoHandle {
+        DemoHandle { client }
     }
 
     /// The underlying client handle.
@@ -149,51 +184,29 @@ impl DemoClient {
         &mut self.client
     }
 
-    /// `ECHO`.
-    pub fn echo(&mut self, id: u64) -> Result<(u64, u64), DemoError> {
-        let mut out = (0, 0);
-        checked(self.client.call(ECHO, |port| {
-            port.send_and_recv(
-                |s, _| s.words[0] = id,
-                |s, _| out = (s.words[0], s.words[1]),
-            )?;
-            Ok((port.status(), out))
-        }))
+    /// [`Demo::Echo`]: `(id, mix(id))` as the server computed them.
+    pub fn echo(&mut self, id: u64) -> Result<(u64, u64), ShmError> {
+        let r = self.client.call_typed(|p| p.echo(id))?;
+        Ok((r.id, r.mix))
     }
 
-    /// `ADD`.
-    pub fn add(&mut self, a: u64, b: u64) -> Result<u64, DemoError> {
-        let mut out = 0;
-        checked(self.client.call(ADD, |port| {
-            port.send_and_recv(
-                |s, _| {
-                    s.words[0] = a;
-                    s.words[1] = b;
-                },
-                |s, _| out = s.words[0],
-            )?;
-            Ok((port.status(), out))
-        }))
+    /// [`Demo::Add`].
+    pub fn add(&mut self, a: u64, b: u64) -> Result<u64, ShmError> {
+        self.client.call_typed(|p| p.add(Operands { a, b }))
     }
 
-    /// `SLEEP`.
-    pub fn sleep(&mut self, micros: u64) -> Result<(), DemoError> {
-        checked(self.client.call(SLEEP, |port| {
-            port.send_and_recv(|s, _| s.words[0] = micros, |_, _| {})?;
-            Ok((port.status(), ()))
-        }))
+    /// [`Demo::Sleep`]: the server sleeps `micros`.
+    pub fn sleep(&mut self, micros: u64) -> Result<(), ShmError> {
+        let slept = self.client.call_typed(|p| p.sleep(micros))?;
+        if slept.refused != 0 {
+            return Err(ShmError::Service(CallError::BadRequest));
+        }
+        Ok(())
     }
 
-    /// `SUM`: streams `data`, returns `(length, sum of bytes)` as the server counted them.
-    pub fn sum(&mut self, data: &[u8]) -> Result<(u64, u64), DemoError> {
-        let mut out = (0, 0);
-        checked(self.client.call(SUM, |port| {
-            match port.send_n(|_| data) {
-                Ok(()) | Err(Error::Rejected) => {}
-                Err(e) => return Err(e),
-            }
-            port.recv(|s, _| out = (s.words[0], s.words[1]))?;
-            Ok((port.status(), out))
-        }))
+    /// [`Demo::Sum`]: streams `data`, returns `(length, sum of bytes)` as the server counted them.
+    pub fn sum(&mut self, data: &[u8]) -> Result<(u64, u64), ShmError> {
+        let r = self.client.call_typed(|p| p.sum(data))?;
+        Ok((r.len, r.sum))
     }
 }

@@ -49,6 +49,10 @@ pub enum ShmError {
     Layout(rpc_core::LayoutError),
     /// The call failed in the protocol (for example the server did not answer in time).
     Call(rpc_core::Error),
+    /// A typed call completed, but with an error: the server answered with an error status
+    /// (unknown opcode, request refused or malformed, handler failed) or the reply did not decode.
+    /// The port is free again; nothing was lost.
+    Service(rpc_core::service::CallError),
 }
 
 impl std::fmt::Display for ShmError {
@@ -85,6 +89,7 @@ impl std::fmt::Display for ShmError {
             ShmError::NoFreePort => f.write_str("no port became free before the deadline"),
             ShmError::Layout(e) => write!(f, "bad region layout: {e}"),
             ShmError::Call(e) => write!(f, "call failed: {e}"),
+            ShmError::Service(e) => write!(f, "call refused: {e}"),
         }
     }
 }
@@ -95,6 +100,7 @@ impl std::error::Error for ShmError {
             ShmError::Io { source, .. } => Some(source),
             ShmError::Header { error, .. } => Some(error),
             ShmError::Call(e) => Some(e),
+            ShmError::Service(e) => Some(e),
             _ => None,
         }
     }
@@ -103,6 +109,17 @@ impl std::error::Error for ShmError {
 impl From<rpc_core::Error> for ShmError {
     fn from(e: rpc_core::Error) -> Self {
         ShmError::Call(e)
+    }
+}
+
+/// A protocol failure stays [`ShmError::Call`]; any other typed-call error is
+/// [`ShmError::Service`].
+impl From<rpc_core::service::CallError> for ShmError {
+    fn from(e: rpc_core::service::CallError) -> Self {
+        match e {
+            rpc_core::service::CallError::Port(e) => ShmError::Call(e),
+            e => ShmError::Service(e),
+        }
     }
 }
 

@@ -1,13 +1,20 @@
-//! Status codes a server sends in the packet header's status word. The first four match
-//! `rpc_core::service::status`; `SERVER_ERROR` is this transport's addition.
+//! Status codes a server sends in the packet header's status word: rpc-core's
+//! ([`rpc_core::service::status`], re-exported here) and the one this transport adds.
 
-/// The call succeeded.
-pub const OK: u32 = 0;
-/// The server does not know the opcode.
-pub const UNKNOWN_OPCODE: u32 = 1;
-/// The request stream was longer than the server accepts; nothing was executed.
-pub const REJECTED: u32 = 2;
-/// The request's arguments were refused; nothing was executed.
-pub const BAD_REQUEST: u32 = 3;
-/// The handler failed or panicked; the reply carries no result.
+pub use rpc_core::service::status::*;
+
+/// The handler failed (returned a protocol error) or panicked while it held the packet; the reply
+/// carries no result. Specific to this transport, whose workers catch a handler's failure and
+/// still answer the client: rpc-core has no equivalent code. A typed client sees it as
+/// `CallError::Status(SERVER_ERROR)`.
 pub const SERVER_ERROR: u32 = 5;
+
+// SERVER_ERROR must stay clear of every code rpc-core defines.
+const _: () = {
+    let core = [OK, UNKNOWN_OPCODE, REJECTED, BAD_REQUEST, FINGERPRINT_MISMATCH];
+    let mut i = 0;
+    while i < core.len() {
+        assert!(core[i] != SERVER_ERROR);
+        i += 1;
+    }
+};

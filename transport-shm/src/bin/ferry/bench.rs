@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use transport_shm::demo::{self, DemoClient};
+use transport_shm::demo::{self, Demo, DemoClient, DemoHandle, DemoServer, DemoService};
 use transport_shm::{path_for, ServerConfig, ShmServer};
 
 use crate::Res;
@@ -127,18 +127,18 @@ fn wait_for(word: &AtomicU64, value: u64) {
     }
 }
 
-/// The rpc-core protocol alone: an echo between two threads of this process over a heap region
-/// of 64 ports (the same port count as the file), both sides spinning.
+/// The rpc-core protocol alone: the same typed `echo` call (generated client and dispatch) between
+/// two threads of this process over a heap region of 64 ports (the same port count as the file),
+/// both sides spinning.
 fn in_process(args: &BenchArgs) -> f64 {
     let region = rpc_core::HeapRegion::<rpc_core::PerPort>::new(64, 1).expect("a valid layout");
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
             let server = region.server();
+            let mut buffers = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                if let Some(mut port) = server.try_open(()) {
-                    let _ = port.recv_and_send(|slot, _| slot.words[1] = demo::mix(slot.words[0]));
-                }
+                let _ = DemoService.serve_one(&server, &mut buffers);
             }
         });
         let client = region.client();
@@ -146,11 +146,7 @@ fn in_process(args: &BenchArgs) -> f64 {
         for run in 0..=args.runs {
             let t = Instant::now();
             for id in 0..args.trips {
-                let mut reply = 0;
-                if let Ok(mut port) = client.open(demo::ECHO) {
-                    let _ = port.send_and_recv(|s, _| s.words[0] = id, |s, _| reply = s.words[1]);
-                }
-                std::hint::black_box(reply);
+                std::hint::black_box(client.echo(id).map(|r| r.mix).unwrap_or(0));
             }
             if run > 0 {
                 runs.push(t.elapsed().as_nanos() as f64 / args.trips as f64);
@@ -280,7 +276,7 @@ pub fn run(args: BenchArgs) -> Res<()> {
         &path,
         ServerConfig {
             workers: args.workers,
-            fingerprint: demo::fingerprint(),
+            fingerprint: Demo::FINGERPRINT,
             ..ServerConfig::default()
         },
         demo::serve,
@@ -352,7 +348,7 @@ pub fn peer(args: PeerArgs) -> Res<()> {
             Ok(())
         }
         Role::Rpc => {
-            let mut c = DemoClient::attach(&args.path, Duration::from_secs(10))?;
+            let mut c = DemoHandle::attach(&args.path, Duration::from_secs(10))?;
             let mut id = 0u64;
             for run in 0..=args.runs {
                 let t = Instant::now();
@@ -369,7 +365,7 @@ pub fn peer(args: PeerArgs) -> Res<()> {
             Ok(())
         }
         Role::Load => {
-            let mut c = DemoClient::attach(&args.path, Duration::from_secs(10))?;
+            let mut c = DemoHandle::attach(&args.path, Duration::from_secs(10))?;
             println!("ready");
             std::io::stdout().flush()?;
             let mut line = String::new();

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use transport_shm::demo::{self, DemoClient};
+use transport_shm::demo::{self, Demo, DemoHandle};
 use transport_shm::{path_for, ServerConfig, ShmServer};
 
 #[derive(Parser, Debug)]
@@ -58,7 +58,7 @@ impl ServerOpts {
         ServerConfig {
             ports: self.ports,
             workers: self.workers,
-            fingerprint: demo::fingerprint(),
+            fingerprint: Demo::FINGERPRINT,
             ..ServerConfig::default()
         }
     }
@@ -212,7 +212,7 @@ fn micros(ns: u64) -> String {
 
 fn call_loop(args: &CallArgs, progress: bool) -> Res<Report> {
     let path = path_for(&args.name);
-    let mut client = DemoClient::attach(&path, Duration::from_secs(args.deadline))?;
+    let mut client = DemoHandle::attach(&path, Duration::from_secs(args.deadline))?;
     let data: Vec<u8> = (0..args.size)
         .map(|i| (i * 7 + args.id as usize) as u8)
         .collect();
@@ -243,10 +243,7 @@ fn call_loop(args: &CallArgs, progress: bool) -> Res<Report> {
                 if r.errors == 1 {
                     eprintln!("ferry call {}: {e}", args.id);
                 }
-                if matches!(
-                    e,
-                    demo::DemoError::Shm(transport_shm::ShmError::NoServer { .. })
-                ) {
+                if matches!(e, transport_shm::ShmError::NoServer { .. }) {
                     break;
                 }
             }
