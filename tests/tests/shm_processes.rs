@@ -10,7 +10,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use ferry_tests::{eventually, unique_path, Peer};
-use transport_shm::demo::{self, DemoClient, DemoError};
+use transport_shm::demo::{self, Demo, DemoHandle, DemoServer, DemoService};
+use transport_shm::demo::{Echoed, Operands, Slept, Summed};
 use transport_shm::{Created, ServerConfig, ServerPort, ShmError, ShmServer};
 
 const PEER: &str = env!("CARGO_BIN_EXE_shm-peer");
@@ -19,7 +20,7 @@ fn config(ports: u32, workers: usize) -> ServerConfig {
     ServerConfig {
         ports,
         workers,
-        fingerprint: demo::fingerprint(),
+        fingerprint: Demo::FINGERPRINT,
         ..ServerConfig::default()
     }
 }
@@ -43,27 +44,39 @@ fn outcome(peer: &Peer) -> (u64, u64, u64, u32) {
     )
 }
 
+/// The demo service, recording the id of every echo it serves.
+struct Recording {
+    seen: Mutex<Vec<u64>>,
+}
+
+impl DemoServer for Recording {
+    fn echo(&self, id: u64) -> Echoed {
+        self.seen.lock().unwrap().push(id);
+        DemoService.echo(id)
+    }
+    fn add(&self, r: Operands) -> u64 {
+        DemoService.add(r)
+    }
+    fn sleep(&self, micros: u64) -> Slept {
+        DemoService.sleep(micros)
+    }
+    fn sum(&self, data: &[u8]) -> Summed {
+        DemoService.sum(data)
+    }
+}
+
 #[test]
 fn four_processes_many_calls_none_lost_duplicated_or_crossed() {
     let n = calls_per_client();
-    let seen = Arc::new(Mutex::new(Vec::with_capacity(4 * n as usize)));
-    let record = Arc::clone(&seen);
+    let recording = Arc::new(Recording {
+        seen: Mutex::new(Vec::with_capacity(4 * n as usize)),
+    });
+    let service = Arc::clone(&recording);
     let path = unique_path("many");
     let server = ShmServer::start(
         &path,
         config(64, 2),
-        move |port: &mut ServerPort<'_, '_>| {
-            if port.opcode() != demo::ECHO {
-                return demo::serve(port);
-            }
-            let mut id = 0;
-            port.recv_and_send(|slot, _| {
-                id = slot.words[0];
-                slot.words[1] = demo::mix(id);
-            })?;
-            record.lock().unwrap().push(id);
-            Ok(())
-        },
+        move |port: &mut ServerPort<'_, '_>| demo::dispatch(&*service, port).map(|_| ()),
     )
     .unwrap();
     let p = path.to_str().unwrap();
@@ -81,7 +94,7 @@ fn four_processes_many_calls_none_lost_duplicated_or_crossed() {
     assert_eq!(stats.stats.served, 4 * n);
     assert_eq!(stats.stats.failed, 0);
     // The server saw each id exactly once: none lost, none duplicated.
-    let mut ids = std::mem::take(&mut *seen.lock().unwrap());
+    let mut ids = std::mem::take(&mut *recording.seen.lock().unwrap());
     assert_eq!(ids.len() as u64, 4 * n);
     ids.sort_unstable();
     let expected: Vec<u64> = (0..4u64)
@@ -117,7 +130,7 @@ fn a_client_killed_mid_call_leaves_others_running_and_its_port_reclaimed() {
     assert_eq!(stats.reclaimed, 1);
     // The server answered the dead client's request (to nobody) and carried on.
     assert_eq!(stats.failed, 0);
-    let mut c = DemoClient::attach(&path, Duration::from_secs(30)).unwrap();
+    let mut c = DemoHandle::attach(&path, Duration::from_secs(30)).unwrap();
     assert_eq!(c.add(2, 3).unwrap(), 5);
 }
 
@@ -141,12 +154,12 @@ fn a_new_client_gets_the_port_of_a_client_killed_mid_stream() {
     let err = transport_shm::ShmClient::attach(
         &path,
         transport_shm::ClientConfig {
-            fingerprint: Some(demo::fingerprint()),
+            fingerprint: Some(Demo::FINGERPRINT),
             deadline: Duration::from_millis(50),
         },
     )
     .unwrap()
-    .call(demo::ECHO, |_| Ok(()))
+    .call(Demo::Echo.opcode(), |_| Ok(()))
     .unwrap_err();
     assert!(matches!(err, ShmError::NoFreePort), "{err}");
     // The victim dies with the server's worker waiting for the rest of its stream.
@@ -225,22 +238,20 @@ fn second_server_is_refused_and_a_killed_servers_file_is_replaced() {
         "{err}"
     );
     // A client of the live server works; when the server dies, its calls fail instead of hanging.
-    let mut c = DemoClient::attach(&path, Duration::from_secs(30)).unwrap();
+    let mut c = DemoHandle::attach(&path, Duration::from_secs(30)).unwrap();
     assert_eq!(c.add(1, 1).unwrap(), 2);
     first.kill();
     assert!(path.exists(), "SIGKILL leaves the file behind");
     match c.echo(1) {
-        Err(DemoError::Shm(
-            ShmError::NoServer { .. } | ShmError::Call(rpc_core::Error::Stalled),
-        )) => {}
+        Err(ShmError::NoServer { .. } | ShmError::Call(rpc_core::Error::Stalled)) => {}
         other => panic!("expected the dead server to be noticed, got {other:?}"),
     }
-    let err = DemoClient::attach(&path, Duration::from_secs(1)).unwrap_err();
+    let err = DemoHandle::attach(&path, Duration::from_secs(1)).unwrap_err();
     assert!(matches!(err, ShmError::NoServer { .. }), "{err}");
     // The next server replaces the stale file.
     let server = ShmServer::start(&path, config(64, 1), demo::serve).unwrap();
     assert_eq!(server.created(), Created::ReplacedStale);
-    let mut c = DemoClient::attach(&path, Duration::from_secs(30)).unwrap();
+    let mut c = DemoHandle::attach(&path, Duration::from_secs(30)).unwrap();
     assert_eq!(c.add(20, 22).unwrap(), 42);
     drop(server);
     assert!(!path.exists());

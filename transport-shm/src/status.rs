@@ -11,7 +11,13 @@ pub const SERVER_ERROR: u32 = 5;
 
 // SERVER_ERROR must stay clear of every code rpc-core defines.
 const _: () = {
-    let core = [OK, UNKNOWN_OPCODE, REJECTED, BAD_REQUEST, FINGERPRINT_MISMATCH];
+    let core = [
+        OK,
+        UNKNOWN_OPCODE,
+        REJECTED,
+        BAD_REQUEST,
+        FINGERPRINT_MISMATCH,
+    ];
     let mut i = 0;
     while i < core.len() {
         assert!(core[i] != SERVER_ERROR);

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use transport_shm::demo::{self, DemoClient, DemoError};
+use rpc_core::service::CallError;
+use transport_shm::demo::{self, Demo, DemoHandle};
 use transport_shm::header::{Geometry, HEADER_SIZE};
 use transport_shm::{status, ClientConfig, Created, ServerConfig, ShmClient, ShmError, ShmServer};
 
@@ -20,7 +21,7 @@ fn unique(tag: &str) -> PathBuf {
 
 fn demo_config() -> ServerConfig {
     ServerConfig {
-        fingerprint: demo::fingerprint(),
+        fingerprint: Demo::FINGERPRINT,
         ..ServerConfig::default()
     }
 }
@@ -34,7 +35,7 @@ const DEADLINE: Duration = Duration::from_secs(20);
 #[test]
 fn demo_calls_round_trip() {
     let server = demo_server("calls");
-    let mut c = DemoClient::attach(server.path(), DEADLINE).unwrap();
+    let mut c = DemoHandle::attach(server.path(), DEADLINE).unwrap();
     for id in 0..1000u64 {
         assert_eq!(c.echo(id).unwrap(), (id, demo::mix(id)));
     }
@@ -48,11 +49,16 @@ fn demo_calls_round_trip() {
     let big = vec![1u8; demo::SUM_LIMIT as usize + 1];
     assert!(matches!(
         c.sum(&big),
-        Err(DemoError::Status(status::REJECTED))
+        Err(ShmError::Service(CallError::Rejected))
+    ));
+    // Too long a sleep is refused without sleeping.
+    assert!(matches!(
+        c.sleep(demo::MAX_SLEEP_MICROS + 1),
+        Err(ShmError::Service(CallError::BadRequest))
     ));
     assert_eq!(c.echo(7).unwrap(), (7, demo::mix(7)));
     let stats = server.shutdown(DEADLINE).stats;
-    assert_eq!(stats.served, 1000 + 6);
+    assert_eq!(stats.served, 1000 + 7);
 }
 
 #[test]
@@ -136,7 +142,7 @@ fn second_server_on_the_same_name_is_refused() {
     );
     assert!(err.to_string().contains("already served"), "{err}");
     // The first one is untouched.
-    let mut c = DemoClient::attach(server.path(), DEADLINE).unwrap();
+    let mut c = DemoHandle::attach(server.path(), DEADLINE).unwrap();
     assert_eq!(c.add(1, 2).unwrap(), 3);
 }
 
@@ -175,12 +181,12 @@ fn write_stale(path: &PathBuf, fingerprint: u64) -> Geometry {
 #[test]
 fn stale_file_is_detected_and_replaced() {
     let path = unique("stale");
-    write_stale(&path, demo::fingerprint());
+    write_stale(&path, Demo::FINGERPRINT);
     let err = ShmClient::attach(&path, ClientConfig::default()).unwrap_err();
     assert!(matches!(err, ShmError::NoServer { .. }), "{err}");
     let server = ShmServer::start(&path, demo_config(), demo::serve).unwrap();
     assert_eq!(server.created(), Created::ReplacedStale);
-    let mut c = DemoClient::attach(&path, DEADLINE).unwrap();
+    let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
     assert_eq!(c.echo(3).unwrap(), (3, demo::mix(3)));
 }
 
@@ -207,7 +213,7 @@ fn attaching_to_bad_files_is_an_error_naming_the_field() {
     let server = demo_server("bad");
     let good = std::fs::read(server.path()).unwrap();
     let path = unique("badcopy");
-    let fp = Some(demo::fingerprint());
+    let fp = Some(Demo::FINGERPRINT);
 
     // A live, good copy attaches (the server pid in it is alive): the baseline of the test.
     std::fs::write(&path, &good).unwrap();
@@ -243,7 +249,7 @@ fn attaching_to_bad_files_is_an_error_naming_the_field() {
     assert_eq!(header_field(&attach_err(&path, fp)), "checksum");
 
     std::fs::write(&path, &good).unwrap();
-    let err = attach_err(&path, Some(demo::fingerprint() ^ 1));
+    let err = attach_err(&path, Some(Demo::FINGERPRINT ^ 1));
     assert_eq!(header_field(&err), "fingerprint");
     assert!(err.to_string().contains("fingerprint"), "{err}");
 
@@ -259,11 +265,56 @@ fn attaching_to_bad_files_is_an_error_naming_the_field() {
 fn shutdown_refuses_new_calls() {
     let server = demo_server("drain");
     let path = server.path().to_path_buf();
-    let mut c = DemoClient::attach(&path, DEADLINE).unwrap();
+    let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
     assert_eq!(c.add(2, 2).unwrap(), 4);
     assert!(server.shutdown(DEADLINE).drained);
     match c.echo(1) {
-        Err(DemoError::Shm(ShmError::NoServer { .. } | ShmError::ShuttingDown)) => {}
+        Err(ShmError::NoServer { .. } | ShmError::ShuttingDown) => {}
         other => panic!("expected a refusal, got {other:?}"),
     }
+}
+
+/// Another service, for the tests of a client built against the wrong schema.
+#[derive(rpc_core::RpcOpcodes)]
+#[rpc(service = "ferry.other")]
+enum Other {
+    /// Not a demo call.
+    #[rpc(request = u64, response = u64)]
+    Twice,
+}
+
+impl OtherServer for () {
+    fn twice(&self, x: u64) -> u64 {
+        2 * x
+    }
+}
+
+#[test]
+fn a_client_of_another_service_is_refused_at_attach() {
+    let server = demo_server("other");
+    assert_ne!(Other::FINGERPRINT, Demo::FINGERPRINT);
+    // The server's header carries the demo service's generated fingerprint.
+    assert_eq!(server.geometry().fingerprint(), Demo::FINGERPRINT);
+    let err = attach_err(&server.path().to_path_buf(), Some(Other::FINGERPRINT));
+    assert_eq!(header_field(&err), "fingerprint");
+    // A client that skips the check and calls anyway gets an error status, not a hang, and the
+    // port is freed: the next call (on the same handle, which resumes at that port) works.
+    let mut c = ShmClient::attach(server.path(), ClientConfig::default()).unwrap();
+    match c.call_typed(|p| p.twice(21)) {
+        Err(ShmError::Service(CallError::UnknownOpcode { opcode })) => {
+            assert_eq!(opcode, Other::Twice.opcode())
+        }
+        other => panic!("expected an unknown-opcode refusal, got {other:?}"),
+    }
+    let port = c.last_port();
+    assert_eq!(
+        server.port_owner(port).0,
+        0,
+        "the refused call freed its port"
+    );
+    let mut d = DemoHandle::new(c);
+    assert_eq!(d.add(20, 22).unwrap(), 42);
+    assert_eq!(d.client().last_port(), port);
+    let stats = server.shutdown(DEADLINE).stats;
+    assert_eq!((stats.served, stats.failed), (2, 0));
 }

@@ -2,14 +2,14 @@
 //!
 //! - `calls PATH ID N`: N echo calls with ids `ID << 40 | i`; prints `ok O wrong W errors E port P`.
 //! - `hold PATH K`: K threads each hold a port inside a call forever; prints `held P1 P2 ...`.
-//! - `sleep PATH MICROS`: one `SLEEP` call; prints `sent P` once the request is sent.
-//! - `stream PATH`: starts a `SUM` stream, sends its first packet only; prints `streaming P`.
+//! - `sleep PATH MICROS`: one `Sleep` call; prints `sent P` once the request is sent.
+//! - `stream PATH`: starts a `Sum` stream, sends its first packet only; prints `streaming P`.
 //! - `serve PATH`: serves the demo service until killed; prints `serving PID`.
 
 use std::io::Write;
 use std::time::Duration;
 
-use transport_shm::demo::{self, DemoClient};
+use transport_shm::demo::{self, Demo, DemoHandle};
 use transport_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -30,7 +30,7 @@ fn client(path: &str) -> ShmClient {
     ShmClient::attach(
         path,
         ClientConfig {
-            fingerprint: Some(demo::fingerprint()),
+            fingerprint: Some(Demo::FINGERPRINT),
             deadline: DEADLINE,
         },
     )
@@ -45,7 +45,7 @@ fn main() {
     match arg(0) {
         "calls" => {
             let (id, n) = (num(2), num(3));
-            let mut c = DemoClient::new(client(path));
+            let mut c = DemoHandle::new(client(path));
             let (mut ok, mut wrong, mut errors) = (0u64, 0u64, 0u64);
             for i in 0..n {
                 let call = id << 40 | i;
@@ -71,7 +71,7 @@ fn main() {
                 let mut c = base.handle(i);
                 let tx = tx.clone();
                 std::thread::spawn(move || {
-                    let _ = c.call(demo::ECHO, |port| -> Result<(), rpc_core::Error> {
+                    let _ = c.call(Demo::Echo.opcode(), |port| -> Result<(), rpc_core::Error> {
                         let _ = tx.send(port.index());
                         forever()
                     });
@@ -86,7 +86,7 @@ fn main() {
         "sleep" => {
             let micros = num(2);
             let mut c = client(path);
-            let _ = c.call(demo::SLEEP, |port| {
+            let _ = c.call(Demo::Sleep.opcode(), |port| {
                 port.send(|s, _| s.words[0] = micros)?;
                 say(format!("sent {}", port.index()));
                 port.recv(|_, _| {})
@@ -95,7 +95,7 @@ fn main() {
         }
         "stream" => {
             let mut c = client(path);
-            let _ = c.call(demo::SUM, |port| -> Result<(), rpc_core::Error> {
+            let _ = c.call(Demo::Sum.opcode(), |port| -> Result<(), rpc_core::Error> {
                 // The first packet of a 10 000-byte stream; the rest never comes.
                 port.send(|s, _| s.words[0] = 10_000)?;
                 say(format!("streaming {}", port.index()));
@@ -104,7 +104,7 @@ fn main() {
         }
         "serve" => {
             let config = ServerConfig {
-                fingerprint: demo::fingerprint(),
+                fingerprint: Demo::FINGERPRINT,
                 ..ServerConfig::default()
             };
             let _server = ShmServer::start(path, config, demo::serve).expect("serve");
