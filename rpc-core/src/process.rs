@@ -252,7 +252,40 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// The lock words this handle searches: `first_word .. first_word + words` (all by default).
     first_word: u32,
     words: u32,
+    /// NVPTX only: the client's outbox shadow in device memory, one word per port (empty: none).
+    #[cfg(target_arch = "nvptx64")]
+    shadow: &'a [AtomicU32],
     _side: PhantomData<S>,
+}
+
+/// NVPTX only: the shadow word's bit saying the client flipped its outbox and has not yet seen the
+/// reply (bit 0 mirrors the outbox bit).
+#[cfg(target_arch = "nvptx64")]
+const SHADOW_IN_FLIGHT: u32 = 2;
+
+/// NVPTX only: the client's private shadow of its outbox.
+///
+/// A warp opening a port normally reads the port's two mailbox words across PCIe (its own outbox
+/// and the server's) and fences at system scope: one round trip per call. Both can be known
+/// without that read. The client outbox is written only by client lock holders, so a copy of it
+/// in device memory, updated with every flip under the lock, is exact. And once a client has seen
+/// inbox == outbox (its reply), the packet stays the client's until a client flips again: the
+/// server flips only a packet it owns (the invariant in the module doc). So each shadow word holds
+/// the outbox bit and [`SHADOW_IN_FLIGHT`], set with every flip and cleared when a client sees the
+/// reply; a port opened with the bit clear is owned without reading host memory. A port left mid
+/// call (the bit set) is checked across PCIe as before. The shadow is device memory shared by
+/// the GPU's warps only, ordered by the lock's GPU-scope fences like the lock bitmap.
+#[cfg(target_arch = "nvptx64")]
+impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
+    /// Uses `shadow` (one word per port, zeroed while the region's mailboxes were zeroed, shared
+    /// by every client handle on the region and by nothing else) as the outbox shadow.
+    pub fn with_outbox_shadow(mut self, shadow: &'a [AtomicU32]) -> Result<Self, LayoutError> {
+        if shadow.len() != self.region.layout.ports() as usize {
+            return Err(LayoutError::Ports(self.region.layout.ports()));
+        }
+        self.shadow = shadow;
+        Ok(self)
+    }
 }
 
 /// A client process.
@@ -285,6 +318,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             cursor: Cell::new(0),
             first_word: 0,
             words: locks.len() as u32,
+            #[cfg(target_arch = "nvptx64")]
+            shadow: &[],
             _side: PhantomData,
         })
     }
@@ -379,6 +414,45 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     #[inline(always)]
     pub(crate) fn flip_outbox(&self, port: u32, value: u32) {
         M::flip(S::outbox(&self.region), port, value);
+        #[cfg(target_arch = "nvptx64")]
+        if let Some(shadow) = self.shadow.get(port as usize) {
+            shadow.store(value | SHADOW_IN_FLIGHT, Ordering::Relaxed);
+        }
+    }
+
+    /// NVPTX only: records that this side (a client with a shadow) saw the reply on `port` and
+    /// fenced after it. Runs in the first lane only, with the lock held.
+    #[cfg(target_arch = "nvptx64")]
+    #[inline(always)]
+    pub(crate) fn note_owned(&self, port: u32, out: u32) {
+        if let Some(shadow) = self.shadow.get(port as usize) {
+            shadow.store(out, Ordering::Relaxed);
+        }
+    }
+
+    /// NVPTX only: with a shadow, whether the locked `port` is ours and our outbox bit, from the
+    /// shadow alone when the last holder saw its reply, else from the inbox.
+    #[cfg(target_arch = "nvptx64")]
+    #[inline(always)]
+    fn open_by_shadow(&self, shadow: &AtomicU32, port: u32) -> Option<u32> {
+        let word = shadow.load(Ordering::Relaxed);
+        let out = word & 1;
+        if word & SHADOW_IN_FLIGHT == 0 {
+            // SYNC (take ownership, no fence): the last holder saw inbox == outbox, fenced
+            // (acquire, system scope) and then cleared the bit; its unlock's release and our
+            // lock's acquire (GPU scope) order us after that fence, so the server's last accesses
+            // to the packet happen before ours. The server cannot have flipped since: it flips
+            // only a packet it owns, and it owns none until a client flips.
+            return Some(out);
+        }
+        if self.owns(port, out) {
+            // SYNC (take ownership): pairs with the server's release fence before the flip we
+            // just observed (a port a client left mid-call, now answered).
+            fence(Ordering::Acquire);
+            shadow.store(out, Ordering::Relaxed);
+            return Some(out);
+        }
+        None
     }
 
     /// Finds a port this side owns and locks it; returns `index * 2 + outbox bit`, or `NONE`.
@@ -414,6 +488,20 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
                 free &= free - 1;
                 if !self.lock(port) {
                     continue;
+                }
+                #[cfg(target_arch = "nvptx64")]
+                if let Some(shadow) = self.shadow.get(port as usize) {
+                    match self.open_by_shadow(shadow, port) {
+                        Some(out) => {
+                            self.cursor
+                                .set((port + S::CURSOR_STEP) % self.region.layout.ports());
+                            return port * 2 + out;
+                        }
+                        None => {
+                            self.unlock(port);
+                            continue;
+                        }
+                    }
                 }
                 // The mailboxes are re-read with the lock held: the state may have moved since the
                 // scan, and the previous lock holder may have flipped our outbox.
