@@ -14,10 +14,11 @@ out=${1:-$root/gpu-out/ptx}
 # Each program must carry its kernels and the descriptor the loader fills in.
 grep -q '^\.visible \.entry _start(' "$out/hello.ptx"
 grep -q '^\.visible \.entry _start(' "$out/occupancy.ptx"
+grep -q '^\.visible \.entry _start(' "$out/exit.ptx"
 for k in pingpong call_latency call_throughput; do
     grep -q "^\.visible \.entry $k(" "$out/bench.ptx"
 done
-for p in hello occupancy bench; do
+for p in hello occupancy exit bench; do
     grep -q '^\.visible \.global .* FERRY_RPC\[32\]' "$out/$p.ptx"
 done
 # And the host side of the device crate builds and its simulated-warp tests pass.

@@ -35,7 +35,9 @@ pub struct Descriptor {
     pub mailbox: u32,
     /// Address of the region as the client sees it (device address of mapped host memory).
     pub region: u64,
-    /// Address of the client's lock bitmap (`layout.lock_words()` words, zeroed before launch).
+    /// Address of the client's lock bitmap (`layout.lock_words()` words), followed by its outbox
+    /// shadow (`layout.ports()` words, used on NVPTX only: `Process::with_outbox_shadow`), all
+    /// zeroed together with the region before the first launch. See [`Descriptor::client_words`].
     pub locks: u64,
 }
 
@@ -61,6 +63,12 @@ impl Descriptor {
         Layout::new(self.ports, self.lanes, kind)
     }
 
+    /// The `u32` words of client memory `locks` points to for `layout`: the lock bitmap, then the
+    /// outbox shadow.
+    pub fn client_words(layout: &Layout) -> usize {
+        layout.lock_words() + layout.ports() as usize
+    }
+
     /// The bytes of the descriptor, as the host copies them to the device.
     pub fn to_bytes(&self) -> [u8; 32] {
         let mut out = [0u8; 32];
@@ -80,7 +88,8 @@ impl Descriptor {
     /// The descriptor must be set up ([`MAGIC`]) by a host that keeps, for `'a`: `region` valid,
     /// 64-byte aligned memory of `layout().size()` bytes shared with its server only through the
     /// protocol, and `locks` valid, 4-byte aligned memory of `layout().lock_words()` words used
-    /// only as this region's client lock bitmap.
+    /// only as this region's client lock bitmap; on NVPTX, [`Descriptor::client_words`] words,
+    /// the rest used only as the client's outbox shadow, zeroed while the mailboxes were.
     pub unsafe fn client<'a, L: Lanes, W: Wait>(
         &self,
         lanes: L,
@@ -101,6 +110,19 @@ impl Descriptor {
                 layout.lock_words(),
             )
         };
-        ClientProcess::new(region, locks, lanes, wait)
+        let client = ClientProcess::new(region, locks, lanes, wait)?;
+        #[cfg(target_arch = "nvptx64")]
+        let client = {
+            // SAFETY: on NVPTX the caller guarantees `client_words` words at `locks`; the shadow
+            // is the `ports` words after the lock bitmap, used only as the outbox shadow.
+            let shadow = unsafe {
+                core::slice::from_raw_parts(
+                    (self.locks as usize as *const AtomicU32).add(layout.lock_words()),
+                    layout.ports() as usize,
+                )
+            };
+            client.with_outbox_shadow(shadow)?
+        };
+        Ok(client)
     }
 }

@@ -58,7 +58,8 @@ impl GpuRegion {
         let memory = cuda.alloc_mapped(layout.size())?;
         // `cuMemHostAlloc` returns page-aligned memory; the layout needs 64 bytes.
         debug_assert_eq!(memory.host() as usize % 64, 0);
-        let client_locks = cuda.alloc_device(layout.lock_words() * 4)?;
+        // The client's lock bitmap and outbox shadow, zeroed like the region's mailboxes.
+        let client_locks = cuda.alloc_device(Descriptor::client_words(&layout) * 4)?;
         Ok(GpuRegion {
             layout,
             memory,

@@ -3,8 +3,10 @@
 //! [`serve`] starts `threads` server threads on a region, runs the caller's `body` (launch a
 //! kernel and wait for it) on the calling thread, and then tells the threads to stop. A thread
 //! that is told to stop keeps serving until a whole scan of the region finds no request, so every
-//! call made before the kernel ended is answered ("drain"). Thread `t` starts its scans at port
-//! `t × ports / threads`, so threads spread over the region rather than racing for the same ports.
+//! call made before the kernel ended is answered ("drain"). The ports are split between the threads
+//! in whole lock words (32 ports): thread `t` owns words `t × W / T .. (t + 1) × W / T` of `W`
+//! and scans, locks and serves only those (`Process::restrict`), so no two threads race for a
+//! lock word or read each other's mailbox lines. At most one thread per 32 ports is started.
 //!
 //! The server is generic over where the region lives: the same code serves a GPU region in mapped
 //! host memory and a heap region that simulated warps call in tests.
@@ -95,8 +97,8 @@ pub fn serve<R>(
     handler: &impl Handler,
     body: impl FnOnce() -> R,
 ) -> Result<(R, ServeStats), LayoutError> {
-    let threads = threads.max(1);
-    let ports = region.layout().ports();
+    let words = region.layout().ports() / rpc_core::layout::PORT_GRANULE;
+    let threads = threads.clamp(1, words);
     // Check the locks before starting anything.
     ServerProcess::new(region, locks, Single, ServerWait::new(CALL_LIMIT))?;
     let stop = AtomicBool::new(false);
@@ -105,10 +107,16 @@ pub fn serve<R>(
             .map(|t| {
                 let stop = &stop;
                 s.spawn(move || {
+                    let (first, end) = (t * words / threads, (t + 1) * words / threads);
                     let server =
                         ServerProcess::new(region, locks, Single, ServerWait::new(CALL_LIMIT))
-                            .expect("checked above")
-                            .with_cursor((t as u64 * ports as u64 / threads as u64) as u32);
+                            .and_then(|s| {
+                                s.restrict(
+                                    first * rpc_core::layout::PORT_GRANULE,
+                                    (end - first) * rpc_core::layout::PORT_GRANULE,
+                                )
+                            })
+                            .expect("checked above");
                     serve_thread(&server, handler, stop)
                 })
             })
