@@ -127,18 +127,25 @@ fn wait_for(word: &AtomicU64, value: u64) {
     }
 }
 
-/// The rpc-core protocol alone: the same typed `echo` call (generated client and dispatch) between
-/// two threads of this process over a heap region of 64 ports (the same port count as the file),
-/// both sides spinning.
-fn in_process(args: &BenchArgs) -> f64 {
+/// The rpc-core protocol alone: an echo between two threads of this process over a heap region
+/// of 64 ports (the same port count as the file), both sides spinning. `typed`: the demo
+/// service's `echo` through the generated client trait and dispatch (what the file transport
+/// runs); otherwise the same exchange hand-written on `Port` (words in lane 0's slot), so the
+/// cost of the generated code shows as the difference.
+fn in_process(args: &BenchArgs, typed: bool) -> f64 {
     let region = rpc_core::HeapRegion::<rpc_core::PerPort>::new(64, 1).expect("a valid layout");
     let stop = std::sync::atomic::AtomicBool::new(false);
+    let opcode = Demo::Echo.opcode();
     std::thread::scope(|s| {
         s.spawn(|| {
             let server = region.server();
             let mut buffers = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                let _ = DemoService.serve_one(&server, &mut buffers);
+                if typed {
+                    let _ = DemoService.serve_one(&server, &mut buffers);
+                } else if let Some(mut port) = server.try_open(()) {
+                    let _ = port.recv_and_send(|slot, _| slot.words[1] = demo::mix(slot.words[0]));
+                }
             }
         });
         let client = region.client();
@@ -146,7 +153,13 @@ fn in_process(args: &BenchArgs) -> f64 {
         for run in 0..=args.runs {
             let t = Instant::now();
             for id in 0..args.trips {
-                std::hint::black_box(client.echo(id).map(|r| r.mix).unwrap_or(0));
+                let mut reply = 0;
+                if typed {
+                    reply = client.echo(id).map_or(0, |r| r.mix);
+                } else if let Ok(mut port) = client.open(opcode) {
+                    let _ = port.send_and_recv(|s, _| s.words[0] = id, |s, _| reply = s.words[1]);
+                }
+                std::hint::black_box(reply);
             }
             if run > 0 {
                 runs.push(t.elapsed().as_nanos() as f64 / args.trips as f64);
@@ -283,7 +296,8 @@ pub fn run(args: BenchArgs) -> Res<()> {
     )?;
     let call = rpc(&path, &args)?;
     let socket = uds(&args)?;
-    let threads = in_process(&args);
+    let threads = in_process(&args, true);
+    let by_hand = in_process(&args, false);
     println!();
     println!("| round trip between two processes | median ns | ratio |");
     println!("|---|---:|---:|");
@@ -296,6 +310,11 @@ pub fn run(args: BenchArgs) -> Res<()> {
         "| rpc-core alone: the same echo between two threads, heap region | {threads:.0} | {:.2}× the ping-pong; the file transport adds {:.0} ns |",
         threads / raw,
         call - threads
+    );
+    println!(
+        "| rpc-core alone, the echo hand-written on `Port` (no derive) | {by_hand:.0} | {:.2}× the ping-pong; the generated code costs {:.2}× this |",
+        by_hand / raw,
+        threads / by_hand
     );
     println!(
         "| Unix-domain socket, 8 B request + 8 B reply | {socket:.0} | ferry is {:.1}× faster (goal ≥ 10×) |",
