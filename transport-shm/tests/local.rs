@@ -8,7 +8,9 @@ use std::time::Duration;
 use rpc_core::service::CallError;
 use transport_shm::demo::{self, Demo, DemoHandle};
 use transport_shm::header::{Geometry, HEADER_SIZE};
-use transport_shm::{status, ClientConfig, Created, ServerConfig, ShmClient, ShmError, ShmServer};
+use transport_shm::{
+    status, ClientConfig, Created, ServerConfig, ServerPort, ShmClient, ShmError, ShmServer,
+};
 
 fn unique(tag: &str) -> PathBuf {
     static N: AtomicU32 = AtomicU32::new(0);
@@ -317,4 +319,44 @@ fn a_client_of_another_service_is_refused_at_attach() {
     assert_eq!(d.client().last_port(), port);
     let stats = server.shutdown(DEADLINE).stats;
     assert_eq!((stats.served, stats.failed), (2, 0));
+}
+
+/// The demo service, but `add` panics for `a == 0`.
+struct Fragile;
+
+impl demo::DemoServer for Fragile {
+    fn echo(&self, id: u64) -> demo::Echoed {
+        demo::DemoService.echo(id)
+    }
+    fn add(&self, r: demo::Operands) -> u64 {
+        assert!(r.a != 0, "add panics on purpose");
+        demo::DemoService.add(r)
+    }
+    fn sleep(&self, micros: u64) -> demo::Slept {
+        demo::DemoService.sleep(micros)
+    }
+    fn sum(&self, data: &[u8]) -> demo::Summed {
+        demo::DemoService.sum(data)
+    }
+}
+
+#[test]
+fn a_panicking_generated_handler_reaches_the_typed_client_as_server_error() {
+    let path = unique("fragile");
+    let server = ShmServer::start(&path, demo_config(), |port: &mut ServerPort<'_, '_>| {
+        demo::dispatch(&Fragile, port).map(|_| ())
+    })
+    .unwrap();
+    let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
+    for _ in 0..3 {
+        match c.add(0, 1) {
+            Err(ShmError::Service(CallError::Status(status::SERVER_ERROR))) => {}
+            other => panic!("expected SERVER_ERROR, got {other:?}"),
+        }
+        // The call completed with an answer: its port is free and the next call works.
+        assert_eq!(server.port_owner(c.client().last_port()).0, 0);
+        assert_eq!(c.add(1, 1).unwrap(), 2);
+    }
+    let stats = server.shutdown(DEADLINE).stats;
+    assert_eq!((stats.served, stats.panicked, stats.reclaimed), (3, 3, 0));
 }
