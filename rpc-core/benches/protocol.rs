@@ -124,8 +124,8 @@ fn try_open_rows(ports: u32, percent: u32) -> (f64, f64, f64) {
     let mut rng = XorShift(12345);
     let cold = median_ns(20_000, |n| {
         for _ in 0..n {
-            let c = region.client().with_cursor(rng.next() as u32);
-            black_box(c.try_open(0).expect("a free port").index());
+            client.set_cursor(rng.next() as u32);
+            black_box(client.try_open(0).expect("a free port").index());
         }
     });
     // The seed: `for index in 0..port_count { if lock[index].fetch_or(1) != 0 continue; ... }`.

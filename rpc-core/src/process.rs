@@ -355,6 +355,11 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         self.first_word * PORT_GRANULE..(self.first_word + self.words) * PORT_GRANULE
     }
 
+    /// Moves where this handle's next search starts (modulo the port count).
+    pub fn set_cursor(&self, port: u32) {
+        self.cursor.set(port % self.region.layout.ports());
+    }
+
     /// The region.
     pub fn region(&self) -> &Region<'a, M> {
         &self.region
@@ -465,9 +470,17 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         }
         let (first_word, first_bit) = (start / PORT_GRANULE - base, start % PORT_GRANULE);
         // `words + 1` steps: the starting word is visited twice, first from `first_bit` up, last
-        // below it, so every port of the range is tried exactly once.
+        // below it, so every port of the range is tried exactly once. The word index wraps by
+        // comparison: a `%` (a division) per step would cost more than the step.
+        let mut offset = first_word;
         for step in 0..=words {
-            let word = base + (first_word + step) % words;
+            if step != 0 {
+                offset += 1;
+                if offset == words {
+                    offset = 0;
+                }
+            }
+            let word = base + offset;
             let mut free = !self.locks[word as usize].load(Ordering::Relaxed);
             if step == 0 {
                 free &= u32::MAX << first_bit;
@@ -493,8 +506,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
                 if let Some(shadow) = self.shadow.get(port as usize) {
                     match self.open_by_shadow(shadow, port) {
                         Some(out) => {
-                            self.cursor
-                                .set((port + S::CURSOR_STEP) % self.region.layout.ports());
+                            self.advance_cursor(port);
                             return port * 2 + out;
                         }
                         None => {
@@ -510,14 +522,25 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
                     // SYNC (take ownership): pairs with the other side's release fence before the
                     // flip we just observed; the packet's contents are now visible to us.
                     fence(Ordering::Acquire);
-                    self.cursor
-                        .set((port + S::CURSOR_STEP) % self.region.layout.ports());
+                    self.advance_cursor(port);
                     return port * 2 + out;
                 }
                 self.unlock(port);
             }
         }
         NONE
+    }
+
+    /// Where the next search starts after opening `port`: the same port for a client, the next
+    /// for a server (fairness).
+    #[inline(always)]
+    fn advance_cursor(&self, port: u32) {
+        let next = port + S::CURSOR_STEP;
+        self.cursor.set(if next == self.region.layout.ports() {
+            0
+        } else {
+            next
+        });
     }
 
     /// Sets `port`'s lock bit; true if it was clear.
