@@ -85,7 +85,7 @@ impl Drop for Stop<'_> {
 #[test]
 fn restricted_servers_together_serve_every_port() {
     const PORTS: u32 = 256;
-    const ROUNDS: u64 = 50;
+    const ROUNDS: u64 = 20;
     let region = HeapRegion::<PerPort>::new(PORTS, 1).unwrap();
     let served = [AtomicU64::new(0), AtomicU64::new(0)];
     let done = AtomicU64::new(0);
