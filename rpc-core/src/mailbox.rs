@@ -20,7 +20,7 @@
 //! ones (see `DESIGN.md`) — so the packed flip is not even correct there. `Packed` stays for
 //! host-only regions and for the measurement.
 
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{AtomicU32, Ordering, MAILBOX_LOAD};
 
 /// Which representation a region's mailboxes use; part of the layout both sides must agree on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -56,7 +56,8 @@ pub trait Mailbox: sealed::Sealed + 'static {
     /// The layout tag of this representation.
     const KIND: MailboxKind;
 
-    /// The mailbox bit (0 or 1) of `port`. Relaxed: callers order it with a fence.
+    /// The mailbox bit (0 or 1) of `port`, loaded with `sync::MAILBOX_LOAD` ordering; callers
+    /// also order it with an acquire fence before touching the packet.
     fn load(boxes: &[AtomicU32], port: u32) -> u32;
 
     /// Sets our outbox bit of `port` to `value`, which the caller knows differs from the current
@@ -82,7 +83,7 @@ impl Mailbox for PerPort {
 
     #[inline(always)]
     fn load(boxes: &[AtomicU32], port: u32) -> u32 {
-        boxes[port as usize].load(Ordering::Relaxed) & 1
+        boxes[port as usize].load(MAILBOX_LOAD) & 1
     }
 
     #[inline(always)]
@@ -110,7 +111,7 @@ impl Mailbox for Packed {
 
     #[inline(always)]
     fn load(boxes: &[AtomicU32], port: u32) -> u32 {
-        (boxes[port as usize / 32].load(Ordering::Relaxed) >> (port % 32)) & 1
+        (boxes[port as usize / 32].load(MAILBOX_LOAD) >> (port % 32)) & 1
     }
 
     #[inline(always)]

@@ -34,6 +34,21 @@ pub(crate) fn lock_fence(order: Ordering) {
     fence(order);
 }
 
+/// The ordering of a load that decides whether this side owns a packet (`Mailbox::load`).
+///
+/// Every such load is followed by an acquire fence before the packet is touched, which already
+/// orders it; on the host the load is *also* an acquire load. On x86-64 both forms compile to a
+/// plain `mov`, and the acquire load is what loom (`--cfg loom`) credits as synchronising: its
+/// model did not credit a relaxed load followed by `fence(Acquire)` here and reported a race on
+/// the packet header that the C++ model rules out, so the host form is the one loom checks. On
+/// NVPTX an acquire load is a costlier `ld.acquire.sys` (DESIGN.md's table), so there the load is
+/// relaxed and the explicit fence alone orders it.
+#[cfg(not(target_arch = "nvptx64"))]
+pub(crate) const MAILBOX_LOAD: Ordering = Ordering::Acquire;
+/// See the host definition: on NVPTX the explicit acquire fence after the load orders it.
+#[cfg(target_arch = "nvptx64")]
+pub(crate) const MAILBOX_LOAD: Ordering = Ordering::Relaxed;
+
 /// A hint that the caller is spinning on a value the other side will change.
 #[inline(always)]
 pub(crate) fn spin_hint() {
