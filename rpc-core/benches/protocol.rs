@@ -241,51 +241,65 @@ fn main() {
         black_box(stream(4096));
         return;
     }
+    // `cargo bench -p rpc-core --bench protocol -- NAME` runs only the groups whose name contains
+    // NAME: round_trip, try_open, server_scan, stream.
+    let filter = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .unwrap_or_default();
+    let run = |group: &str| group.contains(filter.as_str());
     println!("| benchmark | ours | baseline | baseline time | ours / baseline |");
     println!("|---|---|---|---|---|");
-    let pp = ping_pong(200_000);
-    let rt = round_trip::<PerPort>(200_000);
-    row(
-        "no-op call round trip, 2 threads (PerPort mailbox)",
-        rt,
-        "two-atomic ping-pong",
-        pp,
-    );
-    let rt_packed = round_trip::<Packed>(200_000);
-    row(
-        "no-op call round trip, 2 threads (Packed mailbox)",
-        rt_packed,
-        "two-atomic ping-pong",
-        pp,
-    );
-    for percent in [0, 50, 99] {
-        let (warm, cold, naive) = try_open_rows(16384, percent);
+    if run("round_trip") {
+        let pp = ping_pong(200_000);
+        let rt = round_trip::<PerPort>(200_000);
         row(
-            &format!("try_open+close, 16384 ports, {percent}% busy, warm cursor"),
+            "no-op call round trip, 2 threads (PerPort mailbox)",
+            rt,
+            "two-atomic ping-pong",
+            pp,
+        );
+        let rt = round_trip::<Packed>(200_000);
+        row(
+            "no-op call round trip, 2 threads (Packed mailbox)",
+            rt,
+            "two-atomic ping-pong",
+            pp,
+        );
+    }
+    for percent in [0, 50, 99].into_iter().filter(|_| run("try_open")) {
+        let (warm, cold, naive) = try_open_rows(16384, percent);
+        let name = format!("try_open+close, 16384 ports, {percent}% busy");
+        row(
+            &format!("{name}, warm cursor"),
             warm,
             "seed linear scan",
             naive,
         );
         row(
-            &format!("try_open+close, 16384 ports, {percent}% busy, cold (random) cursor"),
+            &format!("{name}, cold (random) cursor"),
             cold,
             "seed linear scan",
             naive,
         );
     }
-    let per_port = server_scan::<PerPort>(16384);
-    let packed = server_scan::<Packed>(16384);
-    row(
-        "server finds 1 request in 16384 ports (Packed)",
-        packed,
-        "the same with PerPort",
-        per_port,
-    );
-    let (ours, copy) = stream(1 << 20);
-    row(
-        "send_n 1 MiB to another thread (+ reply)",
-        ours,
-        "memcpy 1 MiB",
-        copy,
-    );
+    if run("server_scan") {
+        let per_port = server_scan::<PerPort>(16384);
+        let packed = server_scan::<Packed>(16384);
+        row(
+            "server finds 1 request in 16384 ports (Packed)",
+            packed,
+            "the same with PerPort",
+            per_port,
+        );
+    }
+    if run("stream") {
+        let (ours, copy) = stream(1 << 20);
+        row(
+            "send_n 1 MiB to another thread (+ reply)",
+            ours,
+            "memcpy 1 MiB",
+            copy,
+        );
+    }
 }
