@@ -19,14 +19,14 @@ use crate::owner::{abandon, pid_of, release, try_claim};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::transport::Transport;
 use crate::wait::ClientWait;
-use crate::PerPort;
+use crate::ShmMailbox;
 
 /// An open port on the client side, as a call's closure sees it.
-pub type ClientPort<'p, 'a> = Port<'p, 'a, Client, Single, PerPort, &'a ClientWait>;
+pub type ClientPort<'p, 'a> = Port<'p, 'a, Client, Single, ShmMailbox, &'a ClientWait>;
 
 /// A client process over one claimed port, as [`ShmClient::call_typed`] hands it out: the
 /// generated client traits of `#[derive(RpcOpcodes)]` services are implemented for it.
-pub type ClaimedProcess<'a> = ClientProcess<'a, Single, PerPort, &'a ClientWait>;
+pub type ClaimedProcess<'a> = ClientProcess<'a, Single, ShmMailbox, &'a ClientWait>;
 
 /// How a client attaches.
 #[derive(Clone, Copy, Debug)]
@@ -227,8 +227,8 @@ impl ShmClient {
 }
 
 impl Transport for ShmClient {
-    type Mailbox = PerPort;
-    fn region(&self) -> rpc_core::Region<'_, PerPort> {
+    type Mailbox = ShmMailbox;
+    fn region(&self) -> rpc_core::Region<'_, ShmMailbox> {
         self.mapped.region()
     }
     fn fingerprint(&self) -> u64 {

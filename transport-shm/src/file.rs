@@ -22,7 +22,9 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use rpc_core::{PerPort, Region};
+use rpc_core::Region;
+
+use crate::ShmMailbox;
 use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, CWD};
 
 use crate::error::ShmError;
@@ -83,7 +85,7 @@ impl Mapped {
     }
 
     /// The rpc-core region inside the file.
-    pub(crate) fn region(&self) -> Region<'_, PerPort> {
+    pub(crate) fn region(&self) -> Region<'_, ShmMailbox> {
         let g = &self.geometry;
         // SAFETY: the mapping is `file_size` bytes, page aligned, alive as long as `self`;
         // `region_offset` is a multiple of 64 and `region_offset + layout.size() <= owners_offset

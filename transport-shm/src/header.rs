@@ -7,7 +7,7 @@
 //!     12     4  header_size    HEADER_SIZE
 //!     16     4  ports          port count (a multiple of 32, rpc_core::Layout checks it)
 //!     20     4  lanes          slots per packet
-//!     24     4  mailbox        rpc_core::MailboxKind wire number (PerPort = 0)
+//!     24     4  mailbox        rpc_core::MailboxKind wire number (Packed = 1)
 //!     28     4  reserved       zero
 //!     32     8  region_offset  where the rpc_core region starts (64-byte aligned)
 //!     40     8  region_size    rpc_core::Layout::size()
@@ -25,7 +25,9 @@
 //! and the file's real size, so it is fuzzed directly (`tests/header_fuzz.rs`): whatever the bytes,
 //! it returns a geometry whose every part lies inside the file, or an error naming the field.
 
-use rpc_core::{Layout, LayoutError, MailboxKind};
+use rpc_core::{Layout, LayoutError, Mailbox};
+
+use crate::ShmMailbox;
 
 /// The file's first eight bytes.
 pub const MAGIC: [u8; 8] = *b"FERRYSHM";
@@ -118,7 +120,7 @@ impl Geometry {
         fingerprint: u64,
         server_pid: u32,
     ) -> Result<Geometry, LayoutError> {
-        let layout = Layout::new(ports, lanes, MailboxKind::PerPort)?;
+        let layout = Layout::new(ports, lanes, <ShmMailbox as Mailbox>::KIND)?;
         let region_offset = align64(HEADER_SIZE as u64);
         let owners_offset = align64(region_offset + layout.size() as u64);
         let file_size = owners_offset + ports as u64 * 8;
@@ -236,11 +238,14 @@ impl Geometry {
         let ports = u32_at(b, 16);
         let lanes = u32_at(b, 20);
         let mailbox = u32_at(b, 24);
-        if mailbox != MailboxKind::PerPort as u32 {
+        if mailbox != <ShmMailbox as Mailbox>::KIND as u32 {
             return Err(bad(
                 "mailbox",
                 mailbox.into(),
-                "0 (one mailbox word per port)",
+                format!(
+                    "{} (one mailbox bit per port)",
+                    <ShmMailbox as Mailbox>::KIND as u32
+                ),
             ));
         }
         if u32_at(b, 28) != 0 || b[96..].iter().any(|&x| x != 0) {

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! offset 0           header (128 bytes): magic, version, geometry, fingerprint, server pid, state
-//! region_offset      the rpc_core region: mailboxes and packets (rpc_core::Layout, PerPort)
+//! region_offset      the rpc_core region: mailboxes and packets (rpc_core::Layout, packed mailboxes)
 //! owners_offset      one u64 owner word per port: generation << 32 | pid (0: free)
 //! ```
 //!
@@ -92,7 +92,12 @@ pub use client::{ClaimedProcess, ClientConfig, ClientPort, ShmClient};
 pub use error::ShmError;
 pub use file::{path_for, Created};
 pub use header::{Geometry, HeaderError};
-pub use rpc_core::PerPort;
+/// The mailbox representation of shared-memory regions: one bit per port. Measured against one
+/// word per port (`cargo bench -p rpc-core --bench protocol -- round_trip`, BENCHMARKS.md), it makes
+/// the round trip between host threads faster (the server's scan reads two words per 32 ports
+/// instead of 64) and costs nothing here, where both sides are CPUs that can flip bits with a
+/// read-modify-write; GPU regions keep one word per port (see `rpc_core::mailbox`).
+pub type ShmMailbox = rpc_core::Packed;
 pub use server::{Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown};
 pub use transport::Transport;
 pub use wait::{ClientWait, ServerWait};

@@ -22,10 +22,10 @@ use crate::owner::{generation_of, pack, pid_of, process_alive, ABANDONED};
 use crate::status;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::wait::ServerWait;
-use crate::PerPort;
+use crate::ShmMailbox;
 
 /// An open port on the server side, as a handler sees it.
-pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, PerPort, ServerWait>;
+pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, ShmMailbox, ServerWait>;
 
 /// Serves one request on an open port: receives it and replies (or fails).
 ///
@@ -300,7 +300,7 @@ fn work(shared: &Shared, handler: &dyn Handler, first: u32) {
         Arc::clone(&shared.stop),
         shared.config.call_deadline,
     );
-    let process: ServerProcess<'_, Single, PerPort, ServerWait> =
+    let process: ServerProcess<'_, Single, ShmMailbox, ServerWait> =
         match ServerProcess::new(mapped.region(), &shared.server_locks, Single, wait) {
             Ok(p) => p.with_cursor(first),
             Err(_) => return,
@@ -416,8 +416,8 @@ fn monitor(shared: &Shared) {
 }
 
 impl crate::transport::Transport for ShmServer {
-    type Mailbox = PerPort;
-    fn region(&self) -> rpc_core::Region<'_, PerPort> {
+    type Mailbox = ShmMailbox;
+    fn region(&self) -> rpc_core::Region<'_, ShmMailbox> {
         self.shared.mapped.region()
     }
     fn fingerprint(&self) -> u64 {
