@@ -12,13 +12,24 @@
 //!   loads, but a flip is a read-modify-write (`fetch_xor`) on a word other threads of the same
 //!   side flip too.
 //!
-//! **[`PerPort`] is the default**, for two reasons. On the host, measured on the development
-//! machine, the round trip is what every call pays and the packed flip's `lock xor` costs more
-//! than the scan saves (the scan saving only matters to an idle server, which has time to spare).
-//! On a GPU the outbox lives in host memory across PCIe, where a device-side read-modify-write is
-//! not atomic with respect to the host's — and NVPTX lowers ordered RMWs to relaxed GPU-scope
-//! ones (see `DESIGN.md`) — so the packed flip is not even correct there. `Packed` stays for
-//! host-only regions and for the measurement.
+//! **Which is faster depends on who flips**, so both are kept and each transport picks one; the
+//! layout records the kind and both sides check it. Measured in one run of `cargo bench -p
+//! rpc-core --bench protocol` on a 16-core Xeon (the H200 host, 2026-11-29; three runs):
+//!
+//! | hot path | `PerPort` | `Packed` |
+//! |---|---|---|
+//! | no-op round trip between two threads | 796–900 ns | 696–839 ns (3–15 % faster) |
+//! | the server's scan for 1 request among 16384 idle ports | 22.8–25.0 µs | 1.57–1.67 µs (14× faster) |
+//!
+//! - Between CPUs (`transport-shm`, heap regions of threads) **`Packed` wins**: the server scans
+//!   32 ports with two loads instead of 64, and the flip's `lock xor` costs little more than the
+//!   store it replaces, because x86 drains the store buffer before the flip becomes visible either
+//!   way.
+//! - On a GPU (`transport-gpu`) **`PerPort` is required**: the client's outbox lives in host memory
+//!   across PCIe, where a flip must be a posted store, not a read-modify-write the GPU would have
+//!   to carry out over the link (and NVPTX lowers ordered RMWs to relaxed GPU-scope ones, see
+//!   `DESIGN.md`); the device library also keeps a per-port outbox shadow in device memory that
+//!   assumes one word per port. It is the type parameters' default, as in LLVM libc's layout.
 
 use crate::sync::{AtomicU32, Ordering, MAILBOX_LOAD};
 
