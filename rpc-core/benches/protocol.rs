@@ -158,6 +158,65 @@ fn try_open_rows(ports: u32, percent: u32) -> (f64, f64, f64) {
     (warm, cold, naive)
 }
 
+/// The seed's client scan: from port 0, one lock word per port, the first free port it owns.
+fn naive_open(locks: &[AtomicU32], inbox: &[AtomicU32], outbox: &[AtomicU32]) -> usize {
+    for index in 0..locks.len() {
+        if locks[index].fetch_or(1, Ordering::AcqRel) != 0 {
+            continue;
+        }
+        if inbox[index].load(Ordering::Relaxed) != outbox[index].load(Ordering::Relaxed) {
+            locks[index].store(0, Ordering::Release);
+            continue;
+        }
+        return index;
+    }
+    panic!("no free port");
+}
+
+/// `try_open` + close by `threads` threads at once with `percent` of the ports held: ours (each
+/// thread its own handle, cursors spread) and the seed's scan (every thread from port 0), as
+/// nanoseconds per open per thread.
+fn try_open_contended(ports: u32, percent: u32, threads: u32) -> (f64, f64) {
+    let busy = busy_pattern(ports, percent);
+    let region = HeapRegion::<PerPort>::new(ports, 1).unwrap();
+    for (p, &b) in busy.iter().enumerate() {
+        if b {
+            region.client_locks()[p / 32].fetch_or(1 << (p % 32), Ordering::Relaxed);
+        }
+    }
+    let ours = median_ns(20_000, |n| {
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let region = &region;
+                s.spawn(move || {
+                    let client = region.client().with_cursor(t * (ports / threads));
+                    for _ in 0..n {
+                        black_box(client.try_open(0).expect("a free port").index());
+                    }
+                });
+            }
+        })
+    });
+    let locks: Vec<AtomicU32> = busy.iter().map(|&b| AtomicU32::new(b as u32)).collect();
+    let r = region.region();
+    let (inbox, outbox) = (r.server_outbox(), r.client_outbox());
+    let naive = median_ns(2_000, |n| {
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                let locks = &locks;
+                s.spawn(move || {
+                    for _ in 0..n {
+                        let index = naive_open(locks, inbox, outbox);
+                        black_box(index);
+                        locks[index].store(0, Ordering::Release);
+                    }
+                });
+            }
+        })
+    });
+    (ours, naive)
+}
+
 /// The server's scan for one pending request among `ports` idle ports, by mailbox representation.
 fn server_scan<M: Mailbox>(ports: u32) -> f64 {
     let region = HeapRegion::<M>::new(ports, 1).unwrap();
@@ -282,6 +341,11 @@ fn main() {
             "seed linear scan",
             naive,
         );
+    }
+    for percent in [99].into_iter().filter(|_| run("try_open")) {
+        let (ours, naive) = try_open_contended(16384, percent, 2);
+        let name = format!("try_open+close, 16384 ports, {percent}% busy, 2 threads at once");
+        row(&name, ours, "seed linear scan, 2 threads", naive);
     }
     if run("server_scan") {
         let per_port = server_scan::<PerPort>(16384);

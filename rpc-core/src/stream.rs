@@ -10,7 +10,7 @@
 //! announces more than the receiver's limit (or more than its sink takes) gets the stream refused.
 //! If more packets would follow, the receiver writes `STREAM_REJECTED` into the header's stream
 //! word and hands the packet back; the sender reads that word each time it gets the packet back,
-//! stops, and reports [`Error::Rejected`](crate::Error::Rejected). Either way both sides end the
+//! stops, and reports [`Error::Rejected`]. Either way both sides end the
 //! stream in step, with the port usable for a reply, and nothing is allocated for a hostile length.
 
 use crate::lanes::Lanes;
