@@ -133,7 +133,8 @@ fn wait_for(word: &AtomicU64, value: u64) {
 /// runs); otherwise the same exchange hand-written on `Port` (words in lane 0's slot), so the
 /// cost of the generated code shows as the difference.
 fn in_process(args: &BenchArgs, typed: bool) -> f64 {
-    let region = rpc_core::HeapRegion::<transport_shm::ShmMailbox>::new(64, 1).expect("a valid layout");
+    let region =
+        rpc_core::HeapRegion::<transport_shm::ShmMailbox>::new(64, 1).expect("a valid layout");
     let stop = std::sync::atomic::AtomicBool::new(false);
     let opcode = Demo::Echo.opcode();
     std::thread::scope(|s| {
