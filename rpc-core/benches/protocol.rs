@@ -86,6 +86,66 @@ fn round_trip<M: Mailbox>(iters: u64) -> f64 {
     })
 }
 
+/// A no-op call as `round_trip`, by a client handle that keeps its port between calls.
+fn kept_round_trip<M: Mailbox>(iters: u64) -> f64 {
+    let region = HeapRegion::<M>::new(32, 1).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let server = region.server();
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(mut port) = server.try_open(()) {
+                    port.recv_and_send(|_, _| {}).unwrap();
+                }
+            }
+        });
+        let client = region.client().keep_port(true);
+        let ns = median_ns(iters, |n| {
+            for i in 0..n {
+                let mut port = client.open(1).unwrap();
+                port.send_and_recv(
+                    |s, _| s.words[0] = i,
+                    |s, _| {
+                        black_box(s.words[0]);
+                    },
+                )
+                .unwrap();
+            }
+        });
+        stop.store(true, Ordering::Relaxed);
+        ns
+    })
+}
+
+/// A no-op exchange on a port both sides keep open: the handoff alone, without the search, the
+/// locks and the header of opening a port per call.
+fn held_port<M: Mailbox>(iters: u64) -> f64 {
+    let region = HeapRegion::<M>::new(32, 1).unwrap();
+    let total = iters * (BATCHES as u64 + 1);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let server = region.server();
+            let mut port = server.open(()).unwrap();
+            for _ in 0..total {
+                port.recv_and_send(|_, _| {}).unwrap();
+            }
+        });
+        let client = region.client();
+        let mut port = client.open(1).unwrap();
+        median_ns(iters, |n| {
+            for i in 0..n {
+                port.send_and_recv(
+                    |s, _| s.words[0] = i,
+                    |s, _| {
+                        black_box(s.words[0]);
+                    },
+                )
+                .unwrap();
+            }
+        })
+    })
+}
+
 struct XorShift(u64);
 impl XorShift {
     fn next(&mut self) -> u64 {
@@ -322,6 +382,20 @@ fn main() {
         row(
             "no-op call round trip, 2 threads (Packed mailbox)",
             rt,
+            "two-atomic ping-pong",
+            pp,
+        );
+        let kept = kept_round_trip::<Packed>(200_000);
+        row(
+            "no-op call round trip, client keeps its port (Packed)",
+            kept,
+            "two-atomic ping-pong",
+            pp,
+        );
+        let held = held_port::<PerPort>(200_000);
+        row(
+            "no-op exchange on a port kept open (PerPort)",
+            held,
             "two-atomic ping-pong",
             pp,
         );

@@ -348,3 +348,55 @@ fn a_simulated_warp_fills_every_slot_and_streams_per_lane() {
     });
     let _ = Duration::ZERO;
 }
+
+#[test]
+fn a_kept_port_is_reused_without_a_search_and_released_with_its_handle() {
+    let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
+    let server = region.server();
+    let client = region.client().keep_port(true).with_cursor(5);
+    let call = |value: u64| {
+        let mut c = client.try_open(1).expect("a port");
+        let index = c.index();
+        c.send(|s, _| s.words[0] = value).unwrap();
+        let mut s = server.try_open(()).unwrap();
+        s.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
+        drop(s);
+        let mut got = 0;
+        c.recv(|s, _| got = s.words[0]).unwrap();
+        assert_eq!(got, value + 1);
+        index
+    };
+    let first = call(1);
+    // Closed, but still locked for this handle: another handle cannot take it.
+    assert_ne!(
+        region.client_locks()[0].load(std::sync::atomic::Ordering::Relaxed) & (1 << first),
+        0
+    );
+    let other = region.client().with_cursor(first);
+    let p = other.try_open(1).unwrap();
+    assert_ne!(p.index(), first);
+    drop(p);
+    assert_eq!(call(2), first, "the kept port is reused");
+    // A one-way send leaves the packet with the server: the next open must not reuse it before
+    // the server answers, and must not hang.
+    let mut c = client.try_open(1).unwrap();
+    assert_eq!(c.index(), first);
+    c.send(|s, _| s.words[0] = 7).unwrap();
+    drop(c);
+    let next = client.try_open(1).expect("another port");
+    assert_ne!(next.index(), first);
+    drop(next);
+    let mut s = server.try_open(()).unwrap();
+    assert_eq!(s.index(), first);
+    s.recv(|_, _| {}).unwrap();
+    drop(s);
+    drop(client);
+    assert_eq!(
+        region.client_locks()[0].load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "all released"
+    );
+    for p in 0..32 {
+        assert!(region.region().client_owns(p));
+    }
+}

@@ -21,7 +21,7 @@ struct Outcome {
 }
 
 /// `clients` threads make `calls` calls in all over `ports` ports, served by `servers` threads.
-fn stress<M: Mailbox>(ports: u32, clients: u32, servers: u32, calls: u64) -> Outcome {
+fn stress<M: Mailbox>(ports: u32, clients: u32, servers: u32, calls: u64, keep: bool) -> Outcome {
     let region = Arc::new(HeapRegion::<M>::new(ports, 1).unwrap());
     let progress = Arc::new(AtomicU64::new(0));
     let dump_of = region.clone();
@@ -71,7 +71,8 @@ fn stress<M: Mailbox>(ports: u32, clients: u32, servers: u32, calls: u64) -> Out
                     let client = region
                         .client_with(Single, Backoff::default())
                         .unwrap()
-                        .with_cursor(t * (ports / clients.min(ports)).max(1));
+                        .with_cursor(t * (ports / clients.min(ports)).max(1))
+                        .keep_port(keep);
                     let mut ids = Vec::with_capacity(share as usize);
                     let (mut ok, mut bad, mut err) = (0u64, 0u64, 0u64);
                     for seq in 0..share {
@@ -137,7 +138,7 @@ fn check(o: &Outcome, calls: u64) {
 #[test]
 fn more_clients_than_ports() {
     let calls = 100_000;
-    let o = stress::<PerPort>(32, 64, 2, calls);
+    let o = stress::<PerPort>(32, 64, 2, calls, false);
     check(&o, calls);
     // With twice as many clients as ports every port must have been used.
     assert!(o.per_port.iter().all(|&n| n > 0), "{:?}", o.per_port);
@@ -146,13 +147,29 @@ fn more_clients_than_ports() {
 #[test]
 fn many_ports() {
     let calls = 100_000;
-    let o = stress::<PerPort>(16384, 16, 2, calls);
+    let o = stress::<PerPort>(16384, 16, 2, calls, false);
     check(&o, calls);
 }
 
 #[test]
 fn packed_mailboxes_under_contention() {
     let calls = 50_000;
-    let o = stress::<Packed>(32, 64, 2, calls);
+    let o = stress::<Packed>(32, 64, 2, calls, false);
+    check(&o, calls);
+}
+
+#[test]
+fn kept_ports_with_more_clients_than_ports() {
+    // Handles that keep their port between calls hold it while idle; the others wait for a
+    // handle to finish (its drop releases the port): slower, but nothing is lost or stuck.
+    let calls = 50_000;
+    let o = stress::<PerPort>(32, 64, 2, calls, true);
+    check(&o, calls);
+}
+
+#[test]
+fn kept_ports_with_a_port_per_client() {
+    let calls = 100_000;
+    let o = stress::<Packed>(64, 16, 2, calls, true);
     check(&o, calls);
 }
