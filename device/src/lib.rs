@@ -4,6 +4,8 @@
 //!   [`rpc_core::Lanes`]: lane id, active mask, ballot, broadcast, sync;
 //! - [`descriptor`]: where the host tells the kernel about the region (the `FERRY_RPC` global the
 //!   loader fills before launch), and the client each warp builds from it at kernel start;
+//! - [`host`]: what a GPU program expects from a C library (print, files, exit, malloc, clock,
+//!   `system`), as the derived service [`host::Libc`] and its device-side API;
 //! - [`services`]: the opcodes the host serves and their device-side calls (a no-op, print, exit);
 //! - [`wait`]: how a warp waits for the host (spin, then sleep);
 //! - `nvptx`: thread and block indices, the global timer, the entry-point macro [`entry!`] and the
@@ -23,6 +25,7 @@
 extern crate std;
 
 pub mod descriptor;
+pub mod host;
 pub mod lanes;
 #[cfg(target_arch = "nvptx64")]
 pub mod nvptx;

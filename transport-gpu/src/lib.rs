@@ -10,6 +10,8 @@
 //! - [`server`]: server threads that serve a region while a kernel runs and drain it when it ends;
 //!   generic over where the region lives, so tests run device code on CPU threads against it.
 //! - [`services`]: the host side of `device::services` (no-op, print, exit).
+//! - [`host`]: the host side of `device::host` (print, files, exit and abort, malloc from reserved
+//!   memory, a clock, `system` when turned on), served through the derived dispatch.
 //! - [`launch`]: running a program's entry kernel while serving it (the loader's core).
 //! - [`hsa`]: AMD's HSA runtime, loaded at run time (`libhsa-runtime64`): fine-grained memory.
 //!
@@ -19,12 +21,14 @@
 #![deny(missing_docs)]
 
 pub mod cuda;
+pub mod host;
 pub mod hsa;
 pub mod launch;
 pub mod region;
 pub mod server;
 pub mod services;
 
+pub use host::{LibcConfig, LibcHost};
 pub use launch::{run_program, RunConfig, RunReport};
 pub use region::{GpuRegion, PortCount};
 pub use server::{serve, Handler, ServeStats, ServerPort};

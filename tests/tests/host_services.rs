@@ -1,0 +1,773 @@
+//! The host services a GPU program expects (`device::host`), with no GPU: the device API on host
+//! threads against `transport_gpu::host::LibcHost` served over the shared-memory transport, and on
+//! simulated warps (`device::sim::SimWarp`) against the same server over a heap region, as a
+//! kernel's warps would call it. Every service, and its errors: a missing file, a bad handle, a
+//! read past the end, hostile lengths, exit with a code.
+
+// A device call must take a client of any lifetime, which a function path does not: closures.
+#![allow(clippy::redundant_closure)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use device::descriptor::{Descriptor, MAGIC};
+use device::host::{self, mode, Handle, HostError, Libc, LibcClient, Printer, ReadRequest, Target};
+use device::sim::SimWarp;
+use ferry_tests::unique_path;
+use rpc_core::service::CallError;
+use rpc_core::{HeapRegion, Lanes, MailboxKind, Stalled, Wait};
+use transport_gpu::host::{Arena, LibcConfig, LibcHost, DATA_HEADER, IO_CHUNK, STDOUT};
+use transport_shm::{ClaimedProcess, ClientConfig, ServerConfig, ServerPort, ShmClient, ShmError};
+use transport_shm::{ShmServer, Shutdown};
+
+/// Aborts the test process if a test is still running after `limit` (a hang must fail).
+struct Watchdog(Arc<AtomicBool>);
+
+impl Watchdog {
+    fn new(name: &'static str) -> Self {
+        let limit = Duration::from_secs(120);
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !flag.load(Ordering::Relaxed) {
+                if start.elapsed() > limit {
+                    eprintln!("watchdog: {name} still running after {limit:?}");
+                    std::process::abort();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        Watchdog(done)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A writer the test reads back.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Capture {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+fn captured(out: &Capture, err: &Capture) -> LibcConfig {
+    LibcConfig {
+        stdout: Box::new(out.clone()),
+        stderr: Box::new(err.clone()),
+        ..LibcConfig::default()
+    }
+}
+
+/// A scratch directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!(
+            "ferry-libc-{tag}-{}",
+            unique_path("d").file_name().unwrap().to_str().unwrap()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A server of `host` over a shared-memory file.
+fn shm_server(host: &Arc<LibcHost>) -> (ShmServer, PathBuf) {
+    let path = unique_path("libc");
+    let h = Arc::clone(host);
+    let server = ShmServer::start(
+        &path,
+        ServerConfig {
+            ports: 32,
+            workers: 2,
+            fingerprint: Libc::FINGERPRINT,
+            ..ServerConfig::default()
+        },
+        move |port: &mut ServerPort<'_, '_>| h.dispatch(port).map(|_| ()),
+    )
+    .unwrap();
+    (server, path)
+}
+
+/// Device code on a host thread: each call of the device API runs on a port claimed from the
+/// shared-memory file.
+struct Dev(ShmClient);
+
+impl Dev {
+    fn attach(path: &Path) -> Dev {
+        let config = ClientConfig {
+            fingerprint: Some(Libc::FINGERPRINT),
+            deadline: Duration::from_secs(30),
+        };
+        Dev(ShmClient::attach(path, config).unwrap())
+    }
+
+    /// Runs `f` (device code) on a claimed port; a protocol failure abandons the port.
+    fn on<R>(
+        &mut self,
+        f: impl FnOnce(&ClaimedProcess<'_>) -> Result<R, HostError>,
+    ) -> Result<R, HostError> {
+        let mut out = None;
+        let r = self.0.call_typed(|p| match f(p) {
+            Err(HostError::Call(e)) => Err(e),
+            other => {
+                out = Some(other);
+                Ok(())
+            }
+        });
+        match r {
+            Ok(()) => out.expect("set when the call succeeded"),
+            Err(ShmError::Service(e)) => Err(HostError::Call(e)),
+            Err(ShmError::Call(e)) => Err(HostError::Call(CallError::Port(e))),
+            Err(e) => panic!("transport failed: {e}"),
+        }
+    }
+}
+
+fn drain(server: ShmServer) {
+    let Shutdown { drained, stats, .. } = server.shutdown(Duration::from_secs(30));
+    assert!(drained);
+    assert_eq!(stats.failed, 0);
+}
+
+#[test]
+fn prints_from_many_threads_lose_nothing_and_keep_lines_whole_and_in_order() {
+    let _w = Watchdog::new("prints");
+    const THREADS: usize = 4;
+    const LINES: usize = 2000;
+    let (out, err) = (Capture::default(), Capture::default());
+    let host = Arc::new(LibcHost::new(captured(&out, &err)));
+    let (server, path) = shm_server(&host);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let path = &path;
+            s.spawn(move || {
+                // One device thread: it holds its port for the whole program.
+                Dev::attach(path)
+                    .on(|p| {
+                        let out = Printer::new(p);
+                        for i in 0..LINES {
+                            let pad = "x".repeat((i * 7 + t) % 120);
+                            device::println!(&out, "t{t} line {i} {pad}")?;
+                            if i % 100 == 0 {
+                                device::eprintln!(&out, "t{t} note {i}")?;
+                            }
+                        }
+                        Ok(())
+                    })
+                    .unwrap();
+            });
+        }
+    });
+    drain(server);
+    let text = out.text();
+    let mut next = [0usize; THREADS];
+    for line in text.lines() {
+        let mut words = line.split(' ');
+        let t: usize = words.next().unwrap()[1..].parse().unwrap();
+        assert_eq!(words.next(), Some("line"));
+        let i: usize = words.next().unwrap().parse().unwrap();
+        assert_eq!(i, next[t], "thread {t}'s lines in order");
+        assert_eq!(words.next().unwrap(), "x".repeat((i * 7 + t) % 120));
+        next[t] += 1;
+    }
+    assert_eq!(next, [LINES; THREADS], "every line arrived");
+    assert_eq!(text.lines().count(), THREADS * LINES);
+    assert_eq!(err.text().lines().count(), THREADS * LINES / 100);
+    // Each short line was one message.
+    assert_eq!(host.count(Libc::Print), (THREADS * LINES) as u64);
+}
+
+#[test]
+fn long_prints_are_cut_at_newlines_and_arrive_whole() {
+    let _w = Watchdog::new("long prints");
+    let (out, err) = (Capture::default(), Capture::default());
+    let host = Arc::new(LibcHost::new(captured(&out, &err)));
+    let (server, path) = shm_server(&host);
+    let mut dev = Dev::attach(&path);
+    // 300 lines in one print: several messages, each ending at a line end.
+    let lines: Vec<String> = (0..300).map(|i| format!("row {i:04} {}", i * i)).collect();
+    let block = lines.join("\n");
+    let long: String = (0..5000).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+    let (empty, sent) = dev
+        .on(|p| {
+            let out = Printer::new(p);
+            // Printing nothing sends nothing.
+            let empty = (device::print!(&out, "")?, host.count(Libc::Print));
+            let sent = device::println!(&out, "{block}")?;
+            // One line far longer than a message: split, in order, nothing lost.
+            device::print!(&out, "{long}\n")?;
+            Ok((empty, sent))
+        })
+        .unwrap();
+    assert_eq!(empty, (0, 0));
+    assert_eq!(sent, block.len() + 1);
+    drain(server);
+    assert_eq!(out.text(), format!("{block}\n{long}\n"));
+    let messages = host.count(Libc::Print) as usize;
+    assert!(
+        messages > (block.len() + long.len()) / host::PRINT_CHUNK,
+        "{messages}"
+    );
+    assert!(err.text().is_empty());
+}
+
+#[test]
+fn files_round_trip_and_every_error_is_typed() {
+    let _w = Watchdog::new("files");
+    let dir = Scratch::new("files");
+    let (out, err) = (Capture::default(), Capture::default());
+    let host = Arc::new(LibcHost::new(captured(&out, &err)));
+    let (server, path) = shm_server(&host);
+    let mut dev = Dev::attach(&path);
+    let (a, b) = (dir.path("a.txt"), dir.path("b.txt"));
+
+    // A missing file.
+    let r = dev.on(|p| host::open(p, &a, mode::READ));
+    assert_eq!(r, Err(HostError::NotFound));
+    assert_eq!(
+        dev.on(|p| host::open(p, &a, 0)),
+        Err(HostError::Invalid),
+        "no read or write bit"
+    );
+    let long_path = "/".repeat(host::PATH_LIMIT + 1);
+    assert_eq!(
+        dev.on(|p| host::open(p, &long_path, mode::READ)),
+        Err(HostError::TooLong)
+    );
+
+    // Write (more than one chunk), formatted write, tell, seek, read back.
+    let f = dev
+        .on(|p| host::open(p, &a, mode::from_c("w+").unwrap()))
+        .unwrap();
+    let data: Vec<u8> = (0..2000u32).map(|i| b'0' + (i % 10) as u8).collect();
+    assert_eq!(dev.on(|p| host::write(p, f, &data)).unwrap(), 2000);
+    dev.on(|p| device::fprint!(&Printer::new(p), f, "\nsecond {}\nthird\n", 2))
+        .unwrap();
+    let end = 2000 + "\nsecond 2\nthird\n".len() as u64;
+    assert_eq!(dev.on(|p| host::tell(p, f)).unwrap(), end);
+    dev.on(|p| host::flush(p, f)).unwrap();
+    assert_eq!(dev.on(|p| host::seek(p, f, 0, host::SEEK_SET)).unwrap(), 0);
+    let mut buf = vec![0u8; 4000];
+    let n = dev.on(|p| host::read(p, f, &mut buf)).unwrap();
+    assert_eq!(n as u64, end);
+    assert_eq!(&buf[..2000], &data[..]);
+    // A read past the end: zero bytes, no error.
+    assert_eq!(dev.on(|p| host::read(p, f, &mut buf)).unwrap(), 0);
+    assert_eq!(
+        dev.on(|p| host::seek(p, f, 100, host::SEEK_END)).unwrap(),
+        end + 100
+    );
+    assert_eq!(dev.on(|p| host::read(p, f, &mut buf)).unwrap(), 0);
+    // Lines.
+    assert_eq!(
+        dev.on(|p| host::seek(p, f, 2000, host::SEEK_SET)).unwrap(),
+        2000
+    );
+    let mut line = [0u8; 64];
+    for want in ["\n", "second 2\n", "third\n"] {
+        let n = dev.on(|p| host::gets(p, f, &mut line)).unwrap();
+        assert_eq!(std::str::from_utf8(&line[..n]).unwrap(), want);
+    }
+    assert_eq!(
+        dev.on(|p| host::gets(p, f, &mut line)).unwrap(),
+        0,
+        "end of file"
+    );
+    // gets stops when the buffer is full, and the rest of the line is still there.
+    dev.on(|p| host::seek(p, f, 0, host::SEEK_SET)).unwrap();
+    let mut small = [0u8; 5];
+    assert_eq!(dev.on(|p| host::gets(p, f, &mut small)).unwrap(), 5);
+    assert_eq!(dev.on(|p| host::tell(p, f)).unwrap(), 5);
+    // Bad seeks.
+    assert_eq!(
+        dev.on(|p| host::seek(p, f, -1, host::SEEK_SET)),
+        Err(HostError::Invalid)
+    );
+    assert_eq!(dev.on(|p| host::seek(p, f, 0, 9)), Err(HostError::Invalid));
+    assert_eq!(
+        dev.on(|p| host::seek(p, f, -100_000, host::SEEK_CUR)),
+        Err(HostError::Invalid)
+    );
+    dev.on(|p| host::close(p, f)).unwrap();
+
+    // Bad handles: closed, forged, zero, the output streams where a file is needed.
+    for h in [
+        f,
+        Handle(f.0 ^ 1 << 32),
+        Handle(12345),
+        Handle(0),
+        Handle(u64::MAX),
+    ] {
+        assert_eq!(
+            dev.on(|p| host::read(p, h, &mut buf)),
+            Err(HostError::BadHandle)
+        );
+        assert_eq!(
+            dev.on(|p| host::write(p, h, b"x")),
+            Err(HostError::BadHandle)
+        );
+        assert_eq!(dev.on(|p| host::tell(p, h)), Err(HostError::BadHandle));
+        assert_eq!(dev.on(|p| host::close(p, h)), Err(HostError::BadHandle));
+    }
+    assert_eq!(
+        dev.on(|p| host::read(p, STDOUT, &mut buf)),
+        Err(HostError::BadHandle)
+    );
+    // ... but writing to standard output through its handle works.
+    assert_eq!(
+        dev.on(|p| host::write(p, STDOUT, b"via handle\n")).unwrap(),
+        11
+    );
+    dev.on(|p| host::flush(p, STDOUT)).unwrap();
+
+    // Read-only files refuse writes; exclusive create refuses an existing file.
+    let r = dev.on(|p| host::open(p, &a, mode::READ)).unwrap();
+    assert_eq!(dev.on(|p| host::write(p, r, b"x")), Err(HostError::Io));
+    dev.on(|p| host::close(p, r)).unwrap();
+    assert_eq!(
+        dev.on(|p| host::open(p, &a, mode::from_c("wx").unwrap())),
+        Err(HostError::Exists)
+    );
+    // Append.
+    let ap = dev
+        .on(|p| host::open(p, &a, mode::from_c("a").unwrap()))
+        .unwrap();
+    dev.on(|p| host::write(p, ap, b"tail")).unwrap();
+    dev.on(|p| host::close(p, ap)).unwrap();
+    assert!(std::fs::read(&a).unwrap().ends_with(b"third\ntail"));
+
+    // Rename and remove, and their missing files.
+    dev.on(|p| host::rename(p, &a, &b)).unwrap();
+    assert_eq!(
+        dev.on(|p| host::open(p, &a, mode::READ)),
+        Err(HostError::NotFound)
+    );
+    assert_eq!(
+        dev.on(|p| host::rename(p, &a, &b)),
+        Err(HostError::NotFound)
+    );
+    dev.on(|p| host::remove(p, &b)).unwrap();
+    assert_eq!(dev.on(|p| host::remove(p, &b)), Err(HostError::NotFound));
+    assert_eq!(dev.on(|p| host::remove(p, "")), Err(HostError::Invalid));
+    assert!(!Path::new(&b).exists());
+
+    assert_eq!(host.open_files(), 0);
+    drain(server);
+    assert_eq!(out.text(), "via handle\n");
+}
+
+#[test]
+fn too_many_open_files_is_an_error_not_a_leak() {
+    let _w = Watchdog::new("too many");
+    let dir = Scratch::new("many");
+    let host = Arc::new(LibcHost::new(LibcConfig {
+        max_files: 3,
+        ..captured(&Capture::default(), &Capture::default())
+    }));
+    let (server, path) = shm_server(&host);
+    let mut dev = Dev::attach(&path);
+    let file = dir.path("f");
+    let w = mode::from_c("w").unwrap();
+    let hs: Vec<Handle> = (0..3)
+        .map(|_| dev.on(|p| host::open(p, &file, w)).unwrap())
+        .collect();
+    assert_eq!(
+        dev.on(|p| host::open(p, &file, w)),
+        Err(HostError::TooManyOpen)
+    );
+    dev.on(|p| host::close(p, hs[1])).unwrap();
+    let again = dev.on(|p| host::open(p, &file, w)).unwrap();
+    assert_ne!(again, hs[1], "a reused slot gets a new handle");
+    assert_eq!(dev.on(|p| host::close(p, hs[1])), Err(HostError::BadHandle));
+    drain(server);
+}
+
+#[test]
+fn hostile_lengths_are_refused_and_the_server_keeps_serving() {
+    let _w = Watchdog::new("hostile");
+    let dir = Scratch::new("hostile");
+    let (out, err) = (Capture::default(), Capture::default());
+    let host = Arc::new(LibcHost::new(captured(&out, &err)));
+    let (server, path) = shm_server(&host);
+    let mut dev = Dev::attach(&path);
+    let file = dir.path("h");
+    let f = dev
+        .on(|p| host::open(p, &file, mode::from_c("w+").unwrap()))
+        .unwrap();
+    dev.on(|p| host::write(p, f, &[7u8; 100])).unwrap();
+    dev.on(|p| host::seek(p, f, 0, host::SEEK_SET)).unwrap();
+    let rejected = Err::<(), _>(HostError::Call(CallError::Rejected));
+    // Streams over each call's limit, straight through the generated client.
+    let huge = vec![b'a'; 100_000];
+    assert_eq!(dev.on(|p| Ok(p.print(&huge)?)), rejected);
+    assert_eq!(dev.on(|p| Ok(p.e_print(&huge)?)), rejected);
+    assert_eq!(dev.on(|p| Ok(p.write(&huge).map(|_| ())?)), rejected);
+    assert_eq!(dev.on(|p| Ok(p.open_file(&huge).map(|_| ())?)), rejected);
+    assert_eq!(dev.on(|p| Ok(p.rename(&huge).map(|_| ())?)), rejected);
+    // Requests too short to carry their header.
+    assert_eq!(
+        dev.on(|p| p.open_file(&[1]).map(|r| r.error).map_err(Into::into)),
+        Ok(host::code::INVALID)
+    );
+    assert_eq!(
+        dev.on(|p| p.write(&[1, 2, 3]).map(|r| r.error).map_err(Into::into)),
+        Ok(host::code::INVALID)
+    );
+    assert_eq!(
+        dev.on(|p| p
+            .rename(b"no separator")
+            .map(|r| r.error)
+            .map_err(Into::into)),
+        Ok(host::code::INVALID)
+    );
+    // A read of u64::MAX bytes gets one chunk at most.
+    let mut reply = vec![0u8; DATA_HEADER + IO_CHUNK];
+    let got = dev
+        .on(|p| {
+            let r = p.read(
+                ReadRequest {
+                    handle: f.0,
+                    len: u64::MAX,
+                },
+                &mut reply,
+            )?;
+            Ok(r.len())
+        })
+        .unwrap();
+    assert_eq!(got, DATA_HEADER + 100);
+    // A reply longer than the caller's buffer is refused by the caller, not overrun.
+    dev.on(|p| host::seek(p, f, 0, host::SEEK_SET)).unwrap();
+    let mut tiny = [0u8; 8];
+    let r = dev.on(|p| {
+        Ok(p.read(
+            ReadRequest {
+                handle: f.0,
+                len: 100,
+            },
+            &mut tiny,
+        )?
+        .len())
+    });
+    assert!(
+        matches!(r, Err(HostError::Call(CallError::Port(_)))),
+        "{r:?}"
+    );
+    // Allocations the heap cannot hold, frees of addresses never handed out.
+    assert_eq!(
+        dev.on(|p| host::malloc(p, u64::MAX)),
+        Err(HostError::OutOfMemory)
+    );
+    assert_eq!(
+        dev.on(|p| host::free(p, 0x1234 as *mut u8)),
+        Err(HostError::BadPointer)
+    );
+    // Still serving.
+    assert!(dev.on(|p| host::clock(p)).is_ok());
+    dev.on(|p| host::close(p, f)).unwrap();
+    drain(server);
+    assert!(out.text().is_empty() && err.text().is_empty());
+}
+
+#[test]
+fn exit_abort_clock_and_system() {
+    let _w = Watchdog::new("exit");
+    let (out, err) = (Capture::default(), Capture::default());
+    let host = Arc::new(LibcHost::new(captured(&out, &err)));
+    let (server, path) = shm_server(&host);
+    let mut dev = Dev::attach(&path);
+    assert_eq!(host.exit_code(), None);
+    dev.on(|p| host::exit(p, 3)).unwrap();
+    assert_eq!(host.exit_code(), Some(3));
+    dev.on(|p| host::exit(p, 5)).unwrap();
+    assert_eq!(host.exit_code(), Some(3), "the first exit wins");
+    assert!(!host.aborted());
+    dev.on(|p| host::abort(p)).unwrap();
+    assert!(host.aborted());
+    let c1 = dev.on(|p| host::clock(p)).unwrap();
+    std::thread::sleep(Duration::from_millis(2));
+    let c2 = dev.on(|p| host::clock(p)).unwrap();
+    assert!(c2.monotonic_ns > c1.monotonic_ns);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    assert!(c2.realtime_ns <= now && c2.realtime_ns > now - 3_600_000_000_000);
+    // `system` is off unless turned on.
+    assert_eq!(
+        dev.on(|p| host::system(p, "exit 7")),
+        Err(HostError::Disabled)
+    );
+    drain(server);
+
+    let on = Arc::new(LibcHost::new(LibcConfig {
+        allow_system: true,
+        ..captured(&out, &err)
+    }));
+    let (server, path) = shm_server(&on);
+    let mut dev = Dev::attach(&path);
+    assert_eq!(dev.on(|p| host::system(p, "exit 7")).unwrap(), 7);
+    let long = "x".repeat(host::SYSTEM_LIMIT + 1);
+    assert_eq!(dev.on(|p| host::system(p, &long)), Err(HostError::TooLong));
+    drain(server);
+}
+
+#[test]
+fn malloc_hands_out_disjoint_blocks_of_reserved_memory() {
+    let _w = Watchdog::new("malloc");
+    const SIZE: usize = 1 << 16;
+    let mut arena = vec![0u8; SIZE].into_boxed_slice();
+    let base = arena.as_mut_ptr() as usize;
+    let host = Arc::new(LibcHost::new(LibcConfig {
+        heap: Some(Arena {
+            base: base as u64,
+            size: SIZE as u64,
+        }),
+        ..captured(&Capture::default(), &Capture::default())
+    }));
+    let (server, path) = shm_server(&host);
+    let full = host.heap_free().unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4u8 {
+            let path = &path;
+            s.spawn(move || {
+                let mut dev = Dev::attach(path);
+                let blocks: Vec<(usize, usize)> = (0..20)
+                    .map(|i| {
+                        let size = 16 + (i * 37 + t as usize * 11) % 300;
+                        let p = dev.on(|p| host::malloc(p, size as u64)).unwrap() as usize;
+                        assert_eq!(p % 16, 0);
+                        assert!(p >= base && p + size <= base + SIZE);
+                        // SAFETY: the block lies inside `arena` (checked above), which outlives
+                        // the scope; the host hands each block to one caller only, so no other
+                        // thread touches these bytes until it is freed.
+                        unsafe { std::ptr::write_bytes(p as *mut u8, t + 1, size) };
+                        (p, size)
+                    })
+                    .collect();
+                for &(p, size) in &blocks {
+                    // SAFETY: as above; still allocated to this thread.
+                    let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, size) };
+                    assert!(
+                        bytes.iter().all(|&b| b == t + 1),
+                        "another block overlapped"
+                    );
+                    dev.on(|d| host::free(d, p as *mut u8)).unwrap();
+                }
+                // A double free is refused.
+                let (p, _) = blocks[0];
+                assert_eq!(
+                    dev.on(|d| host::free(d, p as *mut u8)),
+                    Err(HostError::BadPointer)
+                );
+            });
+        }
+    });
+    assert_eq!(host.heap_free(), Some(full), "every block came back");
+    let mut dev = Dev::attach(&path);
+    let all = dev.on(|p| host::malloc(p, full)).unwrap();
+    assert_eq!(dev.on(|p| host::malloc(p, 1)), Err(HostError::OutOfMemory));
+    dev.on(|p| host::free(p, all)).unwrap();
+    dev.on(|p| host::free(p, std::ptr::null_mut())).unwrap();
+    drain(server);
+    drop(arena);
+}
+
+// ---- simulated warps ----
+
+/// Spins a little, then yields; gives up after 60 s so a lost handoff fails instead of hanging.
+#[derive(Clone, Copy, Default)]
+struct Yield;
+
+thread_local! {
+    static SINCE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+impl Wait for Yield {
+    fn pause(&self, polls: u32) -> Result<(), Stalled> {
+        if polls == 0 {
+            SINCE.with(|s| s.set(Some(Instant::now())));
+        }
+        if polls < 16 {
+            std::hint::spin_loop();
+            return Ok(());
+        }
+        let since = SINCE.with(|s| s.get()).unwrap_or_else(Instant::now);
+        if since.elapsed() > Duration::from_secs(60) {
+            return Err(Stalled);
+        }
+        std::thread::yield_now();
+        Ok(())
+    }
+}
+
+/// Runs `warps` simulated warps of `lanes` lanes against `host`; `body(client, warp)` runs in
+/// every lane, as a kernel's main does.
+fn on_warps<F>(warps: u32, lanes: u32, host: &LibcHost, body: F)
+where
+    F: Fn(&device::Client<'_, SimWarp, Yield>, u32) + Sync,
+{
+    let region = HeapRegion::new(32, lanes).unwrap();
+    let r = region.region();
+    let desc = Descriptor {
+        magic: MAGIC,
+        ports: r.layout().ports(),
+        lanes: r.layout().lanes(),
+        mailbox: MailboxKind::PerPort as u32,
+        region: r.client_outbox().as_ptr() as u64,
+        locks: region.client_locks().as_ptr() as u64,
+    };
+    transport_gpu::serve(region.region(), region.server_locks(), 2, host, || {
+        std::thread::scope(|s| {
+            for w in 0..warps {
+                for lane in SimWarp::lanes(lanes) {
+                    let body = &body;
+                    s.spawn(move || {
+                        // SAFETY: `desc` names `region`, alive and protocol-only for the scope.
+                        let client = unsafe { desc.client(lane, Yield) }.unwrap().with_cursor(w);
+                        body(&client, w);
+                    });
+                }
+            }
+        })
+    })
+    .unwrap();
+}
+
+#[test]
+fn a_warp_prints_all_its_lanes_in_one_message_each_lane_whole_and_in_order() {
+    let _w = Watchdog::new("warp prints");
+    const WARPS: u32 = 2;
+    const LANES: u32 = 8;
+    const LINES: u32 = 50;
+    let (out, err) = (Capture::default(), Capture::default());
+    let host = LibcHost::new(captured(&out, &err));
+    on_warps(WARPS, LANES, &host, |client, w| {
+        let lane = client.lanes().lane_id();
+        let out = Printer::new(client);
+        for i in 0..LINES {
+            // Lanes print lines of different lengths, each shorter than a message.
+            let pad = "y".repeat(((lane * 97 + i * 13) % 480) as usize);
+            device::println!(&out, "w{w} l{lane} i{i} {pad}").unwrap();
+        }
+    });
+    let text = out.text();
+    let mut next = [[0u32; LANES as usize]; WARPS as usize];
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let (w, l, i): (usize, usize, u32) = (
+            f[0][1..].parse().unwrap(),
+            f[1][1..].parse().unwrap(),
+            f[2][1..].parse().unwrap(),
+        );
+        assert_eq!(i, next[w][l], "warp {w} lane {l} in order");
+        assert_eq!(f[3], "y".repeat(((l as u32 * 97 + i * 13) % 480) as usize));
+        next[w][l] += 1;
+    }
+    assert_eq!(next, [[LINES; LANES as usize]; WARPS as usize]);
+    // One message carries all lanes of a warp: one message per line of the warp.
+    assert_eq!(host.count(Libc::Print), (WARPS * LINES) as u64);
+    assert!(err.text().is_empty());
+}
+
+#[test]
+fn a_warp_writes_and_reads_files_of_different_lengths_per_lane() {
+    let _w = Watchdog::new("warp files");
+    let dir = Scratch::new("warp");
+    let (out, err) = (Capture::default(), Capture::default());
+    let host = LibcHost::new(LibcConfig {
+        heap: Some(Arena {
+            base: 1 << 20,
+            size: 1 << 16,
+        }),
+        ..captured(&out, &err)
+    });
+    let failures = AtomicU32::new(0);
+    let addresses = Mutex::new(Vec::new());
+    let check = |ok: bool| {
+        if !ok {
+            failures.fetch_add(1, Ordering::Relaxed);
+        }
+    };
+    on_warps(1, 8, &host, |c, _| {
+        let lane = c.lanes().lane_id();
+        let name = dir.path(&format!("lane{lane}"));
+        // Lane 3 asks for a missing file; the others create theirs. Nobody is left waiting.
+        let m = if lane == 3 {
+            mode::READ
+        } else {
+            mode::from_c("w+").unwrap()
+        };
+        let f = host::open(c, &name, m);
+        if lane == 3 {
+            check(f == Err(HostError::NotFound));
+        }
+        let f = f.unwrap_or(Handle(0));
+        // Lengths from 0 to several chunks: the lanes loop different numbers of times.
+        let len = lane as usize * 333;
+        let data: Vec<u8> = (0..len).map(|i| (i as u32 * 7 + lane) as u8).collect();
+        let wrote = host::write(c, f, &data);
+        check(if lane == 3 {
+            wrote == Err(HostError::BadHandle)
+        } else {
+            wrote == Ok(len)
+        });
+        let r = Printer::new(c).print_fmt(Target::File(f), format_args!("\nlane {lane}\n"), false);
+        check(lane == 3 || r.is_ok());
+        let _ = host::seek(c, f, 0, host::SEEK_SET);
+        let mut buf = vec![0u8; len + 64];
+        let got = host::read(c, f, &mut buf);
+        let want = [&data[..], format!("\nlane {lane}\n").as_bytes()].concat();
+        check(if lane == 3 {
+            got == Err(HostError::BadHandle)
+        } else {
+            got == Ok(want.len()) && buf[..want.len()] == want[..]
+        });
+        // Every lane allocates at once; the addresses differ.
+        let p = host::malloc(c, 100).unwrap() as u64;
+        check((1 << 20..(1 << 20) + (1 << 16)).contains(&p));
+        addresses.lock().unwrap().push(p);
+        c.lanes().sync(c.lanes().active_mask());
+        check(host::free(c, p as *mut u8).is_ok());
+        let _ = host::close(c, f);
+    });
+    assert_eq!(failures.load(Ordering::Relaxed), 0);
+    let mut addresses = addresses.into_inner().unwrap();
+    addresses.sort_unstable();
+    addresses.dedup();
+    assert_eq!(addresses.len(), 8, "every lane got its own block");
+    assert_eq!(host.open_files(), 0);
+    assert_eq!(host.heap_free(), Some(1 << 16));
+    assert!(out.text().is_empty() && err.text().is_empty());
+}

@@ -1,0 +1,667 @@
+//! The host side of `device::host`: the [`LibcServer`] a GPU program's C-library calls reach.
+//!
+//! [`LibcHost`] implements the trait `#[derive(RpcOpcodes)]` generated from `device::host::Libc`
+//! and serves it through the generated dispatch, over any transport: [`LibcHost::dispatch`] takes
+//! any server port (a GPU region's, a shared-memory file's), and `LibcHost` is a [`Handler`] for
+//! [`serve`](crate::serve).
+//!
+//! What it owns:
+//! - **output**: standard output and error writers; each lane's printed bytes are written whole,
+//!   lanes in order, under the writer's lock;
+//! - **files**: a table of open files; the device gets opaque handles `generation << 32 | index + 3`
+//!   (1 and 2 are standard output and error), checked on every call: an id never handed out, or
+//!   one whose file was closed (its slot's generation moved on), is [`code::BAD_HANDLE`];
+//! - **the heap**: memory the host reserved before launch ([`Arena`]), handed out as addresses
+//!   `base + offset` that this side computes and never dereferences;
+//! - **exit and abort**: recorded, or the end of this process ([`ExitPolicy`]);
+//! - **a clock**; and **`system`**, refused ([`code::DISABLED`]) unless [`LibcConfig::allow_system`].
+//!
+//! Every length the device sends is bounded: streamed requests by the calls' `limit`s (a longer
+//! stream is refused before any handler runs), read lengths clamped to [`IO_CHUNK`], allocation
+//! sizes checked against the arena. Every failure is an error code in the reply, never a panic.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsStr;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+pub use device::host::{
+    code, mode, ClockReading, Handle, Libc, LibcClient, LibcServer, ReadRequest, Reply,
+    SeekRequest, DATA_HEADER, HANDLE_HEADER, IO_CHUNK, MODE_HEADER, SEEK_CUR, SEEK_END, SEEK_SET,
+    STDERR, STDOUT,
+};
+use rpc_core::service::{Served, Service};
+use rpc_core::{Lanes, Mailbox, Port, Server, Wait};
+
+use crate::server::{Handler, ServerPort};
+use crate::services::ExitPolicy;
+
+/// The first handle index of a file (0 is never a handle, 1 and 2 are the output streams).
+const FIRST_FILE: u64 = 3;
+
+/// Memory reserved before launch, from which `malloc` hands out blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arena {
+    /// The address of the first byte, as the device sees it.
+    pub base: u64,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// The alignment of every block `malloc` hands out.
+pub const HEAP_ALIGN: u64 = 16;
+
+/// How the host serves the calls.
+pub struct LibcConfig {
+    /// Where [`Libc::Print`] goes.
+    pub stdout: Box<dyn Write + Send>,
+    /// Where [`Libc::EPrint`] goes.
+    pub stderr: Box<dyn Write + Send>,
+    /// The reserved heap (`None`: every `malloc` is out of memory).
+    pub heap: Option<Arena>,
+    /// What exit and abort do.
+    pub exit: ExitPolicy,
+    /// Whether [`Libc::System`] runs commands (off unless the user turns it on).
+    pub allow_system: bool,
+    /// The most files open at once.
+    pub max_files: usize,
+}
+
+impl Default for LibcConfig {
+    /// This process's standard output and error, no heap, exit recorded, `system` off, 256 files.
+    fn default() -> Self {
+        LibcConfig {
+            stdout: Box::new(io::stdout()),
+            stderr: Box::new(io::stderr()),
+            heap: None,
+            exit: ExitPolicy::Record,
+            allow_system: false,
+            max_files: 256,
+        }
+    }
+}
+
+/// One slot of the file table. The generation moves on at every close, so a handle to a closed
+/// file never names the slot's next file.
+struct FileSlot {
+    generation: u32,
+    file: Option<File>,
+}
+
+#[derive(Default)]
+struct Files {
+    slots: Vec<FileSlot>,
+    open: usize,
+}
+
+impl Files {
+    fn get(&mut self, handle: u64) -> Result<&mut File, u32> {
+        let (generation, index) = ((handle >> 32) as u32, handle & 0xFFFF_FFFF);
+        let slot = index
+            .checked_sub(FIRST_FILE)
+            .and_then(|i| self.slots.get_mut(i as usize))
+            .filter(|s| s.generation == generation)
+            .ok_or(code::BAD_HANDLE)?;
+        slot.file.as_mut().ok_or(code::BAD_HANDLE)
+    }
+
+    fn insert(&mut self, file: File, max: usize) -> Result<u64, u32> {
+        if self.open >= max {
+            return Err(code::TOO_MANY_OPEN);
+        }
+        let index = match self.slots.iter().position(|s| s.file.is_none()) {
+            Some(i) => i,
+            None => {
+                self.slots.push(FileSlot {
+                    generation: 1,
+                    file: None,
+                });
+                self.slots.len() - 1
+            }
+        };
+        let slot = &mut self.slots[index];
+        slot.file = Some(file);
+        self.open += 1;
+        Ok((slot.generation as u64) << 32 | (index as u64 + FIRST_FILE))
+    }
+
+    fn close(&mut self, handle: u64) -> Result<File, u32> {
+        self.get(handle)?;
+        let slot = &mut self.slots[((handle & 0xFFFF_FFFF) - FIRST_FILE) as usize];
+        // Generation 0 is skipped so no handle is ever 0 in its top half by accident of wrapping.
+        slot.generation = slot.generation.wrapping_add(1).max(1);
+        self.open -= 1;
+        slot.file.take().ok_or(code::BAD_HANDLE)
+    }
+}
+
+/// First-fit allocation of offsets in an [`Arena`]; the memory itself is never touched here.
+#[derive(Debug)]
+struct Heap {
+    arena: Arena,
+    /// Free blocks: offset → length, never two adjacent.
+    free: BTreeMap<u64, u64>,
+    /// Blocks handed out: offset → length.
+    used: HashMap<u64, u64>,
+}
+
+impl Heap {
+    fn new(arena: Arena) -> Heap {
+        // Start at the first aligned address inside the arena.
+        let skip = arena.base.wrapping_neg() % HEAP_ALIGN;
+        let size = arena.size.saturating_sub(skip) / HEAP_ALIGN * HEAP_ALIGN;
+        let arena = Arena {
+            base: arena.base + skip.min(arena.size),
+            size,
+        };
+        let mut free = BTreeMap::new();
+        if size > 0 {
+            free.insert(0, size);
+        }
+        Heap {
+            arena,
+            free,
+            used: HashMap::new(),
+        }
+    }
+
+    fn malloc(&mut self, size: u64) -> Result<u64, u32> {
+        let size = size
+            .max(1)
+            .checked_next_multiple_of(HEAP_ALIGN)
+            .ok_or(code::OUT_OF_MEMORY)?;
+        let (&offset, &len) = self
+            .free
+            .iter()
+            .find(|(_, &len)| len >= size)
+            .ok_or(code::OUT_OF_MEMORY)?;
+        self.free.remove(&offset);
+        if len > size {
+            self.free.insert(offset + size, len - size);
+        }
+        self.used.insert(offset, size);
+        Ok(self.arena.base + offset)
+    }
+
+    fn free(&mut self, address: u64) -> Result<(), u32> {
+        let offset = address.wrapping_sub(self.arena.base);
+        let mut len = self.used.remove(&offset).ok_or(code::BAD_POINTER)?;
+        let mut start = offset;
+        // Merge with the free block after, then the one before.
+        if let Some(next) = self.free.remove(&(offset + len)) {
+            len += next;
+        }
+        if let Some((&prev, &plen)) = self.free.range(..offset).next_back() {
+            if prev + plen == offset {
+                self.free.remove(&prev);
+                start = prev;
+                len += plen;
+            }
+        }
+        self.free.insert(start, len);
+        Ok(())
+    }
+}
+
+/// What each call was served, by [`Libc::OPCODES`] index; the last entry counts unknown opcodes
+/// and handshakes.
+pub type CallCounts = [u64; Libc::CALLS + 1];
+
+/// The host's C-library services (see the module docs).
+pub struct LibcHost {
+    stdout: Mutex<Box<dyn Write + Send>>,
+    stderr: Mutex<Box<dyn Write + Send>>,
+    files: Mutex<Files>,
+    heap: Option<Mutex<Heap>>,
+    exit: ExitPolicy,
+    exit_code: Mutex<Option<i32>>,
+    aborted: AtomicBool,
+    allow_system: bool,
+    max_files: usize,
+    start: Instant,
+    counts: [AtomicU64; Libc::CALLS + 1],
+}
+
+impl std::fmt::Debug for LibcHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LibcHost")
+            .field("exit", &self.exit)
+            .field("allow_system", &self.allow_system)
+            .finish_non_exhaustive()
+    }
+}
+
+fn io_code(e: &io::Error) -> u32 {
+    match e.kind() {
+        io::ErrorKind::NotFound => code::NOT_FOUND,
+        io::ErrorKind::PermissionDenied => code::DENIED,
+        io::ErrorKind::AlreadyExists => code::EXISTS,
+        io::ErrorKind::InvalidInput => code::INVALID,
+        _ => code::IO,
+    }
+}
+
+fn reply(r: Result<u64, u32>) -> Reply {
+    match r {
+        Ok(v) => Reply::ok(v),
+        Err(e) => Reply::err(e),
+    }
+}
+
+/// A path from the device's bytes: not empty, no NUL.
+fn path_of(bytes: &[u8]) -> Result<&Path, u32> {
+    if bytes.is_empty() || bytes.contains(&0) {
+        return Err(code::INVALID);
+    }
+    Ok(Path::new(OsStr::from_bytes(bytes)))
+}
+
+/// A data reply: the code, then the data.
+fn data_reply(r: Result<Vec<u8>, u32>) -> Vec<u8> {
+    match r {
+        Ok(mut data) => {
+            data[..DATA_HEADER].copy_from_slice(&code::OK.to_le_bytes());
+            data
+        }
+        Err(e) => e.to_le_bytes().to_vec(),
+    }
+}
+
+thread_local! {
+    /// Where a server thread receives streamed requests; kept between calls.
+    static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+impl LibcHost {
+    /// Services as `config` says.
+    pub fn new(config: LibcConfig) -> LibcHost {
+        LibcHost {
+            stdout: Mutex::new(config.stdout),
+            stderr: Mutex::new(config.stderr),
+            files: Mutex::default(),
+            heap: config.heap.map(|a| Mutex::new(Heap::new(a))),
+            exit: config.exit,
+            exit_code: Mutex::new(None),
+            aborted: AtomicBool::new(false),
+            allow_system: config.allow_system,
+            max_files: config.max_files,
+            start: Instant::now(),
+            counts: Default::default(),
+        }
+    }
+
+    /// Serves the call waiting on `port` through the generated dispatch (any transport); counts
+    /// it.
+    pub fn dispatch<L: Lanes, M: Mailbox, W: Wait>(
+        &self,
+        port: &mut Port<'_, '_, Server, L, M, W>,
+    ) -> Result<Served, rpc_core::Error> {
+        let served = BUFFERS.with(|b| match b.try_borrow_mut() {
+            Ok(mut buffers) => LibcServer::dispatch(self, port, &mut *buffers),
+            Err(_) => LibcServer::dispatch(self, port, &mut Vec::new()),
+        })?;
+        let i = <Libc as Service>::OPCODES
+            .iter()
+            .position(|&o| o == served.opcode)
+            .unwrap_or(Libc::CALLS);
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        Ok(served)
+    }
+
+    /// Calls served (one per message, however many lanes it carried), by [`Libc::OPCODES`]
+    /// index, then unknown opcodes and handshakes.
+    pub fn counts(&self) -> CallCounts {
+        core::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed))
+    }
+
+    /// Calls of `call` served.
+    pub fn count(&self, call: Libc) -> u64 {
+        let i = <Libc as Service>::OPCODES
+            .iter()
+            .position(|&o| o == call.opcode())
+            .unwrap_or(Libc::CALLS);
+        self.counts[i].load(Ordering::Relaxed)
+    }
+
+    /// The exit code the program asked for (with [`ExitPolicy::Record`]; the first one wins).
+    pub fn exit_code(&self) -> Option<i32> {
+        *self.exit_code.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the program called abort (with [`ExitPolicy::Record`]).
+    pub fn aborted(&self) -> bool {
+        self.aborted.load(Ordering::Relaxed)
+    }
+
+    /// Files open now.
+    pub fn open_files(&self) -> usize {
+        self.lock_files().open
+    }
+
+    /// Bytes of the heap free now (`None` without a heap).
+    pub fn heap_free(&self) -> Option<u64> {
+        let heap = self.heap.as_ref()?;
+        let heap = heap.lock().unwrap_or_else(|e| e.into_inner());
+        Some(heap.free.values().sum())
+    }
+
+    fn lock_files(&self) -> std::sync::MutexGuard<'_, Files> {
+        self.files.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn flush_outputs(&self) {
+        let _ = self.stdout.lock().map(|mut o| o.flush());
+        let _ = self.stderr.lock().map(|mut o| o.flush());
+    }
+
+    fn output(&self, handle: u64) -> Option<&Mutex<Box<dyn Write + Send>>> {
+        match Handle(handle) {
+            STDOUT => Some(&self.stdout),
+            STDERR => Some(&self.stderr),
+            _ => None,
+        }
+    }
+
+    fn read_data(&self, r: ReadRequest, line: bool) -> Result<Vec<u8>, u32> {
+        let len = r.len.min(IO_CHUNK as u64) as usize;
+        let mut files = self.lock_files();
+        let file = files.get(r.handle)?;
+        let mut data = vec![0u8; DATA_HEADER + len];
+        let mut got = 0;
+        while got < len {
+            match file.read(&mut data[DATA_HEADER + got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_code(&e)),
+            }
+            if line && data[DATA_HEADER..DATA_HEADER + got].contains(&b'\n') {
+                break;
+            }
+        }
+        if line {
+            if let Some(nl) = data[DATA_HEADER..DATA_HEADER + got]
+                .iter()
+                .position(|&b| b == b'\n')
+            {
+                // Give back what was read past the newline.
+                let extra = got - (nl + 1);
+                if extra > 0 {
+                    file.seek(SeekFrom::Current(-(extra as i64)))
+                        .map_err(|e| io_code(&e))?;
+                }
+                got = nl + 1;
+            }
+        }
+        data.truncate(DATA_HEADER + got);
+        Ok(data)
+    }
+}
+
+impl LibcServer for LibcHost {
+    fn print(&self, request: &[u8]) {
+        let mut out = self.stdout.lock().unwrap_or_else(|e| e.into_inner());
+        // One-way: nobody to tell about a failed write.
+        let _ = out.write_all(request);
+    }
+
+    fn e_print(&self, request: &[u8]) {
+        let mut out = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = out.write_all(request);
+    }
+
+    fn open_file(&self, request: &[u8]) -> Reply {
+        reply((|| {
+            let (head, path) = request
+                .split_first_chunk::<MODE_HEADER>()
+                .ok_or(code::INVALID)?;
+            let m = u32::from_le_bytes(*head);
+            if m & !mode::ALL != 0 || m & (mode::READ | mode::WRITE) == 0 {
+                return Err(code::INVALID);
+            }
+            let path = path_of(path)?;
+            let mut o = OpenOptions::new();
+            o.read(m & mode::READ != 0)
+                .write(m & mode::WRITE != 0)
+                .append(m & mode::APPEND != 0)
+                .truncate(m & mode::TRUNCATE != 0);
+            if m & mode::EXCLUSIVE != 0 {
+                o.create_new(true);
+            } else {
+                o.create(m & mode::CREATE != 0);
+            }
+            let file = o.open(path).map_err(|e| io_code(&e))?;
+            self.lock_files().insert(file, self.max_files)
+        })())
+    }
+
+    fn read(&self, request: ReadRequest) -> impl AsRef<[u8]> {
+        data_reply(self.read_data(request, false))
+    }
+
+    fn gets(&self, request: ReadRequest) -> impl AsRef<[u8]> {
+        data_reply(self.read_data(request, true))
+    }
+
+    fn write(&self, request: &[u8]) -> Reply {
+        reply((|| {
+            let (head, data) = request
+                .split_first_chunk::<HANDLE_HEADER>()
+                .ok_or(code::INVALID)?;
+            let handle = u64::from_le_bytes(*head);
+            if let Some(out) = self.output(handle) {
+                let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+                out.write_all(data).map_err(|e| io_code(&e))?;
+            } else {
+                let mut files = self.lock_files();
+                files
+                    .get(handle)?
+                    .write_all(data)
+                    .map_err(|e| io_code(&e))?;
+            }
+            Ok(data.len() as u64)
+        })())
+    }
+
+    fn seek(&self, request: SeekRequest) -> Reply {
+        let to = match request.whence {
+            SEEK_SET if request.offset >= 0 => SeekFrom::Start(request.offset as u64),
+            SEEK_CUR => SeekFrom::Current(request.offset),
+            SEEK_END => SeekFrom::End(request.offset),
+            _ => return Reply::err(code::INVALID),
+        };
+        let mut files = self.lock_files();
+        reply(
+            files
+                .get(request.handle)
+                .and_then(|f| f.seek(to).map_err(|e| io_code(&e))),
+        )
+    }
+
+    fn tell(&self, request: u64) -> Reply {
+        let mut files = self.lock_files();
+        reply(
+            files
+                .get(request)
+                .and_then(|f| f.stream_position().map_err(|e| io_code(&e))),
+        )
+    }
+
+    fn flush(&self, request: u64) -> Reply {
+        if let Some(out) = self.output(request) {
+            let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+            return reply(out.flush().map(|()| 0).map_err(|e| io_code(&e)));
+        }
+        let mut files = self.lock_files();
+        reply(
+            files
+                .get(request)
+                .and_then(|f| f.flush().map(|()| 0).map_err(|e| io_code(&e))),
+        )
+    }
+
+    fn close(&self, request: u64) -> Reply {
+        // The file is dropped (closed) outside the table's lock.
+        let closed = self.lock_files().close(request);
+        reply(closed.map(|_| 0))
+    }
+
+    fn remove(&self, request: &str) -> Reply {
+        reply(
+            path_of(request.as_bytes())
+                .and_then(|p| std::fs::remove_file(p).map(|()| 0).map_err(|e| io_code(&e))),
+        )
+    }
+
+    fn rename(&self, request: &[u8]) -> Reply {
+        reply((|| {
+            let nul = request.iter().position(|&b| b == 0).ok_or(code::INVALID)?;
+            let from = path_of(&request[..nul])?;
+            let to = path_of(&request[nul + 1..])?;
+            std::fs::rename(from, to)
+                .map(|()| 0)
+                .map_err(|e| io_code(&e))
+        })())
+    }
+
+    fn exit(&self, request: i32) -> Reply {
+        match self.exit {
+            ExitPolicy::Process => {
+                self.flush_outputs();
+                let _ = io::stdout().flush();
+                std::process::exit(request);
+            }
+            ExitPolicy::Record => {
+                self.exit_code
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(request);
+                Reply::ok(0)
+            }
+        }
+    }
+
+    fn abort(&self) -> Reply {
+        match self.exit {
+            ExitPolicy::Process => {
+                self.flush_outputs();
+                std::process::abort();
+            }
+            ExitPolicy::Record => {
+                self.aborted.store(true, Ordering::Relaxed);
+                Reply::ok(0)
+            }
+        }
+    }
+
+    fn malloc(&self, request: u64) -> Reply {
+        let Some(heap) = &self.heap else {
+            return Reply::err(code::OUT_OF_MEMORY);
+        };
+        reply(
+            heap.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .malloc(request),
+        )
+    }
+
+    fn free(&self, request: u64) -> Reply {
+        if request == 0 {
+            return Reply::ok(0);
+        }
+        let Some(heap) = &self.heap else {
+            return Reply::err(code::BAD_POINTER);
+        };
+        reply(
+            heap.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .free(request)
+                .map(|()| 0),
+        )
+    }
+
+    fn clock(&self) -> ClockReading {
+        let realtime = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        ClockReading {
+            realtime_ns: realtime,
+            monotonic_ns: self.start.elapsed().as_nanos() as u64,
+        }
+    }
+
+    fn system(&self, request: &str) -> Reply {
+        if !self.allow_system {
+            return Reply::err(code::DISABLED);
+        }
+        reply(
+            std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(request)
+                .stdin(std::process::Stdio::null())
+                .status()
+                .map(|s| s.code().unwrap_or(-1) as u32 as u64)
+                .map_err(|e| io_code(&e)),
+        )
+    }
+}
+
+impl Handler for LibcHost {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) {
+        // A protocol error means the client stalled mid-call; the port goes back as it is.
+        let _ = self.dispatch(port);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heap_hands_out_disjoint_aligned_blocks_and_merges_on_free() {
+        let mut h = Heap::new(Arena {
+            base: 0x1003,
+            size: 1000,
+        });
+        // Aligned start 0x1010, 976 usable bytes (61 blocks of 16).
+        assert_eq!(h.arena.base, 0x1010);
+        assert_eq!(h.arena.size, 976);
+        let a = h.malloc(1).unwrap();
+        let b = h.malloc(100).unwrap();
+        let c = h.malloc(16).unwrap();
+        assert_eq!((a, b, c), (0x1010, 0x1020, 0x1090));
+        assert_eq!(h.malloc(u64::MAX), Err(code::OUT_OF_MEMORY));
+        assert_eq!(h.malloc(2000), Err(code::OUT_OF_MEMORY));
+        assert_eq!(h.free(b + 1), Err(code::BAD_POINTER));
+        h.free(b).unwrap();
+        assert_eq!(h.free(b), Err(code::BAD_POINTER), "double free");
+        h.free(a).unwrap();
+        h.free(c).unwrap();
+        assert_eq!(h.free.len(), 1, "all merged back: {:?}", h.free);
+        assert_eq!(h.malloc(976).unwrap(), 0x1010);
+    }
+
+    #[test]
+    fn stale_and_forged_handles_are_refused() {
+        let mut files = Files::default();
+        let f = File::open("/dev/null").unwrap();
+        let h = files.insert(f, 4).unwrap();
+        assert!(files.get(h).is_ok());
+        assert_eq!(files.get(h ^ (1 << 32)).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.get(h + 1).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.get(0).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.get(u64::MAX).err(), Some(code::BAD_HANDLE));
+        files.close(h).unwrap();
+        assert_eq!(files.get(h).err(), Some(code::BAD_HANDLE));
+        let h2 = files.insert(File::open("/dev/null").unwrap(), 4).unwrap();
+        assert_ne!(h2, h, "the slot is reused under a new generation");
+        assert_eq!(files.get(h).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.close(h).err(), Some(code::BAD_HANDLE));
+    }
+}
