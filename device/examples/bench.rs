@@ -4,11 +4,14 @@
 //!   mapped host memory (volatile store, `membar.sys`) and spins until the host echoes it in `pong`.
 //! - `call_latency(iters, stamps)`: one warp makes `iters` no-op calls through the protocol.
 //! - `call_throughput(calls, errors)`: every warp makes `calls` no-op calls and counts wrong replies.
+//! - `call_phases(iters, phases, errors)`: one warp's no-op calls as in `call_latency`, written out
+//!   step by step with the global timer read between the steps (lane 0 records
+//!   `PHASES` durations per call into `phases`), to show where a call's time goes.
 //!
 //! `stamps[k]` is the global timer after `k * STAMP_EVERY` iterations, for per-batch medians.
 
 #![no_std]
-#![feature(abi_ptx)]
+#![feature(abi_ptx, asm_experimental_arch)]
 
 use core::ptr::{read_volatile, write_volatile};
 use device::nvptx::{global_thread_id, globaltimer, membar_sys};
@@ -61,6 +64,79 @@ pub unsafe extern "ptx-kernel" fn call_latency(iters: u32, stamps: *mut u64, err
         if i % STAMP_EVERY == 0 && lane == 0 {
             // SAFETY: as above.
             unsafe { write_volatile(stamps.add((i / STAMP_EVERY) as usize), globaltimer()) };
+        }
+    }
+    // SAFETY: `errors` is a valid device `u32` (launch contract).
+    unsafe { count(errors, wrong) };
+}
+
+/// Timed steps of a call in `call_phases`.
+const PHASES: usize = 5;
+
+/// The global timer, read as if it touched memory, so the compiler keeps memory accesses on their
+/// side of it.
+#[inline(always)]
+fn stamp() -> u64 {
+    let t: u64;
+    // SAFETY: reads a special register; declared as touching memory only to order it.
+    unsafe { core::arch::asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nostack)) };
+    t
+}
+
+/// # Safety
+///
+/// The host set up the descriptor and serves it; `phases` holds `iters * PHASES` `u32`s;
+/// `errors` is a device `u32`. Launch with one warp.
+///
+/// Per call, in nanoseconds: 0 `open` (lock, shadow); 1 `send` from the fill to its return (the
+/// slot stores, the release fence, the flip); 2 from there to the first lane's reply read (the
+/// poll and the acquire fence); 3 the reply's load (until its value has arrived);
+/// 4 the status check and `close`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_phases(iters: u32, phases: *mut u32, errors: *mut u32) {
+    let client = device::client();
+    let lane = global_thread_id() as u64;
+    let mut wrong = 0;
+    for i in 0..iters {
+        let x = (lane << 32) | i as u64;
+        let mut t = [0u64; PHASES + 1];
+        t[0] = stamp();
+        let Ok(mut port) = client.open(device::services::NOOP) else {
+            wrong += 1;
+            continue;
+        };
+        t[1] = stamp();
+        let sent = port.send(|slot, _| slot.words[0] = x);
+        t[2] = stamp();
+        let mut reply = 0;
+        let received = port.recv(|slot, _| {
+            t[3] = stamp();
+            reply = slot.words[0];
+        });
+        if lane == 0 {
+            // SAFETY: as below. The store waits for the reply's load, so the next stamp comes
+            // after its arrival (overwritten with the duration at the end of the call).
+            unsafe { write_volatile(phases.add(i as usize * PHASES + 3), reply as u32) };
+        }
+        t[4] = stamp();
+        if sent.is_err() || received.is_err() || reply != x + 1 {
+            wrong += 1;
+        }
+        if port.status() != device::services::STATUS_OK {
+            wrong += 1;
+        }
+        port.close();
+        t[5] = stamp();
+        if lane == 0 {
+            for k in 0..PHASES {
+                // SAFETY: `phases` holds `iters * PHASES` words (launch contract).
+                unsafe {
+                    write_volatile(
+                        phases.add(i as usize * PHASES + k),
+                        t[k + 1].wrapping_sub(t[k]) as u32,
+                    )
+                };
+            }
         }
     }
     // SAFETY: `errors` is a valid device `u32` (launch contract).

@@ -9,7 +9,9 @@
 //!    nvcc to PTX on the GPU machine); the same host echo thread serves both.
 //! 2. A no-op call's round trip from one warp (`call_latency`), through the protocol, against one
 //!    server thread, with 64 ports and with the default port count (one per resident warp).
-//! 3. Throughput: every resident warp calls at once (`call_throughput`, registers capped at 32 so
+//! 3. The same call written out step by step (`call_phases`, 64 ports), the global timer read
+//!    between the steps: the median of each step, to show where a call's time goes.
+//! 4. Throughput: every resident warp calls at once (`call_throughput`, registers capped at 32 so
 //!    2048 threads fit an SM), by number of server threads.
 //!
 //! Per-iteration times come from the kernels' `%globaltimer` stamps every 100 iterations; each
@@ -130,6 +132,56 @@ fn call_latency(
     ))
 }
 
+/// Steps timed by `call_phases`, in its order.
+const PHASES: [&str; 5] = [
+    "open (lock, shadow word)",
+    "send: slot stores, release fence, flip",
+    "poll until the reply, acquire fence",
+    "reply load (until it arrives)",
+    "status load (a dependent read) and close",
+];
+
+/// `call_phases` on 64 ports: the median nanoseconds of each step, and the wrong replies.
+fn call_phases(cuda: &Cuda, module: &Module, iters: u32) -> Result<(Vec<f64>, u32), Error> {
+    let kernel = module.function("call_phases")?;
+    let region = GpuRegion::new(cuda, PortCount::Exactly(64))?;
+    region.install(cuda, module)?;
+    let phases = cuda.alloc_device(iters as usize * PHASES.len() * 4)?;
+    let errors = cuda.alloc_device(4)?;
+    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
+    let (r, _) = serve(region.region(), region.server_locks(), 1, &services, || {
+        let mut n = iters;
+        let mut p_phases = phases.ptr();
+        let mut p_errors = errors.ptr();
+        let mut params: [*mut c_void; 3] = [
+            (&raw mut n).cast(),
+            (&raw mut p_phases).cast(),
+            (&raw mut p_errors).cast(),
+        ];
+        // SAFETY: `call_phases(u32, u32*, u32*)`: buffers and region outlive the wait.
+        unsafe { kernel.launch(1, 32, &mut params) }.and_then(|()| cuda.wait(TIMEOUT))
+    })?;
+    r?;
+    let mut raw = vec![0u8; iters as usize * PHASES.len() * 4];
+    cuda.copy_from_device(&mut raw, phases.ptr())?;
+    let words: Vec<u32> = raw
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let medians = (0..PHASES.len())
+        .map(|k| {
+            let mut v: Vec<f64> = words
+                .chunks(PHASES.len())
+                .map(|call| call[k] as f64)
+                .collect();
+            median(&mut v)
+        })
+        .collect();
+    let mut e = [0u8; 4];
+    cuda.copy_from_device(&mut e, errors.ptr())?;
+    Ok((medians, u32::from_le_bytes(e)))
+}
+
 /// Every warp calls `calls` times: (warp-calls per second, wrong replies).
 fn throughput(
     cuda: &Cuda,
@@ -225,8 +277,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let (f_rust, f_cpp) = (median(&mut f_rust), median(&mut f_cpp));
     let (lat64, lat_all) = (median(&mut lat64), median(&mut lat_all));
+    // 3: the call step by step (a program without the kernel skips it).
+    let phases = match rust.function("call_phases") {
+        Ok(_) => {
+            let (p, e) = call_phases(&cuda, &rust, iters)?;
+            wrong += e;
+            Some(p)
+        }
+        Err(_) => None,
+    };
 
-    // 3: throughput at full occupancy.
+    // 4: throughput at full occupancy.
     let capped = cuda.load_module(&std::fs::read(bench_ptx)?, Some(32))?;
     let kernel = capped.function("call_throughput")?;
     let block = 1024;
@@ -279,6 +340,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         lat_all / 1e3,
         lat_all / f_cpp
     );
+    if let Some(p) = &phases {
+        let total: f64 = p.iter().sum();
+        for (name, ns) in PHASES.iter().zip(p) {
+            println!(
+                "| step of a call (64 ports): {name} | {:.2} µs | {:.2} of the steps' sum {:.2} µs |",
+                ns / 1e3,
+                ns / total,
+                total / 1e3
+            );
+        }
+    }
     for (s, r) in &rates {
         println!(
             "| all {warps} warps x {calls} calls, {s} server threads | {:.0} warp-calls/s | {:.2}x 1 thread |",
