@@ -15,7 +15,7 @@ out=${1:-$root/gpu-out/ptx}
 grep -q '^\.visible \.entry _start(' "$out/hello.ptx"
 grep -q '^\.visible \.entry _start(' "$out/occupancy.ptx"
 grep -q '^\.visible \.entry _start(' "$out/exit.ptx"
-for k in pingpong call_latency call_phases call_throughput; do
+for k in pingpong call_latency call_latency_kept call_phases call_throughput; do
     grep -q "^\.visible \.entry $k(" "$out/bench.ptx"
 done
 for p in hello occupancy exit bench; do

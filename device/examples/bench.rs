@@ -3,6 +3,7 @@
 //! - `pingpong(ping, pong, iters, stamps)`: the raw floor: one thread writes `i` to `ping` in
 //!   mapped host memory (volatile store, `membar.sys`) and spins until the host echoes it in `pong`.
 //! - `call_latency(iters, stamps)`: one warp makes `iters` no-op calls through the protocol.
+//! - `call_latency_kept(iters, stamps, errors)`: the same by a client that keeps its port.
 //! - `call_throughput(calls, errors)`: every warp makes `calls` no-op calls and counts wrong replies.
 //! - `call_phases(iters, phases, errors)`: one warp's no-op calls as in `call_latency`, written out
 //!   step by step with the global timer read between the steps (lane 0 records
@@ -51,6 +52,36 @@ pub unsafe extern "ptx-kernel" fn pingpong(
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn call_latency(iters: u32, stamps: *mut u64, errors: *mut u32) {
     let client = device::client();
+    let lane = global_thread_id() as u64;
+    let mut wrong = 0;
+    // SAFETY: `stamps` is valid for `iters / STAMP_EVERY + 1` words (launch contract).
+    unsafe { write_volatile(stamps, globaltimer()) };
+    for i in 1..=iters {
+        let x = (lane << 32) | i as u64;
+        match device::services::noop(&client, x) {
+            Ok(y) if y == x + 1 => {}
+            _ => wrong += 1,
+        }
+        if i % STAMP_EVERY == 0 && lane == 0 {
+            // SAFETY: as above.
+            unsafe { write_volatile(stamps.add((i / STAMP_EVERY) as usize), globaltimer()) };
+        }
+    }
+    // SAFETY: `errors` is a valid device `u32` (launch contract).
+    unsafe { count(errors, wrong) };
+}
+
+/// # Safety
+///
+/// As `call_latency`: one warp's no-op calls, by a client that keeps its port between calls
+/// (`rpc_core::Process::keep_port`): no lock, unlock or search per call.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_latency_kept(
+    iters: u32,
+    stamps: *mut u64,
+    errors: *mut u32,
+) {
+    let client = device::client().keep_port(true);
     let lane = global_thread_id() as u64;
     let mut wrong = 0;
     // SAFETY: `stamps` is valid for `iters / STAMP_EVERY + 1` words (launch contract).

@@ -490,6 +490,22 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// Runs in the first lane only.
     fn search(&self) -> u32 {
         let kept = self.kept.replace(NONE);
+        #[cfg(target_arch = "nvptx64")]
+        if let Some(shadow) = self.shadow.get(kept as usize) {
+            // NVPTX with a shadow: decide from the shadow word in device memory, as a fresh lock
+            // would, without reading host memory (`open_by_shadow` holds the argument; here the
+            // last holder is this warp itself, so program order replaces the lock's pairing).
+            if let Some(out) = self.open_by_shadow(shadow, kept) {
+                return kept * 2 + out;
+            }
+            self.unlock(kept);
+        }
+        #[cfg(target_arch = "nvptx64")]
+        let kept = if (kept as usize) < self.shadow.len() {
+            NONE
+        } else {
+            kept
+        };
         if kept != NONE {
             // The lock was never released: no other handle of this side touched the port since we
             // closed it, so our outbox bit is still the one we wrote.

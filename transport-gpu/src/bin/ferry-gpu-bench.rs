@@ -105,7 +105,18 @@ fn call_latency(
     ports: PortCount,
     iters: u32,
 ) -> Result<(f64, u32), Error> {
-    let kernel = module.function("call_latency")?;
+    call_latency_of(cuda, module, "call_latency", ports, iters)
+}
+
+/// `call_latency` through the kernel `name` (the same signature).
+fn call_latency_of(
+    cuda: &Cuda,
+    module: &Module,
+    name: &str,
+    ports: PortCount,
+    iters: u32,
+) -> Result<(f64, u32), Error> {
+    let kernel = module.function(name)?;
     let region = GpuRegion::new(cuda, ports)?;
     region.install(cuda, module)?;
     let stamps = cuda.alloc_device((iters / STAMP_EVERY + 1) as usize * 8)?;
@@ -275,6 +286,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         lat_all.push(l);
         wrong += e;
     }
+    // 2b: the same call by a client that keeps its port (a program without the kernel skips it).
+    let mut lat_kept = vec![];
+    if rust.function("call_latency_kept").is_ok() {
+        for _ in 0..reps {
+            let (l, e) = call_latency_of(
+                &cuda,
+                &rust,
+                "call_latency_kept",
+                PortCount::Exactly(64),
+                iters,
+            )?;
+            lat_kept.push(l);
+            wrong += e;
+        }
+    }
     let (f_rust, f_cpp) = (median(&mut f_rust), median(&mut f_cpp));
     let (lat64, lat_all) = (median(&mut lat64), median(&mut lat_all));
     // 3: the call step by step (a program without the kernel skips it).
@@ -340,6 +366,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         lat_all / 1e3,
         lat_all / f_cpp
     );
+    if !lat_kept.is_empty() {
+        let kept = median(&mut lat_kept);
+        println!(
+            "| no-op call, one warp, 64 ports, client keeps its port | {:.2} µs | {:.2}x CUDA C++ floor |",
+            kept / 1e3,
+            kept / f_cpp
+        );
+    }
     if let Some(p) = &phases {
         let total: f64 = p.iter().sum();
         for (name, ns) in PHASES.iter().zip(p) {
