@@ -24,6 +24,11 @@
 //! a per-handle cursor: a client resumes at the port it last used (spreading clients, keeping a
 //! warm port), a server one port past the one it last served, so under constant load every pending
 //! port is served within one pass of its scan (fairness).
+//!
+//! Two options per handle: [`Process::restrict`] limits it to a range of ports (server threads
+//! that split the ports never contend for a lock word or a mailbox line), and
+//! [`Process::keep_port`] keeps a closed port locked for the handle's next open, which skips the
+//! search, the lock and the unlock when the handle still owns the packet.
 
 use core::cell::Cell;
 use core::marker::PhantomData;

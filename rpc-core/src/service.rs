@@ -26,7 +26,7 @@
 //! **Errors the server sends back.** Every reply carries a status. When the server cannot serve a
 //! call (unknown opcode, refused or malformed request) it replies with the status, an empty stream
 //! (every lane's first word zero, so a client waiting for a streamed response reads zero bytes) and
-//! the stream word set to [`STREAM_REJECTED`](crate::stream::STREAM_REJECTED) (so a client still
+//! the stream word set to [`STREAM_REJECTED`] (so a client still
 //! streaming its request stops). The client turns any status but [`status::OK`] into a
 //! [`CallError`]; the server goes on serving. Nothing waits forever on a call the server refused.
 //!
