@@ -218,6 +218,15 @@ impl Cuda {
         }
     }
 
+    /// Sets the stack each GPU thread gets, in bytes. Code with indirect calls (`core::fmt`) has
+    /// no stack size the compiler can bound, so the driver's default (1 KiB) is what it gets.
+    pub fn set_stack_size(&self, bytes: usize) -> Result<(), Error> {
+        // SAFETY: sets a limit of the current context; no pointer is passed.
+        check("cuCtxSetLimit", unsafe {
+            sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_STACK_SIZE, bytes)
+        })
+    }
+
     /// Copies `data` into device memory at `dst`.
     pub fn copy_to_device(&self, dst: sys::CUdeviceptr, data: &[u8]) -> Result<(), Error> {
         // SAFETY: `dst` is device memory of at least `data.len()` bytes (callers' allocations).

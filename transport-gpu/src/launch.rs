@@ -1,14 +1,95 @@
-//! Running a program: load it, give it a region, launch its entry kernel, serve it until it ends.
+//! Running a program: load it, give it a region and a heap, launch its entry kernel, serve it
+//! until it ends.
+//!
+//! The loader serves two services on one region, routed by opcode: the minimal calls of
+//! `device::services` ([`NOOP`], [`PRINT`], [`EXIT`]: small class opcodes) go to
+//! [`HostServices`], everything else (the `device::host::Libc` calls, whose hash opcodes have the
+//! top bit set, the protocol's handshake, unknown opcodes) to [`LibcHost`]'s generated dispatch,
+//! which answers unknown opcodes itself. Both print to the same output, under one lock.
+//!
+//! `malloc` is served from device memory reserved before launch ([`RunConfig::heap`] bytes): the
+//! host only hands out addresses inside it. Growing device memory while a kernel runs can
+//! deadlock on NVIDIA (an allocation may wait for the running kernel), so nothing is allocated
+//! after launch.
 
 use std::ffi::c_void;
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use device::services::{EXIT, NOOP, PRINT};
+use rpc_core::service::Service;
+
 use crate::cuda::Cuda;
+use crate::host::{Arena, CallCounts, Libc, LibcConfig, LibcHost};
 use crate::region::{GpuRegion, PortCount};
-use crate::server::{serve, ServeStats};
+use crate::server::{serve, Handler, ServeStats, ServerPort};
 use crate::services::{ExitPolicy, HostServices};
 use crate::Error;
+
+/// Whether `opcode` is one of the minimal services' (served by [`HostServices`]).
+const fn is_minimal(opcode: u32) -> bool {
+    matches!(opcode, NOOP | PRINT | EXIT)
+}
+
+// No `Libc` call may take a minimal opcode: the router would send it to the wrong service.
+const _: () = {
+    let ops = <Libc as Service>::OPCODES;
+    let mut i = 0;
+    while i < ops.len() {
+        assert!(
+            !is_minimal(ops[i]),
+            "a Libc opcode collides with a minimal one"
+        );
+        i += 1;
+    }
+};
+
+/// The default heap `malloc` serves from: 64 MiB of device memory.
+pub const DEFAULT_HEAP: usize = 64 << 20;
+
+/// The default stack per GPU thread: 8 KiB.
+pub const DEFAULT_STACK: usize = 8 << 10;
+
+/// One output shared by both services, written under one lock.
+struct SharedOut<O>(Arc<Mutex<O>>);
+
+impl<O> Clone for SharedOut<O> {
+    fn clone(&self) -> Self {
+        SharedOut(self.0.clone())
+    }
+}
+
+impl<O: Write> Write for SharedOut<O> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).write(buf)
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .write_all(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).flush()
+    }
+}
+
+/// The loader's handler: routes each request by opcode (see the module docs).
+struct Router<O: Write + Send> {
+    minimal: HostServices<SharedOut<O>>,
+    libc: LibcHost,
+}
+
+impl<O: Write + Send> Handler for Router<O> {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) {
+        if is_minimal(port.opcode()) {
+            self.minimal.handle(port);
+        } else {
+            self.libc.handle(port);
+        }
+    }
+}
 
 /// The documented entry kernel: `_start(argc: u32, argv: *const *const u8, ret: *mut i32)`.
 pub const ENTRY: &str = "_start";
@@ -30,6 +111,12 @@ pub struct RunConfig {
     pub timeout: Duration,
     /// What the program's exit call does.
     pub exit: ExitPolicy,
+    /// Bytes of device memory reserved before launch for `malloc` (0: none, every `malloc`
+    /// fails with out of memory).
+    pub heap: usize,
+    /// Stack bytes per GPU thread (`None`: the driver's default, 1 KiB, which formatting with
+    /// buffers on the stack, as `println!` and the file calls do, can overflow).
+    pub stack: Option<usize>,
 }
 
 impl Default for RunConfig {
@@ -42,6 +129,8 @@ impl Default for RunConfig {
             max_registers: None,
             timeout: Duration::from_secs(600),
             exit: ExitPolicy::Process,
+            heap: DEFAULT_HEAP,
+            stack: Some(DEFAULT_STACK),
         }
     }
 }
@@ -53,16 +142,21 @@ pub struct RunReport {
     pub code: i32,
     /// Server counts.
     pub stats: ServeStats,
-    /// Calls served by opcode: `[unknown, no-op, print, exit]`.
+    /// Minimal calls served by opcode: `[unknown (always 0: the loader routes unknown opcodes to
+    /// the Libc dispatch), no-op, print, exit]`.
     pub calls: [u64; 4],
+    /// `Libc` calls served (one per message), by `Libc::OPCODES` index, then unknown opcodes and
+    /// handshakes.
+    pub libc_calls: CallCounts,
     /// Ports of the region.
     pub ports: u32,
     /// Kernel time (launch to end), as the host saw it.
     pub elapsed: Duration,
 }
 
-/// Runs the PTX program `ptx` with `args` (the program's name first), printing to `out`.
-pub fn run_program<O: Write + Send>(
+/// Runs the PTX program `ptx` with `args` (the program's name first), printing to `out` (both
+/// services' standard output; the `Libc` service's standard error is this process's).
+pub fn run_program<O: Write + Send + 'static>(
     cuda: &Cuda,
     ptx: &[u8],
     args: &[String],
@@ -75,6 +169,9 @@ pub fn run_program<O: Write + Send>(
             "no entry kernel `{ENTRY}(argc, argv, ret)`: define it with `device::entry!`"
         ))
     })?;
+    if let Some(bytes) = config.stack {
+        cuda.set_stack_size(bytes)?;
+    }
     let region = GpuRegion::new(cuda, config.ports)?;
     region.install(cuda, &module)?;
 
@@ -96,7 +193,24 @@ pub fn run_program<O: Write + Send>(
     cuda.copy_to_device(base, &strings)?;
     let ret = cuda.alloc_device(4)?;
 
-    let services = HostServices::new(out, config.exit);
+    // The heap, reserved before launch and freed after the kernel ended (`heap` drops last).
+    let heap = match config.heap {
+        0 => None,
+        bytes => Some(cuda.alloc_device(bytes)?),
+    };
+    let out = SharedOut(Arc::new(Mutex::new(out)));
+    let router = Router {
+        minimal: HostServices::new(out.clone(), config.exit),
+        libc: LibcHost::new(LibcConfig {
+            stdout: Box::new(out.clone()),
+            heap: heap.as_ref().map(|h| Arena {
+                base: h.ptr(),
+                size: h.len() as u64,
+            }),
+            exit: config.exit,
+            ..LibcConfig::default()
+        }),
+    };
     let mut argc = args.len() as u32;
     let mut argv = base + pad as u64;
     let mut ret_ptr = ret.ptr();
@@ -104,7 +218,7 @@ pub fn run_program<O: Write + Send>(
         region.region(),
         region.server_locks(),
         config.server_threads,
-        &services,
+        &router,
         || -> Result<Duration, Error> {
             let mut params: [*mut c_void; 3] = [
                 (&raw mut argc).cast(),
@@ -118,14 +232,24 @@ pub fn run_program<O: Write + Send>(
             cuda.wait(config.timeout)
         },
     )?;
+    let flushed = out.clone().flush();
     let elapsed = ran?;
     let mut code = [0u8; 4];
     cuda.copy_from_device(&mut code, ret.ptr())?;
-    let code = services.exit_code().unwrap_or(i32::from_le_bytes(code));
+    let code = router
+        .minimal
+        .exit_code()
+        .or(router.libc.exit_code())
+        // An abort the policy recorded: what a shell reports for SIGABRT.
+        .or(router.libc.aborted().then_some(134))
+        .unwrap_or(i32::from_le_bytes(code));
+    flushed.map_err(|e| Error::Program(format!("writing the program's output: {e}")))?;
+    drop(heap);
     Ok(RunReport {
         code,
         stats,
-        calls: services.counts(),
+        calls: router.minimal.counts(),
+        libc_calls: router.libc.counts(),
         ports: region.layout().ports(),
         elapsed,
     })

@@ -12,7 +12,8 @@
 //! - [`services`]: the host side of `device::services` (no-op, print, exit).
 //! - [`host`]: the host side of `device::host` (print, files, exit and abort, malloc from reserved
 //!   memory, a clock, `system` when turned on), served through the derived dispatch.
-//! - [`launch`]: running a program's entry kernel while serving it (the loader's core).
+//! - [`launch`]: running a program's entry kernel while serving it, both services routed by
+//!   opcode, `malloc` from device memory reserved before launch (the loader's core).
 //! - [`hsa`]: AMD's HSA runtime, loaded at run time (`libhsa-runtime64`): fine-grained memory.
 //!
 //! Nothing of CUDA or HSA is needed to build; without a driver the calls return

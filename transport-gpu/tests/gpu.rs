@@ -1,12 +1,15 @@
 //! GPU programs through the loader library, on a real device: hello (every thread prints its
-//! line) and an exit code set by an `exit` call.
+//! line), an exit code set by an `exit` call, and files (print, files, malloc and exit through the
+//! `Libc` services).
 //!
 //! Needs a CUDA driver with a device and the programs built by `scripts/build-ptx`: the folder
 //! `FERRY_GPU_PTX` names, else `gpu-out/ptx` of the workspace (or of the current directory).
 //! Without them each test prints one line `skipped: <reason>` and passes (CI has no GPU).
 
 use std::collections::HashSet;
+use std::io::Write;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use transport_gpu::cuda::Cuda;
@@ -38,6 +41,26 @@ fn setup(program: &str) -> Result<(Cuda, Vec<u8>), String> {
     }
 }
 
+/// A writer the test reads back.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Capture {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).expect("the program prints UTF-8")
+    }
+}
+
 fn config() -> RunConfig {
     RunConfig {
         blocks: 4,
@@ -47,6 +70,8 @@ fn config() -> RunConfig {
         max_registers: None,
         timeout: Duration::from_secs(60),
         exit: ExitPolicy::Record,
+        heap: 1 << 20,
+        stack: Some(8 << 10),
     }
 }
 
@@ -57,10 +82,10 @@ fn hello_prints_one_line_per_thread_and_exits_0() {
         Err(why) => return println!("skipped: {why}"),
     };
     let config = config();
-    let mut out = Vec::new();
-    let report = run_program(&cuda, &ptx, &["hello".into()], &config, &mut out).unwrap();
+    let out = Capture::default();
+    let report = run_program(&cuda, &ptx, &["hello".into()], &config, out.clone()).unwrap();
     assert_eq!(report.code, 0, "hello's exit code");
-    let text = String::from_utf8(out).expect("hello prints UTF-8");
+    let text = out.text();
     let threads = config.blocks * config.threads;
     let lines: HashSet<&str> = text.lines().collect();
     assert_eq!(
@@ -93,4 +118,46 @@ fn an_exit_call_sets_the_exit_code() {
         assert!(report.calls[3] > 0, "the exit call was served");
         assert_eq!(report.calls[0], 0, "no unknown calls");
     }
+}
+
+#[test]
+fn files_writes_reads_back_mallocs_and_passes_its_code() {
+    let (cuda, ptx) = match setup("files") {
+        Ok(s) => s,
+        Err(why) => return println!("skipped: {why}"),
+    };
+    let dir = std::env::temp_dir().join(format!("ferry-gpu-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = RunConfig {
+        blocks: 2,
+        ..config()
+    };
+    let threads = (config.blocks * config.threads) as usize;
+    let dir_arg = dir.to_str().unwrap().to_string();
+    for exit in [false, true] {
+        let mut args = vec!["files".to_string(), dir_arg.clone(), "9".into()];
+        if exit {
+            args.push("exit".into());
+        }
+        let out = Capture::default();
+        let report = run_program(&cuda, &ptx, &args, &config, out.clone()).unwrap();
+        assert_eq!(report.code, 9, "exit code (exit call: {exit})");
+        let text = out.text();
+        // With `Record`, the exit call is answered and every line arrives.
+        assert_eq!(text.lines().count(), 2 * threads, "{text}");
+        let lines: HashSet<&str> = text.lines().collect();
+        for t in 0..threads {
+            let ok = format!("thread {t}: ok");
+            assert!(lines.contains(ok.as_str()), "missing: {ok}\n{text}");
+        }
+        assert_eq!(report.calls, [0; 4], "no minimal calls");
+        let leftover: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert!(leftover.is_empty(), "files left behind: {leftover:?}");
+    }
+    // Without a heap every malloc fails, and the program says so in its code (64 | MALLOC).
+    let args = vec!["files".to_string(), dir_arg, "9".into()];
+    let no_heap = RunConfig { heap: 0, ..config };
+    let report = run_program(&cuda, &ptx, &args, &no_heap, std::io::sink()).unwrap();
+    assert_eq!(report.code, 64 | 16);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

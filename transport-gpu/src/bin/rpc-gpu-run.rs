@@ -8,6 +8,9 @@
 //!   --server-threads N   host threads serving calls (default 1)
 //!   --max-registers N    register cap for the JIT (32 lets 2048 threads share an SM)
 //!   --timeout SECS       give up on the kernel after this long (default 600)
+//!   --heap SIZE          device memory reserved for malloc before launch, in bytes or with a
+//!                        K, M or G suffix (default 64M; 0: none)
+//!   --stack SIZE         stack per GPU thread, as --heap (default 8K; 0: the driver's, 1K)
 //!   --stats              print calls served and the kernel's time on standard error
 //! ```
 //!
@@ -15,16 +18,35 @@
 //! ret: *mut i32)` (Rust programs get it from `device::entry!`) and which holds the `FERRY_RPC`
 //! descriptor global. Every thread runs `main`; the exit code is an `exit` call's code, else the
 //! bitwise OR of every thread's return value. Errors of the loader itself exit with 125.
+//!
+//! The loader serves the minimal services (`device::services`) and the C-library ones
+//! (`device::host::Libc`: print, files, exit, malloc from the reserved heap, clock). Standard
+//! output is line-buffered on a terminal and block-buffered otherwise (as C's stdio), flushed at
+//! exit and at the end.
 
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use transport_gpu::cuda::Cuda;
+use transport_gpu::host::Libc;
 use transport_gpu::{run_program, ExitPolicy, PortCount, RunConfig};
 
 const USAGE: &str =
     "usage: rpc-gpu-run [--blocks N] [--threads N] [--ports N] [--server-threads N] \
-[--max-registers N] [--timeout SECS] [--stats] PROGRAM.ptx [ARGS...]";
+[--max-registers N] [--timeout SECS] [--heap SIZE] [--stack SIZE] [--stats] PROGRAM.ptx [ARGS...]";
+
+/// A size in bytes: digits with an optional K, M or G suffix (powers of 1024).
+fn size(v: &str) -> Option<usize> {
+    let (digits, shift) = match v.as_bytes().last()? {
+        b'K' | b'k' => (&v[..v.len() - 1], 10),
+        b'M' | b'm' => (&v[..v.len() - 1], 20),
+        b'G' | b'g' => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    let n: usize = digits.parse().ok()?;
+    n.checked_mul(1 << shift)
+}
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("rpc-gpu-run: {message}");
@@ -56,6 +78,18 @@ fn main() -> ExitCode {
             "--timeout" => {
                 number("--timeout").map(|n| config.timeout = Duration::from_secs(n.into()))
             }
+            "--heap" => match args.next() {
+                Some(v) => size(&v)
+                    .map(|n| config.heap = n)
+                    .ok_or(format!("--heap: `{v}` is not a size")),
+                None => Err("--heap needs a value".into()),
+            },
+            "--stack" => match args.next() {
+                Some(v) => size(&v)
+                    .map(|n| config.stack = (n > 0).then_some(n))
+                    .ok_or(format!("--stack: `{v}` is not a size")),
+                None => Err("--stack needs a value".into()),
+            },
             "--stats" => {
                 stats = true;
                 Ok(())
@@ -80,20 +114,40 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    match run_program(&cuda, &ptx, &argv, &config, std::io::stdout()) {
+    let out: Box<dyn Write + Send> = if std::io::stdout().is_terminal() {
+        Box::new(std::io::stdout())
+    } else {
+        Box::new(std::io::BufWriter::with_capacity(
+            1 << 16,
+            std::io::stdout(),
+        ))
+    };
+    match run_program(&cuda, &ptx, &argv, &config, out) {
         Ok(report) => {
             if stats {
+                let libc: u64 = report.libc_calls.iter().sum();
+                let libc_print = report.libc_calls[libc_index(Libc::Print)];
                 eprintln!(
                     "rpc-gpu-run: {} ({} SMs), {} ports, {} blocks x {} threads, kernel {:.3} s, \
-                     calls served {} (no-op {}, print {}, exit {}, unknown {}) by {} server threads {:?}, exit code {}",
+                     calls served {} (no-op {}, print {}, exit {}, unknown {}; libc {}, of which print {}, unknown {}) by {} server threads {:?}, exit code {}",
                     cuda.name, cuda.sms, report.ports, config.blocks, config.threads,
                     report.elapsed.as_secs_f64(), report.stats.calls(), report.calls[1],
-                    report.calls[2], report.calls[3], report.calls[0],
-                    config.server_threads, report.stats.per_thread, report.code
+                    report.calls[2], report.calls[3], report.calls[0], libc, libc_print,
+                    report.libc_calls[Libc::CALLS], config.server_threads,
+                    report.stats.per_thread, report.code
                 );
             }
             ExitCode::from(report.code as u8)
         }
         Err(e) => fail(e),
     }
+}
+
+/// `call`'s index in the counts.
+fn libc_index(call: Libc) -> usize {
+    use rpc_core::service::Service;
+    <Libc as Service>::OPCODES
+        .iter()
+        .position(|&o| o == call.opcode())
+        .unwrap_or(Libc::CALLS)
 }

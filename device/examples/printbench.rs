@@ -1,0 +1,37 @@
+//! The print benchmark: `N` lines in all (argument 1, default 1 000 000), `line <i>` for every
+//! `i < N`, thread `t` of `T` printing `i = t, t + T, t + 2T...` with `println!` (one message per
+//! warp and line round). Returns 1 if a print failed.
+//!
+//! `rpc-gpu-run --blocks 132 --threads 256 printbench.ptx 1000000 > lines`; the CUDA C++
+//! counterpart is `transport-gpu/bench/printbench.cu`.
+
+#![no_std]
+#![feature(abi_ptx)]
+
+use device::host::Printer;
+use device::nvptx::{block_dim, global_thread_id, grid_dim};
+
+device::entry!(main);
+
+fn main(args: device::Args) -> i32 {
+    let n = args.get_u32(1).unwrap_or(1_000_000);
+    let client = device::client();
+    let out = Printer::new(&client);
+    let threads = grid_dim() * block_dim();
+    let me = global_thread_id();
+    let rounds = n.div_ceil(threads);
+    let mut failed = 0;
+    for r in 0..rounds {
+        let i = r * threads + me;
+        // Every lane takes part in every round; those past the end print nothing.
+        let sent = if i < n {
+            device::println!(&out, "line {i}")
+        } else {
+            device::print!(&out, "")
+        };
+        if sent.is_err() {
+            failed = 1;
+        }
+    }
+    failed
+}
