@@ -51,14 +51,29 @@ pub unsafe extern "ptx-kernel" fn pingpong(
 /// `errors` is a device `u32`. Launch with one warp.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn call_latency(iters: u32, stamps: *mut u64, errors: *mut u32) {
-    let client = device::client();
+    // SAFETY: the caller's contract is the one `latency_loop` needs.
+    unsafe { latency_loop(&device::client(), iters, stamps, errors) };
+}
+
+/// One warp's `iters` no-op calls through `client`, stamping the timer every `STAMP_EVERY`.
+///
+/// # Safety
+///
+/// `stamps` holds `iters / STAMP_EVERY + 1` words and `errors` is a device `u32`.
+#[inline(always)]
+unsafe fn latency_loop(
+    client: &device::Client<'_, device::lanes::Warp, device::GpuWait>,
+    iters: u32,
+    stamps: *mut u64,
+    errors: *mut u32,
+) {
     let lane = global_thread_id() as u64;
     let mut wrong = 0;
-    // SAFETY: `stamps` is valid for `iters / STAMP_EVERY + 1` words (launch contract).
+    // SAFETY: `stamps` is valid for `iters / STAMP_EVERY + 1` words (contract).
     unsafe { write_volatile(stamps, globaltimer()) };
     for i in 1..=iters {
         let x = (lane << 32) | i as u64;
-        match device::services::noop(&client, x) {
+        match device::services::noop(client, x) {
             Ok(y) if y == x + 1 => {}
             _ => wrong += 1,
         }
@@ -67,7 +82,7 @@ pub unsafe extern "ptx-kernel" fn call_latency(iters: u32, stamps: *mut u64, err
             unsafe { write_volatile(stamps.add((i / STAMP_EVERY) as usize), globaltimer()) };
         }
     }
-    // SAFETY: `errors` is a valid device `u32` (launch contract).
+    // SAFETY: `errors` is a valid device `u32` (contract).
     unsafe { count(errors, wrong) };
 }
 
@@ -81,24 +96,8 @@ pub unsafe extern "ptx-kernel" fn call_latency_kept(
     stamps: *mut u64,
     errors: *mut u32,
 ) {
-    let client = device::client().keep_port(true);
-    let lane = global_thread_id() as u64;
-    let mut wrong = 0;
-    // SAFETY: `stamps` is valid for `iters / STAMP_EVERY + 1` words (launch contract).
-    unsafe { write_volatile(stamps, globaltimer()) };
-    for i in 1..=iters {
-        let x = (lane << 32) | i as u64;
-        match device::services::noop(&client, x) {
-            Ok(y) if y == x + 1 => {}
-            _ => wrong += 1,
-        }
-        if i % STAMP_EVERY == 0 && lane == 0 {
-            // SAFETY: as above.
-            unsafe { write_volatile(stamps.add((i / STAMP_EVERY) as usize), globaltimer()) };
-        }
-    }
-    // SAFETY: `errors` is a valid device `u32` (launch contract).
-    unsafe { count(errors, wrong) };
+    // SAFETY: the caller's contract is the one `latency_loop` needs.
+    unsafe { latency_loop(&device::client().keep_port(true), iters, stamps, errors) };
 }
 
 /// Timed steps of a call in `call_phases`.

@@ -55,8 +55,9 @@ fn ping_pong(iters: u64) -> f64 {
     })
 }
 
-/// A no-op call: open, send, receive the reply, close; one server thread.
-fn round_trip<M: Mailbox>(iters: u64) -> f64 {
+/// A no-op call: open, send, receive the reply, close; one server thread. With `keep`, the client
+/// handle keeps its port between calls (`Process::keep_port`).
+fn round_trip<M: Mailbox>(iters: u64, keep: bool) -> f64 {
     let region = HeapRegion::<M>::new(32, 1).unwrap();
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -68,38 +69,7 @@ fn round_trip<M: Mailbox>(iters: u64) -> f64 {
                 }
             }
         });
-        let client = region.client();
-        let ns = median_ns(iters, |n| {
-            for i in 0..n {
-                let mut port = client.open(1).unwrap();
-                port.send_and_recv(
-                    |s, _| s.words[0] = i,
-                    |s, _| {
-                        black_box(s.words[0]);
-                    },
-                )
-                .unwrap();
-            }
-        });
-        stop.store(true, Ordering::Relaxed);
-        ns
-    })
-}
-
-/// A no-op call as `round_trip`, by a client handle that keeps its port between calls.
-fn kept_round_trip<M: Mailbox>(iters: u64) -> f64 {
-    let region = HeapRegion::<M>::new(32, 1).unwrap();
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let server = region.server();
-            while !stop.load(Ordering::Relaxed) {
-                if let Some(mut port) = server.try_open(()) {
-                    port.recv_and_send(|_, _| {}).unwrap();
-                }
-            }
-        });
-        let client = region.client().keep_port(true);
+        let client = region.client().keep_port(keep);
         let ns = median_ns(iters, |n| {
             for i in 0..n {
                 let mut port = client.open(1).unwrap();
@@ -356,7 +326,7 @@ fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     if !full {
         println!("smoke run (use `cargo bench` for figures)");
-        black_box(round_trip::<PerPort>(100));
+        black_box(round_trip::<PerPort>(100, false));
         black_box(stream(4096));
         return;
     }
@@ -371,21 +341,21 @@ fn main() {
     println!("|---|---|---|---|---|");
     if run("round_trip") {
         let pp = ping_pong(200_000);
-        let rt = round_trip::<PerPort>(200_000);
+        let rt = round_trip::<PerPort>(200_000, false);
         row(
             "no-op call round trip, 2 threads (PerPort mailbox)",
             rt,
             "two-atomic ping-pong",
             pp,
         );
-        let rt = round_trip::<Packed>(200_000);
+        let rt = round_trip::<Packed>(200_000, false);
         row(
             "no-op call round trip, 2 threads (Packed mailbox)",
             rt,
             "two-atomic ping-pong",
             pp,
         );
-        let kept = kept_round_trip::<Packed>(200_000);
+        let kept = round_trip::<Packed>(200_000, true);
         row(
             "no-op call round trip, client keeps its port (Packed)",
             kept,
