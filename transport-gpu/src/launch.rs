@@ -254,3 +254,57 @@ pub fn run_program<O: Write + Send + 'static>(
         elapsed,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    //! The router without a GPU: a heap region served by `serve` with the loader's router, called
+    //! from a host thread with both services' device-side calls.
+
+    use super::*;
+    use rpc_core::service::status;
+    use rpc_core::{HeapRegion, PerPort, Single, SpinLimit};
+
+    #[test]
+    fn requests_go_to_the_service_that_owns_their_opcode() {
+        let out = SharedOut(Arc::new(Mutex::new(Vec::<u8>::new())));
+        let router = Router {
+            minimal: HostServices::new(out.clone(), ExitPolicy::Record),
+            libc: LibcHost::new(LibcConfig::default()),
+        };
+        let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
+        let (result, _) = serve(region.region(), region.server_locks(), 1, &router, || {
+            let client = region.client_with(Single, SpinLimit(1 << 30)).unwrap();
+            // A minimal call: the no-op answers its value plus one.
+            let noop = device::services::noop(&client, 41);
+            // A `Libc` call: the clock.
+            let clock = device::host::clock(&client);
+            // An opcode neither service has: an error status, not a hang.
+            let mut port = client.open(0x0BAD_C0DE).unwrap();
+            port.send_and_recv(|s, _| s.words[0] = 1, |_, _| {})
+                .unwrap();
+            let unknown = port.status();
+            drop(port);
+            (noop, clock.is_ok(), unknown)
+        })
+        .unwrap();
+        assert_eq!(result.0, Ok(42));
+        assert!(result.1, "the clock call reached LibcHost");
+        assert_eq!(result.2, status::UNKNOWN_OPCODE);
+        assert_eq!(
+            router.minimal.counts()[NOOP as usize],
+            1,
+            "one no-op served"
+        );
+        let libc = router.libc.counts();
+        assert_eq!(
+            libc.iter().sum::<u64>(),
+            2,
+            "the clock and the unknown opcode: {libc:?}"
+        );
+        assert_eq!(
+            *libc.last().unwrap(),
+            1,
+            "one unknown opcode counted by LibcHost"
+        );
+    }
+}
