@@ -57,6 +57,18 @@ fn serve<M: Mailbox>(region: &HeapRegion<M>, calls: usize) {
     }
 }
 
+/// Waits (yielding to loom's other threads) until `server` opens a port with a request.
+fn next_request<'p, 'a>(
+    server: &'p rpc_core::ServerProcess<'a>,
+) -> rpc_core::Port<'p, 'a, rpc_core::Server, rpc_core::Single, PerPort, rpc_core::Spin> {
+    loop {
+        match server.try_open(()) {
+            Some(p) => return p,
+            None => thread::yield_now(),
+        }
+    }
+}
+
 fn call<M: Mailbox>(region: &HeapRegion<M>, value: u64) -> u64 {
     let client = region.client();
     let mut port = client.open(1).unwrap();
@@ -114,12 +126,7 @@ fn send_n_across_packets() {
         let r = region.clone();
         let server = thread::spawn(move || {
             let server = r.server();
-            let mut port = loop {
-                match server.try_open(()) {
-                    Some(p) => break p,
-                    None => thread::yield_now(),
-                }
-            };
+            let mut port = next_request(&server);
             let mut sink: Vec<Vec<u8>> = Vec::new();
             port.recv_n(1024, &mut sink).unwrap();
             let sum: u64 = sink[0].iter().map(|&b| b as u64).sum();
@@ -145,12 +152,7 @@ fn refused_stream() {
         let r = region.clone();
         let server = thread::spawn(move || {
             let server = r.server();
-            let mut port = loop {
-                match server.try_open(()) {
-                    Some(p) => break p,
-                    None => thread::yield_now(),
-                }
-            };
+            let mut port = next_request(&server);
             let mut sink: Vec<Vec<u8>> = Vec::new();
             let got = port.recv_n(16, &mut sink);
             assert!(matches!(got, Err(Error::TooLarge { len: 200, .. })));

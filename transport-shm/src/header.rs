@@ -82,14 +82,9 @@ fn bad(field: &'static str, found: u64, expected: impl Into<String>) -> HeaderEr
     }
 }
 
-/// FNV-1a, 64 bits: catches corruption of the fixed fields (not an authenticator).
+/// FNV-1a, 64 bits (rpc-core's): catches corruption of the fixed fields (not an authenticator).
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    rpc_core::service::fnv1a_64(rpc_core::service::FNV64_OFFSET, bytes)
 }
 
 /// Where everything lies in a ferry shared-memory file.
