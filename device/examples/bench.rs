@@ -5,7 +5,7 @@
 //! - `call_latency(iters, stamps)`: one warp makes `iters` no-op calls through the protocol.
 //! - `call_latency_kept(iters, stamps, errors)`: the same by a client that keeps its port.
 //! - `call_throughput(calls, errors)`: every warp makes `calls` no-op calls and counts wrong replies.
-//! - `call_phases(iters, phases, errors)`: one warp's no-op calls as in `call_latency`, written out
+//! - `call_phases(iters, phases, errors)`: one warp's no-op calls as in `call_latency_kept`, written out
 //!   step by step with the global timer read between the steps (lane 0 records
 //!   `PHASES` durations per call into `phases`), to show where a call's time goes.
 //!
@@ -100,6 +100,21 @@ pub unsafe extern "ptx-kernel" fn call_latency_kept(
     unsafe { latency_loop(&device::client().keep_port(true), iters, stamps, errors) };
 }
 
+/// # Safety
+///
+/// As `call_latency`, but only lane 0 of the warp calls (a one-lane packet: one slot each way).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_latency_lane0(
+    iters: u32,
+    stamps: *mut u64,
+    errors: *mut u32,
+) {
+    if device::rpc_core::Lanes::lane_id(&device::lanes::Warp) == 0 {
+        // SAFETY: the caller's contract is the one `latency_loop` needs.
+        unsafe { latency_loop(&device::client(), iters, stamps, errors) };
+    }
+}
+
 /// Timed steps of a call in `call_phases`.
 const PHASES: usize = 5;
 
@@ -118,13 +133,16 @@ fn stamp() -> u64 {
 /// The host set up the descriptor and serves it; `phases` holds `iters * PHASES` `u32`s;
 /// `errors` is a device `u32`. Launch with one warp.
 ///
-/// Per call, in nanoseconds: 0 `open` (lock, shadow); 1 `send` from the fill to its return (the
+/// The client keeps its port (as the loader sets clients up when every warp has a port): after the
+/// first call, `open` reads no memory.
+///
+/// Per call, in nanoseconds: 0 `open` (kept port); 1 `send` from the fill to its return (the
 /// slot stores, the release fence, the flip); 2 from there to the first lane's reply read (the
 /// poll and the acquire fence); 3 the reply's load (until its value has arrived);
 /// 4 the status check and `close`.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn call_phases(iters: u32, phases: *mut u32, errors: *mut u32) {
-    let client = device::client();
+    let client = device::client().keep_port(true);
     let lane = global_thread_id() as u64;
     let mut wrong = 0;
     for i in 0..iters {

@@ -16,6 +16,14 @@ pub const SYMBOL: &str = "FERRY_RPC";
 /// The value of [`Descriptor::magic`] once the host has filled the descriptor in.
 pub const MAGIC: u32 = 0x4652_5259;
 
+/// [`Descriptor::mailbox`] flag: each warp's client keeps its port between calls
+/// (`rpc_core::Process::keep_port`). The host sets it only when the region has a port for every
+/// warp of the launch, so no warp can wait for a port another warp keeps while idle.
+pub const FLAG_KEEP_PORTS: u32 = 1 << 16;
+
+/// The bits of [`Descriptor::mailbox`] that hold the mailbox kind.
+const KIND_BITS: u32 = 0xffff;
+
 /// A client handle on the region: one per warp (or host thread).
 pub type Client<'a, L, W> = ClientProcess<'a, L, PerPort, W>;
 
@@ -31,7 +39,8 @@ pub struct Descriptor {
     pub ports: u32,
     /// Lanes per packet.
     pub lanes: u32,
-    /// The mailbox representation's wire number ([`MailboxKind`]); always `PerPort` on a GPU.
+    /// The mailbox representation's wire number ([`MailboxKind`]; always `PerPort` on a GPU) in
+    /// the low 16 bits, and flags above ([`FLAG_KEEP_PORTS`]).
     pub mailbox: u32,
     /// Address of the region as the client sees it (device address of mapped host memory).
     pub region: u64,
@@ -56,11 +65,20 @@ impl Descriptor {
 
     /// The layout the descriptor names, checked.
     pub fn layout(&self) -> Result<Layout, LayoutError> {
-        let kind = MailboxKind::from_u32(self.mailbox).ok_or(LayoutError::Ports(self.ports))?;
+        if self.mailbox & !(KIND_BITS | FLAG_KEEP_PORTS) != 0 {
+            return Err(LayoutError::Ports(self.ports));
+        }
+        let kind = MailboxKind::from_u32(self.mailbox & KIND_BITS)
+            .ok_or(LayoutError::Ports(self.ports))?;
         if kind != MailboxKind::PerPort {
             return Err(LayoutError::Mailbox(kind));
         }
         Layout::new(self.ports, self.lanes, kind)
+    }
+
+    /// Whether clients keep their ports between calls ([`FLAG_KEEP_PORTS`]).
+    pub fn keep_ports(&self) -> bool {
+        self.mailbox & FLAG_KEEP_PORTS != 0
     }
 
     /// The `u32` words of client memory `locks` points to for `layout`: the lock bitmap, then the
@@ -110,7 +128,7 @@ impl Descriptor {
                 layout.lock_words(),
             )
         };
-        let client = ClientProcess::new(region, locks, lanes, wait)?;
+        let client = ClientProcess::new(region, locks, lanes, wait)?.keep_port(self.keep_ports());
         #[cfg(target_arch = "nvptx64")]
         let client = {
             // SAFETY: on NVPTX the caller guarantees `client_words` words at `locks`; the shadow

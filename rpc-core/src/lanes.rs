@@ -36,7 +36,16 @@ pub unsafe trait Lanes {
     /// Waits until every lane of `mask` has reached this call.
     fn sync(&self, mask: u64);
 
-    /// Whether this lane is the lowest lane of `mask`: the one that acts for the group.
+    /// The mask of every lane of the group (`lane_size` low bits).
+    #[inline(always)]
+    fn full_mask(&self) -> u64 {
+        match self.lane_size() {
+            64.. => u64::MAX,
+            n => (1u64 << n) - 1,
+        }
+    }
+
+    /// Whether this lane is the lowest set bit of `mask` (the lane that acts for the group).
     #[inline(always)]
     fn is_first_lane(&self, mask: u64) -> bool {
         mask.trailing_zeros() == self.lane_id()

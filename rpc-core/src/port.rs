@@ -315,7 +315,11 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Port<'_, '_, S, L, M, W> {
         let lanes = self.process.lanes();
         lanes.sync(self.exec_mask);
         if lanes.is_first_lane(self.exec_mask) {
-            self.process.release(self.index);
+            self.process.release(
+                self.index,
+                self.owns.then_some(self.out),
+                self.exec_mask == lanes.full_mask(),
+            );
         }
     }
 }

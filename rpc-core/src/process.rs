@@ -246,6 +246,9 @@ impl Side for Server {
 /// No port found (all lock words full, or nothing owned).
 const NONE: u32 = u32::MAX;
 
+/// A kept port whose ownership must be checked at the next open.
+const UNKNOWN: u32 = u32::MAX;
+
 /// One side's handle on a region: its lock bitmap, its lanes, its waiting policy and its search
 /// cursor. Not `Sync` (the cursor is per handle): make one per thread, or per warp on a GPU.
 pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait = Spin> {
@@ -258,6 +261,9 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     keep: bool,
     /// The port kept locked since the last close, or `NONE` (set in the first lane only).
     kept: Cell<u32>,
+    /// This side's outbox bit for the kept port if this handle held its packet when it closed it
+    /// (so it still does: the other side flips only a packet it owns), else `UNKNOWN`.
+    kept_out: Cell<u32>,
     /// The lock words this handle searches: `first_word .. first_word + words` (all by default).
     first_word: u32,
     words: u32,
@@ -327,6 +333,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             cursor: Cell::new(0),
             keep: false,
             kept: Cell::new(NONE),
+            kept_out: Cell::new(UNKNOWN),
             first_word: 0,
             words: locks.len() as u32,
             #[cfg(target_arch = "nvptx64")]
@@ -345,11 +352,50 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         self
     }
 
+    /// Makes `port` this handle's kept port, as if it had opened and closed it with
+    /// [`keep_port`](Self::keep_port) on (which this turns on): the next `open` takes it without a
+    /// search or a lock if this side owns its packet. For transports that hand one port to a
+    /// handle for a while (a claimed shared-memory port) and build handles per call; the other way
+    /// out is [`take_kept`](Self::take_kept). A port kept before is unlocked first.
+    ///
+    /// # Safety
+    ///
+    /// `port` must be inside this handle's [`port_range`](Self::port_range) and its bit must be set
+    /// in this side's lock bitmap on this handle's behalf: no other handle of this side opens it
+    /// until this handle releases it (by `take_kept`, or by unlocking it when dropped). Otherwise
+    /// two handles could write the same packet at once.
+    pub unsafe fn adopt_port(mut self, port: u32) -> Self {
+        debug_assert!(self.port_range().contains(&port));
+        self.keep = true;
+        let previous = self.kept.replace(port);
+        self.kept_out.set(UNKNOWN);
+        if previous != NONE && previous != port {
+            self.unlock(previous);
+        }
+        self
+    }
+
+    /// Takes the kept port back from this handle without unlocking it: its lock bit stays set, and
+    /// the caller is now responsible for it (to adopt it into another handle, or to clear it).
+    /// `None` if no port is kept (`keep_port` is off, or the kept port was released because the
+    /// other side held its packet at the last open).
+    pub fn take_kept(&self) -> Option<u32> {
+        self.kept_out.set(UNKNOWN);
+        match self.kept.replace(NONE) {
+            NONE => None,
+            port => Some(port),
+        }
+    }
+
     /// Called by a closing port in its first lane: keeps `port` locked for the next open, or
-    /// unlocks it.
-    pub(crate) fn release(&self, port: u32) {
-        if self.keep {
+    /// unlocks it. `owned_out` is this side's outbox bit if it holds the packet at close; `full`
+    /// says whether every lane of the group had the port open. Only a full group keeps its port:
+    /// each lane's handle is its own copy, so lanes that call apart (a divergent warp) would each
+    /// keep one, and a warp could hold many ports while idle.
+    pub(crate) fn release(&self, port: u32, owned_out: Option<u32>, full: bool) {
+        if self.keep && full {
             self.kept.set(port);
+            self.kept_out.set(owned_out.unwrap_or(UNKNOWN));
         } else {
             self.unlock(port);
         }
@@ -495,6 +541,14 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// Runs in the first lane only.
     fn search(&self) -> u32 {
         let kept = self.kept.replace(NONE);
+        let kept_out = self.kept_out.replace(UNKNOWN);
+        if kept != NONE && kept_out != UNKNOWN {
+            // SYNC (none needed): this handle closed the port holding its packet, after taking it
+            // with an acquire (fence or load) that ordered the other side's accesses before ours;
+            // the other side flips only a packet it owns, so it has not touched the packet since.
+            // No memory is read: on a GPU this open costs no trip across the bus.
+            return kept * 2 + kept_out;
+        }
         #[cfg(target_arch = "nvptx64")]
         if let Some(shadow) = self.shadow.get(kept as usize) {
             // NVPTX with a shadow: decide from the shadow word in device memory, as a fresh lock

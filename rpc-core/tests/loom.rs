@@ -167,25 +167,29 @@ fn refused_stream() {
 }
 
 /// A client that keeps its port between calls: a one-way call, then a call on the kept port,
-/// which must wait for the server to finish the first before reusing the packet.
+/// which must wait for the server to finish the first before reusing the packet, then a third
+/// call, opened from what the handle remembers (it closed the port holding its packet) without
+/// reading any memory: its writes must still be ordered after the server's last accesses.
 #[test]
 fn kept_port_one_way_then_call() {
     model(3, None, || {
         let region = Arc::new(HeapRegion::<PerPort>::new(32, 1).unwrap());
-        // One port in play, so the second call must come back to it.
+        // One port in play, so the later calls must come back to it.
         region.client_locks()[0].store(!0b1, loom::sync::atomic::Ordering::Relaxed);
         let r = region.clone();
-        let server = thread::spawn(move || serve(&r, 2));
+        let server = thread::spawn(move || serve(&r, 3));
         let client = region.client().keep_port(true);
         let mut port = client.open(1).unwrap();
         port.send(|s, _| s.words[0] = 1).unwrap();
         drop(port);
-        let mut port = client.open(1).unwrap();
-        let mut reply = 0;
-        port.send_and_recv(|s, _| s.words[0] = 40, |s, _| reply = s.words[0])
-            .unwrap();
-        assert_eq!(reply, 41);
-        drop(port);
+        for value in [40, 50] {
+            let mut port = client.open(1).unwrap();
+            let mut reply = 0;
+            port.send_and_recv(|s, _| s.words[0] = value, |s, _| reply = s.words[0])
+                .unwrap();
+            assert_eq!(reply, value + 1);
+            drop(port);
+        }
         drop(client);
         server.join().unwrap();
     });

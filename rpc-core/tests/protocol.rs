@@ -400,3 +400,81 @@ fn a_kept_port_is_reused_without_a_search_and_released_with_its_handle() {
         assert!(region.region().client_owns(p));
     }
 }
+
+/// Lane 0 of a two-lane group, calling alone (as a divergent warp's lanes do).
+struct HalfWarp;
+
+// SAFETY: only lane 0 is ever active, so every operation is trivially uniform over the mask.
+unsafe impl rpc_core::Lanes for HalfWarp {
+    fn lane_size(&self) -> u32 {
+        2
+    }
+    fn lane_id(&self) -> u32 {
+        0
+    }
+    fn active_mask(&self) -> u64 {
+        1
+    }
+    fn broadcast(&self, _mask: u64, value: u32) -> u32 {
+        value
+    }
+    fn ballot(&self, mask: u64, predicate: bool) -> u64 {
+        mask & predicate as u64
+    }
+    fn sync(&self, _mask: u64) {}
+}
+
+#[test]
+fn only_a_full_group_keeps_its_port() {
+    let region = HeapRegion::<PerPort>::new(32, 2).unwrap();
+    let server = region.server();
+    let client = region
+        .client_with(HalfWarp, rpc_core::Spin)
+        .unwrap()
+        .keep_port(true);
+    let mut c = client.try_open(1).unwrap();
+    c.send(|s, _| s.words[0] = 1).unwrap();
+    let mut s = server.try_open(()).unwrap();
+    assert_eq!(s.lane_mask(), 1);
+    s.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
+    drop(s);
+    c.recv(|s, _| assert_eq!(s.words[0], 2)).unwrap();
+    drop(c);
+    // Lanes calling apart each hold their own copy of the handle: none may keep a port, or a
+    // divergent warp could hold one per group while idle.
+    assert_eq!(client.take_kept(), None);
+    assert_eq!(
+        region.client_locks()[0].load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}
+
+#[test]
+fn an_adopted_port_is_opened_without_a_search_and_taken_back_locked() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let region = HeapRegion::<Packed>::new(64, 1).unwrap();
+    let server = region.server();
+    let locks = region.client_locks();
+    // A transport's own claim: port 37's bit set on this handle's behalf.
+    locks[1].fetch_or(1 << 5, Relaxed);
+    // SAFETY: bit 37 is set for this handle alone and no other client handle exists.
+    let client = unsafe { region.client().with_cursor(3).adopt_port(37) };
+    for value in 0..3u64 {
+        let mut c = client.try_open(9).unwrap();
+        assert_eq!(c.index(), 37, "the adopted port, not the cursor's");
+        c.send(|s, _| s.words[0] = value).unwrap();
+        let mut s = server.try_open(()).unwrap();
+        s.recv_and_send(|slot, _| slot.words[0] *= 10).unwrap();
+        drop(s);
+        c.recv(|s, _| assert_eq!(s.words[0], value * 10)).unwrap();
+    }
+    assert_eq!(locks[0].load(Relaxed), 0, "no other port was locked");
+    assert_eq!(client.take_kept(), Some(37));
+    drop(client);
+    assert_eq!(
+        locks[1].load(Relaxed),
+        1 << 5,
+        "still locked for the transport"
+    );
+    assert!(region.region().client_owns(37));
+}

@@ -129,6 +129,7 @@ impl Dev {
         let config = ClientConfig {
             fingerprint: Some(Libc::FINGERPRINT),
             deadline: Duration::from_secs(30),
+            ..Default::default()
         };
         Dev(ShmClient::attach(path, config).unwrap())
     }

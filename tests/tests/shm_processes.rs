@@ -156,6 +156,7 @@ fn a_new_client_gets_the_port_of_a_client_killed_mid_stream() {
         transport_shm::ClientConfig {
             fingerprint: Some(Demo::FINGERPRINT),
             deadline: Duration::from_millis(50),
+            ..Default::default()
         },
     )
     .unwrap()

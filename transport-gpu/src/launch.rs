@@ -172,7 +172,9 @@ pub fn run_program<O: Write + Send + 'static>(
     if let Some(bytes) = config.stack {
         cuda.set_stack_size(bytes)?;
     }
-    let region = GpuRegion::new(cuda, config.ports)?;
+    let mut region = GpuRegion::new(cuda, config.ports)?;
+    // Each warp keeps its port between calls when every warp of the launch has one.
+    region.keep_ports_for(config.blocks as u64 * config.threads.div_ceil(32) as u64);
     region.install(cuda, &module)?;
 
     // argv: the strings, NUL-terminated, then the array of their device addresses.

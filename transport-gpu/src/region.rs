@@ -45,6 +45,8 @@ pub struct GpuRegion {
     memory: MappedMemory,
     client_locks: DeviceMemory,
     server_locks: Box<[AtomicU32]>,
+    /// Whether kernels' clients keep their ports between calls (`Descriptor::keep_ports`).
+    keep_ports: bool,
 }
 
 /// Lanes per packet on an NVIDIA GPU: one slot per lane of a warp.
@@ -67,6 +69,7 @@ impl GpuRegion {
             server_locks: (0..layout.lock_words())
                 .map(|_| AtomicU32::new(0))
                 .collect(),
+            keep_ports: false,
         })
     }
 
@@ -88,13 +91,27 @@ impl GpuRegion {
         &self.server_locks
     }
 
+    /// Lets each warp of a launch of `warps` warps keep its port between calls (no lock, unlock or
+    /// port search per call, and no read of host memory to open it) if the region has a port for
+    /// every warp; otherwise turns it off. Returns whether it is on. Takes effect at the next
+    /// [`install`](Self::install).
+    pub fn keep_ports_for(&mut self, warps: u64) -> bool {
+        self.keep_ports = warps <= self.layout.ports() as u64;
+        self.keep_ports
+    }
+
     /// The descriptor a kernel builds its clients from.
     pub fn descriptor(&self) -> Descriptor {
         Descriptor {
             magic: descriptor::MAGIC,
             ports: self.layout.ports(),
             lanes: self.layout.lanes(),
-            mailbox: MailboxKind::PerPort as u32,
+            mailbox: MailboxKind::PerPort as u32
+                | if self.keep_ports {
+                    descriptor::FLAG_KEEP_PORTS
+                } else {
+                    0
+                },
             region: self.memory.device(),
             locks: self.client_locks.ptr(),
         }

@@ -232,12 +232,58 @@ fn a_corrupt_descriptor_is_refused() {
         Descriptor { lanes: 65, ..good },
         Descriptor { mailbox: 7, ..good },
         Descriptor { mailbox: 1, ..good },
+        Descriptor {
+            mailbox: good.mailbox | 1 << 20,
+            ..good
+        },
         Descriptor { region: 0, ..good },
     ] {
         // SAFETY: each descriptor is refused before any memory it names is touched.
         let client = unsafe { bad.client(rpc_core::Single, Yield) };
         assert!(client.is_err(), "{bad:?}");
     }
+}
+
+#[test]
+fn the_keep_ports_flag_reaches_the_clients() {
+    let region = HeapRegion::new(32, 4).unwrap();
+    let plain = descriptor(&region);
+    let keep = Descriptor {
+        mailbox: plain.mailbox | device::descriptor::FLAG_KEEP_PORTS,
+        ..plain
+    };
+    assert!(!plain.keep_ports() && keep.keep_ports());
+    assert_eq!(keep.layout(), plain.layout());
+    // SAFETY: the descriptor names `region`'s memory and its client lock bitmap, alive for the
+    // test and used only through the protocol.
+    let client = unsafe { keep.client(rpc_core::Single, Yield) }.unwrap();
+    let locks = region.client_locks();
+    let served = std::thread::scope(|s| {
+        let server = s.spawn(|| {
+            let server = region.server();
+            let mut port = loop {
+                if let Some(p) = server.try_open(()) {
+                    break p;
+                }
+                std::thread::yield_now();
+            };
+            port.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
+        });
+        let mut port = client.open(1).unwrap();
+        let index = port.index();
+        let mut got = 0;
+        port.send_and_recv(|slot, _| slot.words[0] = 1, |slot, _| got = slot.words[0])
+            .unwrap();
+        drop(port);
+        server.join().unwrap();
+        (index, got)
+    });
+    assert_eq!(served.1, 2);
+    // Kept: still locked after the call, released with the handle.
+    let bit = 1 << (served.0 % 32);
+    assert_ne!(locks[0].load(std::sync::atomic::Ordering::Relaxed) & bit, 0);
+    drop(client);
+    assert_eq!(locks[0].load(std::sync::atomic::Ordering::Relaxed) & bit, 0);
 }
 
 #[test]

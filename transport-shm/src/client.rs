@@ -1,9 +1,13 @@
-//! The client: attaches to a server's file and makes calls, one port per call.
+//! The client: attaches to a server's file and makes calls.
 //!
 //! A call claims a free port through its owner word, opens it with rpc-core through a lock
-//! bitmap private to this handle (every bit set but the claimed port's), runs the exchange and
-//! releases the claim. A call that fails mid-way (or panics) abandons the port instead: its state
-//! is unknown, and only the server may take it back.
+//! bitmap private to this handle (every bit always set: the claimed port is handed to the
+//! per-call process with `Process::adopt_port`, so no search, lock or unlock runs), runs the
+//! exchange and releases the claim. With [`ClientConfig::sticky`] the handle keeps the claim for
+//! its next call instead (no compare-and-swap either: a call then costs the protocol's handoff
+//! alone), until it is dropped, [`ShmClient::release_port`] is called, or the server drains. A call
+//! that fails mid-way (or panics) abandons the port instead: its state is unknown, and only the
+//! server may take it back.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -35,6 +39,12 @@ pub struct ClientConfig {
     pub fingerprint: Option<u64>,
     /// How long to wait for a free port, or for the server inside a call, before giving up.
     pub deadline: Duration,
+    /// Keep the claimed port between calls (until the handle is dropped or
+    /// [`ShmClient::release_port`]): each call then skips the claim's compare-and-swap and the
+    /// release. The price: the handle holds a port while idle, so a server needs a port for each
+    /// sticky handle, or others wait for a free one until their deadline. A server that drains
+    /// waits a short grace for idle sticky holders (`ShmServer::shutdown`).
+    pub sticky: bool,
 }
 
 impl Default for ClientConfig {
@@ -42,6 +52,7 @@ impl Default for ClientConfig {
         ClientConfig {
             fingerprint: None,
             deadline: Duration::from_secs(10),
+            sticky: false,
         }
     }
 }
@@ -55,6 +66,8 @@ pub struct ShmClient {
     config: ClientConfig,
     pid: u32,
     cursor: u32,
+    /// The port a sticky handle holds between calls, and its owner word as claimed.
+    held: Option<(u32, u64)>,
 }
 
 /// Abandons a claimed port unless disarmed (a closure that panicked, an exchange that failed).
@@ -87,6 +100,7 @@ impl ShmClient {
             wait: ClientWait::new(Arc::clone(&mapped), config.deadline),
             config,
             pid: std::process::id(),
+            held: None,
             // Spread processes over the ports so they rarely race for the same one.
             cursor: (cursor ^ std::process::id().wrapping_mul(0x9e37_79b9) >> 7) % ports,
             mapped,
@@ -106,6 +120,19 @@ impl ShmClient {
     /// The port the last call used.
     pub fn last_port(&self) -> u32 {
         self.cursor
+    }
+
+    /// The port this handle holds between calls (sticky handles only).
+    pub fn held_port(&self) -> Option<u32> {
+        self.held.map(|(port, _)| port)
+    }
+
+    /// Gives back the port a sticky handle holds (dropping the handle does too).
+    pub fn release_port(&mut self) {
+        if let Some((port, mine)) = self.held.take() {
+            // The last call completed (only then is a claim kept), so the packet is at rest.
+            release(&self.mapped.owners()[port as usize], mine);
+        }
     }
 
     /// Makes one call: claims a port, opens it with `opcode`, lets `exchange` send the request
@@ -140,31 +167,52 @@ impl ShmClient {
         self.claimed(|process| call(process).map_err(ShmError::from))
     }
 
-    /// Claims a port, runs `f` on a client process whose private lock bitmap leaves only that
-    /// port open, and frees the port if `f` succeeded or failed with an answered error while
-    /// the packet is back with this side; otherwise (and if `f` panics) abandons it.
+    /// Claims a port (or takes the one a sticky handle holds), runs `f` on a client process that
+    /// holds that port and no other, and frees the port (or keeps it, if sticky) if `f` succeeded
+    /// or failed with an answered error while the packet is back with this side; otherwise (and if
+    /// `f` panics) abandons it.
     fn claimed<R>(
         &mut self,
         f: impl FnOnce(&ClaimedProcess<'_>) -> Result<R, ShmError>,
     ) -> Result<R, ShmError> {
-        let (index, mine) = self.claim()?;
+        let (index, mine) = match self.held.take() {
+            Some((index, mine)) => {
+                // A sticky claim was checked against the state when it was made; a drain since
+                // then must still reach us: give the port back instead of calling.
+                let state = self.mapped.state().load(Ordering::Acquire);
+                if state != STATE_SERVING {
+                    release(&self.mapped.owners()[index as usize], mine);
+                    return Err(self.not_serving(state));
+                }
+                (index, mine)
+            }
+            None => self.claim()?,
+        };
         let mut claim = Claim {
             word: &self.mapped.owners()[index as usize],
             mine,
             armed: true,
         };
-        let (w, bit) = ((index / 32) as usize, 1u32 << (index % 32));
-        // Only the claimed port is unlocked in this handle's private bitmap.
-        self.locks[w].fetch_and(!bit, Ordering::Relaxed);
         let result = {
             let process = ClientProcess::new(self.mapped.region(), &self.locks, Single, &self.wait)
-                .map(|p| p.with_cursor(index));
+                // SAFETY: every bit of this handle's private bitmap is set and no other handle
+                // uses it, so `index` is locked on this process's behalf alone; `take_kept` below
+                // takes it back before the process is dropped.
+                .map(|p| unsafe { p.adopt_port(index) });
             match process {
-                Ok(process) => f(&process),
+                Ok(process) => {
+                    let result = f(&process);
+                    if process.take_kept().is_none() {
+                        // The process released the port (it found the packet with the server):
+                        // set its bit again, so the bitmap stays all set.
+                        let (w, bit) = ((index / 32) as usize, 1u32 << (index % 32));
+                        self.locks[w].fetch_or(bit, Ordering::Relaxed);
+                    }
+                    result
+                }
                 Err(e) => Err(ShmError::Layout(e)),
             }
         };
-        self.locks[w].fetch_or(bit, Ordering::Relaxed);
         self.cursor = index;
         let complete = match &result {
             Ok(_) => true,
@@ -174,7 +222,11 @@ impl ShmClient {
         };
         if complete {
             claim.armed = false;
-            release(claim.word, claim.mine);
+            if self.config.sticky {
+                self.held = Some((index, mine));
+            } else {
+                release(claim.word, claim.mine);
+            }
         }
         result
     }
@@ -223,6 +275,12 @@ impl ShmClient {
         } else {
             ShmError::ShuttingDown
         }
+    }
+}
+
+impl Drop for ShmClient {
+    fn drop(&mut self) {
+        self.release_port();
     }
 }
 

@@ -164,10 +164,12 @@ pub struct DemoHandle {
 
 impl DemoHandle {
     /// Attaches to a demo server's file, checking that its fingerprint is [`Demo::FINGERPRINT`].
+    /// The handle is sticky ([`ClientConfig::sticky`]): it keeps its port between calls.
     pub fn attach(path: impl AsRef<Path>, deadline: Duration) -> Result<DemoHandle, ShmError> {
         let config = ClientConfig {
             fingerprint: Some(Demo::FINGERPRINT),
             deadline,
+            sticky: true,
         };
         Ok(DemoHandle {
             client: ShmClient::attach(path, config)?,

@@ -245,11 +245,38 @@ impl ShmServer {
         mapped.state().store(STATE_DRAINING, Ordering::SeqCst);
         let deadline = Instant::now() + drain;
         let region = mapped.region();
+        let ports = mapped.geometry().layout().ports() as usize;
+        // A sticky client holds its claim between calls and gives it back at its next call (it
+        // then sees the state). One idle since before the drain never calls again: its claim
+        // counts as finished once its port has stayed at rest, under the same owner word, for
+        // `STICKY_GRACE` (a call already past its state check flips within microseconds).
+        let mut at_rest: Vec<Option<(u64, Instant)>> = vec![None; ports];
         let drained = loop {
-            let busy = (0..mapped.geometry().layout().ports()).any(|p| {
-                pid_of(mapped.owners()[p as usize].load(Ordering::SeqCst)) != 0
-                    || !region.client_owns(p)
-            });
+            let now = Instant::now();
+            let mut busy = false;
+            for (p, rest) in at_rest.iter_mut().enumerate() {
+                let word = mapped.owners()[p].load(Ordering::SeqCst);
+                let pid = pid_of(word);
+                // A worker inside a call (between packets of a stream) holds the port's lock.
+                let serving =
+                    self.shared.server_locks[p / 32].load(Ordering::Relaxed) & (1 << (p % 32)) != 0;
+                if !region.client_owns(p as u32) || pid == ABANDONED || serving {
+                    *rest = None;
+                    busy = true;
+                } else if pid == 0 {
+                    *rest = None;
+                } else {
+                    match *rest {
+                        Some((seen, since)) if seen == word => {
+                            busy |= now.duration_since(since) < STICKY_GRACE;
+                        }
+                        _ => {
+                            *rest = Some((word, now));
+                            busy = true;
+                        }
+                    }
+                }
+            }
             if !busy {
                 break true;
             }
@@ -363,6 +390,9 @@ enum Idle {
     Yield,
     Sleep,
 }
+
+/// How long a drain waits for a sticky client idle at rest before counting its claim finished.
+const STICKY_GRACE: Duration = Duration::from_millis(20);
 
 /// How long an idle worker polls hot, then yields between polls.
 const HOT: Duration = Duration::from_micros(100);

@@ -353,10 +353,67 @@ fn a_panicking_generated_handler_reaches_the_typed_client_as_server_error() {
             Err(ShmError::Service(CallError::Status(status::SERVER_ERROR))) => {}
             other => panic!("expected SERVER_ERROR, got {other:?}"),
         }
-        // The call completed with an answer: its port is free and the next call works.
-        assert_eq!(server.port_owner(c.client().last_port()).0, 0);
+        // The call completed with an answer: the (sticky) handle still holds its port, which is
+        // not abandoned, and the next call works.
+        let port = c.client().last_port();
+        assert_eq!(c.client().held_port(), Some(port));
+        assert_eq!(server.port_owner(port).0, std::process::id());
         assert_eq!(c.add(1, 1).unwrap(), 2);
     }
     let stats = server.shutdown(DEADLINE).stats;
     assert_eq!((stats.served, stats.panicked, stats.reclaimed), (3, 3, 0));
+}
+
+#[test]
+fn a_sticky_handle_keeps_its_port_until_released_dropped_or_drained() {
+    let server = demo_server("sticky");
+    let path = server.path().to_path_buf();
+    let me = std::process::id();
+    let mut a = DemoHandle::attach(&path, DEADLINE).unwrap();
+    assert_eq!(a.echo(1).unwrap(), (1, demo::mix(1)));
+    let port = a.client().held_port().expect("a demo handle is sticky");
+    let generation = server.port_owner(port).1;
+    for id in 2..100 {
+        assert_eq!(a.echo(id).unwrap(), (id, demo::mix(id)));
+    }
+    // One claim for all those calls: the generation did not move, the port is still ours.
+    assert_eq!(server.port_owner(port), (me, generation));
+    a.client().release_port();
+    assert_eq!(server.port_owner(port).0, 0);
+    assert_eq!(a.client().held_port(), None);
+    assert_eq!(a.add(2, 3).unwrap(), 5);
+    let port = a.client().held_port().unwrap();
+    drop(a);
+    assert_eq!(
+        server.port_owner(port).0,
+        0,
+        "dropping a sticky handle frees its port"
+    );
+
+    // A non-sticky handle frees its port after each call.
+    let config = ClientConfig {
+        fingerprint: Some(Demo::FINGERPRINT),
+        ..Default::default()
+    };
+    let mut b = DemoHandle::new(ShmClient::attach(&path, config).unwrap());
+    assert_eq!(b.add(1, 2).unwrap(), 3);
+    assert_eq!(b.client().held_port(), None);
+    assert_eq!(server.port_owner(b.client().last_port()).0, 0);
+
+    // An idle sticky holder does not keep a drain waiting past the grace, and its next call is
+    // refused cleanly (the claim is given back).
+    let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
+    assert_eq!(c.echo(7).unwrap(), (7, demo::mix(7)));
+    let started = std::time::Instant::now();
+    let shutdown = server.shutdown(DEADLINE);
+    assert!(
+        shutdown.drained,
+        "the drain counted the idle sticky claim as finished"
+    );
+    assert!(started.elapsed() < DEADLINE / 2);
+    match c.echo(8) {
+        Err(ShmError::NoServer { .. } | ShmError::ShuttingDown) => {}
+        other => panic!("expected the call to be refused, got {other:?}"),
+    }
+    assert_eq!(c.client().held_port(), None);
 }

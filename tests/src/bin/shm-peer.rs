@@ -32,6 +32,7 @@ fn client(path: &str) -> ShmClient {
         ClientConfig {
             fingerprint: Some(Demo::FINGERPRINT),
             deadline: DEADLINE,
+            ..Default::default()
         },
     )
     .expect("attach")

@@ -145,7 +145,7 @@ fn call_latency_of(
 
 /// Steps timed by `call_phases`, in its order.
 const PHASES: [&str; 5] = [
-    "open (lock, shadow word)",
+    "open (a kept port)",
     "send: slot stores, release fence, flip",
     "poll until the reply, acquire fence",
     "reply load (until it arrives)",
@@ -286,21 +286,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         lat_all.push(l);
         wrong += e;
     }
-    // 2b: the same call by a client that keeps its port (a program without the kernel skips it).
-    let mut lat_kept = vec![];
-    if rust.function("call_latency_kept").is_ok() {
-        for _ in 0..reps {
-            let (l, e) = call_latency_of(
-                &cuda,
-                &rust,
-                "call_latency_kept",
-                PortCount::Exactly(64),
-                iters,
-            )?;
-            lat_kept.push(l);
-            wrong += e;
+    // 2b: the same call by a client that keeps its port; 2c: by lane 0 of the warp alone (one
+    // slot each way instead of 32). A program without the kernel skips it.
+    let mut optional = |name: &str| -> Result<Vec<f64>, Error> {
+        let mut runs = vec![];
+        if rust.function(name).is_ok() {
+            for _ in 0..reps {
+                let (l, e) = call_latency_of(&cuda, &rust, name, PortCount::Exactly(64), iters)?;
+                runs.push(l);
+                wrong += e;
+            }
         }
-    }
+        Ok(runs)
+    };
+    let mut lat_kept = optional("call_latency_kept")?;
+    let mut lat_lane0 = optional("call_latency_lane0")?;
     let (f_rust, f_cpp) = (median(&mut f_rust), median(&mut f_cpp));
     let (lat64, lat_all) = (median(&mut lat64), median(&mut lat_all));
     // 3: the call step by step (a program without the kernel skips it).
@@ -324,24 +324,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "call_throughput: {} registers, {per_sm} blocks of {block} per SM: {grid} blocks, {warps} warps resident",
         kernel.registers()?
     );
-    let region = GpuRegion::new(&cuda, PortCount::default())?;
-    region.install(&cuda, &capped)?;
+    let mut region = GpuRegion::new(&cuda, PortCount::default())?;
+    // Every warp opens a port per call, then every warp keeps its port (as the loader sets it up
+    // when the region has a port per warp).
     let mut rates = Vec::new();
-    for &s in &servers {
-        let mut r = Vec::new();
-        for _ in 0..reps {
-            let (rate, e, served) = throughput(&cuda, &region, kernel, grid, block, calls, s)?;
-            wrong += e;
-            if served != warps as u64 * calls as u64 {
-                return Err(format!(
-                    "served {served} calls, expected {}",
-                    warps as u64 * calls as u64
-                )
-                .into());
-            }
-            r.push(rate);
+    for keep in [false, true] {
+        if keep && !region.keep_ports_for(warps as u64) {
+            break;
         }
-        rates.push((s, median(&mut r)));
+        region.install(&cuda, &capped)?;
+        for &s in &servers {
+            let mut r = Vec::new();
+            for _ in 0..reps {
+                let (rate, e, served) = throughput(&cuda, &region, kernel, grid, block, calls, s)?;
+                wrong += e;
+                if served != warps as u64 * calls as u64 {
+                    return Err(format!(
+                        "served {served} calls, expected {}",
+                        warps as u64 * calls as u64
+                    )
+                    .into());
+                }
+                r.push(rate);
+            }
+            rates.push((keep, s, median(&mut r)));
+        }
     }
 
     println!("\n| measure (medians, {reps} repetitions) | value | ratio |");
@@ -366,30 +373,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         lat_all / 1e3,
         lat_all / f_cpp
     );
-    if !lat_kept.is_empty() {
-        let kept = median(&mut lat_kept);
-        println!(
-            "| no-op call, one warp, 64 ports, client keeps its port | {:.2} µs | {:.2}x CUDA C++ floor |",
-            kept / 1e3,
-            kept / f_cpp
-        );
+    for (what, runs) in [
+        ("one warp, 64 ports, client keeps its port", &mut lat_kept),
+        ("lane 0 of a warp alone, 64 ports", &mut lat_lane0),
+    ] {
+        if !runs.is_empty() {
+            let m = median(runs);
+            println!(
+                "| no-op call, {what} | {:.2} µs | {:.2}x CUDA C++ floor |",
+                m / 1e3,
+                m / f_cpp
+            );
+        }
     }
     if let Some(p) = &phases {
         let total: f64 = p.iter().sum();
         for (name, ns) in PHASES.iter().zip(p) {
             println!(
-                "| step of a call (64 ports): {name} | {:.2} µs | {:.2} of the steps' sum {:.2} µs |",
+                "| step of a call (64 ports, port kept): {name} | {:.2} µs | {:.2} of the steps' sum {:.2} µs |",
                 ns / 1e3,
                 ns / total,
                 total / 1e3
             );
         }
     }
-    for (s, r) in &rates {
+    for &(keep, s, r) in &rates {
+        let (how, one) = match keep {
+            false => ("open per call", rates[0].2),
+            true => ("ports kept", rates[servers.len()].2),
+        };
         println!(
-            "| all {warps} warps x {calls} calls, {s} server threads | {:.0} warp-calls/s | {:.2}x 1 thread |",
-            r,
-            r / rates[0].1
+            "| all {warps} warps x {calls} calls ({how}), {s} server threads | {r:.0} warp-calls/s | {:.2}x 1 thread |",
+            r / one
         );
     }
     println!("wrong replies: {wrong}");
