@@ -345,6 +345,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     )
                     .into());
                 }
+                eprintln!(
+                    "throughput (keep ports: {keep}), {s} server threads: {rate:.0} warp-calls/s"
+                );
                 r.push(rate);
             }
             rates.push((keep, s, median(&mut r)));
