@@ -249,9 +249,13 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
         self.recv(read)
     }
 
-    /// Receives a packet, lets `work` turn each slot into its reply in place, and sends it back.
+    /// Receives a packet, lets `work` turn each slot into its reply in place, and sends it back
+    /// (with the status [`set_status`](Self::set_status) set, as `send` does).
     pub fn recv_and_send(&mut self, mut work: impl FnMut(&mut Slot, u32)) -> Result<(), Error> {
         self.take()?;
+        if let Some(status) = self.next_status.take() {
+            self.set_header(HeaderWord::Status, status as u64);
+        }
         // SAFETY: this side holds the packet and each lane touches only its own slots.
         self.each_slot(|cell, lane| cell.with_mut(|s| work(unsafe { &mut *s }, lane)));
         self.give();

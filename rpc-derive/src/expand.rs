@@ -350,6 +350,32 @@ fn dispatch_arm(call: &Call, server: &Ident) -> TokenStream {
     let bad_request = served(quote!(#s::status::BAD_REQUEST));
     let ok = served(quote!(#s::status::OK));
 
+    // A fixed (or empty) request with a fixed (or empty) reply: each slot becomes its reply in
+    // place, one lane at a time (no per-call arrays of requests and replies).
+    let in_place_request = match call.request() {
+        Some(Wire::Fixed(ty)) => Some(quote!(, #p::read_slot::<#ty>(slot))),
+        Some(Wire::Unit) | None => Some(quote!()),
+        Some(Wire::Bytes | Wire::Text) => None,
+    };
+    let in_place_reply = match call.response() {
+        Some(Wire::Fixed(_)) => Some(quote!(#p::write_slot(slot, &__reply))),
+        Some(Wire::Unit) => Some(quote!(slot.words = [0; 8])),
+        Some(Wire::Bytes | Wire::Text) | None => None,
+    };
+    if let (Some(args), Some(write)) = (in_place_request, in_place_reply) {
+        return quote! {
+            #opcode => {
+                port.set_status(#s::status::OK);
+                port.recv_and_send(|slot, _| {
+                    #[allow(clippy::let_unit_value)]
+                    let __reply = <Self as #server>::#method(self #args);
+                    #write;
+                })?;
+                #ok
+            }
+        };
+    }
+
     // Receive every handled lane's request.
     let recv = match call.request() {
         Some(Wire::Fixed(ty)) => quote! {

@@ -218,36 +218,14 @@ pub trait CounterServer {
         let _ = &buffers;
         match port.opcode() {
             0xe06cac36u32 => {
-                let __lanes = ::rpc_core::__private::handled_lanes(port);
-                let mut __requests: [::core::option::Option<Add>; 64] = ::core::array::from_fn(|
-                    _|
-                ::core::option::Option::None);
-                port.recv(|slot, lane| {
-                    __requests[lane as usize] = ::core::option::Option::Some(
+                port.set_status(::rpc_core::service::status::OK);
+                port.recv_and_send(|slot, _| {
+                    #[allow(clippy::let_unit_value)]
+                    let __reply = <Self as CounterServer>::add(
+                        self,
                         ::rpc_core::__private::read_slot::<Add>(slot),
                     );
-                })?;
-                let mut __replies: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
-                    _|
-                ::core::option::Option::None);
-                let mut __mask = __lanes;
-                while __mask != 0 {
-                    let __lane = __mask.trailing_zeros() as usize;
-                    __mask &= __mask - 1;
-                    if let ::core::option::Option::Some(__request) = __requests[__lane]
-                        .take()
-                    {
-                        __replies[__lane] = ::core::option::Option::Some(
-                            <Self as CounterServer>::add(self, __request),
-                        );
-                    }
-                }
-                port.set_status(::rpc_core::service::status::OK);
-                port.send(|slot, lane| match &__replies[lane as usize] {
-                    ::core::option::Option::Some(reply) => {
-                        ::rpc_core::__private::write_slot(slot, reply)
-                    }
-                    ::core::option::Option::None => slot.words = [0; 8],
+                    ::rpc_core::__private::write_slot(slot, &__reply);
                 })?;
                 ::core::result::Result::Ok(::rpc_core::service::Served {
                     opcode: 0xe06cac36u32,
@@ -372,16 +350,12 @@ pub trait CounterServer {
                 })
             }
             0xde105b87u32 => {
-                let __lanes = ::rpc_core::__private::handled_lanes(port);
-                port.recv(|_, _| {})?;
-                let mut __mask = __lanes;
-                while __mask != 0 {
-                    let __lane = __mask.trailing_zeros() as usize;
-                    __mask &= __mask - 1;
-                    <Self as CounterServer>::ping(self);
-                }
                 port.set_status(::rpc_core::service::status::OK);
-                port.send(|slot, _| slot.words = [0; 8])?;
+                port.recv_and_send(|slot, _| {
+                    #[allow(clippy::let_unit_value)]
+                    let __reply = <Self as CounterServer>::ping(self);
+                    slot.words = [0; 8];
+                })?;
                 ::core::result::Result::Ok(::rpc_core::service::Served {
                     opcode: 0xde105b87u32,
                     status: ::rpc_core::service::status::OK,
