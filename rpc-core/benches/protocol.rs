@@ -56,13 +56,20 @@ fn ping_pong(iters: u64) -> f64 {
 }
 
 /// A no-op call: open, send, receive the reply, close; one server thread. With `keep`, the client
-/// handle keeps its port between calls (`Process::keep_port`).
-fn round_trip<M: Mailbox>(iters: u64, keep: bool) -> f64 {
+/// handle keeps its port between calls (`Process::keep_port`); with `exclusive`, the server holds
+/// the locks of every port (`Process::exclusive`), as a thread serving its own range does.
+fn round_trip<M: Mailbox>(iters: u64, keep: bool, exclusive: bool) -> f64 {
     let region = HeapRegion::<M>::new(32, 1).unwrap();
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
-            let server = region.server();
+            let server = match exclusive {
+                true => region
+                    .server()
+                    .exclusive()
+                    .unwrap_or_else(|_| unreachable!()),
+                false => region.server(),
+            };
             while !stop.load(Ordering::Relaxed) {
                 if let Some(mut port) = server.try_open(()) {
                     port.recv_and_send(|_, _| {}).unwrap();
@@ -326,7 +333,7 @@ fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     if !full {
         println!("smoke run (use `cargo bench` for figures)");
-        black_box(round_trip::<PerPort>(100, false));
+        black_box(round_trip::<PerPort>(100, false, true));
         black_box(stream(4096));
         return;
     }
@@ -341,27 +348,37 @@ fn main() {
     println!("|---|---|---|---|---|");
     if run("round_trip") {
         let pp = ping_pong(200_000);
-        let rt = round_trip::<PerPort>(200_000, false);
+        let rt = round_trip::<PerPort>(200_000, false, false);
         row(
             "no-op call round trip, 2 threads (PerPort mailbox)",
             rt,
             "two-atomic ping-pong",
             pp,
         );
-        let rt = round_trip::<Packed>(200_000, false);
+        let rt = round_trip::<Packed>(200_000, false, false);
         row(
             "no-op call round trip, 2 threads (Packed mailbox)",
             rt,
             "two-atomic ping-pong",
             pp,
         );
-        let kept = round_trip::<Packed>(200_000, true);
+        let kept = round_trip::<Packed>(200_000, true, false);
         row(
             "no-op call round trip, client keeps its port (Packed)",
             kept,
             "two-atomic ping-pong",
             pp,
         );
+        for (name, keep) in [
+            ("no-op call round trip, exclusive server (Packed)", false),
+            (
+                "no-op call round trip, exclusive server, client keeps its port (Packed)",
+                true,
+            ),
+        ] {
+            let t = round_trip::<Packed>(200_000, keep, true);
+            row(name, t, "two-atomic ping-pong", pp);
+        }
         let held = held_port::<PerPort>(200_000);
         row(
             "no-op exchange on a port kept open (PerPort)",

@@ -264,6 +264,8 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// This side's outbox bit for the kept port if this handle held its packet when it closed it
     /// (so it still does: the other side flips only a packet it owns), else `UNKNOWN`.
     kept_out: Cell<u32>,
+    /// Whether this handle holds every lock of its range ([`Self::exclusive`]).
+    sole: bool,
     /// The lock words this handle searches: `first_word .. first_word + words` (all by default).
     first_word: u32,
     words: u32,
@@ -334,6 +336,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             keep: false,
             kept: Cell::new(NONE),
             kept_out: Cell::new(UNKNOWN),
+            sole: false,
             first_word: 0,
             words: locks.len() as u32,
             #[cfg(target_arch = "nvptx64")]
@@ -401,6 +404,36 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         }
     }
 
+    /// Takes every port of this handle's range ([`port_range`](Self::port_range)) for this
+    /// handle alone: sets all their lock bits at once, so its opens and closes then skip the lock
+    /// and the unlock (two locked instructions per call; the search still reads the mailboxes).
+    /// The bits are cleared when the handle is dropped. For a server thread that serves a range no
+    /// other handle of its side touches (`serve` in `transport-gpu` splits the ports this way).
+    /// If another handle holds a port of the range, nothing is changed and the handle comes back
+    /// as the error. Call it before [`keep_port`](Self::keep_port) or
+    /// [`adopt_port`](Self::adopt_port), which it makes pointless.
+    // The handle itself comes back on failure (no allocation in this `no_std` crate to box it).
+    #[allow(clippy::result_large_err)]
+    pub fn exclusive(mut self) -> Result<Self, Self> {
+        let range = self.first_word as usize..(self.first_word + self.words) as usize;
+        for w in range.clone() {
+            let previous = self.locks[w].fetch_or(u32::MAX, Ordering::Relaxed);
+            if previous != 0 {
+                // Give back the bits we set, here and in the words before.
+                self.locks[w].fetch_and(previous, Ordering::Relaxed);
+                for v in range.start..w {
+                    self.locks[v].fetch_and(0, Ordering::Relaxed);
+                }
+                return Err(self);
+            }
+        }
+        // SYNC (lock acquire): pairs with the release fence in the `unlock` of every port's
+        // previous holder, as a `lock` of each would.
+        lock_fence(Ordering::Acquire);
+        self.sole = true;
+        Ok(self)
+    }
+
     /// Starts this handle's searches at `port` (modulo the port count). Spreading the starts of
     /// concurrent clients (by thread or warp index) lets each find a free port at its first step.
     pub fn with_cursor(self, port: u32) -> Self {
@@ -412,10 +445,12 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// its searches scan, lock and open only those. Server threads that split the ports between
     /// them this way never touch each other's lock words or mailbox lines; together they must
     /// cover every port, or requests on the uncovered ones are never served. A search starting
-    /// outside the range starts at its first port.
+    /// outside the range starts at its first port. Refused after [`exclusive`](Self::exclusive).
     pub fn restrict(mut self, first_port: u32, count: u32) -> Result<Self, LayoutError> {
         let ports = self.region.layout.ports();
-        if !first_port.is_multiple_of(PORT_GRANULE)
+        // An exclusive handle holds its range's locks: its range cannot move.
+        if self.sole
+            || !first_port.is_multiple_of(PORT_GRANULE)
             || !count.is_multiple_of(PORT_GRANULE)
             || count == 0
             || first_port.checked_add(count).is_none_or(|end| end > ports)
@@ -595,7 +630,12 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
                 }
             }
             let word = base + offset;
-            let mut free = !self.locks[word as usize].load(Ordering::Relaxed);
+            // An exclusive handle holds every lock of its range: every port is a candidate.
+            let mut free = if self.sole {
+                u32::MAX
+            } else {
+                !self.locks[word as usize].load(Ordering::Relaxed)
+            };
             if step == 0 {
                 free &= u32::MAX << first_bit;
             } else if step == words {
@@ -660,6 +700,10 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// Sets `port`'s lock bit; true if it was clear.
     #[inline(always)]
     fn lock(&self, port: u32) -> bool {
+        if self.sole {
+            // Held since `exclusive`.
+            return true;
+        }
         let bit = 1 << (port % PORT_GRANULE);
         let previous = self.locks[(port / PORT_GRANULE) as usize].fetch_or(bit, Ordering::Relaxed);
         if previous & bit != 0 {
@@ -674,6 +718,10 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// Clears `port`'s lock bit. Runs in the first lane only.
     #[inline(always)]
     pub(crate) fn unlock(&self, port: u32) {
+        if self.sole {
+            // Held until the handle is dropped.
+            return;
+        }
         // SYNC (lock release): everything this holder did to the port, its outbox flip included,
         // happens before the next holder's `lock`.
         lock_fence(Ordering::Release);
@@ -689,6 +737,13 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Process<'_, S, L, M, W> {
         let kept = self.kept.replace(NONE);
         if kept != NONE {
             self.unlock(kept);
+        }
+        if self.sole {
+            // SYNC (lock release): as `unlock`, for every port of the range at once.
+            lock_fence(Ordering::Release);
+            for w in self.first_word..self.first_word + self.words {
+                self.locks[w as usize].fetch_and(0, Ordering::Relaxed);
+            }
         }
     }
 }

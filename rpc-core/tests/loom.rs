@@ -194,3 +194,37 @@ fn kept_port_one_way_then_call() {
         server.join().unwrap();
     });
 }
+
+/// A server that holds its whole range (`Process::exclusive`) opens and closes ports without
+/// locking them: the handoff alone must order the packet accesses. Two calls from one client.
+#[test]
+fn exclusive_server() {
+    model(3, None, || {
+        let region = Arc::new(HeapRegion::<PerPort>::new(32, 1).unwrap());
+        region.client_locks()[0].store(!0b1, loom::sync::atomic::Ordering::Relaxed);
+        let r = region.clone();
+        let server = thread::spawn(move || {
+            let server = r.server().exclusive().unwrap_or_else(|_| panic!("free"));
+            let mut served = 0;
+            while served < 2 {
+                match server.try_open(()) {
+                    Some(mut port) => {
+                        port.recv_and_send(|s, _| s.words[0] += 1).unwrap();
+                        served += 1;
+                    }
+                    None => thread::yield_now(),
+                }
+            }
+        });
+        let client = region.client();
+        for value in [10, 20] {
+            let mut port = client.open(1).unwrap();
+            let mut reply = 0;
+            port.send_and_recv(|s, _| s.words[0] = value, |s, _| reply = s.words[0])
+                .unwrap();
+            assert_eq!(reply, value + 1);
+        }
+        drop(client);
+        server.join().unwrap();
+    });
+}

@@ -144,3 +144,65 @@ fn restricted_servers_together_serve_every_port() {
     let counts = served.map(|c| c.into_inner());
     assert_eq!(counts, [ROUNDS * PORTS as u64 / 2; 2]);
 }
+
+#[test]
+fn an_exclusive_server_holds_its_range_and_serves_it_without_locking() {
+    let region = HeapRegion::<PerPort>::new(96, 1).unwrap();
+    let locks = region.server_locks();
+    // Another handle holds port 40: taking 32..64 is refused and changes nothing.
+    locks[1].fetch_or(1 << 8, Ordering::Relaxed);
+    let refused = region.server().restrict(32, 32).unwrap().exclusive();
+    let server = match refused {
+        Ok(_) => panic!("a held port was taken"),
+        Err(server) => server,
+    };
+    assert_eq!(locks[1].load(Ordering::Relaxed), 1 << 8, "bits given back");
+    assert!(locks[0].load(Ordering::Relaxed) == 0 && locks[2].load(Ordering::Relaxed) == 0);
+    drop(server);
+    locks[1].fetch_and(0, Ordering::Relaxed);
+
+    let server = region
+        .server()
+        .restrict(32, 32)
+        .unwrap()
+        .exclusive()
+        .unwrap_or_else(|_| panic!("a free range"));
+    assert_eq!(locks[1].load(Ordering::Relaxed), u32::MAX);
+    assert!(
+        server.restrict(0, 32).is_err(),
+        "an exclusive range cannot move"
+    );
+    let server = region
+        .server()
+        .restrict(32, 32)
+        .unwrap()
+        .exclusive()
+        .unwrap_or_else(|_| panic!("a free range"));
+    // Calls on ports of the range, one after another: served, replies right, the bits stay set.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let client = region.client().with_cursor(35);
+            for i in 0..1000u64 {
+                let mut port = client.open(1).unwrap();
+                assert!((32..64).contains(&port.index()));
+                let mut got = 0;
+                port.send_and_recv(|s, _| s.words[0] = i, |s, _| got = s.words[0])
+                    .unwrap();
+                assert_eq!(got, i * 3);
+            }
+        });
+        let mut served = 0;
+        while served < 1000 {
+            if let Some(mut port) = server.try_open(()) {
+                port.recv_and_send(|s, _| s.words[0] *= 3).unwrap();
+                served += 1;
+            }
+            assert_eq!(locks[1].load(Ordering::Relaxed), u32::MAX);
+        }
+    });
+    drop(server);
+    assert!(
+        locks.iter().all(|w| w.load(Ordering::Relaxed) == 0),
+        "released on drop"
+    );
+}

@@ -5,8 +5,10 @@
 //! that is told to stop keeps serving until a whole scan of the region finds no request, so every
 //! call made before the kernel ended is answered ("drain"). The ports are split between the threads
 //! in whole lock words (32 ports): thread `t` owns words `t × W / T .. (t + 1) × W / T` of `W`
-//! and scans, locks and serves only those (`Process::restrict`), so no two threads race for a
-//! lock word or read each other's mailbox lines. At most one thread per 32 ports is started.
+//! and scans and serves only those (`Process::restrict`), so no two threads race for a lock word
+//! or read each other's mailbox lines; each holds its range's locks for its lifetime
+//! (`Process::exclusive`), so serving a call takes no locked instruction for the lock. At most one
+//! thread per 32 ports is started.
 //!
 //! The server is generic over where the region lives: the same code serves a GPU region in mapped
 //! host memory and a heap region that simulated warps call in tests.
@@ -117,6 +119,10 @@ pub fn serve<R>(
                                 )
                             })
                             .expect("checked above");
+                    // The ranges are disjoint and nothing else takes server locks: each thread
+                    // holds its whole range and skips the per-call lock and unlock. (If the
+                    // caller's bitmap has a bit set, the thread locks per port instead.)
+                    let server = server.exclusive().unwrap_or_else(|shared| shared);
                     serve_thread(&server, handler, stop)
                 })
             })
