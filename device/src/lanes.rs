@@ -3,9 +3,11 @@
 //! - [`Warp`] (NVPTX): 32 lanes; lane id from `%laneid`, the active mask from `activemask`,
 //!   ballot from `vote.sync.ballot`, broadcast from `shfl.sync.idx` (this is how the port index the
 //!   first lane found is made uniform across the warp), sync from `bar.warp.sync`.
-//! - AMDGPU wavefronts: not written yet. The crate itself builds for `amdgcn-amd-amdhsa` here
-//!   (Debian's rustc 1.96, `-Zbuild-std=core`, `-Ctarget-cpu=gfx90a`), but with no AMD GPU to run
-//!   on, a wavefront type (`readfirstlane`, ballot through `exec`, `ds_bpermute`) would be untested.
+//! - [`Wavefront`] (AMDGPU): 64 lanes (32 on wave32 targets), through LLVM's AMDGPU intrinsics:
+//!   lane id from `mbcnt`, the active mask and ballot from `ballot` (the `exec` mask), broadcast
+//!   from `readlane`, sync from `wave.barrier`. It builds for `amdgcn-amd-amdhsa` here (Debian's
+//!   rustc 1.96, `-Zbuild-std=core`, `-Ctarget-cpu=gfx90a`; `.ci/amdgpu.sh`); with no AMD GPU on
+//!   these machines it has never run.
 //! - On the host: [`rpc_core::Single`] (one lane) and, with feature `sim`, `sim::SimWarp` (a warp
 //!   of CPU threads).
 
@@ -92,6 +94,77 @@ mod nvptx_warp {
             // SAFETY: a warp barrier among the lanes of `mask`, all of which execute it. It also
             // orders their memory accesses, which the protocol needs (no `nomem`).
             unsafe { asm!("bar.warp.sync {m};", m = in(reg32) mask as u32, options(nostack)) };
+        }
+    }
+}
+
+/// An AMD wavefront: up to 64 lanes (wave64; 32 on wave32 targets) executing together.
+///
+/// Every protocol operation must be called convergently by the lanes of the active mask, as on
+/// NVIDIA. Untested on hardware (see the module doc).
+#[cfg(target_arch = "amdgpu")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Wavefront;
+
+#[cfg(target_arch = "amdgpu")]
+mod amdgpu_wavefront {
+    use super::Wavefront;
+
+    #[allow(improper_ctypes)]
+    extern "C" {
+        #[link_name = "llvm.amdgcn.wavefrontsize"]
+        fn wavefrontsize() -> u32;
+        #[link_name = "llvm.amdgcn.mbcnt.lo"]
+        fn mbcnt_lo(mask: u32, add: u32) -> u32;
+        #[link_name = "llvm.amdgcn.mbcnt.hi"]
+        fn mbcnt_hi(mask: u32, add: u32) -> u32;
+        #[link_name = "llvm.amdgcn.ballot.i64"]
+        fn ballot_i64(predicate: bool) -> u64;
+        #[link_name = "llvm.amdgcn.readlane.i32"]
+        fn readlane(value: u32, lane: u32) -> u32;
+        #[link_name = "llvm.amdgcn.wave.barrier"]
+        fn wave_barrier();
+    }
+
+    // SAFETY: `readlane` returns the source lane's value to every lane, and `ballot` the same
+    // mask of lanes (a subset of `exec`) to every lane; the lanes of a wavefront execute in
+    // lockstep, and `wave.barrier` keeps the compiler from moving memory accesses across the
+    // group's sync point. Callers are convergent (documented on `Wavefront`).
+    unsafe impl rpc_core::Lanes for Wavefront {
+        #[inline(always)]
+        fn lane_size(&self) -> u32 {
+            // SAFETY: a constant of the target.
+            unsafe { wavefrontsize() }
+        }
+
+        #[inline(always)]
+        fn lane_id(&self) -> u32 {
+            // SAFETY: counts the lanes below this one in an all-ones mask: the lane index.
+            unsafe { mbcnt_hi(u32::MAX, mbcnt_lo(u32::MAX, 0)) }
+        }
+
+        #[inline(always)]
+        fn active_mask(&self) -> u64 {
+            // SAFETY: a ballot of `true` is the `exec` mask.
+            unsafe { ballot_i64(true) }
+        }
+
+        #[inline(always)]
+        fn broadcast(&self, mask: u64, value: u32) -> u32 {
+            // SAFETY: reads `value` from the first lane of `mask`, an active lane (contract).
+            unsafe { readlane(value, mask.trailing_zeros()) }
+        }
+
+        #[inline(always)]
+        fn ballot(&self, mask: u64, predicate: bool) -> u64 {
+            // SAFETY: a ballot among the active lanes, restricted to `mask`.
+            unsafe { ballot_i64(predicate) & mask }
+        }
+
+        #[inline(always)]
+        fn sync(&self, _mask: u64) {
+            // SAFETY: a compiler barrier for the wavefront; its lanes are already in step.
+            unsafe { wave_barrier() }
         }
     }
 }

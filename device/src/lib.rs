@@ -8,6 +8,8 @@
 //!   `system`), as the derived service [`host::Libc`] and its device-side API;
 //! - [`services`]: the opcodes the host serves and their device-side calls (a no-op, print, exit);
 //! - [`wait`]: how a warp waits for the host (spin, then sleep);
+//! - `amdgpu`: the same for AMD GPUs (the descriptor global and a wavefront's client), built
+//!   but never run here;
 //! - `nvptx`: thread and block indices, the global timer, the entry-point macro [`entry!`] and the
 //!   panic handler, for NVPTX builds only;
 //! - `sim` (feature `sim`): a simulated warp of CPU threads, so the same device code runs on the
@@ -20,10 +22,15 @@
 #![cfg_attr(not(test), no_std)]
 #![deny(missing_docs)]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
+// LLVM's AMDGPU intrinsics (the wavefront lanes) are reached through `link_llvm_intrinsics`.
+#![cfg_attr(target_arch = "amdgpu", feature(link_llvm_intrinsics))]
+#![cfg_attr(target_arch = "amdgpu", allow(internal_features))]
 
 #[cfg(all(feature = "sim", not(test)))]
 extern crate std;
 
+#[cfg(target_arch = "amdgpu")]
+pub mod amdgpu;
 pub mod descriptor;
 pub mod host;
 pub mod lanes;
