@@ -121,7 +121,10 @@ fn call_latency_of(
     region.install(cuda, module)?;
     let stamps = cuda.alloc_device((iters / STAMP_EVERY + 1) as usize * 8)?;
     let errors = cuda.alloc_device(4)?;
-    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
+    let services = Timed {
+        inner: HostServices::new(std::io::sink(), ExitPolicy::Record),
+        spans: std::sync::Mutex::new(Vec::with_capacity(iters as usize)),
+    };
     let (r, _) = serve(region.region(), region.server_locks(), 1, &services, || {
         let mut n = iters;
         let mut p_stamps = stamps.ptr();
@@ -135,12 +138,52 @@ fn call_latency_of(
         unsafe { kernel.launch(1, 32, &mut params) }.and_then(|()| cuda.wait(TIMEOUT))
     })?;
     r?;
+    let (mut inside, mut between) = services.medians();
+    eprintln!(
+        "{name}, {} ports: host handler {:.0} ns, from one handler's end to the next's start {:.0} ns (medians)",
+        region.layout().ports(),
+        median(&mut inside),
+        median(&mut between)
+    );
     let mut e = [0u8; 4];
     cuda.copy_from_device(&mut e, errors.ptr())?;
     Ok((
         median(&mut batches(cuda, &stamps, iters)?),
         u32::from_le_bytes(e),
     ))
+}
+
+/// A handler that records when each call's handling started and ended (one server thread).
+struct Timed<H> {
+    inner: H,
+    spans: std::sync::Mutex<Vec<(Instant, Instant)>>,
+}
+
+impl<H: transport_gpu::server::Handler> transport_gpu::server::Handler for Timed<H> {
+    fn handle(&self, port: &mut transport_gpu::server::ServerPort<'_, '_>) {
+        let start = Instant::now();
+        self.inner.handle(port);
+        let end = Instant::now();
+        if let Ok(mut spans) = self.spans.lock() {
+            spans.push((start, end));
+        }
+    }
+}
+
+impl<H> Timed<H> {
+    /// Nanoseconds inside each handler, and from each handler's end to the next one's start.
+    fn medians(&self) -> (Vec<f64>, Vec<f64>) {
+        let spans = self.spans.lock().map(|s| s.clone()).unwrap_or_default();
+        let inside = spans
+            .iter()
+            .map(|(s, e)| (*e - *s).as_nanos() as f64)
+            .collect();
+        let between = spans
+            .windows(2)
+            .map(|w| (w[1].0 - w[0].1).as_nanos() as f64)
+            .collect();
+        (inside, between)
+    }
 }
 
 /// Steps timed by `call_phases`, in its order.
