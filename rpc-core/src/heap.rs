@@ -22,8 +22,8 @@ pub struct HeapRegion<M: Mailbox = PerPort> {
         Box<[AtomicU32]>,
         Box<[crate::sync::SharedCell<crate::layout::Slot>]>,
     ),
-    client_locks: Box<[AtomicU32]>,
-    server_locks: Box<[AtomicU32]>,
+    client_locks: LockBitmap,
+    server_locks: LockBitmap,
     _mailbox: PhantomData<M>,
 }
 
@@ -33,6 +33,53 @@ unsafe impl<M: Mailbox> Send for HeapRegion<M> {}
 // SAFETY: as above: shared access goes through the protocol.
 unsafe impl<M: Mailbox> Sync for HeapRegion<M> {}
 
+/// A side's lock bitmap in cache lines of its own: next to the other side's bitmap (two small heap
+/// blocks often share a line) every lock and unlock of one side would pull the line away from the
+/// other.
+struct LockBitmap {
+    #[cfg(not(loom))]
+    lines: Box<[LockLine]>,
+    /// Under loom, plain words: loom's atomics have their own layout.
+    #[cfg(loom)]
+    lines: Box<[AtomicU32]>,
+    words: usize,
+}
+
+/// One cache line of lock words.
+#[cfg(not(loom))]
+#[repr(C, align(64))]
+struct LockLine([AtomicU32; 16]);
+
+impl LockBitmap {
+    fn new(words: usize) -> Self {
+        LockBitmap {
+            #[cfg(not(loom))]
+            lines: (0..words.div_ceil(16))
+                .map(|_| LockLine(core::array::from_fn(|_| AtomicU32::new(0))))
+                .collect(),
+            #[cfg(loom)]
+            lines: self::words(words),
+            words,
+        }
+    }
+}
+
+impl core::ops::Deref for LockBitmap {
+    type Target = [AtomicU32];
+    fn deref(&self) -> &[AtomicU32] {
+        #[cfg(not(loom))]
+        // SAFETY: `LockLine` is `repr(C)`: 16 contiguous `AtomicU32`s with no padding (64 bytes,
+        // its alignment), so the lines are `16 * lines.len() >= words` contiguous words.
+        let words = unsafe {
+            core::slice::from_raw_parts(self.lines.as_ptr().cast::<AtomicU32>(), self.words)
+        };
+        #[cfg(loom)]
+        let words = &self.lines[..self.words];
+        words
+    }
+}
+
+#[cfg(loom)]
 fn words(n: usize) -> Box<[AtomicU32]> {
     (0..n).map(|_| AtomicU32::new(0)).collect()
 }
@@ -61,8 +108,8 @@ impl<M: Mailbox> HeapRegion<M> {
                     .map(|_| crate::sync::SharedCell::new(crate::layout::Slot::default()))
                     .collect(),
             ),
-            client_locks: words(layout.lock_words()),
-            server_locks: words(layout.lock_words()),
+            client_locks: LockBitmap::new(layout.lock_words()),
+            server_locks: LockBitmap::new(layout.lock_words()),
             _mailbox: PhantomData,
         })
     }
