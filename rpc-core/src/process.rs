@@ -617,6 +617,15 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         if !self.port_range().contains(&start) {
             start = base * PORT_GRANULE;
         }
+        // A GPU client first tries its cursor port outright (its own port, or the one it used
+        // last): when it is free, as it usually is, that saves reading the lock word first, a
+        // dependent trip to device memory. On a CPU the read is cheap and a failed lock is not.
+        #[cfg(target_arch = "nvptx64")]
+        if !S::SCAN_MAILBOX {
+            if let Some(found) = self.try_port(start) {
+                return found;
+            }
+        }
         let (first_word, first_bit) = (start / PORT_GRANULE - base, start % PORT_GRANULE);
         // `words + 1` steps: the starting word is visited twice, first from `first_bit` up, last
         // below it, so every port of the range is tried exactly once. The word index wraps by
@@ -653,36 +662,46 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             while free != 0 {
                 let port = word * PORT_GRANULE + free.trailing_zeros();
                 free &= free - 1;
-                if !self.lock(port) {
-                    continue;
+                if let Some(found) = self.try_port(port) {
+                    return found;
                 }
-                #[cfg(target_arch = "nvptx64")]
-                if let Some(shadow) = self.shadow.get(port as usize) {
-                    match self.open_by_shadow(shadow, port) {
-                        Some(out) => {
-                            self.advance_cursor(port);
-                            return port * 2 + out;
-                        }
-                        None => {
-                            self.unlock(port);
-                            continue;
-                        }
-                    }
-                }
-                // The mailboxes are re-read with the lock held: the state may have moved since the
-                // scan, and the previous lock holder may have flipped our outbox.
-                let out = M::load(S::outbox(&self.region), port);
-                if self.owns(port, out) {
-                    // SYNC (take ownership): pairs with the other side's release fence before the
-                    // flip we just observed; the packet's contents are now visible to us.
-                    fence(Ordering::Acquire);
-                    self.advance_cursor(port);
-                    return port * 2 + out;
-                }
-                self.unlock(port);
             }
         }
         NONE
+    }
+
+    /// Locks `port` and keeps it if this side owns its packet; returns `index * 2 + outbox bit`,
+    /// or unlocks it again and returns `None`. First lane only.
+    #[inline(always)]
+    fn try_port(&self, port: u32) -> Option<u32> {
+        if !self.lock(port) {
+            return None;
+        }
+        #[cfg(target_arch = "nvptx64")]
+        if let Some(shadow) = self.shadow.get(port as usize) {
+            return match self.open_by_shadow(shadow, port) {
+                Some(out) => {
+                    self.advance_cursor(port);
+                    Some(port * 2 + out)
+                }
+                None => {
+                    self.unlock(port);
+                    None
+                }
+            };
+        }
+        // The mailboxes are re-read with the lock held: the state may have moved since the scan,
+        // and the previous lock holder may have flipped our outbox.
+        let out = M::load(S::outbox(&self.region), port);
+        if self.owns(port, out) {
+            // SYNC (take ownership): pairs with the other side's release fence before the flip we
+            // just observed; the packet's contents are now visible to us.
+            fence(Ordering::Acquire);
+            self.advance_cursor(port);
+            return Some(port * 2 + out);
+        }
+        self.unlock(port);
+        None
     }
 
     /// Where the next search starts after opening `port`: the same port for a client, the next
