@@ -617,21 +617,18 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         if !self.port_range().contains(&start) {
             start = base * PORT_GRANULE;
         }
-        // A GPU client first tries its cursor port outright (its own port, or the one it used
-        // last): when it is free, as it usually is, that saves reading the lock word first, a
-        // dependent trip to device memory. On a CPU the read is cheap and a failed lock is not.
-        #[cfg(target_arch = "nvptx64")]
-        if !S::SCAN_MAILBOX {
-            if let Some(found) = self.try_port(start) {
-                return found;
-            }
-        }
         let (first_word, first_bit) = (start / PORT_GRANULE - base, start % PORT_GRANULE);
+        // A GPU client first tries its cursor port alone, without reading its lock word (its own
+        // port, or the one it used last: usually free), which saves a dependent trip to device
+        // memory; then, as everywhere, it scans. On a CPU the read is cheap and a failed lock is
+        // not. (One pass of the loop below, so the per-port step stays one copy of the code.)
+        let mut cursor_only = cfg!(target_arch = "nvptx64") && !S::SCAN_MAILBOX;
         // `words + 1` steps: the starting word is visited twice, first from `first_bit` up, last
         // below it, so every port of the range is tried exactly once. The word index wraps by
         // comparison: a `%` (a division) per step would cost more than the step.
         let mut offset = first_word;
-        for step in 0..=words {
+        let mut step = 0;
+        while step <= words {
             if step != 0 {
                 offset += 1;
                 if offset == words {
@@ -640,7 +637,9 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             }
             let word = base + offset;
             // An exclusive handle holds every lock of its range: every port is a candidate.
-            let mut free = if self.sole {
+            let mut free = if cursor_only {
+                1 << first_bit
+            } else if self.sole {
                 u32::MAX
             } else {
                 !self.locks[word as usize].load(Ordering::Relaxed)
@@ -666,6 +665,12 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
                     return found;
                 }
             }
+            if cursor_only {
+                // The cursor port alone did not do: scan from the same word, reading its locks.
+                cursor_only = false;
+                continue;
+            }
+            step += 1;
         }
         NONE
     }
