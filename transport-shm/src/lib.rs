@@ -61,6 +61,12 @@
 //! (between packets of a stream) checks the port's owner word and the holder's liveness as it
 //! backs off, so a dead client costs it one backoff step, not the deadline.
 //!
+//! A *sticky* client handle (`ClientConfig::sticky`) keeps its claim between calls instead of
+//! releasing it after each: the owner word stays `(g+1, A)` while the handle lives, so its calls
+//! make no compare-and-swap. The rules above hold unchanged: the claim is released by its live
+//! holder (when the handle is dropped or `release_port` is called, always after a complete
+//! exchange), abandoned on a failed call, or reclaimed by the monitor once the holder is dead.
+//!
 //! A killed client's pid could in principle be reused by a new process before the monitor looks;
 //! the port then stays held until that process exits (never freed early: the check errs on the
 //! side of holding).
@@ -70,7 +76,13 @@
 //! [`ShmServer::shutdown`] sets the state to draining (clients that claim after that see it and
 //! back off; the claim and the state are both sequentially consistent, so a claim is either seen
 //! by the drain or refused), waits until no port is claimed and no request is pending, stops the
-//! workers and removes the file. Dropping the server (also in a panic) stops it at once and
+//! workers and removes the file. A sticky handle checks the state before each call on its kept
+//! claim and gives the claim back if the server is draining; one that stays idle would hold its
+//! claim forever, so the drain counts a claimed port as finished once it has stayed at rest under
+//! the same owner word, with no worker on it, for 20 ms. A sticky call that passed its state check
+//! just before the drain began and is still between that check and its request after 20 ms (the
+//! client descheduled that long) is not served: it fails with `NoServer` or `ShuttingDown`, never
+//! executed without a reply. Dropping the server (also in a panic) stops it at once and
 //! removes the file; a server killed outright leaves a stale file the next server replaces
 //! (`file` explains how it tells stale from live).
 
