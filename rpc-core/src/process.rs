@@ -272,6 +272,9 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// NVPTX only: the client's outbox shadow in device memory, one word per port (empty: none).
     #[cfg(target_arch = "nvptx64")]
     shadow: &'a [AtomicU32],
+    /// An exclusive handle's copy of its own outbox bits, one word per 32 ports of the whole
+    /// region (empty: none); see [`Self::with_outbox_mirror`].
+    mirror: &'a [AtomicU32],
     _side: PhantomData<S>,
 }
 
@@ -341,6 +344,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             words: locks.len() as u32,
             #[cfg(target_arch = "nvptx64")]
             shadow: &[],
+            mirror: &[],
             _side: PhantomData,
         })
     }
@@ -431,6 +435,24 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         // previous holder, as a `lock` of each would.
         lock_fence(Ordering::Acquire);
         self.sole = true;
+        Ok(self)
+    }
+
+    /// Gives an [`exclusive`](Self::exclusive) handle a copy of its own outbox bits in `mirror`
+    /// (`layout.lock_words()` words, one bit per port, private to this handle), filled here from
+    /// the region and kept by the handle's flips. Its searches then read only the other side's
+    /// mailbox words and take their own from the copy: with one word per port, half the loads of
+    /// a scan (a server thread scanning thousands of GPU ports). Exact because no one else flips
+    /// this side's outbox for the handle's ports: it holds all their locks. Refused (the error
+    /// names the port count) if the handle is not exclusive or `mirror` has the wrong length.
+    pub fn with_outbox_mirror(mut self, mirror: &'a [AtomicU32]) -> Result<Self, LayoutError> {
+        if !self.sole || mirror.len() != self.locks.len() {
+            return Err(LayoutError::Ports(self.region.layout.ports()));
+        }
+        for w in self.first_word..self.first_word + self.words {
+            mirror[w as usize].store(M::load_word(S::outbox(&self.region), w), Ordering::Relaxed);
+        }
+        self.mirror = mirror;
         Ok(self)
     }
 
@@ -531,6 +553,19 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     #[inline(always)]
     pub(crate) fn flip_outbox(&self, port: u32, value: u32) {
         M::flip(S::outbox(&self.region), port, value);
+        if let Some(bits) = self.mirror.get((port / PORT_GRANULE) as usize) {
+            // Only this handle touches its mirror (first lane, ports it holds).
+            let bit = 1 << (port % PORT_GRANULE);
+            let old = bits.load(Ordering::Relaxed);
+            bits.store(
+                if value & 1 != 0 {
+                    old | bit
+                } else {
+                    old & !bit
+                },
+                Ordering::Relaxed,
+            );
+        }
         #[cfg(target_arch = "nvptx64")]
         if let Some(shadow) = self.shadow.get(port as usize) {
             shadow.store(value | SHADOW_IN_FLIGHT, Ordering::Relaxed);
@@ -651,7 +686,10 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             }
             if S::SCAN_MAILBOX && free != 0 {
                 let inbox = M::load_word(S::inbox(&self.region), word);
-                let outbox = M::load_word(S::outbox(&self.region), word);
+                let outbox = match self.mirror.get(word as usize) {
+                    Some(bits) => bits.load(Ordering::Relaxed),
+                    None => M::load_word(S::outbox(&self.region), word),
+                };
                 free &= if S::OWNED_WHEN == 1 {
                     inbox ^ outbox
                 } else {

@@ -84,6 +84,17 @@ impl Drop for Stop<'_> {
 
 #[test]
 fn restricted_servers_together_serve_every_port() {
+    servers_together_serve_every_port(false);
+}
+
+#[test]
+fn exclusive_servers_with_outbox_mirrors_together_serve_every_port() {
+    servers_together_serve_every_port(true);
+}
+
+/// Two servers, half the ports each (holding their halves and scanning with a copy of their
+/// outbox bits if `exclusive`), answer a call on every port, round after round.
+fn servers_together_serve_every_port(exclusive: bool) {
     const PORTS: u32 = 256;
     const ROUNDS: u64 = 20;
     let region = HeapRegion::<PerPort>::new(PORTS, 1).unwrap();
@@ -101,6 +112,17 @@ fn restricted_servers_together_serve_every_port() {
                     .unwrap()
                     .restrict(t as u32 * half, half)
                     .unwrap();
+                let mirror: Vec<rpc_core::sync::AtomicU32> = (0..PORTS / 32)
+                    .map(|_| rpc_core::sync::AtomicU32::new(0))
+                    .collect();
+                let server = match exclusive {
+                    true => server
+                        .exclusive()
+                        .unwrap_or_else(|_| panic!("a free range"))
+                        .with_outbox_mirror(&mirror)
+                        .unwrap(),
+                    false => server,
+                };
                 let range = server.port_range();
                 let mut idle = 0u64;
                 while done.load(Ordering::Acquire) == 0 || idle < 4 {
@@ -204,5 +226,19 @@ fn an_exclusive_server_holds_its_range_and_serves_it_without_locking() {
     assert!(
         locks.iter().all(|w| w.load(Ordering::Relaxed) == 0),
         "released on drop"
+    );
+    let mirror: Vec<rpc_core::sync::AtomicU32> =
+        (0..3).map(|_| rpc_core::sync::AtomicU32::new(0)).collect();
+    assert!(
+        region.server().with_outbox_mirror(&mirror).is_err(),
+        "a mirror needs an exclusive handle"
+    );
+    let exclusive = region
+        .server()
+        .exclusive()
+        .unwrap_or_else(|_| panic!("free"));
+    assert!(
+        exclusive.with_outbox_mirror(&mirror[..2]).is_err(),
+        "a mirror of the wrong length"
     );
 }

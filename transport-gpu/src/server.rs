@@ -7,8 +7,9 @@
 //! in whole lock words (32 ports): thread `t` owns words `t × W / T .. (t + 1) × W / T` of `W`
 //! and scans and serves only those (`Process::restrict`), so no two threads race for a lock word
 //! or read each other's mailbox lines; each holds its range's locks for its lifetime
-//! (`Process::exclusive`), so serving a call takes no locked instruction for the lock. At most one
-//! thread per 32 ports is started.
+//! (`Process::exclusive`), so serving a call takes no locked instruction for the lock, and keeps a
+//! copy of its own outbox bits (`Process::with_outbox_mirror`), so a scan reads only the clients'
+//! mailbox words. At most one thread per 32 ports is started.
 //!
 //! The server is generic over where the region lives: the same code serves a GPU region in mapped
 //! host memory and a heap region that simulated warps call in tests.
@@ -120,9 +121,16 @@ pub fn serve<R>(
                             })
                             .expect("checked above");
                     // The ranges are disjoint and nothing else takes server locks: each thread
-                    // holds its whole range and skips the per-call lock and unlock. (If the
-                    // caller's bitmap has a bit set, the thread locks per port instead.)
-                    let server = server.exclusive().unwrap_or_else(|shared| shared);
+                    // holds its whole range and skips the per-call lock and unlock, and scans with
+                    // a copy of its own outbox bits (half the loads of a scan). If the caller's
+                    // bitmap has a bit set, the thread locks per port and reads both mailboxes.
+                    let mirror: Vec<AtomicU32> = (0..words).map(|_| AtomicU32::new(0)).collect();
+                    let server = match server.exclusive() {
+                        Ok(sole) => sole
+                            .with_outbox_mirror(&mirror)
+                            .expect("an exclusive handle"),
+                        Err(shared) => shared,
+                    };
                     serve_thread(&server, handler, stop)
                 })
             })
