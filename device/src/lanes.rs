@@ -1,9 +1,9 @@
 //! The lanes of a GPU warp, behind [`rpc_core::Lanes`].
 //!
-//! - [`Warp`] (NVPTX): 32 lanes; lane id from `%laneid`, the active mask from `activemask`,
+//! - `Warp` (NVPTX): 32 lanes; lane id from `%laneid`, the active mask from `activemask`,
 //!   ballot from `vote.sync.ballot`, broadcast from `shfl.sync.idx` (this is how the port index the
 //!   first lane found is made uniform across the warp), sync from `bar.warp.sync`.
-//! - [`Wavefront`] (AMDGPU): 64 lanes (32 on wave32 targets), through LLVM's AMDGPU intrinsics:
+//! - `Wavefront` (AMDGPU): 64 lanes (32 on wave32 targets), through LLVM's AMDGPU intrinsics:
 //!   lane id from `mbcnt`, the active mask and ballot from `ballot` (the `exec` mask), broadcast
 //!   from `readlane`, sync from `wave.barrier`. It builds for `amdgcn-amd-amdhsa` here (Debian's
 //!   rustc 1.96, `-Zbuild-std=core`, `-Ctarget-cpu=gfx90a`; `.ci/amdgpu.sh`); with no AMD GPU on

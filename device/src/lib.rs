@@ -10,7 +10,7 @@
 //! - [`wait`]: how a warp waits for the host (spin, then sleep);
 //! - `amdgpu`: the same for AMD GPUs (the descriptor global and a wavefront's client), built
 //!   but never run here;
-//! - `nvptx`: thread and block indices, the global timer, the entry-point macro [`entry!`] and the
+//! - `nvptx`: thread and block indices, the global timer, the entry-point macro `entry!` and the
 //!   panic handler, for NVPTX builds only;
 //! - `sim` (feature `sim`): a simulated warp of CPU threads, so the same device code runs on the
 //!   host against a real server in tests.
