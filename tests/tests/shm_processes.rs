@@ -135,6 +135,36 @@ fn a_client_killed_mid_call_leaves_others_running_and_its_port_reclaimed() {
 }
 
 #[test]
+fn the_port_of_a_sticky_client_killed_while_idle_is_reclaimed() {
+    let path = unique_path("sticky");
+    let server = ShmServer::start(&path, config(32, 1), demo::serve).unwrap();
+    let p = path.to_str().unwrap();
+    // Idle, between calls, its claim kept: the port is at rest and looks like any held one.
+    let victim = Peer::spawn(PEER, &["sticky", p]);
+    let port: u32 = victim.expect("holding")[0].parse().unwrap();
+    assert_eq!(server.port_owner(port).0, victim.pid());
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        server.port_owner(port).0,
+        victim.pid(),
+        "a live sticky holder keeps its port"
+    );
+    victim.kill();
+    eventually("the dead sticky client's port is reclaimed", || {
+        server.port_owner(port).0 == 0
+    });
+    assert_eq!(server.stats().reclaimed, 1);
+    // And the drain does not wait on it (nor on a live idle sticky holder).
+    let live = Peer::spawn(PEER, &["sticky", p]);
+    live.expect("holding");
+    let started = std::time::Instant::now();
+    let shutdown = server.shutdown(Duration::from_secs(20));
+    assert!(shutdown.drained);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    live.kill();
+}
+
+#[test]
 fn a_new_client_gets_the_port_of_a_client_killed_mid_stream() {
     let path = unique_path("last");
     let server = ShmServer::start(&path, config(32, 2), demo::serve).unwrap();

@@ -4,6 +4,8 @@
 //! - `hold PATH K`: K threads each hold a port inside a call forever; prints `held P1 P2 ...`.
 //! - `sleep PATH MICROS`: one `Sleep` call; prints `sent P` once the request is sent.
 //! - `stream PATH`: starts a `Sum` stream, sends its first packet only; prints `streaming P`.
+//! - `sticky PATH`: a sticky handle makes one call and then idles holding its port; prints
+//!   `holding P`.
 //! - `serve PATH`: serves the demo service until killed; prints `serving PID`.
 
 use std::io::Write;
@@ -102,6 +104,13 @@ fn main() {
                 say(format!("streaming {}", port.index()));
                 forever()
             });
+        }
+        "sticky" => {
+            let mut c = DemoHandle::attach(path, DEADLINE).expect("attach");
+            assert_eq!(c.add(1, 2).expect("a call"), 3);
+            let port = c.client().held_port().expect("a demo handle is sticky");
+            say(format!("holding {port}"));
+            forever();
         }
         "serve" => {
             let config = ServerConfig {
