@@ -113,3 +113,47 @@ mod tests {
         }
     }
 }
+
+/// The descriptor a host installs for `region`, a region in this process's heap (as
+/// `transport-gpu`'s `GpuRegion::descriptor` does for mapped memory), so simulated warps build
+/// their clients from it as a kernel does.
+pub fn descriptor(region: &rpc_core::HeapRegion) -> crate::Descriptor {
+    let r = region.region();
+    crate::Descriptor {
+        magic: crate::descriptor::MAGIC,
+        ports: r.layout().ports(),
+        lanes: r.layout().lanes(),
+        mailbox: rpc_core::MailboxKind::PerPort as u32,
+        region: r.client_outbox().as_ptr() as u64,
+        locks: region.client_locks().as_ptr() as u64,
+    }
+}
+
+/// A waiting policy for simulated warps, which run many more threads than there are cores: spins
+/// a little, then yields; gives up after 60 s, so a lost handoff fails a test instead of hanging it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Yield;
+
+std::thread_local! {
+    static SINCE: core::cell::Cell<Option<std::time::Instant>> = const { core::cell::Cell::new(None) };
+}
+
+impl rpc_core::Wait for Yield {
+    fn pause(&self, polls: u32) -> Result<(), rpc_core::Stalled> {
+        if polls == 0 {
+            SINCE.with(|s| s.set(Some(std::time::Instant::now())));
+        }
+        if polls < 16 {
+            core::hint::spin_loop();
+            return Ok(());
+        }
+        let since = SINCE
+            .with(|s| s.get())
+            .unwrap_or_else(std::time::Instant::now);
+        if since.elapsed() > std::time::Duration::from_secs(60) {
+            return Err(rpc_core::Stalled);
+        }
+        std::thread::yield_now();
+        Ok(())
+    }
+}

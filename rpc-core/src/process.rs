@@ -554,17 +554,10 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     pub(crate) fn flip_outbox(&self, port: u32, value: u32) {
         M::flip(S::outbox(&self.region), port, value);
         if let Some(bits) = self.mirror.get((port / PORT_GRANULE) as usize) {
-            // Only this handle touches its mirror (first lane, ports it holds).
+            // A flip toggles the bit. Only this handle touches its mirror (first lane, ports it
+            // holds), so a load and a store do.
             let bit = 1 << (port % PORT_GRANULE);
-            let old = bits.load(Ordering::Relaxed);
-            bits.store(
-                if value & 1 != 0 {
-                    old | bit
-                } else {
-                    old & !bit
-                },
-                Ordering::Relaxed,
-            );
+            bits.store(bits.load(Ordering::Relaxed) ^ bit, Ordering::Relaxed);
         }
         #[cfg(target_arch = "nvptx64")]
         if let Some(shadow) = self.shadow.get(port as usize) {

@@ -44,7 +44,11 @@ fn model(preemptions: usize, budget: Option<u64>, f: impl Fn() + Sync + Send + '
 
 /// Serves `calls` requests, replying with each slot's value plus one.
 fn serve<M: Mailbox>(region: &HeapRegion<M>, calls: usize) {
-    let server = region.server();
+    serve_on(&region.server(), calls);
+}
+
+/// `serve` through the server handle `server`.
+fn serve_on<M: Mailbox>(server: &rpc_core::ServerProcess<'_, rpc_core::Single, M>, calls: usize) {
     let mut served = 0;
     while served < calls {
         match server.try_open(()) {
@@ -70,7 +74,14 @@ fn next_request<'p, 'a>(
 }
 
 fn call<M: Mailbox>(region: &HeapRegion<M>, value: u64) -> u64 {
-    let client = region.client();
+    call_on(&region.client(), value)
+}
+
+/// One call with `value` through the client handle `client`; returns the reply.
+fn call_on<M: Mailbox>(
+    client: &rpc_core::ClientProcess<'_, rpc_core::Single, M>,
+    value: u64,
+) -> u64 {
     let mut port = client.open(1).unwrap();
     let mut reply = 0;
     port.send_and_recv(|s, _| s.words[0] = value, |s, _| reply = s.words[0])
@@ -86,18 +97,21 @@ fn call<M: Mailbox>(region: &HeapRegion<M>, value: u64) -> u64 {
 /// machine), not exhaustively.
 #[test]
 fn two_clients_one_server() {
-    model(1, Some(60), || {
-        let region = Arc::new(HeapRegion::<Packed>::new(32, 1).unwrap());
-        // Two ports in play: lock all but ports 0 and 1 on the client side.
-        region.client_locks()[0].store(!0b11, loom::sync::atomic::Ordering::Relaxed);
-        let r = region.clone();
-        let server = thread::spawn(move || serve(&r, 2));
-        let r = region.clone();
-        let other = thread::spawn(move || call(&r, 10));
-        assert_eq!(call(&region, 20), 21);
-        assert_eq!(other.join().unwrap(), 11);
-        server.join().unwrap();
-    });
+    // Two ports in play: lock all but ports 0 and 1 on the client side.
+    model(1, Some(60), || two_clients::<Packed>(0b11, 10, 20));
+}
+
+/// A server and two clients calling with `a` and `b`, the client ports limited to `free`.
+fn two_clients<M: Mailbox>(free: u32, a: u64, b: u64) {
+    let region = Arc::new(HeapRegion::<M>::new(32, 1).unwrap());
+    region.client_locks()[0].store(!free, loom::sync::atomic::Ordering::Relaxed);
+    let r = region.clone();
+    let server = thread::spawn(move || serve(&r, 2));
+    let r = region.clone();
+    let other = thread::spawn(move || call(&r, a));
+    assert_eq!(call(&region, b), b + 1);
+    assert_eq!(other.join().unwrap(), a + 1);
+    server.join().unwrap();
 }
 
 /// Two clients racing for the one free port: the lock admits one at a time, and the second
@@ -105,17 +119,7 @@ fn two_clients_one_server() {
 /// preemption; at two it does not finish in minutes.
 #[test]
 fn contended_lock() {
-    model(1, None, || {
-        let region = Arc::new(HeapRegion::<PerPort>::new(32, 1).unwrap());
-        region.client_locks()[0].store(!0b1, loom::sync::atomic::Ordering::Relaxed);
-        let r = region.clone();
-        let server = thread::spawn(move || serve(&r, 2));
-        let r = region.clone();
-        let other = thread::spawn(move || call(&r, 1));
-        assert_eq!(call(&region, 5), 6);
-        assert_eq!(other.join().unwrap(), 2);
-        server.join().unwrap();
-    });
+    model(1, None, || two_clients::<PerPort>(0b1, 1, 5));
 }
 
 /// A stream across three packets, each acknowledged, then a reply.
@@ -183,12 +187,7 @@ fn kept_port_one_way_then_call() {
         port.send(|s, _| s.words[0] = 1).unwrap();
         drop(port);
         for value in [40, 50] {
-            let mut port = client.open(1).unwrap();
-            let mut reply = 0;
-            port.send_and_recv(|s, _| s.words[0] = value, |s, _| reply = s.words[0])
-                .unwrap();
-            assert_eq!(reply, value + 1);
-            drop(port);
+            assert_eq!(call_on(&client, value), value + 1);
         }
         drop(client);
         server.join().unwrap();
@@ -204,25 +203,14 @@ fn exclusive_server() {
         region.client_locks()[0].store(!0b1, loom::sync::atomic::Ordering::Relaxed);
         let r = region.clone();
         let server = thread::spawn(move || {
-            let server = r.server().exclusive().unwrap_or_else(|_| panic!("free"));
-            let mut served = 0;
-            while served < 2 {
-                match server.try_open(()) {
-                    Some(mut port) => {
-                        port.recv_and_send(|s, _| s.words[0] += 1).unwrap();
-                        served += 1;
-                    }
-                    None => thread::yield_now(),
-                }
-            }
+            serve_on(
+                &r.server().exclusive().unwrap_or_else(|_| panic!("free")),
+                2,
+            );
         });
         let client = region.client();
         for value in [10, 20] {
-            let mut port = client.open(1).unwrap();
-            let mut reply = 0;
-            port.send_and_recv(|s, _| s.words[0] = value, |s, _| reply = s.words[0])
-                .unwrap();
-            assert_eq!(reply, value + 1);
+            assert_eq!(call_on(&client, value), value + 1);
         }
         drop(client);
         server.join().unwrap();

@@ -183,23 +183,21 @@ fn an_exclusive_server_holds_its_range_and_serves_it_without_locking() {
     drop(server);
     locks[1].fetch_and(0, Ordering::Relaxed);
 
-    let server = region
-        .server()
-        .restrict(32, 32)
-        .unwrap()
-        .exclusive()
-        .unwrap_or_else(|_| panic!("a free range"));
+    let take_32_to_64 = || {
+        region
+            .server()
+            .restrict(32, 32)
+            .unwrap()
+            .exclusive()
+            .unwrap_or_else(|_| panic!("a free range"))
+    };
+    let server = take_32_to_64();
     assert_eq!(locks[1].load(Ordering::Relaxed), u32::MAX);
     assert!(
         server.restrict(0, 32).is_err(),
         "an exclusive range cannot move"
     );
-    let server = region
-        .server()
-        .restrict(32, 32)
-        .unwrap()
-        .exclusive()
-        .unwrap_or_else(|_| panic!("a free range"));
+    let server = take_32_to_64();
     // Calls on ports of the range, one after another: served, replies right, the bits stay set.
     std::thread::scope(|s| {
         s.spawn(|| {

@@ -266,14 +266,19 @@ fn docs(call: &Call, verb: &str) -> TokenStream {
     }
 }
 
-fn client_sig(call: &Call) -> TokenStream {
-    let method = method_ident(call);
-    let request = match call.request() {
+/// The request parameter of a call's client method and handler (none for an empty request).
+fn request_param(call: &Call) -> TokenStream {
+    match call.request() {
         Some(Wire::Fixed(ty)) => quote!(, request: #ty),
         Some(Wire::Bytes) => quote!(, request: &[u8]),
         Some(Wire::Text) => quote!(, request: &str),
         Some(Wire::Unit) | None => quote!(),
-    };
+    }
+}
+
+fn client_sig(call: &Call) -> TokenStream {
+    let method = method_ident(call);
+    let request = request_param(call);
     let err = quote!(::rpc_core::service::CallError);
     match call.response() {
         Some(Wire::Fixed(ty)) => {
@@ -319,12 +324,7 @@ fn client_body(call: &Call) -> TokenStream {
 
 fn handler_sig(call: &Call) -> TokenStream {
     let method = method_ident(call);
-    let request = match call.request() {
-        Some(Wire::Fixed(ty)) => quote!(, request: #ty),
-        Some(Wire::Bytes) => quote!(, request: &[u8]),
-        Some(Wire::Text) => quote!(, request: &str),
-        Some(Wire::Unit) | None => quote!(),
-    };
+    let request = request_param(call);
     let response = match call.response() {
         Some(Wire::Fixed(ty)) => quote!(-> #ty),
         Some(Wire::Bytes) => quote!(-> impl ::core::convert::AsRef<[u8]>),

@@ -13,12 +13,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use device::descriptor::{Descriptor, MAGIC};
 use device::host::{self, mode, Handle, HostError, Libc, LibcClient, Printer, ReadRequest, Target};
-use device::sim::SimWarp;
+use device::sim::{SimWarp, Yield};
 use ferry_tests::unique_path;
 use rpc_core::service::CallError;
-use rpc_core::{HeapRegion, Lanes, MailboxKind, Stalled, Wait};
+use rpc_core::{HeapRegion, Lanes};
 use transport_gpu::host::{Arena, LibcConfig, LibcHost, DATA_HEADER, IO_CHUNK, STDOUT};
 use transport_shm::{ClaimedProcess, ClientConfig, ServerConfig, ServerPort, ShmClient, ShmError};
 use transport_shm::{ShmServer, Shutdown};
@@ -607,32 +606,6 @@ fn malloc_hands_out_disjoint_blocks_of_reserved_memory() {
 
 // ---- simulated warps ----
 
-/// Spins a little, then yields; gives up after 60 s so a lost handoff fails instead of hanging.
-#[derive(Clone, Copy, Default)]
-struct Yield;
-
-thread_local! {
-    static SINCE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
-}
-
-impl Wait for Yield {
-    fn pause(&self, polls: u32) -> Result<(), Stalled> {
-        if polls == 0 {
-            SINCE.with(|s| s.set(Some(Instant::now())));
-        }
-        if polls < 16 {
-            std::hint::spin_loop();
-            return Ok(());
-        }
-        let since = SINCE.with(|s| s.get()).unwrap_or_else(Instant::now);
-        if since.elapsed() > Duration::from_secs(60) {
-            return Err(Stalled);
-        }
-        std::thread::yield_now();
-        Ok(())
-    }
-}
-
 /// Runs `warps` simulated warps of `lanes` lanes against `host`; `body(client, warp)` runs in
 /// every lane, as a kernel's main does.
 fn on_warps<F>(warps: u32, lanes: u32, host: &LibcHost, body: F)
@@ -640,15 +613,7 @@ where
     F: Fn(&device::Client<'_, SimWarp, Yield>, u32) + Sync,
 {
     let region = HeapRegion::new(32, lanes).unwrap();
-    let r = region.region();
-    let desc = Descriptor {
-        magic: MAGIC,
-        ports: r.layout().ports(),
-        lanes: r.layout().lanes(),
-        mailbox: MailboxKind::PerPort as u32,
-        region: r.client_outbox().as_ptr() as u64,
-        locks: region.client_locks().as_ptr() as u64,
-    };
+    let desc = device::sim::descriptor(&region);
     transport_gpu::serve(region.region(), region.server_locks(), 2, host, || {
         std::thread::scope(|s| {
             for w in 0..warps {

@@ -6,38 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use device::descriptor::{Descriptor, MAGIC};
+use device::descriptor::Descriptor;
 use device::services::{self, CallError, PRINT_LIMIT, STATUS_UNKNOWN_OPCODE};
-use device::sim::SimWarp;
-use rpc_core::{Error, HeapRegion, Lanes, MailboxKind, Stalled, Wait};
+use device::sim::{descriptor, SimWarp, Yield};
+use rpc_core::{Error, HeapRegion, Lanes};
 use transport_gpu::{serve, ExitPolicy, HostServices};
-
-/// Spins a little, then yields (many more threads than cores here); gives up after 60 s so a lost
-/// handoff fails the test instead of hanging it.
-#[derive(Clone, Copy, Default)]
-struct Yield;
-
-thread_local! {
-    static SINCE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
-}
-
-impl Wait for Yield {
-    fn pause(&self, polls: u32) -> Result<(), Stalled> {
-        if polls == 0 {
-            SINCE.with(|s| s.set(Some(Instant::now())));
-        }
-        if polls < 16 {
-            std::hint::spin_loop();
-            return Ok(());
-        }
-        let since = SINCE.with(|s| s.get()).unwrap_or_else(Instant::now);
-        if since.elapsed() > Duration::from_secs(60) {
-            return Err(Stalled);
-        }
-        std::thread::yield_now();
-        Ok(())
-    }
-}
 
 /// Aborts the test process if it is still running after `limit` (a hang must fail, not stall CI).
 struct Watchdog(Arc<AtomicBool>);
@@ -63,19 +36,6 @@ impl Watchdog {
 impl Drop for Watchdog {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
-    }
-}
-
-/// The descriptor a host would install for `region` (as `GpuRegion::descriptor` does).
-fn descriptor(region: &HeapRegion) -> Descriptor {
-    let r = region.region();
-    Descriptor {
-        magic: MAGIC,
-        ports: r.layout().ports(),
-        lanes: r.layout().lanes(),
-        mailbox: MailboxKind::PerPort as u32,
-        region: r.client_outbox().as_ptr() as u64,
-        locks: region.client_locks().as_ptr() as u64,
     }
 }
 
