@@ -19,7 +19,7 @@ use rpc_core::{Client, ClientProcess, Port, Single};
 use crate::error::ShmError;
 use crate::file::{self, Mapped};
 use crate::header::{Geometry, STATE_SERVING, STATE_STOPPED};
-use crate::owner::{abandon, pid_of, release, try_claim};
+use crate::owner::{abandon, current_holder, holder_of, release, try_claim};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::transport::Transport;
 use crate::wait::ClientWait;
@@ -64,7 +64,8 @@ pub struct ShmClient {
     locks: Box<[AtomicU32]>,
     wait: ClientWait,
     config: ClientConfig,
-    pid: u32,
+    /// This process in owner words (`owner::holder`).
+    holder: u32,
     cursor: u32,
     /// The port a sticky handle holds between calls, and its owner word as claimed.
     held: Option<(u32, u64)>,
@@ -88,18 +89,19 @@ impl Drop for Claim<'_> {
 impl ShmClient {
     /// Attaches to the server's file at `path`, checking every header field first.
     pub fn attach(path: impl AsRef<Path>, config: ClientConfig) -> Result<ShmClient, ShmError> {
+        let holder = current_holder().ok_or(ShmError::PidTooLarge(std::process::id()))?;
         let mapped = Arc::new(file::attach(path.as_ref(), config.fingerprint)?);
-        Ok(Self::on(mapped, config, 0))
+        Ok(Self::on(mapped, config, holder, 0))
     }
 
-    fn on(mapped: Arc<Mapped>, config: ClientConfig, cursor: u32) -> ShmClient {
+    fn on(mapped: Arc<Mapped>, config: ClientConfig, holder: u32, cursor: u32) -> ShmClient {
         let words = mapped.geometry().layout().lock_words();
         let ports = mapped.geometry().layout().ports();
         ShmClient {
             locks: (0..words).map(|_| AtomicU32::new(u32::MAX)).collect(),
             wait: ClientWait::new(Arc::clone(&mapped), config.deadline),
             config,
-            pid: std::process::id(),
+            holder,
             held: None,
             // Spread processes over the ports so they rarely race for the same one.
             cursor: (cursor ^ std::process::id().wrapping_mul(0x9e37_79b9) >> 7) % ports,
@@ -109,7 +111,7 @@ impl ShmClient {
 
     /// Another handle on the same file (for another thread), starting its searches at `cursor`.
     pub fn handle(&self, cursor: u32) -> ShmClient {
-        Self::on(Arc::clone(&self.mapped), self.config, cursor)
+        Self::on(Arc::clone(&self.mapped), self.config, self.holder, cursor)
     }
 
     /// The region's geometry.
@@ -241,10 +243,10 @@ impl ShmClient {
             for i in 0..ports {
                 let p = (self.cursor + i) % ports;
                 let word = &owners[p as usize];
-                if pid_of(word.load(Ordering::Relaxed)) != 0 || !region.client_owns(p) {
+                if holder_of(word.load(Ordering::Relaxed)) != 0 || !region.client_owns(p) {
                     continue;
                 }
-                let Some(mine) = try_claim(word, self.pid) else {
+                let Some(mine) = try_claim(word, self.holder) else {
                     continue;
                 };
                 // SYNC (drain handshake): see `ShmServer::shutdown`.

@@ -45,6 +45,9 @@ pub enum ShmError {
     ShuttingDown,
     /// No port became free before the deadline.
     NoFreePort,
+    /// This process's id does not fit an owner word (`owner::PID_BITS` bits; every Linux pid
+    /// does), so it cannot claim ports.
+    PidTooLarge(u32),
     /// The region could not be laid out.
     Layout(rpc_core::LayoutError),
     /// The call failed in the protocol (for example the server did not answer in time).
@@ -87,6 +90,11 @@ impl std::fmt::Display for ShmError {
             ),
             ShmError::ShuttingDown => f.write_str("the server is shutting down"),
             ShmError::NoFreePort => f.write_str("no port became free before the deadline"),
+            ShmError::PidTooLarge(pid) => write!(
+                f,
+                "process id {pid} does not fit in the {} bits an owner word gives it",
+                crate::owner::PID_BITS
+            ),
             ShmError::Layout(e) => write!(f, "bad region layout: {e}"),
             ShmError::Call(e) => write!(f, "call failed: {e}"),
             ShmError::Service(e) => write!(f, "call refused: {e}"),

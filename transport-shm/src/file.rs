@@ -274,7 +274,7 @@ pub(crate) fn attach(path: &Path, fingerprint: Option<u64>) -> Result<Mapped, Sh
         })?;
     let mapped = Mapped::new(file, geometry, path)?;
     let state = mapped.state().load(crate::sync::Ordering::Acquire);
-    if state == STATE_STOPPED || !process_alive(geometry.server_pid()) {
+    if state == STATE_STOPPED || !process_alive(geometry.server_pid(), geometry.server_start()) {
         return Err(ShmError::NoServer {
             path: path.to_path_buf(),
             pid: geometry.server_pid(),

@@ -17,8 +17,11 @@
 //!     72     8  fingerprint    the service's schema fingerprint; client and server must agree
 //!     80     4  server_pid     the serving process
 //!     84     4  state          SERVING / DRAINING / STOPPED, the one mutable word (atomic)
-//!     88     8  checksum       FNV-1a 64 of bytes 0..84
-//!     96    32  reserved       zero
+//!     88     8  checksum       FNV-1a 64 of bytes 0..84 and 96..128
+//!     96     8  server_start   the serving process's start time (`owner::start_time`), 0 if
+//!                              unknown: with the pid it tells the server from a later process
+//!                              given the same pid
+//!    104    24  reserved       zero
 //! ```
 //!
 //! All integers are little-endian. [`Geometry::decode`] is a pure function over the header's bytes
@@ -32,13 +35,13 @@ use crate::ShmMailbox;
 /// The file's first eight bytes.
 pub const MAGIC: [u8; 8] = *b"FERRYSHM";
 /// The header format this crate writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Bytes of the header; the region starts at the next 64-byte boundary.
 pub const HEADER_SIZE: usize = 128;
 /// Byte offset of the mutable `state` word.
 pub(crate) const STATE_OFFSET: usize = 84;
-/// Bytes covered by the checksum.
-const CHECKED: usize = 84;
+/// The header's bytes after the state word and the checksum, also covered by the checksum.
+const TAIL: usize = 96;
 
 /// The server is serving: clients may start calls.
 pub const STATE_SERVING: u32 = 1;
@@ -82,9 +85,14 @@ fn bad(field: &'static str, found: u64, expected: impl Into<String>) -> HeaderEr
     }
 }
 
-/// FNV-1a, 64 bits (rpc-core's): catches corruption of the fixed fields (not an authenticator).
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    rpc_core::service::fnv1a_64(rpc_core::service::FNV64_OFFSET, bytes)
+/// The checksum of a header: FNV-1a 64 (rpc-core's) of its fixed fields, all but the state word
+/// and the checksum itself. It catches corruption, it does not authenticate.
+fn checksum(h: &[u8]) -> u64 {
+    use rpc_core::service::fnv1a_64;
+    fnv1a_64(
+        fnv1a_64(rpc_core::service::FNV64_OFFSET, &h[..STATE_OFFSET]),
+        &h[TAIL..HEADER_SIZE],
+    )
 }
 
 /// Where everything lies in a ferry shared-memory file.
@@ -93,6 +101,7 @@ pub struct Geometry {
     layout: Layout,
     fingerprint: u64,
     server_pid: u32,
+    server_start: u64,
     region_offset: u64,
     owners_offset: u64,
     file_size: u64,
@@ -123,10 +132,18 @@ impl Geometry {
             layout,
             fingerprint,
             server_pid,
+            server_start: 0,
             region_offset,
             owners_offset,
             file_size,
         })
+    }
+
+    /// The same geometry, recording `start` as the serving process's start time
+    /// (`owner::start_time`; 0: unknown).
+    pub fn with_server_start(mut self, start: u64) -> Geometry {
+        self.server_start = start;
+        self
     }
 
     /// The region's layout.
@@ -142,6 +159,11 @@ impl Geometry {
     /// The serving process's id.
     pub fn server_pid(&self) -> u32 {
         self.server_pid
+    }
+
+    /// The serving process's start time (`owner::start_time`; 0: unknown).
+    pub fn server_start(&self) -> u64 {
+        self.server_start
     }
 
     /// Byte offset of the region in the file.
@@ -176,7 +198,8 @@ impl Geometry {
         h[72..80].copy_from_slice(&self.fingerprint.to_le_bytes());
         h[80..84].copy_from_slice(&self.server_pid.to_le_bytes());
         h[84..88].copy_from_slice(&STATE_SERVING.to_le_bytes());
-        let sum = fnv1a(&h[..CHECKED]);
+        h[96..104].copy_from_slice(&self.server_start.to_le_bytes());
+        let sum = checksum(&h);
         h[88..96].copy_from_slice(&sum.to_le_bytes());
         h
     }
@@ -214,7 +237,7 @@ impl Geometry {
             ));
         }
         let sum = u64_at(b, 88);
-        let want = fnv1a(&b[..CHECKED]);
+        let want = checksum(b);
         if sum != want {
             return Err(bad(
                 "checksum",
@@ -243,13 +266,13 @@ impl Geometry {
                 ),
             ));
         }
-        if u32_at(b, 28) != 0 || b[96..].iter().any(|&x| x != 0) {
+        if u32_at(b, 28) != 0 || b[104..].iter().any(|&x| x != 0) {
             return Err(bad("reserved", 0, "zero"));
         }
         let fp = u64_at(b, 72);
         let server_pid = u32_at(b, 80);
         let geometry = match Geometry::new(ports, lanes, fp, server_pid) {
-            Ok(g) => g,
+            Ok(g) => g.with_server_start(u64_at(b, 96)),
             Err(LayoutError::Lanes(l)) => {
                 return Err(bad("lanes", l.into(), "between 1 and 64"));
             }
@@ -309,7 +332,9 @@ mod tests {
     use super::*;
 
     fn sample() -> (Geometry, [u8; HEADER_SIZE]) {
-        let g = Geometry::new(64, 1, 0xfeed, 1234).unwrap();
+        let g = Geometry::new(64, 1, 0xfeed, 1234)
+            .unwrap()
+            .with_server_start(5678);
         (g, g.encode())
     }
 
@@ -326,7 +351,7 @@ mod tests {
     }
 
     fn refix(h: &mut [u8; HEADER_SIZE]) {
-        let sum = fnv1a(&h[..CHECKED]);
+        let sum = checksum(h);
         h[88..96].copy_from_slice(&sum.to_le_bytes());
     }
 
@@ -334,7 +359,7 @@ mod tests {
     fn each_field_is_named() {
         let (g, good) = sample();
         let size = g.file_size() as u64;
-        let cases: [(usize, usize, &str); 12] = [
+        let cases: [(usize, usize, &str); 13] = [
             (12, 4, "header_size"),
             (16, 4, "ports"),
             (20, 4, "lanes"),
@@ -347,6 +372,7 @@ mod tests {
             (64, 8, "file_size"),
             (80, 4, "server_pid"),
             (84, 4, "state"),
+            (104, 8, "reserved"),
         ];
         for (at, len, field) in cases {
             let mut h = good;
@@ -362,7 +388,7 @@ mod tests {
             assert_eq!(err.field, field, "{err}");
         }
         let mut h = good;
-        h[8] = 2;
+        h[8] = FORMAT_VERSION as u8 + 1;
         assert_eq!(
             Geometry::decode(&h, size, None).unwrap_err().field,
             "version"
@@ -370,12 +396,15 @@ mod tests {
         let mut h = good;
         h[0] = b'X';
         assert_eq!(Geometry::decode(&h, size, None).unwrap_err().field, "magic");
-        let mut h = good;
-        h[17] ^= 1;
-        assert_eq!(
-            Geometry::decode(&h, size, None).unwrap_err().field,
-            "checksum"
-        );
+        for at in [17, 97] {
+            // A fixed field before the state word, and the server's start time after it.
+            let mut h = good;
+            h[at] ^= 1;
+            assert_eq!(
+                Geometry::decode(&h, size, None).unwrap_err().field,
+                "checksum"
+            );
+        }
         let err = Geometry::decode(&good, size, Some(0xbeef)).unwrap_err();
         assert_eq!(err.field, "fingerprint");
         assert!(err.to_string().contains("another service schema"), "{err}");

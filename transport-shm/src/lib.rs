@@ -67,9 +67,12 @@
 //! holder (when the handle is dropped or `release_port` is called, always after a complete
 //! exchange), abandoned on a failed call, or reclaimed by the monitor once the holder is dead.
 //!
-//! A killed client's pid could in principle be reused by a new process before the monitor looks;
-//! the port then stays held until that process exits (never freed early: the check errs on the
-//! side of holding).
+//! "A" in an owner word is the holder's pid *and a tag of its start time* (`owner::holder`): a
+//! killed client's pid reused by a new process before the monitor looks is told apart by its later
+//! start time, and the port is reclaimed. One reused pid in 1023 gets the same tag; that port then
+//! stays held until the new process exits (never freed early: the check errs on the side of
+//! holding). The header records the server's start time the same way, so a client does not take
+//! a crashed server's recycled pid for a live server.
 //!
 //! # Shutting down
 //!

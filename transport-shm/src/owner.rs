@@ -4,8 +4,15 @@
 //!
 //! ```text
 //! bits 63..32  generation   +1 at every claim of the port
-//! bits 31..0   pid          0: free; ABANDONED: given up by a live client; else the holder
+//! bits 31..0   holder       0: free; ABANDONED: given up by a live client; else the holder:
+//!              bits 31..22  start tag   a hash of the holder's start time (0..1023, never 1023)
+//!              bits 21..0   pid         the holder's process id (Linux pids are below 2^22)
 //! ```
+//!
+//! The start tag tells a holder from a later process that was given its recycled pid: a port whose
+//! pid is alive but whose tag differs from the live process's is held by a dead client. (One
+//! recycled pid in 1023 gets the same tag; its port then waits until that process exits, as every
+//! port did before tags.)
 //!
 //! The owner word *is* the clients' cross-process lock: a client claims a port by one
 //! compare-and-swap from "free" to its pid, so there is no instant at which a port is locked but
@@ -20,9 +27,43 @@ use crate::sync::{AtomicU64, Ordering};
 /// mid-way): only the server's reclaimer may free it.
 pub const ABANDONED: u32 = u32::MAX;
 
-/// The pid in an owner word (0: free).
-pub const fn pid_of(word: u64) -> u32 {
+/// Bits of a holder that carry the pid.
+pub const PID_BITS: u32 = 22;
+const PID_MASK: u32 = (1 << PID_BITS) - 1;
+/// Start tags are `0..START_TAGS`: never all ones, so no holder is `ABANDONED`.
+const START_TAGS: u64 = (1 << (32 - PID_BITS)) - 1;
+
+/// The holder field of an owner word: 0 free, `ABANDONED`, or a holder (`holder`).
+pub const fn holder_of(word: u64) -> u32 {
     word as u32
+}
+
+/// The pid in an owner word: 0 free, `ABANDONED`, else the holder's process id.
+pub const fn pid_of(word: u64) -> u32 {
+    match holder_of(word) {
+        ABANDONED => ABANDONED,
+        h => h & PID_MASK,
+    }
+}
+
+/// The tag of a process start time (`start_time`).
+const fn start_tag(start: u64) -> u32 {
+    (start.wrapping_mul(0x9e37_79b9_7f4a_7c15) % START_TAGS) as u32
+}
+
+/// The holder field for process `pid` started at `start` (`start_time`), or `None` if the pid
+/// does not fit in [`PID_BITS`] bits (no Linux pid is that large) or is 0.
+pub const fn holder(pid: u32, start: u64) -> Option<u32> {
+    if pid == 0 || pid > PID_MASK {
+        return None;
+    }
+    Some(start_tag(start) << PID_BITS | pid)
+}
+
+/// The holder field of this process, or `None` if its pid does not fit (see [`holder`]).
+pub fn current_holder() -> Option<u32> {
+    let pid = std::process::id();
+    holder(pid, start_time(pid).unwrap_or(0))
 }
 
 /// The generation in an owner word.
@@ -31,17 +72,17 @@ pub const fn generation_of(word: u64) -> u32 {
 }
 
 /// An owner word.
-pub const fn pack(generation: u32, pid: u32) -> u64 {
-    ((generation as u64) << 32) | pid as u64
+pub const fn pack(generation: u32, holder: u32) -> u64 {
+    ((generation as u64) << 32) | holder as u64
 }
 
-/// Claims `word` for `pid` if it is free; returns the new word. Only a free word can be claimed.
-pub(crate) fn try_claim(word: &AtomicU64, pid: u32) -> Option<u64> {
+/// Claims `word` for `holder` if it is free; returns the new word. Only a free word can be claimed.
+pub(crate) fn try_claim(word: &AtomicU64, holder: u32) -> Option<u64> {
     let current = word.load(Ordering::Relaxed);
-    if pid_of(current) != 0 {
+    if holder_of(current) != 0 {
         return None;
     }
-    let new = pack(generation_of(current).wrapping_add(1), pid);
+    let new = pack(generation_of(current).wrapping_add(1), holder);
     // SYNC (claim): SeqCst pairs with the previous holder's release store (its packet accesses
     // happen before ours) and orders the claim before our read of the server's state word (the
     // drain handshake in `server`).
@@ -62,28 +103,66 @@ pub(crate) fn abandon(word: &AtomicU64, mine: u64) {
     word.store(pack(generation_of(mine), ABANDONED), Ordering::Release);
 }
 
-/// Whether process `pid` is alive: it exists and is not a zombie (a killed child its parent has
-/// not reaped yet still answers `kill(pid, 0)`).
-pub fn process_alive(pid: u32) -> bool {
+/// What `/proc/PID/stat` says of a process: its state letter and its start time.
+fn stat(pid: u32) -> Option<(u8, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold anything; the fields after its closing
+    // parenthesis are separated by single spaces: state is field 3, starttime field 22.
+    let rest = &stat[stat.rfind(") ")? + 2..];
+    let mut fields = rest.split(' ');
+    let state = *fields.next()?.as_bytes().first()?;
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
+/// When process `pid` started (clock ticks after boot, from `/proc/PID/stat`), if it exists.
+/// Together with the pid it names a process: a later process given the same pid starts later.
+pub fn start_time(pid: u32) -> Option<u64> {
+    stat(pid).map(|(_, start)| start)
+}
+
+/// Whether process `pid` is alive, and when it started if that can be read: `None` if it does
+/// not exist or is a zombie (a killed child its parent has not reaped yet still answers
+/// `kill(pid, 0)`), `Some(None)` if it exists but its start time cannot be read.
+fn alive_since(pid: u32) -> Option<Option<u64>> {
     if pid == 0 || pid == ABANDONED || pid > i32::MAX as u32 {
-        return false;
+        return None;
     }
-    let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
-        return false;
-    };
-    match rustix::process::test_kill_process(p) {
-        Ok(()) => {}
-        Err(e) if e == rustix::io::Errno::SRCH => return false,
+    let p = rustix::process::Pid::from_raw(pid as i32)?;
+    let signalable = match rustix::process::test_kill_process(p) {
+        Ok(()) => true,
+        Err(e) if e == rustix::io::Errno::SRCH => return None,
         // EPERM: it exists but belongs to someone else.
-        Err(_) => return true,
-    }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state is the first field after the parenthesised command name.
-        Ok(stat) => match stat.rfind(") ") {
-            Some(at) => !matches!(stat.as_bytes().get(at + 2), Some(b'Z' | b'X')),
-            None => true,
-        },
         Err(_) => false,
+    };
+    match stat(pid) {
+        Some((b'Z' | b'X', _)) => None,
+        Some((_, start)) => Some(Some(start)),
+        None if signalable => None,
+        // Someone else's process whose stat we may not read: alive, start unknown.
+        None => Some(None),
+    }
+}
+
+/// Whether process `pid`, started at `start` (0: whenever), is alive: it exists, is not a zombie
+/// and, if `start` is given and readable, is the process that started then, not a later one given
+/// the same pid.
+pub fn process_alive(pid: u32, start: u64) -> bool {
+    match alive_since(pid) {
+        None => false,
+        Some(started) => start == 0 || started.is_none_or(|s| s == start),
+    }
+}
+
+/// Whether the client named by `holder` (an owner word's holder field) is alive: its pid is a
+/// live process whose start time has the holder's tag.
+pub fn holder_alive(holder: u32) -> bool {
+    if holder == ABANDONED {
+        return false;
+    }
+    match alive_since(holder & PID_MASK) {
+        None => false,
+        Some(started) => started.is_none_or(|s| start_tag(s) == holder >> PID_BITS),
     }
 }
 
@@ -106,10 +185,33 @@ mod tests {
     }
 
     #[test]
+    fn holders_name_a_process_and_its_start() {
+        let me = std::process::id();
+        let start = start_time(me).expect("our own start time");
+        assert_eq!(start_time(me), Some(start), "a start time does not move");
+        let h = current_holder().expect("a Linux pid fits");
+        assert_eq!(h, holder(me, start).unwrap());
+        assert_eq!(pid_of(pack(7, h)), me);
+        assert!(holder_alive(h));
+        // The same pid with another start time: a process that died and whose pid was reused.
+        let other = (1..)
+            .map(|d| holder(me, start + d).unwrap())
+            .find(|&o| o != h);
+        assert!(!holder_alive(other.unwrap()));
+        assert!(process_alive(me, start) && process_alive(me, 0));
+        assert!(!process_alive(me, start + 1));
+        assert_eq!(holder(0, start), None);
+        assert_eq!(holder(1 << PID_BITS, start), None);
+        // No start time gives the ABANDONED pattern, whatever the pid.
+        assert!((0..100_000u64).all(|t| holder(PID_MASK, t) != Some(ABANDONED)));
+        assert!(!holder_alive(0) && !holder_alive(ABANDONED));
+    }
+
+    #[test]
     fn liveness() {
-        assert!(process_alive(std::process::id()));
-        assert!(!process_alive(0));
-        assert!(!process_alive(ABANDONED));
+        assert!(process_alive(std::process::id(), 0));
+        assert!(!process_alive(0, 0));
+        assert!(!process_alive(ABANDONED, 0));
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         // Exited but not reaped: a zombie counts as dead.
@@ -121,8 +223,8 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "`true` did not exit");
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        assert!(!process_alive(pid));
+        assert!(!process_alive(pid, 0));
         child.wait().unwrap();
-        assert!(!process_alive(pid));
+        assert!(!process_alive(pid, 0));
     }
 }

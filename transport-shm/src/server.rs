@@ -18,7 +18,7 @@ use rpc_core::{Port, Server, ServerProcess, Single};
 use crate::error::ShmError;
 use crate::file::{self, Created, Mapped};
 use crate::header::{Geometry, STATE_DRAINING, STATE_STOPPED};
-use crate::owner::{generation_of, pack, pid_of, process_alive, ABANDONED};
+use crate::owner::{generation_of, holder_alive, holder_of, pack, pid_of, start_time, ABANDONED};
 use crate::status;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::wait::ServerWait;
@@ -154,12 +154,9 @@ impl ShmServer {
         handler: impl Handler,
     ) -> Result<ShmServer, ShmError> {
         let path = path.as_ref();
-        let geometry = Geometry::new(
-            config.ports,
-            config.lanes,
-            config.fingerprint,
-            std::process::id(),
-        )?;
+        let pid = std::process::id();
+        let geometry = Geometry::new(config.ports, config.lanes, config.fingerprint, pid)?
+            .with_server_start(start_time(pid).unwrap_or(0));
         let (mapped, created) = file::create(path, &geometry)?;
         let mapped = Arc::new(mapped);
         let workers = config.workers.max(1);
@@ -413,7 +410,7 @@ fn monitor(shared: &Shared) {
             let stayed = last[p] == word;
             last[p] = word;
             // Only a port held by the same claim for a whole interval is checked.
-            if pid == 0 || !(pid == ABANDONED || (stayed && !process_alive(pid))) {
+            if pid == 0 || !(pid == ABANDONED || (stayed && !holder_alive(holder_of(word)))) {
                 continue;
             }
             // Take the server side's lock of the port, as a worker would: while we hold it no

@@ -10,7 +10,7 @@ use rpc_core::{Stalled, Wait};
 
 use crate::file::Mapped;
 use crate::header::STATE_STOPPED;
-use crate::owner::{pid_of, process_alive};
+use crate::owner::{holder_alive, holder_of, process_alive};
 use crate::sync::{AtomicBool, Ordering};
 
 /// Polls spent spinning before yielding.
@@ -89,7 +89,10 @@ impl ClientWait {
     /// Whether the server is still there to answer.
     pub(crate) fn server_alive(&self) -> bool {
         self.mapped.state().load(Ordering::Acquire) != STATE_STOPPED
-            && process_alive(self.mapped.geometry().server_pid())
+            && process_alive(
+                self.mapped.geometry().server_pid(),
+                self.mapped.geometry().server_start(),
+            )
     }
 
     pub(crate) fn pause_polls(&self, polls: u32) -> Result<(), Stalled> {
@@ -146,7 +149,7 @@ impl ServerWait {
         // is inside a call on it, so a later change means the holder released or abandoned it.
         let owner = seen.unwrap_or(now);
         self.watched.set(Some((port, Some(owner))));
-        now != owner || !process_alive(pid_of(owner))
+        now != owner || !holder_alive(holder_of(owner))
     }
 }
 

@@ -173,7 +173,10 @@ fn dead_pid() -> u32 {
 
 /// Writes a complete, valid file as a server that died would have left it.
 fn write_stale(path: &PathBuf, fingerprint: u64) -> Geometry {
-    let g = Geometry::new(64, 1, fingerprint, dead_pid()).unwrap();
+    write_file(path, Geometry::new(64, 1, fingerprint, dead_pid()).unwrap())
+}
+
+fn write_file(path: &PathBuf, g: Geometry) -> Geometry {
     let mut bytes = vec![0u8; g.file_size()];
     bytes[..HEADER_SIZE].copy_from_slice(&g.encode());
     std::fs::write(path, &bytes).unwrap();
@@ -190,6 +193,36 @@ fn stale_file_is_detected_and_replaced() {
     assert_eq!(server.created(), Created::ReplacedStale);
     let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
     assert_eq!(c.echo(3).unwrap(), (3, demo::mix(3)));
+}
+
+#[test]
+fn a_file_whose_server_pid_was_recycled_has_no_server() {
+    // The header names a live pid (ours) but another start time: the server that wrote it died
+    // and its pid went to a later process.
+    let path = unique("recycled-server");
+    let me = std::process::id();
+    let start = transport_shm::owner::start_time(me).unwrap();
+    let fp = Demo::FINGERPRINT;
+    write_file(
+        &path,
+        Geometry::new(64, 1, fp, me)
+            .unwrap()
+            .with_server_start(start + 1),
+    );
+    let err = attach_err(&path, Some(fp));
+    assert!(
+        matches!(err, ShmError::NoServer { pid, .. } if pid == me),
+        "{err}"
+    );
+    // The same header with our start time names a live server (this process).
+    write_file(
+        &path,
+        Geometry::new(64, 1, fp, me)
+            .unwrap()
+            .with_server_start(start),
+    );
+    ShmClient::attach(&path, ClientConfig::default()).expect("a live server's file");
+    std::fs::remove_file(&path).unwrap();
 }
 
 fn attach_err(path: &PathBuf, fingerprint: Option<u64>) -> ShmError {
@@ -416,4 +449,53 @@ fn a_sticky_handle_keeps_its_port_until_released_dropped_or_drained() {
         other => panic!("expected the call to be refused, got {other:?}"),
     }
     assert_eq!(c.client().held_port(), None);
+}
+
+#[test]
+fn a_port_held_under_a_recycled_pid_is_reclaimed() {
+    use transport_shm::owner::{holder, pack, start_time};
+    let server = demo_server("recycled");
+    let me = std::process::id();
+    let mut live = DemoHandle::attach(server.path(), DEADLINE).unwrap();
+    assert_eq!(live.echo(1).unwrap(), (1, demo::mix(1)));
+    let held = live.client().held_port().expect("a demo handle is sticky");
+
+    // A claim by a process that died and whose pid was given to this one: our pid, another start
+    // time. Written straight into the file, as the dead client's claim would be.
+    let start = start_time(me).unwrap();
+    let ours = holder(me, start).unwrap();
+    let stale = (1..)
+        .map(|d| holder(me, start + d).unwrap())
+        .find(|&h| h != ours)
+        .unwrap();
+    let victim = (held + 1) % live.client().geometry().layout().ports();
+    let at = live.client().geometry().owners_offset() + victim as usize * 8;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(server.path())
+        .unwrap();
+    let map = memmap2::MmapOptions::new().map_raw(&file).unwrap();
+    // SAFETY: `at` is an owner word inside the mapping (8-byte aligned: the owner words start on a
+    // 64-byte boundary); every process touches owner words only atomically.
+    let word = unsafe { &*map.as_ptr().add(at).cast::<std::sync::atomic::AtomicU64>() };
+    assert_eq!(word.load(Ordering::SeqCst), 0, "the port was free");
+    word.store(pack(1, stale), Ordering::SeqCst);
+    assert_eq!(server.port_owner(victim), (me, 1), "a live pid holds it");
+
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while server.port_owner(victim).0 != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the port of the dead holder was never reclaimed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The live holder of the same pid keeps its port through many monitor passes.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(server.port_owner(held).0, me);
+    assert_eq!(live.echo(2).unwrap(), (2, demo::mix(2)));
+    assert_eq!(live.client().held_port(), Some(held));
+    drop(live);
+    assert_eq!(server.shutdown(DEADLINE).stats.reclaimed, 1);
 }
