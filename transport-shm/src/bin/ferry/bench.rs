@@ -1,6 +1,9 @@
 //! `ferry bench`: one run measuring a ferry call against its baselines, medians of several runs.
 //!
 //! - raw: one `AtomicU64` in a shared mapping, ping-ponged between two processes (the floor);
+//! - layout floor: the same two processes exchanging a request and its reply through the four
+//!   cache lines a ferry call moves (each side's mailbox line, the packet's header and slot), with
+//!   plain loads and stores and no protocol: what this region layout costs before any logic;
 //! - ferry: an `echo` call from a client process to a server with one worker;
 //! - socket: an 8-byte request and reply over a Unix-domain stream socket between two processes;
 //! - throughput: `echo` calls per second with 1, 2, 4, 8 client processes.
@@ -40,6 +43,8 @@ pub struct BenchArgs {
 pub enum Role {
     /// Answer the raw atomic ping-pong.
     Pingpong,
+    /// Answer the raw exchange over the four lines of a call (the layout floor).
+    Layout,
     /// Echo over a Unix socket.
     Uds,
     /// Time ferry echo calls, print one line per run.
@@ -115,9 +120,37 @@ impl PingPongFile {
     }
 
     fn word(&self) -> &AtomicU64 {
-        // SAFETY: the mapping is 4096 bytes, page aligned, alive as long as `self`; both processes
-        // access this word only atomically.
-        unsafe { &*self.map.as_ptr().cast::<AtomicU64>() }
+        self.word_at(0)
+    }
+
+    /// The `u64` at byte `offset` (a multiple of 8 below 4096).
+    fn word_at(&self, offset: usize) -> &AtomicU64 {
+        assert!(offset.is_multiple_of(8) && offset < 4096);
+        // SAFETY: the mapping is 4096 bytes, page aligned, alive as long as `self`, and `offset`
+        // is an aligned word inside it; both processes access these words only atomically.
+        unsafe { &*self.map.as_ptr().add(offset).cast::<AtomicU64>() }
+    }
+}
+
+/// The four lines of a call in a one-lane region of 64 ports with packed mailboxes, at their
+/// offsets there: the client's mailbox words, the server's, then port 0's header and slot.
+struct CallLines<'f> {
+    client_box: &'f AtomicU64,
+    server_box: &'f AtomicU64,
+    opcode: &'f AtomicU64,
+    request: &'f AtomicU64,
+    reply: &'f AtomicU64,
+}
+
+impl<'f> CallLines<'f> {
+    fn new(file: &'f PingPongFile) -> Self {
+        CallLines {
+            client_box: file.word_at(0),
+            server_box: file.word_at(64),
+            opcode: file.word_at(128 + 8),
+            request: file.word_at(192),
+            reply: file.word_at(192 + 8),
+        }
     }
 }
 
@@ -191,6 +224,38 @@ fn raw_pingpong(dir: &str, args: &BenchArgs) -> Res<f64> {
         }
     }
     word.store(u64::MAX, Ordering::Release);
+    child.wait()?;
+    std::fs::remove_file(&file.path)?;
+    Ok(median(runs))
+}
+
+/// The layout floor: a request (opcode in the header line, id in the slot line) and its reply
+/// (in the slot line), each handed over by a store to the sender's mailbox line, between two
+/// processes; no locks, no flips, no dispatch.
+fn raw_layout(dir: &str, args: &BenchArgs) -> Res<f64> {
+    let path = PathBuf::from(format!("{dir}/ferry-bench-layout-{}", std::process::id()));
+    let file = PingPongFile::create(&path)?;
+    let mut child = spawn_peer("layout", &path, 0, 0, false)?;
+    let lines = CallLines::new(&file);
+    let mut trip = 0u64;
+    let mut runs = Vec::new();
+    for run in 0..=args.runs {
+        let t = Instant::now();
+        for _ in 0..args.trips {
+            trip += 1;
+            lines.opcode.store(7, Ordering::Relaxed);
+            lines.request.store(trip, Ordering::Relaxed);
+            lines.client_box.store(trip, Ordering::Release);
+            wait_for(lines.server_box, trip);
+            if lines.reply.load(Ordering::Relaxed) != demo::mix(trip) {
+                return Err("a wrong reply in the layout floor".into());
+            }
+        }
+        if run > 0 {
+            runs.push(t.elapsed().as_nanos() as f64 / args.trips as f64);
+        }
+    }
+    lines.client_box.store(u64::MAX, Ordering::Release);
     child.wait()?;
     std::fs::remove_file(&file.path)?;
     Ok(median(runs))
@@ -285,6 +350,7 @@ pub fn run(args: BenchArgs) -> Res<()> {
         args.trips, args.runs, args.load_calls
     );
     let raw = raw_pingpong("/dev/shm", &args)?;
+    let layout = raw_layout("/dev/shm", &args)?;
     let path = path_for(&format!("bench-{}", std::process::id()));
     let server = ShmServer::start(
         &path,
@@ -304,8 +370,13 @@ pub fn run(args: BenchArgs) -> Res<()> {
     println!("|---|---:|---:|");
     println!("| raw atomic ping-pong (one u64 in the mapping) | {raw:.0} | 1.00 |");
     println!(
-        "| ferry `echo` call | {call:.0} | {:.2}× the ping-pong (goal ≤ 1.5×) |",
-        call / raw
+        "| layout floor: the four lines of a call, raw stores, no protocol | {layout:.0} | {:.2}× the ping-pong |",
+        layout / raw
+    );
+    println!(
+        "| ferry `echo` call | {call:.0} | {:.2}× the ping-pong (goal ≤ 1.5×), {:.2}× the layout floor |",
+        call / raw,
+        call / layout
     );
     println!(
         "| rpc-core alone: the same echo between two threads, heap region | {threads:.0} | {:.2}× the ping-pong; the file transport adds {:.0} ns |",
@@ -357,6 +428,28 @@ pub fn peer(args: PeerArgs) -> Res<()> {
                     return Ok(());
                 }
                 word.store(v + 1, Ordering::Release);
+            }
+        }
+        Role::Layout => {
+            let file = PingPongFile::open(&args.path)?;
+            let lines = CallLines::new(&file);
+            let mut seen = 0;
+            loop {
+                let mut trip = lines.client_box.load(Ordering::Acquire);
+                while trip == seen {
+                    std::hint::spin_loop();
+                    trip = lines.client_box.load(Ordering::Acquire);
+                }
+                if trip == u64::MAX {
+                    return Ok(());
+                }
+                let id = lines.request.load(Ordering::Relaxed);
+                let opcode = lines.opcode.load(Ordering::Relaxed);
+                lines
+                    .reply
+                    .store(demo::mix(id) ^ (opcode ^ 7), Ordering::Relaxed);
+                lines.server_box.store(trip, Ordering::Release);
+                seen = trip;
             }
         }
         Role::Uds => {
