@@ -55,6 +55,33 @@ pub mod status {
     pub const FINGERPRINT_MISMATCH: u32 = 4;
 }
 
+/// The most bytes of a request, and of a reply, that an [`InlineCall`] carries.
+pub const INLINE_BYTES: usize = 32;
+
+/// A transport's path for small calls that does not go through the packets: one request of at
+/// most [`INLINE_BYTES`] to the server and one reply back, for example in a single cache line
+/// that both sides poll (`transport-shm`'s inline lines), which moves a quarter of the lines a
+/// packet exchange moves.
+///
+/// A single-lane client handle gets one with `Process::with_inline`; the client methods
+/// `#[derive(RpcOpcodes)]` generates try it first for calls whose request and reply are fixed
+/// (or empty) and both fit, and use the packets when it answers `None`. On the server, the
+/// generated `dispatch_inline` serves the same calls from bytes. Both paths give the same results
+/// and errors; only the way the bytes travel differs.
+pub trait InlineCall {
+    /// Makes call `opcode` with `request` (at most [`INLINE_BYTES`]), and writes the reply into
+    /// `reply` (zeroed by the caller; bytes the server did not write stay zero). Returns the
+    /// server's status (`status::OK` or an error status), a protocol error (the server stopped
+    /// answering), or `None` if this path cannot carry the call (the caller then uses the
+    /// packets; nothing was sent).
+    fn call_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; INLINE_BYTES],
+    ) -> Option<Result<u32, Error>>;
+}
+
 /// Opcodes `RESERVED_OPCODES..=u32::MAX` belong to the protocol; no service call may use them.
 pub const RESERVED_OPCODES: u32 = 0xFFFF_FF00;
 
@@ -364,6 +391,30 @@ pub mod __private {
         }
     }
 
+    /// Whether an inline call with request `Q` and reply `R` fits [`INLINE_BYTES`].
+    pub const fn inline_fits<Q, R>() -> bool {
+        core::mem::size_of::<Q>() <= INLINE_BYTES && core::mem::size_of::<R>() <= INLINE_BYTES
+    }
+
+    /// Decodes an inline request: exactly a `Q`'s bytes, else `None` (a malformed request).
+    #[inline(always)]
+    pub fn inline_request<Q: FromBytes>(request: &[u8]) -> Option<Q> {
+        Q::read_from_bytes(request).ok()
+    }
+
+    /// Writes an inline reply at the start of `reply` (the caller checked it fits); returns its
+    /// length.
+    #[inline(always)]
+    pub fn inline_reply<R: IntoBytes + Immutable>(
+        reply: &mut [u8; INLINE_BYTES],
+        value: &R,
+    ) -> usize {
+        let bytes = value.as_bytes();
+        let n = bytes.len().min(INLINE_BYTES);
+        reply[..n].copy_from_slice(&bytes[..n]);
+        n
+    }
+
     /// The lanes of the packet this executing lane handles (a host server: all of them).
     pub fn handled_lanes<S: crate::Side, L: Lanes, M: Mailbox, W: Wait>(
         port: &Port<'_, '_, S, L, M, W>,
@@ -383,6 +434,36 @@ pub mod __private {
     }
 
     // ---- client ----
+
+    /// Makes a call through the client's [`InlineCall`], if it has one and `Q` and `R` fit;
+    /// `None` otherwise (the caller uses the packets).
+    #[inline(always)]
+    pub fn inline_call<Q, R, L: Lanes, M: Mailbox, W: Wait>(
+        client: &Process<'_, Client, L, M, W>,
+        opcode: u32,
+        request: &Q,
+    ) -> Option<Result<R, CallError>>
+    where
+        Q: IntoBytes + Immutable,
+        R: FromBytes,
+    {
+        if core::mem::size_of::<Q>() > INLINE_BYTES || core::mem::size_of::<R>() > INLINE_BYTES {
+            return None;
+        }
+        let inline = client.inline()?;
+        let mut reply = [0u8; INLINE_BYTES];
+        Some(
+            match inline.call_inline(opcode, request.as_bytes(), &mut reply)? {
+                Ok(status) => CallError::from_status(status, opcode).map(|()| {
+                    match R::read_from_prefix(&reply) {
+                        Ok((value, _)) => value,
+                        Err(_) => R::new_zeroed(),
+                    }
+                }),
+                Err(e) => Err(CallError::Port(e)),
+            },
+        )
+    }
 
     /// Opens a port for a call.
     #[inline(always)]

@@ -79,6 +79,11 @@ fn generate(service: &Service) -> TokenStream {
         .iter()
         .map(|c| dispatch_arm(c, &server))
         .collect();
+    let inline_arms: Vec<TokenStream> = service
+        .calls
+        .iter()
+        .map(|c| inline_arm(c, &server))
+        .collect();
 
     let client_doc = format!(
         "The client side of service `{name}`: one method per call of [`{ident}`], for every \
@@ -173,6 +178,31 @@ fn generate(service: &Service) -> TokenStream {
                         <#ident as ::rpc_core::service::Service>::FINGERPRINT,
                     ),
                     _ => ::rpc_core::__private::reply_unknown(port),
+                }
+            }
+
+            /// Serves a call that came through a transport's inline path
+            /// (`rpc_core::service::InlineCall`) rather than a port: decodes `request`, calls the
+            /// handler, writes its reply at the start of `reply` and returns the status to send
+            /// back with the reply's length in bytes (`status::BAD_REQUEST` for a request of the
+            /// wrong size, `status::UNKNOWN_OPCODE` for a call the service does not have, both
+            /// with no reply bytes). `None` for a call
+            /// that cannot travel inline (a stream, a one-way call, a type over
+            /// `INLINE_BYTES`): the transport tells the client to use a port.
+            fn dispatch_inline(
+                &self,
+                opcode: u32,
+                request: &[u8],
+                reply: &mut [u8; ::rpc_core::service::INLINE_BYTES],
+            ) -> ::core::option::Option<(u32, usize)> {
+                let _ = (&request, &reply);
+                match opcode {
+                    #( #inline_arms )*
+                    ::rpc_core::service::HANDSHAKE => ::core::option::Option::None,
+                    _ => ::core::option::Option::Some((
+                        ::rpc_core::service::status::UNKNOWN_OPCODE,
+                        0,
+                    )),
                 }
             }
 
@@ -315,10 +345,85 @@ fn client_body(call: &Call) -> TokenStream {
         Some(Wire::Unit) => quote!(#p::recv_value::<(), _, _, _>(&mut port)),
         None => quote!(::core::result::Result::Ok(())),
     };
+    let inline = inline_types(call).map(|(q, r)| {
+        let request = match call.request() {
+            Some(Wire::Fixed(_)) => quote!(&request),
+            _ => quote!(&()),
+        };
+        quote! {
+            if let ::core::option::Option::Some(__result) =
+                #p::inline_call::<#q, #r, _, _, _>(self, #opcode, #request)
+            {
+                return __result;
+            }
+        }
+    });
     quote! {
+        #inline
         let mut port = #p::open(self, #opcode)?;
         #send
         #recv
+    }
+}
+
+/// The request and reply types of a call that may travel inline: fixed or empty both ways, and
+/// answered (not one-way).
+fn inline_types(call: &Call) -> Option<(TokenStream, TokenStream)> {
+    if call.oneway() {
+        return None;
+    }
+    let request = match call.request() {
+        Some(Wire::Fixed(ty)) => quote!(#ty),
+        Some(Wire::Unit) | None => quote!(()),
+        Some(Wire::Bytes | Wire::Text) => return None,
+    };
+    let reply = match call.response() {
+        Some(Wire::Fixed(ty)) => quote!(#ty),
+        Some(Wire::Unit) => quote!(()),
+        Some(Wire::Bytes | Wire::Text) | None => return None,
+    };
+    Some((request, reply))
+}
+
+/// A call's arm in `dispatch_inline`.
+fn inline_arm(call: &Call, server: &Ident) -> TokenStream {
+    let opcode = opcode_lit(call);
+    let Some((q, r)) = inline_types(call) else {
+        return quote!(#opcode => ::core::option::Option::None,);
+    };
+    let method = method_ident(call);
+    let p = quote!(::rpc_core::__private);
+    let s = quote!(::rpc_core::service);
+    let bad = quote!(return ::core::option::Option::Some((#s::status::BAD_REQUEST, 0)));
+    let (decode, args) = match call.request() {
+        Some(Wire::Fixed(_)) => (
+            quote! {
+                let ::core::option::Option::Some(__request) = #p::inline_request::<#q>(request)
+                else {
+                    #bad;
+                };
+            },
+            quote!(, __request),
+        ),
+        _ => (
+            quote! {
+                if #p::inline_request::<()>(request).is_none() {
+                    #bad;
+                }
+            },
+            quote!(),
+        ),
+    };
+    quote! {
+        #opcode => {
+            if !#p::inline_fits::<#q, #r>() {
+                return ::core::option::Option::None;
+            }
+            #decode
+            #[allow(clippy::let_unit_value)]
+            let __reply = <Self as #server>::#method(self #args);
+            ::core::option::Option::Some((#s::status::OK, #p::inline_reply(reply, &__reply)))
+        }
     }
 }
 

@@ -509,3 +509,115 @@ fn each_lane_of_a_warp_gets_its_own_response() {
         assert_eq!(counters.calls.load(Ordering::Relaxed), 20 * LANES);
     });
 }
+
+/// An inline path that hands each call straight to `dispatch_inline` of a service (as a
+/// transport's server would), counting what it carried; `refuse` makes it carry nothing.
+struct Direct<'s> {
+    service: &'s Counters,
+    carried: AtomicU32,
+    refuse: bool,
+}
+
+impl service::InlineCall for Direct<'_> {
+    fn call_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; service::INLINE_BYTES],
+    ) -> Option<Result<u32, rpc_core::Error>> {
+        if self.refuse {
+            return None;
+        }
+        let (status, _len) = self.service.dispatch_inline(opcode, request, reply)?;
+        self.carried.fetch_add(1, Ordering::Relaxed);
+        Some(Ok(status))
+    }
+}
+
+#[test]
+fn fixed_calls_go_inline_when_the_client_has_a_path_and_the_rest_through_ports() {
+    let served = with_server(1, 1, |region, counters| {
+        let add = |counter, delta| Add {
+            counter,
+            _pad: 0,
+            delta,
+        };
+        let direct = Direct {
+            service: counters,
+            carried: AtomicU32::new(0),
+            refuse: false,
+        };
+        let client = region.client().with_inline(&direct);
+        assert_eq!(client.add(add(2, 5)).unwrap(), 5);
+        assert_eq!(client.get(2).unwrap(), 5);
+        client.ping().unwrap();
+        // Streams and one-way calls take a port.
+        assert_eq!(client.sum(&[1, 2, 3]).unwrap(), 6);
+        client.bump(2).unwrap();
+        while client.get(2).unwrap() < 6 {
+            std::thread::yield_now();
+        }
+        // add, get, ping, and every get of the wait above.
+        assert!(direct.carried.load(Ordering::Relaxed) >= 4);
+        // A path that refuses: the same calls through a port.
+        let refusing = Direct {
+            service: counters,
+            carried: AtomicU32::new(0),
+            refuse: true,
+        };
+        let client = region.client().with_inline(&refusing);
+        assert_eq!(client.add(add(2, 1)).unwrap(), 7);
+        client.ping().unwrap();
+        assert_eq!(refusing.carried.load(Ordering::Relaxed), 0);
+    });
+    // Through ports: the stream, the one-way call, and the refused path's add and ping.
+    let opcodes: Vec<u32> = served.iter().map(|s| s.opcode).collect();
+    for call in [Counter::Sum, Counter::Bump, Counter::Add, Counter::Ping] {
+        assert!(opcodes.contains(&call.opcode()), "{opcodes:x?}");
+    }
+    assert!(!opcodes.contains(&Counter::Get.opcode()), "{opcodes:x?}");
+}
+
+#[test]
+fn dispatch_inline_answers_bad_sizes_unknown_calls_and_streams() {
+    let counters = Counters::default();
+    let mut reply = [0u8; service::INLINE_BYTES];
+    let request = Add {
+        counter: 1,
+        _pad: 0,
+        delta: 9,
+    };
+    let add = Counter::Add.opcode();
+    assert_eq!(
+        counters.dispatch_inline(add, request.as_bytes(), &mut reply),
+        Some((status::OK, 8))
+    );
+    assert_eq!(u64::read_from_prefix(&reply).unwrap().0, 9);
+    // One byte short, one too many: malformed, and nothing runs.
+    let bytes = request.as_bytes();
+    for wrong in [&bytes[..15], &[bytes, &[0]].concat()[..]] {
+        assert_eq!(
+            counters.dispatch_inline(add, wrong, &mut reply),
+            Some((status::BAD_REQUEST, 0))
+        );
+    }
+    assert_eq!(
+        counters.dispatch_inline(Counter::Ping.opcode(), &[1], &mut reply),
+        Some((status::BAD_REQUEST, 0))
+    );
+    assert_eq!(counters.calls.load(Ordering::Relaxed), 1);
+    assert_eq!(
+        counters.dispatch_inline(0x1234, &[], &mut reply),
+        Some((status::UNKNOWN_OPCODE, 0))
+    );
+    for not_inline in [Counter::Sum, Counter::Bytes, Counter::Upper, Counter::Bump] {
+        assert_eq!(
+            counters.dispatch_inline(not_inline.opcode(), &[0; 4], &mut reply),
+            None
+        );
+    }
+    assert_eq!(
+        counters.dispatch_inline(service::HANDSHAKE, &[], &mut reply),
+        None
+    );
+}

@@ -9,6 +9,7 @@
 //! that fails mid-way (or panics) abandons the port instead: its state is unknown, and only the
 //! server may take it back.
 
+use std::cell::Cell;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,7 @@ use rpc_core::{Client, ClientProcess, Port, Single};
 use crate::error::ShmError;
 use crate::file::{self, Mapped};
 use crate::header::{Geometry, STATE_SERVING, STATE_STOPPED};
+use crate::inline::{self, ClientInline};
 use crate::owner::{abandon, current_holder, holder_of, release, try_claim};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::transport::Transport;
@@ -69,6 +71,8 @@ pub struct ShmClient {
     cursor: u32,
     /// The port a sticky handle holds between calls, and its owner word as claimed.
     held: Option<(u32, u64)>,
+    /// Whether the current claim has armed its port's inline line (`inline`).
+    inline_armed: Cell<bool>,
 }
 
 /// Abandons a claimed port unless disarmed (a closure that panicked, an exchange that failed).
@@ -103,6 +107,7 @@ impl ShmClient {
             config,
             holder,
             held: None,
+            inline_armed: Cell::new(false),
             // Spread processes over the ports so they rarely race for the same one.
             cursor: (cursor ^ std::process::id().wrapping_mul(0x9e37_79b9) >> 7) % ports,
             mapped,
@@ -133,7 +138,7 @@ impl ShmClient {
     pub fn release_port(&mut self) {
         if let Some((port, mine)) = self.held.take() {
             // The last call completed (only then is a claim kept), so the packet is at rest.
-            release(&self.mapped.owners()[port as usize], mine);
+            self.end_claim(port, mine);
         }
     }
 
@@ -183,12 +188,16 @@ impl ShmClient {
                 // then must still reach us: give the port back instead of calling.
                 let state = self.mapped.state().load(Ordering::Acquire);
                 if state != STATE_SERVING {
-                    release(&self.mapped.owners()[index as usize], mine);
+                    self.end_claim(index, mine);
                     return Err(self.not_serving(state));
                 }
                 (index, mine)
             }
-            None => self.claim()?,
+            None => {
+                let claimed = self.claim()?;
+                self.inline_armed.set(false);
+                claimed
+            }
         };
         let mut claim = Claim {
             word: &self.mapped.owners()[index as usize],
@@ -196,11 +205,17 @@ impl ShmClient {
             armed: true,
         };
         let result = {
+            let inline = ClientInline {
+                mapped: &self.mapped,
+                port: index,
+                wait: &self.wait,
+                armed: &self.inline_armed,
+            };
             let process = ClientProcess::new(self.mapped.region(), &self.locks, Single, &self.wait)
                 // SAFETY: every bit of this handle's private bitmap is set and no other handle
                 // uses it, so `index` is locked on this process's behalf alone; `take_kept` below
                 // takes it back before the process is dropped.
-                .map(|p| unsafe { p.adopt_port(index) });
+                .map(|p| unsafe { p.adopt_port(index) }.with_inline(&inline));
             match process {
                 Ok(process) => {
                     let result = f(&process);
@@ -227,7 +242,7 @@ impl ShmClient {
             if self.config.sticky {
                 self.held = Some((index, mine));
             } else {
-                release(claim.word, claim.mine);
+                self.end_claim(index, mine);
             }
         }
         result
@@ -266,6 +281,15 @@ impl ShmClient {
             }
             polls = polls.saturating_add(1);
         }
+    }
+
+    /// Gives back a claim whose last call completed: disarms the port's inline line (first: once
+    /// the port is free another client may arm it) and frees the owner word.
+    fn end_claim(&self, port: u32, mine: u64) {
+        if self.inline_armed.replace(false) {
+            inline::disarm(&self.mapped, port);
+        }
+        release(&self.mapped.owners()[port as usize], mine);
     }
 
     fn not_serving(&self, state: u32) -> ShmError {

@@ -14,7 +14,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::client::{ClientConfig, ShmClient};
 use crate::error::ShmError;
-use crate::server::ServerPort;
+use crate::server::{Handler, ServerPort};
 
 /// The longest stream [`Demo::Sum`] accepts (its `limit`).
 pub const SUM_LIMIT: u64 = 1 << 20;
@@ -144,10 +144,36 @@ pub fn dispatch(
     })
 }
 
-/// Serves one demo call with [`DemoService`]: the [`Handler`](crate::Handler) `ferry` and the
-/// tests start servers with.
+/// Serves one demo call that came through the packets with [`DemoService`]. As a handler on its
+/// own it serves no inline calls (clients then make every call through the packets);
+/// [`DemoHandler`] serves both.
 pub fn serve(port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
     dispatch(&DemoService, port).map(|_| ())
+}
+
+/// The demo service as a server handler: calls through the packets go to the generated
+/// [`dispatch`], inline calls (`echo`, `add`, `sleep`: fixed requests and replies of at most 32
+/// bytes) to the generated `dispatch_inline`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DemoHandler;
+
+impl Handler for DemoHandler {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+        serve(port)
+    }
+
+    fn handle_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; rpc_core::service::INLINE_BYTES],
+    ) -> Option<(u32, usize)> {
+        DemoService.dispatch_inline(opcode, request, reply)
+    }
+
+    fn serves_inline(&self) -> bool {
+        true
+    }
 }
 
 /// A client handle on a demo server's file: each method claims a port and makes the call through

@@ -99,13 +99,47 @@ impl Mapped {
     /// The owner words, one per port.
     pub(crate) fn owners(&self) -> &[AtomicU64] {
         let g = &self.geometry;
-        // SAFETY: `owners_offset` is 64-byte aligned and `owners_offset + 8 * ports == file_size`
-        // (checked or computed as above), so the slice lies inside the live mapping; `AtomicU64`
-        // accepts any bit pattern, and every process reaches these words only atomically.
+        // SAFETY: `owners_offset` is 64-byte aligned and `owners_offset + 8 * ports <=
+        // inline_offset <= file_size` (checked or computed as above), so the slice lies inside the
+        // live mapping; `AtomicU64` accepts any bit pattern, and every process reaches these words
+        // only atomically.
         unsafe {
             std::slice::from_raw_parts(
                 self.map.as_ptr().add(g.owners_offset()).cast::<AtomicU64>(),
                 g.layout().ports() as usize,
+            )
+        }
+    }
+
+    /// The inline bitmap: one bit per port, 32 ports per word (see `inline`).
+    pub(crate) fn inline_bitmap(&self) -> &[AtomicU32] {
+        let g = &self.geometry;
+        // SAFETY: `inline_offset` is 64-byte aligned and `inline_offset + inline::area_size(ports)
+        // == file_size` (checked or computed as above); the bitmap's `ports / 32` words are the
+        // area's first bytes, inside the live mapping; every process reaches them only atomically.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.map.as_ptr().add(g.inline_offset()).cast::<AtomicU32>(),
+                g.layout().ports() as usize / 32,
+            )
+        }
+    }
+
+    /// The inline lines, one per port (see `inline`).
+    pub(crate) fn inline_lines(&self) -> &[crate::inline::Line] {
+        let g = &self.geometry;
+        let ports = g.layout().ports();
+        // SAFETY: the lines start `inline::lines_offset(ports)` (a multiple of 64) into the inline
+        // area and fill the rest of it, up to `file_size`, inside the live mapping; a `Line` is
+        // 64 bytes of `AtomicU32`, valid for any bits, and reached only atomically by every
+        // process.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.map
+                    .as_ptr()
+                    .add(g.inline_offset() + crate::inline::lines_offset(ports))
+                    .cast::<crate::inline::Line>(),
+                ports as usize,
             )
         }
     }

@@ -21,7 +21,9 @@
 //!     96     8  server_start   the serving process's start time (`owner::start_time`), 0 if
 //!                              unknown: with the pid it tells the server from a later process
 //!                              given the same pid
-//!    104    24  reserved       zero
+//!    104     8  inline_offset  where the inline area starts (64-byte aligned), see `inline`
+//!    112     4  flags          bit 0: the server answers inline calls; other bits zero
+//!    116    12  reserved       zero
 //! ```
 //!
 //! All integers are little-endian. [`Geometry::decode`] is a pure function over the header's bytes
@@ -102,10 +104,15 @@ pub struct Geometry {
     fingerprint: u64,
     server_pid: u32,
     server_start: u64,
+    flags: u32,
     region_offset: u64,
     owners_offset: u64,
+    inline_offset: u64,
     file_size: u64,
 }
+
+/// `flags` bit: the server answers inline calls (`inline`).
+pub const FLAG_INLINE: u32 = 1;
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
@@ -127,14 +134,17 @@ impl Geometry {
         let layout = Layout::new(ports, lanes, <ShmMailbox as Mailbox>::KIND)?;
         let region_offset = align64(HEADER_SIZE as u64);
         let owners_offset = align64(region_offset + layout.size() as u64);
-        let file_size = owners_offset + ports as u64 * 8;
+        let inline_offset = align64(owners_offset + ports as u64 * 8);
+        let file_size = inline_offset + crate::inline::area_size(ports) as u64;
         Ok(Geometry {
             layout,
             fingerprint,
             server_pid,
             server_start: 0,
+            flags: 0,
             region_offset,
             owners_offset,
+            inline_offset,
             file_size,
         })
     }
@@ -159,6 +169,27 @@ impl Geometry {
     /// The serving process's id.
     pub fn server_pid(&self) -> u32 {
         self.server_pid
+    }
+
+    /// The same geometry, saying whether the server answers inline calls ([`FLAG_INLINE`]).
+    pub fn with_inline(mut self, serves: bool) -> Geometry {
+        self.flags = if serves { FLAG_INLINE } else { 0 };
+        self
+    }
+
+    /// Whether the server answers inline calls.
+    pub fn serves_inline(&self) -> bool {
+        self.flags & FLAG_INLINE != 0
+    }
+
+    /// Byte offset of the inline area (its bitmap, then one line per port) in the file.
+    pub fn inline_offset(&self) -> usize {
+        self.inline_offset as usize
+    }
+
+    /// Byte offset in the file of port 0's inline line (64 bytes per port follow).
+    pub fn inline_lines_offset(&self) -> usize {
+        self.inline_offset as usize + crate::inline::lines_offset(self.layout.ports())
     }
 
     /// The serving process's start time (`owner::start_time`; 0: unknown).
@@ -199,6 +230,8 @@ impl Geometry {
         h[80..84].copy_from_slice(&self.server_pid.to_le_bytes());
         h[84..88].copy_from_slice(&STATE_SERVING.to_le_bytes());
         h[96..104].copy_from_slice(&self.server_start.to_le_bytes());
+        h[104..112].copy_from_slice(&self.inline_offset.to_le_bytes());
+        h[112..116].copy_from_slice(&self.flags.to_le_bytes());
         let sum = checksum(&h);
         h[88..96].copy_from_slice(&sum.to_le_bytes());
         h
@@ -266,13 +299,15 @@ impl Geometry {
                 ),
             ));
         }
-        if u32_at(b, 28) != 0 || b[104..].iter().any(|&x| x != 0) {
+        if u32_at(b, 28) != 0 || b[116..].iter().any(|&x| x != 0) {
             return Err(bad("reserved", 0, "zero"));
         }
         let fp = u64_at(b, 72);
         let server_pid = u32_at(b, 80);
         let geometry = match Geometry::new(ports, lanes, fp, server_pid) {
-            Ok(g) => g.with_server_start(u64_at(b, 96)),
+            Ok(g) => g
+                .with_server_start(u64_at(b, 96))
+                .with_inline(u32_at(b, 112) & FLAG_INLINE != 0),
             Err(LayoutError::Lanes(l)) => {
                 return Err(bad("lanes", l.into(), "between 1 and 64"));
             }
@@ -284,11 +319,12 @@ impl Geometry {
                 ));
             }
         };
-        let fields: [(&'static str, u64, u64); 5] = [
+        let fields: [(&'static str, u64, u64); 6] = [
             ("region_offset", u64_at(b, 32), geometry.region_offset),
             ("region_size", u64_at(b, 40), geometry.layout.size() as u64),
             ("owners_offset", u64_at(b, 48), geometry.owners_offset),
             ("owners_size", u64_at(b, 56), ports as u64 * 8),
+            ("inline_offset", u64_at(b, 104), geometry.inline_offset),
             ("file_size", u64_at(b, 64), geometry.file_size),
         ];
         for (field, found, want) in fields {
@@ -299,6 +335,10 @@ impl Geometry {
                     format!("{want} (from ports = {ports}, lanes = {lanes})"),
                 ));
             }
+        }
+        let flags = u32_at(b, 112);
+        if flags & !FLAG_INLINE != 0 {
+            return Err(bad("flags", flags.into(), "bit 0 only"));
         }
         if real_size != geometry.file_size {
             return Err(bad(
@@ -348,6 +388,12 @@ mod tests {
         assert_eq!(g.region_offset() % 64, 0);
         assert_eq!(g.owners_offset() % 64, 0);
         assert!(g.owners_offset() >= g.region_offset() + g.layout().size());
+        assert!(g.inline_offset() >= g.owners_offset() + 64 * 8);
+        assert_eq!(g.inline_offset() % 64, 0);
+        let g = g.with_inline(true);
+        let decoded = Geometry::decode(&g.encode(), g.file_size() as u64, None).unwrap();
+        assert!(decoded.serves_inline());
+        assert_eq!(decoded, g);
     }
 
     fn refix(h: &mut [u8; HEADER_SIZE]) {
@@ -359,7 +405,7 @@ mod tests {
     fn each_field_is_named() {
         let (g, good) = sample();
         let size = g.file_size() as u64;
-        let cases: [(usize, usize, &str); 13] = [
+        let cases: [(usize, usize, &str); 15] = [
             (12, 4, "header_size"),
             (16, 4, "ports"),
             (20, 4, "lanes"),
@@ -372,7 +418,9 @@ mod tests {
             (64, 8, "file_size"),
             (80, 4, "server_pid"),
             (84, 4, "state"),
-            (104, 8, "reserved"),
+            (104, 8, "inline_offset"),
+            (112, 4, "flags"),
+            (116, 8, "reserved"),
         ];
         for (at, len, field) in cases {
             let mut h = good;

@@ -6,14 +6,26 @@
 //! (`src/bin/ferry.rs`) runs the demo service with client processes and prints a summary.
 //!
 //! ```text
-//! offset 0           header (128 bytes): magic, version, geometry, fingerprint, server pid, state
+//! offset 0           header (128 bytes): magic, version, geometry, fingerprint, server pid and
+//!                    start time, state, flags
 //! region_offset      the rpc_core region: mailboxes and packets (rpc_core::Layout, packed mailboxes)
-//! owners_offset      one u64 owner word per port: generation << 32 | pid (0: free)
+//! owners_offset      one u64 owner word per port: generation << 32 | holder (0: free)
+//! inline_offset      the inline bitmap (one bit per port), then one 64-byte inline line per port
 //! ```
 //!
+//! Two ways a call travels. Through the **packets** (rpc-core's protocol: any call, streams of
+//! any size), or, for a call whose request and reply are fixed and at most 32 bytes each (what
+//! `#[derive(RpcOpcodes)]` calls with `request = T, response = U` are, for small `T` and `U`),
+//! **inline**: in the port's inline line, where the request, the reply and both sides' sequence
+//! words share one cache line, so a call moves one line each way instead of four (module
+//! `inline`). The generated client methods pick the path themselves; a server whose handler
+//! serves inline calls ([`Handler::serves_inline`], [`demo::DemoHandler`]) says so in the header,
+//! and clients of one that does not make every call through the packets.
+//!
 //! Modules: `header` (the header and its checks), `file` (creating, stale files, attaching,
-//! mapping), `owner` (owner words and liveness), `wait` (backoff with deadlines), `server`,
-//! `client`, `demo` (the demo service), `transport` (the trait a side's view implements).
+//! mapping), `owner` (owner words and liveness), `inline` (inline lines), `wait` (backoff with
+//! deadlines), `server`, `client`, `demo` (the demo service), `transport` (the trait a side's
+//! view implements).
 //!
 //! # Who writes what
 //!
@@ -21,6 +33,9 @@
 //! |---|---|---|
 //! | client outbox bit of port p | the client holding p's claim | to hand the packet over |
 //! | server outbox bit of port p | the worker holding p's server lock | to hand the packet back |
+//! | inline line p, request words | the client holding p's claim, line at rest | to call inline |
+//! | inline line p, reply words | the worker holding p's server lock | to answer inline |
+//! | inline bitmap bit p | set by p's claim holder; cleared by it, or by the monitor at reclaim | |
 //! | packet p | whichever side owns it (rpc-core's rule) | while it owns it |
 //! | owner word p, free → claimed | any client, by compare-and-swap | to start a call |
 //! | owner word p, claimed → free / abandoned | its holder | when its call ends / fails |
@@ -41,8 +56,10 @@
 //!                                                         lock p's server bit (no worker on p;
 //!                                                           a worker mid-stream gives up first:
 //!                                                           its wait sees A dead)
-//!                                                         client side owns p? (else a request is
-//!                                                           pending: serve it first, retry)
+//!                                                         client side owns p, inline line at
+//!                                                           rest? (else a request is pending:
+//!                                                           serve it first, retry)
+//!                                                         clear p's inline bitmap bit
 //!                                  (g+1, 0)  ◀────────── CAS (g+1, A) → (g+1, 0); unlock
 //!  client B: CAS (g+1,0)→(g+2,B) ─▶ (g+2, B)            B's call proceeds as any other
 //! ```
@@ -50,9 +67,10 @@
 //! **The invariant.** A port's owner word is non-free exactly while some client may touch the
 //! client side of that port; it becomes free only (a) by its live holder after a complete
 //! exchange, or (b) by the monitor, while it holds the port's server lock (so no worker is inside
-//! a call on it), after seeing the packet at rest with the client side and the holder dead or
-//! abandoned (so nothing will touch it). Hence a new claimer always finds the packet at rest and
-//! no worker mid-call on it: no reply can cross to another call.
+//! a call on it), after seeing the packet at rest with the client side, the inline line at rest,
+//! and the holder dead or abandoned (so nothing will touch it). Hence a new claimer always finds
+//! the packet and the line at rest and no worker mid-call on it: no reply can cross to another
+//! call.
 //!
 //! The claim is a single compare-and-swap that records the holder, so there is no moment at which
 //! a port is taken but its holder unknown. A client that gives up mid-call (deadline, stream
@@ -96,6 +114,7 @@ pub mod demo;
 mod error;
 pub mod file;
 pub mod header;
+mod inline;
 pub mod owner;
 mod server;
 pub mod status;

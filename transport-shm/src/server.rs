@@ -18,11 +18,13 @@ use rpc_core::{Port, Server, ServerProcess, Single};
 use crate::error::ShmError;
 use crate::file::{self, Created, Mapped};
 use crate::header::{Geometry, STATE_DRAINING, STATE_STOPPED};
+use crate::inline;
 use crate::owner::{generation_of, holder_alive, holder_of, pack, pid_of, start_time, ABANDONED};
 use crate::status;
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::wait::ServerWait;
 use crate::ShmMailbox;
+use rpc_core::service::INLINE_BYTES;
 
 /// An open port on the server side, as a handler sees it.
 pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, ShmMailbox, ServerWait>;
@@ -34,6 +36,27 @@ pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, ShmMailbox, ServerWai
 pub trait Handler: Send + Sync + 'static {
     /// Serves the request waiting on `port`.
     fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error>;
+
+    /// Serves a call that came inline (one cache line, see the crate docs): `request`'s bytes
+    /// in, the reply's written at the start of `reply`; returns the status to send back and the
+    /// reply's length in bytes, or `None` if this call cannot be served inline (the client then
+    /// makes it through the packets). A derived service forwards to its generated
+    /// `dispatch_inline`. Only called if [`serves_inline`](Self::serves_inline) says so.
+    fn handle_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; rpc_core::service::INLINE_BYTES],
+    ) -> Option<(u32, usize)> {
+        let _ = (opcode, request, reply);
+        None
+    }
+
+    /// Whether this handler answers inline calls; the server says so in the file header, and
+    /// clients of a server that does not make every call through the packets.
+    fn serves_inline(&self) -> bool {
+        false
+    }
 }
 
 impl<F> Handler for F
@@ -87,6 +110,9 @@ pub struct ServerStats {
     pub panicked: u64,
     /// Ports taken back from dead clients (or given up by live ones).
     pub reclaimed: u64,
+    /// Of the calls counted above, those that came inline (one cache line, see the crate docs)
+    /// rather than through the packets.
+    pub inline: u64,
 }
 
 #[derive(Debug, Default)]
@@ -95,6 +121,7 @@ struct Counters {
     failed: AtomicU64,
     panicked: AtomicU64,
     reclaimed: AtomicU64,
+    inline: AtomicU64,
 }
 
 impl Counters {
@@ -104,6 +131,7 @@ impl Counters {
             failed: self.failed.load(Ordering::Relaxed),
             panicked: self.panicked.load(Ordering::Relaxed),
             reclaimed: self.reclaimed.load(Ordering::Relaxed),
+            inline: self.inline.load(Ordering::Relaxed),
         }
     }
 }
@@ -156,7 +184,8 @@ impl ShmServer {
         let path = path.as_ref();
         let pid = std::process::id();
         let geometry = Geometry::new(config.ports, config.lanes, config.fingerprint, pid)?
-            .with_server_start(start_time(pid).unwrap_or(0));
+            .with_server_start(start_time(pid).unwrap_or(0))
+            .with_inline(handler.serves_inline() && config.lanes == 1);
         let (mapped, created) = file::create(path, &geometry)?;
         let mapped = Arc::new(mapped);
         let workers = config.workers.max(1);
@@ -257,7 +286,8 @@ impl ShmServer {
                 // A worker inside a call (between packets of a stream) holds the port's lock.
                 let serving =
                     self.shared.server_locks[p / 32].load(Ordering::Relaxed) & (1 << (p % 32)) != 0;
-                if !region.client_owns(p as u32) || pid == ABANDONED || serving {
+                let pending = !region.client_owns(p as u32) || !mapped.inline_lines()[p].at_rest();
+                if pending || pid == ABANDONED || serving {
                     *rest = None;
                     busy = true;
                 } else if pid == 0 {
@@ -332,7 +362,36 @@ fn work(shared: &Shared, handler: &dyn Handler, first: u32) {
     let mut idle_polls = 0u32;
     let mut idle_since = Instant::now();
     let mut phase = Idle::Hot;
+    let serves_inline = mapped.geometry().serves_inline();
+    let first_word = (first / 32) as usize;
+    let mut serve_inline = |opcode: u32, request: &[u8], reply: &mut [u8; INLINE_BYTES]| {
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            handler.handle_inline(opcode, request, reply)
+        }));
+        let (counter, answer) = match outcome {
+            Ok(Some(answer)) => (Some(&shared.counters.served), answer),
+            // Not served: the client makes the call again through the packets.
+            Ok(None) => (None, (status::NOT_INLINE, 0)),
+            Err(_) => {
+                reply.fill(0);
+                (Some(&shared.counters.panicked), (status::SERVER_ERROR, 0))
+            }
+        };
+        // Counted before the reply goes, as for packet calls.
+        if let Some(counter) = counter {
+            shared.counters.inline.fetch_add(1, Ordering::Relaxed);
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        answer
+    };
     loop {
+        if serves_inline
+            && inline::serve_pending(mapped, &shared.server_locks, first_word, &mut serve_inline)
+                != 0
+        {
+            idle_polls = 0;
+            continue;
+        }
         if let Some(mut port) = process.try_open(()) {
             idle_polls = 0;
             let index = port.index();
@@ -421,10 +480,14 @@ fn monitor(shared: &Shared) {
             }
             // SYNC (lock acquire): pairs with a worker's unlock; its last flip is visible.
             std::sync::atomic::fence(Ordering::Acquire);
-            // Only a port at rest with the client side is freed; a pending request is served
-            // first (a worker replies, and the next pass frees it).
-            if region.client_owns(p as u32) {
+            // Only a port at rest with the client side, its inline line at rest too, is freed; a
+            // pending request is served first (a worker replies, and the next pass frees it).
+            if region.client_owns(p as u32) && mapped.inline_lines()[p].at_rest() {
                 let free = pack(generation_of(word), 0);
+                // Disarm the line before freeing the port: after the compare-and-swap a new
+                // claimer may arm it, and its bit must stay. (If the swap fails, the word's holder
+                // is still the dead or abandoned one, whose calls are over.)
+                inline::disarm(mapped, p as u32);
                 // SYNC (reclaim): the holder is dead or gave up, so only we change the word; the
                 // release pairs with the next claimer's acquire.
                 if owners[p]

@@ -9,7 +9,12 @@ pub use rpc_core::service::status::*;
 /// `CallError::Status(SERVER_ERROR)`.
 pub const SERVER_ERROR: u32 = 5;
 
-// SERVER_ERROR must stay clear of every code rpc-core defines.
+/// An inline call (`inline`) the server's handler cannot serve inline (a call of another schema
+/// with a stream, say): the client makes the call again through the packets. Never reaches a
+/// typed client.
+pub const NOT_INLINE: u32 = 6;
+
+// SERVER_ERROR and NOT_INLINE must stay clear of every code rpc-core defines.
 const _: () = {
     let core = [
         OK,
@@ -20,7 +25,7 @@ const _: () = {
     ];
     let mut i = 0;
     while i < core.len() {
-        assert!(core[i] != SERVER_ERROR);
+        assert!(core[i] != SERVER_ERROR && core[i] != NOT_INLINE);
         i += 1;
     }
 };

@@ -29,7 +29,7 @@ fn demo_config() -> ServerConfig {
 }
 
 fn demo_server(tag: &str) -> ShmServer {
-    ShmServer::start(unique(tag), demo_config(), demo::serve).unwrap()
+    ShmServer::start(unique(tag), demo_config(), demo::DemoHandler).unwrap()
 }
 
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -121,7 +121,7 @@ fn file_is_0600_and_removed_on_shutdown_and_drop() {
     let path = unique("unwind");
     let p2 = path.clone();
     let joined = std::thread::spawn(move || {
-        let _server = ShmServer::start(&p2, demo_config(), demo::serve).unwrap();
+        let _server = ShmServer::start(&p2, demo_config(), demo::DemoHandler).unwrap();
         assert!(p2.exists());
         panic!("the thread holding the server panics");
     })
@@ -137,7 +137,7 @@ fn rustix_uid() -> u32 {
 #[test]
 fn second_server_on_the_same_name_is_refused() {
     let server = demo_server("twice");
-    let err = ShmServer::start(server.path(), demo_config(), demo::serve).unwrap_err();
+    let err = ShmServer::start(server.path(), demo_config(), demo::DemoHandler).unwrap_err();
     assert!(
         matches!(err, ShmError::AlreadyServing { pid: Some(p), .. } if p == std::process::id()),
         "{err}"
@@ -154,7 +154,7 @@ fn symlinks_are_never_followed() {
     std::fs::write(&target, b"precious").unwrap();
     let link = unique("link");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let err = ShmServer::start(&link, demo_config(), demo::serve).unwrap_err();
+    let err = ShmServer::start(&link, demo_config(), demo::DemoHandler).unwrap_err();
     assert!(matches!(err, ShmError::Symlink(_)), "{err}");
     let err = ShmClient::attach(&link, ClientConfig::default()).unwrap_err();
     assert!(matches!(err, ShmError::Symlink(_)), "{err}");
@@ -189,7 +189,7 @@ fn stale_file_is_detected_and_replaced() {
     write_stale(&path, Demo::FINGERPRINT);
     let err = ShmClient::attach(&path, ClientConfig::default()).unwrap_err();
     assert!(matches!(err, ShmError::NoServer { .. }), "{err}");
-    let server = ShmServer::start(&path, demo_config(), demo::serve).unwrap();
+    let server = ShmServer::start(&path, demo_config(), demo::DemoHandler).unwrap();
     assert_eq!(server.created(), Created::ReplacedStale);
     let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
     assert_eq!(c.echo(3).unwrap(), (3, demo::mix(3)));
@@ -373,28 +373,131 @@ impl demo::DemoServer for Fragile {
     }
 }
 
+/// [`Fragile`] as a handler, serving inline calls or not.
+struct FragileHandler {
+    inline: bool,
+}
+
+impl transport_shm::Handler for FragileHandler {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+        demo::dispatch(&Fragile, port).map(|_| ())
+    }
+    fn handle_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; rpc_core::service::INLINE_BYTES],
+    ) -> Option<(u32, usize)> {
+        demo::DemoServer::dispatch_inline(&Fragile, opcode, request, reply)
+    }
+    fn serves_inline(&self) -> bool {
+        self.inline
+    }
+}
+
 #[test]
 fn a_panicking_generated_handler_reaches_the_typed_client_as_server_error() {
-    let path = unique("fragile");
-    let server = ShmServer::start(&path, demo_config(), |port: &mut ServerPort<'_, '_>| {
-        demo::dispatch(&Fragile, port).map(|_| ())
-    })
-    .unwrap();
-    let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
-    for _ in 0..3 {
-        match c.add(0, 1) {
-            Err(ShmError::Service(CallError::Status(status::SERVER_ERROR))) => {}
-            other => panic!("expected SERVER_ERROR, got {other:?}"),
+    for inline in [false, true] {
+        let path = unique("fragile");
+        let server = ShmServer::start(&path, demo_config(), FragileHandler { inline }).unwrap();
+        let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
+        for _ in 0..3 {
+            match c.add(0, 1) {
+                Err(ShmError::Service(CallError::Status(status::SERVER_ERROR))) => {}
+                other => panic!("expected SERVER_ERROR, got {other:?}"),
+            }
+            // The call completed with an answer: the (sticky) handle still holds its port, which
+            // is not abandoned, and the next call works.
+            let port = c.client().last_port();
+            assert_eq!(c.client().held_port(), Some(port));
+            assert_eq!(server.port_owner(port).0, std::process::id());
+            assert_eq!(c.add(1, 1).unwrap(), 2);
         }
-        // The call completed with an answer: the (sticky) handle still holds its port, which is
-        // not abandoned, and the next call works.
-        let port = c.client().last_port();
-        assert_eq!(c.client().held_port(), Some(port));
-        assert_eq!(server.port_owner(port).0, std::process::id());
-        assert_eq!(c.add(1, 1).unwrap(), 2);
+        let stats = server.shutdown(DEADLINE).stats;
+        assert_eq!((stats.served, stats.panicked, stats.reclaimed), (3, 3, 0));
+        assert_eq!(stats.inline, if inline { 6 } else { 0 });
     }
+}
+
+#[test]
+fn small_calls_travel_inline_and_the_others_through_the_packets() {
+    let packets_only = |port: &mut ServerPort<'_, '_>| demo::serve(port);
+    let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+    let want: u64 = data.iter().map(|&b| b as u64).sum();
+    for inline in [true, false] {
+        let path = unique("inline");
+        let server = if inline {
+            ShmServer::start(&path, demo_config(), demo::DemoHandler).unwrap()
+        } else {
+            ShmServer::start(&path, demo_config(), packets_only).unwrap()
+        };
+        let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
+        for id in 0..100u64 {
+            assert_eq!(c.echo(id).unwrap(), (id, demo::mix(id)));
+        }
+        assert_eq!(c.add(40, 2).unwrap(), 42);
+        c.sleep(1).unwrap();
+        assert!(matches!(
+            c.sleep(demo::MAX_SLEEP_MICROS + 1),
+            Err(ShmError::Service(CallError::BadRequest))
+        ));
+        assert_eq!(c.sum(&data).unwrap(), (1000, want));
+        drop(c);
+        let stats = server.shutdown(DEADLINE).stats;
+        assert_eq!((stats.served, stats.failed, stats.panicked), (104, 0, 0));
+        // Everything but the stream came inline, if the server serves inline.
+        assert_eq!(stats.inline, if inline { 103 } else { 0 });
+    }
+}
+
+#[test]
+fn hostile_inline_requests_get_an_error_status() {
+    use std::sync::atomic::{AtomicU32, AtomicU64};
+    let server = demo_server("hostile-inline");
+    let g = *ShmClient::attach(server.path(), ClientConfig::default())
+        .unwrap()
+        .geometry();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(server.path())
+        .unwrap();
+    let map = memmap2::MmapOptions::new().map_raw(&file).unwrap();
+    // SAFETY (both): `at` is an aligned offset inside the mapping (the inline bitmap and lines lie
+    // inside the file the geometry describes); every process accesses these words atomically,
+    // with the same width as the library (u32 bitmap words, u64 line words).
+    let bitmap = |at: usize| unsafe { &*map.as_ptr().add(at).cast::<AtomicU32>() };
+    let word = |at: usize| unsafe { &*map.as_ptr().add(at).cast::<AtomicU64>() };
+    // Arm port 5's line by hand, as a client would, and hand over raw requests: word 0 is the
+    // request sequence and opcode, word 1 the length, word 2 the reply sequence and status.
+    let port = 5;
+    bitmap(g.inline_offset()).fetch_or(1 << port, Ordering::SeqCst);
+    let line = g.inline_lines_offset() + port * 64;
+    let call = |opcode: u32, len: u64, seq: u64| {
+        word(line + 8).store(len, Ordering::Relaxed);
+        word(line).store((opcode as u64) << 32 | seq, Ordering::Release);
+        let deadline = std::time::Instant::now() + DEADLINE;
+        loop {
+            let answer = word(line + 16).load(Ordering::Acquire);
+            if answer as u32 as u64 == seq {
+                return (answer >> 32) as u32;
+            }
+            assert!(std::time::Instant::now() < deadline, "no answer");
+            std::hint::spin_loop();
+        }
+    };
+    let echo = Demo::Echo.opcode();
+    // A length over the line's 32 bytes, a request of the wrong size, an unknown opcode, a call
+    // that cannot travel inline: each an answer with an error status, nothing else.
+    assert_eq!(call(echo, 1000, 1), status::BAD_REQUEST);
+    assert_eq!(call(echo, 3, 2), status::BAD_REQUEST);
+    assert_eq!(call(0x1234, 8, 3), status::UNKNOWN_OPCODE);
+    assert_eq!(call(Demo::Sum.opcode(), 8, 4), status::NOT_INLINE);
+    assert_eq!(call(echo, 8, 5), status::OK);
+    // The handler saw three of them: the over-long request was refused before it, and the
+    // call that cannot travel inline was not served.
     let stats = server.shutdown(DEADLINE).stats;
-    assert_eq!((stats.served, stats.panicked, stats.reclaimed), (3, 3, 0));
+    assert_eq!((stats.served, stats.inline, stats.panicked), (3, 3, 0));
 }
 
 #[test]
@@ -498,4 +601,67 @@ fn a_port_held_under_a_recycled_pid_is_reclaimed() {
     assert_eq!(live.client().held_port(), Some(held));
     drop(live);
     assert_eq!(server.shutdown(DEADLINE).stats.reclaimed, 1);
+}
+
+/// The demo service whose inline `add` of `a == 999` waits until the gate opens.
+struct Gated(std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl transport_shm::Handler for Gated {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+        demo::serve(port)
+    }
+    fn handle_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; rpc_core::service::INLINE_BYTES],
+    ) -> Option<(u32, usize)> {
+        if opcode == Demo::Add.opcode() && request.first() == Some(&0xe7) {
+            let (open, cv) = &*self.0;
+            let mut open = open.lock().unwrap();
+            while !*open {
+                open = cv.wait(open).unwrap();
+            }
+        }
+        demo::DemoHandler.handle_inline(opcode, request, reply)
+    }
+    fn serves_inline(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_blocked_inline_handler_does_not_stall_other_ports() {
+    let gate = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let path = unique("inline-block");
+    let server = ShmServer::start(&path, demo_config(), Gated(gate.clone())).unwrap();
+    let blocked = {
+        let path = path.clone();
+        std::thread::spawn(move || DemoHandle::attach(&path, DEADLINE).unwrap().add(999, 1))
+    };
+    // 999 = 0x3e7: the request's first byte is 0xe7. Wait until the call has claimed a port,
+    // and a little more for its request to reach the handler.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while !(0..64).any(|p| server.port_owner(p).0 != 0) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gated call never started"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    // One worker is held inside the blocked call; the other answers everyone else.
+    let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
+    for id in 0..1000u64 {
+        assert_eq!(c.echo(id).unwrap(), (id, demo::mix(id)));
+    }
+    assert!(
+        !blocked.is_finished(),
+        "the gated call returned before the gate opened"
+    );
+    *gate.0.lock().unwrap() = true;
+    gate.1.notify_all();
+    assert_eq!(blocked.join().unwrap().unwrap(), 1000);
+    drop(c);
+    assert_eq!(server.shutdown(DEADLINE).stats.inline, 1001);
 }

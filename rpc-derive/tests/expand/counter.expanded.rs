@@ -145,6 +145,15 @@ where
         &self,
         request: Add,
     ) -> ::core::result::Result<u64, ::rpc_core::service::CallError> {
+        if let ::core::option::Option::Some(__result) = ::rpc_core::__private::inline_call::<
+            Add,
+            u64,
+            _,
+            _,
+            _,
+        >(self, 0xe06cac36u32, &request) {
+            return __result;
+        }
         let mut port = ::rpc_core::__private::open(self, 0xe06cac36u32)?;
         ::rpc_core::__private::send_value(&mut port, &request)?;
         ::rpc_core::__private::recv_value::<u64, _, _, _>(&mut port)
@@ -175,6 +184,15 @@ where
         ::core::result::Result::Ok(())
     }
     fn ping(&self) -> ::core::result::Result<(), ::rpc_core::service::CallError> {
+        if let ::core::option::Option::Some(__result) = ::rpc_core::__private::inline_call::<
+            (),
+            (),
+            _,
+            _,
+            _,
+        >(self, 0xde105b87u32, &()) {
+            return __result;
+        }
         let mut port = ::rpc_core::__private::open(self, 0xde105b87u32)?;
         ::rpc_core::__private::send_value(&mut port, &())?;
         ::rpc_core::__private::recv_value::<(), _, _, _>(&mut port)
@@ -368,6 +386,70 @@ pub trait CounterServer {
                 )
             }
             _ => ::rpc_core::__private::reply_unknown(port),
+        }
+    }
+    /// Serves a call that came through a transport's inline path
+    /// (`rpc_core::service::InlineCall`) rather than a port: decodes `request`, calls the
+    /// handler, writes its reply at the start of `reply` and returns the status to send
+    /// back with the reply's length in bytes (`status::BAD_REQUEST` for a request of the
+    /// wrong size, `status::UNKNOWN_OPCODE` for a call the service does not have, both
+    /// with no reply bytes). `None` for a call
+    /// that cannot travel inline (a stream, a one-way call, a type over
+    /// `INLINE_BYTES`): the transport tells the client to use a port.
+    fn dispatch_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; ::rpc_core::service::INLINE_BYTES],
+    ) -> ::core::option::Option<(u32, usize)> {
+        let _ = (&request, &reply);
+        match opcode {
+            0xe06cac36u32 => {
+                if !::rpc_core::__private::inline_fits::<Add, u64>() {
+                    return ::core::option::Option::None;
+                }
+                let ::core::option::Option::Some(__request) = ::rpc_core::__private::inline_request::<
+                    Add,
+                >(request) else {
+                    return ::core::option::Option::Some((
+                        ::rpc_core::service::status::BAD_REQUEST,
+                        0,
+                    ));
+                };
+                #[allow(clippy::let_unit_value)]
+                let __reply = <Self as CounterServer>::add(self, __request);
+                ::core::option::Option::Some((
+                    ::rpc_core::service::status::OK,
+                    ::rpc_core::__private::inline_reply(reply, &__reply),
+                ))
+            }
+            0xa2af2b86u32 => ::core::option::Option::None,
+            0x8a8506d8u32 => ::core::option::Option::None,
+            0x00000007u32 => ::core::option::Option::None,
+            0xde105b87u32 => {
+                if !::rpc_core::__private::inline_fits::<(), ()>() {
+                    return ::core::option::Option::None;
+                }
+                if ::rpc_core::__private::inline_request::<()>(request).is_none() {
+                    return ::core::option::Option::Some((
+                        ::rpc_core::service::status::BAD_REQUEST,
+                        0,
+                    ));
+                }
+                #[allow(clippy::let_unit_value)]
+                let __reply = <Self as CounterServer>::ping(self);
+                ::core::option::Option::Some((
+                    ::rpc_core::service::status::OK,
+                    ::rpc_core::__private::inline_reply(reply, &__reply),
+                ))
+            }
+            ::rpc_core::service::HANDSHAKE => ::core::option::Option::None,
+            _ => {
+                ::core::option::Option::Some((
+                    ::rpc_core::service::status::UNKNOWN_OPCODE,
+                    0,
+                ))
+            }
         }
     }
     /// Serves one call if a client is waiting: opens a port, [`dispatch`](Self::dispatch)es

@@ -4,7 +4,9 @@
 //! - layout floor: the same two processes exchanging a request and its reply through the four
 //!   cache lines a ferry call moves (each side's mailbox line, the packet's header and slot), with
 //!   plain loads and stores and no protocol: what this region layout costs before any logic;
-//! - ferry: an `echo` call from a client process to a server with one worker;
+//! - ferry: an `echo` call from a client process to a server with one worker, inline (the path the
+//!   generated client takes for small fixed calls), and the same call through the packets (a
+//!   server whose handler serves no inline calls);
 //! - socket: an 8-byte request and reply over a Unix-domain stream socket between two processes;
 //! - throughput: `echo` calls per second with 1, 2, 4, 8 client processes.
 
@@ -351,17 +353,22 @@ pub fn run(args: BenchArgs) -> Res<()> {
     );
     let raw = raw_pingpong("/dev/shm", &args)?;
     let layout = raw_layout("/dev/shm", &args)?;
+    let config = ServerConfig {
+        workers: args.workers,
+        fingerprint: Demo::FINGERPRINT,
+        ..ServerConfig::default()
+    };
     let path = path_for(&format!("bench-{}", std::process::id()));
-    let server = ShmServer::start(
-        &path,
-        ServerConfig {
-            workers: args.workers,
-            fingerprint: Demo::FINGERPRINT,
-            ..ServerConfig::default()
-        },
-        demo::serve,
-    )?;
+    let server = ShmServer::start(&path, config.clone(), demo::DemoHandler)?;
     let call = rpc(&path, &args)?;
+    let packets = {
+        let path = path_for(&format!("bench-packets-{}", std::process::id()));
+        let packets_only = |port: &mut transport_shm::ServerPort<'_, '_>| demo::serve(port);
+        let server = ShmServer::start(&path, config, packets_only)?;
+        let ns = rpc(&path, &args)?;
+        server.shutdown(Duration::from_secs(5));
+        ns
+    };
     let socket = uds(&args)?;
     let threads = in_process(&args, true);
     let by_hand = in_process(&args, false);
@@ -374,14 +381,19 @@ pub fn run(args: BenchArgs) -> Res<()> {
         layout / raw
     );
     println!(
-        "| ferry `echo` call | {call:.0} | {:.2}× the ping-pong (goal ≤ 1.5×), {:.2}× the layout floor |",
+        "| ferry `echo` call (inline: request and reply in one line) | {call:.0} | {:.2}× the ping-pong (goal ≤ 1.5×) |",
         call / raw,
-        call / layout
     );
     println!(
-        "| rpc-core alone: the same echo between two threads, heap region | {threads:.0} | {:.2}× the ping-pong; the file transport adds {:.0} ns |",
+        "| ferry `echo` call through the packets | {packets:.0} | {:.2}× the ping-pong, {:.2}× the layout floor, {:.2}× the inline call |",
+        packets / raw,
+        packets / layout,
+        packets / call
+    );
+    println!(
+        "| rpc-core alone: the same echo through the packets between two threads, heap region | {threads:.0} | {:.2}× the ping-pong; the file transport adds {:.0} ns |",
         threads / raw,
-        call - threads
+        packets - threads
     );
     println!(
         "| rpc-core alone, the echo hand-written on `Port` (no derive) | {by_hand:.0} | {:.2}× the ping-pong; the generated code costs {:.2}× this |",

@@ -1,0 +1,255 @@
+//! Inline calls: a small call's request and reply in one cache line per port, beside the packets.
+//!
+//! A call through the packets moves four cache lines between the two processes: the client's
+//! mailbox line and the packet's header and slot lines to the server, the server's mailbox line
+//! and the slot line back (`ferry bench` measures this "layout floor" at about 2.3× a one-line
+//! ping-pong, before any protocol logic). A call whose request and reply are both fixed and at
+//! most [`INLINE_BYTES`] can instead travel in its port's *inline line*, where both sides' sequence
+//! words sit beside the data: the request crosses in one line transfer and the reply in one.
+//!
+//! ```text
+//! u64 word  written by  meaning
+//!   0       client      request sequence (low 32 bits) and opcode (high 32): written last, with
+//!                       release, to hand the request over
+//!   1       client      request length in bytes (at most INLINE_BYTES)
+//!   2       server      reply sequence (low 32 bits) and status (high 32, `status`: OK, an
+//!                       error, or NOT_INLINE): written last, with release, to hand the reply back
+//!   3       server      reply length in bytes
+//!   4..8    both        32 bytes: the request, then the reply in its place
+//! ```
+//!
+//! Each side writes only the words it needs (a 16-byte reply is two payload words): while one
+//! side writes, the other is polling the same line, and every store that finds the line taken
+//! back by a poll costs a transfer.
+//!
+//! The line is *at rest* when both sequences are equal. The inline area also holds a bitmap, one
+//! bit per port, that a client sets when it first calls inline on a claimed port and clears when
+//! it gives the claim back; workers poll only the lines whose bit is set, so idle ports cost
+//! nothing.
+//!
+//! **Rules** (those of the packets, extended; see the crate docs):
+//! - Only the holder of a port's claim writes words 0–2 and the request, and only while the line
+//!   is at rest; it then waits for the reply before anything else on that port. A packet call and
+//!   an inline call on one port therefore never overlap.
+//! - A worker answers a line only while it holds the port's server lock bit (the lock of packet
+//!   calls), so no two workers answer one request, a handler that blocks holds up only its own
+//!   port (every worker polls every armed line), and the monitor never frees a port under a
+//!   worker.
+//! - The monitor frees a dead or abandoned client's port only if its line is at rest (a pending
+//!   request is answered first, as a pending packet is), and clears its bitmap bit; a drain waits
+//!   for lines that are not at rest.
+//! - Bad input from the other side (a length over 40, an unknown opcode) gets an error status; the
+//!   lengths are clamped before any copy.
+
+use std::cell::Cell;
+
+use rpc_core::service::{InlineCall, INLINE_BYTES};
+use rpc_core::Wait;
+
+use crate::file::Mapped;
+use crate::status;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::wait::ClientWait;
+
+/// Word indices in an inline line.
+pub(crate) mod word {
+    pub const CLIENT: usize = 0;
+    pub const REQUEST_LEN: usize = 1;
+    pub const SERVER: usize = 2;
+    pub const REPLY_LEN: usize = 3;
+    pub const PAYLOAD: usize = 4;
+}
+
+const _: () = assert!(word::PAYLOAD + INLINE_BYTES / 8 == 8 && INLINE_BYTES.is_multiple_of(8));
+
+/// The sequence in a sequence word (words 0 and 2).
+const fn seq(word: u64) -> u32 {
+    word as u32
+}
+
+/// One port's inline line.
+#[repr(C, align(64))]
+pub(crate) struct Line {
+    pub(crate) words: [AtomicU64; 8],
+}
+
+const _: () = assert!(std::mem::size_of::<Line>() == 64);
+
+impl Line {
+    /// Whether no request is pending on this line.
+    pub(crate) fn at_rest(&self) -> bool {
+        seq(self.words[word::CLIENT].load(Ordering::Acquire))
+            == seq(self.words[word::SERVER].load(Ordering::Acquire))
+    }
+
+    /// Writes `bytes` (at most `INLINE_BYTES`) into the payload words they cover.
+    fn write_payload(&self, bytes: &[u8]) {
+        for (w, chunk) in bytes[..bytes.len().min(INLINE_BYTES)].chunks(8).enumerate() {
+            let mut le = [0u8; 8];
+            le[..chunk.len()].copy_from_slice(chunk);
+            self.words[word::PAYLOAD + w].store(u64::from_le_bytes(le), Ordering::Relaxed);
+        }
+    }
+
+    /// Reads the first `len` payload bytes into `out` and zeroes the rest of it.
+    fn read_payload(&self, out: &mut [u8; INLINE_BYTES], len: usize) {
+        let len = len.min(INLINE_BYTES);
+        for (w, chunk) in out.chunks_exact_mut(8).enumerate().take(len.div_ceil(8)) {
+            let v = self.words[word::PAYLOAD + w].load(Ordering::Relaxed);
+            chunk.copy_from_slice(&v.to_le_bytes());
+        }
+        out[len..].fill(0);
+    }
+}
+
+/// Bytes of the inline bitmap for `ports` ports (one bit each, rounded up to a cache line).
+const fn bitmap_bytes(ports: u32) -> usize {
+    (ports as usize / 8).div_ceil(64) * 64
+}
+
+/// Bytes of the inline area of a file with `ports` ports: the bitmap, then one line per port.
+pub(crate) const fn area_size(ports: u32) -> usize {
+    bitmap_bytes(ports) + ports as usize * 64
+}
+
+/// Byte offset of the first line within the inline area.
+pub(crate) const fn lines_offset(ports: u32) -> usize {
+    bitmap_bytes(ports)
+}
+
+/// The client's inline path on its claimed port, handed to rpc-core as an [`InlineCall`].
+pub(crate) struct ClientInline<'a> {
+    pub(crate) mapped: &'a Mapped,
+    pub(crate) port: u32,
+    pub(crate) wait: &'a ClientWait,
+    /// Whether this claim has set the port's bitmap bit.
+    pub(crate) armed: &'a Cell<bool>,
+}
+
+impl InlineCall for ClientInline<'_> {
+    fn call_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; INLINE_BYTES],
+    ) -> Option<Result<u32, rpc_core::Error>> {
+        if !self.mapped.geometry().serves_inline() || request.len() > INLINE_BYTES {
+            return None;
+        }
+        let line = &self.mapped.inline_lines()[self.port as usize];
+        // SYNC (inline, take the line): pairs with the server's release store of its last reply
+        // sequence; the server's accesses to the payload happen before ours.
+        let last = seq(line.words[word::SERVER].load(Ordering::Acquire));
+        if seq(line.words[word::CLIENT].load(Ordering::Relaxed)) != last {
+            // Only this claim's holder writes the request sequence, and it waits for every reply:
+            // the file was tampered with. Fail the call; the claim is abandoned.
+            return Some(Err(rpc_core::Error::Stalled));
+        }
+        if !self.armed.get() {
+            // Tells the workers to poll this line. Relaxed: a worker that sees the request before
+            // the bit misses nothing (it polls every pass), and one that sees the bit first finds
+            // the line at rest until the store below.
+            let (w, bit) = ((self.port / 32) as usize, 1u32 << (self.port % 32));
+            self.mapped.inline_bitmap()[w].fetch_or(bit, Ordering::Relaxed);
+            self.armed.set(true);
+        }
+        line.write_payload(request);
+        line.words[word::REQUEST_LEN].store(request.len() as u64, Ordering::Relaxed);
+        let next = last.wrapping_add(1);
+        // SYNC (inline, hand the request over): release; pairs with the worker's acquire load of
+        // the request word, so the words above are visible to it.
+        line.words[word::CLIENT].store((opcode as u64) << 32 | next as u64, Ordering::Release);
+        let mut polls = 0u32;
+        let answer = loop {
+            // SYNC (inline, take the reply): acquire; pairs with the worker's release store of
+            // the reply word after it wrote the reply.
+            let answer = line.words[word::SERVER].load(Ordering::Acquire);
+            if seq(answer) == next {
+                break answer;
+            }
+            if self.wait.pause(polls).is_err() {
+                return Some(Err(rpc_core::Error::Stalled));
+            }
+            polls = polls.saturating_add(1);
+        };
+        let status = (answer >> 32) as u32;
+        if status == status::NOT_INLINE {
+            return None;
+        }
+        let len = line.words[word::REPLY_LEN].load(Ordering::Relaxed) as usize;
+        line.read_payload(reply, len);
+        Some(Ok(status))
+    }
+}
+
+/// Clears `port`'s bitmap bit (its claim ends).
+pub(crate) fn disarm(mapped: &Mapped, port: u32) {
+    let (w, bit) = ((port / 32) as usize, 1u32 << (port % 32));
+    mapped.inline_bitmap()[w].fetch_and(!bit, Ordering::Relaxed);
+}
+
+/// What a worker's handler does with an inline request: the status and reply length to send, and
+/// the reply bytes in `reply`.
+pub(crate) type Serve<'h> = dyn FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize) + 'h;
+
+/// Answers the pending requests on the armed lines (bitmap bit set), scanning the bitmap from
+/// word `first`; takes each port's bit in `locks` (the workers' server lock bitmap, which packet
+/// calls take too) while on it. Returns how many were answered.
+///
+/// Every worker polls every armed line, so a handler that blocks holds up only its own port: the
+/// other workers answer the rest. The lock makes one worker answer each request, and keeps the
+/// monitor off a port while a worker is on it.
+pub(crate) fn serve_pending(
+    mapped: &Mapped,
+    locks: &[AtomicU32],
+    first: usize,
+    serve: &mut Serve<'_>,
+) -> u32 {
+    let bitmap = mapped.inline_bitmap();
+    let lines = mapped.inline_lines();
+    let mut answered = 0;
+    for step in 0..bitmap.len() {
+        let w = (first + step) % bitmap.len();
+        let mut bits = bitmap[w].load(Ordering::Relaxed);
+        while bits != 0 {
+            let bit = 1u32 << bits.trailing_zeros();
+            bits &= bits - 1;
+            let line = &lines[w * 32 + bit.trailing_zeros() as usize];
+            if line.at_rest() {
+                continue;
+            }
+            // SYNC (lock acquire): as a packet call's: no other worker, and not the monitor, is
+            // on this port while we hold it.
+            if locks[w].fetch_or(bit, Ordering::Acquire) & bit != 0 {
+                continue;
+            }
+            // SYNC (inline, take the request): acquire; pairs with the client's release store of
+            // the request word. Re-read under the lock: another worker may have answered.
+            let request_word = line.words[word::CLIENT].load(Ordering::Acquire);
+            let pending = seq(request_word);
+            if pending != seq(line.words[word::SERVER].load(Ordering::Relaxed)) {
+                let opcode = (request_word >> 32) as u32;
+                let len = line.words[word::REQUEST_LEN].load(Ordering::Relaxed);
+                let mut reply = [0u8; INLINE_BYTES];
+                let (status, reply_len) = if len > INLINE_BYTES as u64 {
+                    (status::BAD_REQUEST, 0)
+                } else {
+                    let mut request = [0u8; INLINE_BYTES];
+                    line.read_payload(&mut request, len as usize);
+                    serve(opcode, &request[..len as usize], &mut reply)
+                };
+                let reply_len = reply_len.min(INLINE_BYTES);
+                line.write_payload(&reply[..reply_len]);
+                line.words[word::REPLY_LEN].store(reply_len as u64, Ordering::Relaxed);
+                // SYNC (inline, hand the reply back): release; pairs with the client's acquire
+                // load of the reply word.
+                line.words[word::SERVER]
+                    .store((status as u64) << 32 | pending as u64, Ordering::Release);
+                answered += 1;
+            }
+            // SYNC (lock release): pairs with the next holder's acquire.
+            locks[w].fetch_and(!bit, Ordering::Release);
+        }
+    }
+    answered
+}
