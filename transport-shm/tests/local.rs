@@ -463,11 +463,16 @@ fn hostile_inline_requests_get_an_error_status() {
         .open(server.path())
         .unwrap();
     let map = memmap2::MmapOptions::new().map_raw(&file).unwrap();
-    // SAFETY (both): `at` is an aligned offset inside the mapping (the inline bitmap and lines lie
-    // inside the file the geometry describes); every process accesses these words atomically,
-    // with the same width as the library (u32 bitmap words, u64 line words).
-    let bitmap = |at: usize| unsafe { &*map.as_ptr().add(at).cast::<AtomicU32>() };
-    let word = |at: usize| unsafe { &*map.as_ptr().add(at).cast::<AtomicU64>() };
+    // Every process accesses these words atomically, with the same width as the library (u32
+    // bitmap words, u64 line words).
+    let bitmap = |at: usize| {
+        // SAFETY: `at` is a 4-byte aligned offset of the inline bitmap, inside the mapping.
+        unsafe { &*map.as_ptr().add(at).cast::<AtomicU32>() }
+    };
+    let word = |at: usize| {
+        // SAFETY: `at` is an 8-byte aligned offset inside a 64-byte inline line of the mapping.
+        unsafe { &*map.as_ptr().add(at).cast::<AtomicU64>() }
+    };
     // Arm port 5's line by hand, as a client would, and hand over raw requests: word 0 is the
     // request sequence and opcode, word 1 the length, word 2 the reply sequence and status.
     let port = 5;
