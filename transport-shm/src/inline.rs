@@ -84,10 +84,19 @@ impl Line {
 
     /// Writes `bytes` (at most `INLINE_BYTES`) into the payload words they cover.
     fn write_payload(&self, bytes: &[u8]) {
-        for (w, chunk) in bytes[..bytes.len().min(INLINE_BYTES)].chunks(8).enumerate() {
+        let bytes = &bytes[..bytes.len().min(INLINE_BYTES)];
+        let mut chunks = bytes.chunks_exact(8);
+        let mut w = word::PAYLOAD;
+        for chunk in &mut chunks {
+            let v = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+            self.words[w].store(v, Ordering::Relaxed);
+            w += 1;
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
             let mut le = [0u8; 8];
-            le[..chunk.len()].copy_from_slice(chunk);
-            self.words[word::PAYLOAD + w].store(u64::from_le_bytes(le), Ordering::Relaxed);
+            le[..rest.len()].copy_from_slice(rest);
+            self.words[w].store(u64::from_le_bytes(le), Ordering::Relaxed);
         }
     }
 

@@ -115,7 +115,11 @@ pub struct ServerStats {
     pub inline: u64,
 }
 
+/// One thread's counters: each worker and the monitor has its own, in its own cache lines, and is
+/// their only writer, so counting is a plain load and store, never a locked instruction on a
+/// line the other threads write.
 #[derive(Debug, Default)]
+#[repr(align(128))]
 struct Counters {
     served: AtomicU64,
     failed: AtomicU64,
@@ -124,15 +128,22 @@ struct Counters {
     inline: AtomicU64,
 }
 
-impl Counters {
-    fn snapshot(&self) -> ServerStats {
-        ServerStats {
-            served: self.served.load(Ordering::Relaxed),
-            failed: self.failed.load(Ordering::Relaxed),
-            panicked: self.panicked.load(Ordering::Relaxed),
-            reclaimed: self.reclaimed.load(Ordering::Relaxed),
-            inline: self.inline.load(Ordering::Relaxed),
-        }
+/// Adds one to a counter only the calling thread writes.
+fn bump(counter: &AtomicU64) {
+    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// The sum of every thread's counters.
+fn snapshot(counters: &[Counters]) -> ServerStats {
+    let sum = |f: fn(&Counters) -> &AtomicU64| {
+        counters.iter().map(|c| f(c).load(Ordering::Relaxed)).sum()
+    };
+    ServerStats {
+        served: sum(|c| &c.served),
+        failed: sum(|c| &c.failed),
+        panicked: sum(|c| &c.panicked),
+        reclaimed: sum(|c| &c.reclaimed),
+        inline: sum(|c| &c.inline),
     }
 }
 
@@ -141,7 +152,8 @@ struct Shared {
     server_locks: Box<[AtomicU32]>,
     stop: Arc<AtomicBool>,
     stop_monitor: AtomicBool,
-    counters: Counters,
+    /// One set per worker, then the monitor's.
+    counters: Box<[Counters]>,
     config: ServerConfig,
 }
 
@@ -196,7 +208,7 @@ impl ShmServer {
             mapped,
             stop: Arc::new(AtomicBool::new(false)),
             stop_monitor: AtomicBool::new(false),
-            counters: Counters::default(),
+            counters: (0..=workers).map(|_| Counters::default()).collect(),
             config,
         });
         let handler: Arc<dyn Handler> = Arc::new(handler);
@@ -213,7 +225,7 @@ impl ShmServer {
             let first = (i as u64 * geometry.layout().ports() as u64 / workers as u64) as u32;
             let spawned = std::thread::Builder::new()
                 .name(format!("ferry-worker-{i}"))
-                .spawn(move || work(&shared, &*handler, first))
+                .spawn(move || work(&shared, &*handler, i, first))
                 .map_err(|e| ShmError::Io {
                     op: "starting a worker for",
                     path: path.to_path_buf(),
@@ -252,7 +264,7 @@ impl ShmServer {
 
     /// The counters so far.
     pub fn stats(&self) -> ServerStats {
-        self.shared.counters.snapshot()
+        snapshot(&self.shared.counters)
     }
 
     /// The owner word of `port`: `(pid, generation)`; pid 0 means free.
@@ -347,7 +359,8 @@ impl Drop for ShmServer {
 }
 
 /// A worker: serve ports with requests until told to stop (and then until none is pending).
-fn work(shared: &Shared, handler: &dyn Handler, first: u32) {
+fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
+    let counters = &shared.counters[index];
     let mapped = &shared.mapped;
     let wait = ServerWait::new(
         Arc::clone(mapped),
@@ -369,18 +382,18 @@ fn work(shared: &Shared, handler: &dyn Handler, first: u32) {
             handler.handle_inline(opcode, request, reply)
         }));
         let (counter, answer) = match outcome {
-            Ok(Some(answer)) => (Some(&shared.counters.served), answer),
+            Ok(Some(answer)) => (Some(&counters.served), answer),
             // Not served: the client makes the call again through the packets.
             Ok(None) => (None, (status::NOT_INLINE, 0)),
             Err(_) => {
                 reply.fill(0);
-                (Some(&shared.counters.panicked), (status::SERVER_ERROR, 0))
+                (Some(&counters.panicked), (status::SERVER_ERROR, 0))
             }
         };
         // Counted before the reply goes, as for packet calls.
         if let Some(counter) = counter {
-            shared.counters.inline.fetch_add(1, Ordering::Relaxed);
-            counter.fetch_add(1, Ordering::Relaxed);
+            bump(&counters.inline);
+            bump(counter);
         }
         answer
     };
@@ -398,16 +411,16 @@ fn work(shared: &Shared, handler: &dyn Handler, first: u32) {
             process.wait_policy().watch(index);
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| handler.handle(&mut port)));
             let counter = match outcome {
-                Ok(Ok(())) => &shared.counters.served,
-                Ok(Err(_)) => &shared.counters.failed,
-                Err(_) => &shared.counters.panicked,
+                Ok(Ok(())) => &counters.served,
+                Ok(Err(_)) => &counters.failed,
+                Err(_) => &counters.panicked,
             };
             if !matches!(outcome, Ok(Ok(()))) && port.owns_packet() {
                 // Closing hands the packet back; the client reads the status with it.
                 port.set_header(rpc_core::HeaderWord::Status, status::SERVER_ERROR.into());
             }
             // Counted before the port closes, so a client that has its reply sees the count.
-            counter.fetch_add(1, Ordering::Relaxed);
+            bump(counter);
             drop(port);
             continue;
         }
@@ -494,7 +507,7 @@ fn monitor(shared: &Shared) {
                     .compare_exchange(word, free, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
                 {
-                    shared.counters.reclaimed.fetch_add(1, Ordering::Relaxed);
+                    bump(&shared.counters[shared.counters.len() - 1].reclaimed);
                     last[p] = free;
                 }
             }
