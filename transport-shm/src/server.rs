@@ -428,13 +428,15 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
             return;
         }
         // Idle: poll hot for a while (a request usually follows soon), then yield, then sleep,
-        // so an idle server does not burn a core. The clock is read every 64 polls.
+        // so an idle server does not burn a core. The clock is read every 64 polls, the first
+        // time after 64 (a busy worker, idle between calls only, never reads it).
         if idle_polls == 0 {
-            idle_since = Instant::now();
             phase = Idle::Hot;
         }
         idle_polls = idle_polls.wrapping_add(1);
-        if idle_polls.is_multiple_of(64) {
+        if idle_polls == 64 {
+            idle_since = Instant::now();
+        } else if idle_polls.is_multiple_of(64) {
             let idle = idle_since.elapsed();
             phase = if idle < HOT {
                 Idle::Hot
