@@ -34,13 +34,13 @@
 //! | client outbox bit of port p | the client holding p's claim | to hand the packet over |
 //! | server outbox bit of port p | the worker holding p's server lock | to hand the packet back |
 //! | inline line p, request words | the client holding p's claim, line at rest | to call inline |
-//! | inline line p, reply words | the worker holding p's server lock | to answer inline |
+//! | inline line p, reply words | the worker holding p's inline lock | to answer inline |
 //! | inline bitmap bit p | set by p's claim holder; cleared by it, or by the monitor at reclaim | |
 //! | packet p | whichever side owns it (rpc-core's rule) | while it owns it |
 //! | owner word p, free → claimed | any client, by compare-and-swap | to start a call |
 //! | owner word p, claimed → free / abandoned | its holder | when its call ends / fails |
 //! | owner word p, dead or abandoned → free | the server's monitor, holding p's server lock | reclaim |
-//! | server lock bitmap | workers and the monitor, in the server process only | |
+//! | server lock bitmap, inline locks | workers and the monitor, in the server process only | |
 //! | header state word | the server | serving → draining → stopped |
 //!
 //! # Reclaiming the port of a dead client

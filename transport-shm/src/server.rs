@@ -150,6 +150,9 @@ fn snapshot(counters: &[Counters]) -> ServerStats {
 struct Shared {
     mapped: Arc<Mapped>,
     server_locks: Box<[AtomicU32]>,
+    /// One word per port: held (1) by the worker answering the port's inline line, or by the
+    /// monitor reclaiming the port (`inline`).
+    inline_locks: Box<[AtomicU32]>,
     stop: Arc<AtomicBool>,
     stop_monitor: AtomicBool,
     /// One set per worker, then the monitor's.
@@ -203,6 +206,9 @@ impl ShmServer {
         let workers = config.workers.max(1);
         let shared = Arc::new(Shared {
             server_locks: (0..geometry.layout().lock_words())
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            inline_locks: (0..geometry.layout().ports())
                 .map(|_| AtomicU32::new(0))
                 .collect(),
             mapped,
@@ -297,7 +303,8 @@ impl ShmServer {
                 let pid = pid_of(word);
                 // A worker inside a call (between packets of a stream) holds the port's lock.
                 let serving =
-                    self.shared.server_locks[p / 32].load(Ordering::Relaxed) & (1 << (p % 32)) != 0;
+                    self.shared.server_locks[p / 32].load(Ordering::Relaxed) & (1 << (p % 32)) != 0
+                        || self.shared.inline_locks[p].load(Ordering::Relaxed) != 0;
                 let pending = !region.client_owns(p as u32) || !mapped.inline_lines()[p].at_rest();
                 if pending || pid == ABANDONED || serving {
                     *rest = None;
@@ -399,7 +406,7 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
     };
     loop {
         if serves_inline
-            && inline::serve_pending(mapped, &shared.server_locks, first_word, &mut serve_inline)
+            && inline::serve_pending(mapped, &shared.inline_locks, first_word, &mut serve_inline)
                 != 0
         {
             idle_polls = 0;
@@ -493,7 +500,13 @@ fn monitor(shared: &Shared) {
             if shared.server_locks[w].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
                 continue;
             }
-            // SYNC (lock acquire): pairs with a worker's unlock; its last flip is visible.
+            // And the port's inline lock: no worker is answering its line either.
+            if shared.inline_locks[p].swap(1, Ordering::Relaxed) != 0 {
+                shared.server_locks[w].fetch_and(!bit, Ordering::Relaxed);
+                continue;
+            }
+            // SYNC (lock acquire): pairs with a worker's unlock (of either lock); its last flip or
+            // reply is visible.
             std::sync::atomic::fence(Ordering::Acquire);
             // Only a port at rest with the client side, its inline line at rest too, is freed; a
             // pending request is served first (a worker replies, and the next pass frees it).
@@ -515,6 +528,7 @@ fn monitor(shared: &Shared) {
             }
             // SYNC (lock release): as rpc-core's unlock.
             std::sync::atomic::fence(Ordering::Release);
+            shared.inline_locks[p].store(0, Ordering::Relaxed);
             shared.server_locks[w].fetch_and(!bit, Ordering::Relaxed);
         }
     }
