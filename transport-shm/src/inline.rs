@@ -31,14 +31,15 @@
 //! - Only the holder of a port's claim writes words 0–2 and the request, and only while the line
 //!   is at rest; it then waits for the reply before anything else on that port. A packet call and
 //!   an inline call on one port therefore never overlap.
-//! - A worker answers a line only while it holds the port's inline lock (a word per port in the
-//!   server's memory, which the monitor also takes before it frees a port), so no two workers
-//!   answer one request, a handler that blocks holds up only its own port (every worker polls
-//!   every armed line), and the monitor never frees a port under a worker.
+//! - With several workers, a worker answers a line only while it holds the port's inline lock (a
+//!   word per port in the server's memory), so no two workers answer one request; a handler that
+//!   blocks holds up only its own port (every worker polls every armed line).
 //! - The monitor frees a dead or abandoned client's port only if its line is at rest (a pending
-//!   request is answered first, as a pending packet is), and clears its bitmap bit; a drain waits
-//!   for lines that are not at rest.
-//! - Bad input from the other side (a length over 40, an unknown opcode) gets an error status; the
+//!   request is answered first, as a pending packet is), and clears its bitmap bit; it takes no
+//!   inline lock: no new request comes from a holder that is dead or gave up, and a worker touches
+//!   a line only while a request is pending on it (its last access is the store that puts the line
+//!   at rest). A drain waits for lines that are not at rest.
+//! - Bad input from the other side (a length over 32, an unknown opcode) gets an error status; the
 //!   lengths are clamped before any copy.
 
 use std::cell::Cell;
@@ -210,18 +211,18 @@ pub(crate) fn disarm(mapped: &Mapped, port: u32) {
 pub(crate) type Serve<'h> = dyn FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize) + 'h;
 
 /// Answers the pending requests on the armed lines (bitmap bit set), scanning the bitmap from
-/// word `first`; holds each port's word in `locks` (the server's inline locks, one word per port)
-/// while on it. Returns how many were answered.
+/// word `first`. Returns how many were answered.
 ///
 /// Every worker polls every armed line, so a handler that blocks holds up only its own port: the
-/// other workers answer the rest. The lock makes one worker answer each request, and keeps the
-/// monitor (which takes it too) off a port while a worker is on it. It is a word per port rather
-/// than a bit, so that releasing it is a plain store: a locked instruction there would wait for
-/// the reply's stores, which wait for the line to come back from the polling client (measured on
-/// the H200 host: 40 ns a call).
+/// other workers answer the rest. With several workers, `locks` (the server's inline locks, one
+/// word per port) makes one worker answer each request: a worker holds the port's word while on
+/// it. It is a word per port rather than a bit, so that releasing it is a plain store: a locked
+/// instruction there would wait for the reply's stores, which wait for the line to come back from
+/// the polling client (measured on the H200 host: 40 ns a call). A lone worker passes `None` and
+/// takes no lock. The monitor needs none either (see `monitor` in `server`).
 pub(crate) fn serve_pending(
     mapped: &Mapped,
-    locks: &[AtomicU32],
+    locks: Option<&[AtomicU32]>,
     first: usize,
     serve: &mut Serve<'_>,
 ) -> u32 {
@@ -238,9 +239,9 @@ pub(crate) fn serve_pending(
             if line.at_rest() {
                 continue;
             }
-            // SYNC (lock acquire): pairs with the release store of the last holder (a worker or
-            // the monitor); while we hold it no other worker, and not the monitor, is on the port.
-            if locks[port].swap(1, Ordering::Acquire) != 0 {
+            // SYNC (lock acquire): pairs with the release store of the last holder; while we hold
+            // it no other worker is on the port.
+            if locks.is_some_and(|l| l[port].swap(1, Ordering::Acquire) != 0) {
                 continue;
             }
             // SYNC (inline, take the request): acquire; pairs with the client's release store of
@@ -268,7 +269,9 @@ pub(crate) fn serve_pending(
                 answered += 1;
             }
             // SYNC (lock release): a plain store; pairs with the next holder's acquire.
-            locks[port].store(0, Ordering::Release);
+            if let Some(locks) = locks {
+                locks[port].store(0, Ordering::Release);
+            }
         }
     }
     answered

@@ -150,8 +150,8 @@ fn snapshot(counters: &[Counters]) -> ServerStats {
 struct Shared {
     mapped: Arc<Mapped>,
     server_locks: Box<[AtomicU32]>,
-    /// One word per port: held (1) by the worker answering the port's inline line, or by the
-    /// monitor reclaiming the port (`inline`).
+    /// One word per port: held (1) by the worker answering the port's inline line, when there is
+    /// more than one worker (`inline::serve_pending`).
     inline_locks: Box<[AtomicU32]>,
     stop: Arc<AtomicBool>,
     stop_monitor: AtomicBool,
@@ -384,6 +384,8 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
     let mut phase = Idle::Hot;
     let serves_inline = mapped.geometry().serves_inline();
     let first_word = (first / 32) as usize;
+    // A lone worker has no other worker to keep off its lines.
+    let inline_locks = (shared.config.workers > 1).then_some(&*shared.inline_locks);
     let mut serve_inline = |opcode: u32, request: &[u8], reply: &mut [u8; INLINE_BYTES]| {
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
             handler.handle_inline(opcode, request, reply)
@@ -406,8 +408,7 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
     };
     loop {
         if serves_inline
-            && inline::serve_pending(mapped, &shared.inline_locks, first_word, &mut serve_inline)
-                != 0
+            && inline::serve_pending(mapped, inline_locks, first_word, &mut serve_inline) != 0
         {
             idle_polls = 0;
             continue;
@@ -500,16 +501,13 @@ fn monitor(shared: &Shared) {
             if shared.server_locks[w].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
                 continue;
             }
-            // And the port's inline lock: no worker is answering its line either.
-            if shared.inline_locks[p].swap(1, Ordering::Relaxed) != 0 {
-                shared.server_locks[w].fetch_and(!bit, Ordering::Relaxed);
-                continue;
-            }
-            // SYNC (lock acquire): pairs with a worker's unlock (of either lock); its last flip or
-            // reply is visible.
+            // SYNC (lock acquire): pairs with a worker's unlock; its last flip is visible.
             std::sync::atomic::fence(Ordering::Acquire);
             // Only a port at rest with the client side, its inline line at rest too, is freed; a
             // pending request is served first (a worker replies, and the next pass frees it).
+            // The inline line needs no lock here: its holder is dead or gave up, so no new request
+            // comes, and a worker touches a line only while a request is pending on it (its last
+            // access is the store that puts the line at rest).
             if region.client_owns(p as u32) && mapped.inline_lines()[p].at_rest() {
                 let free = pack(generation_of(word), 0);
                 // Disarm the line before freeing the port: after the compare-and-swap a new
@@ -528,7 +526,6 @@ fn monitor(shared: &Shared) {
             }
             // SYNC (lock release): as rpc-core's unlock.
             std::sync::atomic::fence(Ordering::Release);
-            shared.inline_locks[p].store(0, Ordering::Relaxed);
             shared.server_locks[w].fetch_and(!bit, Ordering::Relaxed);
         }
     }

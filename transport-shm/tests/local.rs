@@ -424,12 +424,17 @@ fn small_calls_travel_inline_and_the_others_through_the_packets() {
     let packets_only = |port: &mut ServerPort<'_, '_>| demo::serve(port);
     let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
     let want: u64 = data.iter().map(|&b| b as u64).sum();
-    for inline in [true, false] {
+    // Inline with one worker (no inline locks) and with two; packets only.
+    for (inline, workers) in [(true, 1), (true, 2), (false, 2)] {
         let path = unique("inline");
+        let config = ServerConfig {
+            workers,
+            ..demo_config()
+        };
         let server = if inline {
-            ShmServer::start(&path, demo_config(), demo::DemoHandler).unwrap()
+            ShmServer::start(&path, config, demo::DemoHandler).unwrap()
         } else {
-            ShmServer::start(&path, demo_config(), packets_only).unwrap()
+            ShmServer::start(&path, config, packets_only).unwrap()
         };
         let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
         for id in 0..100u64 {
