@@ -225,10 +225,12 @@ fn a_blocked_handler_does_not_stall_other_ports() {
             if port.opcode() == BLOCK {
                 port.recv(|_, _| {})?;
                 let (open, cv) = &*g;
-                let mut open = open.lock().unwrap();
-                while !*open {
-                    open = cv.wait(open).unwrap();
-                }
+                // Opened by the test; bounded, so a failing test still lets the server stop.
+                let _ = cv
+                    .wait_timeout_while(open.lock().unwrap(), Duration::from_secs(30), |open| {
+                        !*open
+                    })
+                    .unwrap();
                 return port.send(|_, _| {});
             }
             demo::serve(port)

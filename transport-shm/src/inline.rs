@@ -33,7 +33,7 @@
 //!   an inline call on one port therefore never overlap.
 //! - With several workers, a worker answers a line only while it holds the port's inline lock (a
 //!   word per port in the server's memory), so no two workers answer one request; a handler that
-//!   blocks holds up only its own port (every worker polls every armed line).
+//!   blocks holds up only its own port (the other workers sweep every armed line now and then).
 //! - The monitor frees a dead or abandoned client's port only if its line is at rest (a pending
 //!   request is answered first, as a pending packet is), and clears its bitmap bit; it takes no
 //!   inline lock: no new request comes from a holder that is dead or gave up, and a worker touches
@@ -210,11 +210,13 @@ pub(crate) fn disarm(mapped: &Mapped, port: u32) {
 /// the reply bytes in `reply`.
 pub(crate) type Serve<'h> = dyn FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize) + 'h;
 
-/// Answers the pending requests on the armed lines (bitmap bit set), scanning the bitmap from
-/// word `first`. Returns how many were answered.
+/// Answers the pending requests on the armed lines (bitmap bit set) of bitmap words `words`.
+/// Returns how many were answered.
 ///
-/// Every worker polls every armed line, so a handler that blocks holds up only its own port: the
-/// other workers answer the rest. With several workers, `locks` (the server's inline locks, one
+/// Each worker polls its own share of the bitmap words on every pass and all of them on every
+/// `SWEEP`th (`server::work`): a line polled by one worker moves between two cores only, and a
+/// handler that blocks still holds up only its own port, since the other workers' sweeps answer
+/// the rest of its share. With several workers, `locks` (the server's inline locks, one
 /// word per port) makes one worker answer each request: a worker holds the port's word while on
 /// it. It is a word per port rather than a bit, so that releasing it is a plain store: a locked
 /// instruction there would wait for the reply's stores, which wait for the line to come back from
@@ -223,14 +225,13 @@ pub(crate) type Serve<'h> = dyn FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> (u
 pub(crate) fn serve_pending(
     mapped: &Mapped,
     locks: Option<&[AtomicU32]>,
-    first: usize,
+    words: std::ops::Range<usize>,
     serve: &mut Serve<'_>,
 ) -> u32 {
     let bitmap = mapped.inline_bitmap();
     let lines = mapped.inline_lines();
     let mut answered = 0;
-    for step in 0..bitmap.len() {
-        let w = (first + step) % bitmap.len();
+    for w in words {
         let mut bits = bitmap[w].load(Ordering::Relaxed);
         while bits != 0 {
             let port = w * 32 + bits.trailing_zeros() as usize;

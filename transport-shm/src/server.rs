@@ -383,9 +383,14 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
     let mut idle_since = Instant::now();
     let mut phase = Idle::Hot;
     let serves_inline = mapped.geometry().serves_inline();
-    let first_word = (first / 32) as usize;
     // A lone worker has no other worker to keep off its lines.
-    let inline_locks = (shared.config.workers > 1).then_some(&*shared.inline_locks);
+    let workers = shared.config.workers.max(1);
+    let inline_locks = (workers > 1).then_some(&*shared.inline_locks);
+    // This worker's share of the inline bitmap words (maybe none), polled on every pass; all of
+    // them every `SWEEP` passes.
+    let words = shared.server_locks.len();
+    let own = index * words / workers..(index + 1) * words / workers;
+    let mut pass = 0u32;
     let mut serve_inline = |opcode: u32, request: &[u8], reply: &mut [u8; INLINE_BYTES]| {
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
             handler.handle_inline(opcode, request, reply)
@@ -407,11 +412,17 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
         answer
     };
     loop {
-        if serves_inline
-            && inline::serve_pending(mapped, inline_locks, first_word, &mut serve_inline) != 0
-        {
-            idle_polls = 0;
-            continue;
+        if serves_inline {
+            pass = pass.wrapping_add(1);
+            let scan = if workers > 1 && pass.is_multiple_of(SWEEP) {
+                0..words
+            } else {
+                own.clone()
+            };
+            if inline::serve_pending(mapped, inline_locks, scan, &mut serve_inline) != 0 {
+                idle_polls = 0;
+                continue;
+            }
         }
         if let Some(mut port) = process.try_open(()) {
             idle_polls = 0;
@@ -461,6 +472,9 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
         }
     }
 }
+
+/// Every how many passes a worker polls every armed inline line, not only its own share.
+const SWEEP: u32 = 16;
 
 /// How an idle worker waits before its next poll.
 #[derive(Clone, Copy)]
