@@ -206,7 +206,9 @@ impl ShmClient {
         };
         let result = {
             let inline = ClientInline {
-                mapped: &self.mapped,
+                bitmap: self.mapped.inline_bitmap(),
+                lines: self.mapped.inline_lines(),
+                serves: self.mapped.geometry().serves_inline(),
                 port: index,
                 wait: &self.wait,
                 armed: &self.inline_armed,
@@ -287,7 +289,7 @@ impl ShmClient {
     /// the port is free another client may arm it) and frees the owner word.
     fn end_claim(&self, port: u32, mine: u64) {
         if self.inline_armed.replace(false) {
-            inline::disarm(&self.mapped, port);
+            inline::disarm(self.mapped.inline_bitmap(), port);
         }
         release(&self.mapped.owners()[port as usize], mine);
     }

@@ -84,7 +84,15 @@ impl Mapped {
         &self.path
     }
 
+    /// The rpc-core region inside the file. (Under loom, whose model of inline lines maps no file,
+    /// rpc-core has no raw regions.)
+    #[cfg(loom)]
+    pub(crate) fn region(&self) -> Region<'_, ShmMailbox> {
+        unreachable!("the loom model maps no file")
+    }
+
     /// The rpc-core region inside the file.
+    #[cfg(not(loom))]
     pub(crate) fn region(&self) -> Region<'_, ShmMailbox> {
         let g = &self.geometry;
         // SAFETY: the mapping is `file_size` bytes, page aligned, alive as long as `self`;

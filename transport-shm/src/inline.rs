@@ -47,10 +47,8 @@ use std::cell::Cell;
 use rpc_core::service::{InlineCall, INLINE_BYTES};
 use rpc_core::Wait;
 
-use crate::file::Mapped;
 use crate::status;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
-use crate::wait::ClientWait;
 
 /// Word indices in an inline line.
 pub(crate) mod word {
@@ -74,6 +72,8 @@ pub(crate) struct Line {
     pub(crate) words: [AtomicU64; 8],
 }
 
+// Loom's atomics are larger; the model never maps a file.
+#[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<Line>() == 64);
 
 impl Line {
@@ -131,25 +131,29 @@ pub(crate) const fn lines_offset(ports: u32) -> usize {
 const SPIN_POLLS: u32 = 1024;
 
 /// The client's inline path on its claimed port, handed to rpc-core as an [`InlineCall`].
-pub(crate) struct ClientInline<'a> {
-    pub(crate) mapped: &'a Mapped,
+pub(crate) struct ClientInline<'a, W: Wait> {
+    /// The inline bitmap and lines of the file (`Mapped::inline_bitmap`, `inline_lines`).
+    pub(crate) bitmap: &'a [AtomicU32],
+    pub(crate) lines: &'a [Line],
+    /// Whether the server answers inline calls (the header's flag).
+    pub(crate) serves: bool,
     pub(crate) port: u32,
-    pub(crate) wait: &'a ClientWait,
+    pub(crate) wait: &'a W,
     /// Whether this claim has set the port's bitmap bit.
     pub(crate) armed: &'a Cell<bool>,
 }
 
-impl InlineCall for ClientInline<'_> {
+impl<W: Wait> InlineCall for ClientInline<'_, W> {
     fn call_inline(
         &self,
         opcode: u32,
         request: &[u8],
         reply: &mut [u8; INLINE_BYTES],
     ) -> Option<Result<u32, rpc_core::Error>> {
-        if !self.mapped.geometry().serves_inline() || request.len() > INLINE_BYTES {
+        if !self.serves || request.len() > INLINE_BYTES {
             return None;
         }
-        let line = &self.mapped.inline_lines()[self.port as usize];
+        let line = &self.lines[self.port as usize];
         // SYNC (inline, take the line): pairs with the server's release store of its last reply
         // sequence; the server's accesses to the payload happen before ours.
         let last = seq(line.words[word::SERVER].load(Ordering::Acquire));
@@ -163,7 +167,7 @@ impl InlineCall for ClientInline<'_> {
             // the bit misses nothing (it polls every pass), and one that sees the bit first finds
             // the line at rest until the store below.
             let (w, bit) = ((self.port / 32) as usize, 1u32 << (self.port % 32));
-            self.mapped.inline_bitmap()[w].fetch_or(bit, Ordering::Relaxed);
+            self.bitmap[w].fetch_or(bit, Ordering::Relaxed);
             self.armed.set(true);
         }
         line.write_payload(request);
@@ -201,9 +205,9 @@ impl InlineCall for ClientInline<'_> {
 }
 
 /// Clears `port`'s bitmap bit (its claim ends).
-pub(crate) fn disarm(mapped: &Mapped, port: u32) {
+pub(crate) fn disarm(bitmap: &[AtomicU32], port: u32) {
     let (w, bit) = ((port / 32) as usize, 1u32 << (port % 32));
-    mapped.inline_bitmap()[w].fetch_and(!bit, Ordering::Relaxed);
+    bitmap[w].fetch_and(!bit, Ordering::Relaxed);
 }
 
 /// What a worker's handler does with an inline request: the status and reply length to send, and
@@ -223,13 +227,12 @@ pub(crate) type Serve<'h> = dyn FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> (u
 /// the polling client (measured on the H200 host: 40 ns a call). A lone worker passes `None` and
 /// takes no lock. The monitor needs none either (see `monitor` in `server`).
 pub(crate) fn serve_pending(
-    mapped: &Mapped,
+    bitmap: &[AtomicU32],
+    lines: &[Line],
     locks: Option<&[AtomicU32]>,
     words: std::ops::Range<usize>,
     serve: &mut Serve<'_>,
 ) -> u32 {
-    let bitmap = mapped.inline_bitmap();
-    let lines = mapped.inline_lines();
     let mut answered = 0;
     for w in words {
         let mut bits = bitmap[w].load(Ordering::Relaxed);
@@ -276,4 +279,151 @@ pub(crate) fn serve_pending(
         }
     }
     answered
+}
+
+/// The inline protocol under loom: every interleaving (to a preemption bound) of a client and the
+/// workers that poll its line. Run with
+/// `RUSTFLAGS="--cfg loom" cargo test -p transport-shm --lib --release inline::model`.
+#[cfg(all(test, loom))]
+mod model {
+    use super::*;
+    use crate::sync::AtomicBool;
+    use loom::sync::Arc;
+    use loom::thread;
+    use rpc_core::Stalled;
+
+    /// A wait that hands the processor to the other threads (loom explores spin loops that way).
+    struct Yield;
+
+    impl Wait for Yield {
+        fn pause(&self, _polls: u32) -> Result<(), Stalled> {
+            thread::yield_now();
+            Ok(())
+        }
+    }
+
+    fn line() -> Line {
+        Line {
+            words: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    /// The handler: the request's first eight bytes plus the opcode, and a count of its runs.
+    fn answer(
+        runs: &AtomicU32,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; INLINE_BYTES],
+    ) -> (u32, usize) {
+        runs.fetch_add(1, Ordering::Relaxed);
+        let x = u64::from_le_bytes(request[..8].try_into().expect("8 bytes")) + opcode as u64;
+        reply[..8].copy_from_slice(&x.to_le_bytes());
+        (status::OK, 8)
+    }
+
+    /// A client making `calls` calls in turn on one line, and `workers` workers polling it, to
+    /// two preemptions per execution.
+    fn run(workers: usize, calls: u64) {
+        let mut builder = loom::model::Builder::new();
+        builder.max_branches = 1_000_000;
+        builder.preemption_bound.get_or_insert(2);
+        builder.check(move || {
+            let bitmap = Arc::new(vec![AtomicU32::new(0)]);
+            let lines = Arc::new(vec![line()]);
+            let locks = Arc::new(vec![AtomicU32::new(0)]);
+            let runs = Arc::new(AtomicU32::new(0));
+            let done = Arc::new(AtomicBool::new(false));
+            let servers: Vec<_> = (0..workers)
+                .map(|_| {
+                    let (bitmap, lines, locks) = (bitmap.clone(), lines.clone(), locks.clone());
+                    let (runs, done) = (runs.clone(), done.clone());
+                    thread::spawn(move || {
+                        let locks = (workers > 1).then_some(&locks[..]);
+                        let mut serve = |op: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]| {
+                            answer(&runs, op, req, rep)
+                        };
+                        while !done.load(Ordering::Acquire) {
+                            serve_pending(&bitmap, &lines, locks, 0..1, &mut serve);
+                            thread::yield_now();
+                        }
+                    })
+                })
+                .collect();
+            let armed = std::cell::Cell::new(false);
+            let client = ClientInline {
+                bitmap: &bitmap,
+                lines: &lines,
+                serves: true,
+                port: 0,
+                wait: &Yield,
+                armed: &armed,
+            };
+            for call in 1..=calls {
+                let mut reply = [0u8; INLINE_BYTES];
+                let request = (call * 10).to_le_bytes();
+                let status = client.call_inline(7, &request, &mut reply);
+                assert_eq!(status, Some(Ok(status::OK)));
+                // Its own reply, complete: never the previous call's, never half written.
+                assert_eq!(
+                    u64::from_le_bytes(reply[..8].try_into().unwrap()),
+                    call * 10 + 7
+                );
+                assert!(reply[8..].iter().all(|&b| b == 0));
+            }
+            done.store(true, Ordering::Release);
+            for s in servers {
+                s.join().unwrap();
+            }
+            // Each request was answered exactly once.
+            assert_eq!(runs.load(Ordering::Relaxed), calls as u32);
+            assert!(lines[0].at_rest());
+        });
+    }
+
+    #[test]
+    fn one_worker_answers_two_calls_in_turn() {
+        run(1, 2);
+    }
+
+    /// Two workers make one pass each while the client hands a request over: never are both
+    /// answering it, and an answer is the right one. (Exhaustive to the preemption bound; the
+    /// spinning version with two workers does not fit a CI run.)
+    #[test]
+    fn two_workers_never_answer_one_request_twice() {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound.get_or_insert(3);
+        builder.check(|| {
+            let bitmap = Arc::new(vec![AtomicU32::new(1)]);
+            let lines = Arc::new(vec![line()]);
+            let locks = Arc::new(vec![AtomicU32::new(0)]);
+            let runs = Arc::new(AtomicU32::new(0));
+            let workers: Vec<_> = (0..2)
+                .map(|_| {
+                    let (bitmap, lines, locks, runs) =
+                        (bitmap.clone(), lines.clone(), locks.clone(), runs.clone());
+                    thread::spawn(move || {
+                        let mut serve = |op: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]| {
+                            answer(&runs, op, req, rep)
+                        };
+                        serve_pending(&bitmap, &lines, Some(&locks[..]), 0..1, &mut serve)
+                    })
+                })
+                .collect();
+            // The client's hand-over, as `ClientInline::call_inline` makes it.
+            let line = &lines[0];
+            line.write_payload(&40u64.to_le_bytes());
+            line.words[word::REQUEST_LEN].store(8, Ordering::Relaxed);
+            line.words[word::CLIENT].store(7 << 32 | 1, Ordering::Release);
+            let answered: u32 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+            assert!(answered <= 1, "one request answered {answered} times");
+            assert_eq!(runs.load(Ordering::Relaxed), answered);
+            let reply = line.words[word::SERVER].load(Ordering::Acquire);
+            if answered == 1 {
+                assert_eq!(seq(reply), 1);
+                assert_eq!(line.words[word::PAYLOAD].load(Ordering::Relaxed), 47);
+            } else {
+                assert_eq!(seq(reply), 0);
+            }
+        });
+    }
 }

@@ -419,7 +419,8 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
             } else {
                 own.clone()
             };
-            if inline::serve_pending(mapped, inline_locks, scan, &mut serve_inline) != 0 {
+            let (bitmap, lines) = (mapped.inline_bitmap(), mapped.inline_lines());
+            if inline::serve_pending(bitmap, lines, inline_locks, scan, &mut serve_inline) != 0 {
                 idle_polls = 0;
                 continue;
             }
@@ -527,7 +528,7 @@ fn monitor(shared: &Shared) {
                 // Disarm the line before freeing the port: after the compare-and-swap a new
                 // claimer may arm it, and its bit must stay. (If the swap fails, the word's holder
                 // is still the dead or abandoned one, whose calls are over.)
-                inline::disarm(mapped, p as u32);
+                inline::disarm(mapped.inline_bitmap(), p as u32);
                 // SYNC (reclaim): the holder is dead or gave up, so only we change the word; the
                 // release pairs with the next claimer's acquire.
                 if owners[p]
