@@ -139,7 +139,7 @@ impl Mapped {
         let ports = g.layout().ports();
         // SAFETY: the lines start `inline::lines_offset(ports)` (a multiple of 64) into the inline
         // area and fill the rest of it, up to `file_size`, inside the live mapping; a `Line` is
-        // 64 bytes of `AtomicU32`, valid for any bits, and reached only atomically by every
+        // 64 bytes of `AtomicU64`, valid for any bits, and reached only atomically by every
         // process.
         unsafe {
             std::slice::from_raw_parts(

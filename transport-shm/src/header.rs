@@ -337,8 +337,12 @@ impl Geometry {
             }
         }
         let flags = u32_at(b, 112);
-        if flags & !FLAG_INLINE != 0 {
-            return Err(bad("flags", flags.into(), "bit 0 only"));
+        if flags & !FLAG_INLINE != 0 || (flags & FLAG_INLINE != 0 && lanes != 1) {
+            return Err(bad(
+                "flags",
+                flags.into(),
+                "bit 0 only, and only with one lane (inline calls are single-lane)",
+            ));
         }
         if real_size != geometry.file_size {
             return Err(bad(
@@ -453,6 +457,12 @@ mod tests {
                 "checksum"
             );
         }
+        // Inline calls are single-lane: the flag on a wider region is refused.
+        let wide = Geometry::new(64, 2, 0xfeed, 1234)
+            .unwrap()
+            .with_inline(true);
+        let err = Geometry::decode(&wide.encode(), wide.file_size() as u64, None).unwrap_err();
+        assert_eq!(err.field, "flags", "{err}");
         let err = Geometry::decode(&good, size, Some(0xbeef)).unwrap_err();
         assert_eq!(err.field, "fingerprint");
         assert!(err.to_string().contains("another service schema"), "{err}");

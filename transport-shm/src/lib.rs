@@ -87,7 +87,7 @@
 //!
 //! "A" in an owner word is the holder's pid *and a tag of its start time* (`owner::holder`): a
 //! killed client's pid reused by a new process before the monitor looks is told apart by its later
-//! start time, and the port is reclaimed. One reused pid in 1023 gets the same tag; that port then
+//! start time, and the port is reclaimed. One reused pid in 1022 gets the same tag; that port then
 //! stays held until the new process exits (never freed early: the check errs on the side of
 //! holding). The header records the server's start time the same way, so a client does not take
 //! a crashed server's recycled pid for a live server.

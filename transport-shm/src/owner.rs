@@ -5,13 +5,14 @@
 //! ```text
 //! bits 63..32  generation   +1 at every claim of the port
 //! bits 31..0   holder       0: free; ABANDONED: given up by a live client; else the holder:
-//!              bits 31..22  start tag   a hash of the holder's start time (0..1023, never 1023)
+//!              bits 31..22  start tag   a hash of the holder's start time (1..=1022; 0 if it
+//!                                        could not be read: judged by the pid alone)
 //!              bits 21..0   pid         the holder's process id (Linux pids are below 2^22)
 //! ```
 //!
 //! The start tag tells a holder from a later process that was given its recycled pid: a port whose
 //! pid is alive but whose tag differs from the live process's is held by a dead client. (One
-//! recycled pid in 1023 gets the same tag; its port then waits until that process exits, as every
+//! recycled pid in 1022 gets the same tag; its port then waits until that process exits, as every
 //! port did before tags.)
 //!
 //! The owner word *is* the clients' cross-process lock: a client claims a port by one
@@ -30,8 +31,11 @@ pub const ABANDONED: u32 = u32::MAX;
 /// Bits of a holder that carry the pid.
 pub const PID_BITS: u32 = 22;
 const PID_MASK: u32 = (1 << PID_BITS) - 1;
-/// Start tags are `0..START_TAGS`: never all ones, so no holder is `ABANDONED`.
-const START_TAGS: u64 = (1 << (32 - PID_BITS)) - 1;
+/// Start tags are `1..=START_TAGS`, and 0 for a holder whose start time could not be read
+/// (`UNKNOWN_START`): never all ones, so no holder is `ABANDONED`.
+const START_TAGS: u64 = (1 << (32 - PID_BITS)) - 2;
+/// The tag of a holder whose start time is unknown: judged by its pid alone.
+const UNKNOWN_START: u32 = 0;
 
 /// The holder field of an owner word: 0 free, `ABANDONED`, or a holder (`holder`).
 pub const fn holder_of(word: u64) -> u32 {
@@ -48,11 +52,15 @@ pub const fn pid_of(word: u64) -> u32 {
 
 /// The tag of a process start time (`start_time`).
 const fn start_tag(start: u64) -> u32 {
-    (start.wrapping_mul(0x9e37_79b9_7f4a_7c15) % START_TAGS) as u32
+    match start {
+        0 => UNKNOWN_START,
+        s => 1 + (s.wrapping_mul(0x9e37_79b9_7f4a_7c15) % START_TAGS) as u32,
+    }
 }
 
-/// The holder field for process `pid` started at `start` (`start_time`), or `None` if the pid
-/// does not fit in [`PID_BITS`] bits (no Linux pid is that large) or is 0.
+/// The holder field for process `pid` started at `start` (`start_time`; 0 if it could not be read:
+/// such a holder is judged by its pid alone), or `None` if the pid does not fit in [`PID_BITS`]
+/// bits (no Linux pid is that large) or is 0.
 pub const fn holder(pid: u32, start: u64) -> Option<u32> {
     if pid == 0 || pid > PID_MASK {
         return None;
@@ -162,7 +170,10 @@ pub fn holder_alive(holder: u32) -> bool {
     }
     match alive_since(holder & PID_MASK) {
         None => false,
-        Some(started) => started.is_none_or(|s| start_tag(s) == holder >> PID_BITS),
+        Some(started) => {
+            let tag = holder >> PID_BITS;
+            tag == UNKNOWN_START || started.is_none_or(|s| start_tag(s) == tag)
+        }
     }
 }
 
@@ -202,6 +213,8 @@ mod tests {
         assert!(!process_alive(me, start + 1));
         assert_eq!(holder(0, start), None);
         assert_eq!(holder(1 << PID_BITS, start), None);
+        // A holder whose start time could not be read is judged by its pid alone: alive here.
+        assert!(holder_alive(holder(me, 0).unwrap()));
         // No start time gives the ABANDONED pattern, whatever the pid.
         assert!((0..100_000u64).all(|t| holder(PID_MASK, t) != Some(ABANDONED)));
         assert!(!holder_alive(0) && !holder_alive(ABANDONED));

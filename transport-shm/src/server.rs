@@ -41,7 +41,9 @@ pub trait Handler: Send + Sync + 'static {
     /// in, the reply's written at the start of `reply`; returns the status to send back and the
     /// reply's length in bytes, or `None` if this call cannot be served inline (the client then
     /// makes it through the packets). A derived service forwards to its generated
-    /// `dispatch_inline`. Only called if [`serves_inline`](Self::serves_inline) says so.
+    /// `dispatch_inline`. Only called if [`serves_inline`](Self::serves_inline) says so. Never
+    /// return `status::NOT_INLINE` (the client would make the call again): return `None`; a
+    /// handler that returns it is counted failed and answered `status::SERVER_ERROR`.
     fn handle_inline(
         &self,
         opcode: u32,
@@ -290,6 +292,7 @@ impl ShmServer {
         let deadline = Instant::now() + drain;
         let region = mapped.region();
         let ports = mapped.geometry().layout().ports() as usize;
+        let serves_inline = mapped.geometry().serves_inline();
         // A sticky client holds its claim between calls and gives it back at its next call (it
         // then sees the state). One idle since before the drain never calls again: its claim
         // counts as finished once its port has stayed at rest, under the same owner word, for
@@ -305,7 +308,8 @@ impl ShmServer {
                 let serving =
                     self.shared.server_locks[p / 32].load(Ordering::Relaxed) & (1 << (p % 32)) != 0
                         || self.shared.inline_locks[p].load(Ordering::Relaxed) != 0;
-                let pending = !region.client_owns(p as u32) || !mapped.inline_lines()[p].at_rest();
+                let line_pending = serves_inline && !mapped.inline_lines()[p].at_rest();
+                let pending = !region.client_owns(p as u32) || line_pending;
                 if pending || pid == ABANDONED || serving {
                     *rest = None;
                     busy = true;
@@ -396,6 +400,11 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
             handler.handle_inline(opcode, request, reply)
         }));
         let (counter, answer) = match outcome {
+            // NOT_INLINE is this transport's word for "use the packets", which would run the call
+            // a second time: a handler that returns it (instead of `None`) has failed.
+            Ok(Some((status::NOT_INLINE, _))) => {
+                (Some(&counters.failed), (status::SERVER_ERROR, 0))
+            }
             Ok(Some(answer)) => (Some(&counters.served), answer),
             // Not served: the client makes the call again through the packets.
             Ok(None) => (None, (status::NOT_INLINE, 0)),
@@ -412,6 +421,9 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
         answer
     };
     loop {
+        // Every pass polls both the inline lines and the packets, so a stream of inline calls
+        // cannot starve packet calls (nor the stop below).
+        let mut answered = 0;
         if serves_inline {
             pass = pass.wrapping_add(1);
             let scan = if workers > 1 && pass.is_multiple_of(SWEEP) {
@@ -420,10 +432,7 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
                 own.clone()
             };
             let (bitmap, lines) = (mapped.inline_bitmap(), mapped.inline_lines());
-            if inline::serve_pending(bitmap, lines, inline_locks, scan, &mut serve_inline) != 0 {
-                idle_polls = 0;
-                continue;
-            }
+            answered = inline::serve_pending(bitmap, lines, inline_locks, scan, &mut serve_inline);
         }
         if let Some(mut port) = process.try_open(()) {
             idle_polls = 0;
@@ -442,6 +451,10 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
             // Counted before the port closes, so a client that has its reply sees the count.
             bump(counter);
             drop(port);
+            continue;
+        }
+        if answered != 0 {
+            idle_polls = 0;
             continue;
         }
         if shared.stop.load(Ordering::Relaxed) {
@@ -498,6 +511,7 @@ fn monitor(shared: &Shared) {
     let owners = mapped.owners();
     let region = mapped.region();
     let ports = owners.len();
+    let serves_inline = mapped.geometry().serves_inline();
     let mut last = vec![0u64; ports];
     while !shared.stop_monitor.load(Ordering::Relaxed) {
         std::thread::sleep(shared.config.reclaim_interval);
@@ -523,11 +537,13 @@ fn monitor(shared: &Shared) {
             // The inline line needs no lock here: its holder is dead or gave up, so no new request
             // comes, and a worker touches a line only while a request is pending on it (its last
             // access is the store that puts the line at rest).
-            if region.client_owns(p as u32) && mapped.inline_lines()[p].at_rest() {
+            // (A server that serves no inline calls ignores the lines: no worker would answer one.)
+            let line_at_rest = !serves_inline || mapped.inline_lines()[p].at_rest();
+            if region.client_owns(p as u32) && line_at_rest {
                 let free = pack(generation_of(word), 0);
                 // Disarm the line before freeing the port: after the compare-and-swap a new
-                // claimer may arm it, and its bit must stay. (If the swap fails, the word's holder
-                // is still the dead or abandoned one, whose calls are over.)
+                // claimer may arm it, and its bit must stay. (The swap fails only if the word was
+                // changed behind the protocol's back; the port then stays as it is, disarmed.)
                 inline::disarm(mapped.inline_bitmap(), p as u32);
                 // SYNC (reclaim): the holder is dead or gave up, so only we change the word; the
                 // release pairs with the next claimer's acquire.
@@ -538,6 +554,11 @@ fn monitor(shared: &Shared) {
                     bump(&shared.counters[shared.counters.len() - 1].reclaimed);
                     last[p] = free;
                 }
+            } else if !line_at_rest {
+                // A request left on the line: make sure a worker polls it (a claimer that found the
+                // line in a state it did not leave gives the port up without arming it), so the
+                // line comes to rest and a later pass frees the port.
+                mapped.inline_bitmap()[w].fetch_or(bit, Ordering::Relaxed);
             }
             // SYNC (lock release): as rpc-core's unlock.
             std::sync::atomic::fence(Ordering::Release);

@@ -457,27 +457,8 @@ fn small_calls_travel_inline_and_the_others_through_the_packets() {
 
 #[test]
 fn hostile_inline_requests_get_an_error_status() {
-    use std::sync::atomic::{AtomicU32, AtomicU64};
-    let server = demo_server("hostile-inline");
-    let g = *ShmClient::attach(server.path(), ClientConfig::default())
-        .unwrap()
-        .geometry();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(server.path())
-        .unwrap();
-    let map = memmap2::MmapOptions::new().map_raw(&file).unwrap();
-    // Every process accesses these words atomically, with the same width as the library (u32
-    // bitmap words, u64 line words).
-    let bitmap = |at: usize| {
-        // SAFETY: `at` is a 4-byte aligned offset of the inline bitmap, inside the mapping.
-        unsafe { &*map.as_ptr().add(at).cast::<AtomicU32>() }
-    };
-    let word = |at: usize| {
-        // SAFETY: `at` is an 8-byte aligned offset inside a 64-byte inline line of the mapping.
-        unsafe { &*map.as_ptr().add(at).cast::<AtomicU64>() }
-    };
+    let (server, g, map) = raw_view("hostile-inline");
+    let (bitmap, word) = (|at| word32(&map, at), |at| word64(&map, at));
     // Arm port 5's line by hand, as a client would, and hand over raw requests: word 0 is the
     // request sequence and opcode, word 1 the length, word 2 the reply sequence and status.
     let port = 5;
@@ -564,9 +545,85 @@ fn a_sticky_handle_keeps_its_port_until_released_dropped_or_drained() {
     assert_eq!(c.client().held_port(), None);
 }
 
+/// Maps `path` for writing its words directly, as another process would.
+fn map_file(path: &std::path::Path) -> memmap2::MmapRaw {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    memmap2::MmapOptions::new().map_raw(&file).unwrap()
+}
+
+/// The holder field of a process that had this process's pid and is gone: our pid, another start
+/// time (as after the pid was recycled).
+fn recycled_holder() -> u32 {
+    use transport_shm::owner::{holder, start_time};
+    let me = std::process::id();
+    let start = start_time(me).unwrap();
+    let ours = holder(me, start).unwrap();
+    (1..)
+        .map(|d| holder(me, start + d).unwrap())
+        .find(|&h| h != ours)
+        .unwrap()
+}
+
+/// A demo server, its file's geometry, and the file mapped for writing words directly.
+fn raw_view(tag: &str) -> (ShmServer, Geometry, memmap2::MmapRaw) {
+    let server = demo_server(tag);
+    let g = *ShmClient::attach(server.path(), ClientConfig::default())
+        .unwrap()
+        .geometry();
+    let map = map_file(server.path());
+    (server, g, map)
+}
+
+/// The `u32` at byte `at` of a mapped ferry file (the inline bitmap), as every process accesses
+/// it: atomically, with the library's width.
+fn word32(map: &memmap2::MmapRaw, at: usize) -> &std::sync::atomic::AtomicU32 {
+    assert!(at.is_multiple_of(4) && at + 4 <= map.len());
+    // SAFETY: checked just above: aligned and inside the live mapping, which `map` keeps.
+    unsafe { &*map.as_ptr().add(at).cast() }
+}
+
+/// The `u64` at byte `at` of a mapped ferry file (an owner word or an inline line word).
+fn word64(map: &memmap2::MmapRaw, at: usize) -> &std::sync::atomic::AtomicU64 {
+    assert!(at.is_multiple_of(8) && at + 8 <= map.len());
+    // SAFETY: checked just above: aligned and inside the live mapping, which `map` keeps.
+    unsafe { &*map.as_ptr().add(at).cast() }
+}
+
+#[test]
+fn a_request_left_on_an_unarmed_line_by_a_dead_holder_is_answered_and_its_port_freed() {
+    use transport_shm::owner::pack;
+    let (server, g, map) = raw_view("left-request");
+    let word = |at| word64(&map, at);
+    // Port 9: claimed by a process that is gone (our pid with another start time), with a
+    // request on its line that it never armed.
+    let port = 9;
+    let dead = recycled_holder();
+    word(g.owners_offset() + port * 8).store(pack(1, dead), Ordering::SeqCst);
+    let line = g.inline_lines_offset() + port * 64;
+    word(line + 32).store(5, Ordering::Relaxed);
+    word(line + 8).store(8, Ordering::Relaxed);
+    word(line).store((Demo::Echo.opcode() as u64) << 32 | 1, Ordering::Release);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while server.port_owner(port as u32).0 != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dead holder's port was never freed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The monitor armed the line, a worker answered (to nobody), and then the port was freed.
+    assert_eq!(word(line + 16).load(Ordering::Acquire) as u32, 1);
+    let stats = server.shutdown(DEADLINE).stats;
+    assert_eq!((stats.reclaimed, stats.inline), (1, 1));
+}
+
 #[test]
 fn a_port_held_under_a_recycled_pid_is_reclaimed() {
-    use transport_shm::owner::{holder, pack, start_time};
+    use transport_shm::owner::pack;
     let server = demo_server("recycled");
     let me = std::process::id();
     let mut live = DemoHandle::attach(server.path(), DEADLINE).unwrap();
@@ -575,23 +632,11 @@ fn a_port_held_under_a_recycled_pid_is_reclaimed() {
 
     // A claim by a process that died and whose pid was given to this one: our pid, another start
     // time. Written straight into the file, as the dead client's claim would be.
-    let start = start_time(me).unwrap();
-    let ours = holder(me, start).unwrap();
-    let stale = (1..)
-        .map(|d| holder(me, start + d).unwrap())
-        .find(|&h| h != ours)
-        .unwrap();
+    let stale = recycled_holder();
     let victim = (held + 1) % live.client().geometry().layout().ports();
     let at = live.client().geometry().owners_offset() + victim as usize * 8;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(server.path())
-        .unwrap();
-    let map = memmap2::MmapOptions::new().map_raw(&file).unwrap();
-    // SAFETY: `at` is an owner word inside the mapping (8-byte aligned: the owner words start on a
-    // 64-byte boundary); every process touches owner words only atomically.
-    let word = unsafe { &*map.as_ptr().add(at).cast::<std::sync::atomic::AtomicU64>() };
+    let map = map_file(server.path());
+    let word = word64(&map, at);
     assert_eq!(word.load(Ordering::SeqCst), 0, "the port was free");
     word.store(pack(1, stale), Ordering::SeqCst);
     assert_eq!(server.port_owner(victim), (me, 1), "a live pid holds it");
