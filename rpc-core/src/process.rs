@@ -277,7 +277,9 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// region (empty: none); see [`Self::with_outbox_mirror`].
     mirror: &'a [AtomicU32],
     /// A client's path for small calls outside the packets, if its transport has one
-    /// ([`Self::with_inline`]).
+    /// ([`Self::with_inline`]). Not on GPUs, where no transport gives one: there
+    /// [`Self::inline`] is a constant `None` and the generated calls' check folds away.
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
     inline: Option<&'a dyn InlineCall>,
     _side: PhantomData<S>,
 }
@@ -312,6 +314,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     }
 }
 
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
 impl<'a, M: Mailbox, W: Wait> Process<'a, Client, Single, M, W> {
     /// Gives this single-lane client handle its transport's path for small calls outside the
     /// packets (see [`InlineCall`]): the calls `#[derive(RpcOpcodes)]` generates then try it
@@ -359,6 +362,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             #[cfg(target_arch = "nvptx64")]
             shadow: &[],
             mirror: &[],
+            #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
             inline: None,
             _side: PhantomData,
         })
@@ -526,8 +530,12 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
 
     /// The path for small calls outside the packets that this handle's transport gave it
     /// ([`Process::with_inline`]), if any.
+    #[inline(always)]
     pub fn inline(&self) -> Option<&'a dyn InlineCall> {
-        self.inline
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        return self.inline;
+        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+        None
     }
 
     /// Opens a port this side owns, if one is free now.
