@@ -447,7 +447,7 @@ pub mod __private {
         Q: IntoBytes + Immutable,
         R: FromBytes,
     {
-        if core::mem::size_of::<Q>() > INLINE_BYTES || core::mem::size_of::<R>() > INLINE_BYTES {
+        if !inline_fits::<Q, R>() {
             return None;
         }
         let inline = client.inline()?;

@@ -293,6 +293,7 @@ impl ShmServer {
         let region = mapped.region();
         let ports = mapped.geometry().layout().ports() as usize;
         let serves_inline = mapped.geometry().serves_inline();
+        let lines = mapped.inline_lines();
         // A sticky client holds its claim between calls and gives it back at its next call (it
         // then sees the state). One idle since before the drain never calls again: its claim
         // counts as finished once its port has stayed at rest, under the same owner word, for
@@ -308,7 +309,7 @@ impl ShmServer {
                 let serving =
                     self.shared.server_locks[p / 32].load(Ordering::Relaxed) & (1 << (p % 32)) != 0
                         || self.shared.inline_locks[p].load(Ordering::Relaxed) != 0;
-                let line_pending = serves_inline && !mapped.inline_lines()[p].at_rest();
+                let line_pending = serves_inline && !lines[p].at_rest();
                 let pending = !region.client_owns(p as u32) || line_pending;
                 if pending || pid == ABANDONED || serving {
                     *rest = None;
@@ -387,6 +388,7 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
     let mut idle_since = Instant::now();
     let mut phase = Idle::Hot;
     let serves_inline = mapped.geometry().serves_inline();
+    let (bitmap, lines) = (mapped.inline_bitmap(), mapped.inline_lines());
     // A lone worker has no other worker to keep off its lines.
     let workers = shared.config.workers.max(1);
     let inline_locks = (workers > 1).then_some(&*shared.inline_locks);
@@ -431,7 +433,6 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
             } else {
                 own.clone()
             };
-            let (bitmap, lines) = (mapped.inline_bitmap(), mapped.inline_lines());
             answered = inline::serve_pending(bitmap, lines, inline_locks, scan, &mut serve_inline);
         }
         if let Some(mut port) = process.try_open(()) {
@@ -512,6 +513,7 @@ fn monitor(shared: &Shared) {
     let region = mapped.region();
     let ports = owners.len();
     let serves_inline = mapped.geometry().serves_inline();
+    let (bitmap, lines) = (mapped.inline_bitmap(), mapped.inline_lines());
     let mut last = vec![0u64; ports];
     while !shared.stop_monitor.load(Ordering::Relaxed) {
         std::thread::sleep(shared.config.reclaim_interval);
@@ -538,13 +540,13 @@ fn monitor(shared: &Shared) {
             // comes, and a worker touches a line only while a request is pending on it (its last
             // access is the store that puts the line at rest).
             // (A server that serves no inline calls ignores the lines: no worker would answer one.)
-            let line_at_rest = !serves_inline || mapped.inline_lines()[p].at_rest();
+            let line_at_rest = !serves_inline || lines[p].at_rest();
             if region.client_owns(p as u32) && line_at_rest {
                 let free = pack(generation_of(word), 0);
                 // Disarm the line before freeing the port: after the compare-and-swap a new
                 // claimer may arm it, and its bit must stay. (The swap fails only if the word was
                 // changed behind the protocol's back; the port then stays as it is, disarmed.)
-                inline::disarm(mapped.inline_bitmap(), p as u32);
+                inline::disarm(bitmap, p as u32);
                 // SYNC (reclaim): the holder is dead or gave up, so only we change the word; the
                 // release pairs with the next claimer's acquire.
                 if owners[p]
@@ -558,7 +560,7 @@ fn monitor(shared: &Shared) {
                 // A request left on the line: make sure a worker polls it (a claimer that found the
                 // line in a state it did not leave gives the port up without arming it), so the
                 // line comes to rest and a later pass frees the port.
-                mapped.inline_bitmap()[w].fetch_or(bit, Ordering::Relaxed);
+                bitmap[w].fetch_or(bit, Ordering::Relaxed);
             }
             // SYNC (lock release): as rpc-core's unlock.
             std::sync::atomic::fence(Ordering::Release);
