@@ -9,6 +9,12 @@
 //!   server whose handler serves no inline calls);
 //! - socket: an 8-byte request and reply over a Unix-domain stream socket between two processes;
 //! - throughput: `echo` calls per second with 1, 2, 4, 8 client processes.
+//!
+//! The shared-memory round trips run on the same two CPUs for every row (`--cpus`; by default two
+//! CPUs of different cores chosen here), so that a ratio compares the protocols and not where
+//! the scheduler happened to put the two sides: on the H200 host the ping-pong alone moved
+//! between 103 and 203 ns from run to run unpinned. The socket and the throughput runs are not
+//! pinned.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -39,6 +45,11 @@ pub struct BenchArgs {
     /// Server worker threads.
     #[arg(long, default_value_t = 1)]
     workers: usize,
+    /// The two CPUs the round trips run on, as `A,B` (the caller on A, the answering side on
+    /// B); `auto` picks two CPUs of different cores among those this process may use; `none`
+    /// leaves placement to the scheduler.
+    #[arg(long, default_value = "auto")]
+    cpus: String,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -64,6 +75,71 @@ pub struct PeerArgs {
     trips: u64,
     #[arg(long, default_value_t = 1)]
     runs: usize,
+    /// The CPU to run on.
+    #[arg(long)]
+    cpu: Option<usize>,
+}
+
+/// The CPUs this thread may run on.
+fn allowed_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Runs this thread (and the threads it starts from now on) on `cpus` only.
+fn pin_to(cpus: &[usize]) -> Res<()> {
+    let mut set = rustix::thread::CpuSet::new();
+    for &c in cpus {
+        set.set(c);
+    }
+    rustix::thread::sched_setaffinity(None, &set)
+        .map_err(|e| format!("cannot run on CPUs {cpus:?}: {e}").into())
+}
+
+/// The core a CPU belongs to, as the kernel names it (its list of hardware-thread siblings).
+fn core_of(cpu: usize) -> Option<String> {
+    std::fs::read_to_string(format!(
+        "/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
+    ))
+    .ok()
+    .map(|s| s.trim().to_string())
+}
+
+/// The two CPUs of `--cpus`: `None` for `none`, or where fewer than two CPUs are allowed under
+/// `auto`. `auto` takes the highest-numbered allowed CPU (CPU 0 takes most interrupts) and the
+/// next one below it on another core (two hardware threads of one core share their caches, which
+/// would measure another machine).
+fn pick_cpus(spec: &str) -> Res<Option<(usize, usize)>> {
+    match spec {
+        "none" => Ok(None),
+        "auto" => {
+            let allowed = allowed_cpus();
+            let Some(&a) = allowed.last() else {
+                return Ok(None);
+            };
+            let core = core_of(a);
+            let other = allowed
+                .iter()
+                .rev()
+                .skip(1)
+                .find(|&&c| core.is_none() || core_of(c) != core);
+            Ok(other.map(|&b| (b, a)))
+        }
+        pair => {
+            let parse = |s: &str| s.trim().parse::<usize>().ok();
+            match pair.split_once(',').map(|(a, b)| (parse(a), parse(b))) {
+                Some((Some(a), Some(b))) if a != b => Ok(Some((a, b))),
+                _ => Err(format!(
+                    "--cpus takes `auto`, `none` or two different CPUs as `A,B`, not {pair:?}"
+                )
+                .into()),
+            }
+        }
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -71,11 +147,25 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn spawn_peer(role: &str, path: &Path, trips: u64, runs: usize, piped_in: bool) -> Res<Child> {
-    Ok(Command::new(std::env::current_exe()?)
-        .args(["peer", role])
-        .arg(path)
-        .args(["--trips", &trips.to_string(), "--runs", &runs.to_string()])
+fn spawn_peer(
+    role: &str,
+    path: &Path,
+    trips: u64,
+    runs: usize,
+    piped_in: bool,
+    cpu: Option<usize>,
+) -> Res<Child> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command.args(["peer", role]).arg(path).args([
+        "--trips",
+        &trips.to_string(),
+        "--runs",
+        &runs.to_string(),
+    ]);
+    if let Some(cpu) = cpu {
+        command.args(["--cpu", &cpu.to_string()]);
+    }
+    Ok(command
         .stdin(if piped_in {
             Stdio::piped()
         } else {
@@ -167,13 +257,17 @@ fn wait_for(word: &AtomicU64, value: u64) {
 /// service's `echo` through the generated client trait and dispatch (what the file transport
 /// runs); otherwise the same exchange hand-written on `Port` (words in lane 0's slot), so the
 /// cost of the generated code shows as the difference.
-fn in_process(args: &BenchArgs, typed: bool) -> f64 {
+fn in_process(args: &BenchArgs, typed: bool, server_cpu: Option<usize>) -> f64 {
     let region =
         rpc_core::HeapRegion::<transport_shm::ShmMailbox>::new(64, 1).expect("a valid layout");
     let stop = std::sync::atomic::AtomicBool::new(false);
     let opcode = Demo::Echo.opcode();
     std::thread::scope(|s| {
         s.spawn(|| {
+            if let Some(cpu) = server_cpu {
+                // Best effort: the caller already ran on these CPUs.
+                let _ = pin_to(&[cpu]);
+            }
             let server = region.server();
             let mut buffers = Vec::new();
             while !stop.load(Ordering::Relaxed) {
@@ -206,10 +300,37 @@ fn in_process(args: &BenchArgs, typed: bool) -> f64 {
     })
 }
 
-fn raw_pingpong(dir: &str, args: &BenchArgs) -> Res<f64> {
+/// `steps` steps of a dependent chain of arithmetic: work a side does between receiving and
+/// answering, without touching memory.
+fn work(steps: u64) {
+    let mut x = steps;
+    for _ in 0..steps {
+        x = std::hint::black_box(x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17));
+    }
+    std::hint::black_box(x);
+}
+
+/// How many `work` steps take `ns` nanoseconds on this CPU (the fastest of a few timings).
+fn work_steps(ns: u64) -> u64 {
+    if ns == 0 {
+        return 0;
+    }
+    const PROBE: u64 = 1_000_000;
+    let best = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            work(PROBE);
+            t.elapsed().as_nanos() as f64
+        })
+        .fold(f64::MAX, f64::min);
+    ((ns as f64 * PROBE as f64 / best).round() as u64).max(1)
+}
+
+/// The raw ping-pong; with `steps`, each side first does that much `work` on receiving.
+fn raw_pingpong(dir: &str, args: &BenchArgs, peer_cpu: Option<usize>, steps: u64) -> Res<f64> {
     let path = PathBuf::from(format!("{dir}/ferry-bench-pp-{}", std::process::id()));
     let file = PingPongFile::create(&path)?;
-    let mut child = spawn_peer("pingpong", &path, 0, 0, false)?;
+    let mut child = spawn_peer("pingpong", &path, steps, 0, false, peer_cpu)?;
     let word = file.word();
     let mut v = 0u64;
     let mut runs = Vec::new();
@@ -218,6 +339,7 @@ fn raw_pingpong(dir: &str, args: &BenchArgs) -> Res<f64> {
         for _ in 0..args.trips {
             word.store(v + 1, Ordering::Release);
             wait_for(word, v + 2);
+            work(steps);
             v += 2;
         }
         // Run 0 warms up.
@@ -234,10 +356,10 @@ fn raw_pingpong(dir: &str, args: &BenchArgs) -> Res<f64> {
 /// The layout floor: a request (opcode in the header line, id in the slot line) and its reply
 /// (in the slot line), each handed over by a store to the sender's mailbox line, between two
 /// processes; no locks, no flips, no dispatch.
-fn raw_layout(dir: &str, args: &BenchArgs) -> Res<f64> {
+fn raw_layout(dir: &str, args: &BenchArgs, peer_cpu: Option<usize>) -> Res<f64> {
     let path = PathBuf::from(format!("{dir}/ferry-bench-layout-{}", std::process::id()));
     let file = PingPongFile::create(&path)?;
-    let mut child = spawn_peer("layout", &path, 0, 0, false)?;
+    let mut child = spawn_peer("layout", &path, 0, 0, false, peer_cpu)?;
     let lines = CallLines::new(&file);
     let mut trip = 0u64;
     let mut runs = Vec::new();
@@ -263,10 +385,10 @@ fn raw_layout(dir: &str, args: &BenchArgs) -> Res<f64> {
     Ok(median(runs))
 }
 
-fn uds(args: &BenchArgs) -> Res<f64> {
+fn uds(args: &BenchArgs, peer_cpu: Option<usize>) -> Res<f64> {
     let path = PathBuf::from(format!("/tmp/ferry-bench-{}.sock", std::process::id()));
     let listener = UnixListener::bind(&path)?;
-    let mut child = spawn_peer("uds", &path, 0, 0, false)?;
+    let mut child = spawn_peer("uds", &path, 0, 0, false, peer_cpu)?;
     let (mut s, _) = listener.accept()?;
     let mut runs = Vec::new();
     let mut buf = [0u8; 8];
@@ -286,8 +408,9 @@ fn uds(args: &BenchArgs) -> Res<f64> {
     Ok(median(runs))
 }
 
-fn rpc(path: &Path, args: &BenchArgs) -> Res<f64> {
-    let mut child = spawn_peer("rpc", path, args.trips, args.runs, false)?;
+/// Times `echo` calls from a client process on CPU `client_cpu` to the server at `path`.
+fn rpc(path: &Path, args: &BenchArgs, client_cpu: Option<usize>) -> Res<f64> {
+    let mut child = spawn_peer("rpc", path, args.trips, args.runs, false, client_cpu)?;
     let out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
     let mut runs = Vec::new();
     for line in out.lines() {
@@ -307,7 +430,7 @@ fn throughput(path: &Path, clients: u32, args: &BenchArgs) -> Res<f64> {
     for _ in 0..3 {
         let mut children = Vec::new();
         for _ in 0..clients {
-            let mut c = spawn_peer("load", path, args.load_calls, 1, true)?;
+            let mut c = spawn_peer("load", path, args.load_calls, 1, true, None)?;
             let mut out = BufReader::new(c.stdout.take().ok_or("no stdout")?);
             let mut line = String::new();
             out.read_line(&mut line)?;
@@ -347,35 +470,89 @@ pub fn run(args: BenchArgs) -> Res<()> {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let everywhere = allowed_cpus();
+    let pinned = pick_cpus(&args.cpus)?;
+    let placement = match pinned {
+        Some((a, b)) => format!("round trips on CPUs {a} (caller) and {b} (answering side)"),
+        None => "round trips unpinned".to_string(),
+    };
     println!(
-        "ferry bench: {cpu}, {cores} cores; {} trips × {} runs (medians), {} calls per client in throughput runs",
+        "ferry bench: {cpu}, {cores} cores; {} trips × {} runs (medians), {} calls per client in throughput runs; {placement}",
         args.trips, args.runs, args.load_calls
     );
-    let raw = raw_pingpong("/dev/shm", &args)?;
-    let layout = raw_layout("/dev/shm", &args)?;
+    let (caller, answerer) = (pinned.map(|p| p.0), pinned.map(|p| p.1));
+    if let Some(a) = caller {
+        pin_to(&[a])?;
+    }
+    let raw = raw_pingpong("/dev/shm", &args, answerer, 0)?;
+    let with_work: Vec<(u64, f64)> = [10, 25, 50]
+        .into_iter()
+        .map(|ns| {
+            Ok((
+                ns,
+                raw_pingpong("/dev/shm", &args, answerer, work_steps(ns))?,
+            ))
+        })
+        .collect::<Res<_>>()?;
+    let layout = raw_layout("/dev/shm", &args, answerer)?;
     let config = ServerConfig {
         workers: args.workers,
         fingerprint: Demo::FINGERPRINT,
         ..ServerConfig::default()
     };
-    let path = path_for(&format!("bench-{}", std::process::id()));
-    let server = ShmServer::start(&path, config.clone(), demo::DemoHandler)?;
-    let call = rpc(&path, &args)?;
-    let packets = {
-        let path = path_for(&format!("bench-packets-{}", std::process::id()));
-        let packets_only = |port: &mut transport_shm::ServerPort<'_, '_>| demo::serve(port);
-        let server = ShmServer::start(&path, config, packets_only)?;
-        let ns = rpc(&path, &args)?;
+    // A server started while this thread runs on B has its workers there (threads start with
+    // their parent's CPUs); the client process runs on A.
+    let start_on =
+        |cpu: Option<usize>, start: &mut dyn FnMut() -> Res<ShmServer>| -> Res<ShmServer> {
+            if let Some(b) = cpu {
+                pin_to(&[b])?;
+            }
+            let server = start();
+            if let Some(a) = caller {
+                pin_to(&[a])?;
+            }
+            server
+        };
+    let call = {
+        let path = path_for(&format!("bench-inline-{}", std::process::id()));
+        let server = start_on(answerer, &mut || {
+            Ok(ShmServer::start(&path, config.clone(), demo::DemoHandler)?)
+        })?;
+        let ns = rpc(&path, &args, caller)?;
         server.shutdown(Duration::from_secs(5));
         ns
     };
-    let socket = uds(&args)?;
-    let threads = in_process(&args, true);
-    let by_hand = in_process(&args, false);
+    let packets = {
+        let path = path_for(&format!("bench-packets-{}", std::process::id()));
+        let packets_only = |port: &mut transport_shm::ServerPort<'_, '_>| demo::serve(port);
+        let server = start_on(answerer, &mut || {
+            Ok(ShmServer::start(&path, config.clone(), packets_only)?)
+        })?;
+        let ns = rpc(&path, &args, caller)?;
+        server.shutdown(Duration::from_secs(5));
+        ns
+    };
+    let threads = in_process(&args, true, answerer);
+    let by_hand = in_process(&args, false, answerer);
+    // The socket and the throughput runs are left to the scheduler: a blocking read is woken
+    // fastest on the CPU the scheduler picks (pinned to two CPUs, the socket measured 5× slower
+    // on a 2-CPU machine).
+    if pinned.is_some() && !everywhere.is_empty() {
+        pin_to(&everywhere)?;
+    }
+    let socket = uds(&args, None)?;
+    let path = path_for(&format!("bench-{}", std::process::id()));
+    let server = ShmServer::start(&path, config, demo::DemoHandler)?;
     println!();
     println!("| round trip between two processes | median ns | ratio |");
     println!("|---|---:|---:|");
     println!("| raw atomic ping-pong (one u64 in the mapping) | {raw:.0} | 1.00 |");
+    for (ns, t) in &with_work {
+        println!(
+            "| the same ping-pong, each side working {ns} ns on receiving before it answers | {t:.0} | {:.2}× |",
+            t / raw
+        );
+    }
     println!(
         "| layout floor: the four lines of a call, raw stores, no protocol | {layout:.0} | {:.2}× the ping-pong |",
         layout / raw
@@ -426,6 +603,9 @@ pub fn run(args: BenchArgs) -> Res<()> {
 }
 
 pub fn peer(args: PeerArgs) -> Res<()> {
+    if let Some(cpu) = args.cpu {
+        pin_to(&[cpu])?;
+    }
     match args.role {
         Role::Pingpong => {
             let file = PingPongFile::open(&args.path)?;
@@ -439,6 +619,8 @@ pub fn peer(args: PeerArgs) -> Res<()> {
                 if v == u64::MAX {
                     return Ok(());
                 }
+                // `--trips` is the work per answer here (`raw_pingpong`).
+                work(args.trips);
                 word.store(v + 1, Ordering::Release);
             }
         }
