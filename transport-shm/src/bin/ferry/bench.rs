@@ -175,6 +175,28 @@ fn spawn_peer(
         .spawn()?)
 }
 
+/// Bytes of the raw ping-pong's mapping: room for `LINES` lines on pages of their own.
+const PING_PONG_BYTES: usize = LINES * 4096 + 4096;
+
+/// Untimed round trips at the start of each run on a new line or port.
+const WARM_UP: u64 = 2_000;
+
+/// How many cache lines (and ports) the round trips rotate over, one per run.
+///
+/// How long a line takes to cross between two cores depends on the line: on the H200 host, the
+/// same ping-pong between the same two CPUs measured 160 ns on some lines and 240 ns on others,
+/// each steadily (its physical address decides where in the processor the line is tracked). A
+/// figure from one line would compare the protocols and the luck of two addresses; each run
+/// therefore uses another line (the ping-pong) or another port (ferry's calls), and the medians
+/// are over lines as well as runs.
+const LINES: usize = 16;
+
+/// The byte offset of the ping-pong's line for run `run`: each on its own page, at a different
+/// offset within it.
+fn ping_pong_offset(run: usize) -> usize {
+    4096 + (run % LINES) * (4096 + 64)
+}
+
 /// A small shared mapping for the raw ping-pong.
 struct PingPongFile {
     map: memmap2::MmapRaw,
@@ -191,7 +213,7 @@ impl PingPongFile {
             .mode(0o600)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(path)?;
-        file.set_len(4096)?;
+        file.set_len(PING_PONG_BYTES as u64)?;
         Self::map(file, path)
     }
 
@@ -204,21 +226,19 @@ impl PingPongFile {
     }
 
     fn map(file: std::fs::File, path: &Path) -> Res<Self> {
-        let map = memmap2::MmapOptions::new().len(4096).map_raw(&file)?;
+        let map = memmap2::MmapOptions::new()
+            .len(PING_PONG_BYTES)
+            .map_raw(&file)?;
         Ok(PingPongFile {
             map,
             path: path.to_path_buf(),
         })
     }
 
-    fn word(&self) -> &AtomicU64 {
-        self.word_at(0)
-    }
-
-    /// The `u64` at byte `offset` (a multiple of 8 below 4096).
+    /// The `u64` at byte `offset` (a multiple of 8 below `PING_PONG_BYTES`).
     fn word_at(&self, offset: usize) -> &AtomicU64 {
-        assert!(offset.is_multiple_of(8) && offset < 4096);
-        // SAFETY: the mapping is 4096 bytes, page aligned, alive as long as `self`, and `offset`
+        assert!(offset.is_multiple_of(8) && offset < PING_PONG_BYTES);
+        // SAFETY: the mapping is `PING_PONG_BYTES`, page aligned, alive as long as `self`, and `offset`
         // is an aligned word inside it; both processes access these words only atomically.
         unsafe { &*self.map.as_ptr().add(offset).cast::<AtomicU64>() }
     }
@@ -330,25 +350,28 @@ fn work_steps(ns: u64) -> u64 {
 fn raw_pingpong(dir: &str, args: &BenchArgs, peer_cpu: Option<usize>, steps: u64) -> Res<f64> {
     let path = PathBuf::from(format!("{dir}/ferry-bench-pp-{}", std::process::id()));
     let file = PingPongFile::create(&path)?;
-    let mut child = spawn_peer("pingpong", &path, steps, 0, false, peer_cpu)?;
-    let word = file.word();
-    let mut v = 0u64;
     let mut runs = Vec::new();
+    // Each run on its own line (`LINES`), with a peer started for it; run 0 warms up.
     for run in 0..=args.runs {
-        let t = Instant::now();
-        for _ in 0..args.trips {
+        let offset = ping_pong_offset(run);
+        let mut child = spawn_peer("pingpong", &path, steps, offset, false, peer_cpu)?;
+        let word = file.word_at(offset);
+        let mut v = 0u64;
+        let mut trip = || {
             word.store(v + 1, Ordering::Release);
             wait_for(word, v + 2);
             work(steps);
             v += 2;
-        }
-        // Run 0 warms up.
+        };
+        (0..WARM_UP).for_each(|_| trip());
+        let t = Instant::now();
+        (0..args.trips).for_each(|_| trip());
         if run > 0 {
             runs.push(t.elapsed().as_nanos() as f64 / args.trips as f64);
         }
+        word.store(u64::MAX, Ordering::Release);
+        child.wait()?;
     }
-    word.store(u64::MAX, Ordering::Release);
-    child.wait()?;
     std::fs::remove_file(&file.path)?;
     Ok(median(runs))
 }
@@ -414,7 +437,8 @@ fn rpc(path: &Path, args: &BenchArgs, client_cpu: Option<usize>) -> Res<f64> {
     let out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
     let mut runs = Vec::new();
     for line in out.lines() {
-        if let Some(ns) = line?.strip_prefix("RUN ") {
+        if let Some(rest) = line?.strip_prefix("RUN ") {
+            let ns = rest.split_whitespace().next().unwrap_or_default();
             runs.push(ns.parse::<f64>()?);
         }
     }
@@ -609,7 +633,8 @@ pub fn peer(args: PeerArgs) -> Res<()> {
     match args.role {
         Role::Pingpong => {
             let file = PingPongFile::open(&args.path)?;
-            let word = file.word();
+            // `--runs` is the line's byte offset here (`raw_pingpong`).
+            let word = file.word_at(args.runs);
             loop {
                 let mut v = word.load(Ordering::Acquire);
                 while v % 2 == 0 {
@@ -619,7 +644,7 @@ pub fn peer(args: PeerArgs) -> Res<()> {
                 if v == u64::MAX {
                     return Ok(());
                 }
-                // `--trips` is the work per answer here (`raw_pingpong`).
+                // `--trips` is the work per answer (`raw_pingpong`).
                 work(args.trips);
                 word.store(v + 1, Ordering::Release);
             }
@@ -655,18 +680,29 @@ pub fn peer(args: PeerArgs) -> Res<()> {
             Ok(())
         }
         Role::Rpc => {
-            let mut c = DemoHandle::attach(&args.path, Duration::from_secs(10))?;
+            let mut first = DemoHandle::attach(&args.path, Duration::from_secs(10))?;
             let mut id = 0u64;
             for run in 0..=args.runs {
-                let t = Instant::now();
-                for _ in 0..args.trips {
+                // Each run on another port (`LINES`): a handle whose search starts elsewhere
+                // claims another port, and gives it back when dropped.
+                let mut c = DemoHandle::new(first.client().handle(run as u32 * 5));
+                let mut call = || -> Res<()> {
                     id += 1;
                     if c.echo(id)? != (id, demo::mix(id)) {
                         return Err("a wrong reply".into());
                     }
+                    Ok(())
+                };
+                for _ in 0..WARM_UP {
+                    call()?;
                 }
+                let t = Instant::now();
+                for _ in 0..args.trips {
+                    call()?;
+                }
+                let ns = t.elapsed().as_nanos() as f64 / args.trips as f64;
                 if run > 0 {
-                    println!("RUN {}", t.elapsed().as_nanos() as f64 / args.trips as f64);
+                    println!("RUN {ns} PORT {:?}", c.client().held_port());
                 }
             }
             Ok(())
