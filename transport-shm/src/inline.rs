@@ -128,13 +128,23 @@ impl Line {
     }
 
     /// Reads the first `len` payload bytes into `out` and zeroes the rest of it.
+    ///
+    /// Every payload word is read (they share the line, which is here already) and masked, so
+    /// the copy has no length-dependent loop or fill.
     fn read_payload(&self, out: &mut [u8; INLINE_BYTES], len: usize) {
         let len = len.min(INLINE_BYTES);
-        for (w, chunk) in out.chunks_exact_mut(8).enumerate().take(len.div_ceil(8)) {
+        for (w, chunk) in out.chunks_exact_mut(8).enumerate() {
             let v = self.words[word::PAYLOAD + w].load(Ordering::Relaxed);
-            chunk.copy_from_slice(&v.to_le_bytes());
+            // The bytes of this word at or past `len` read as zero (little-endian: the low ones
+            // come first).
+            let keep = len.saturating_sub(w * 8).min(8);
+            let mask = if keep == 8 {
+                u64::MAX
+            } else {
+                (1u64 << (keep * 8)) - 1
+            };
+            chunk.copy_from_slice(&(v & mask).to_le_bytes());
         }
-        out[len..].fill(0);
     }
 }
 
@@ -236,12 +246,9 @@ pub(crate) fn disarm(bitmap: &[AtomicU32], port: u32) {
     bitmap[w].fetch_and(!bit, Ordering::Relaxed);
 }
 
-/// What a worker's handler does with an inline request: the status and reply length to send, and
-/// the reply bytes in `reply`.
-pub(crate) type Serve<'h> = dyn FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize) + 'h;
-
-/// Answers the pending requests on the armed lines (bitmap bit set) of bitmap words `words`.
-/// Returns how many were answered.
+/// Answers the pending requests on the armed lines (bitmap bit set) of bitmap words `words`:
+/// `serve` gets each request's opcode and bytes and returns the status and reply length, with
+/// the reply bytes in its third argument. Returns how many were answered.
 ///
 /// Each worker polls its own share of the bitmap words on every pass and all of them on every
 /// `SWEEP`th (`server::work`): a line polled by one worker moves between two cores only, and a
@@ -257,7 +264,7 @@ pub(crate) fn serve_pending(
     lines: &[Line],
     locks: Option<&[AtomicU32]>,
     words: std::ops::Range<usize>,
-    serve: &mut Serve<'_>,
+    serve: &mut impl FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
 ) -> u32 {
     let mut answered = 0;
     for w in words {
@@ -311,6 +318,33 @@ pub(crate) fn serve_pending(
         }
     }
     answered
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn line() -> Line {
+        Line {
+            words: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    #[test]
+    fn a_payload_reads_back_its_length_and_zeros_after_it() {
+        let bytes: Vec<u8> = (1..=INLINE_BYTES as u8).collect();
+        for len in 0..=INLINE_BYTES + 3 {
+            let line = line();
+            // Stale bytes everywhere first: what a previous call leaves.
+            line.write_payload(&[0xee; INLINE_BYTES]);
+            line.write_payload(&bytes[..len.min(INLINE_BYTES)]);
+            let mut out = [0x55u8; INLINE_BYTES];
+            line.read_payload(&mut out, len);
+            let n = len.min(INLINE_BYTES);
+            assert_eq!(&out[..n], &bytes[..n], "len {len}");
+            assert!(out[n..].iter().all(|&b| b == 0), "len {len}: {out:?}");
+        }
+    }
 }
 
 /// The inline protocol under loom: every interleaving (to a preemption bound) of a client and the
