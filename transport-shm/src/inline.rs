@@ -23,7 +23,7 @@
 //! back by a poll costs a transfer.
 //!
 //! After writing a reply, a worker pushes the line out of its core's private caches into the shared
-//! cache (`cldemote`, a hint that older x86 processors and other architectures skip). Without it,
+//! cache ([`cache::demote`](crate::cache::demote)). Without it,
 //! the line sits modified in the worker's core, and whichever of the client's read of the reply
 //! and the worker's next poll comes first takes it from there, the other then taking it again:
 //! on the H200 host's Xeon a round trip in which either side spends even 10 ns between receiving
@@ -89,24 +89,6 @@ impl Line {
     pub(crate) fn at_rest(&self) -> bool {
         seq(self.words[word::CLIENT].load(Ordering::Acquire))
             == seq(self.words[word::SERVER].load(Ordering::Acquire))
-    }
-
-    /// Hints the processor to move this line out of this core's private caches into the shared
-    /// last-level cache (x86's `cldemote`; nothing elsewhere, and a no-op on processors without
-    /// the instruction). A worker calls it after handing a reply back; see `serve_pending`.
-    fn demote(&self) {
-        #[cfg(all(target_arch = "x86_64", not(loom)))]
-        // SAFETY: `cldemote` is a hint with no architectural effect: it reads and writes no
-        // register or flag and changes no memory, and processors without it execute it as a NOP
-        // (its encoding, 0F 1C /0, is in the reserved-NOP space on Intel and AMD). The address is
-        // this line's, inside the live mapping.
-        unsafe {
-            std::arch::asm!(
-                "cldemote [{line}]",
-                line = in(reg) self as *const Line,
-                options(nostack, preserves_flags, readonly)
-            );
-        }
     }
 
     /// Writes `bytes` (at most `INLINE_BYTES`) into the payload words they cover.
@@ -303,12 +285,10 @@ pub(crate) fn serve_pending(
                 // load of the reply word.
                 line.words[word::SERVER]
                     .store((status as u64) << 32 | pending as u64, Ordering::Release);
-                // Push the answered line to the shared cache, so that neither the client's read
-                // of the reply nor this worker's next polls of the line have to take it from the
-                // other core's private cache while the other side is working between calls
-                // (measured on the H200 host's Xeon: about 30% off an inline call; see
-                // BENCHMARKS.md).
-                line.demote();
+                // Push the answered line to the shared cache, so that the client's read of the
+                // reply does not take it from this core (measured on the H200 host's Xeon: 228–273
+                // ns a call against 262–310 without; see BENCHMARKS.md, round 4).
+                crate::cache::demote(line);
                 answered += 1;
             }
             // SYNC (lock release): a plain store; pairs with the next holder's acquire.

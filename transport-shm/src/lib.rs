@@ -109,6 +109,7 @@
 
 #![deny(missing_docs)]
 
+pub mod cache;
 mod client;
 pub mod demo;
 mod error;

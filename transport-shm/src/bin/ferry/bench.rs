@@ -78,6 +78,27 @@ pub struct PeerArgs {
     /// The CPU to run on.
     #[arg(long)]
     cpu: Option<usize>,
+    /// Where the line (ping-pong) or the four lines (layout) start in the mapping, in bytes.
+    #[arg(long, default_value_t = 0)]
+    offset: usize,
+    /// `work` steps to run on receiving, before answering (ping-pong).
+    #[arg(long, default_value_t = 0)]
+    work: u64,
+    /// Demote the line after answering (ping-pong), as an inline-call worker does.
+    #[arg(long)]
+    demote: bool,
+}
+
+/// How `spawn_peer` starts a peer.
+#[derive(Clone, Copy, Default)]
+struct PeerOptions {
+    trips: u64,
+    runs: usize,
+    offset: usize,
+    work: u64,
+    demote: bool,
+    cpu: Option<usize>,
+    piped_in: bool,
 }
 
 /// The CPUs this thread may run on.
@@ -109,35 +130,95 @@ fn core_of(cpu: usize) -> Option<String> {
     .map(|s| s.trim().to_string())
 }
 
-/// The two CPUs of `--cpus`: `None` for `none`, or where fewer than two CPUs are allowed under
-/// `auto`. `auto` takes the highest-numbered allowed CPU (CPU 0 takes most interrupts) and the
-/// next one below it on another core (two hardware threads of one core share their caches, which
-/// would measure another machine).
-fn pick_cpus(spec: &str) -> Res<Option<(usize, usize)>> {
+/// Moves this process's threads named `name` to `cpus` (best effort: nothing if `cpus` is
+/// empty or the threads cannot be listed).
+fn move_thread(name: &str, cpus: &[usize]) {
+    if cpus.is_empty() {
+        return;
+    }
+    let mut set = rustix::thread::CpuSet::new();
+    for &c in cpus {
+        set.set(c);
+    }
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let tid = task
+            .file_name()
+            .to_str()
+            .and_then(|t| t.parse::<i32>().ok());
+        if comm.trim() == name {
+            if let Some(pid) = tid.and_then(rustix::process::Pid::from_raw) {
+                let _ = rustix::thread::sched_setaffinity(Some(pid), &set);
+            }
+        }
+    }
+}
+
+/// The package (socket) a CPU belongs to.
+fn package_of(cpu: usize) -> Option<String> {
+    std::fs::read_to_string(format!(
+        "/sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id"
+    ))
+    .ok()
+    .map(|s| s.trim().to_string())
+}
+
+/// Where the round trips run: two CPUs (caller, answering side), or unpinned and why.
+enum Placement {
+    Pinned(usize, usize),
+    Unpinned(String),
+}
+
+/// The CPUs of `--cpus`. `auto` takes the highest-numbered allowed CPU (CPU 0 takes most
+/// interrupts) and the next one below it on another core of the same package if there is one,
+/// else of another package (two hardware threads of one core share their caches, which would
+/// measure another machine); with no second core it runs unpinned and says so. Two named CPUs
+/// must be among those this process may use.
+fn pick_cpus(spec: &str) -> Res<Placement> {
+    let allowed = allowed_cpus();
     match spec {
-        "none" => Ok(None),
+        "none" => Ok(Placement::Unpinned("--cpus none".into())),
         "auto" => {
-            let allowed = allowed_cpus();
             let Some(&a) = allowed.last() else {
-                return Ok(None);
+                return Ok(Placement::Unpinned("the allowed CPUs are unknown".into()));
             };
-            let core = core_of(a);
-            let other = allowed
-                .iter()
-                .rev()
-                .skip(1)
-                .find(|&&c| core.is_none() || core_of(c) != core);
-            Ok(other.map(|&b| (b, a)))
+            let (core, package) = (core_of(a), package_of(a));
+            let other_core = |c: &&usize| core.is_none() || core_of(**c) != core;
+            let below = || allowed.iter().rev().skip(1);
+            let other = below()
+                .filter(other_core)
+                .find(|c| package_of(**c) == package)
+                .or_else(|| below().find(other_core));
+            Ok(match other {
+                Some(&b) => Placement::Pinned(b, a),
+                None => Placement::Unpinned(format!(
+                    "CPUs {allowed:?} are not two cores; the spinning rows share a core"
+                )),
+            })
         }
         pair => {
             let parse = |s: &str| s.trim().parse::<usize>().ok();
-            match pair.split_once(',').map(|(a, b)| (parse(a), parse(b))) {
-                Some((Some(a), Some(b))) if a != b => Ok(Some((a, b))),
-                _ => Err(format!(
-                    "--cpus takes `auto`, `none` or two different CPUs as `A,B`, not {pair:?}"
-                )
-                .into()),
+            let (a, b) = match pair.split_once(',').map(|(a, b)| (parse(a), parse(b))) {
+                Some((Some(a), Some(b))) if a != b => (a, b),
+                _ => {
+                    return Err(format!(
+                        "--cpus takes `auto`, `none` or two different CPUs as `A,B`, not {pair:?}"
+                    )
+                    .into())
+                }
+            };
+            for c in [a, b] {
+                if !allowed.contains(&c) {
+                    return Err(format!(
+                        "CPU {c} is not among those this process may use: {allowed:?}"
+                    )
+                    .into());
+                }
             }
+            Ok(Placement::Pinned(a, b))
         }
     }
 }
@@ -147,26 +228,25 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn spawn_peer(
-    role: &str,
-    path: &Path,
-    trips: u64,
-    runs: usize,
-    piped_in: bool,
-    cpu: Option<usize>,
-) -> Res<Child> {
+fn spawn_peer(role: &str, path: &Path, o: PeerOptions) -> Res<Child> {
     let mut command = Command::new(std::env::current_exe()?);
-    command.args(["peer", role]).arg(path).args([
-        "--trips",
-        &trips.to_string(),
-        "--runs",
-        &runs.to_string(),
-    ]);
-    if let Some(cpu) = cpu {
+    command.args(["peer", role]).arg(path);
+    for (flag, value) in [
+        ("--trips", o.trips),
+        ("--runs", o.runs as u64),
+        ("--offset", o.offset as u64),
+        ("--work", o.work),
+    ] {
+        command.args([flag, &value.to_string()]);
+    }
+    if o.demote {
+        command.arg("--demote");
+    }
+    if let Some(cpu) = o.cpu {
         command.args(["--cpu", &cpu.to_string()]);
     }
     Ok(command
-        .stdin(if piped_in {
+        .stdin(if o.piped_in {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -175,26 +255,26 @@ fn spawn_peer(
         .spawn()?)
 }
 
-/// Bytes of the raw ping-pong's mapping: room for `LINES` lines on pages of their own.
+/// Bytes of the raw mapping: a page for each of `LINES` runs.
 const PING_PONG_BYTES: usize = LINES * 4096 + 4096;
 
 /// Untimed round trips at the start of each run on a new line or port.
 const WARM_UP: u64 = 2_000;
 
-/// How many cache lines (and ports) the round trips rotate over, one per run.
+/// How many places in the raw mapping the raw round trips rotate over, one per run.
 ///
 /// How long a line takes to cross between two cores depends on the line: on the H200 host, the
 /// same ping-pong between the same two CPUs measured 160 ns on some lines and 240 ns on others,
 /// each steadily (its physical address decides where in the processor the line is tracked). A
 /// figure from one line would compare the protocols and the luck of two addresses; each run
-/// therefore uses another line (the ping-pong) or another port (ferry's calls), and the medians
-/// are over lines as well as runs.
+/// therefore uses other lines (the raw round trips) or another port (ferry's calls, whose handle
+/// starts its search elsewhere each run), and the medians are over lines as well as runs.
 const LINES: usize = 16;
 
-/// The byte offset of the ping-pong's line for run `run`: each on its own page, at a different
-/// offset within it.
-fn ping_pong_offset(run: usize) -> usize {
-    4096 + (run % LINES) * (4096 + 64)
+/// The byte offset of run `run`'s lines in the raw mapping: each run on its own page, at a
+/// different offset within it (room for the layout floor's four lines).
+fn run_offset(run: usize) -> usize {
+    4096 + (run % LINES) * 4096 + (run % LINES) * 256 % 3840
 }
 
 /// A small shared mapping for the raw ping-pong.
@@ -238,14 +318,16 @@ impl PingPongFile {
     /// The `u64` at byte `offset` (a multiple of 8 below `PING_PONG_BYTES`).
     fn word_at(&self, offset: usize) -> &AtomicU64 {
         assert!(offset.is_multiple_of(8) && offset < PING_PONG_BYTES);
-        // SAFETY: the mapping is `PING_PONG_BYTES`, page aligned, alive as long as `self`, and `offset`
-        // is an aligned word inside it; both processes access these words only atomically.
+        // SAFETY: the mapping is `PING_PONG_BYTES` long, page aligned, alive as long as `self`,
+        // and `offset` is an aligned word inside it; both processes access these words only
+        // atomically.
         unsafe { &*self.map.as_ptr().add(offset).cast::<AtomicU64>() }
     }
 }
 
 /// The four lines of a call in a one-lane region of 64 ports with packed mailboxes, at their
-/// offsets there: the client's mailbox words, the server's, then port 0's header and slot.
+/// offsets there (from `base`): the client's mailbox words, the server's, then port 0's header
+/// and slot.
 struct CallLines<'f> {
     client_box: &'f AtomicU64,
     server_box: &'f AtomicU64,
@@ -255,21 +337,47 @@ struct CallLines<'f> {
 }
 
 impl<'f> CallLines<'f> {
-    fn new(file: &'f PingPongFile) -> Self {
+    fn new(file: &'f PingPongFile, base: usize) -> Self {
         CallLines {
-            client_box: file.word_at(0),
-            server_box: file.word_at(64),
-            opcode: file.word_at(128 + 8),
-            request: file.word_at(192),
-            reply: file.word_at(192 + 8),
+            client_box: file.word_at(base),
+            server_box: file.word_at(base + 64),
+            opcode: file.word_at(base + 128 + 8),
+            request: file.word_at(base + 192),
+            reply: file.word_at(base + 192 + 8),
         }
     }
 }
 
-fn wait_for(word: &AtomicU64, value: u64) {
+/// Polls between two checks that the other side is still there.
+const LIVENESS_POLLS: u32 = 1 << 16;
+
+/// Spins until `word` holds `value`, or fails if `peer` exits first.
+fn wait_for(word: &AtomicU64, value: u64, peer: &mut Child) -> Res<()> {
+    let mut polls = 0u32;
     while word.load(Ordering::Acquire) != value {
         std::hint::spin_loop();
+        polls = polls.wrapping_add(1);
+        if polls.is_multiple_of(LIVENESS_POLLS) {
+            if let Some(status) = peer.try_wait()? {
+                return Err(format!("a benchmark peer exited mid-run ({status})").into());
+            }
+        }
     }
+    Ok(())
+}
+
+/// In a peer: spins until `ready` says yes, or fails if `parent`, the process that started this
+/// one (read once, at the start), has gone: the peer would spin forever.
+fn peer_wait(parent: Option<rustix::process::Pid>, mut ready: impl FnMut() -> bool) -> Res<()> {
+    let mut polls = 0u32;
+    while !ready() {
+        std::hint::spin_loop();
+        polls = polls.wrapping_add(1);
+        if polls.is_multiple_of(LIVENESS_POLLS) && rustix::process::getppid() != parent {
+            return Err("the benchmark that started this peer has gone".into());
+        }
+    }
+    Ok(())
 }
 
 /// The rpc-core protocol alone: an echo between two threads of this process over a heap region
@@ -285,8 +393,10 @@ fn in_process(args: &BenchArgs, typed: bool, server_cpu: Option<usize>) -> f64 {
     std::thread::scope(|s| {
         s.spawn(|| {
             if let Some(cpu) = server_cpu {
-                // Best effort: the caller already ran on these CPUs.
-                let _ = pin_to(&[cpu]);
+                // The answering side on B, as in the other rows (B was checked by `pick_cpus`).
+                if let Err(e) = pin_to(&[cpu]) {
+                    eprintln!("ferry bench: the in-process server runs unpinned: {e}");
+                }
             }
             let server = region.server();
             let mut buffers = Vec::new();
@@ -323,6 +433,9 @@ fn in_process(args: &BenchArgs, typed: bool, server_cpu: Option<usize>) -> f64 {
 /// `steps` steps of a dependent chain of arithmetic: work a side does between receiving and
 /// answering, without touching memory.
 fn work(steps: u64) {
+    if steps == 0 {
+        return;
+    }
     let mut x = steps;
     for _ in 0..steps {
         x = std::hint::black_box(x.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17));
@@ -330,88 +443,161 @@ fn work(steps: u64) {
     std::hint::black_box(x);
 }
 
-/// How many `work` steps take `ns` nanoseconds on this CPU (the fastest of a few timings).
+/// How many `work` steps take `ns` nanoseconds on this CPU: the fastest of five timings of a
+/// chain long enough (at least a millisecond) for a coarse clock.
 fn work_steps(ns: u64) -> u64 {
     if ns == 0 {
         return 0;
     }
-    const PROBE: u64 = 1_000_000;
-    let best = (0..5)
-        .map(|_| {
-            let t = Instant::now();
-            work(PROBE);
-            t.elapsed().as_nanos() as f64
-        })
-        .fold(f64::MAX, f64::min);
-    ((ns as f64 * PROBE as f64 / best).round() as u64).max(1)
+    let mut probe = 1u64 << 16;
+    let ns_per_step = loop {
+        let best = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                work(probe);
+                t.elapsed().as_nanos() as f64
+            })
+            .fold(f64::MAX, f64::min);
+        if best >= 1e6 || probe >= 1 << 32 {
+            break best.max(1.0) / probe as f64;
+        }
+        probe *= 4;
+    };
+    ((ns as f64 / ns_per_step).round() as u64).clamp(1, 1 << 24)
 }
 
-/// The raw ping-pong; with `steps`, each side first does that much `work` on receiving.
-fn raw_pingpong(dir: &str, args: &BenchArgs, peer_cpu: Option<usize>, steps: u64) -> Res<f64> {
-    let path = PathBuf::from(format!("{dir}/ferry-bench-pp-{}", std::process::id()));
+/// One raw measurement: for each run (run 0 warms up), a peer of `role` started on the run's
+/// lines (`run_offset`) and `trip` timed over them after `WARM_UP` untimed trips.
+fn raw_runs(
+    dir: &str,
+    args: &BenchArgs,
+    role: &str,
+    peer: PeerOptions,
+    mut trip: impl FnMut(&PingPongFile, usize, &mut Child) -> Res<()>,
+    stop: impl Fn(&PingPongFile, usize),
+) -> Res<f64> {
+    let path = PathBuf::from(format!("{dir}/ferry-bench-{role}-{}", std::process::id()));
     let file = PingPongFile::create(&path)?;
-    let mut runs = Vec::new();
-    // Each run on its own line (`LINES`), with a peer started for it; run 0 warms up.
-    for run in 0..=args.runs {
-        let offset = ping_pong_offset(run);
-        let mut child = spawn_peer("pingpong", &path, steps, offset, false, peer_cpu)?;
-        let word = file.word_at(offset);
-        let mut v = 0u64;
-        let mut trip = || {
+    let result = (|| {
+        let mut runs = Vec::new();
+        for run in 0..=args.runs {
+            let offset = run_offset(run);
+            // The run's lines start at 0 (a run may reuse an earlier run's lines).
+            for at in (offset..offset + 256).step_by(8) {
+                file.word_at(at).store(0, Ordering::Relaxed);
+            }
+            let mut child = spawn_peer(role, &path, PeerOptions { offset, ..peer })?;
+            let outcome = (|| {
+                for _ in 0..WARM_UP.min(args.trips) {
+                    trip(&file, offset, &mut child)?;
+                }
+                let t = Instant::now();
+                for _ in 0..args.trips {
+                    trip(&file, offset, &mut child)?;
+                }
+                Ok::<_, Box<dyn std::error::Error>>(t.elapsed().as_nanos() as f64)
+            })();
+            stop(&file, offset);
+            let exited = child.wait()?;
+            let ns = outcome?;
+            if !exited.success() {
+                return Err(format!("a benchmark peer failed ({exited})").into());
+            }
+            if run > 0 {
+                runs.push(ns / args.trips as f64);
+            }
+        }
+        Ok(median(runs))
+    })();
+    std::fs::remove_file(&file.path)?;
+    result
+}
+
+/// The raw ping-pong; with `steps`, each side first does that much `work` on receiving; with
+/// `demote`, the answering side demotes the line after answering (as an inline-call worker
+/// does).
+fn raw_pingpong(
+    dir: &str,
+    args: &BenchArgs,
+    peer_cpu: Option<usize>,
+    steps: u64,
+    demote: bool,
+) -> Res<f64> {
+    let peer = PeerOptions {
+        work: steps,
+        demote,
+        cpu: peer_cpu,
+        ..PeerOptions::default()
+    };
+    let (mut v, mut base) = (0u64, usize::MAX);
+    raw_runs(
+        dir,
+        args,
+        "pingpong",
+        peer,
+        |file, offset, child| {
+            if offset != base {
+                // A new run's line starts at 0.
+                (base, v) = (offset, 0);
+            }
+            let word = file.word_at(offset);
             word.store(v + 1, Ordering::Release);
-            wait_for(word, v + 2);
+            wait_for(word, v + 2, child)?;
             work(steps);
             v += 2;
-        };
-        (0..WARM_UP).for_each(|_| trip());
-        let t = Instant::now();
-        (0..args.trips).for_each(|_| trip());
-        if run > 0 {
-            runs.push(t.elapsed().as_nanos() as f64 / args.trips as f64);
-        }
-        word.store(u64::MAX, Ordering::Release);
-        child.wait()?;
-    }
-    std::fs::remove_file(&file.path)?;
-    Ok(median(runs))
+            Ok(())
+        },
+        |file, offset| file.word_at(offset).store(u64::MAX, Ordering::Release),
+    )
 }
 
 /// The layout floor: a request (opcode in the header line, id in the slot line) and its reply
 /// (in the slot line), each handed over by a store to the sender's mailbox line, between two
 /// processes; no locks, no flips, no dispatch.
 fn raw_layout(dir: &str, args: &BenchArgs, peer_cpu: Option<usize>) -> Res<f64> {
-    let path = PathBuf::from(format!("{dir}/ferry-bench-layout-{}", std::process::id()));
-    let file = PingPongFile::create(&path)?;
-    let mut child = spawn_peer("layout", &path, 0, 0, false, peer_cpu)?;
-    let lines = CallLines::new(&file);
+    let peer = PeerOptions {
+        cpu: peer_cpu,
+        ..PeerOptions::default()
+    };
     let mut trip = 0u64;
-    let mut runs = Vec::new();
-    for run in 0..=args.runs {
-        let t = Instant::now();
-        for _ in 0..args.trips {
+    let mut base = usize::MAX;
+    raw_runs(
+        dir,
+        args,
+        "layout",
+        peer,
+        |file, offset, child| {
+            if offset != base {
+                // A new run's lines start at 0.
+                (base, trip) = (offset, 0);
+            }
+            let lines = CallLines::new(file, offset);
             trip += 1;
             lines.opcode.store(7, Ordering::Relaxed);
             lines.request.store(trip, Ordering::Relaxed);
             lines.client_box.store(trip, Ordering::Release);
-            wait_for(lines.server_box, trip);
+            wait_for(lines.server_box, trip, child)?;
             if lines.reply.load(Ordering::Relaxed) != demo::mix(trip) {
                 return Err("a wrong reply in the layout floor".into());
             }
-        }
-        if run > 0 {
-            runs.push(t.elapsed().as_nanos() as f64 / args.trips as f64);
-        }
-    }
-    lines.client_box.store(u64::MAX, Ordering::Release);
-    child.wait()?;
-    std::fs::remove_file(&file.path)?;
-    Ok(median(runs))
+            Ok(())
+        },
+        |file, offset| {
+            CallLines::new(file, offset)
+                .client_box
+                .store(u64::MAX, Ordering::Release)
+        },
+    )
 }
 
 fn uds(args: &BenchArgs, peer_cpu: Option<usize>) -> Res<f64> {
     let path = PathBuf::from(format!("/tmp/ferry-bench-{}.sock", std::process::id()));
     let listener = UnixListener::bind(&path)?;
-    let mut child = spawn_peer("uds", &path, 0, 0, false, peer_cpu)?;
+    let peer = PeerOptions {
+        cpu: peer_cpu,
+        ..PeerOptions::default()
+    };
+    let mut child = spawn_peer("uds", &path, peer)?;
     let (mut s, _) = listener.accept()?;
     let mut runs = Vec::new();
     let mut buf = [0u8; 8];
@@ -433,7 +619,13 @@ fn uds(args: &BenchArgs, peer_cpu: Option<usize>) -> Res<f64> {
 
 /// Times `echo` calls from a client process on CPU `client_cpu` to the server at `path`.
 fn rpc(path: &Path, args: &BenchArgs, client_cpu: Option<usize>) -> Res<f64> {
-    let mut child = spawn_peer("rpc", path, args.trips, args.runs, false, client_cpu)?;
+    let peer = PeerOptions {
+        trips: args.trips,
+        runs: args.runs,
+        cpu: client_cpu,
+        ..PeerOptions::default()
+    };
+    let mut child = spawn_peer("rpc", path, peer)?;
     let out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
     let mut runs = Vec::new();
     for line in out.lines() {
@@ -454,7 +646,13 @@ fn throughput(path: &Path, clients: u32, args: &BenchArgs) -> Res<f64> {
     for _ in 0..3 {
         let mut children = Vec::new();
         for _ in 0..clients {
-            let mut c = spawn_peer("load", path, args.load_calls, 1, true, None)?;
+            let peer = PeerOptions {
+                trips: args.load_calls,
+                runs: 1,
+                piped_in: true,
+                ..PeerOptions::default()
+            };
+            let mut c = spawn_peer("load", path, peer)?;
             let mut out = BufReader::new(c.stdout.take().ok_or("no stdout")?);
             let mut line = String::new();
             out.read_line(&mut line)?;
@@ -496,52 +694,71 @@ pub fn run(args: BenchArgs) -> Res<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let everywhere = allowed_cpus();
     let pinned = pick_cpus(&args.cpus)?;
-    let placement = match pinned {
-        Some((a, b)) => format!("round trips on CPUs {a} (caller) and {b} (answering side)"),
-        None => "round trips unpinned".to_string(),
+    let placement = match &pinned {
+        Placement::Pinned(a, b) => {
+            format!("round trips on CPUs {a} (caller) and {b} (answering side)")
+        }
+        Placement::Unpinned(why) => format!("round trips unpinned ({why})"),
     };
     println!(
         "ferry bench: {cpu}, {cores} cores; {} trips × {} runs (medians), {} calls per client in throughput runs; {placement}",
         args.trips, args.runs, args.load_calls
     );
-    let (caller, answerer) = (pinned.map(|p| p.0), pinned.map(|p| p.1));
+    let (caller, answerer) = match pinned {
+        Placement::Pinned(a, b) => (Some(a), Some(b)),
+        Placement::Unpinned(_) => (None, None),
+    };
     if let Some(a) = caller {
         pin_to(&[a])?;
     }
-    let raw = raw_pingpong("/dev/shm", &args, answerer, 0)?;
-    let with_work: Vec<(u64, f64)> = [10, 25, 50]
-        .into_iter()
-        .map(|ns| {
-            Ok((
-                ns,
-                raw_pingpong("/dev/shm", &args, answerer, work_steps(ns))?,
-            ))
-        })
-        .collect::<Res<_>>()?;
+    let raw = raw_pingpong("/dev/shm", &args, answerer, 0, false)?;
+    let mut with_work = Vec::new();
+    for ns in [10, 25, 50] {
+        let steps = work_steps(ns);
+        let plain = raw_pingpong("/dev/shm", &args, answerer, steps, false)?;
+        let demoted = raw_pingpong("/dev/shm", &args, answerer, steps, true)?;
+        with_work.push((ns, plain, demoted));
+    }
     let layout = raw_layout("/dev/shm", &args, answerer)?;
     let config = ServerConfig {
         workers: args.workers,
         fingerprint: Demo::FINGERPRINT,
         ..ServerConfig::default()
     };
-    // A server started while this thread runs on B has its workers there (threads start with
-    // their parent's CPUs); the client process runs on A.
-    let start_on =
-        |cpu: Option<usize>, start: &mut dyn FnMut() -> Res<ShmServer>| -> Res<ShmServer> {
-            if let Some(b) = cpu {
-                pin_to(&[b])?;
-            }
-            let server = start();
-            if let Some(a) = caller {
-                pin_to(&[a])?;
-            }
-            server
-        };
+    // The server's threads run where this thread runs when it starts them. Its one worker goes
+    // on B (several share every CPU but A, the client's); its monitor, which wakes now and then,
+    // moves off both if it can.
+    let server_cpus: Option<Vec<usize>> = answerer.map(|b| {
+        if args.workers <= 1 {
+            vec![b]
+        } else {
+            everywhere
+                .iter()
+                .copied()
+                .filter(|&c| Some(c) != caller)
+                .collect()
+        }
+    });
+    let start_pinned = |start: &mut dyn FnMut() -> Res<ShmServer>| -> Res<ShmServer> {
+        if let Some(cpus) = &server_cpus {
+            pin_to(cpus)?;
+        }
+        let server = start();
+        if let Some(a) = caller {
+            pin_to(&[a])?;
+            let spare: Vec<usize> = everywhere
+                .iter()
+                .copied()
+                .filter(|&c| Some(c) != caller && Some(c) != answerer)
+                .collect();
+            move_thread("ferry-monitor", &spare);
+        }
+        server
+    };
     let call = {
         let path = path_for(&format!("bench-inline-{}", std::process::id()));
-        let server = start_on(answerer, &mut || {
-            Ok(ShmServer::start(&path, config.clone(), demo::DemoHandler)?)
-        })?;
+        let server =
+            start_pinned(&mut || Ok(ShmServer::start(&path, config.clone(), demo::DemoHandler)?))?;
         let ns = rpc(&path, &args, caller)?;
         server.shutdown(Duration::from_secs(5));
         ns
@@ -549,9 +766,8 @@ pub fn run(args: BenchArgs) -> Res<()> {
     let packets = {
         let path = path_for(&format!("bench-packets-{}", std::process::id()));
         let packets_only = |port: &mut transport_shm::ServerPort<'_, '_>| demo::serve(port);
-        let server = start_on(answerer, &mut || {
-            Ok(ShmServer::start(&path, config.clone(), packets_only)?)
-        })?;
+        let server =
+            start_pinned(&mut || Ok(ShmServer::start(&path, config.clone(), packets_only)?))?;
         let ns = rpc(&path, &args, caller)?;
         server.shutdown(Duration::from_secs(5));
         ns
@@ -561,7 +777,7 @@ pub fn run(args: BenchArgs) -> Res<()> {
     // The socket and the throughput runs are left to the scheduler: a blocking read is woken
     // fastest on the CPU the scheduler picks (pinned to two CPUs, the socket measured 5× slower
     // on a 2-CPU machine).
-    if pinned.is_some() && !everywhere.is_empty() {
+    if caller.is_some() && !everywhere.is_empty() {
         pin_to(&everywhere)?;
     }
     let socket = uds(&args, None)?;
@@ -571,10 +787,14 @@ pub fn run(args: BenchArgs) -> Res<()> {
     println!("| round trip between two processes | median ns | ratio |");
     println!("|---|---:|---:|");
     println!("| raw atomic ping-pong (one u64 in the mapping) | {raw:.0} | 1.00 |");
-    for (ns, t) in &with_work {
+    for (ns, plain, demoted) in &with_work {
         println!(
-            "| the same ping-pong, each side working {ns} ns on receiving before it answers | {t:.0} | {:.2}× |",
-            t / raw
+            "| the same ping-pong, each side working {ns} ns on receiving before it answers | {plain:.0} | {:.2}× |",
+            plain / raw
+        );
+        println!(
+            "| ... and the answering side demoting the line after answering, as a ferry worker does | {demoted:.0} | {:.2}× |",
+            demoted / raw
         );
     }
     println!(
@@ -627,38 +847,40 @@ pub fn run(args: BenchArgs) -> Res<()> {
 }
 
 pub fn peer(args: PeerArgs) -> Res<()> {
+    let parent = rustix::process::getppid();
     if let Some(cpu) = args.cpu {
         pin_to(&[cpu])?;
     }
     match args.role {
         Role::Pingpong => {
             let file = PingPongFile::open(&args.path)?;
-            // `--runs` is the line's byte offset here (`raw_pingpong`).
-            let word = file.word_at(args.runs);
+            let word = file.word_at(args.offset);
             loop {
-                let mut v = word.load(Ordering::Acquire);
-                while v % 2 == 0 {
-                    std::hint::spin_loop();
+                let mut v = 0;
+                peer_wait(parent, || {
                     v = word.load(Ordering::Acquire);
-                }
+                    v % 2 == 1
+                })?;
                 if v == u64::MAX {
                     return Ok(());
                 }
-                // `--trips` is the work per answer (`raw_pingpong`).
-                work(args.trips);
+                work(args.work);
                 word.store(v + 1, Ordering::Release);
+                if args.demote {
+                    transport_shm::cache::demote(word);
+                }
             }
         }
         Role::Layout => {
             let file = PingPongFile::open(&args.path)?;
-            let lines = CallLines::new(&file);
+            let lines = CallLines::new(&file, args.offset);
             let mut seen = 0;
             loop {
-                let mut trip = lines.client_box.load(Ordering::Acquire);
-                while trip == seen {
-                    std::hint::spin_loop();
+                let mut trip = 0;
+                peer_wait(parent, || {
                     trip = lines.client_box.load(Ordering::Acquire);
-                }
+                    trip != seen
+                })?;
                 if trip == u64::MAX {
                     return Ok(());
                 }
@@ -693,7 +915,7 @@ pub fn peer(args: PeerArgs) -> Res<()> {
                     }
                     Ok(())
                 };
-                for _ in 0..WARM_UP {
+                for _ in 0..WARM_UP.min(args.trips) {
                     call()?;
                 }
                 let t = Instant::now();
