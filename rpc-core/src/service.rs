@@ -82,6 +82,44 @@ pub trait InlineCall {
     ) -> Option<Result<u32, Error>>;
 }
 
+/// Where the client methods `#[derive(RpcOpcodes)]` generates make their calls: a client
+/// [`Process`], or a transport's handle that has a process only when a call needs the packets.
+///
+/// The generated client trait is implemented for every `CallSite`. A method whose call may
+/// travel inline asks [`inline`](Self::inline) first; every other call, and one the inline path
+/// declines, goes through [`process`](Self::process). A transport whose calls mostly go inline
+/// (`transport-shm`'s claimed ports) can so skip building a process for each call.
+pub trait CallSite {
+    /// The lanes of the client process.
+    type Lanes: Lanes;
+    /// Its mailbox representation.
+    type Mailbox: Mailbox;
+    /// Its wait policy.
+    type Wait: Wait;
+
+    /// The path for small calls outside the packets, if there is one.
+    fn inline(&self) -> Option<&dyn InlineCall>;
+
+    /// The client process for a call through the packets.
+    fn process(&self) -> &Process<'_, Client, Self::Lanes, Self::Mailbox, Self::Wait>;
+}
+
+impl<L: Lanes, M: Mailbox, W: Wait> CallSite for Process<'_, Client, L, M, W> {
+    type Lanes = L;
+    type Mailbox = M;
+    type Wait = W;
+
+    #[inline(always)]
+    fn inline(&self) -> Option<&dyn InlineCall> {
+        Process::inline(self)
+    }
+
+    #[inline(always)]
+    fn process(&self) -> &Process<'_, Client, L, M, W> {
+        self
+    }
+}
+
 /// Opcodes `RESERVED_OPCODES..=u32::MAX` belong to the protocol; no service call may use them.
 pub const RESERVED_OPCODES: u32 = 0xFFFF_FF00;
 
@@ -438,8 +476,8 @@ pub mod __private {
     /// Makes a call through the client's [`InlineCall`], if it has one and `Q` and `R` fit;
     /// `None` otherwise (the caller uses the packets).
     #[inline(always)]
-    pub fn inline_call<Q, R, L: Lanes, M: Mailbox, W: Wait>(
-        client: &Process<'_, Client, L, M, W>,
+    pub fn inline_call<Q, R>(
+        inline: Option<&dyn InlineCall>,
         opcode: u32,
         request: &Q,
     ) -> Option<Result<R, CallError>>
@@ -450,7 +488,7 @@ pub mod __private {
         if !inline_fits::<Q, R>() {
             return None;
         }
-        let inline = client.inline()?;
+        let inline = inline?;
         let mut reply = [0u8; INLINE_BYTES];
         Some(
             match inline.call_inline(opcode, request.as_bytes(), &mut reply)? {

@@ -87,7 +87,8 @@ fn generate(service: &Service) -> TokenStream {
 
     let client_doc = format!(
         "The client side of service `{name}`: one method per call of [`{ident}`], for every \
-         client `rpc_core::Process`.\n\nEvery active lane calls a method together with the \
+         client `rpc_core::Process` (and every other `rpc_core::service::CallSite`).\n\nEvery \
+         active lane calls a method together with the \
          others (on a GPU: convergently), each with its own request, and gets its own response. \
          A method opens a port with the call's opcode, sends, and (unless the call is one-way) \
          waits for the reply under the process's wait policy; a server that does not know the \
@@ -137,12 +138,9 @@ fn generate(service: &Service) -> TokenStream {
             #( #client_docs #client_sigs; )*
         }
 
-        impl<'__rpc_a, __RpcL, __RpcM, __RpcW> #client
-            for ::rpc_core::Process<'__rpc_a, ::rpc_core::Client, __RpcL, __RpcM, __RpcW>
+        impl<__RpcC> #client for __RpcC
         where
-            __RpcL: ::rpc_core::Lanes,
-            __RpcM: ::rpc_core::Mailbox,
-            __RpcW: ::rpc_core::Wait,
+            __RpcC: ::rpc_core::service::CallSite + ?::core::marker::Sized,
         {
             #( #client_sigs { #client_bodies } )*
         }
@@ -352,7 +350,11 @@ fn client_body(call: &Call) -> TokenStream {
         };
         quote! {
             if let ::core::option::Option::Some(__result) =
-                #p::inline_call::<#q, #r, _, _, _>(self, #opcode, #request)
+                #p::inline_call::<#q, #r>(
+                    ::rpc_core::service::CallSite::inline(self),
+                    #opcode,
+                    #request,
+                )
             {
                 return __result;
             }
@@ -360,7 +362,7 @@ fn client_body(call: &Call) -> TokenStream {
     });
     quote! {
         #inline
-        let mut port = #p::open(self, #opcode)?;
+        let mut port = #p::open(::rpc_core::service::CallSite::process(self), #opcode)?;
         #send
         #recv
     }

@@ -1,20 +1,21 @@
 //! The client: attaches to a server's file and makes calls.
 //!
-//! A call claims a free port through its owner word, opens it with rpc-core through a lock
-//! bitmap private to this handle (every bit always set: the claimed port is handed to the
-//! per-call process with `Process::adopt_port`, so no search, lock or unlock runs), runs the
-//! exchange and releases the claim. With [`ClientConfig::sticky`] the handle keeps the claim for
+//! A call claims a free port through its owner word and runs on it as a [`Claimed`] port: a
+//! small fixed call goes through the port's inline line directly; any other call gets an rpc-core
+//! process made for the claim on first use, over a lock bitmap private to this handle (every bit
+//! always set: the claimed port is handed to the process with `Process::adopt_port`, so no
+//! search, lock or unlock runs). Then the claim is released. With [`ClientConfig::sticky`] the handle keeps the claim for
 //! its next call instead (no compare-and-swap either: a call then costs the protocol's handoff
 //! alone), until it is dropped, [`ShmClient::release_port`] is called, or the server drains. A call
 //! that fails mid-way (or panics) abandons the port instead: its state is unknown, and only the
 //! server may take it back.
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rpc_core::service::CallError;
+use rpc_core::service::{CallError, CallSite, InlineCall};
 use rpc_core::{Client, ClientProcess, Port, Single};
 
 use crate::error::ShmError;
@@ -30,9 +31,68 @@ use crate::ShmMailbox;
 /// An open port on the client side, as a call's closure sees it.
 pub type ClientPort<'p, 'a> = Port<'p, 'a, Client, Single, ShmMailbox, &'a ClientWait>;
 
-/// A client process over one claimed port, as [`ShmClient::call_typed`] hands it out: the
-/// generated client traits of `#[derive(RpcOpcodes)]` services are implemented for it.
+/// A client process over one claimed port (see [`Claimed`]).
 pub type ClaimedProcess<'a> = ClientProcess<'a, Single, ShmMailbox, &'a ClientWait>;
+
+/// A claimed port, as [`ShmClient::call_typed`] hands it out. The generated client traits of
+/// `#[derive(RpcOpcodes)]` services are implemented for it (it is an
+/// [`rpc_core::service::CallSite`]): a call that fits the port's inline line goes there
+/// directly, and a client process on the port ([`ClaimedProcess`], also reached by
+/// dereferencing) is made only when a call needs the packets, once per claim.
+pub struct Claimed<'a> {
+    inline: &'a ClientInline<'a, ClientWait>,
+    process: OnceCell<ClaimedProcess<'a>>,
+    mapped: &'a Mapped,
+    locks: &'a [AtomicU32],
+    wait: &'a ClientWait,
+    port: u32,
+}
+
+impl<'a> Claimed<'a> {
+    /// The claimed port's index.
+    pub fn port(&self) -> u32 {
+        self.port
+    }
+
+    /// The client process on the claimed port (made on first use): it holds this port and no
+    /// other, and makes small calls inline as the claim does.
+    pub fn process(&self) -> &ClaimedProcess<'a> {
+        self.process.get_or_init(|| {
+            // `locks` has the layout's lock words and one lane fits any region (both checked
+            // when the file was attached), so `new` cannot fail here.
+            let process = ClientProcess::new(self.mapped.region(), self.locks, Single, self.wait)
+                .expect("the region was checked when the file was attached");
+            // SAFETY: every bit of the client handle's private bitmap is set and no other handle
+            // uses it, so `port` is locked on this process's behalf alone; `ShmClient::claimed`
+            // takes it back (`take_kept`) before the process is dropped.
+            unsafe { process.adopt_port(self.port) }.with_inline(self.inline)
+        })
+    }
+}
+
+impl<'a> std::ops::Deref for Claimed<'a> {
+    type Target = ClaimedProcess<'a>;
+
+    /// The claim's client process ([`Claimed::process`]), for code written against a process.
+    fn deref(&self) -> &ClaimedProcess<'a> {
+        self.process()
+    }
+}
+
+impl<'a> CallSite for Claimed<'a> {
+    type Lanes = Single;
+    type Mailbox = ShmMailbox;
+    type Wait = &'a ClientWait;
+
+    #[inline]
+    fn inline(&self) -> Option<&dyn InlineCall> {
+        Some(self.inline)
+    }
+
+    fn process(&self) -> &ClientProcess<'_, Single, ShmMailbox, &'a ClientWait> {
+        Claimed::process(self)
+    }
+}
 
 /// How a client attaches.
 #[derive(Clone, Copy, Debug)]
@@ -158,8 +218,9 @@ impl ShmClient {
     }
 
     /// Makes one typed call through a client trait `#[derive(RpcOpcodes)]` generated: claims a
-    /// port, hands `call` a client process in which that port is the only one open to it, then
-    /// frees the port.
+    /// port, hands it to `call` as a [`Claimed`] port (the generated traits are implemented for
+    /// it; code written against a client process reaches one, in which that port is the only
+    /// one open to it, by dereferencing), then frees the port.
     ///
     /// `call` makes exactly one call of the generated trait (`|p| p.echo(7)`). A protocol
     /// failure (`CallError::Port`) is [`ShmError::Call`] and abandons the port, as [`call`]
@@ -169,7 +230,7 @@ impl ShmClient {
     /// [`call`]: ShmClient::call
     pub fn call_typed<R>(
         &mut self,
-        call: impl FnOnce(&ClaimedProcess<'_>) -> Result<R, CallError>,
+        call: impl FnOnce(&Claimed<'_>) -> Result<R, CallError>,
     ) -> Result<R, ShmError> {
         self.claimed(|process| call(process).map_err(ShmError::from))
     }
@@ -180,7 +241,7 @@ impl ShmClient {
     /// `f` panics) abandons it.
     fn claimed<R>(
         &mut self,
-        f: impl FnOnce(&ClaimedProcess<'_>) -> Result<R, ShmError>,
+        f: impl FnOnce(&Claimed<'_>) -> Result<R, ShmError>,
     ) -> Result<R, ShmError> {
         let (index, mine) = match self.held.take() {
             Some((index, mine)) => {
@@ -213,24 +274,25 @@ impl ShmClient {
                 wait: &self.wait,
                 armed: &self.inline_armed,
             };
-            let process = ClientProcess::new(self.mapped.region(), &self.locks, Single, &self.wait)
-                // SAFETY: every bit of this handle's private bitmap is set and no other handle
-                // uses it, so `index` is locked on this process's behalf alone; `take_kept` below
-                // takes it back before the process is dropped.
-                .map(|p| unsafe { p.adopt_port(index) }.with_inline(&inline));
-            match process {
-                Ok(process) => {
-                    let result = f(&process);
-                    if process.take_kept().is_none() {
-                        // The process released the port (it found the packet with the server):
-                        // set its bit again, so the bitmap stays all set.
-                        let (w, bit) = ((index / 32) as usize, 1u32 << (index % 32));
-                        self.locks[w].fetch_or(bit, Ordering::Relaxed);
-                    }
-                    result
+            let claimed = Claimed {
+                inline: &inline,
+                process: OnceCell::new(),
+                mapped: &self.mapped,
+                locks: &self.locks,
+                wait: &self.wait,
+                port: index,
+            };
+            let result = f(&claimed);
+            // A call that went inline made no process.
+            if let Some(process) = claimed.process.get() {
+                if process.take_kept().is_none() {
+                    // The process released the port (it found the packet with the server): set
+                    // its bit again, so the bitmap stays all set.
+                    let (w, bit) = ((index / 32) as usize, 1u32 << (index % 32));
+                    self.locks[w].fetch_or(bit, Ordering::Relaxed);
                 }
-                Err(e) => Err(ShmError::Layout(e)),
             }
+            result
         };
         self.cursor = index;
         let complete = match &result {

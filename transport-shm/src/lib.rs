@@ -123,7 +123,7 @@ mod sync;
 pub mod transport;
 mod wait;
 
-pub use client::{ClaimedProcess, ClientConfig, ClientPort, ShmClient};
+pub use client::{Claimed, ClaimedProcess, ClientConfig, ClientPort, ShmClient};
 pub use error::ShmError;
 pub use file::{path_for, Created};
 pub use header::{Geometry, HeaderError};

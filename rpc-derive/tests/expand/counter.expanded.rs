@@ -104,7 +104,7 @@ impl ::rpc_core::service::Service for Counter {
         0xe06cac36u32, 0xa2af2b86u32, 0x8a8506d8u32, 0x00000007u32, 0xde105b87u32,
     ];
 }
-/**The client side of service `counter`: one method per call of [`Counter`], for every client `rpc_core::Process`.
+/**The client side of service `counter`: one method per call of [`Counter`], for every client `rpc_core::Process` (and every other `rpc_core::service::CallSite`).
 
 Every active lane calls a method together with the others (on a GPU: convergently), each with its own request, and gets its own response. A method opens a port with the call's opcode, sends, and (unless the call is one-way) waits for the reply under the process's wait policy; a server that does not know the call answers with an error instead of leaving the caller waiting.*/
 pub trait CounterClient {
@@ -134,12 +134,9 @@ pub trait CounterClient {
     ///Calls `Ping` (opcode `0xde105b87`).
     fn ping(&self) -> ::core::result::Result<(), ::rpc_core::service::CallError>;
 }
-impl<'__rpc_a, __RpcL, __RpcM, __RpcW> CounterClient
-for ::rpc_core::Process<'__rpc_a, ::rpc_core::Client, __RpcL, __RpcM, __RpcW>
+impl<__RpcC> CounterClient for __RpcC
 where
-    __RpcL: ::rpc_core::Lanes,
-    __RpcM: ::rpc_core::Mailbox,
-    __RpcW: ::rpc_core::Wait,
+    __RpcC: ::rpc_core::service::CallSite + ?::core::marker::Sized,
 {
     fn add(
         &self,
@@ -148,13 +145,13 @@ where
         if let ::core::option::Option::Some(__result) = ::rpc_core::__private::inline_call::<
             Add,
             u64,
-            _,
-            _,
-            _,
-        >(self, 0xe06cac36u32, &request) {
+        >(::rpc_core::service::CallSite::inline(self), 0xe06cac36u32, &request) {
             return __result;
         }
-        let mut port = ::rpc_core::__private::open(self, 0xe06cac36u32)?;
+        let mut port = ::rpc_core::__private::open(
+            ::rpc_core::service::CallSite::process(self),
+            0xe06cac36u32,
+        )?;
         ::rpc_core::__private::send_value(&mut port, &request)?;
         ::rpc_core::__private::recv_value::<u64, _, _, _>(&mut port)
     }
@@ -162,7 +159,10 @@ where
         &self,
         request: &[u8],
     ) -> ::core::result::Result<u64, ::rpc_core::service::CallError> {
-        let mut port = ::rpc_core::__private::open(self, 0xa2af2b86u32)?;
+        let mut port = ::rpc_core::__private::open(
+            ::rpc_core::service::CallSite::process(self),
+            0xa2af2b86u32,
+        )?;
         ::rpc_core::__private::send_stream(&mut port, request, false)?;
         ::rpc_core::__private::recv_value::<u64, _, _, _>(&mut port)
     }
@@ -171,7 +171,10 @@ where
         request: u32,
         response: &'__rpc_b mut [u8],
     ) -> ::core::result::Result<&'__rpc_b str, ::rpc_core::service::CallError> {
-        let mut port = ::rpc_core::__private::open(self, 0x8a8506d8u32)?;
+        let mut port = ::rpc_core::__private::open(
+            ::rpc_core::service::CallSite::process(self),
+            0x8a8506d8u32,
+        )?;
         ::rpc_core::__private::send_value(&mut port, &request)?;
         ::rpc_core::__private::recv_text(&mut port, response)
     }
@@ -179,7 +182,10 @@ where
         &self,
         request: u64,
     ) -> ::core::result::Result<(), ::rpc_core::service::CallError> {
-        let mut port = ::rpc_core::__private::open(self, 0x00000007u32)?;
+        let mut port = ::rpc_core::__private::open(
+            ::rpc_core::service::CallSite::process(self),
+            0x00000007u32,
+        )?;
         ::rpc_core::__private::send_value(&mut port, &request)?;
         ::core::result::Result::Ok(())
     }
@@ -187,13 +193,13 @@ where
         if let ::core::option::Option::Some(__result) = ::rpc_core::__private::inline_call::<
             (),
             (),
-            _,
-            _,
-            _,
-        >(self, 0xde105b87u32, &()) {
+        >(::rpc_core::service::CallSite::inline(self), 0xde105b87u32, &()) {
             return __result;
         }
-        let mut port = ::rpc_core::__private::open(self, 0xde105b87u32)?;
+        let mut port = ::rpc_core::__private::open(
+            ::rpc_core::service::CallSite::process(self),
+            0xde105b87u32,
+        )?;
         ::rpc_core::__private::send_value(&mut port, &())?;
         ::rpc_core::__private::recv_value::<(), _, _, _>(&mut port)
     }
