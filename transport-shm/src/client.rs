@@ -386,3 +386,45 @@ impl Transport for ShmClient {
         self.wait.server_alive()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::demo::{self, Demo, DemoClient};
+    use crate::{path_for, ServerConfig, ShmServer};
+
+    /// The claim's process is made only for calls that need the packets: an inline call makes
+    /// none (what keeps a sticky inline call cheap), a stream call makes one.
+    #[test]
+    fn a_claim_makes_its_process_only_for_the_packets() {
+        let path = path_for(&format!("test-claim-process-{}", std::process::id()));
+        let config = ServerConfig {
+            workers: 1,
+            fingerprint: Demo::FINGERPRINT,
+            ..ServerConfig::default()
+        };
+        let server = ShmServer::start(&path, config, demo::DemoHandler).unwrap();
+        let config = ClientConfig {
+            fingerprint: Some(Demo::FINGERPRINT),
+            sticky: true,
+            ..ClientConfig::default()
+        };
+        let mut client = ShmClient::attach(&path, config).unwrap();
+        for round in 0..3u64 {
+            let (echoed, made) = client
+                .call_typed(|p| Ok((p.echo(round)?, p.process.get().is_some())))
+                .unwrap();
+            assert_eq!((echoed.id, echoed.mix), (round, demo::mix(round)));
+            assert!(!made, "an inline echo made a process (round {round})");
+            let (summed, made) = client
+                .call_typed(|p| Ok((p.sum(&[1, 2, 3])?, p.process.get().is_some())))
+                .unwrap();
+            assert_eq!((summed.len, summed.sum), (3, 6));
+            assert!(made, "a stream call went without a process (round {round})");
+        }
+        drop(client);
+        assert!(server.shutdown(Duration::from_secs(5)).drained);
+    }
+}
