@@ -1,14 +1,16 @@
 //! Integration tests across crates and processes live in `tests/`; this library holds what they
-//! share: child processes that are killed when the test lets go of them, lines read from them
-//! under a deadline, and a watchdog, so no test can hang forever.
+//! share (and transport-gpu's tests use too): child processes that are killed when the test lets
+//! go of them, lines read from them under a deadline, a watchdog, so no test can hang forever, and
+//! a writer a test reads back.
 
 #![deny(missing_docs)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a test waits for anything a peer process should do soon.
@@ -114,5 +116,55 @@ pub fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     while !done() {
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
         std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Aborts the test process if the test that made it is still running after its limit: a hang
+/// must fail, not stall CI. Disarmed when dropped.
+pub struct Watchdog(Arc<AtomicBool>);
+
+impl Watchdog {
+    /// Arms a watchdog for the test `name`, for `limit`.
+    pub fn new(name: &'static str, limit: Duration) -> Self {
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !flag.load(Ordering::Relaxed) {
+                if start.elapsed() > limit {
+                    eprintln!("watchdog: {name} still running after {limit:?}");
+                    std::process::abort();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        Watchdog(done)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A writer the test reads back (clones share the bytes).
+#[derive(Clone, Default)]
+pub struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Capture {
+    /// What was written, as text (panics if it is not UTF-8).
+    pub fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).expect("captured text is UTF-8")
     }
 }

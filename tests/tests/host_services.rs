@@ -7,67 +7,23 @@
 // A device call must take a client of any lifetime, which a function path does not: closures.
 #![allow(clippy::redundant_closure)]
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use device::host::{self, mode, Handle, HostError, Libc, LibcClient, Printer, ReadRequest, Target};
 use device::sim::{SimWarp, Yield};
-use ferry_tests::unique_path;
+use ferry_tests::{unique_path, Capture};
 use rpc_core::service::CallError;
 use rpc_core::{HeapRegion, Lanes};
 use transport_gpu::host::{Arena, LibcConfig, LibcHost, DATA_HEADER, IO_CHUNK, STDOUT};
 use transport_shm::{ClaimedProcess, ClientConfig, ServerConfig, ServerPort, ShmClient, ShmError};
 use transport_shm::{ShmServer, Shutdown};
 
-/// Aborts the test process if a test is still running after `limit` (a hang must fail).
-struct Watchdog(Arc<AtomicBool>);
-
-impl Watchdog {
-    fn new(name: &'static str) -> Self {
-        let limit = Duration::from_secs(120);
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = done.clone();
-        std::thread::spawn(move || {
-            let start = Instant::now();
-            while !flag.load(Ordering::Relaxed) {
-                if start.elapsed() > limit {
-                    eprintln!("watchdog: {name} still running after {limit:?}");
-                    std::process::abort();
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
-        Watchdog(done)
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
-
-/// A writer the test reads back.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Capture {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
+/// Fails a test of this file that runs for over two minutes.
+fn watchdog(name: &'static str) -> ferry_tests::Watchdog {
+    ferry_tests::Watchdog::new(name, Duration::from_secs(120))
 }
 
 fn captured(out: &Capture, err: &Capture) -> LibcConfig {
@@ -163,7 +119,7 @@ fn drain(server: ShmServer) {
 
 #[test]
 fn prints_from_many_threads_lose_nothing_and_keep_lines_whole_and_in_order() {
-    let _w = Watchdog::new("prints");
+    let _w = watchdog("prints");
     const THREADS: usize = 4;
     const LINES: usize = 2000;
     let (out, err) = (Capture::default(), Capture::default());
@@ -211,7 +167,7 @@ fn prints_from_many_threads_lose_nothing_and_keep_lines_whole_and_in_order() {
 
 #[test]
 fn long_prints_are_cut_at_newlines_and_arrive_whole() {
-    let _w = Watchdog::new("long prints");
+    let _w = watchdog("long prints");
     let (out, err) = (Capture::default(), Capture::default());
     let host = Arc::new(LibcHost::new(captured(&out, &err)));
     let (server, path) = shm_server(&host);
@@ -245,7 +201,7 @@ fn long_prints_are_cut_at_newlines_and_arrive_whole() {
 
 #[test]
 fn files_round_trip_and_every_error_is_typed() {
-    let _w = Watchdog::new("files");
+    let _w = watchdog("files");
     let dir = Scratch::new("files");
     let (out, err) = (Capture::default(), Capture::default());
     let host = Arc::new(LibcHost::new(captured(&out, &err)));
@@ -390,7 +346,7 @@ fn files_round_trip_and_every_error_is_typed() {
 
 #[test]
 fn too_many_open_files_is_an_error_not_a_leak() {
-    let _w = Watchdog::new("too many");
+    let _w = watchdog("too many");
     let dir = Scratch::new("many");
     let host = Arc::new(LibcHost::new(LibcConfig {
         max_files: 3,
@@ -416,7 +372,7 @@ fn too_many_open_files_is_an_error_not_a_leak() {
 
 #[test]
 fn hostile_lengths_are_refused_and_the_server_keeps_serving() {
-    let _w = Watchdog::new("hostile");
+    let _w = watchdog("hostile");
     let dir = Scratch::new("hostile");
     let (out, err) = (Capture::default(), Capture::default());
     let host = Arc::new(LibcHost::new(captured(&out, &err)));
@@ -502,7 +458,7 @@ fn hostile_lengths_are_refused_and_the_server_keeps_serving() {
 
 #[test]
 fn exit_abort_clock_and_system() {
-    let _w = Watchdog::new("exit");
+    let _w = watchdog("exit");
     let (out, err) = (Capture::default(), Capture::default());
     let host = Arc::new(LibcHost::new(captured(&out, &err)));
     let (server, path) = shm_server(&host);
@@ -545,7 +501,7 @@ fn exit_abort_clock_and_system() {
 
 #[test]
 fn malloc_hands_out_disjoint_blocks_of_reserved_memory() {
-    let _w = Watchdog::new("malloc");
+    let _w = watchdog("malloc");
     const SIZE: usize = 1 << 16;
     let mut arena = vec![0u8; SIZE].into_boxed_slice();
     let base = arena.as_mut_ptr() as usize;
@@ -633,7 +589,7 @@ where
 
 #[test]
 fn a_warp_prints_all_its_lanes_in_one_message_each_lane_whole_and_in_order() {
-    let _w = Watchdog::new("warp prints");
+    let _w = watchdog("warp prints");
     const WARPS: u32 = 2;
     const LANES: u32 = 8;
     const LINES: u32 = 50;
@@ -669,7 +625,7 @@ fn a_warp_prints_all_its_lanes_in_one_message_each_lane_whole_and_in_order() {
 
 #[test]
 fn a_warp_writes_and_reads_files_of_different_lengths_per_lane() {
-    let _w = Watchdog::new("warp files");
+    let _w = watchdog("warp files");
     let dir = Scratch::new("warp");
     let (out, err) = (Capture::default(), Capture::default());
     let host = LibcHost::new(LibcConfig {

@@ -2,42 +2,15 @@
 //! descriptor as a kernel builds them, on simulated warps (`device::sim::SimWarp`), calling the
 //! same `HostServices` the loader serves, through `transport_gpu::serve`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use device::descriptor::Descriptor;
 use device::services::{self, CallError, PRINT_LIMIT, STATUS_UNKNOWN_OPCODE};
 use device::sim::{descriptor, SimWarp, Yield};
+use ferry_tests::Watchdog;
 use rpc_core::{Error, HeapRegion, Lanes};
 use transport_gpu::{serve, ExitPolicy, HostServices};
-
-/// Aborts the test process if it is still running after `limit` (a hang must fail, not stall CI).
-struct Watchdog(Arc<AtomicBool>);
-
-impl Watchdog {
-    fn new(name: &'static str, limit: Duration) -> Self {
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = done.clone();
-        std::thread::spawn(move || {
-            let start = Instant::now();
-            while !flag.load(Ordering::Relaxed) {
-                if start.elapsed() > limit {
-                    eprintln!("watchdog: {name} still running after {limit:?}");
-                    std::process::abort();
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
-        Watchdog(done)
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
 
 /// Runs `warps` simulated warps of `lanes` lanes against `services` served by `server_threads`
 /// threads; `body(client, warp)` runs in every lane, as a kernel's main does.

@@ -7,11 +7,10 @@
 //! Without them each test prints one line `skipped: <reason>` and passes (CI has no GPU).
 
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ferry_tests::Capture;
 use transport_gpu::cuda::Cuda;
 use transport_gpu::{run_program, Error, ExitPolicy, PortCount, RunConfig};
 
@@ -38,26 +37,6 @@ fn setup(program: &str) -> Result<(Cuda, Vec<u8>), String> {
         Ok(cuda) => Ok((cuda, ptx)),
         Err(Error::NoDriver(why)) => Err(format!("no CUDA driver or device: {why}")),
         Err(e) => Err(format!("CUDA did not start: {e}")),
-    }
-}
-
-/// A writer the test reads back.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Capture {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).expect("the program prints UTF-8")
     }
 }
 
