@@ -63,9 +63,10 @@ pub const INLINE_BYTES: usize = 32;
 /// that both sides poll (`transport-shm`'s inline lines), which moves a quarter of the lines a
 /// packet exchange moves.
 ///
-/// A single-lane client handle gets one with `Process::with_inline`; the client methods
-/// `#[derive(RpcOpcodes)]` generates try it first for calls whose request and reply are fixed
-/// (or empty) and both fit, and use the packets when it answers `None`. On the server, the
+/// A single-lane client handle gets one with `Process::with_inline`, and any [`CallSite`] may
+/// give one; the client methods `#[derive(RpcOpcodes)]` generates try it first for calls whose
+/// request and reply are fixed (or empty) and both fit, and use the packets when it answers
+/// `None`. On the server, the
 /// generated `dispatch_inline` serves the same calls from bytes. Both paths give the same results
 /// and errors; only the way the bytes travel differs.
 pub trait InlineCall {

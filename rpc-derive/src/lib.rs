@@ -120,7 +120,9 @@
 //!   `rpc_core::Process<Client, L, M, W>`, and a transport's handle that makes a process only for
 //!   calls that need the packets (`transport_shm::Claimed`). One method per call taking the
 //!   request (`T`, `&[u8]` or `&str`) and, for a streamed response, a buffer to receive it into;
-//!   it returns `Result<_, CallError>`. On a GPU every active lane calls
+//!   it returns `Result<_, CallError>`. (Being implemented for every `CallSite`, the trait cannot
+//!   also be implemented by hand for a type of another crate, such as `Arc<Mock>`; a mock can
+//!   implement it for a local type.) On a GPU every active lane calls
 //!   the method together, each with its own request, and gets its own response.
 //! - `trait KvServer`: one handler per call (`fn get(&self, request: T) -> U`; a streamed
 //!   response is returned as `impl AsRef<[u8]>` or `impl AsRef<str>`), called once per active lane

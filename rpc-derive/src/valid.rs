@@ -13,13 +13,26 @@ use crate::ast::{combine, Call, Service, Wire};
 const RESERVED_OPCODES: u32 = 0xFFFF_FF00;
 
 /// Method names a call cannot take: inherent methods of `rpc_core::Process` (which would shadow
-/// the client method) and the server trait's provided methods.
+/// the client method), the methods of `rpc_core::service::CallSite` (which every client type has)
+/// and the server trait's provided methods.
 const RESERVED_METHODS: &[&str] = &[
     "new",
+    "with_outbox_shadow",
+    "with_inline",
+    "keep_port",
+    "adopt_port",
+    "take_kept",
+    "exclusive",
+    "with_outbox_mirror",
     "with_cursor",
+    "restrict",
+    "port_range",
+    "set_cursor",
     "region",
     "lanes",
     "wait_policy",
+    "inline",
+    "process",
     "try_open",
     "open",
     "owns",
@@ -28,6 +41,7 @@ const RESERVED_METHODS: &[&str] = &[
     "lock",
     "unlock",
     "dispatch",
+    "dispatch_inline",
     "serve_one",
 ];
 
@@ -110,8 +124,8 @@ fn check_call(service: &Service, call: &Call) -> syn::Result<()> {
         return Err(syn::Error::new(
             name.span(),
             format!(
-                "call `{name}` would become method `{}`, which `rpc_core::Process` or the server \
-                 trait already has; rename the variant",
+                "call `{name}` would become method `{}`, which `rpc_core::Process`, \
+                 `rpc_core::service::CallSite` or the server trait already has; rename the variant",
                 call.method
             ),
         ));

@@ -2,9 +2,10 @@
 //!
 //! A call claims a free port through its owner word and runs on it as a [`Claimed`] port: a
 //! small fixed call goes through the port's inline line directly; any other call gets an rpc-core
-//! process made for the claim on first use, over a lock bitmap private to this handle (every bit
-//! always set: the claimed port is handed to the process with `Process::adopt_port`, so no
-//! search, lock or unlock runs). Then the claim is released. With [`ClientConfig::sticky`] the handle keeps the claim for
+//! process made for the claim on first use, over a lock bitmap private to this handle (every
+//! bit always set: the claimed port is handed to the process with `Process::adopt_port`, so no
+//! search, lock or unlock runs, and taken back when the claim is dropped). Then the claim is
+//! released. With [`ClientConfig::sticky`] the handle keeps the claim for
 //! its next call instead (no compare-and-swap either: a call then costs the protocol's handoff
 //! alone), until it is dropped, [`ShmClient::release_port`] is called, or the server drains. A call
 //! that fails mid-way (or panics) abandons the port instead: its state is unknown, and only the
@@ -39,6 +40,9 @@ pub type ClaimedProcess<'a> = ClientProcess<'a, Single, ShmMailbox, &'a ClientWa
 /// [`rpc_core::service::CallSite`]): a call that fits the port's inline line goes there
 /// directly, and a client process on the port ([`ClaimedProcess`], also reached by
 /// dereferencing) is made only when a call needs the packets, once per claim.
+///
+/// Its own functions are associated functions ([`Claimed::port`]`(&p)`), so that they never
+/// hide a generated call of the same name.
 pub struct Claimed<'a> {
     inline: &'a ClientInline<'a, ClientWait>,
     process: OnceCell<ClaimedProcess<'a>>,
@@ -50,23 +54,41 @@ pub struct Claimed<'a> {
 
 impl<'a> Claimed<'a> {
     /// The claimed port's index.
-    pub fn port(&self) -> u32 {
-        self.port
+    pub fn port(this: &Self) -> u32 {
+        this.port
     }
 
     /// The client process on the claimed port (made on first use): it holds this port and no
     /// other, and makes small calls inline as the claim does.
-    pub fn process(&self) -> &ClaimedProcess<'a> {
-        self.process.get_or_init(|| {
+    #[inline]
+    pub fn process(this: &Self) -> &ClaimedProcess<'a> {
+        this.process.get_or_init(|| {
             // `locks` has the layout's lock words and one lane fits any region (both checked
             // when the file was attached), so `new` cannot fail here.
-            let process = ClientProcess::new(self.mapped.region(), self.locks, Single, self.wait)
+            let process = ClientProcess::new(this.mapped.region(), this.locks, Single, this.wait)
                 .expect("the region was checked when the file was attached");
             // SAFETY: every bit of the client handle's private bitmap is set and no other handle
-            // uses it, so `port` is locked on this process's behalf alone; `ShmClient::claimed`
-            // takes it back (`take_kept`) before the process is dropped.
-            unsafe { process.adopt_port(self.port) }.with_inline(self.inline)
+            // uses it, so `port` is locked on this process's behalf alone; the claim's `drop`
+            // takes it back (`take_kept`) before the process is dropped, on every path out of
+            // the call, unwinding included.
+            unsafe { process.adopt_port(this.port) }.with_inline(this.inline)
         })
+    }
+}
+
+impl Drop for Claimed<'_> {
+    /// Keeps the handle's private bitmap all set, whatever the call did (unwinding included): a
+    /// process dropped with its port kept would clear that port's bit, and the handle could then
+    /// open the port later while another handle holds it.
+    fn drop(&mut self) {
+        if let Some(process) = self.process.get() {
+            if process.take_kept().is_none() {
+                // The process released the port (it found the packet with the server) and
+                // cleared its bit: set it again.
+                let (w, bit) = ((self.port / 32) as usize, 1u32 << (self.port % 32));
+                self.locks[w].fetch_or(bit, Ordering::Relaxed);
+            }
+        }
     }
 }
 
@@ -75,7 +97,7 @@ impl<'a> std::ops::Deref for Claimed<'a> {
 
     /// The claim's client process ([`Claimed::process`]), for code written against a process.
     fn deref(&self) -> &ClaimedProcess<'a> {
-        self.process()
+        Claimed::process(self)
     }
 }
 
@@ -89,6 +111,7 @@ impl<'a> CallSite for Claimed<'a> {
         Some(self.inline)
     }
 
+    #[inline]
     fn process(&self) -> &ClientProcess<'_, Single, ShmMailbox, &'a ClientWait> {
         Claimed::process(self)
     }
@@ -220,7 +243,8 @@ impl ShmClient {
     /// Makes one typed call through a client trait `#[derive(RpcOpcodes)]` generated: claims a
     /// port, hands it to `call` as a [`Claimed`] port (the generated traits are implemented for
     /// it; code written against a client process reaches one, in which that port is the only
-    /// one open to it, by dereferencing), then frees the port.
+    /// one open to it, by dereferencing: `|p| helper(p)` for a `helper(&ClaimedProcess)`), then
+    /// frees the port.
     ///
     /// `call` makes exactly one call of the generated trait (`|p| p.echo(7)`). A protocol
     /// failure (`CallError::Port`) is [`ShmError::Call`] and abandons the port, as [`call`]
@@ -282,17 +306,8 @@ impl ShmClient {
                 wait: &self.wait,
                 port: index,
             };
-            let result = f(&claimed);
-            // A call that went inline made no process.
-            if let Some(process) = claimed.process.get() {
-                if process.take_kept().is_none() {
-                    // The process released the port (it found the packet with the server): set
-                    // its bit again, so the bitmap stays all set.
-                    let (w, bit) = ((index / 32) as usize, 1u32 << (index % 32));
-                    self.locks[w].fetch_or(bit, Ordering::Relaxed);
-                }
-            }
-            result
+            // Dropping the claim (also when `f` panics) takes its process's port back.
+            f(&claimed)
         };
         self.cursor = index;
         let complete = match &result {
@@ -395,11 +410,9 @@ mod tests {
     use crate::demo::{self, Demo, DemoClient};
     use crate::{path_for, ServerConfig, ShmServer};
 
-    /// The claim's process is made only for calls that need the packets: an inline call makes
-    /// none (what keeps a sticky inline call cheap), a stream call makes one.
-    #[test]
-    fn a_claim_makes_its_process_only_for_the_packets() {
-        let path = path_for(&format!("test-claim-process-{}", std::process::id()));
+    /// A demo server with one worker on a file named after `tag`, and a client attached to it.
+    fn demo(tag: &str, sticky: bool) -> (ShmServer, ShmClient) {
+        let path = path_for(&format!("test-{tag}-{}", std::process::id()));
         let config = ServerConfig {
             workers: 1,
             fingerprint: Demo::FINGERPRINT,
@@ -408,10 +421,17 @@ mod tests {
         let server = ShmServer::start(&path, config, demo::DemoHandler).unwrap();
         let config = ClientConfig {
             fingerprint: Some(Demo::FINGERPRINT),
-            sticky: true,
+            sticky,
             ..ClientConfig::default()
         };
-        let mut client = ShmClient::attach(&path, config).unwrap();
+        (server, ShmClient::attach(&path, config).unwrap())
+    }
+
+    /// The claim's process is made only for calls that need the packets: an inline call makes
+    /// none (what keeps a sticky inline call cheap), a stream call makes one.
+    #[test]
+    fn a_claim_makes_its_process_only_for_the_packets() {
+        let (server, mut client) = demo("claim-process", true);
         for round in 0..3u64 {
             let (echoed, made) = client
                 .call_typed(|p| Ok((p.echo(round)?, p.process.get().is_some())))
@@ -426,5 +446,38 @@ mod tests {
         }
         drop(client);
         assert!(server.shutdown(Duration::from_secs(5)).drained);
+    }
+
+    /// A call that panics after using the packets leaves the handle's private bitmap all set: a
+    /// cleared bit would let the handle's next search open that port while another holds it.
+    #[test]
+    fn a_panicking_call_leaves_the_private_bitmap_all_set() {
+        let (server, mut client) = demo("claim-panic", false);
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = client.call_typed(|p| -> Result<(), CallError> {
+                p.sum(&[1, 2, 3])?;
+                panic!("the caller's code fails after a call through the packets");
+            });
+        }));
+        assert!(panicked.is_err());
+        let cleared: Vec<u32> = (0..client.geometry().layout().ports())
+            .filter(|&port| {
+                let bit = 1u32 << (port % 32);
+                client.locks[(port / 32) as usize].load(Ordering::Relaxed) & bit == 0
+            })
+            .collect();
+        assert!(
+            cleared.is_empty(),
+            "ports unlocked in the private bitmap: {cleared:?}"
+        );
+        // The handle still works (on another port: the abandoned one waits for the monitor).
+        assert_eq!(
+            client
+                .call_typed(|p| p.add(demo::Operands { a: 2, b: 3 }))
+                .unwrap(),
+            5
+        );
+        drop(client);
+        server.shutdown(Duration::from_secs(5));
     }
 }
