@@ -460,16 +460,24 @@ mod tests {
             });
         }));
         assert!(panicked.is_err());
-        let cleared: Vec<u32> = (0..client.geometry().layout().ports())
-            .filter(|&port| {
-                let bit = 1u32 << (port % 32);
-                client.locks[(port / 32) as usize].load(Ordering::Relaxed) & bit == 0
-            })
-            .collect();
-        assert!(
-            cleared.is_empty(),
-            "ports unlocked in the private bitmap: {cleared:?}"
-        );
+        let cleared = |client: &ShmClient| -> Vec<u32> {
+            (0..client.geometry().layout().ports())
+                .filter(|&port| {
+                    let bit = 1u32 << (port % 32);
+                    client.locks[(port / 32) as usize].load(Ordering::Relaxed) & bit == 0
+                })
+                .collect()
+        };
+        assert_eq!(cleared(&client), Vec::<u32>::new(), "after a typed call");
+        // The same through `call`, which reaches the claim's process by dereferencing.
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _: Result<(), ShmError> = client.call(Demo::Echo.opcode(), |port| {
+                port.send_and_recv(|slot, _| slot.words[0] = 7, |_, _| {})?;
+                panic!("the exchange fails after the reply");
+            });
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(cleared(&client), Vec::<u32>::new(), "after a raw call");
         // The handle still works (on another port: the abandoned one waits for the monitor).
         assert_eq!(
             client
