@@ -24,7 +24,7 @@ use crate::file::{self, Mapped};
 use crate::header::{Geometry, STATE_SERVING, STATE_STOPPED};
 use crate::inline::{self, ClientInline};
 use crate::owner::{abandon, current_holder, holder_of, release, try_claim};
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{word_bit, AtomicU32, AtomicU64, Ordering};
 use crate::transport::Transport;
 use crate::wait::ClientWait;
 use crate::ShmMailbox;
@@ -44,18 +44,17 @@ pub type ClaimedProcess<'a> = ClientProcess<'a, Single, ShmMailbox, &'a ClientWa
 /// Its own functions are associated functions ([`Claimed::port`]`(&p)`), so that they never
 /// hide a generated call of the same name.
 pub struct Claimed<'a> {
+    /// The port's inline path; also its index and the handle's wait policy.
     inline: &'a ClientInline<'a, ClientWait>,
     process: OnceCell<ClaimedProcess<'a>>,
     mapped: &'a Mapped,
     locks: &'a [AtomicU32],
-    wait: &'a ClientWait,
-    port: u32,
 }
 
 impl<'a> Claimed<'a> {
     /// The claimed port's index.
     pub fn port(this: &Self) -> u32 {
-        this.port
+        this.inline.port
     }
 
     /// The client process on the claimed port (made on first use): it holds this port and no
@@ -65,13 +64,14 @@ impl<'a> Claimed<'a> {
         this.process.get_or_init(|| {
             // `locks` has the layout's lock words and one lane fits any region (both checked
             // when the file was attached), so `new` cannot fail here.
-            let process = ClientProcess::new(this.mapped.region(), this.locks, Single, this.wait)
+            let wait = this.inline.wait;
+            let process = ClientProcess::new(this.mapped.region(), this.locks, Single, wait)
                 .expect("the region was checked when the file was attached");
             // SAFETY: every bit of the client handle's private bitmap is set and no other handle
             // uses it, so `port` is locked on this process's behalf alone; the claim's `drop`
             // takes it back (`take_kept`) before the process is dropped, on every path out of
             // the call, unwinding included.
-            unsafe { process.adopt_port(this.port) }.with_inline(this.inline)
+            unsafe { process.adopt_port(this.inline.port) }.with_inline(this.inline)
         })
     }
 }
@@ -85,7 +85,7 @@ impl Drop for Claimed<'_> {
             if process.take_kept().is_none() {
                 // The process released the port (it found the packet with the server) and
                 // cleared its bit: set it again.
-                let (w, bit) = ((self.port / 32) as usize, 1u32 << (self.port % 32));
+                let (w, bit) = word_bit(self.inline.port as usize);
                 self.locks[w].fetch_or(bit, Ordering::Relaxed);
             }
         }
@@ -303,8 +303,6 @@ impl ShmClient {
                 process: OnceCell::new(),
                 mapped: &self.mapped,
                 locks: &self.locks,
-                wait: &self.wait,
-                port: index,
             };
             // Dropping the claim (also when `f` panics) takes its process's port back.
             f(&claimed)

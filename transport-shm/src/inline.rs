@@ -56,7 +56,7 @@ use rpc_core::service::{InlineCall, INLINE_BYTES};
 use rpc_core::Wait;
 
 use crate::status;
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::sync::{word_bit, AtomicU32, AtomicU64, Ordering};
 
 /// Word indices in an inline line.
 pub(crate) mod word {
@@ -184,7 +184,7 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
             // Tells the workers to poll this line. Relaxed: a worker that sees the request before
             // the bit misses nothing (it polls every pass), and one that sees the bit first finds
             // the line at rest until the store below.
-            let (w, bit) = ((self.port / 32) as usize, 1u32 << (self.port % 32));
+            let (w, bit) = word_bit(self.port as usize);
             self.bitmap[w].fetch_or(bit, Ordering::Relaxed);
             self.armed.set(true);
         }
@@ -224,7 +224,7 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
 
 /// Clears `port`'s bitmap bit (its claim ends).
 pub(crate) fn disarm(bitmap: &[AtomicU32], port: u32) {
-    let (w, bit) = ((port / 32) as usize, 1u32 << (port % 32));
+    let (w, bit) = word_bit(port as usize);
     bitmap[w].fetch_and(!bit, Ordering::Relaxed);
 }
 

@@ -21,7 +21,7 @@ use crate::header::{Geometry, STATE_DRAINING, STATE_STOPPED};
 use crate::inline;
 use crate::owner::{generation_of, holder_alive, holder_of, pack, pid_of, start_time, ABANDONED};
 use crate::status;
-use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{word_bit, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::wait::ServerWait;
 use crate::ShmMailbox;
 use rpc_core::service::INLINE_BYTES;
@@ -306,9 +306,9 @@ impl ShmServer {
                 let word = mapped.owners()[p].load(Ordering::SeqCst);
                 let pid = pid_of(word);
                 // A worker inside a call (between packets of a stream) holds the port's lock.
-                let serving =
-                    self.shared.server_locks[p / 32].load(Ordering::Relaxed) & (1 << (p % 32)) != 0
-                        || self.shared.inline_locks[p].load(Ordering::Relaxed) != 0;
+                let (w, bit) = word_bit(p);
+                let serving = self.shared.server_locks[w].load(Ordering::Relaxed) & bit != 0
+                    || self.shared.inline_locks[p].load(Ordering::Relaxed) != 0;
                 let line_pending = serves_inline && !lines[p].at_rest();
                 let pending = !region.client_owns(p as u32) || line_pending;
                 if pending || pid == ABANDONED || serving {
@@ -528,7 +528,7 @@ fn monitor(shared: &Shared) {
             }
             // Take the server side's lock of the port, as a worker would: while we hold it no
             // worker is inside a call on it, and none can start one.
-            let (w, bit) = (p / 32, 1u32 << (p % 32));
+            let (w, bit) = word_bit(p);
             if shared.server_locks[w].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
                 continue;
             }

@@ -466,44 +466,49 @@ fn work_steps(ns: u64) -> u64 {
     ((ns as f64 / ns_per_step).round() as u64).clamp(1, 1 << 24)
 }
 
+/// Makes `trips` round trips with `trip` after `WARM_UP` untimed ones (at most `trips`);
+/// returns the nanoseconds the timed ones took.
+fn timed(trips: u64, mut trip: impl FnMut() -> Res<()>) -> Res<f64> {
+    for _ in 0..WARM_UP.min(trips) {
+        trip()?;
+    }
+    let t = Instant::now();
+    for _ in 0..trips {
+        trip()?;
+    }
+    Ok(t.elapsed().as_nanos() as f64)
+}
+
 /// One raw measurement: for each run (run 0 warms up), a peer of `role` started on the run's
-/// lines (`run_offset`) and `trip` timed over them after `WARM_UP` untimed trips.
+/// lines (`run_offset`, zeroed first) and `run` timing the run on them (`timed`); `stop` then
+/// tells the peer to exit.
 fn raw_runs(
     dir: &str,
     args: &BenchArgs,
     role: &str,
     peer: PeerOptions,
-    mut trip: impl FnMut(&PingPongFile, usize, &mut Child) -> Res<()>,
+    mut run: impl FnMut(&PingPongFile, usize, &mut Child) -> Res<f64>,
     stop: impl Fn(&PingPongFile, usize),
 ) -> Res<f64> {
     let path = PathBuf::from(format!("{dir}/ferry-bench-{role}-{}", std::process::id()));
     let file = PingPongFile::create(&path)?;
     let result = (|| {
         let mut runs = Vec::new();
-        for run in 0..=args.runs {
-            let offset = run_offset(run);
+        for n in 0..=args.runs {
+            let offset = run_offset(n);
             // The run's lines start at 0 (a run may reuse an earlier run's lines).
             for at in (offset..offset + 256).step_by(8) {
                 file.word_at(at).store(0, Ordering::Relaxed);
             }
             let mut child = spawn_peer(role, &path, PeerOptions { offset, ..peer })?;
-            let outcome = (|| {
-                for _ in 0..WARM_UP.min(args.trips) {
-                    trip(&file, offset, &mut child)?;
-                }
-                let t = Instant::now();
-                for _ in 0..args.trips {
-                    trip(&file, offset, &mut child)?;
-                }
-                Ok::<_, Box<dyn std::error::Error>>(t.elapsed().as_nanos() as f64)
-            })();
+            let outcome = run(&file, offset, &mut child);
             stop(&file, offset);
             let exited = child.wait()?;
             let ns = outcome?;
             if !exited.success() {
                 return Err(format!("a benchmark peer failed ({exited})").into());
             }
-            if run > 0 {
+            if n > 0 {
                 runs.push(ns / args.trips as f64);
             }
         }
@@ -529,23 +534,21 @@ fn raw_pingpong(
         cpu: peer_cpu,
         ..PeerOptions::default()
     };
-    let (mut v, mut base) = (0u64, usize::MAX);
     raw_runs(
         dir,
         args,
         "pingpong",
         peer,
         |file, offset, child| {
-            if offset != base {
-                // A new run's line starts at 0.
-                (base, v) = (offset, 0);
-            }
             let word = file.word_at(offset);
-            word.store(v + 1, Ordering::Release);
-            wait_for(word, v + 2, child)?;
-            work(steps);
-            v += 2;
-            Ok(())
+            let mut v = 0u64;
+            timed(args.trips, || {
+                word.store(v + 1, Ordering::Release);
+                wait_for(word, v + 2, child)?;
+                work(steps);
+                v += 2;
+                Ok(())
+            })
         },
         |file, offset| file.word_at(offset).store(u64::MAX, Ordering::Release),
     )
@@ -559,28 +562,25 @@ fn raw_layout(dir: &str, args: &BenchArgs, peer_cpu: Option<usize>) -> Res<f64> 
         cpu: peer_cpu,
         ..PeerOptions::default()
     };
-    let mut trip = 0u64;
-    let mut base = usize::MAX;
     raw_runs(
         dir,
         args,
         "layout",
         peer,
         |file, offset, child| {
-            if offset != base {
-                // A new run's lines start at 0.
-                (base, trip) = (offset, 0);
-            }
             let lines = CallLines::new(file, offset);
-            trip += 1;
-            lines.opcode.store(7, Ordering::Relaxed);
-            lines.request.store(trip, Ordering::Relaxed);
-            lines.client_box.store(trip, Ordering::Release);
-            wait_for(lines.server_box, trip, child)?;
-            if lines.reply.load(Ordering::Relaxed) != demo::mix(trip) {
-                return Err("a wrong reply in the layout floor".into());
-            }
-            Ok(())
+            let mut trip = 0u64;
+            timed(args.trips, || {
+                trip += 1;
+                lines.opcode.store(7, Ordering::Relaxed);
+                lines.request.store(trip, Ordering::Relaxed);
+                lines.client_box.store(trip, Ordering::Release);
+                wait_for(lines.server_box, trip, child)?;
+                if lines.reply.load(Ordering::Relaxed) != demo::mix(trip) {
+                    return Err("a wrong reply in the layout floor".into());
+                }
+                Ok(())
+            })
         },
         |file, offset| {
             CallLines::new(file, offset)
@@ -908,21 +908,13 @@ pub fn peer(args: PeerArgs) -> Res<()> {
                 // Each run on another port (`LINES`): a handle whose search starts elsewhere
                 // claims another port, and gives it back when dropped.
                 let mut c = DemoHandle::new(first.client().handle(run as u32 * 5));
-                let mut call = || -> Res<()> {
+                let ns = timed(args.trips, || {
                     id += 1;
                     if c.echo(id)? != (id, demo::mix(id)) {
                         return Err("a wrong reply".into());
                     }
                     Ok(())
-                };
-                for _ in 0..WARM_UP.min(args.trips) {
-                    call()?;
-                }
-                let t = Instant::now();
-                for _ in 0..args.trips {
-                    call()?;
-                }
-                let ns = t.elapsed().as_nanos() as f64 / args.trips as f64;
+                })? / args.trips as f64;
                 if run > 0 {
                     println!("RUN {ns} PORT {:?}", c.client().held_port());
                 }
