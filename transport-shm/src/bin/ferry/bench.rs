@@ -87,6 +87,9 @@ pub struct PeerArgs {
     /// Demote the line after answering (ping-pong), as an inline-call worker does.
     #[arg(long)]
     demote: bool,
+    /// Poll without a pause instruction between polls (ping-pong).
+    #[arg(long)]
+    no_pause: bool,
 }
 
 /// How `spawn_peer` starts a peer.
@@ -97,6 +100,7 @@ struct PeerOptions {
     offset: usize,
     work: u64,
     demote: bool,
+    no_pause: bool,
     cpu: Option<usize>,
     piped_in: bool,
 }
@@ -242,6 +246,9 @@ fn spawn_peer(role: &str, path: &Path, o: PeerOptions) -> Res<Child> {
     if o.demote {
         command.arg("--demote");
     }
+    if o.no_pause {
+        command.arg("--no-pause");
+    }
     if let Some(cpu) = o.cpu {
         command.args(["--cpu", &cpu.to_string()]);
     }
@@ -351,11 +358,14 @@ impl<'f> CallLines<'f> {
 /// Polls between two checks that the other side is still there.
 const LIVENESS_POLLS: u32 = 1 << 16;
 
-/// Spins until `word` holds `value`, or fails if `peer` exits first.
-fn wait_for(word: &AtomicU64, value: u64, peer: &mut Child) -> Res<()> {
+/// Spins until `word` holds `value`, or fails if `peer` exits first; with `pause`, runs the
+/// processor's spin-wait hint (`pause` on x86) between polls.
+fn wait_for(word: &AtomicU64, value: u64, peer: &mut Child, pause: bool) -> Res<()> {
     let mut polls = 0u32;
     while word.load(Ordering::Acquire) != value {
-        std::hint::spin_loop();
+        if pause {
+            std::hint::spin_loop();
+        }
         polls = polls.wrapping_add(1);
         if polls.is_multiple_of(LIVENESS_POLLS) {
             if let Some(status) = peer.try_wait()? {
@@ -367,11 +377,18 @@ fn wait_for(word: &AtomicU64, value: u64, peer: &mut Child) -> Res<()> {
 }
 
 /// In a peer: spins until `ready` says yes, or fails if `parent`, the process that started this
-/// one (read once, at the start), has gone: the peer would spin forever.
-fn peer_wait(parent: Option<rustix::process::Pid>, mut ready: impl FnMut() -> bool) -> Res<()> {
+/// one (read once, at the start), has gone: the peer would spin forever. `pause` as in
+/// `wait_for`.
+fn peer_wait(
+    parent: Option<rustix::process::Pid>,
+    pause: bool,
+    mut ready: impl FnMut() -> bool,
+) -> Res<()> {
     let mut polls = 0u32;
     while !ready() {
-        std::hint::spin_loop();
+        if pause {
+            std::hint::spin_loop();
+        }
         polls = polls.wrapping_add(1);
         if polls.is_multiple_of(LIVENESS_POLLS) && rustix::process::getppid() != parent {
             return Err("the benchmark that started this peer has gone".into());
@@ -520,17 +537,19 @@ fn raw_runs(
 
 /// The raw ping-pong; with `steps`, each side first does that much `work` on receiving; with
 /// `demote`, the answering side demotes the line after answering (as an inline-call worker
-/// does).
+/// does); with `pause`, both sides run the spin-wait hint between polls.
 fn raw_pingpong(
     dir: &str,
     args: &BenchArgs,
     peer_cpu: Option<usize>,
     steps: u64,
     demote: bool,
+    pause: bool,
 ) -> Res<f64> {
     let peer = PeerOptions {
         work: steps,
         demote,
+        no_pause: !pause,
         cpu: peer_cpu,
         ..PeerOptions::default()
     };
@@ -544,7 +563,7 @@ fn raw_pingpong(
             let mut v = 0u64;
             timed(args.trips, || {
                 word.store(v + 1, Ordering::Release);
-                wait_for(word, v + 2, child)?;
+                wait_for(word, v + 2, child, pause)?;
                 work(steps);
                 v += 2;
                 Ok(())
@@ -575,7 +594,7 @@ fn raw_layout(dir: &str, args: &BenchArgs, peer_cpu: Option<usize>) -> Res<f64> 
                 lines.opcode.store(7, Ordering::Relaxed);
                 lines.request.store(trip, Ordering::Relaxed);
                 lines.client_box.store(trip, Ordering::Release);
-                wait_for(lines.server_box, trip, child)?;
+                wait_for(lines.server_box, trip, child, true)?;
                 if lines.reply.load(Ordering::Relaxed) != demo::mix(trip) {
                     return Err("a wrong reply in the layout floor".into());
                 }
@@ -711,12 +730,16 @@ pub fn run(args: BenchArgs) -> Res<()> {
     if let Some(a) = caller {
         pin_to(&[a])?;
     }
-    let raw = raw_pingpong("/dev/shm", &args, answerer, 0, false)?;
+    // Two baselines: polling with the spin-wait hint (`pause` on x86, which takes on the order of
+    // a hundred cycles on recent Xeons) and without; the ratios are against the faster.
+    let paused = raw_pingpong("/dev/shm", &args, answerer, 0, false, true)?;
+    let tight = raw_pingpong("/dev/shm", &args, answerer, 0, false, false)?;
+    let raw = paused.min(tight);
     let mut with_work = Vec::new();
     for ns in [10, 25, 50] {
         let steps = work_steps(ns);
-        let plain = raw_pingpong("/dev/shm", &args, answerer, steps, false)?;
-        let demoted = raw_pingpong("/dev/shm", &args, answerer, steps, true)?;
+        let plain = raw_pingpong("/dev/shm", &args, answerer, steps, false, true)?;
+        let demoted = raw_pingpong("/dev/shm", &args, answerer, steps, true, true)?;
         with_work.push((ns, plain, demoted));
     }
     let layout = raw_layout("/dev/shm", &args, answerer)?;
@@ -784,9 +807,18 @@ pub fn run(args: BenchArgs) -> Res<()> {
     let path = path_for(&format!("bench-{}", std::process::id()));
     let server = ShmServer::start(&path, config, demo::DemoHandler)?;
     println!();
-    println!("| round trip between two processes | median ns | ratio |");
+    println!(
+        "| round trip between two processes | median ns | ratio to the faster ping-pong ({raw:.0} ns) |"
+    );
     println!("|---|---:|---:|");
-    println!("| raw atomic ping-pong (one u64 in the mapping) | {raw:.0} | 1.00 |");
+    println!(
+        "| raw atomic ping-pong (one u64 in the mapping), spin-wait hint between polls | {paused:.0} | {:.2} |",
+        paused / raw
+    );
+    println!(
+        "| raw atomic ping-pong, polling without the hint | {tight:.0} | {:.2} |",
+        tight / raw
+    );
     for (ns, plain, demoted) in &with_work {
         println!(
             "| the same ping-pong, each side working {ns} ns on receiving before it answers | {plain:.0} | {:.2}× |",
@@ -857,7 +889,7 @@ pub fn peer(args: PeerArgs) -> Res<()> {
             let word = file.word_at(args.offset);
             loop {
                 let mut v = 0;
-                peer_wait(parent, || {
+                peer_wait(parent, !args.no_pause, || {
                     v = word.load(Ordering::Acquire);
                     v % 2 == 1
                 })?;
@@ -877,7 +909,7 @@ pub fn peer(args: PeerArgs) -> Res<()> {
             let mut seen = 0;
             loop {
                 let mut trip = 0;
-                peer_wait(parent, || {
+                peer_wait(parent, true, || {
                     trip = lines.client_box.load(Ordering::Acquire);
                     trip != seen
                 })?;
