@@ -560,6 +560,20 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         Some(port)
     }
 
+    /// Whether [`try_open`](Self::try_open) may find a port now: one look at each lock word of
+    /// this handle's range and, for a server, at each mailbox word; no lock is taken. A hint for
+    /// a poll loop (a port may be taken, or a request arrive, right after), much cheaper than a
+    /// search that finds nothing. Any lane may call it.
+    pub fn may_open(&self) -> bool {
+        if self.kept.get() != NONE {
+            return true;
+        }
+        (self.first_word..self.first_word + self.words).any(|word| {
+            let free = self.unlocked(word);
+            free != 0 && (!S::SCAN_MAILBOX || free & self.owned_bits(word) != 0)
+        })
+    }
+
     /// Opens a port, waiting under the wait policy until one is free (a client: a port not in use;
     /// a server: a port with a request).
     pub fn open(&self, arg: S::Open) -> Result<Port<'_, 'a, S, L, M, W>, crate::Error> {
@@ -693,13 +707,10 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
                 }
             }
             let word = base + offset;
-            // An exclusive handle holds every lock of its range: every port is a candidate.
             let mut free = if cursor_only {
                 1 << first_bit
-            } else if self.sole {
-                u32::MAX
             } else {
-                !self.locks[word as usize].load(Ordering::Relaxed)
+                self.unlocked(word)
             };
             if step == 0 {
                 free &= u32::MAX << first_bit;
@@ -707,16 +718,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
                 free &= !(u32::MAX << first_bit);
             }
             if S::SCAN_MAILBOX && free != 0 {
-                let inbox = M::load_word(S::inbox(&self.region), word);
-                let outbox = match self.mirror.get(word as usize) {
-                    Some(bits) => bits.load(Ordering::Relaxed),
-                    None => M::load_word(S::outbox(&self.region), word),
-                };
-                free &= if S::OWNED_WHEN == 1 {
-                    inbox ^ outbox
-                } else {
-                    !(inbox ^ outbox)
-                };
+                free &= self.owned_bits(word);
             }
             while free != 0 {
                 let port = word * PORT_GRANULE + free.trailing_zeros();
@@ -733,6 +735,33 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             step += 1;
         }
         NONE
+    }
+
+    /// The ports of lock word `word` that no handle of this side holds (an exclusive handle
+    /// holds every lock of its range: all of them).
+    #[inline(always)]
+    fn unlocked(&self, word: u32) -> u32 {
+        if self.sole {
+            u32::MAX
+        } else {
+            !self.locks[word as usize].load(Ordering::Relaxed)
+        }
+    }
+
+    /// The ports of mailbox word `word` whose packet this side owns, as the mailboxes read now
+    /// (a hint: the owner is certain only under the port's lock).
+    #[inline(always)]
+    fn owned_bits(&self, word: u32) -> u32 {
+        let inbox = M::load_word(S::inbox(&self.region), word);
+        let outbox = match self.mirror.get(word as usize) {
+            Some(bits) => bits.load(Ordering::Relaxed),
+            None => M::load_word(S::outbox(&self.region), word),
+        };
+        if S::OWNED_WHEN == 1 {
+            inbox ^ outbox
+        } else {
+            !(inbox ^ outbox)
+        }
     }
 
     /// Locks `port` and keeps it if this side owns its packet; returns `index * 2 + outbox bit`,

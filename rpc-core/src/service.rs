@@ -70,16 +70,21 @@ pub const INLINE_BYTES: usize = 32;
 /// generated `dispatch_inline` serves the same calls from bytes. Both paths give the same results
 /// and errors; only the way the bytes travel differs.
 pub trait InlineCall {
-    /// Makes call `opcode` with `request` (at most [`INLINE_BYTES`]), and writes the reply into
-    /// `reply` (zeroed by the caller; bytes the server did not write stay zero). Returns the
-    /// server's status (`status::OK` or an error status), a protocol error (the server stopped
-    /// answering), or `None` if this path cannot carry the call (the caller then uses the
-    /// packets; nothing was sent).
+    /// Makes call `opcode` with `request` (at most [`INLINE_BYTES`]), and writes the first
+    /// `reply.len()` bytes of the reply (at most [`INLINE_BYTES`]; the bytes the caller will read)
+    /// into `reply`, any of them past the end of the server's reply as zero. Returns the server's
+    /// status (`status::OK` or an error status), a protocol error (the server stopped answering),
+    /// or `None` if this path cannot carry the call (the caller then uses the packets; nothing
+    /// was sent).
+    ///
+    /// The generated calls pass slices of a length fixed by their types: an implementation that
+    /// the compiler can inline (a [`CallSite`] whose [`Inline`](CallSite::Inline) is a concrete
+    /// type) then copies a fixed number of words.
     fn call_inline(
         &self,
         opcode: u32,
         request: &[u8],
-        reply: &mut [u8; INLINE_BYTES],
+        reply: &mut [u8],
     ) -> Option<Result<u32, Error>>;
 }
 
@@ -97,21 +102,25 @@ pub trait CallSite {
     type Mailbox: Mailbox;
     /// Its wait policy.
     type Wait: Wait;
+    /// Its path for small calls: a concrete type where the transport has one (so that the
+    /// generated calls are compiled against it, with their sizes known), or `dyn InlineCall`.
+    type Inline: InlineCall + ?Sized;
 
     /// The path for small calls outside the packets, if there is one.
-    fn inline(&self) -> Option<&dyn InlineCall>;
+    fn inline(&self) -> Option<&Self::Inline>;
 
     /// The client process for a call through the packets.
     fn process(&self) -> &Process<'_, Client, Self::Lanes, Self::Mailbox, Self::Wait>;
 }
 
-impl<L: Lanes, M: Mailbox, W: Wait> CallSite for Process<'_, Client, L, M, W> {
+impl<'a, L: Lanes, M: Mailbox, W: Wait> CallSite for Process<'a, Client, L, M, W> {
     type Lanes = L;
     type Mailbox = M;
     type Wait = W;
+    type Inline = dyn InlineCall + 'a;
 
     #[inline(always)]
-    fn inline(&self) -> Option<&dyn InlineCall> {
+    fn inline(&self) -> Option<&(dyn InlineCall + 'a)> {
         Process::inline(self)
     }
 
@@ -478,7 +487,7 @@ pub mod __private {
     /// `None` otherwise (the caller uses the packets).
     #[inline(always)]
     pub fn inline_call<Q, R>(
-        inline: Option<&dyn InlineCall>,
+        inline: Option<&(impl InlineCall + ?Sized)>,
         opcode: u32,
         request: &Q,
     ) -> Option<Result<R, CallError>>
@@ -491,8 +500,10 @@ pub mod __private {
         }
         let inline = inline?;
         let mut reply = [0u8; INLINE_BYTES];
+        // Only an `R`'s bytes are asked for: a length the compiler knows here.
+        let wanted = &mut reply[..core::mem::size_of::<R>()];
         Some(
-            match inline.call_inline(opcode, request.as_bytes(), &mut reply)? {
+            match inline.call_inline(opcode, request.as_bytes(), wanted)? {
                 Ok(status) => CallError::from_status(status, opcode).map(|()| {
                     match R::read_from_prefix(&reply) {
                         Ok((value, _)) => value,

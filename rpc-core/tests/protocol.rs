@@ -64,6 +64,47 @@ fn call_in_one_thread<M: rpc_core::Mailbox>() {
     }
 }
 
+/// `may_open` says yes exactly when `try_open` would find a port, for the server (a request
+/// waits on a port no server handle holds) and for the client (a port no client handle holds).
+fn may_open_agrees_with_try_open<M: rpc_core::Mailbox>() {
+    let region = HeapRegion::<M>::new(64, 1).unwrap();
+    let client = region.client();
+    let (server, other) = (region.server(), region.server());
+    assert!(!server.may_open(), "nothing to serve yet");
+    assert!(client.may_open(), "every port is free");
+    for i in 0..70u64 {
+        let mut c = client.try_open(9).expect("a free port");
+        c.send(|s, _| s.words[0] = i).unwrap();
+        assert!(server.may_open(), "a request waits (call {i})");
+        let mut s = server.try_open(()).expect("a pending request");
+        // The one request is under `server`'s lock: another handle has nothing to open.
+        assert!(!other.may_open(), "the request is held (call {i})");
+        s.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
+        drop(s);
+        assert!(!server.may_open(), "the request was served (call {i})");
+        assert!(other.try_open(()).is_none());
+        let mut got = 0;
+        c.recv(|s, _| got = s.words[0]).unwrap();
+        assert_eq!(got, i + 1);
+    }
+    // Every client port held: the client has nothing to open either.
+    let held: Vec<_> = (0..64).map(|_| client.try_open(1).unwrap()).collect();
+    assert!(!client.may_open());
+    assert!(client.try_open(1).is_none());
+    drop(held);
+    assert!(client.may_open());
+}
+
+#[test]
+fn may_open_agrees_with_try_open_per_port_mailbox() {
+    may_open_agrees_with_try_open::<PerPort>();
+}
+
+#[test]
+fn may_open_agrees_with_try_open_packed_mailbox() {
+    may_open_agrees_with_try_open::<Packed>();
+}
+
 #[test]
 fn call_round_trips_per_port_mailbox() {
     call_in_one_thread::<PerPort>();

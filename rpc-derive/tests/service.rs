@@ -523,12 +523,16 @@ impl service::InlineCall for Direct<'_> {
         &self,
         opcode: u32,
         request: &[u8],
-        reply: &mut [u8; service::INLINE_BYTES],
+        reply: &mut [u8],
     ) -> Option<Result<u32, rpc_core::Error>> {
         if self.refuse {
             return None;
         }
-        let (status, _len) = self.service.dispatch_inline(opcode, request, reply)?;
+        let mut full = [0u8; service::INLINE_BYTES];
+        let (status, len) = self.service.dispatch_inline(opcode, request, &mut full)?;
+        // The caller's bytes, zero past the reply's length.
+        full[len.min(service::INLINE_BYTES)..].fill(0);
+        reply.copy_from_slice(&full[..reply.len()]);
         self.carried.fetch_add(1, Ordering::Relaxed);
         Some(Ok(status))
     }

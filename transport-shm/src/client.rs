@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rpc_core::service::{CallError, CallSite, InlineCall};
+use rpc_core::service::{CallError, CallSite};
 use rpc_core::{Client, ClientProcess, Port, Single};
 
 use crate::error::ShmError;
@@ -105,9 +105,10 @@ impl<'a> CallSite for Claimed<'a> {
     type Lanes = Single;
     type Mailbox = ShmMailbox;
     type Wait = &'a ClientWait;
+    type Inline = ClientInline<'a, ClientWait>;
 
     #[inline]
-    fn inline(&self) -> Option<&dyn InlineCall> {
+    fn inline(&self) -> Option<&ClientInline<'a, ClientWait>> {
         Some(self.inline)
     }
 
@@ -290,14 +291,14 @@ impl ShmClient {
             armed: true,
         };
         let result = {
-            let inline = ClientInline {
-                bitmap: self.mapped.inline_bitmap(),
-                lines: self.mapped.inline_lines(),
-                serves: self.mapped.geometry().serves_inline(),
-                port: index,
-                wait: &self.wait,
-                armed: &self.inline_armed,
-            };
+            let inline = ClientInline::new(
+                self.mapped.inline_bitmap(),
+                self.mapped.inline_lines(),
+                self.mapped.geometry().serves_inline(),
+                index,
+                &self.wait,
+                &self.inline_armed,
+            );
             let claimed = Claimed {
                 inline: &inline,
                 process: OnceCell::new(),

@@ -91,7 +91,9 @@ impl Line {
             == seq(self.words[word::SERVER].load(Ordering::Acquire))
     }
 
-    /// Writes `bytes` (at most `INLINE_BYTES`) into the payload words they cover.
+    /// Writes `bytes` (at most `INLINE_BYTES`) into the payload words they cover (the rest of
+    /// the last one zero).
+    #[inline(always)]
     fn write_payload(&self, bytes: &[u8]) {
         let bytes = &bytes[..bytes.len().min(INLINE_BYTES)];
         let mut chunks = bytes.chunks_exact(8);
@@ -109,13 +111,37 @@ impl Line {
         }
     }
 
-    /// Reads the first `len` payload bytes into `out` and zeroes the rest of it.
-    ///
-    /// Every payload word is read (they share the line, which is here already) and masked, so
-    /// the copy has no length-dependent loop or fill.
-    fn read_payload(&self, out: &mut [u8; INLINE_BYTES], len: usize) {
-        let len = len.min(INLINE_BYTES);
+    /// Writes the payload words that the first `len` bytes of `bytes` touch, whole: the bytes
+    /// past `len` in the last of them go too (the reader masks them). For the worker's reply,
+    /// whose length is known only at run time: at most four stores, no byte loop.
+    #[inline(always)]
+    fn write_words(&self, bytes: &[u8; INLINE_BYTES], len: usize) {
+        for (w, chunk) in bytes.chunks_exact(8).enumerate().take(len.div_ceil(8)) {
+            let v = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+            self.words[word::PAYLOAD + w].store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Reads every payload word into `out`, as they are: for the worker's request, whose
+    /// handler sees only its first `len` bytes.
+    #[inline(always)]
+    fn read_words(&self, out: &mut [u8; INLINE_BYTES]) {
         for (w, chunk) in out.chunks_exact_mut(8).enumerate() {
+            let v = self.words[word::PAYLOAD + w].load(Ordering::Relaxed);
+            chunk.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+
+    /// Reads the payload into `out` (at most `INLINE_BYTES` of it), its bytes at or past `len`
+    /// as zero.
+    ///
+    /// Only the words `out` covers are read, each masked, so the copy has no length-dependent
+    /// loop or fill; for an `out` of a length the compiler knows (the client's generated calls),
+    /// it is a fixed number of loads.
+    #[inline(always)]
+    fn read_payload(&self, out: &mut [u8], len: usize) {
+        let n = out.len().min(INLINE_BYTES);
+        for (w, chunk) in out[..n].chunks_mut(8).enumerate() {
             let v = self.words[word::PAYLOAD + w].load(Ordering::Relaxed);
             // The bytes of this word at or past `len` read as zero (little-endian: the low ones
             // come first).
@@ -125,7 +151,7 @@ impl Line {
             } else {
                 (1u64 << (keep * 8)) - 1
             };
-            chunk.copy_from_slice(&(v & mask).to_le_bytes());
+            chunk.copy_from_slice(&(v & mask).to_le_bytes()[..chunk.len()]);
         }
     }
 }
@@ -148,11 +174,16 @@ pub(crate) const fn lines_offset(ports: u32) -> usize {
 /// Polls of the reply word spun before the wait policy is consulted.
 const SPIN_POLLS: u32 = 1024;
 
-/// The client's inline path on its claimed port, handed to rpc-core as an [`InlineCall`].
-pub(crate) struct ClientInline<'a, W: Wait> {
-    /// The inline bitmap and lines of the file (`Mapped::inline_bitmap`, `inline_lines`).
-    pub(crate) bitmap: &'a [AtomicU32],
-    pub(crate) lines: &'a [Line],
+/// A claimed port's inline path (see the module docs of `transport_shm` on inline calls): what
+/// a [`Claimed`](crate::Claimed) port hands the generated client calls as its
+/// [`CallSite::Inline`](rpc_core::service::CallSite::Inline), so that they are compiled against
+/// it. It has no methods of its own beyond [`InlineCall`].
+pub struct ClientInline<'a, W: Wait = crate::ClientWait> {
+    /// The port's inline line.
+    pub(crate) line: &'a Line,
+    /// The inline bitmap's word that holds the port's bit, and the bit.
+    pub(crate) bitmap_word: &'a AtomicU32,
+    pub(crate) bit: u32,
     /// Whether the server answers inline calls (the header's flag).
     pub(crate) serves: bool,
     pub(crate) port: u32,
@@ -161,17 +192,62 @@ pub(crate) struct ClientInline<'a, W: Wait> {
     pub(crate) armed: &'a Cell<bool>,
 }
 
+impl<'a, W: Wait> ClientInline<'a, W> {
+    /// The inline path of `port`, in a file whose inline bitmap and lines are `bitmap` and
+    /// `lines`.
+    pub(crate) fn new(
+        bitmap: &'a [AtomicU32],
+        lines: &'a [Line],
+        serves: bool,
+        port: u32,
+        wait: &'a W,
+        armed: &'a Cell<bool>,
+    ) -> Self {
+        let (w, bit) = word_bit(port as usize);
+        ClientInline {
+            line: &lines[port as usize],
+            bitmap_word: &bitmap[w],
+            bit,
+            serves,
+            port,
+            wait,
+            armed,
+        }
+    }
+}
+
+/// Waits for reply `next` on `line` after the first `SPIN_POLLS` polls found none: spins and
+/// consults `wait` (deadline, server liveness). Out of line, so that the call's own path stays
+/// short.
+#[cold]
+#[inline(never)]
+fn wait_for_reply(line: &Line, next: u32, wait: &impl Wait) -> Result<u64, rpc_core::Error> {
+    let mut polls = 0u32;
+    loop {
+        // SYNC (inline, take the reply): as in `call_inline`.
+        let answer = line.words[word::SERVER].load(Ordering::Acquire);
+        if seq(answer) == next {
+            return Ok(answer);
+        }
+        if wait.pause(polls).is_err() {
+            return Err(rpc_core::Error::Stalled);
+        }
+        polls = polls.saturating_add(1);
+    }
+}
+
 impl<W: Wait> InlineCall for ClientInline<'_, W> {
+    #[inline(always)]
     fn call_inline(
         &self,
         opcode: u32,
         request: &[u8],
-        reply: &mut [u8; INLINE_BYTES],
+        reply: &mut [u8],
     ) -> Option<Result<u32, rpc_core::Error>> {
         if !self.serves || request.len() > INLINE_BYTES {
             return None;
         }
-        let line = &self.lines[self.port as usize];
+        let line = self.line;
         // SYNC (inline, take the line): pairs with the server's release store of its last reply
         // sequence; the server's accesses to the payload happen before ours.
         let last = seq(line.words[word::SERVER].load(Ordering::Acquire));
@@ -184,8 +260,7 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
             // Tells the workers to poll this line. Relaxed: a worker that sees the request before
             // the bit misses nothing (it polls every pass), and one that sees the bit first finds
             // the line at rest until the store below.
-            let (w, bit) = word_bit(self.port as usize);
-            self.bitmap[w].fetch_or(bit, Ordering::Relaxed);
+            self.bitmap_word.fetch_or(self.bit, Ordering::Relaxed);
             self.armed.set(true);
         }
         line.write_payload(request);
@@ -194,7 +269,10 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
         // SYNC (inline, hand the request over): release; pairs with the worker's acquire load of
         // the request word, so the words above are visible to it.
         line.words[word::CLIENT].store((opcode as u64) << 32 | next as u64, Ordering::Release);
-        let mut polls = 0u32;
+        // The first polls spin right here: a reply usually comes within a microsecond, and
+        // calling out to the wait policy on every poll lengthens the loop (measured on the H200
+        // host: 40 ns a call). Then the policy takes over, out of line (deadline, liveness).
+        let mut polls = SPIN_POLLS;
         let answer = loop {
             // SYNC (inline, take the reply): acquire; pairs with the worker's release store of
             // the reply word after it wrote the reply.
@@ -202,15 +280,14 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
             if seq(answer) == next {
                 break answer;
             }
-            // The first polls spin right here: a reply usually comes within a microsecond, and
-            // calling out to the wait policy on every poll lengthens the loop (measured on the
-            // H200 host: 40 ns a call). Then the policy takes over (deadline, server liveness).
-            if polls < SPIN_POLLS {
-                std::hint::spin_loop();
-            } else if self.wait.pause(polls - SPIN_POLLS).is_err() {
-                return Some(Err(rpc_core::Error::Stalled));
+            polls -= 1;
+            if polls == 0 {
+                match wait_for_reply(line, next, self.wait) {
+                    Ok(answer) => break answer,
+                    Err(e) => return Some(Err(e)),
+                }
             }
-            polls = polls.saturating_add(1);
+            std::hint::spin_loop();
         };
         let status = (answer >> 32) as u32;
         if status == status::NOT_INLINE {
@@ -241,6 +318,7 @@ pub(crate) fn disarm(bitmap: &[AtomicU32], port: u32) {
 /// instruction there would wait for the reply's stores, which wait for the line to come back from
 /// the polling client (measured on the H200 host: 40 ns a call). A lone worker passes `None` and
 /// takes no lock. The monitor needs none either (see `monitor` in `server`).
+#[inline]
 pub(crate) fn serve_pending(
     bitmap: &[AtomicU32],
     lines: &[Line],
@@ -275,11 +353,11 @@ pub(crate) fn serve_pending(
                     (status::BAD_REQUEST, 0)
                 } else {
                     let mut request = [0u8; INLINE_BYTES];
-                    line.read_payload(&mut request, len as usize);
+                    line.read_words(&mut request);
                     serve(opcode, &request[..len as usize], &mut reply)
                 };
                 let reply_len = reply_len.min(INLINE_BYTES);
-                line.write_payload(&reply[..reply_len]);
+                line.write_words(&reply, reply_len);
                 line.words[word::REPLY_LEN].store(reply_len as u64, Ordering::Relaxed);
                 // SYNC (inline, hand the reply back): release; pairs with the client's acquire
                 // load of the reply word.
@@ -313,16 +391,41 @@ mod tests {
     #[test]
     fn a_payload_reads_back_its_length_and_zeros_after_it() {
         let bytes: Vec<u8> = (1..=INLINE_BYTES as u8).collect();
+        // Every length of payload against every length the reader asks for (a generated call
+        // asks for its reply type's size).
         for len in 0..=INLINE_BYTES + 3 {
+            for wanted in [0, 1, 5, 8, 12, 16, 24, 31, INLINE_BYTES] {
+                let line = line();
+                // Stale bytes everywhere first: what a previous call leaves.
+                line.write_payload(&[0xee; INLINE_BYTES]);
+                line.write_payload(&bytes[..len.min(INLINE_BYTES)]);
+                let mut out = vec![0x55u8; wanted];
+                line.read_payload(&mut out, len);
+                let n = len.min(wanted);
+                assert_eq!(&out[..n], &bytes[..n], "len {len}, wanted {wanted}");
+                assert!(out[n..].iter().all(|&b| b == 0), "len {len}: {out:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_reply_written_by_words_reads_back_its_length() {
+        let mut reply = [0u8; INLINE_BYTES];
+        for (i, b) in reply.iter_mut().enumerate() {
+            *b = i as u8 + 1;
+        }
+        for len in 0..=INLINE_BYTES {
             let line = line();
-            // Stale bytes everywhere first: what a previous call leaves.
             line.write_payload(&[0xee; INLINE_BYTES]);
-            line.write_payload(&bytes[..len.min(INLINE_BYTES)]);
+            line.write_words(&reply, len);
             let mut out = [0x55u8; INLINE_BYTES];
             line.read_payload(&mut out, len);
-            let n = len.min(INLINE_BYTES);
-            assert_eq!(&out[..n], &bytes[..n], "len {len}");
-            assert!(out[n..].iter().all(|&b| b == 0), "len {len}: {out:?}");
+            assert_eq!(&out[..len], &reply[..len], "len {len}");
+            assert!(out[len..].iter().all(|&b| b == 0), "len {len}: {out:?}");
+            // The worker's raw read gives the words as they are.
+            let mut raw = [0u8; INLINE_BYTES];
+            line.read_words(&mut raw);
+            assert_eq!(&raw[..len], &reply[..len]);
         }
     }
 }
@@ -396,14 +499,7 @@ mod model {
                 })
                 .collect();
             let armed = std::cell::Cell::new(false);
-            let client = ClientInline {
-                bitmap: &bitmap,
-                lines: &lines,
-                serves: true,
-                port: 0,
-                wait: &Yield,
-                armed: &armed,
-            };
+            let client = ClientInline::new(&bitmap, &lines, true, 0, &Yield, &armed);
             for call in 1..=calls {
                 let mut reply = [0u8; INLINE_BYTES];
                 let request = (call * 10).to_le_bytes();

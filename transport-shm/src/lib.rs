@@ -127,6 +127,7 @@ pub use client::{Claimed, ClaimedProcess, ClientConfig, ClientPort, ShmClient};
 pub use error::ShmError;
 pub use file::{path_for, Created};
 pub use header::{Geometry, HeaderError};
+pub use inline::ClientInline;
 /// The mailbox representation of shared-memory regions: one bit per port. Measured against one
 /// word per port (`cargo bench -p rpc-core --bench protocol -- round_trip`, BENCHMARKS.md), it makes
 /// the round trip between host threads faster (the server's scan reads two words per 32 ports
