@@ -171,12 +171,8 @@ pub(crate) const fn lines_offset(ports: u32) -> usize {
     bitmap_bytes(ports)
 }
 
-/// Polls of the reply word made back to back, without the processor's spin-wait hint, before
-/// the wait policy is consulted (a microsecond or two). The hint (`pause` on x86) took 14 ns on
-/// the H200 host's Xeon: a reply that lands while the client sits in one is seen up to that much
-/// later, and a reply usually lands within a few hundred nanoseconds (`ferry bench`, round 5 in
-/// BENCHMARKS.md: 10–15 ns a call).
-const TIGHT_POLLS: u32 = 2048;
+/// Polls of the reply word spun before the wait policy is consulted.
+const SPIN_POLLS: u32 = 1024;
 
 /// A claimed port's inline path (see the module docs of `transport_shm` on inline calls): what
 /// a [`Claimed`](crate::Claimed) port hands the generated client calls as its
@@ -220,7 +216,7 @@ impl<'a, W: Wait> ClientInline<'a, W> {
     }
 }
 
-/// Waits for reply `next` on `line` after the first `TIGHT_POLLS` polls found none: spins and
+/// Waits for reply `next` on `line` after the first `SPIN_POLLS` polls found none: spins and
 /// consults `wait` (deadline, server liveness). Out of line, so that the call's own path stays
 /// short.
 #[cold]
@@ -273,11 +269,10 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
         // SYNC (inline, hand the request over): release; pairs with the worker's acquire load of
         // the request word, so the words above are visible to it.
         line.words[word::CLIENT].store((opcode as u64) << 32 | next as u64, Ordering::Release);
-        // The first polls spin right here, back to back (`TIGHT_POLLS`): a reply usually comes
-        // within a microsecond, and calling out to the wait policy on every poll lengthens the
-        // loop (measured on the H200 host: 40 ns a call). Then the policy takes over, out of
-        // line (the spin-wait hint, then yielding and sleeping; deadline, server liveness).
-        let mut polls = TIGHT_POLLS;
+        // The first polls spin right here: a reply usually comes within a microsecond, and
+        // calling out to the wait policy on every poll lengthens the loop (measured on the H200
+        // host: 40 ns a call). Then the policy takes over, out of line (deadline, liveness).
+        let mut polls = SPIN_POLLS;
         let answer = loop {
             // SYNC (inline, take the reply): acquire; pairs with the worker's release store of
             // the reply word after it wrote the reply.
@@ -292,6 +287,7 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
                     Err(e) => return Some(Err(e)),
                 }
             }
+            std::hint::spin_loop();
         };
         let status = (answer >> 32) as u32;
         if status == status::NOT_INLINE {

@@ -483,10 +483,6 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
             };
         }
         match phase {
-            // The first idle passes go back to back: a busy port's next call usually comes
-            // within a microsecond, and a request that lands during the spin-wait hint waits
-            // for it (14 ns on the H200 host's Xeon; see `inline::TIGHT_POLLS`).
-            Idle::Hot if idle_polls <= TIGHT_PASSES => {}
             Idle::Hot => std::hint::spin_loop(),
             Idle::Yield => std::thread::yield_now(),
             Idle::Sleep => std::thread::sleep(Duration::from_micros(200)),
@@ -507,10 +503,6 @@ enum Idle {
 
 /// How long a drain waits for a sticky client idle at rest before counting its claim finished.
 const STICKY_GRACE: Duration = Duration::from_millis(20);
-
-/// Idle passes a worker makes back to back, without the spin-wait hint, before it runs the hint
-/// between passes (a few microseconds).
-const TIGHT_PASSES: u32 = 256;
 
 /// How long an idle worker polls hot, then yields between polls.
 const HOT: Duration = Duration::from_micros(100);

@@ -730,9 +730,8 @@ pub fn run(args: BenchArgs) -> Res<()> {
     if let Some(a) = caller {
         pin_to(&[a])?;
     }
-    // Two baselines: polling with the spin-wait hint (`pause` on x86: 14 ns on the H200 host's
-    // Xeon, up to about 140 cycles on other Xeons) and without; the ratios are against the
-    // faster, since ferry's hot polls go without it.
+    // Two baselines: polling with the spin-wait hint (`pause` on x86: 14–20 ns on the H200
+    // host's Xeon), as ferry's polls do, and without it; the ratios are against the faster.
     let paused = raw_pingpong("/dev/shm", &args, answerer, 0, false, true)?;
     let tight = raw_pingpong("/dev/shm", &args, answerer, 0, false, false)?;
     let raw = paused.min(tight);
