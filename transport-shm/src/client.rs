@@ -253,6 +253,7 @@ impl ShmClient {
     /// the exchange: it is [`ShmError::Service`] and the port is freed.
     ///
     /// [`call`]: ShmClient::call
+    #[inline]
     pub fn call_typed<R>(
         &mut self,
         call: impl FnOnce(&Claimed<'_>) -> Result<R, CallError>,
@@ -264,26 +265,16 @@ impl ShmClient {
     /// holds that port and no other, and frees the port (or keeps it, if sticky) if `f` succeeded
     /// or failed with an answered error while the packet is back with this side; otherwise (and if
     /// `f` panics) abandons it.
+    #[inline]
     fn claimed<R>(
         &mut self,
         f: impl FnOnce(&Claimed<'_>) -> Result<R, ShmError>,
     ) -> Result<R, ShmError> {
+        // A sticky claim was checked against the state when it was made; a drain since then
+        // must still reach us (`begin`).
         let (index, mine) = match self.held.take() {
-            Some((index, mine)) => {
-                // A sticky claim was checked against the state when it was made; a drain since
-                // then must still reach us: give the port back instead of calling.
-                let state = self.mapped.state().load(Ordering::Acquire);
-                if state != STATE_SERVING {
-                    self.end_claim(index, mine);
-                    return Err(self.not_serving(state));
-                }
-                (index, mine)
-            }
-            None => {
-                let claimed = self.claim()?;
-                self.inline_armed.set(false);
-                claimed
-            }
+            Some(held) if self.mapped.state().load(Ordering::Acquire) == STATE_SERVING => held,
+            held => self.begin(held)?,
         };
         let mut claim = Claim {
             word: &self.mapped.owners()[index as usize],
@@ -324,6 +315,25 @@ impl ShmClient {
             }
         }
         result
+    }
+
+    /// The claim for a call when no sticky claim is held, or when the one held meets a server
+    /// that no longer serves (it is given back: the error says why). Out of line: a sticky
+    /// handle's calls skip it.
+    #[cold]
+    #[inline(never)]
+    fn begin(&mut self, held: Option<(u32, u64)>) -> Result<(u32, u64), ShmError> {
+        if let Some((index, mine)) = held {
+            let state = self.mapped.state().load(Ordering::Acquire);
+            if state != STATE_SERVING {
+                self.end_claim(index, mine);
+                return Err(self.not_serving(state));
+            }
+            return Ok((index, mine));
+        }
+        let claimed = self.claim()?;
+        self.inline_armed.set(false);
+        Ok(claimed)
     }
 
     /// Claims a free port whose packet is at rest with the client side.

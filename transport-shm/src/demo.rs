@@ -162,6 +162,7 @@ impl Handler for DemoHandler {
         serve(port)
     }
 
+    #[inline]
     fn handle_inline(
         &self,
         opcode: u32,
