@@ -1,12 +1,15 @@
 //! `ferry bench`: one run measuring a ferry call against its baselines, medians of several runs.
 //!
-//! - raw: one `AtomicU64` in a shared mapping, ping-ponged between two processes (the floor);
+//! - raw: one `AtomicU64` in a shared mapping, ping-ponged between two processes (the floor),
+//!   once with the spin-wait hint between polls (as ferry polls) and once without; every ratio is
+//!   against the faster of the two; also with 10, 25 and 50 ns of work per side;
 //! - layout floor: the same two processes exchanging a request and its reply through the four
 //!   cache lines a ferry call moves (each side's mailbox line, the packet's header and slot), with
 //!   plain loads and stores and no protocol: what this region layout costs before any logic;
 //! - ferry: an `echo` call from a client process to a server with one worker, inline (the path the
-//!   generated client takes for small fixed calls), and the same call through the packets (a
-//!   server whose handler serves no inline calls);
+//!   generated client takes for small fixed calls) from a sticky handle and from one that claims
+//!   a port for each call, and the same call through the packets (a server whose handler serves
+//!   no inline calls);
 //! - socket: an 8-byte request and reply over a Unix-domain stream socket between two processes;
 //! - throughput: `echo` calls per second with 1, 2, 4, 8 client processes.
 //!
@@ -24,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use transport_shm::demo::{self, Demo, DemoClient, DemoHandle, DemoServer, DemoService};
-use transport_shm::{path_for, ServerConfig, ShmServer};
+use transport_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 use crate::Res;
 
@@ -62,6 +65,8 @@ pub enum Role {
     Uds,
     /// Time ferry echo calls, print one line per run.
     Rpc,
+    /// The same from a handle that claims and frees a port on every call (not sticky).
+    RpcFree,
     /// Wait for "go" on stdin, make the calls, print "done".
     Load,
 }
@@ -636,15 +641,16 @@ fn uds(args: &BenchArgs, peer_cpu: Option<usize>) -> Res<f64> {
     Ok(median(runs))
 }
 
-/// Times `echo` calls from a client process on CPU `client_cpu` to the server at `path`.
-fn rpc(path: &Path, args: &BenchArgs, client_cpu: Option<usize>) -> Res<f64> {
+/// Times `echo` calls from a client process on CPU `client_cpu` to the server at `path`; `role`
+/// is `rpc` (a sticky handle) or `rpc-free` (a handle that claims a port for each call).
+fn rpc(path: &Path, args: &BenchArgs, client_cpu: Option<usize>, role: &str) -> Res<f64> {
     let peer = PeerOptions {
         trips: args.trips,
         runs: args.runs,
         cpu: client_cpu,
         ..PeerOptions::default()
     };
-    let mut child = spawn_peer("rpc", path, peer)?;
+    let mut child = spawn_peer(role, path, peer)?;
     let out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
     let mut runs = Vec::new();
     for line in out.lines() {
@@ -782,16 +788,18 @@ pub fn run(args: BenchArgs) -> Res<()> {
         let path = path_for(&format!("bench-inline-{}", std::process::id()));
         let server =
             start_pinned(&mut || Ok(ShmServer::start(&path, config.clone(), demo::DemoHandler)?))?;
-        let ns = rpc(&path, &args, caller)?;
+        let ns = rpc(&path, &args, caller, "rpc")?;
+        let free = rpc(&path, &args, caller, "rpc-free")?;
         server.shutdown(Duration::from_secs(5));
-        ns
+        (ns, free)
     };
+    let (call, call_free) = call;
     let packets = {
         let path = path_for(&format!("bench-packets-{}", std::process::id()));
         let packets_only = |port: &mut transport_shm::ServerPort<'_, '_>| demo::serve(port);
         let server =
             start_pinned(&mut || Ok(ShmServer::start(&path, config.clone(), packets_only)?))?;
-        let ns = rpc(&path, &args, caller)?;
+        let ns = rpc(&path, &args, caller, "rpc")?;
         server.shutdown(Duration::from_secs(5));
         ns
     };
@@ -836,6 +844,11 @@ pub fn run(args: BenchArgs) -> Res<()> {
     println!(
         "| ferry `echo` call (inline: request and reply in one line) | {call:.0} | {:.2}× the ping-pong (goal ≤ 1.5×) |",
         call / raw,
+    );
+    println!(
+        "| ... from a handle that claims and frees a port on each call (`ClientConfig::sticky` off, the default) | {call_free:.0} | {:.2}× the ping-pong, {:.2}× the sticky call |",
+        call_free / raw,
+        call_free / call,
     );
     println!(
         "| ferry `echo` call through the packets | {packets:.0} | {:.2}× the ping-pong, {:.2}× the layout floor, {:.2}× the inline call |",
@@ -933,8 +946,13 @@ pub fn peer(args: PeerArgs) -> Res<()> {
             }
             Ok(())
         }
-        Role::Rpc => {
-            let mut first = DemoHandle::attach(&args.path, Duration::from_secs(10))?;
+        Role::Rpc | Role::RpcFree => {
+            let config = ClientConfig {
+                fingerprint: Some(Demo::FINGERPRINT),
+                deadline: Duration::from_secs(10),
+                sticky: matches!(args.role, Role::Rpc),
+            };
+            let mut first = DemoHandle::new(ShmClient::attach(&args.path, config)?);
             let mut id = 0u64;
             for run in 0..=args.runs {
                 // Each run on another port (`LINES`): a handle whose search starts elsewhere
