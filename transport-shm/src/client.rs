@@ -331,9 +331,12 @@ impl ShmClient {
             }
             return Ok((index, mine));
         }
-        let claimed = self.claim()?;
-        self.inline_armed.set(false);
-        Ok(claimed)
+        let (index, mine) = self.claim()?;
+        // A port's inline bit stays set after its claims end, until the monitor finds the port
+        // idle (`inline` module docs): a new claim that finds it set need not set it.
+        self.inline_armed
+            .set(inline::is_armed(self.mapped.inline_bitmap(), index));
+        Ok((index, mine))
     }
 
     /// Claims a free port whose packet is at rest with the client side.
@@ -371,12 +374,11 @@ impl ShmClient {
         }
     }
 
-    /// Gives back a claim whose last call completed: disarms the port's inline line (first: once
-    /// the port is free another client may arm it) and frees the owner word.
+    /// Gives back a claim whose last call completed: frees the owner word. The port's inline
+    /// line stays armed (the next claim of the port, by any client, is likely soon and then skips
+    /// arming it); the server's monitor disarms a port left idle (`inline` module docs).
     fn end_claim(&self, port: u32, mine: u64) {
-        if self.inline_armed.replace(false) {
-            inline::disarm(self.mapped.inline_bitmap(), port);
-        }
+        self.inline_armed.set(false);
         release(&self.mapped.owners()[port as usize], mine);
     }
 

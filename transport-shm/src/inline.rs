@@ -31,9 +31,16 @@
 //! that ping-pong with work on each side). Demoting on the client side as well measured slower.
 //!
 //! The line is *at rest* when both sequences are equal. The inline area also holds a bitmap, one
-//! bit per port, that a client sets when it first calls inline on a claimed port and clears when
-//! it gives the claim back; workers poll only the lines whose bit is set, so idle ports cost
-//! nothing.
+//! bit per port: workers poll only the lines whose bit is set (*armed*), so idle ports cost
+//! nothing. A client sets its port's bit when it first calls inline on a claim that found it
+//! clear; the bit stays set when the claim ends, so that the next claim of the port (a client
+//! that claims a port for each call claims the same one again and again) neither sets nor clears
+//! it: two read-modify-writes less per call, on a line that the workers poll. The server's monitor
+//! clears the bit of a port left free, its line at rest, for a whole reclaim interval, and does so
+//! while holding the port's claim itself (its own process as the holder), so a client never holds
+//! a port whose bit the monitor clears: a claim made before the monitor's keeps the bit, one made
+//! after it sees the bit clear (the monitor's release of the claim pairs with the client's
+//! compare-and-swap) and sets it.
 //!
 //! **Rules** (those of the packets, extended; see the crate docs):
 //! - Only the holder of a port's claim writes words 0–2 and the request, and only while the line
@@ -299,7 +306,16 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
     }
 }
 
-/// Clears `port`'s bitmap bit (its claim ends).
+/// Whether `port`'s bitmap bit is set. A client reads it right after claiming the port: only the
+/// monitor clears a bit, and only while it holds the port's claim, so the bit stays as read while
+/// the client holds the claim. (Relaxed: the client's claim, a compare-and-swap, is ordered after
+/// the monitor's release of its own claim, which the clearing precedes.)
+pub(crate) fn is_armed(bitmap: &[AtomicU32], port: u32) -> bool {
+    let (w, bit) = word_bit(port as usize);
+    bitmap[w].load(Ordering::Relaxed) & bit != 0
+}
+
+/// Clears `port`'s bitmap bit (the monitor, holding the port's claim or reclaiming it).
 pub(crate) fn disarm(bitmap: &[AtomicU32], port: u32) {
     let (w, bit) = word_bit(port as usize);
     bitmap[w].fetch_and(!bit, Ordering::Relaxed);

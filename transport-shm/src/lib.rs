@@ -35,11 +35,12 @@
 //! | server outbox bit of port p | the worker holding p's server lock | to hand the packet back |
 //! | inline line p, request words | the client holding p's claim, line at rest | to call inline |
 //! | inline line p, reply words | the worker holding p's inline lock | to answer inline |
-//! | inline bitmap bit p | set by p's claim holder; cleared by it, or by the monitor at reclaim | |
+//! | inline bitmap bit p | set by p's claim holder (it stays set when the claim ends); cleared by the monitor, holding p's claim when p is idle, or at reclaim | |
 //! | packet p | whichever side owns it (rpc-core's rule) | while it owns it |
 //! | owner word p, free → claimed | any client, by compare-and-swap | to start a call |
 //! | owner word p, claimed → free / abandoned | its holder | when its call ends / fails |
 //! | owner word p, dead or abandoned → free | the server's monitor, holding p's server lock | reclaim |
+//! | owner word p, free → claimed → free | the server's monitor, as a client would | to disarm an idle port's inline line |
 //! | server lock bitmap, inline locks | workers and the monitor, in the server process only | |
 //! | header state word | the server | serving → draining → stopped |
 //!
@@ -64,9 +65,10 @@
 //!  client B: CAS (g+1,0)→(g+2,B) ─▶ (g+2, B)            B's call proceeds as any other
 //! ```
 //!
-//! **The invariant.** A port's owner word is non-free exactly while some client may touch the
-//! client side of that port; it becomes free only (a) by its live holder after a complete
-//! exchange, or (b) by the monitor, while it holds the port's server lock (so no worker is inside
+//! **The invariant.** A port's owner word is non-free exactly while some client (or the monitor,
+//! disarming the line of a port left idle, which touches nothing else) may touch the client side
+//! of that port; it becomes free only (a) by its live holder after a complete exchange, or (b) by
+//! the monitor, while it holds the port's server lock (so no worker is inside
 //! a call on it), after seeing the packet at rest with the client side, the inline line at rest,
 //! and the holder dead or abandoned (so nothing will touch it). Hence a new claimer always finds
 //! the packet and the line at rest and no worker mid-call on it: no reply can cross to another

@@ -19,7 +19,10 @@ use crate::error::ShmError;
 use crate::file::{self, Created, Mapped};
 use crate::header::{Geometry, STATE_DRAINING, STATE_STOPPED};
 use crate::inline;
-use crate::owner::{generation_of, holder_alive, holder_of, pack, pid_of, start_time, ABANDONED};
+use crate::owner::{
+    current_holder, generation_of, holder_alive, holder_of, pack, pid_of, release, start_time,
+    try_claim, ABANDONED,
+};
 use crate::status;
 use crate::sync::{word_bit, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::wait::ServerWait;
@@ -516,6 +519,10 @@ fn monitor(shared: &Shared) {
     let ports = owners.len();
     let serves_inline = mapped.geometry().serves_inline();
     let (bitmap, lines) = (mapped.inline_bitmap(), mapped.inline_lines());
+    // This process as the holder of a port's claim while the monitor disarms its line (`None`
+    // if its pid does not fit an owner word: lines then stay armed, which costs the workers a
+    // poll of an idle line each pass).
+    let me = current_holder();
     let mut last = vec![0u64; ports];
     while !shared.stop_monitor.load(Ordering::Relaxed) {
         std::thread::sleep(shared.config.reclaim_interval);
@@ -524,8 +531,23 @@ fn monitor(shared: &Shared) {
             let pid = pid_of(word);
             let stayed = last[p] == word;
             last[p] = word;
+            if pid == 0 {
+                // Free for a whole interval (no claim since: a claim changes the generation) with
+                // its line armed: disarm it under a claim of our own, so that no client holds the
+                // port meanwhile (see `inline`).
+                if serves_inline && stayed && inline::is_armed(bitmap, p as u32) {
+                    if let Some(mine) = me.and_then(|me| try_claim(&owners[p], me)) {
+                        if lines[p].at_rest() {
+                            inline::disarm(bitmap, p as u32);
+                        }
+                        release(&owners[p], mine);
+                        last[p] = pack(generation_of(mine), 0);
+                    }
+                }
+                continue;
+            }
             // Only a port held by the same claim for a whole interval is checked.
-            if pid == 0 || !(pid == ABANDONED || (stayed && !holder_alive(holder_of(word)))) {
+            if !(pid == ABANDONED || (stayed && !holder_alive(holder_of(word)))) {
                 continue;
             }
             // Take the server side's lock of the port, as a worker would: while we hold it no

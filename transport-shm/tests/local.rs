@@ -720,3 +720,99 @@ fn a_blocked_inline_handler_does_not_stall_other_ports() {
     drop(c);
     assert_eq!(server.shutdown(DEADLINE).stats.inline, 1001);
 }
+
+/// Whether `port`'s inline bitmap bit is set in the mapped file.
+fn armed(map: &memmap2::MmapRaw, g: &Geometry, port: u32) -> bool {
+    let word = word32(map, g.inline_offset() + port as usize / 32 * 4);
+    word.load(Ordering::Relaxed) & 1 << (port % 32) != 0
+}
+
+#[test]
+fn an_inline_line_stays_armed_after_its_claim_until_the_monitor_finds_the_port_idle() {
+    let interval = Duration::from_millis(100);
+    let config = ServerConfig {
+        reclaim_interval: interval,
+        ..demo_config()
+    };
+    let server = ShmServer::start(unique("idle-disarm"), config, demo::DemoHandler).unwrap();
+    let map = map_file(server.path());
+    let client_config = ClientConfig {
+        fingerprint: Some(Demo::FINGERPRINT),
+        ..Default::default()
+    };
+    // A sticky holder (it will sit idle), then a handle that claims a port per call: it gets
+    // another port, and frees it after its call.
+    let mut b = DemoHandle::attach(server.path(), DEADLINE).unwrap();
+    assert_eq!(b.echo(2).unwrap(), (2, demo::mix(2)));
+    let held = b.client().held_port().unwrap();
+    let mut a = DemoHandle::new(ShmClient::attach(server.path(), client_config).unwrap());
+    let g = *a.client().geometry();
+    assert_eq!(a.echo(1).unwrap(), (1, demo::mix(1)));
+    let port = a.client().last_port();
+    assert_ne!(port, held);
+    // The claim ended, the line stays armed for the next claim.
+    assert_eq!(server.port_owner(port).0, 0);
+    assert!(armed(&map, &g, port), "the bit was cleared with the claim");
+    // The free port: disarmed within a few intervals, under a claim of the monitor's own (one
+    // more generation), and free again.
+    let generation = server.port_owner(port).1;
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while armed(&map, &g, port) {
+        assert!(std::time::Instant::now() < deadline, "never disarmed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(server.port_owner(port), (0, generation + 1));
+    // The held port, idle all along, keeps its bit: the monitor disarms free ports only.
+    std::thread::sleep(interval * 3);
+    assert!(armed(&map, &g, held), "a held port's line was disarmed");
+    assert_eq!(b.echo(3).unwrap(), (3, demo::mix(3)));
+    // The next claim of the port arms it again and is answered.
+    let mut c = DemoHandle::new(a.client().handle(0));
+    for id in 10..20 {
+        assert_eq!(c.echo(id).unwrap(), (id, demo::mix(id)));
+    }
+    drop((a, b, c));
+    let stats = server.shutdown(DEADLINE).stats;
+    assert_eq!((stats.served, stats.failed, stats.inline), (13, 0, 13));
+}
+
+#[test]
+fn handles_that_claim_a_port_per_call_never_stall_while_the_monitor_disarms_idle_ports() {
+    // A monitor pass every millisecond, and clients pausing about as long between calls: ports
+    // go idle, get disarmed and claimed again all the time. A request on a line the monitor
+    // disarmed under a live claim would never be answered: the call would fail at its deadline.
+    let config = ServerConfig {
+        reclaim_interval: Duration::from_millis(1),
+        workers: 2,
+        ports: 32,
+        ..demo_config()
+    };
+    let server = ShmServer::start(unique("disarm-race"), config, demo::DemoHandler).unwrap();
+    let client_config = ClientConfig {
+        fingerprint: Some(Demo::FINGERPRINT),
+        deadline: Duration::from_secs(5),
+        sticky: false,
+    };
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let client = ShmClient::attach(server.path(), client_config).unwrap();
+            std::thread::spawn(move || {
+                let mut c = DemoHandle::new(client);
+                for i in 0..300u64 {
+                    let id = t << 32 | i;
+                    assert_eq!(
+                        c.echo(id).unwrap(),
+                        (id, demo::mix(id)),
+                        "thread {t} call {i}"
+                    );
+                    std::thread::sleep(Duration::from_micros((i * 7919 + t * 13) % 2000));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let stats = server.shutdown(DEADLINE).stats;
+    assert_eq!((stats.served, stats.failed), (1200, 0));
+}
