@@ -64,8 +64,10 @@ fn call_in_one_thread<M: rpc_core::Mailbox>() {
     }
 }
 
-/// `may_open` says yes exactly when `try_open` would find a port, for the server (a request
-/// waits on a port no server handle holds) and for the client (a port no client handle holds).
+/// `may_open` never says no when `try_open` would find a port, and here (no port kept) says yes
+/// only then: for the server (a request waits on a port no server handle holds), for the client
+/// (a port no client handle holds), for a server restricted to a range, and for an exclusive
+/// server with an outbox mirror.
 fn may_open_agrees_with_try_open<M: rpc_core::Mailbox>() {
     let region = HeapRegion::<M>::new(64, 1).unwrap();
     let client = region.client();
@@ -93,6 +95,35 @@ fn may_open_agrees_with_try_open<M: rpc_core::Mailbox>() {
     assert!(client.try_open(1).is_none());
     drop(held);
     assert!(client.may_open());
+
+    // Restricted and exclusive servers see only their own range: a request on port 40 is for
+    // the handle of ports 32..64, not for that of 0..32.
+    let low = region.server().restrict(0, 32).unwrap();
+    let mirror: Vec<_> = (0..2)
+        .map(|_| std::sync::atomic::AtomicU32::new(0))
+        .collect();
+    let high = region
+        .server()
+        .restrict(32, 32)
+        .unwrap()
+        .exclusive()
+        .unwrap_or_else(|_| panic!("no other handle holds a lock"))
+        .with_outbox_mirror(&mirror)
+        .unwrap();
+    let mut c = client.try_open(9).unwrap();
+    while c.index() != 40 {
+        drop(c);
+        client.set_cursor(40);
+        c = client.try_open(9).unwrap();
+    }
+    c.send(|s, _| s.words[0] = 7).unwrap();
+    assert!(!low.may_open() && low.try_open(()).is_none());
+    assert!(high.may_open());
+    let mut s = high.try_open(()).expect("the request on port 40");
+    s.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
+    drop(s);
+    assert!(!high.may_open() && high.try_open(()).is_none());
+    c.recv(|_, _| {}).unwrap();
 }
 
 #[test]

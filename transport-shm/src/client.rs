@@ -319,8 +319,7 @@ impl ShmClient {
 
     /// The claim for a call when no sticky claim is held, or when the one held meets a server
     /// that no longer serves (it is given back: the error says why). Out of line: a sticky
-    /// handle's calls skip it.
-    #[cold]
+    /// handle's calls skip it (every call of a handle that is not sticky makes it).
     #[inline(never)]
     fn begin(&mut self, held: Option<(u32, u64)>) -> Result<(u32, u64), ShmError> {
         if let Some((index, mine)) = held {

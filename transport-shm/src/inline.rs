@@ -118,14 +118,14 @@ impl Line {
         }
     }
 
-    /// Writes the payload words that the first `len` bytes of `bytes` touch, whole: the bytes
-    /// past `len` in the last of them go too (the reader masks them). For the worker's reply,
-    /// whose length is known only at run time: at most four stores, no byte loop.
+    /// Writes the first `len` bytes of `bytes` into the payload words they touch, the rest of
+    /// the last of those words zero (what a handler left past `len` does not travel). For the
+    /// worker's reply, whose length is known only at run time: at most four stores, no byte loop.
     #[inline(always)]
     fn write_words(&self, bytes: &[u8; INLINE_BYTES], len: usize) {
         for (w, chunk) in bytes.chunks_exact(8).enumerate().take(len.div_ceil(8)) {
             let v = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-            self.words[word::PAYLOAD + w].store(v, Ordering::Relaxed);
+            self.words[word::PAYLOAD + w].store(v & low_bytes(len - w * 8), Ordering::Relaxed);
         }
     }
 
@@ -150,16 +150,21 @@ impl Line {
         let n = out.len().min(INLINE_BYTES);
         for (w, chunk) in out[..n].chunks_mut(8).enumerate() {
             let v = self.words[word::PAYLOAD + w].load(Ordering::Relaxed);
-            // The bytes of this word at or past `len` read as zero (little-endian: the low ones
-            // come first).
-            let keep = len.saturating_sub(w * 8).min(8);
-            let mask = if keep == 8 {
-                u64::MAX
-            } else {
-                (1u64 << (keep * 8)) - 1
-            };
-            chunk.copy_from_slice(&(v & mask).to_le_bytes()[..chunk.len()]);
+            // The bytes of this word at or past `len` read as zero.
+            let v = v & low_bytes(len.saturating_sub(w * 8));
+            chunk.copy_from_slice(&v.to_le_bytes()[..chunk.len()]);
         }
+    }
+}
+
+/// The mask of a word's first `n` bytes (all of them from 8 on; little-endian: the first bytes
+/// are the low ones).
+#[inline(always)]
+const fn low_bytes(n: usize) -> u64 {
+    if n >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (n * 8)) - 1
     }
 }
 
@@ -251,7 +256,7 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
         request: &[u8],
         reply: &mut [u8],
     ) -> Option<Result<u32, rpc_core::Error>> {
-        if !self.serves || request.len() > INLINE_BYTES {
+        if !self.serves || request.len() > INLINE_BYTES || reply.len() > INLINE_BYTES {
             return None;
         }
         let line = self.line;
@@ -438,10 +443,14 @@ mod tests {
             line.read_payload(&mut out, len);
             assert_eq!(&out[..len], &reply[..len], "len {len}");
             assert!(out[len..].iter().all(|&b| b == 0), "len {len}: {out:?}");
-            // The worker's raw read gives the words as they are.
+            // The worker's raw read gives the words as they are: the reply, zeros to the end of
+            // its last word, then the words it did not touch.
             let mut raw = [0u8; INLINE_BYTES];
             line.read_words(&mut raw);
+            let end = len.div_ceil(8) * 8;
             assert_eq!(&raw[..len], &reply[..len]);
+            assert!(raw[len..end].iter().all(|&b| b == 0), "len {len}: {raw:?}");
+            assert!(raw[end..].iter().all(|&b| b == 0xee), "len {len}: {raw:?}");
         }
     }
 }
