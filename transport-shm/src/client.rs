@@ -155,7 +155,8 @@ pub struct ShmClient {
     cursor: u32,
     /// The port a sticky handle holds between calls, and its owner word as claimed.
     held: Option<(u32, u64)>,
-    /// Whether the current claim has armed its port's inline line (`inline`).
+    /// Whether the current claim's port has its inline bit set, as far as this handle knows
+    /// (found set when claimed, or set by its first inline call; `inline`).
     inline_armed: Cell<bool>,
 }
 

@@ -31,8 +31,9 @@
 //! that ping-pong with work on each side). Demoting on the client side as well measured slower.
 //!
 //! The line is *at rest* when both sequences are equal. The inline area also holds a bitmap, one
-//! bit per port: workers poll only the lines whose bit is set (*armed*), so idle ports cost
-//! nothing. A client sets its port's bit when it first calls inline on a claim that found it
+//! bit per port: workers poll only the lines whose bit is set (*armed*), so a port costs them
+//! nothing once it has been free for a reclaim interval or two (a port that is held, or was freed
+//! more recently, costs a worker two loads a pass). A client sets its port's bit when it first calls inline on a claim that found it
 //! clear; the bit stays set when the claim ends, so that the next claim of the port (a client
 //! that claims a port for each call claims the same one again and again) neither sets nor clears
 //! it: two read-modify-writes less per call, on a line that the workers poll. The server's monitor
@@ -62,6 +63,7 @@ use std::cell::Cell;
 use rpc_core::service::{InlineCall, INLINE_BYTES};
 use rpc_core::Wait;
 
+use crate::owner::{generation_of, pack, release, try_claim};
 use crate::status;
 use crate::sync::{word_bit, AtomicU32, AtomicU64, Ordering};
 
@@ -200,7 +202,8 @@ pub struct ClientInline<'a, W: Wait = crate::ClientWait> {
     pub(crate) serves: bool,
     pub(crate) port: u32,
     pub(crate) wait: &'a W,
-    /// Whether this claim has set the port's bitmap bit.
+    /// Whether the port's bitmap bit is known to be set for this claim (found set when the port
+    /// was claimed, or set by this claim's first inline call).
     pub(crate) armed: &'a Cell<bool>,
 }
 
@@ -318,6 +321,28 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
 pub(crate) fn is_armed(bitmap: &[AtomicU32], port: u32) -> bool {
     let (w, bit) = word_bit(port as usize);
     bitmap[w].load(Ordering::Relaxed) & bit != 0
+}
+
+/// The monitor's disarm of a port it found free and armed for a whole interval (see the module
+/// docs): claims the port as `holder`, clears its bit if its line is at rest, and frees the port
+/// again. Returns the port's owner word after, or `None` if a client claimed the port meanwhile
+/// (its bit then stays).
+pub(crate) fn disarm_idle(
+    owner: &AtomicU64,
+    bitmap: &[AtomicU32],
+    line: &Line,
+    port: u32,
+    holder: u32,
+) -> Option<u64> {
+    // SYNC (claim): as a client's; no client holds the port from here to the release.
+    let mine = try_claim(owner, holder)?;
+    if line.at_rest() {
+        disarm(bitmap, port);
+    }
+    // SYNC (release): the clear above happens before any later claim of the port, whose holder
+    // so sees the bit clear and sets it.
+    release(owner, mine);
+    Some(pack(generation_of(mine), 0))
 }
 
 /// Clears `port`'s bitmap bit (the monitor, holding the port's claim or reclaiming it).
@@ -544,6 +569,41 @@ mod model {
             // Each request was answered exactly once.
             assert_eq!(runs.load(Ordering::Relaxed), calls as u32);
             assert!(lines[0].at_rest());
+        });
+    }
+
+    /// The monitor's idle disarm (`disarm_idle`) against a client claiming the port, as
+    /// `ShmClient` claims (`try_claim`), reads the bit (`is_armed`) and sets it on its first
+    /// inline call if it found it clear: whatever the interleaving, while the client holds its
+    /// claim the bit is set (else its request would never be polled).
+    #[test]
+    fn the_monitor_never_disarms_a_port_a_client_holds() {
+        use crate::owner::{pack, release, try_claim};
+        loom::model(|| {
+            let owner = Arc::new(AtomicU64::new(pack(5, 0)));
+            // Armed by an earlier claim; the port is free, its line at rest.
+            let bitmap = Arc::new(vec![AtomicU32::new(1)]);
+            let lines = Arc::new(vec![line()]);
+            let monitor = {
+                let (owner, bitmap, lines) = (owner.clone(), bitmap.clone(), lines.clone());
+                thread::spawn(move || {
+                    if is_armed(&bitmap, 0) {
+                        disarm_idle(&owner, &bitmap, &lines[0], 0, 99);
+                    }
+                })
+            };
+            let mine = loop {
+                if let Some(mine) = try_claim(&owner, 7) {
+                    break mine;
+                }
+                thread::yield_now();
+            };
+            if !is_armed(&bitmap, 0) {
+                bitmap[0].fetch_or(1, Ordering::Relaxed);
+            }
+            monitor.join().unwrap();
+            assert!(is_armed(&bitmap, 0), "a held port's bit was cleared");
+            release(&owner, mine);
         });
     }
 

@@ -67,12 +67,12 @@
 //!
 //! **The invariant.** A port's owner word is non-free exactly while some client (or the monitor,
 //! disarming the line of a port left idle, which touches nothing else) may touch the client side
-//! of that port; it becomes free only (a) by its live holder after a complete exchange, or (b) by
-//! the monitor, while it holds the port's server lock (so no worker is inside
-//! a call on it), after seeing the packet at rest with the client side, the inline line at rest,
-//! and the holder dead or abandoned (so nothing will touch it). Hence a new claimer always finds
-//! the packet and the line at rest and no worker mid-call on it: no reply can cross to another
-//! call.
+//! of that port; it becomes free only (a) by its live holder after a complete exchange, (b) by the
+//! monitor, while it holds the port's server lock (so no worker is inside a call on it), after
+//! seeing the packet at rest with the client side, the inline line at rest, and the holder dead or
+//! abandoned (so nothing will touch it), or (c) by the monitor releasing its own claim of a free
+//! port, taken only to disarm the port's inline line. Hence a new claimer always finds the packet
+//! and the line at rest and no worker mid-call on it: no reply can cross to another call.
 //!
 //! The claim is a single compare-and-swap that records the holder, so there is no moment at which
 //! a port is taken but its holder unknown. A client that gives up mid-call (deadline, stream

@@ -5,7 +5,8 @@
 //! port and a slow or blocked handler holds only its own port and thread; the others keep serving.
 //! Each worker starts its scan at a different port and resumes one past the port it served last.
 //! A monitor thread scans the owner words every `reclaim_interval`; see the crate docs for the
-//! reclaim protocol it follows.
+//! reclaim protocol it follows. It also disarms the inline lines of ports left free for a whole
+//! interval (module `inline`).
 
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
@@ -20,8 +21,7 @@ use crate::file::{self, Created, Mapped};
 use crate::header::{Geometry, STATE_DRAINING, STATE_STOPPED};
 use crate::inline;
 use crate::owner::{
-    current_holder, generation_of, holder_alive, holder_of, pack, pid_of, release, start_time,
-    try_claim, ABANDONED,
+    current_holder, generation_of, holder_alive, holder_of, pack, pid_of, start_time, ABANDONED,
 };
 use crate::status;
 use crate::sync::{word_bit, AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -84,7 +84,9 @@ pub struct ServerConfig {
     pub workers: usize,
     /// The schema fingerprint of the service; clients that expect another one cannot attach.
     pub fingerprint: u64,
-    /// How often the monitor looks for ports held by dead clients.
+    /// How often the monitor looks for ports held by dead clients, and for free ports whose
+    /// inline line is still armed (a port stays armed for one to two intervals after its last
+    /// claim ends, its line polled by the workers meanwhile: two loads a pass).
     pub reclaim_interval: Duration,
     /// How long a worker waits for a client inside a call (between packets of a stream) before
     /// giving up, if the client is still alive.
@@ -297,6 +299,9 @@ impl ShmServer {
         let ports = mapped.geometry().layout().ports() as usize;
         let serves_inline = mapped.geometry().serves_inline();
         let lines = mapped.inline_lines();
+        // (The monitor's own claims, to disarm an idle port's line, last nanoseconds and touch
+        // only the inline bitmap: one that a stalled monitor held past the grace below would be
+        // counted as finished, harmlessly; `stop` joins the monitor.)
         // A sticky client holds its claim between calls and gives it back at its next call (it
         // then sees the state). One idle since before the drain never calls again: its claim
         // counts as finished once its port has stayed at rest, under the same owner word, for
@@ -511,7 +516,8 @@ const STICKY_GRACE: Duration = Duration::from_millis(20);
 const HOT: Duration = Duration::from_micros(100);
 const YIELDING: Duration = Duration::from_millis(2);
 
-/// The monitor: frees ports whose holder died (or gave up), once no worker is on them.
+/// The monitor: frees ports whose holder died (or gave up), once no worker is on them; disarms
+/// the inline lines of ports left free for a whole interval, under a claim of its own.
 fn monitor(shared: &Shared) {
     let mapped = &shared.mapped;
     let owners = mapped.owners();
@@ -536,12 +542,11 @@ fn monitor(shared: &Shared) {
                 // its line armed: disarm it under a claim of our own, so that no client holds the
                 // port meanwhile (see `inline`).
                 if serves_inline && stayed && inline::is_armed(bitmap, p as u32) {
-                    if let Some(mine) = me.and_then(|me| try_claim(&owners[p], me)) {
-                        if lines[p].at_rest() {
-                            inline::disarm(bitmap, p as u32);
-                        }
-                        release(&owners[p], mine);
-                        last[p] = pack(generation_of(mine), 0);
+                    let (owner, line) = (&owners[p], &lines[p]);
+                    if let Some(free) =
+                        me.and_then(|me| inline::disarm_idle(owner, bitmap, line, p as u32, me))
+                    {
+                        last[p] = free;
                     }
                 }
                 continue;

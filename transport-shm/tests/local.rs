@@ -729,7 +729,8 @@ fn armed(map: &memmap2::MmapRaw, g: &Geometry, port: u32) -> bool {
 
 #[test]
 fn an_inline_line_stays_armed_after_its_claim_until_the_monitor_finds_the_port_idle() {
-    let interval = Duration::from_millis(100);
+    // Long enough that the checks right after a call come before the monitor's second pass.
+    let interval = Duration::from_millis(500);
     let config = ServerConfig {
         reclaim_interval: interval,
         ..demo_config()
@@ -749,28 +750,36 @@ fn an_inline_line_stays_armed_after_its_claim_until_the_monitor_finds_the_port_i
     let g = *a.client().geometry();
     assert_eq!(a.echo(1).unwrap(), (1, demo::mix(1)));
     let port = a.client().last_port();
+    let (holder, generation) = server.port_owner(port);
     assert_ne!(port, held);
     // The claim ended, the line stays armed for the next claim.
-    assert_eq!(server.port_owner(port).0, 0);
+    assert_eq!(holder, 0);
     assert!(armed(&map, &g, port), "the bit was cleared with the claim");
     // The free port: disarmed within a few intervals, under a claim of the monitor's own (one
-    // more generation), and free again.
-    let generation = server.port_owner(port).1;
+    // more generation: only the monitor claims the port now, and only while it is armed), and
+    // free again.
     let deadline = std::time::Instant::now() + DEADLINE;
-    while armed(&map, &g, port) {
-        assert!(std::time::Instant::now() < deadline, "never disarmed");
+    while armed(&map, &g, port) || server.port_owner(port) != (0, generation + 1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never disarmed, or not under a claim: armed {}, owner {:?}",
+            armed(&map, &g, port),
+            server.port_owner(port)
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
-    assert_eq!(server.port_owner(port), (0, generation + 1));
     // The held port, idle all along, keeps its bit: the monitor disarms free ports only.
-    std::thread::sleep(interval * 3);
+    std::thread::sleep(interval * 2);
     assert!(armed(&map, &g, held), "a held port's line was disarmed");
     assert_eq!(b.echo(3).unwrap(), (3, demo::mix(3)));
-    // The next claim of the port arms it again and is answered.
+    // The next claim of the port (a handle starting where `a` did) arms it again and is
+    // answered.
     let mut c = DemoHandle::new(a.client().handle(0));
     for id in 10..20 {
         assert_eq!(c.echo(id).unwrap(), (id, demo::mix(id)));
     }
+    assert_eq!(c.client().last_port(), port);
+    assert!(armed(&map, &g, port), "the next claim did not arm the line");
     drop((a, b, c));
     let stats = server.shutdown(DEADLINE).stats;
     assert_eq!((stats.served, stats.failed, stats.inline), (13, 0, 13));
@@ -813,6 +822,13 @@ fn handles_that_claim_a_port_per_call_never_stall_while_the_monitor_disarms_idle
     for t in threads {
         t.join().unwrap();
     }
+    // Every claim adds a generation: more than the clients' 1 200 means the monitor claimed
+    // ports too (it disarmed idle ones while the clients ran).
+    let claims: u32 = (0..32).map(|p| server.port_owner(p).1).sum();
+    assert!(
+        claims > 1200,
+        "the monitor never disarmed a port ({claims} claims)"
+    );
     let stats = server.shutdown(DEADLINE).stats;
     assert_eq!((stats.served, stats.failed), (1200, 0));
 }
