@@ -4,7 +4,6 @@
 //! server implements ([`DemoService`]) and dispatches through, and [`Demo::FINGERPRINT`], which the
 //! server writes into the file header so a client built for another service is refused at attach.
 
-use std::cell::RefCell;
 use std::path::Path;
 use std::time::Duration;
 
@@ -125,11 +124,6 @@ impl DemoServer for DemoService {
     }
 }
 
-thread_local! {
-    /// Where a worker thread receives streamed requests; kept between calls.
-    static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-}
-
 /// Serves the call waiting on `port` with `service`, through the generated
 /// [`DemoServer::dispatch`]: an opcode the service does not have gets `status::UNKNOWN_OPCODE`,
 /// a `Sum` stream over [`SUM_LIMIT`] gets `status::REJECTED`.
@@ -137,11 +131,7 @@ pub fn dispatch(
     service: &impl DemoServer,
     port: &mut ServerPort<'_, '_>,
 ) -> Result<Served, rpc_core::Error> {
-    BUFFERS.with(|buffers| match buffers.try_borrow_mut() {
-        Ok(mut buffers) => service.dispatch(port, &mut *buffers),
-        // Re-entered from a handler (it never is): serve with fresh buffers.
-        Err(_) => service.dispatch(port, &mut Vec::new()),
-    })
+    crate::service::with_stream_buffers(|buffers| service.dispatch(port, buffers))
 }
 
 /// Serves one demo call that came through the packets with [`DemoService`]. As a handler on its
@@ -239,3 +229,7 @@ impl DemoHandle {
         Ok((r.len, r.sum))
     }
 }
+
+// The demo service served directly, as any derived service is (`DemoHandler` is the same, kept
+// as its own name).
+crate::impl_handler!(DemoService: DemoServer);

@@ -22,6 +22,11 @@
 //! serves inline calls ([`Handler::serves_inline`], [`demo::DemoHandler`]) says so in the header,
 //! and clients of one that does not make every call through the packets.
 //!
+//! To serve a derived service, implement its generated server trait and say
+//! [`impl_handler!`]`(MyType: MyServer)`: the type is then a [`Handler`] that serves both paths
+//! (`ShmServer::start(path, config, MyType { .. })`); clients call through
+//! [`ShmClient::call_typed`] (`client.call_typed(|p| p.my_call(x))`).
+//!
 //! Modules: `header` (the header and its checks), `file` (creating, stale files, attaching,
 //! mapping), `owner` (owner words and liveness), `inline` (inline lines), `wait` (backoff with
 //! deadlines), `server`, `client`, `demo` (the demo service), `transport` (the trait a side's
@@ -120,6 +125,7 @@ pub mod header;
 mod inline;
 pub mod owner;
 mod server;
+pub mod service;
 pub mod status;
 mod sync;
 pub mod transport;
@@ -138,4 +144,10 @@ pub use inline::ClientInline;
 pub type ShmMailbox = rpc_core::Packed;
 pub use server::{Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown};
 pub use transport::Transport;
+
+#[doc(hidden)]
+pub mod __private {
+    //! What [`impl_handler!`](crate::impl_handler) expands to, reached from any crate.
+    pub use rpc_core;
+}
 pub use wait::{ClientWait, ServerWait};

@@ -34,6 +34,10 @@ pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, ShmMailbox, ServerWai
 
 /// Serves one request on an open port: receives it and replies (or fails).
 ///
+/// A type implementing a `#[derive(RpcOpcodes)]` server trait gets this implementation from
+/// [`impl_handler!`](crate::impl_handler); a closure over a port is one too (it serves no inline
+/// calls).
+///
 /// A handler returning an error (or panicking) while it still holds the packet gets
 /// [`status::SERVER_ERROR`] sent back to the client.
 pub trait Handler: Send + Sync + 'static {

@@ -832,3 +832,57 @@ fn handles_that_claim_a_port_per_call_never_stall_while_the_monitor_disarms_idle
     let stats = server.shutdown(DEADLINE).stats;
     assert_eq!((stats.served, stats.failed), (1200, 0));
 }
+
+/// A service of the test's own, served through `impl_handler!`.
+#[derive(rpc_core::RpcOpcodes)]
+#[rpc(service = "test.tally")]
+enum Tally {
+    /// Adds to the tally; returns it.
+    #[rpc(request = u64, response = u64)]
+    Add,
+    /// Counts the bytes of a stream.
+    #[rpc(request = [u8], response = u64, limit = 65536)]
+    Count,
+}
+
+struct Counter(std::sync::atomic::AtomicU64);
+
+impl TallyServer for Counter {
+    fn add(&self, n: u64) -> u64 {
+        self.0.fetch_add(n, Ordering::Relaxed) + n
+    }
+
+    fn count(&self, data: &[u8]) -> u64 {
+        data.len() as u64
+    }
+}
+
+transport_shm::impl_handler!(Counter: TallyServer);
+
+#[test]
+fn a_derived_service_is_served_with_impl_handler_inline_and_through_the_packets() {
+    let config = ServerConfig {
+        fingerprint: Tally::FINGERPRINT,
+        ..ServerConfig::default()
+    };
+    let counter = Counter(std::sync::atomic::AtomicU64::new(0));
+    let server = ShmServer::start(unique("tally"), config, counter).unwrap();
+    let client_config = ClientConfig {
+        fingerprint: Some(Tally::FINGERPRINT),
+        ..Default::default()
+    };
+    let mut client = ShmClient::attach(server.path(), client_config).unwrap();
+    assert_eq!(client.call_typed(|p| p.add(5)).unwrap(), 5);
+    assert_eq!(client.call_typed(|p| p.add(7)).unwrap(), 12);
+    let data = vec![1u8; 5000];
+    assert_eq!(client.call_typed(|p| p.count(&data)).unwrap(), 5000);
+    // Over the limit: refused, nothing run.
+    let big = vec![1u8; 70000];
+    assert!(matches!(
+        client.call_typed(|p| p.count(&big)),
+        Err(ShmError::Service(CallError::Rejected))
+    ));
+    let stats = server.shutdown(DEADLINE).stats;
+    // Both adds inline, the streams through the packets.
+    assert_eq!((stats.inline, stats.served, stats.failed), (2, 4, 0));
+}
