@@ -105,6 +105,10 @@ impl KvServer for Store {
     }
 }
 
+// Between processes: the store is a transport-shm handler (both paths: `contains` and `delete`
+// travel inline, `put` and `get` through the packets). See `bin/kv-shm.rs`.
+transport_shm::impl_handler!(Store: KvServer);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,135 @@
+//! The key-value service between processes: a server over a shared-memory file in `/dev/shm`
+//! and four client processes (this program again, started with `client`). Each client stores its
+//! own keys, reads them back, checks and deletes half of them, and logs a line; the server then
+//! checks what is left and prints what it served.
+//!
+//! `cargo run --release -p ferry-examples --bin kv-shm`
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ferry_examples::kv::{put_request, Found, Kv, KvClient, Store};
+use rpc_core::service::Service;
+use transport_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmError, ShmServer};
+
+const CLIENTS: u64 = 4;
+const KEYS: u64 = 200;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn main() -> Res<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, role, path, index] = &args[..] {
+        if role == "client" {
+            return client(Path::new(path), index.parse()?);
+        }
+    }
+    let path = path_for(&format!("kv-{}", std::process::id()));
+    let config = ServerConfig {
+        fingerprint: Kv::FINGERPRINT,
+        workers: 2,
+        ..ServerConfig::default()
+    };
+    let server = ShmServer::start(&path, config, Store::default())?;
+    println!(
+        "service {} (fingerprint {:#018x}) served from {}",
+        Kv::NAME,
+        Kv::FINGERPRINT,
+        path.display()
+    );
+    let start = Instant::now();
+    let children = (0..CLIENTS)
+        .map(|c| {
+            Command::new(std::env::current_exe()?)
+                .args(["client", &path.display().to_string(), &c.to_string()])
+                .spawn()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut failed = 0;
+    for mut child in children {
+        if !child.wait()?.success() {
+            failed += 1;
+        }
+    }
+    let elapsed = start.elapsed();
+    // What is left: the odd keys of every client, checked from here as one more client.
+    let mut check = ShmClient::attach(&path, ClientConfig::default())?;
+    for c in 0..CLIENTS {
+        for k in 0..KEYS {
+            let key = c << 32 | k;
+            let found = check.call_typed(|p| p.contains(key))?;
+            let expected = if k % 2 == 1 {
+                Found {
+                    found: 1,
+                    len: value(key).len() as u32,
+                }
+            } else {
+                Found { found: 0, len: 0 }
+            };
+            if found != expected {
+                return Err(format!("key {key:#x}: {found:?}, expected {expected:?}").into());
+            }
+        }
+    }
+    let shutdown = server.shutdown(Duration::from_secs(5));
+    let stats = shutdown.stats;
+    println!(
+        "{CLIENTS} client processes: {} calls served in {:.1} ms ({} inline, the rest through the \
+         packets), {} failed; {failed} clients failed",
+        stats.served,
+        elapsed.as_secs_f64() * 1e3,
+        stats.inline,
+        stats.failed,
+    );
+    if failed != 0 || stats.failed != 0 {
+        return Err("some calls failed".into());
+    }
+    Ok(())
+}
+
+/// The value a client stores under `key`: its length varies with the key.
+fn value(key: u64) -> Vec<u8> {
+    (0..(key % 97) as usize * 13).map(|i| i as u8).collect()
+}
+
+/// One client process: puts, gets, deletes half, logs a line; checks every answer.
+fn client(path: &Path, index: u64) -> Res<()> {
+    let config = ClientConfig {
+        fingerprint: Some(Kv::FINGERPRINT),
+        sticky: true,
+        ..ClientConfig::default()
+    };
+    let mut c = ShmClient::attach(path, config)?;
+    let mut buf = vec![0u8; 2048];
+    for k in 0..KEYS {
+        let key = index << 32 | k;
+        let request = put_request(key, &value(key));
+        c.call_typed(|p| p.put(&request))?;
+    }
+    for k in 0..KEYS {
+        let key = index << 32 | k;
+        let got = c.call_typed(|p| p.get(key, &mut buf).map(|v| v.to_vec()))?;
+        if got != value(key) {
+            return Err(format!("client {index}: get {key:#x} returned another value").into());
+        }
+        if k % 2 == 0 {
+            let gone = c.call_typed(|p| p.delete(key))?;
+            if gone.found != 1 {
+                return Err(format!("client {index}: delete {key:#x} found nothing").into());
+            }
+        }
+    }
+    // A value longer than the buffer is refused, not truncated.
+    let long = (1..KEYS)
+        .step_by(2)
+        .map(|k| index << 32 | k)
+        .find(|&key| value(key).len() > 8)
+        .ok_or("no long value")?;
+    match c.call_typed(|p| p.get(long, &mut [0u8; 8]).map(|v| v.len())) {
+        Err(ShmError::Service(_)) | Err(ShmError::Call(_)) => {}
+        other => return Err(format!("client {index}: a long get gave {other:?}").into()),
+    }
+    c.call_typed(|p| p.log(&format!("client {index} done")))?;
+    Ok(())
+}
