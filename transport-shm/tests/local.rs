@@ -459,9 +459,12 @@ fn small_calls_travel_inline_and_the_others_through_the_packets() {
 fn hostile_inline_requests_get_an_error_status() {
     let (server, g, map) = raw_view("hostile-inline");
     let (bitmap, word) = (|at| word32(&map, at), |at| word64(&map, at));
-    // Arm port 5's line by hand, as a client would, and hand over raw requests: word 0 is the
-    // request sequence and opcode, word 1 the length, word 2 the reply sequence and status.
+    // Claim port 5 and arm its line by hand, as a client would (the monitor disarms a free
+    // port's line), and hand over raw requests: word 0 is the request sequence and opcode, word
+    // 1 the length, word 2 the reply sequence and status.
     let port = 5;
+    let me = transport_shm::owner::current_holder().unwrap();
+    word(g.owners_offset() + port * 8).store(transport_shm::owner::pack(1, me), Ordering::SeqCst);
     bitmap(g.inline_offset()).fetch_or(1 << port, Ordering::SeqCst);
     let line = g.inline_lines_offset() + port * 64;
     let call = |opcode: u32, len: u64, seq: u64| {
@@ -485,6 +488,8 @@ fn hostile_inline_requests_get_an_error_status() {
     assert_eq!(call(0x1234, 8, 3), status::UNKNOWN_OPCODE);
     assert_eq!(call(Demo::Sum.opcode(), 8, 4), status::NOT_INLINE);
     assert_eq!(call(echo, 8, 5), status::OK);
+    // The claim ends.
+    word(g.owners_offset() + port * 8).store(transport_shm::owner::pack(1, 0), Ordering::SeqCst);
     // The handler saw three of them: the over-long request was refused before it, and the
     // call that cannot travel inline was not served.
     let stats = server.shutdown(DEADLINE).stats;
