@@ -107,7 +107,7 @@ fn four_processes_many_calls_none_lost_duplicated_or_crossed() {
 #[test]
 fn a_client_killed_mid_call_leaves_others_running_and_its_port_reclaimed() {
     let path = unique_path("kill");
-    let server = ShmServer::start(&path, config(32, 2), demo::DemoHandler).unwrap();
+    let server = ShmServer::start(&path, config(32, 2), demo::DemoService).unwrap();
     let p = path.to_str().unwrap();
     let n = (calls_per_client() / 5).max(1000);
     let others: Vec<Peer> = (1..=2u64)
@@ -137,7 +137,7 @@ fn a_client_killed_mid_call_leaves_others_running_and_its_port_reclaimed() {
 #[test]
 fn the_port_of_a_sticky_client_killed_while_idle_is_reclaimed() {
     let path = unique_path("sticky");
-    let server = ShmServer::start(&path, config(32, 1), demo::DemoHandler).unwrap();
+    let server = ShmServer::start(&path, config(32, 1), demo::DemoService).unwrap();
     let p = path.to_str().unwrap();
     // Idle, between calls, its claim kept: the port is at rest and looks like any held one.
     let victim = Peer::spawn(PEER, &["sticky", p]);
@@ -167,7 +167,7 @@ fn the_port_of_a_sticky_client_killed_while_idle_is_reclaimed() {
 #[test]
 fn a_new_client_gets_the_port_of_a_client_killed_mid_stream() {
     let path = unique_path("last");
-    let server = ShmServer::start(&path, config(32, 2), demo::DemoHandler).unwrap();
+    let server = ShmServer::start(&path, config(32, 2), demo::DemoService).unwrap();
     let p = path.to_str().unwrap();
     // A live client holds 31 of the 32 ports; the victim takes the last one.
     let hog = Peer::spawn(PEER, &["hold", p, "31"]);
@@ -265,7 +265,7 @@ fn second_server_is_refused_and_a_killed_servers_file_is_replaced() {
     let pid: u32 = first.expect("serving")[0].parse().unwrap();
     let meta = std::fs::symlink_metadata(&path).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-    let err = ShmServer::start(&path, config(64, 1), demo::DemoHandler).unwrap_err();
+    let err = ShmServer::start(&path, config(64, 1), demo::DemoService).unwrap_err();
     assert!(
         matches!(err, ShmError::AlreadyServing { pid: Some(p), .. } if p == pid),
         "{err}"
@@ -282,7 +282,7 @@ fn second_server_is_refused_and_a_killed_servers_file_is_replaced() {
     let err = DemoHandle::attach(&path, Duration::from_secs(1)).unwrap_err();
     assert!(matches!(err, ShmError::NoServer { .. }), "{err}");
     // The next server replaces the stale file.
-    let server = ShmServer::start(&path, config(64, 1), demo::DemoHandler).unwrap();
+    let server = ShmServer::start(&path, config(64, 1), demo::DemoService).unwrap();
     assert_eq!(server.created(), Created::ReplacedStale);
     let mut c = DemoHandle::attach(&path, Duration::from_secs(30)).unwrap();
     assert_eq!(c.add(20, 22).unwrap(), 42);

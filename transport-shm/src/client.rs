@@ -319,17 +319,15 @@ impl ShmClient {
     }
 
     /// The claim for a call when no sticky claim is held, or when the one held meets a server
-    /// that no longer serves (it is given back: the error says why). Out of line: a sticky
-    /// handle's calls skip it (every call of a handle that is not sticky makes it).
+    /// that no longer serves (`claimed` checked: the claim is given back, the error says why; the
+    /// state never returns to serving). Out of line: a sticky handle's calls skip it (every call
+    /// of a handle that is not sticky makes it).
     #[inline(never)]
     fn begin(&mut self, held: Option<(u32, u64)>) -> Result<(u32, u64), ShmError> {
         if let Some((index, mine)) = held {
             let state = self.mapped.state().load(Ordering::Acquire);
-            if state != STATE_SERVING {
-                self.end_claim(index, mine);
-                return Err(self.not_serving(state));
-            }
-            return Ok((index, mine));
+            self.end_claim(index, mine);
+            return Err(self.not_serving(state));
         }
         let (index, mine) = self.claim()?;
         // A port's inline bit stays set after its claims end, until the monitor finds the port
@@ -429,7 +427,7 @@ mod tests {
             fingerprint: Demo::FINGERPRINT,
             ..ServerConfig::default()
         };
-        let server = ShmServer::start(&path, config, demo::DemoHandler).unwrap();
+        let server = ShmServer::start(&path, config, demo::DemoService).unwrap();
         let config = ClientConfig {
             fingerprint: Some(Demo::FINGERPRINT),
             sticky,
@@ -474,8 +472,8 @@ mod tests {
         let cleared = |client: &ShmClient| -> Vec<u32> {
             (0..client.geometry().layout().ports())
                 .filter(|&port| {
-                    let bit = 1u32 << (port % 32);
-                    client.locks[(port / 32) as usize].load(Ordering::Relaxed) & bit == 0
+                    let (w, bit) = word_bit(port as usize);
+                    client.locks[w].load(Ordering::Relaxed) & bit == 0
                 })
                 .collect()
         };

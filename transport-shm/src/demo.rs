@@ -13,7 +13,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::client::{ClientConfig, ShmClient};
 use crate::error::ShmError;
-use crate::server::{Handler, ServerPort};
+use crate::server::ServerPort;
 
 /// The longest stream [`Demo::Sum`] accepts (its `limit`).
 pub const SUM_LIMIT: u64 = 1 << 20;
@@ -92,7 +92,7 @@ pub const fn mix(id: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The demo service's implementation.
+/// The demo service's implementation, and its server handler (both paths; `impl_handler!`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DemoService;
 
@@ -136,35 +136,9 @@ pub fn dispatch(
 
 /// Serves one demo call that came through the packets with [`DemoService`]. As a handler on its
 /// own it serves no inline calls (clients then make every call through the packets);
-/// [`DemoHandler`] serves both.
+/// [`DemoService`] itself, as a handler, serves both.
 pub fn serve(port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
     dispatch(&DemoService, port).map(|_| ())
-}
-
-/// The demo service as a server handler: calls through the packets go to the generated
-/// [`dispatch`], inline calls (`echo`, `add`, `sleep`: fixed requests and replies of at most 32
-/// bytes) to the generated `dispatch_inline`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct DemoHandler;
-
-impl Handler for DemoHandler {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
-        serve(port)
-    }
-
-    #[inline]
-    fn handle_inline(
-        &self,
-        opcode: u32,
-        request: &[u8],
-        reply: &mut [u8; rpc_core::service::INLINE_BYTES],
-    ) -> Option<(u32, usize)> {
-        DemoService.dispatch_inline(opcode, request, reply)
-    }
-
-    fn serves_inline(&self) -> bool {
-        true
-    }
 }
 
 /// A client handle on a demo server's file: each method claims a port and makes the call through
@@ -230,6 +204,7 @@ impl DemoHandle {
     }
 }
 
-// The demo service served directly, as any derived service is (`DemoHandler` is the same, kept
-// as its own name).
+// The demo service as a server handler: calls through the packets go to the generated
+// `dispatch`, inline calls (`echo`, `add`, `sleep`: fixed requests and replies of at most 32
+// bytes) to the generated `dispatch_inline`.
 crate::impl_handler!(DemoService: DemoServer);

@@ -131,16 +131,6 @@ impl Line {
         }
     }
 
-    /// Reads every payload word into `out`, as they are: for the worker's request, whose
-    /// handler sees only its first `len` bytes.
-    #[inline(always)]
-    fn read_words(&self, out: &mut [u8; INLINE_BYTES]) {
-        for (w, chunk) in out.chunks_exact_mut(8).enumerate() {
-            let v = self.words[word::PAYLOAD + w].load(Ordering::Relaxed);
-            chunk.copy_from_slice(&v.to_le_bytes());
-        }
-    }
-
     /// Reads the payload into `out` (at most `INLINE_BYTES` of it), its bytes at or past `len`
     /// as zero.
     ///
@@ -398,8 +388,10 @@ pub(crate) fn serve_pending(
                 let (status, reply_len) = if len > INLINE_BYTES as u64 {
                     (status::BAD_REQUEST, 0)
                 } else {
+                    // Every word as it is (constant lengths: no masks); the handler sees only
+                    // the first `len` bytes.
                     let mut request = [0u8; INLINE_BYTES];
-                    line.read_words(&mut request);
+                    line.read_payload(&mut request, INLINE_BYTES);
                     serve(opcode, &request[..len as usize], &mut reply)
                 };
                 let reply_len = reply_len.min(INLINE_BYTES);
@@ -468,10 +460,10 @@ mod tests {
             line.read_payload(&mut out, len);
             assert_eq!(&out[..len], &reply[..len], "len {len}");
             assert!(out[len..].iter().all(|&b| b == 0), "len {len}: {out:?}");
-            // The worker's raw read gives the words as they are: the reply, zeros to the end of
-            // its last word, then the words it did not touch.
+            // Read whole, the words are: the reply, zeros to the end of its last word, then the
+            // words it did not touch.
             let mut raw = [0u8; INLINE_BYTES];
-            line.read_words(&mut raw);
+            line.read_payload(&mut raw, INLINE_BYTES);
             let end = len.div_ceil(8) * 8;
             assert_eq!(&raw[..len], &reply[..len]);
             assert!(raw[len..end].iter().all(|&b| b == 0), "len {len}: {raw:?}");

@@ -19,7 +19,7 @@
 //! **inline**: in the port's inline line, where the request, the reply and both sides' sequence
 //! words share one cache line, so a call moves one line each way instead of four (module
 //! `inline`). The generated client methods pick the path themselves; a server whose handler
-//! serves inline calls ([`Handler::serves_inline`], [`demo::DemoHandler`]) says so in the header,
+//! serves inline calls ([`Handler::serves_inline`], [`demo::DemoService`]) says so in the header,
 //! and clients of one that does not make every call through the packets.
 //!
 //! To serve a derived service, implement its generated server trait and say

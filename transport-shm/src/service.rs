@@ -50,6 +50,7 @@ macro_rules! impl_handler {
                 .map(|_| ())
             }
 
+            #[inline]
             fn handle_inline(
                 &self,
                 opcode: u32,

@@ -29,7 +29,7 @@ fn demo_config() -> ServerConfig {
 }
 
 fn demo_server(tag: &str) -> ShmServer {
-    ShmServer::start(unique(tag), demo_config(), demo::DemoHandler).unwrap()
+    ShmServer::start(unique(tag), demo_config(), demo::DemoService).unwrap()
 }
 
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -121,7 +121,7 @@ fn file_is_0600_and_removed_on_shutdown_and_drop() {
     let path = unique("unwind");
     let p2 = path.clone();
     let joined = std::thread::spawn(move || {
-        let _server = ShmServer::start(&p2, demo_config(), demo::DemoHandler).unwrap();
+        let _server = ShmServer::start(&p2, demo_config(), demo::DemoService).unwrap();
         assert!(p2.exists());
         panic!("the thread holding the server panics");
     })
@@ -137,7 +137,7 @@ fn rustix_uid() -> u32 {
 #[test]
 fn second_server_on_the_same_name_is_refused() {
     let server = demo_server("twice");
-    let err = ShmServer::start(server.path(), demo_config(), demo::DemoHandler).unwrap_err();
+    let err = ShmServer::start(server.path(), demo_config(), demo::DemoService).unwrap_err();
     assert!(
         matches!(err, ShmError::AlreadyServing { pid: Some(p), .. } if p == std::process::id()),
         "{err}"
@@ -154,7 +154,7 @@ fn symlinks_are_never_followed() {
     std::fs::write(&target, b"precious").unwrap();
     let link = unique("link");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let err = ShmServer::start(&link, demo_config(), demo::DemoHandler).unwrap_err();
+    let err = ShmServer::start(&link, demo_config(), demo::DemoService).unwrap_err();
     assert!(matches!(err, ShmError::Symlink(_)), "{err}");
     let err = ShmClient::attach(&link, ClientConfig::default()).unwrap_err();
     assert!(matches!(err, ShmError::Symlink(_)), "{err}");
@@ -189,7 +189,7 @@ fn stale_file_is_detected_and_replaced() {
     write_stale(&path, Demo::FINGERPRINT);
     let err = ShmClient::attach(&path, ClientConfig::default()).unwrap_err();
     assert!(matches!(err, ShmError::NoServer { .. }), "{err}");
-    let server = ShmServer::start(&path, demo_config(), demo::DemoHandler).unwrap();
+    let server = ShmServer::start(&path, demo_config(), demo::DemoService).unwrap();
     assert_eq!(server.created(), Created::ReplacedStale);
     let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
     assert_eq!(c.echo(3).unwrap(), (3, demo::mix(3)));
@@ -432,7 +432,7 @@ fn small_calls_travel_inline_and_the_others_through_the_packets() {
             ..demo_config()
         };
         let server = if inline {
-            ShmServer::start(&path, config, demo::DemoHandler).unwrap()
+            ShmServer::start(&path, config, demo::DemoService).unwrap()
         } else {
             ShmServer::start(&path, config, packets_only).unwrap()
         };
@@ -683,7 +683,7 @@ impl transport_shm::Handler for Gated {
                 .wait_timeout_while(open.lock().unwrap(), Duration::from_secs(30), |open| !*open)
                 .unwrap();
         }
-        demo::DemoHandler.handle_inline(opcode, request, reply)
+        demo::DemoService.handle_inline(opcode, request, reply)
     }
     fn serves_inline(&self) -> bool {
         true
@@ -740,7 +740,7 @@ fn an_inline_line_stays_armed_after_its_claim_until_the_monitor_finds_the_port_i
         reclaim_interval: interval,
         ..demo_config()
     };
-    let server = ShmServer::start(unique("idle-disarm"), config, demo::DemoHandler).unwrap();
+    let server = ShmServer::start(unique("idle-disarm"), config, demo::DemoService).unwrap();
     let map = map_file(server.path());
     let client_config = ClientConfig {
         fingerprint: Some(Demo::FINGERPRINT),
@@ -801,7 +801,7 @@ fn handles_that_claim_a_port_per_call_never_stall_while_the_monitor_disarms_idle
         ports: 32,
         ..demo_config()
     };
-    let server = ShmServer::start(unique("disarm-race"), config, demo::DemoHandler).unwrap();
+    let server = ShmServer::start(unique("disarm-race"), config, demo::DemoService).unwrap();
     let client_config = ClientConfig {
         fingerprint: Some(Demo::FINGERPRINT),
         deadline: Duration::from_secs(5),

@@ -117,7 +117,7 @@ fn main() {
                 fingerprint: Demo::FINGERPRINT,
                 ..ServerConfig::default()
             };
-            let _server = ShmServer::start(path, config, demo::DemoHandler).expect("serve");
+            let _server = ShmServer::start(path, config, demo::DemoService).expect("serve");
             say(format!("serving {}", std::process::id()));
             forever();
         }

@@ -791,7 +791,7 @@ pub fn run(args: BenchArgs) -> Res<()> {
     let call = {
         let path = path_for(&format!("bench-inline-{}", std::process::id()));
         let server =
-            start_pinned(&mut || Ok(ShmServer::start(&path, config.clone(), demo::DemoHandler)?))?;
+            start_pinned(&mut || Ok(ShmServer::start(&path, config.clone(), demo::DemoService)?))?;
         let ns = rpc(&path, &args, caller, "rpc")?;
         let free = rpc(&path, &args, caller, "rpc-free")?;
         server.shutdown(Duration::from_secs(5));
@@ -817,7 +817,7 @@ pub fn run(args: BenchArgs) -> Res<()> {
     }
     let socket = uds(&args, None)?;
     let path = path_for(&format!("bench-{}", std::process::id()));
-    let server = ShmServer::start(&path, config, demo::DemoHandler)?;
+    let server = ShmServer::start(&path, config, demo::DemoService)?;
     println!();
     println!(
         "| round trip between two processes | median ns | ratio to the faster ping-pong ({raw:.0} ns) |"

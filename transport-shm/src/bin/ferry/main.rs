@@ -302,7 +302,7 @@ fn run_demo(args: DemoArgs) -> Res<()> {
         .clone()
         .unwrap_or_else(|| format!("demo-{}", std::process::id()));
     let path = path_for(&name);
-    let server = ShmServer::start(&path, args.server.config(), demo::DemoHandler)?;
+    let server = ShmServer::start(&path, args.server.config(), demo::DemoService)?;
     println!(
         "ferry demo: serving {} ({} ports, {} workers); {} client processes × {} {:?} calls",
         path.display(),
@@ -409,7 +409,7 @@ fn serve(args: ServeArgs) -> Res<()> {
         unsafe { sigaction(sig, &action) }?;
     }
     let path = path_for(&args.name);
-    let server = ShmServer::start(&path, args.server.config(), demo::DemoHandler)?;
+    let server = ShmServer::start(&path, args.server.config(), demo::DemoService)?;
     println!(
         "serving the demo service at {} ({} ports, {} workers); Ctrl-C to stop",
         path.display(),
