@@ -142,7 +142,9 @@ pub use inline::ClientInline;
 /// instead of 64) and costs nothing here, where both sides are CPUs that can flip bits with a
 /// read-modify-write; GPU regions keep one word per port (see `rpc_core::mailbox`).
 pub type ShmMailbox = rpc_core::Packed;
-pub use server::{Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown};
+pub use server::{
+    Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown, MONITOR_THREAD,
+};
 pub use transport::Transport;
 
 #[doc(hidden)]

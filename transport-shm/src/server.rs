@@ -32,6 +32,9 @@ use rpc_core::service::INLINE_BYTES;
 /// An open port on the server side, as a handler sees it.
 pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, ShmMailbox, ServerWait>;
 
+/// The name of a server's monitor thread (the thread that reclaims ports; see the crate docs).
+pub const MONITOR_THREAD: &str = "ferry-monitor";
+
 /// Serves one request on an open port: receives it and replies (or fails).
 ///
 /// A type implementing a `#[derive(RpcOpcodes)]` server trait gets this implementation from
@@ -253,7 +256,7 @@ impl ShmServer {
         let monitor_shared = Arc::clone(&shared);
         server.monitor = Some(
             std::thread::Builder::new()
-                .name("ferry-monitor".into())
+                .name(MONITOR_THREAD.into())
                 .spawn(move || monitor(&monitor_shared))
                 .map_err(|e| ShmError::Io {
                     op: "starting the monitor for",

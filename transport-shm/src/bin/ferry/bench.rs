@@ -107,7 +107,6 @@ struct PeerOptions {
     demote: bool,
     no_pause: bool,
     cpu: Option<usize>,
-    piped_in: bool,
 }
 
 /// The CPUs this thread may run on.
@@ -120,23 +119,31 @@ fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// Runs this thread (and the threads it starts from now on) on `cpus` only.
-fn pin_to(cpus: &[usize]) -> Res<()> {
+/// The set of `cpus`.
+fn cpu_set(cpus: &[usize]) -> rustix::thread::CpuSet {
     let mut set = rustix::thread::CpuSet::new();
     for &c in cpus {
         set.set(c);
     }
-    rustix::thread::sched_setaffinity(None, &set)
+    set
+}
+
+/// Runs this thread (and the threads it starts from now on) on `cpus` only.
+fn pin_to(cpus: &[usize]) -> Res<()> {
+    rustix::thread::sched_setaffinity(None, &cpu_set(cpus))
         .map_err(|e| format!("cannot run on CPUs {cpus:?}: {e}").into())
+}
+
+/// A CPU's topology entry `what`, as the kernel writes it.
+fn topology(cpu: usize, what: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}"))
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// The core a CPU belongs to, as the kernel names it (its list of hardware-thread siblings).
 fn core_of(cpu: usize) -> Option<String> {
-    std::fs::read_to_string(format!(
-        "/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
-    ))
-    .ok()
-    .map(|s| s.trim().to_string())
+    topology(cpu, "thread_siblings_list")
 }
 
 /// Moves this process's threads named `name` to `cpus` (best effort: nothing if `cpus` is
@@ -145,10 +152,7 @@ fn move_thread(name: &str, cpus: &[usize]) {
     if cpus.is_empty() {
         return;
     }
-    let mut set = rustix::thread::CpuSet::new();
-    for &c in cpus {
-        set.set(c);
-    }
+    let set = cpu_set(cpus);
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return;
     };
@@ -168,11 +172,7 @@ fn move_thread(name: &str, cpus: &[usize]) {
 
 /// The package (socket) a CPU belongs to.
 fn package_of(cpu: usize) -> Option<String> {
-    std::fs::read_to_string(format!(
-        "/sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id"
-    ))
-    .ok()
-    .map(|s| s.trim().to_string())
+    topology(cpu, "physical_package_id")
 }
 
 /// Where the round trips run: two CPUs (caller, answering side), or unpinned and why.
@@ -257,8 +257,9 @@ fn spawn_peer(role: &str, path: &Path, o: PeerOptions) -> Res<Child> {
     if let Some(cpu) = o.cpu {
         command.args(["--cpu", &cpu.to_string()]);
     }
+    // A load peer waits for "go" on its stdin.
     Ok(command
-        .stdin(if o.piped_in {
+        .stdin(if role == "load" {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -363,31 +364,14 @@ impl<'f> CallLines<'f> {
 /// Polls between two checks that the other side is still there.
 const LIVENESS_POLLS: u32 = 1 << 16;
 
-/// Spins until `word` holds `value`, or fails if `peer` exits first; with `pause`, runs the
-/// processor's spin-wait hint (`pause` on x86) between polls.
-fn wait_for(word: &AtomicU64, value: u64, peer: &mut Child, pause: bool) -> Res<()> {
-    let mut polls = 0u32;
-    while word.load(Ordering::Acquire) != value {
-        if pause {
-            std::hint::spin_loop();
-        }
-        polls = polls.wrapping_add(1);
-        if polls.is_multiple_of(LIVENESS_POLLS) {
-            if let Some(status) = peer.try_wait()? {
-                return Err(format!("a benchmark peer exited mid-run ({status})").into());
-            }
-        }
-    }
-    Ok(())
-}
-
-/// In a peer: spins until `ready` says yes, or fails if `parent`, the process that started this
-/// one (read once, at the start), has gone: the peer would spin forever. `pause` as in
-/// `wait_for`.
-fn peer_wait(
-    parent: Option<rustix::process::Pid>,
+/// Spins until `ready` says yes, running the processor's spin-wait hint (`pause` on x86) between
+/// polls if `pause`; every `LIVENESS_POLLS` polls asks `gone` whether the other side has gone,
+/// and fails with its reason if so (the spin would never end).
+#[inline(always)]
+fn spin_until(
     pause: bool,
     mut ready: impl FnMut() -> bool,
+    mut gone: impl FnMut() -> Res<Option<String>>,
 ) -> Res<()> {
     let mut polls = 0u32;
     while !ready() {
@@ -395,11 +379,38 @@ fn peer_wait(
             std::hint::spin_loop();
         }
         polls = polls.wrapping_add(1);
-        if polls.is_multiple_of(LIVENESS_POLLS) && rustix::process::getppid() != parent {
-            return Err("the benchmark that started this peer has gone".into());
+        if polls.is_multiple_of(LIVENESS_POLLS) {
+            if let Some(why) = gone()? {
+                return Err(why.into());
+            }
         }
     }
     Ok(())
+}
+
+/// Spins until `word` holds `value`, or fails if `peer` exits first (`spin_until`).
+fn wait_for(word: &AtomicU64, value: u64, peer: &mut Child, pause: bool) -> Res<()> {
+    spin_until(
+        pause,
+        || word.load(Ordering::Acquire) == value,
+        || {
+            let status = peer.try_wait()?;
+            Ok(status.map(|s| format!("a benchmark peer exited mid-run ({s})")))
+        },
+    )
+}
+
+/// In a peer: spins until `ready` says yes, or fails if `parent`, the process that started this
+/// one (read once, at the start), has gone (`spin_until`).
+fn peer_wait(
+    parent: Option<rustix::process::Pid>,
+    pause: bool,
+    ready: impl FnMut() -> bool,
+) -> Res<()> {
+    spin_until(pause, ready, || {
+        let gone = rustix::process::getppid() != parent;
+        Ok(gone.then(|| "the benchmark that started this peer has gone".to_string()))
+    })
 }
 
 /// The rpc-core protocol alone: an echo between two threads of this process over a heap region
@@ -448,7 +459,7 @@ fn in_process(args: &BenchArgs, typed: bool, server_cpu: Option<usize>) -> f64 {
                 Ok(())
             });
             if run > 0 {
-                runs.push(ns.unwrap_or(f64::NAN) / args.trips as f64);
+                runs.push(ns.expect("an in-process trip cannot fail") / args.trips as f64);
             }
         }
         stop.store(true, Ordering::Relaxed);
@@ -618,14 +629,10 @@ fn raw_layout(dir: &str, args: &BenchArgs, peer_cpu: Option<usize>) -> Res<f64> 
     )
 }
 
-fn uds(args: &BenchArgs, peer_cpu: Option<usize>) -> Res<f64> {
+fn uds(args: &BenchArgs) -> Res<f64> {
     let path = PathBuf::from(format!("/tmp/ferry-bench-{}.sock", std::process::id()));
     let listener = UnixListener::bind(&path)?;
-    let peer = PeerOptions {
-        cpu: peer_cpu,
-        ..PeerOptions::default()
-    };
-    let mut child = spawn_peer("uds", &path, peer)?;
+    let mut child = spawn_peer("uds", &path, PeerOptions::default())?;
     let (mut s, _) = listener.accept()?;
     let mut runs = Vec::new();
     let mut buf = [0u8; 8];
@@ -658,9 +665,8 @@ fn rpc(path: &Path, args: &BenchArgs, client_cpu: Option<usize>, role: &str) -> 
     let out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
     let mut runs = Vec::new();
     for line in out.lines() {
-        if let Some(rest) = line?.strip_prefix("RUN ") {
-            let ns = rest.split_whitespace().next().unwrap_or_default();
-            runs.push(ns.parse::<f64>()?);
+        if let Some(ns) = line?.strip_prefix("RUN ") {
+            runs.push(ns.trim().parse::<f64>()?);
         }
     }
     child.wait()?;
@@ -677,8 +683,6 @@ fn throughput(path: &Path, clients: u32, args: &BenchArgs) -> Res<f64> {
         for _ in 0..clients {
             let peer = PeerOptions {
                 trips: args.load_calls,
-                runs: 1,
-                piped_in: true,
                 ..PeerOptions::default()
             };
             let mut c = spawn_peer("load", path, peer)?;
@@ -784,11 +788,11 @@ pub fn run(args: BenchArgs) -> Res<()> {
                 .copied()
                 .filter(|&c| Some(c) != caller && Some(c) != answerer)
                 .collect();
-            move_thread("ferry-monitor", &spare);
+            move_thread(transport_shm::MONITOR_THREAD, &spare);
         }
         server
     };
-    let call = {
+    let (call, call_free) = {
         let path = path_for(&format!("bench-inline-{}", std::process::id()));
         let server =
             start_pinned(&mut || Ok(ShmServer::start(&path, config.clone(), demo::DemoService)?))?;
@@ -797,7 +801,6 @@ pub fn run(args: BenchArgs) -> Res<()> {
         server.shutdown(Duration::from_secs(5));
         (ns, free)
     };
-    let (call, call_free) = call;
     let packets = {
         let path = path_for(&format!("bench-packets-{}", std::process::id()));
         let packets_only = |port: &mut transport_shm::ServerPort<'_, '_>| demo::serve(port);
@@ -815,7 +818,7 @@ pub fn run(args: BenchArgs) -> Res<()> {
     if caller.is_some() && !everywhere.is_empty() {
         pin_to(&everywhere)?;
     }
-    let socket = uds(&args, None)?;
+    let socket = uds(&args)?;
     let path = path_for(&format!("bench-{}", std::process::id()));
     let server = ShmServer::start(&path, config, demo::DemoService)?;
     println!();
@@ -956,12 +959,12 @@ pub fn peer(args: PeerArgs) -> Res<()> {
                 deadline: Duration::from_secs(10),
                 sticky: matches!(args.role, Role::Rpc),
             };
-            let mut first = DemoHandle::new(ShmClient::attach(&args.path, config)?);
+            let first = ShmClient::attach(&args.path, config)?;
             let mut id = 0u64;
             for run in 0..=args.runs {
-                // Each run on another port (`LINES`): a handle whose search starts elsewhere
-                // claims another port, and gives it back when dropped.
-                let mut c = DemoHandle::new(first.client().handle(run as u32 * 5));
+                // Each run on another port: a handle whose search starts elsewhere claims
+                // another port, and gives it back when dropped.
+                let mut c = DemoHandle::new(first.handle(run as u32 * 5));
                 let ns = timed(args.trips, || {
                     id += 1;
                     if c.echo(id)? != (id, demo::mix(id)) {
@@ -970,7 +973,7 @@ pub fn peer(args: PeerArgs) -> Res<()> {
                     Ok(())
                 })? / args.trips as f64;
                 if run > 0 {
-                    println!("RUN {ns} PORT {:?}", c.client().held_port());
+                    println!("RUN {ns}");
                 }
             }
             Ok(())
