@@ -111,66 +111,104 @@ pub(crate) fn abandon(word: &AtomicU64, mine: u64) {
     word.store(pack(generation_of(mine), ABANDONED), Ordering::Release);
 }
 
-/// What `/proc/PID/stat` says of a process: its state letter and its start time.
-fn stat(pid: u32) -> Option<(u8, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+/// What a look at a process found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Look {
+    /// Proven gone: no such process (`ESRCH`, or its `/proc` entry absent while `kill(pid, 0)`
+    /// also says so), or a zombie.
+    Gone,
+    /// Not proven gone; its start time, if it could be read.
+    Alive(Option<u64>),
+}
+
+/// What `/proc/PID/stat` says of a process: `Ok(None)` if it has no `/proc` entry, `Ok(Some(
+/// (state letter, start time)))`, or the error that kept us from reading it (out of file
+/// descriptors, out of memory, not allowed, a line we could not parse).
+fn stat(pid: u32) -> std::io::Result<Option<(u8, u64)>> {
+    let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // ESRCH: the process went away while we read it.
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::SRCH.raw_os_error()) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
+    let unparsed = || std::io::Error::new(std::io::ErrorKind::InvalidData, "unparsed stat line");
     // The command name is in parentheses and may hold anything; the fields after its closing
     // parenthesis are separated by single spaces: state is field 3, starttime field 22.
-    let rest = &stat[stat.rfind(") ")? + 2..];
+    let rest = &stat[stat.rfind(") ").ok_or_else(unparsed)? + 2..];
     let mut fields = rest.split(' ');
-    let state = *fields.next()?.as_bytes().first()?;
-    let start = fields.nth(18)?.parse().ok()?;
-    Some((state, start))
+    let state = *fields
+        .next()
+        .and_then(|f| f.as_bytes().first())
+        .ok_or_else(unparsed)?;
+    let start = fields
+        .nth(18)
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(unparsed)?;
+    Ok(Some((state, start)))
 }
 
-/// When process `pid` started (clock ticks after boot, from `/proc/PID/stat`), if it exists.
-/// Together with the pid it names a process: a later process given the same pid starts later.
+/// When process `pid` started (clock ticks after boot, from `/proc/PID/stat`), if it exists and
+/// that can be read. Together with the pid it names a process: a later process given the same
+/// pid starts later.
 pub fn start_time(pid: u32) -> Option<u64> {
-    stat(pid).map(|(_, start)| start)
+    stat(pid).ok().flatten().map(|(_, start)| start)
 }
 
-/// Whether process `pid` is alive, and when it started if that can be read: `None` if it does
-/// not exist or is a zombie (a killed child its parent has not reaped yet still answers
-/// `kill(pid, 0)`), `Some(None)` if it exists but its start time cannot be read.
-fn alive_since(pid: u32) -> Option<Option<u64>> {
+/// Whether `kill(pid, 0)` proves that no process `pid` exists. Any other answer (it exists; it
+/// belongs to someone else; any other error) proves nothing.
+fn no_such_process(pid: rustix::process::Pid) -> bool {
+    rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
+}
+
+/// Looks at process `pid`. Only a proof counts as gone: `kill(pid, 0)` answering `ESRCH`, a
+/// zombie's state letter, or a missing `/proc` entry that `kill` then confirms. A look that fails
+/// for any other reason (the server out of file descriptors or memory, `/proc` hidden or not
+/// mounted) counts as alive with its start time unknown, so that a port is never taken from a
+/// live client because we could not look.
+fn look(pid: u32) -> Look {
     if pid == 0 || pid == ABANDONED || pid > i32::MAX as u32 {
-        return None;
+        return Look::Gone;
     }
-    let p = rustix::process::Pid::from_raw(pid as i32)?;
-    let signalable = match rustix::process::test_kill_process(p) {
-        Ok(()) => true,
-        Err(e) if e == rustix::io::Errno::SRCH => return None,
-        // EPERM: it exists but belongs to someone else.
-        Err(_) => false,
+    let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
+        return Look::Gone;
     };
+    if no_such_process(p) {
+        return Look::Gone;
+    }
     match stat(pid) {
-        Some((b'Z' | b'X', _)) => None,
-        Some((_, start)) => Some(Some(start)),
-        None if signalable => None,
-        // Someone else's process whose stat we may not read: alive, start unknown.
-        None => Some(None),
+        // A zombie (a killed child its parent has not reaped yet still answers `kill(pid, 0)`).
+        Ok(Some((b'Z' | b'X', _))) => Look::Gone,
+        Ok(Some((_, start))) => Look::Alive(Some(start)),
+        // No /proc entry: it was reaped since `kill` answered (which now says so), or /proc hides
+        // it from us (`hidepid`, no /proc at all): then we cannot tell.
+        Ok(None) if no_such_process(p) => Look::Gone,
+        Ok(None) | Err(_) => Look::Alive(None),
     }
 }
 
-/// Whether process `pid`, started at `start` (0: whenever), is alive: it exists, is not a zombie
-/// and, if `start` is given and readable, is the process that started then, not a later one given
-/// the same pid.
+/// Whether process `pid`, started at `start` (0: whenever), may be alive: false only on a proof
+/// that it is gone (no such process, a zombie, or a process of that pid whose start time differs
+/// from `start`). A look that fails (no descriptor left, `/proc` unreadable) answers true.
 pub fn process_alive(pid: u32, start: u64) -> bool {
-    match alive_since(pid) {
-        None => false,
-        Some(started) => start == 0 || started.is_none_or(|s| s == start),
+    match look(pid) {
+        Look::Gone => false,
+        Look::Alive(started) => start == 0 || started.is_none_or(|s| s == start),
     }
 }
 
-/// Whether the client named by `holder` (an owner word's holder field) is alive: its pid is a
-/// live process whose start time has the holder's tag.
+/// Whether the client named by `holder` (an owner word's holder field) may be alive: false only on
+/// a proof that it is gone (see [`process_alive`]; a live process of its pid whose start time has
+/// another tag is a later process given a dead holder's pid).
 pub fn holder_alive(holder: u32) -> bool {
     if holder == ABANDONED {
         return false;
     }
-    match alive_since(holder & PID_MASK) {
-        None => false,
-        Some(started) => {
+    match look(holder & PID_MASK) {
+        Look::Gone => false,
+        Look::Alive(started) => {
             let tag = holder >> PID_BITS;
             tag == UNKNOWN_START || started.is_none_or(|s| start_tag(s) == tag)
         }
