@@ -23,7 +23,7 @@ use crate::error::ShmError;
 use crate::file::{self, Mapped};
 use crate::header::{Geometry, STATE_SERVING, STATE_STOPPED};
 use crate::inline::{self, ClientInline};
-use crate::owner::{abandon, current_holder, holder_of, release, try_claim};
+use crate::owner::{abandon, current_holder, holder_of, release, still_held, try_claim};
 use crate::sync::{word_bit, AtomicU32, AtomicU64, Ordering};
 use crate::transport::Transport;
 use crate::wait::ClientWait;
@@ -170,7 +170,8 @@ struct Claim<'a> {
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
         if self.armed {
-            abandon(self.word, self.mine);
+            // (A claim taken from us is not ours to abandon: `abandon` leaves it.)
+            let _ = abandon(self.word, self.mine);
         }
     }
 }
@@ -273,8 +274,15 @@ impl ShmClient {
     ) -> Result<R, ShmError> {
         // A sticky claim was checked against the state when it was made; a drain since then
         // must still reach us (`begin`).
+        // A kept claim is checked to be still ours (one load of a word only its holder writes while
+        // the protocol is kept): one taken behind our back is dropped, and a new claim made.
         let (index, mine) = match self.held.take() {
-            Some(held) if self.mapped.state().load(Ordering::Acquire) == STATE_SERVING => held,
+            Some(held)
+                if self.mapped.state().load(Ordering::Acquire) == STATE_SERVING
+                    && still_held(&self.mapped.owners()[held.0 as usize], held.1) =>
+            {
+                held
+            }
             held => self.begin(held)?,
         };
         let mut claim = Claim {
@@ -301,6 +309,14 @@ impl ShmClient {
             f(&claimed)
         };
         self.cursor = index;
+        // The claim is the call's identity: anyone else's write to this port (a client that
+        // claimed it, the monitor freeing it) first changes its owner word. A call whose claim
+        // is no longer ours when its reply is in may have read another call's reply: it fails,
+        // and the port (no longer ours) is neither freed nor kept.
+        if !still_held(claim.word, mine) {
+            claim.armed = false;
+            return Err(ShmError::PortLost { port: index });
+        }
         let complete = match &result {
             Ok(_) => true,
             // The server answered with an error: the exchange is over, if the packet is here.
@@ -318,16 +334,22 @@ impl ShmClient {
         result
     }
 
-    /// The claim for a call when no sticky claim is held, or when the one held meets a server
-    /// that no longer serves (`claimed` checked: the claim is given back, the error says why; the
-    /// state never returns to serving). Out of line: a sticky handle's calls skip it (every call
+    /// The claim for a call when no sticky claim is held, when the one held meets a server that
+    /// no longer serves (`claimed` checked: the claim is given back, the error says why; the
+    /// state never returns to serving), or when the one held was taken from us (it is forgotten
+    /// and another claimed). Out of line: a sticky handle's calls skip it (every call
     /// of a handle that is not sticky makes it).
     #[inline(never)]
     fn begin(&mut self, held: Option<(u32, u64)>) -> Result<(u32, u64), ShmError> {
         if let Some((index, mine)) = held {
             let state = self.mapped.state().load(Ordering::Acquire);
-            self.end_claim(index, mine);
-            return Err(self.not_serving(state));
+            if state != STATE_SERVING {
+                self.end_claim(index, mine);
+                return Err(self.not_serving(state));
+            }
+            // Still serving: the kept claim was taken from us (`claimed`). Nothing of this call
+            // has touched the port yet; it is not ours to free: forget it and claim another.
+            self.inline_armed.set(false);
         }
         let (index, mine) = self.claim()?;
         // A port's inline bit stays set after its claims end, until the monitor finds the port
@@ -356,7 +378,7 @@ impl ShmClient {
                 // SYNC (drain handshake): see `ShmServer::shutdown`.
                 let state = self.mapped.state().load(Ordering::SeqCst);
                 if state != STATE_SERVING {
-                    release(word, mine);
+                    let _ = release(word, mine);
                     return Err(self.not_serving(state));
                 }
                 return Ok((p, mine));
@@ -377,7 +399,8 @@ impl ShmClient {
     /// arming it); the server's monitor disarms a port left idle (`inline` module docs).
     fn end_claim(&self, port: u32, mine: u64) {
         self.inline_armed.set(false);
-        release(&self.mapped.owners()[port as usize], mine);
+        // (A claim taken from us is not ours to free: `release` leaves it.)
+        let _ = release(&self.mapped.owners()[port as usize], mine);
     }
 
     fn not_serving(&self, state: u32) -> ShmError {

@@ -48,6 +48,15 @@ pub enum ShmError {
     /// This process's id does not fit an owner word (`owner::PID_BITS` bits; every Linux pid
     /// does), so it cannot claim ports.
     PidTooLarge(u32),
+    /// The port this call ran on was taken from this client while the call was in flight (its
+    /// owner word no longer names this claim: the file was written behind the protocol's back,
+    /// or the server judged this process dead): whatever the call read cannot be trusted, and
+    /// whether the server ran it is unknown. The port is not this client's to free; the handle
+    /// claims another at its next call.
+    PortLost {
+        /// The port.
+        port: u32,
+    },
     /// The region could not be laid out.
     Layout(rpc_core::LayoutError),
     /// The call failed in the protocol (for example the server did not answer in time).
@@ -94,6 +103,10 @@ impl std::fmt::Display for ShmError {
                 f,
                 "process id {pid} does not fit in the {} bits an owner word gives it",
                 crate::owner::PID_BITS
+            ),
+            ShmError::PortLost { port } => write!(
+                f,
+                "port {port} was taken from this client during the call; its reply was discarded"
             ),
             ShmError::Layout(e) => write!(f, "bad region layout: {e}"),
             ShmError::Call(e) => write!(f, "call failed: {e}"),

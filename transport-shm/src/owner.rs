@@ -99,16 +99,38 @@ pub(crate) fn try_claim(word: &AtomicU64, holder: u32) -> Option<u64> {
         .map(|_| new)
 }
 
-/// Frees a port its holder finished with: the port is at rest, owned by the client side.
-pub(crate) fn release(word: &AtomicU64, mine: u64) {
+/// Frees a port its holder finished with: the port is at rest, owned by the client side. Only the
+/// claim `mine` is freed: a word that no longer holds it (taken behind the holder's back) is left
+/// as it is, and `false` says so.
+pub(crate) fn release(word: &AtomicU64, mine: u64) -> bool {
     // SYNC (release): everything the holder did to the packet happens before the next claim.
-    word.store(pack(generation_of(mine), 0), Ordering::Release);
+    word.compare_exchange(
+        mine,
+        pack(generation_of(mine), 0),
+        Ordering::Release,
+        Ordering::Relaxed,
+    )
+    .is_ok()
 }
 
 /// Gives up a port whose state is unknown (a call failed mid-way); the server frees it once no
-/// worker is on it and the client side owns the packet.
-pub(crate) fn abandon(word: &AtomicU64, mine: u64) {
-    word.store(pack(generation_of(mine), ABANDONED), Ordering::Release);
+/// worker is on it and the client side owns the packet. As [`release`], only the claim `mine`.
+pub(crate) fn abandon(word: &AtomicU64, mine: u64) -> bool {
+    // SYNC (release): as `release`; the monitor's acquire of the word sees our accesses.
+    word.compare_exchange(
+        mine,
+        pack(generation_of(mine), ABANDONED),
+        Ordering::Release,
+        Ordering::Relaxed,
+    )
+    .is_ok()
+}
+
+/// Whether the word still holds the claim `mine` (a client's check that no one took its port).
+pub(crate) fn still_held(word: &AtomicU64, mine: u64) -> bool {
+    // SYNC (claim check): acquire; a claim or reclaim that replaced ours, and whatever its maker
+    // did before, is seen.
+    word.load(Ordering::Acquire) == mine
 }
 
 /// What a look at a process found.
@@ -225,10 +247,13 @@ mod tests {
         let mine = try_claim(&w, 42).unwrap();
         assert_eq!((generation_of(mine), pid_of(mine)), (1, 42));
         assert_eq!(try_claim(&w, 43), None);
-        release(&w, mine);
+        assert!(release(&w, mine));
         let next = try_claim(&w, 43).unwrap();
         assert_eq!((generation_of(next), pid_of(next)), (2, 43));
-        abandon(&w, next);
+        // A stale claim can neither free nor abandon the word's current one.
+        assert!(!release(&w, mine) && !abandon(&w, mine));
+        assert!(still_held(&w, next) && !still_held(&w, mine));
+        assert!(abandon(&w, next));
         assert_eq!(pid_of(w.load(Ordering::Relaxed)), ABANDONED);
         assert_eq!(try_claim(&w, 44), None);
     }

@@ -891,3 +891,93 @@ fn a_derived_service_is_served_with_impl_handler_inline_and_through_the_packets(
     // Both adds inline, the streams through the packets.
     assert_eq!((stats.inline, stats.served, stats.failed), (2, 4, 0));
 }
+
+/// The holder field of a live process other than this one (init, start time unknown: judged
+/// alive by its pid alone), as another client's claim would carry.
+fn foreign_holder() -> u32 {
+    transport_shm::owner::holder(1, 0).unwrap()
+}
+
+#[test]
+fn a_kept_port_taken_behind_the_clients_back_is_neither_used_nor_freed() {
+    use transport_shm::owner::{generation_of, pack};
+    let (server, g, map) = raw_view("taken-kept");
+    let sticky = ClientConfig {
+        sticky: true,
+        ..ClientConfig::default()
+    };
+    let mut c = ShmClient::attach(server.path(), sticky).unwrap();
+    assert_eq!(
+        c.call_typed(|p| demo::DemoClient::echo(p, 1)).unwrap().id,
+        1
+    );
+    let port = c.held_port().unwrap();
+    let owner = word64(&map, g.owners_offset() + port as usize * 8);
+    // Another client's claim replaces ours while the handle is idle (as a monitor that wrongly
+    // judged us dead, then a claimer, would leave it).
+    let theirs = pack(
+        generation_of(owner.load(Ordering::SeqCst)) + 1,
+        foreign_holder(),
+    );
+    owner.store(theirs, Ordering::SeqCst);
+    // The next call sees the claim is gone, claims another port and is answered there.
+    assert_eq!(
+        c.call_typed(|p| demo::DemoClient::echo(p, 2)).unwrap().id,
+        2
+    );
+    assert_ne!(c.held_port(), Some(port));
+    drop(c);
+    // The other claim was never freed by the handle that lost the port.
+    assert_eq!(owner.load(Ordering::SeqCst), theirs);
+    owner.store(pack(generation_of(theirs), 0), Ordering::SeqCst);
+    server.shutdown(DEADLINE);
+}
+
+#[test]
+fn a_reply_read_after_the_port_was_taken_is_an_error_not_a_result() {
+    use std::sync::{Arc, OnceLock};
+    use transport_shm::owner::{generation_of, pack};
+    // A handler that, mid-call, replaces the port's claim with another client's (as a wrong
+    // reclaim and a new claimer would), then answers.
+    let view: Arc<OnceLock<(Geometry, memmap2::MmapRaw)>> = Arc::new(OnceLock::new());
+    let seen = Arc::clone(&view);
+    let handler = move |port: &mut ServerPort<'_, '_>| {
+        let (g, map) = seen.get().expect("mapped before the first call");
+        let owner = word64(map, g.owners_offset() + port.index() as usize * 8);
+        let now = owner.load(Ordering::SeqCst);
+        owner.store(
+            pack(generation_of(now) + 1, foreign_holder()),
+            Ordering::SeqCst,
+        );
+        port.recv_and_send(|s, _| s.words[0] += 1)
+    };
+    let server =
+        ShmServer::start(unique("taken-mid-call"), ServerConfig::default(), handler).unwrap();
+    let mut c = ShmClient::attach(server.path(), ClientConfig::default()).unwrap();
+    view.set((*c.geometry(), map_file(server.path())))
+        .ok()
+        .unwrap();
+    let got = c.call(7, |port| {
+        let mut answer = 0;
+        port.send_and_recv(|s, _| s.words[0] = 41, |s, _| answer = s.words[0])?;
+        Ok(answer)
+    });
+    match got {
+        Err(ShmError::PortLost { port }) => {
+            let (g, map) = view.get().unwrap();
+            let owner = word64(map, g.owners_offset() + port as usize * 8);
+            // Not ours: left as the other claim has it.
+            assert_eq!(
+                transport_shm::owner::pid_of(owner.load(Ordering::SeqCst)),
+                1
+            );
+            owner.store(
+                pack(generation_of(owner.load(Ordering::SeqCst)), 0),
+                Ordering::SeqCst,
+            );
+        }
+        other => panic!("a reply read on a port taken mid-call was returned as {other:?}"),
+    }
+    drop(c);
+    server.shutdown(DEADLINE);
+}
