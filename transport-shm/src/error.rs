@@ -27,6 +27,14 @@ pub enum ShmError {
     Symlink(PathBuf),
     /// The path is not a regular file.
     NotRegular(PathBuf),
+    /// The file system has no room for the file (a full `/dev/shm`): its pages could not be
+    /// reserved when it was created.
+    NoRoom {
+        /// The file.
+        path: PathBuf,
+        /// The file's size in bytes, all of which must be free.
+        bytes: u64,
+    },
     /// Another live server already serves this name.
     AlreadyServing {
         /// The file.
@@ -88,6 +96,12 @@ impl std::fmt::Display for ShmError {
                 )
             }
             ShmError::NotRegular(p) => write!(f, "{} is not a regular file", p.display()),
+            ShmError::NoRoom { path, bytes } => write!(
+                f,
+                "no room for {}: its file system has less than the {bytes} bytes it needs free \
+                 (a full /dev/shm? fewer ports or lanes make it smaller)",
+                path.display()
+            ),
             ShmError::AlreadyServing { path, pid } => match pid {
                 Some(pid) => write!(f, "{} is already served by process {pid}", path.display()),
                 None => write!(f, "{} is already served by another process", path.display()),

@@ -6,6 +6,10 @@
 //! exists and never follows a symbolic link there. So every file visible under the name is either
 //! complete and locked by its live server, or stale.
 //!
+//! The file's pages are reserved when it is created (`fallocate`): a file system without room for
+//! it fails the server's start with [`ShmError::NoRoom`], naming the size needed, instead of
+//! letting the first touch of a page that has no backing kill the server and its clients.
+//!
 //! **Stale files.** If the name exists, the server opens it (`O_NOFOLLOW`) and tries the lock
 //! without blocking. Held: a live server serves it, and creating fails with
 //! [`ShmError::AlreadyServing`]. Free: its server died (the kernel drops a dead process's locks);
@@ -244,7 +248,7 @@ fn fill_and_publish(
     rustix::fs::fchmod(file, Mode::from_raw_mode(0o600)).map_err(|e| io("chmod", tmp, e))?;
     rustix::fs::flock(file, FlockOperation::NonBlockingLockExclusive)
         .map_err(|e| io("locking", tmp, e))?;
-    rustix::fs::ftruncate(file, geometry.file_size() as u64).map_err(|e| io("sizing", tmp, e))?;
+    reserve(file, tmp, path, geometry.file_size() as u64)?;
     file.write_all_at(&geometry.encode(), 0)
         .map_err(|e| io("writing the header of", tmp, e))?;
     let mut created = Created::Fresh;
@@ -284,6 +288,39 @@ fn fill_and_publish(
         path: path.to_path_buf(),
         pid: None,
     })
+}
+
+/// Sizes the file to `size` bytes with every page reserved, so that a file system without room
+/// for it fails here, with [`ShmError::NoRoom`], rather than at the first touch of an unbacked
+/// page (a `SIGBUS` in the server and its clients, long after start). A file system that cannot
+/// reserve (`fallocate` unsupported) gets each page written instead.
+fn reserve(file: &File, tmp: &Path, path: &Path, size: u64) -> Result<(), ShmError> {
+    let no_room = || ShmError::NoRoom {
+        path: path.to_path_buf(),
+        bytes: size,
+    };
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, size) {
+        Ok(()) => return Ok(()),
+        Err(rustix::io::Errno::NOSPC) | Err(rustix::io::Errno::FBIG) => return Err(no_room()),
+        Err(rustix::io::Errno::OPNOTSUPP) => {}
+        Err(e) => return Err(io("reserving the pages of", tmp, e)),
+    }
+    rustix::fs::ftruncate(file, size).map_err(|e| io("sizing", tmp, e))?;
+    const PAGE: u64 = 4096;
+    let zeros = [0u8; PAGE as usize];
+    let mut at = 0;
+    while at < size {
+        let n = PAGE.min(size - at) as usize;
+        file.write_all_at(&zeros[..n], at).map_err(|e| {
+            if matches!(e.raw_os_error(), Some(c) if c == rustix::io::Errno::NOSPC.raw_os_error()) {
+                no_room()
+            } else {
+                io("writing the pages of", tmp, e)
+            }
+        })?;
+        at += PAGE;
+    }
+    Ok(())
 }
 
 fn read_pid(file: &File) -> Option<u32> {

@@ -981,3 +981,83 @@ fn a_reply_read_after_the_port_was_taken_is_an_error_not_a_result() {
     drop(c);
     server.shutdown(DEADLINE);
 }
+
+/// A small tmpfs mounted for one test, unmounted (and its directory removed) when dropped.
+struct SmallTmpfs(PathBuf);
+
+impl SmallTmpfs {
+    /// Mounts a tmpfs of `size` bytes, or says why it cannot (not root, no mount permission).
+    fn mount(size: usize) -> Result<SmallTmpfs, String> {
+        let dir = unique("tmpfs");
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .output()
+            .map_err(|e| e.to_string());
+        match out {
+            Ok(o) if o.status.success() => Ok(SmallTmpfs(dir)),
+            Ok(o) => {
+                let _ = std::fs::remove_dir(&dir);
+                Err(String::from_utf8_lossy(&o.stderr).trim().to_string())
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for SmallTmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn a_file_system_without_room_fails_the_start_naming_the_size() {
+    let config = ServerConfig {
+        ports: 1024,
+        lanes: 2,
+        ..demo_config()
+    };
+    let size = Geometry::new(config.ports, config.lanes, config.fingerprint, 1)
+        .unwrap()
+        .file_size();
+    // Room for the header and some pages, not for the whole file.
+    let fs = match SmallTmpfs::mount(64 * 1024) {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("skipped: cannot mount a small tmpfs here ({why}); CI runs as root");
+            return;
+        }
+    };
+    assert!(size > 64 * 1024);
+    let path = fs.0.join("full");
+    match ShmServer::start(&path, config, demo::DemoService) {
+        Err(ShmError::NoRoom { path: p, bytes }) => {
+            assert_eq!((p, bytes), (path.clone(), size as u64));
+            let text = ShmError::NoRoom {
+                path: path.clone(),
+                bytes,
+            }
+            .to_string();
+            assert!(text.contains(&size.to_string()), "{text}");
+        }
+        other => panic!("a server on a full file system started: {other:?}"),
+    }
+    // Nothing is left behind: neither the name nor a temporary file.
+    assert_eq!(std::fs::read_dir(&fs.0).unwrap().count(), 0);
+    // A file that fits starts and serves.
+    let small = ServerConfig {
+        ports: 32,
+        ..demo_config()
+    };
+    let server = ShmServer::start(&path, small, demo::DemoService).unwrap();
+    let mut c = DemoHandle::attach(server.path(), DEADLINE).unwrap();
+    assert_eq!(c.echo(3).unwrap(), (3, demo::mix(3)));
+    drop(c);
+    server.shutdown(DEADLINE);
+}
