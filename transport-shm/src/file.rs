@@ -210,27 +210,42 @@ pub enum Created {
     ReplacedStale,
 }
 
-/// Creates, fills, locks and publishes the file for `geometry` at `path`.
-pub(crate) fn create(path: &Path, geometry: &Geometry) -> Result<(Mapped, Created), ShmError> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| io("creating", path, std::io::ErrorKind::InvalidInput))?;
+/// Creates a temporary file beside `path` (`O_EXCL`, 0600). Its name has a fixed length, whatever
+/// the final name's (any name that fits the directory can be served): `.ferry-` and 16 hex
+/// digits of this process's id, the clock and a counter, then `.tmp`; a name taken already (by a
+/// leftover of a crashed server, say) is passed over for the next.
+fn create_temporary(path: &Path) -> Result<(PathBuf, rustix::fd::OwnedFd), ShmError> {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
+        .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    let tmp = path.with_file_name(format!(
-        ".{}.{}.{nanos}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let fd = rustix::fs::openat(
-        CWD,
-        &tmp,
-        OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(0o600),
-    )
-    .map_err(|e| io("creating", &tmp, e))?;
+    let mut last = None;
+    for _ in 0..16 {
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tag = (u64::from(std::process::id()) << 40) ^ nanos.rotate_left(17) ^ n;
+        let tmp = path.with_file_name(format!(".ferry-{tag:016x}.tmp"));
+        match rustix::fs::openat(
+            CWD,
+            &tmp,
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        ) {
+            Ok(fd) => return Ok((tmp, fd)),
+            Err(rustix::io::Errno::EXIST) => last = Some(tmp),
+            Err(e) => return Err(io("creating", &tmp, e)),
+        }
+    }
+    let tmp = last.unwrap_or_else(|| path.to_path_buf());
+    Err(io("creating", &tmp, rustix::io::Errno::EXIST))
+}
+
+/// Creates, fills, locks and publishes the file for `geometry` at `path`.
+pub(crate) fn create(path: &Path, geometry: &Geometry) -> Result<(Mapped, Created), ShmError> {
+    if path.file_name().is_none() {
+        return Err(io("creating", path, std::io::ErrorKind::InvalidInput));
+    }
+    let (tmp, fd) = create_temporary(path)?;
     let file = File::from(fd);
     let result = fill_and_publish(&file, &tmp, path, geometry);
     // The temporary name goes whatever happened; the published name (a hard link) stays.

@@ -111,7 +111,8 @@
 //! just before the drain began and is still between that check and its request after 20 ms (the
 //! client descheduled that long) is not served: it fails with `NoServer` or `ShuttingDown`, never
 //! executed without a reply. Dropping the server (also in a panic) stops it at once and
-//! removes the file; a server killed outright leaves a stale file the next server replaces
+//! removes the file (a handler that does not return is waited for [`STOP_GRACE`], then left
+//! running, detached: see [`ShmServer`]); a server killed outright leaves a stale file the next server replaces
 //! (`file` explains how it tells stale from live).
 
 #![deny(missing_docs)]
@@ -143,7 +144,7 @@ pub use inline::ClientInline;
 /// read-modify-write; GPU regions keep one word per port (see `rpc_core::mailbox`).
 pub type ShmMailbox = rpc_core::Packed;
 pub use server::{
-    Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown, MONITOR_THREAD,
+    Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown, MONITOR_THREAD, STOP_GRACE,
 };
 pub use transport::Transport;
 

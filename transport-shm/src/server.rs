@@ -176,6 +176,15 @@ struct Shared {
 
 /// A running server. Dropping it stops it without draining and removes the file (also when the
 /// thread that owns it panics); [`ShmServer::shutdown`] drains first.
+///
+/// **Stopping, and handlers that do not return.** Stopping tells the workers and the monitor to
+/// end and wakes the monitor at once (it does not wait out `reclaim_interval`). A worker ends when
+/// its current handler returns; a worker waiting for a client inside a call (a stream) gives up
+/// within milliseconds of the stop. A handler that blocks on something else is not interrupted:
+/// the server waits for its worker until its deadline (the drain deadline of
+/// [`shutdown`](ShmServer::shutdown), or [`STOP_GRACE`] after the drain, whichever is later; a
+/// drop waits [`STOP_GRACE`]), then leaves it running, detached, and removes the file all the
+/// same ([`Shutdown::stuck_workers`] counts such workers).
 pub struct ShmServer {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
@@ -200,6 +209,10 @@ pub struct Shutdown {
     pub drained: bool,
     /// The final counters.
     pub stats: ServerStats,
+    /// Workers still inside a handler when the shutdown's deadline passed (a handler that
+    /// never returns): left running, detached; each exits when its handler returns. The file
+    /// is removed all the same.
+    pub stuck_workers: usize,
 }
 
 impl ShmServer {
@@ -351,37 +364,59 @@ impl ShmServer {
             }
             std::thread::sleep(Duration::from_millis(1));
         };
-        self.stop();
+        let stuck_workers = self.stop(deadline.max(Instant::now() + STOP_GRACE));
         Shutdown {
             drained,
             stats: self.stats(),
+            stuck_workers,
         }
     }
 
-    fn stop(&mut self) {
+    /// Stops the workers and the monitor, waiting for them until `deadline` (then detaching
+    /// those still inside a handler), and removes the file. Returns how many were detached.
+    fn stop(&mut self, deadline: Instant) -> usize {
         if self.stopped {
-            return;
+            return 0;
         }
         self.stopped = true;
         let shared = &self.shared;
         shared.mapped.state().store(STATE_STOPPED, Ordering::SeqCst);
         shared.stop.store(true, Ordering::SeqCst);
         shared.stop_monitor.store(true, Ordering::SeqCst);
-        for w in self.workers.drain(..) {
-            let _ = w.join();
+        if let Some(m) = &self.monitor {
+            m.thread().unpark();
         }
-        if let Some(m) = self.monitor.take() {
-            let _ = m.join();
+        let mut threads: Vec<JoinHandle<()>> = self.workers.drain(..).collect();
+        threads.extend(self.monitor.take());
+        loop {
+            let (done, running): (Vec<_>, Vec<_>) =
+                threads.into_iter().partition(|t| t.is_finished());
+            for t in done {
+                let _ = t.join();
+            }
+            threads = running;
+            if threads.is_empty() || Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
+        // Those left are inside a handler that has not returned: dropping a handle detaches its
+        // thread, which keeps its own reference to the mapping and exits when the handler does.
+        let stuck = threads.len();
         if shared.mapped.still_named() {
             let _ = std::fs::remove_file(shared.mapped.path());
         }
+        stuck
     }
 }
 
+/// How long stopping a server waits, at least, for a worker to leave its handler before leaving
+/// it running, detached (see [`ShmServer`] on stopping).
+pub const STOP_GRACE: Duration = Duration::from_millis(500);
+
 impl Drop for ShmServer {
     fn drop(&mut self) {
-        self.stop();
+        self.stop(Instant::now() + STOP_GRACE);
     }
 }
 
@@ -537,8 +572,20 @@ fn monitor(shared: &Shared) {
     // poll of an idle line each pass).
     let me = current_holder();
     let mut last = vec![0u64; ports];
-    while !shared.stop_monitor.load(Ordering::Relaxed) {
-        std::thread::sleep(shared.config.reclaim_interval);
+    loop {
+        // Sleep one interval, waking at once when the server stops (`stop` unparks us; a
+        // spurious wake-up parks again for the rest of the interval).
+        let until = Instant::now() + shared.config.reclaim_interval;
+        loop {
+            if shared.stop_monitor.load(Ordering::SeqCst) {
+                return;
+            }
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            std::thread::park_timeout(until - now);
+        }
         for p in 0..ports {
             let word = owners[p].load(Ordering::Acquire);
             let pid = pid_of(word);

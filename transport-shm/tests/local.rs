@@ -115,6 +115,8 @@ fn file_is_0600_and_removed_on_shutdown_and_drop() {
     assert!(!path.exists());
     let server = demo_server("drop");
     let path = server.path().to_path_buf();
+    // Let the monitor start its first interval's sleep.
+    std::thread::sleep(Duration::from_millis(100));
     drop(server);
     assert!(!path.exists());
     // And when the owning thread panics.
@@ -1060,4 +1062,118 @@ fn a_file_system_without_room_fails_the_start_naming_the_size() {
     assert_eq!(c.echo(3).unwrap(), (3, demo::mix(3)));
     drop(c);
     server.shutdown(DEADLINE);
+}
+
+#[test]
+fn dropping_a_server_does_not_wait_out_the_monitors_interval() {
+    let _watchdog = Watchdog::new(
+        "drop with a one-hour reclaim interval",
+        Duration::from_secs(60),
+    );
+    let config = ServerConfig {
+        reclaim_interval: Duration::from_secs(3600),
+        ..demo_config()
+    };
+    let server =
+        ShmServer::start(unique("slow-monitor"), config.clone(), demo::DemoService).unwrap();
+    let path = server.path().to_path_buf();
+    // Let the monitor start its first interval's sleep.
+    std::thread::sleep(Duration::from_millis(100));
+    drop(server);
+    assert!(!path.exists());
+    // Nor does a graceful shutdown.
+    let server = ShmServer::start(unique("slow-monitor"), config, demo::DemoService).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let done = server.shutdown(Duration::from_secs(1));
+    assert!(done.drained && done.stuck_workers == 0);
+}
+
+#[test]
+fn names_up_to_the_file_systems_limit_are_served() {
+    // `ferry-` and a name of 249 bytes: 255 bytes, the longest file name Linux allows.
+    for len in [230, 240, 249] {
+        let name: String = std::iter::repeat_n('n', len - 12)
+            .chain(format!("{:012}", std::process::id() as u64 * 1000 + len as u64).chars())
+            .collect();
+        let path = transport_shm::path_for(&name);
+        assert_eq!(path.file_name().unwrap().len(), len + 6);
+        let server = ShmServer::start(&path, demo_config(), demo::DemoService)
+            .unwrap_or_else(|e| panic!("a {len}-byte name was refused: {e}"));
+        let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
+        assert_eq!(
+            c.echo(len as u64).unwrap(),
+            (len as u64, demo::mix(len as u64))
+        );
+        drop(c);
+        server.shutdown(DEADLINE);
+    }
+    // One byte more is the file system's refusal, worded as such.
+    let name = "n".repeat(250);
+    let err = ShmServer::start(
+        transport_shm::path_for(&name),
+        demo_config(),
+        demo::DemoService,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("File name too long"), "{err}");
+}
+
+#[test]
+fn a_handler_that_never_returns_does_not_hold_up_shutdown() {
+    let _watchdog = Watchdog::new("shutdown past a stuck handler", Duration::from_secs(60));
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let release_rx = std::sync::Mutex::new(release_rx);
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+    let entered_tx = std::sync::Mutex::new(entered_tx);
+    let handler = move |port: &mut ServerPort<'_, '_>| {
+        let _ = entered_tx.lock().unwrap().send(());
+        // Blocks until the test lets it go, long after the server stopped.
+        let _ = release_rx.lock().unwrap().recv();
+        port.recv_and_send(|_, _| {})
+    };
+    let server =
+        ShmServer::start(unique("stuck-handler"), ServerConfig::default(), handler).unwrap();
+    let path = server.path().to_path_buf();
+    let caller = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            let mut c = ShmClient::attach(&path, ClientConfig::default()).unwrap();
+            c.call(1, |port| port.send_and_recv(|_, _| {}, |_, _| {}))
+        })
+    };
+    entered_rx.recv().unwrap();
+    let done = server.shutdown(Duration::from_millis(100));
+    assert!(!done.drained);
+    assert_eq!(done.stuck_workers, 1);
+    assert!(!path.exists(), "the file outlived the shutdown");
+    // The caller learns the server is gone instead of waiting for a reply forever.
+    assert!(caller.join().unwrap().is_err());
+    release_tx.send(()).unwrap();
+}
+
+/// Aborts the test process if a test that could hang is still running after `limit`.
+struct Watchdog(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Watchdog {
+    fn new(name: &'static str, limit: Duration) -> Watchdog {
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&done);
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            while !flag.load(Ordering::Relaxed) {
+                if start.elapsed() > limit {
+                    eprintln!("watchdog: {name} still running after {limit:?}");
+                    std::process::abort();
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        Watchdog(done)
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
