@@ -23,7 +23,7 @@ use crate::error::ShmError;
 use crate::file::{self, Mapped};
 use crate::header::{Geometry, STATE_SERVING, STATE_STOPPED};
 use crate::inline::{self, ClientInline};
-use crate::owner::{abandon, current_holder, holder_of, release, still_held, try_claim};
+use crate::owner::{abandon, current_holder, holder_of, release, still_held, try_claim, NoHolder};
 use crate::sync::{word_bit, AtomicU32, AtomicU64, Ordering};
 use crate::transport::Transport;
 use crate::wait::ClientWait;
@@ -179,7 +179,14 @@ impl Drop for Claim<'_> {
 impl ShmClient {
     /// Attaches to the server's file at `path`, checking every header field first.
     pub fn attach(path: impl AsRef<Path>, config: ClientConfig) -> Result<ShmClient, ShmError> {
-        let holder = current_holder().ok_or(ShmError::PidTooLarge(std::process::id()))?;
+        let holder = current_holder().map_err(|e| match e {
+            NoHolder::PidTooLarge(pid) => ShmError::PidTooLarge(pid),
+            NoHolder::NoStartTime(source) => ShmError::Io {
+                op: "reading this process's start time (a client is named by it) from",
+                path: "/proc/self/stat".into(),
+                source,
+            },
+        })?;
         let mapped = Arc::new(file::attach(path.as_ref(), config.fingerprint)?);
         Ok(Self::on(mapped, config, holder, 0))
     }

@@ -156,6 +156,18 @@ impl Mapped {
         }
     }
 
+    /// The header as 32-bit words, the state word among them (the monitor puts back what a stray
+    /// write changed).
+    pub(crate) fn header_words(&self) -> &[AtomicU32] {
+        // SAFETY: the header is the mapping's first `HEADER_SIZE` bytes (the file is at least
+        // that long: checked by `Geometry::decode` or written by `create`), page aligned; every
+        // process reads it with `pread` before mapping and, once mapped, accesses its words only
+        // atomically.
+        unsafe {
+            std::slice::from_raw_parts(self.map.as_ptr().cast::<AtomicU32>(), HEADER_SIZE / 4)
+        }
+    }
+
     /// The header's state word.
     pub(crate) fn state(&self) -> &AtomicU32 {
         // SAFETY: offset 84 is 4-byte aligned and inside the header, inside the mapping; the state

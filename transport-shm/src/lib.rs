@@ -99,6 +99,30 @@
 //! holding). The header records the server's start time the same way, so a client does not take
 //! a crashed server's recycled pid for a live server.
 //!
+//! # Recovering from writes behind the protocol's back
+//!
+//! The file is 0600, so only a process of the same user can write it outside the protocol (a bug,
+//! a stray pointer, a hostile process). The server never trusts what it reads (lengths are
+//! bounded, opcodes checked, sizes refused) and brings every port back to rest once such writing
+//! stops, within a bound: the longer of the clients' deadline and [`ServerConfig::call_deadline`]
+//! (a call in flight when the writing stopped ends by then: answered, failed or abandoned), plus
+//! two [`ServerConfig::reclaim_interval`]s (the monitor acts on a word that stayed the same for a
+//! whole interval). What brings each part back:
+//! - a packet left with the server, or an inline request pending: a worker answers it (with an
+//!   error status for what does not decode), which puts it back with the client side;
+//! - an owner word naming no live client (a pid or start tag of 0, a dead process, a start tag
+//!   that is not its process's, `ABANDONED`): the monitor frees it as it frees a dead client's;
+//! - a kept (sticky) claim whose word was changed: its handle sees that before its next call and
+//!   claims another port; a call whose claim changed under it fails with
+//!   [`ShmError::PortLost`], never returning what it read as a reply;
+//! - the header (fields and state word): the monitor writes back what the server wrote, every
+//!   interval.
+//!
+//! One thing a writer can do is not undone: an owner word forged to name a live process of that
+//! user *with its start tag* (which takes reading that process's start time, no accident) holds
+//! the port until that process exits, as a real claim of that process would; such a writer could
+//! as well claim every port through the protocol.
+//!
 //! # Shutting down
 //!
 //! [`ShmServer::shutdown`] sets the state to draining (clients that claim after that see it and

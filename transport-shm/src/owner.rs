@@ -5,8 +5,10 @@
 //! ```text
 //! bits 63..32  generation   +1 at every claim of the port
 //! bits 31..0   holder       0: free; ABANDONED: given up by a live client; else the holder:
-//!              bits 31..22  start tag   a hash of the holder's start time (1..=1022; 0 if it
-//!                                        could not be read: judged by the pid alone)
+//!              bits 31..22  start tag   a hash of the holder's start time (1..=1022; a holder
+//!                                        whose tag is 0, or whose pid is 0, is no process: it is
+//!                                        treated as dead, since no client claims without its
+//!                                        start time)
 //!              bits 21..0   pid         the holder's process id (Linux pids are below 2^22)
 //! ```
 //!
@@ -31,11 +33,9 @@ pub const ABANDONED: u32 = u32::MAX;
 /// Bits of a holder that carry the pid.
 pub const PID_BITS: u32 = 22;
 const PID_MASK: u32 = (1 << PID_BITS) - 1;
-/// Start tags are `1..=START_TAGS`, and 0 for a holder whose start time could not be read
-/// (`UNKNOWN_START`): never all ones, so no holder is `ABANDONED`.
+/// Start tags are `1..=START_TAGS`: never 0 (so no holder is free) nor all ones (so no holder is
+/// `ABANDONED`).
 const START_TAGS: u64 = (1 << (32 - PID_BITS)) - 2;
-/// The tag of a holder whose start time is unknown: judged by its pid alone.
-const UNKNOWN_START: u32 = 0;
 
 /// The holder field of an owner word: 0 free, `ABANDONED`, or a holder (`holder`).
 pub const fn holder_of(word: u64) -> u32 {
@@ -52,15 +52,11 @@ pub const fn pid_of(word: u64) -> u32 {
 
 /// The tag of a process start time (`start_time`).
 const fn start_tag(start: u64) -> u32 {
-    match start {
-        0 => UNKNOWN_START,
-        s => 1 + (s.wrapping_mul(0x9e37_79b9_7f4a_7c15) % START_TAGS) as u32,
-    }
+    1 + (start.wrapping_mul(0x9e37_79b9_7f4a_7c15) % START_TAGS) as u32
 }
 
-/// The holder field for process `pid` started at `start` (`start_time`; 0 if it could not be read:
-/// such a holder is judged by its pid alone), or `None` if the pid does not fit in [`PID_BITS`]
-/// bits (no Linux pid is that large) or is 0.
+/// The holder field for process `pid` started at `start` (`start_time`), or `None` if the pid is
+/// 0 or does not fit in [`PID_BITS`] bits (no Linux pid is that large).
 pub const fn holder(pid: u32, start: u64) -> Option<u32> {
     if pid == 0 || pid > PID_MASK {
         return None;
@@ -68,10 +64,26 @@ pub const fn holder(pid: u32, start: u64) -> Option<u32> {
     Some(start_tag(start) << PID_BITS | pid)
 }
 
-/// The holder field of this process, or `None` if its pid does not fit (see [`holder`]).
-pub fn current_holder() -> Option<u32> {
+/// Why this process cannot hold ports.
+#[derive(Debug)]
+pub enum NoHolder {
+    /// Its pid does not fit in [`PID_BITS`] bits.
+    PidTooLarge(u32),
+    /// Its start time (`/proc/self/stat`) could not be read.
+    NoStartTime(std::io::Error),
+}
+
+/// The holder field of this process: its pid and the tag of its start time. A process whose
+/// start time cannot be read cannot hold ports (a holder is always named by both, so that a
+/// word holding a pid alone, as a stray write may leave, is never taken for a live client).
+pub fn current_holder() -> Result<u32, NoHolder> {
     let pid = std::process::id();
-    holder(pid, start_time(pid).unwrap_or(0))
+    let start = match stat(pid) {
+        Ok(Some((_, start))) => start,
+        Ok(None) => return Err(NoHolder::NoStartTime(std::io::ErrorKind::NotFound.into())),
+        Err(e) => return Err(NoHolder::NoStartTime(e)),
+    };
+    holder(pid, start).ok_or(NoHolder::PidTooLarge(pid))
 }
 
 /// The generation in an owner word.
@@ -225,15 +237,15 @@ pub fn process_alive(pid: u32, start: u64) -> bool {
 /// a proof that it is gone (see [`process_alive`]; a live process of its pid whose start time has
 /// another tag is a later process given a dead holder's pid).
 pub fn holder_alive(holder: u32) -> bool {
-    if holder == ABANDONED {
+    let (pid, tag) = (holder & PID_MASK, holder >> PID_BITS);
+    // No client claims with a pid or tag of 0 (`holder`): such a word was written behind the
+    // protocol's back. (`ABANDONED` has the tag of all ones, which no start time gives.)
+    if holder == ABANDONED || pid == 0 || tag == 0 {
         return false;
     }
     match look(holder & PID_MASK) {
         Look::Gone => false,
-        Look::Alive(started) => {
-            let tag = holder >> PID_BITS;
-            tag == UNKNOWN_START || started.is_none_or(|s| start_tag(s) == tag)
-        }
+        Look::Alive(started) => started.is_none_or(|s| start_tag(s) == tag),
     }
 }
 
@@ -263,7 +275,7 @@ mod tests {
         let me = std::process::id();
         let start = start_time(me).expect("our own start time");
         assert_eq!(start_time(me), Some(start), "a start time does not move");
-        let h = current_holder().expect("a Linux pid fits");
+        let h = current_holder().expect("a Linux pid fits, our start time is readable");
         assert_eq!(h, holder(me, start).unwrap());
         assert_eq!(pid_of(pack(7, h)), me);
         assert!(holder_alive(h));
@@ -276,8 +288,8 @@ mod tests {
         assert!(!process_alive(me, start + 1));
         assert_eq!(holder(0, start), None);
         assert_eq!(holder(1 << PID_BITS, start), None);
-        // A holder whose start time could not be read is judged by its pid alone: alive here.
-        assert!(holder_alive(holder(me, 0).unwrap()));
+        // A holder with no start tag, or no pid, is no client (a stray write): dead.
+        assert!(!holder_alive(me) && !holder_alive(5 << PID_BITS));
         // No start time gives the ABANDONED pattern, whatever the pid.
         assert!((0..100_000u64).all(|t| holder(PID_MASK, t) != Some(ABANDONED)));
         assert!(!holder_alive(0) && !holder_alive(ABANDONED));

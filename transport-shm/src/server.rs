@@ -18,7 +18,7 @@ use rpc_core::{Port, Server, ServerProcess, Single};
 
 use crate::error::ShmError;
 use crate::file::{self, Created, Mapped};
-use crate::header::{Geometry, STATE_DRAINING, STATE_STOPPED};
+use crate::header::{Geometry, STATE_DRAINING, STATE_OFFSET, STATE_SERVING, STATE_STOPPED};
 use crate::inline;
 use crate::owner::{
     current_holder, generation_of, holder_alive, holder_of, pack, pid_of, start_time, ABANDONED,
@@ -163,6 +163,9 @@ fn snapshot(counters: &[Counters]) -> ServerStats {
 
 struct Shared {
     mapped: Arc<Mapped>,
+    /// The state the server is in (serving, draining, stopped); the header's state word is its
+    /// copy in the file, which the monitor puts back if a stray write changed it.
+    state: AtomicU32,
     server_locks: Box<[AtomicU32]>,
     /// One word per port: held (1) by the worker answering the port's inline line, when there is
     /// more than one worker (`inline::serve_pending`).
@@ -172,6 +175,37 @@ struct Shared {
     /// One set per worker, then the monitor's.
     counters: Box<[Counters]>,
     config: ServerConfig,
+}
+
+impl Shared {
+    /// Moves the server to `state`: its own word first, then the file's (the monitor reads them
+    /// in the other order: see `restore_header`).
+    fn set_state(&self, state: u32) {
+        self.state.store(state, Ordering::SeqCst);
+        self.mapped.state().store(state, Ordering::SeqCst);
+    }
+}
+
+/// Puts back every header word a stray write changed: the fixed fields as the server wrote them
+/// (`expected`, its encoded geometry), the state word as the server's own state says.
+fn restore_header(shared: &Shared, expected: &[u8; crate::header::HEADER_SIZE]) {
+    for (i, word) in shared.mapped.header_words().iter().enumerate() {
+        let found = word.load(Ordering::SeqCst);
+        if i * 4 == STATE_OFFSET {
+            // SYNC (state): the file's word is read before ours, and `set_state` writes ours
+            // before the file's: a file word that already shows a new state is never undone.
+            // The swap fails if the word changed since we read it (a state change racing us).
+            let want = shared.state.load(Ordering::SeqCst);
+            if found != want {
+                let _ = word.compare_exchange(found, want, Ordering::SeqCst, Ordering::SeqCst);
+            }
+            continue;
+        }
+        let want = u32::from_le_bytes(expected[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
+        if found != want {
+            word.store(want, Ordering::SeqCst);
+        }
+    }
 }
 
 /// A running server. Dropping it stops it without draining and removes the file (also when the
@@ -239,6 +273,7 @@ impl ShmServer {
                 .map(|_| AtomicU32::new(0))
                 .collect(),
             mapped,
+            state: AtomicU32::new(STATE_SERVING),
             stop: Arc::new(AtomicBool::new(false)),
             stop_monitor: AtomicBool::new(false),
             counters: (0..=workers).map(|_| Counters::default()).collect(),
@@ -313,7 +348,7 @@ impl ShmServer {
         // SYNC (drain handshake): SeqCst store, then SeqCst loads of the owner words; a client
         // claims (SeqCst) then reads the state (SeqCst), so either it sees DRAINING and backs
         // off, or we see its claim and wait for it.
-        mapped.state().store(STATE_DRAINING, Ordering::SeqCst);
+        self.shared.set_state(STATE_DRAINING);
         let deadline = Instant::now() + drain;
         let region = mapped.region();
         let ports = mapped.geometry().layout().ports() as usize;
@@ -342,7 +377,7 @@ impl ShmServer {
                 if pending || pid == ABANDONED || serving {
                     *rest = None;
                     busy = true;
-                } else if pid == 0 {
+                } else if holder_of(word) == 0 {
                     *rest = None;
                 } else {
                     match *rest {
@@ -380,7 +415,7 @@ impl ShmServer {
         }
         self.stopped = true;
         let shared = &self.shared;
-        shared.mapped.state().store(STATE_STOPPED, Ordering::SeqCst);
+        shared.set_state(STATE_STOPPED);
         shared.stop.store(true, Ordering::SeqCst);
         shared.stop_monitor.store(true, Ordering::SeqCst);
         if let Some(m) = &self.monitor {
@@ -568,10 +603,12 @@ fn monitor(shared: &Shared) {
     let serves_inline = mapped.geometry().serves_inline();
     let (bitmap, lines) = (mapped.inline_bitmap(), mapped.inline_lines());
     // This process as the holder of a port's claim while the monitor disarms its line (`None`
-    // if its pid does not fit an owner word: lines then stay armed, which costs the workers a
+    // if its pid does not fit an owner word or its start time cannot be read: lines then stay
+    // armed, which costs the workers a
     // poll of an idle line each pass).
-    let me = current_holder();
+    let me = current_holder().ok();
     let mut last = vec![0u64; ports];
+    let header = mapped.geometry().encode();
     loop {
         // Sleep one interval, waking at once when the server stops (`stop` unparks us; a
         // spurious wake-up parks again for the rest of the interval).
@@ -586,12 +623,16 @@ fn monitor(shared: &Shared) {
             }
             std::thread::park_timeout(until - now);
         }
+        // The header first: clients that attach read it, and every client reads the state word.
+        restore_header(shared, &header);
         for p in 0..ports {
             let word = owners[p].load(Ordering::Acquire);
-            let pid = pid_of(word);
+            let holder = holder_of(word);
             let stayed = last[p] == word;
             last[p] = word;
-            if pid == 0 {
+            // Free is a holder field of 0; a holder whose pid field alone is 0 is a stray write,
+            // judged dead below.
+            if holder == 0 {
                 // Free for a whole interval (no claim since: a claim changes the generation) with
                 // its line armed: disarm it under a claim of our own, so that no client holds the
                 // port meanwhile (see `inline`).
@@ -606,7 +647,7 @@ fn monitor(shared: &Shared) {
                 continue;
             }
             // Only a port held by the same claim for a whole interval is checked.
-            if !(pid == ABANDONED || (stayed && !holder_alive(holder_of(word)))) {
+            if !(holder == ABANDONED || (stayed && !holder_alive(holder))) {
                 continue;
             }
             // Take the server side's lock of the port, as a worker would: while we hold it no

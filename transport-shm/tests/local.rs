@@ -894,10 +894,11 @@ fn a_derived_service_is_served_with_impl_handler_inline_and_through_the_packets(
     assert_eq!((stats.inline, stats.served, stats.failed), (2, 4, 0));
 }
 
-/// The holder field of a live process other than this one (init, start time unknown: judged
-/// alive by its pid alone), as another client's claim would carry.
+/// The holder field of a live process other than this one (init), as another client's claim
+/// would carry.
 fn foreign_holder() -> u32 {
-    transport_shm::owner::holder(1, 0).unwrap()
+    use transport_shm::owner::{holder, start_time};
+    holder(1, start_time(1).expect("init's start time")).unwrap()
 }
 
 #[test]
