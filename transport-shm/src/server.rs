@@ -32,6 +32,33 @@ use rpc_core::service::INLINE_BYTES;
 /// An open port on the server side, as a handler sees it.
 pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, ShmMailbox, ServerWait>;
 
+/// Who is calling on a server port: how a handler tells its clients apart, for example to keep
+/// what one client opened or allocated from the others.
+pub trait Caller {
+    /// The client process making the call on this port: the holder field of the port's owner word
+    /// ([`owner::holder`](crate::owner::holder): its pid and a tag of its start time). It is the
+    /// same for every call one client process makes, whichever port, thread or handle it uses,
+    /// and differs from that of every other live process; `owner::holder_alive(id as u32)` tells
+    /// whether that process is still alive. Meant to be read while serving the call (between
+    /// opening the port and replying): a client that gave the port up meanwhile (its deadline
+    /// passed) reads as [`owner::ABANDONED`](crate::owner::ABANDONED), never as another client.
+    /// A one-way call's client may end its claim as soon as it has sent: such a call may read 0
+    /// (free), never another client (no client can claim a port whose packet the server holds).
+    /// Inline calls ([`Handler::handle_inline`]) carry no port: a handler that needs the caller
+    /// serves such calls through the packets.
+    fn caller(&self) -> u64;
+}
+
+impl Caller for ServerPort<'_, '_> {
+    fn caller(&self) -> u64 {
+        // While a worker serves the port it holds the port's server lock, so the monitor cannot
+        // reclaim it, and the server side holds the packet or the client waits for a reply, so
+        // no other client can claim it: the word names this call's client (or ABANDONED, or
+        // free after a one-way call).
+        u64::from(self.wait_policy().holder(self.index()))
+    }
+}
+
 /// The name of a server's monitor thread (the thread that reclaims ports; see the crate docs).
 pub const MONITOR_THREAD: &str = "ferry-monitor";
 
@@ -79,6 +106,11 @@ where
         self(port)
     }
 }
+
+/// How long [`ShmServer::shutdown`] waits past its deadline for the workers to see the stop: an
+/// idle worker sees it at its next poll, one waiting for its client inside a call at its next
+/// liveness check.
+pub const STOP_GRACE: Duration = Duration::from_millis(20);
 
 /// How a server is set up.
 #[derive(Clone, Debug)]
@@ -196,7 +228,8 @@ impl std::fmt::Debug for ShmServer {
 /// What a graceful shutdown achieved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shutdown {
-    /// Whether every call in flight finished before the drain deadline.
+    /// Whether every call in flight finished before the drain deadline (and every worker ended:
+    /// one still inside a handler is left running, see [`ShmServer::shutdown`]).
     pub drained: bool,
     /// The final counters.
     pub stats: ServerStats,
@@ -294,7 +327,10 @@ impl ShmServer {
     }
 
     /// Stops accepting calls, waits up to `drain` for the calls in flight to finish (ports of
-    /// dead clients are reclaimed meanwhile), stops the workers and removes the file.
+    /// dead clients are reclaimed meanwhile), stops the workers and removes the file. Returns by
+    /// the deadline, or [`STOP_GRACE`] after it: a worker still inside a handler then (one that
+    /// blocks, or outlasts the drain) is not waited for; it serves nothing more and ends when its
+    /// handler returns, and the result says the server did not drain.
     pub fn shutdown(mut self, drain: Duration) -> Shutdown {
         let mapped = &self.shared.mapped;
         // SYNC (drain handshake): SeqCst store, then SeqCst loads of the owner words; a client
@@ -351,23 +387,40 @@ impl ShmServer {
             }
             std::thread::sleep(Duration::from_millis(1));
         };
-        self.stop();
+        let joined = self.stop(Some(deadline.max(Instant::now() + STOP_GRACE)));
         Shutdown {
-            drained,
+            drained: drained && joined,
             stats: self.stats(),
         }
     }
 
-    fn stop(&mut self) {
+    /// Stops the workers and the monitor and removes the file. A worker still running at
+    /// `join_by` (inside a handler) is left to end on its own; returns whether every worker ended.
+    fn stop(&mut self, join_by: Option<Instant>) -> bool {
         if self.stopped {
-            return;
+            return true;
         }
         self.stopped = true;
         let shared = &self.shared;
         shared.mapped.state().store(STATE_STOPPED, Ordering::SeqCst);
         shared.stop.store(true, Ordering::SeqCst);
         shared.stop_monitor.store(true, Ordering::SeqCst);
+        let mut joined = true;
         for w in self.workers.drain(..) {
+            if let Some(deadline) = join_by {
+                // A worker between calls sees the stop within a poll; one inside a call waiting
+                // for its client gives up at its next liveness check (`ServerWait` sees the stop).
+                while !w.is_finished() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                if !w.is_finished() {
+                    // Inside a handler that has not returned: dropping the handle detaches the
+                    // thread, which owns its share of the server (`Arc`s) and ends when the
+                    // handler returns and it sees the stop.
+                    joined = false;
+                    continue;
+                }
+            }
             let _ = w.join();
         }
         if let Some(m) = self.monitor.take() {
@@ -376,12 +429,13 @@ impl ShmServer {
         if shared.mapped.still_named() {
             let _ = std::fs::remove_file(shared.mapped.path());
         }
+        joined
     }
 }
 
 impl Drop for ShmServer {
     fn drop(&mut self) {
-        self.stop();
+        self.stop(None);
     }
 }
 
