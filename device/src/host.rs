@@ -27,7 +27,11 @@
 //! **Handles** are opaque: the host hands out ids (index and generation) and checks every id it
 //! is given; [`STDOUT`] and [`STDERR`] name its output streams. **Addresses** from
 //! [`malloc`] point into memory the host reserved before launch; the host hands out offsets into
-//! it and never dereferences anything the device sends.
+//! it and never dereferences anything the device sends. Both belong to the client that got them
+//! (a GPU program; over shared memory, a client process): another client's handle is
+//! [`HostError::BadHandle`], another client's address [`HostError::BadPointer`]. Only regular
+//! files open ([`HostError::NotAFile`]), and each client has a quota of open files
+//! ([`HostError::TooManyOpen`]).
 //!
 //! **Print** ([`print!`](crate::print), [`println!`](crate::println),
 //! [`eprint!`](crate::eprint), [`eprintln!`](crate::eprintln), through a [`Printer`]) formats into a
@@ -133,7 +137,8 @@ pub mod code {
     pub const TOO_LONG: u32 = 4;
     /// An argument the host refuses (bad mode, bad path, seek before the start...).
     pub const INVALID: u32 = 5;
-    /// Too many files open.
+    /// Too many files open: the caller's quota of open files, or the host's whole table, is full.
+    /// The reply's `value` is the limit reached (the count of files that limit allows).
     pub const TOO_MANY_OPEN: u32 = 6;
     /// The reserved heap has no block that large.
     pub const OUT_OF_MEMORY: u32 = 7;
@@ -145,6 +150,9 @@ pub mod code {
     pub const EXISTS: u32 = 10;
     /// Another I/O error on the host.
     pub const IO: u32 = 11;
+    /// The path names something other than a regular file (a FIFO, a device, a socket, a
+    /// directory): the host opens regular files only, so that no call waits on another party.
+    pub const NOT_A_FILE: u32 = 12;
 }
 
 /// The fixed reply of most calls: a value and an error code ([`code`]).
@@ -311,7 +319,8 @@ pub enum HostError {
     TooLong,
     /// An argument the host refused.
     Invalid,
-    /// Too many files open on the host.
+    /// Too many files open on the host (this client's quota or the host's table; the reply's
+    /// value, dropped here, says the limit).
     TooManyOpen,
     /// The reserved heap is exhausted.
     OutOfMemory,
@@ -323,6 +332,8 @@ pub enum HostError {
     Exists,
     /// Another I/O error on the host.
     Io,
+    /// Not a regular file (the host opens nothing else).
+    NotAFile,
     /// An error code this side does not know.
     Unknown(u32),
 }
@@ -342,6 +353,7 @@ impl HostError {
             code::DISABLED => HostError::Disabled,
             code::EXISTS => HostError::Exists,
             code::IO => HostError::Io,
+            code::NOT_A_FILE => HostError::NotAFile,
             c => HostError::Unknown(c),
         }
     }
@@ -368,6 +380,7 @@ impl fmt::Display for HostError {
             HostError::Disabled => f.write_str("turned off on this host"),
             HostError::Exists => f.write_str("the file exists"),
             HostError::Io => f.write_str("I/O error on the host"),
+            HostError::NotAFile => f.write_str("not a regular file"),
             HostError::Unknown(c) => write!(f, "unknown host error {c}"),
         }
     }
@@ -618,7 +631,8 @@ fn with_header<const N: usize>(
     reply.into_result()
 }
 
-/// Opens `path` with `mode` (bits of [`mode`]; [`mode::from_c`] reads C's strings).
+/// Opens `path` with `mode` (bits of [`mode`]; [`mode::from_c`] reads C's strings). Only a
+/// regular file opens ([`HostError::NotAFile`] otherwise).
 pub fn open<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     path: &str,

@@ -86,6 +86,13 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
         self.process.lanes()
     }
 
+    /// The waiting policy of the process that opened the port. A transport may keep there what
+    /// it knows of the port's other side (the shared-memory server's policy knows the port's
+    /// owner word, from which it tells a handler who is calling).
+    pub fn wait_policy(&self) -> &W {
+        self.process.wait_policy()
+    }
+
     /// Whether this side holds the packet now.
     pub fn owns_packet(&self) -> bool {
         self.owns

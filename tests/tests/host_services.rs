@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use device::host::{self, mode, Handle, HostError, Libc, LibcClient, Printer, ReadRequest, Target};
 use device::sim::{SimWarp, Yield};
@@ -18,7 +18,9 @@ use ferry_tests::{unique_path, Capture};
 use rpc_core::service::CallError;
 use rpc_core::{HeapRegion, Lanes};
 use transport_gpu::host::{Arena, LibcConfig, LibcHost, DATA_HEADER, IO_CHUNK, STDOUT};
-use transport_shm::{ClaimedProcess, ClientConfig, ServerConfig, ServerPort, ShmClient, ShmError};
+use transport_shm::{
+    Caller, ClaimedProcess, ClientConfig, ServerConfig, ServerPort, ShmClient, ShmError,
+};
 use transport_shm::{ShmServer, Shutdown};
 
 /// Fails a test of this file that runs for over two minutes.
@@ -69,7 +71,7 @@ fn shm_server(host: &Arc<LibcHost>) -> (ShmServer, PathBuf) {
             fingerprint: Libc::FINGERPRINT,
             ..ServerConfig::default()
         },
-        move |port: &mut ServerPort<'_, '_>| h.dispatch(port).map(|_| ()),
+        move |port: &mut ServerPort<'_, '_>| h.dispatch(port.caller(), port).map(|_| ()),
     )
     .unwrap();
     (server, path)
@@ -81,9 +83,14 @@ struct Dev(ShmClient);
 
 impl Dev {
     fn attach(path: &Path) -> Dev {
+        Dev::attach_with(path, Duration::from_secs(30))
+    }
+
+    /// A client that gives a call up after `deadline`.
+    fn attach_with(path: &Path, deadline: Duration) -> Dev {
         let config = ClientConfig {
             fingerprint: Some(Libc::FINGERPRINT),
-            deadline: Duration::from_secs(30),
+            deadline,
             ..Default::default()
         };
         Dev(ShmClient::attach(path, config).unwrap())
@@ -557,6 +564,264 @@ fn malloc_hands_out_disjoint_blocks_of_reserved_memory() {
     dev.on(|p| host::free(p, std::ptr::null_mut())).unwrap();
     drain(server);
     drop(arena);
+}
+
+/// Waits up to `limit` for `thread` to end; whether it did.
+fn ends_within<T>(thread: &std::thread::JoinHandle<T>, limit: Duration) -> bool {
+    let since = Instant::now();
+    while !thread.is_finished() && since.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    thread.is_finished()
+}
+
+/// Issue 13, 3: a FIFO with no writer, opened by as many clients as the server has workers, once
+/// held every worker (a blocking open), so other clients stalled and shutdown waited for writers.
+#[test]
+fn opening_a_fifo_is_refused_at_once_and_pins_no_worker() {
+    let _w = watchdog("fifo");
+    let dir = Scratch::new("fifo");
+    let fifo = dir.path("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.unwrap().success(), "mkfifo");
+    let host = Arc::new(LibcHost::new(LibcConfig {
+        heap: Some(Arena {
+            base: 1 << 20,
+            size: 1 << 16,
+        }),
+        ..captured(&Capture::default(), &Capture::default())
+    }));
+    // Two workers, two FIFO opens at once.
+    let (server, path) = shm_server(&host);
+    let openers: Vec<_> = (0..2)
+        .map(|_| {
+            let (path, fifo) = (path.clone(), fifo.clone());
+            std::thread::spawn(move || Dev::attach(&path).on(|p| host::open(p, &fifo, mode::READ)))
+        })
+        .collect();
+    let refused_soon = openers
+        .iter()
+        .all(|t| ends_within(t, Duration::from_secs(10)));
+    // Another client's call is served meanwhile.
+    let mut other = Dev::attach_with(&path, Duration::from_secs(3));
+    let block = other.on(|p| host::malloc(p, 64));
+    // Other special files: a FIFO for writing with no reader, a device, a directory.
+    let special = [
+        other.on(|p| host::open(p, &fifo, mode::WRITE)),
+        other.on(|p| host::open(p, "/dev/zero", mode::READ)),
+        other.on(|p| host::open(p, dir.0.to_str().unwrap(), mode::READ)),
+    ];
+    drop(other);
+    let shutdown = std::thread::spawn(move || server.shutdown(Duration::from_secs(1)));
+    let shut_soon = ends_within(&shutdown, Duration::from_secs(10));
+    // Whatever happened, let blocked opens finish (opening a FIFO for reading and writing never
+    // waits, and gives it a writer) before the checks.
+    let writer = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let opened: Vec<_> = openers.into_iter().map(|t| t.join().unwrap()).collect();
+    let Shutdown { stats, .. } = shutdown.join().unwrap();
+    drop(writer);
+    assert!(
+        refused_soon,
+        "the FIFO opens waited for a writer: {opened:?}"
+    );
+    assert_eq!(opened, [Err(HostError::NotAFile), Err(HostError::NotAFile)]);
+    assert!(block.is_ok(), "another client's malloc: {block:?}");
+    assert_eq!(special, [Err(HostError::NotAFile); 3]);
+    assert!(shut_soon, "shutdown(1 s) did not return");
+    assert_eq!(stats.failed + stats.panicked, 0);
+    assert_eq!(host.open_files(), 0);
+}
+
+/// Issue 13, 3: shutdown's deadline holds even while a handler does not return.
+#[test]
+fn shutdown_returns_by_its_deadline_while_a_handler_is_stuck() {
+    let _w = watchdog("stuck handler");
+    let host = Arc::new(LibcHost::new(captured(
+        &Capture::default(),
+        &Capture::default(),
+    )));
+    // The clock call blocks its worker until the gate opens.
+    let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let entered = Arc::new(AtomicU32::new(0));
+    let path = unique_path("libc-stuck");
+    let (h, g, e) = (Arc::clone(&host), Arc::clone(&gate), Arc::clone(&entered));
+    let server = ShmServer::start(
+        &path,
+        ServerConfig {
+            ports: 32,
+            workers: 2,
+            fingerprint: Libc::FINGERPRINT,
+            ..ServerConfig::default()
+        },
+        move |port: &mut ServerPort<'_, '_>| {
+            if port.opcode() == Libc::Clock.opcode() {
+                e.fetch_add(1, Ordering::SeqCst);
+                let (open, wake) = &*g;
+                let mut open = open.lock().unwrap();
+                while !*open {
+                    open = wake.wait(open).unwrap();
+                }
+            }
+            h.dispatch(port.caller(), port).map(|_| ())
+        },
+    )
+    .unwrap();
+    let p = path.clone();
+    let caller = std::thread::spawn(move || Dev::attach(&p).on(|p| host::clock(p)).is_ok());
+    while entered.load(Ordering::SeqCst) == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let shutdown = std::thread::spawn(move || server.shutdown(Duration::from_secs(1)));
+    let shut_soon = ends_within(&shutdown, Duration::from_secs(10));
+    {
+        let (open, wake) = &*gate;
+        *open.lock().unwrap() = true;
+        wake.notify_all();
+    }
+    let Shutdown { drained, .. } = shutdown.join().unwrap();
+    let _ = caller.join().unwrap();
+    assert!(shut_soon, "shutdown(1 s) waited for the stuck handler");
+    assert!(!drained, "a call was still in flight");
+}
+
+/// The environment variable that makes a run of this test binary the second client process of
+/// `files_and_blocks_belong_to_their_client_process`: `PATH HANDLE ADDRESS`.
+const PEER: &str = "FERRY_LIBC_PEER";
+
+/// The second client of `files_and_blocks_belong_to_their_client_process`: tries the first
+/// client's file and block, fills its quota and most of the heap, and exits holding them.
+fn peer(spec: &str) {
+    let args: Vec<&str> = spec.split(' ').collect();
+    let (path, handle, address) = (
+        Path::new(args[0]),
+        Handle(args[1].parse().unwrap()),
+        args[2].parse::<u64>().unwrap() as *mut u8,
+    );
+    let mut dev = Dev::attach(path);
+    let mut buf = [0u8; 16];
+    let read = dev.on(|p| host::read(p, handle, &mut buf));
+    let write = dev.on(|p| host::write(p, handle, b"x"));
+    let close = dev.on(|p| host::close(p, handle));
+    let free = dev.on(|p| host::free(p, address));
+    let file = args[3];
+    let w = mode::from_c("w").unwrap();
+    let mine: Vec<_> = (0..3).map(|_| dev.on(|p| host::open(p, file, w))).collect();
+    // Past the quota: the limit rides in the reply's value.
+    let request = [&w.to_le_bytes()[..], file.as_bytes()].concat();
+    let over = dev.on(|p| Ok(p.open_file(&request)?));
+    let block = dev.on(|p| host::malloc(p, 3 << 10));
+    println!(
+        "peer: read {read:?} write {write:?} close {close:?} free {free:?} opened {} \
+         over {}:{} malloc {}",
+        mine.iter().filter(|h| h.is_ok()).count(),
+        over.map_or(0, |r| r.error),
+        over.map_or(0, |r| r.value),
+        block.is_ok()
+    );
+}
+
+/// Issue 13, 4: handles and heap blocks belong to the client process that made them; each client
+/// has a quota of open files; a dead client's files and blocks are freed when room runs out.
+#[test]
+fn files_and_blocks_belong_to_their_client_process() {
+    if let Ok(spec) = std::env::var(PEER) {
+        return peer(&spec);
+    }
+    let _w = watchdog("owners");
+    let dir = Scratch::new("owners");
+    let host = Arc::new(LibcHost::new(LibcConfig {
+        heap: Some(Arena {
+            base: 1 << 20,
+            size: 4 << 10,
+        }),
+        max_files: 5,
+        max_files_per_client: 3,
+        client_alive: |id| transport_shm::owner::holder_alive(id as u32),
+        ..captured(&Capture::default(), &Capture::default())
+    }));
+    let (server, path) = shm_server(&host);
+    let mut dev = Dev::attach(&path);
+    let secret = dir.path("secret");
+    let f = dev
+        .on(|p| host::open(p, &secret, mode::from_c("w+").unwrap()))
+        .unwrap();
+    dev.on(|p| host::write(p, f, b"secret")).unwrap();
+    dev.on(|p| host::seek(p, f, 0, host::SEEK_SET)).unwrap();
+    let block = dev.on(|p| host::malloc(p, 16)).unwrap();
+    // Another client process tries them.
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "files_and_blocks_belong_to_their_client_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            PEER,
+            format!(
+                "{} {} {} {}",
+                path.display(),
+                f.0,
+                block as u64,
+                dir.path("theirs")
+            ),
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // (The test harness prints the test's name on the same line.)
+    let said = stdout
+        .lines()
+        .find_map(|l| l.split_once("peer: ").map(|(_, said)| said));
+    assert_eq!(
+        said,
+        Some(
+            "read Err(BadHandle) write Err(BadHandle) close Err(BadHandle) \
+             free Err(BadPointer) opened 3 over 6:3 malloc true"
+        ),
+        "{stdout}"
+    );
+    // Ours are intact.
+    let mut buf = [0u8; 16];
+    assert_eq!(dev.on(|p| host::read(p, f, &mut buf)), Ok(6));
+    assert_eq!(&buf[..6], b"secret");
+    // The peer exited holding three files and most of the heap. The table (5) fills: the next
+    // open frees the dead peer's files; the heap is full: the next malloc frees its block.
+    assert_eq!(host.open_files(), 4);
+    let w = mode::from_c("w").unwrap();
+    let more = [
+        dev.on(|p| host::open(p, &dir.path("more1"), w)),
+        dev.on(|p| host::open(p, &dir.path("more2"), w)),
+    ];
+    assert!(more.iter().all(Result::is_ok), "{more:?}");
+    assert_eq!(host.open_files(), 3);
+    // Our own quota holds: the limit is ours.
+    let request = [&w.to_le_bytes()[..], dir.path("more3").as_bytes()].concat();
+    let over = dev.on(|p| Ok(p.open_file(&request)?)).unwrap();
+    assert_eq!((over.error, over.value), (host::code::TOO_MANY_OPEN, 3));
+    assert!(
+        !Path::new(&dir.path("more3")).exists(),
+        "a refused open creates nothing"
+    );
+    let big = dev.on(|p| host::malloc(p, 3 << 10));
+    assert!(big.is_ok(), "{big:?}");
+    for h in [Ok(f), more[0], more[1]] {
+        dev.on(|p| host::close(p, h.unwrap())).unwrap();
+    }
+    dev.on(|p| host::free(p, block)).unwrap();
+    dev.on(|p| host::free(p, big.unwrap())).unwrap();
+    assert_eq!(host.open_files(), 0);
+    assert_eq!(host.heap_free(), Some(4 << 10));
+    drain(server);
 }
 
 // ---- simulated warps ----

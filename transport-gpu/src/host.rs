@@ -1,31 +1,52 @@
 //! The host side of `device::host`: the [`LibcServer`] a GPU program's C-library calls reach.
 //!
-//! [`LibcHost`] implements the trait `#[derive(RpcOpcodes)]` generated from `device::host::Libc`
-//! and serves it through the generated dispatch, over any transport: [`LibcHost::dispatch`] takes
-//! any server port (a GPU region's, a shared-memory file's), and `LibcHost` is a [`Handler`] for
-//! [`serve`](crate::serve).
+//! [`LibcHost`] serves the trait `#[derive(RpcOpcodes)]` generated from `device::host::Libc`
+//! through the generated dispatch, over any transport: [`LibcHost::dispatch`] takes any server
+//! port (a GPU region's, a shared-memory file's) and the id of the client calling on it, and
+//! `LibcHost` is a [`Handler`] for [`serve`](crate::serve) (whose calls all come from one
+//! client, the GPU program: [`PROGRAM`]).
 //!
 //! What it owns:
 //! - **output**: standard output and error writers; each lane's printed bytes are written whole,
 //!   lanes in order, under the writer's lock;
 //! - **files**: a table of open files; the device gets opaque handles `generation << 32 | index + 3`
-//!   (1 and 2 are standard output and error), checked on every call: an id never handed out, or
-//!   one whose file was closed (its slot's generation moved on), is [`code::BAD_HANDLE`];
+//!   (1 and 2 are standard output and error), checked on every call: an id never handed out, one
+//!   whose file was closed (its slot's generation moved on), or one another client opened, is
+//!   [`code::BAD_HANDLE`]. Only regular files open ([`code::NOT_A_FILE`]): a FIFO, a device or a
+//!   socket could make the serving thread wait on a party the client chose. Each client may hold
+//!   [`LibcConfig::max_files_per_client`] files open, all of them [`LibcConfig::max_files`];
 //! - **the heap**: memory the host reserved before launch ([`Arena`]), handed out as addresses
-//!   `base + offset` that this side computes and never dereferences;
+//!   `base + offset` that this side computes and never dereferences; a block is the client's that
+//!   allocated it, and only that client may free it;
 //! - **exit and abort**: recorded, or the end of this process ([`ExitPolicy`]);
 //! - **a clock**; and **`system`**, refused ([`code::DISABLED`]) unless [`LibcConfig::allow_system`].
 //!
 //! Every length the device sends is bounded: streamed requests by the calls' `limit`s (a longer
 //! stream is refused before any handler runs), read lengths clamped to [`IO_CHUNK`], allocation
 //! sizes checked against the arena. Every failure is an error code in the reply, never a panic.
+//!
+//! **Clients.** What a call opens or allocates belongs to the client [`LibcHost::dispatch`] was
+//! given. A client that is gone does not hold its files and blocks forever: when an open finds the
+//! table or the client's quota full, or a `malloc` finds no room, the files and blocks of every
+//! client that [`LibcConfig::client_alive`] says is gone are freed first.
+//!
+//! **Waiting.** A call waits only on the host's own resources, never on a party the client picked:
+//! opens are non-blocking (`O_NONBLOCK`, cleared once the file is known to be regular) and never
+//! take a controlling terminal (`O_NOCTTY`); reads, writes, seeks and flushes reach regular files
+//! only, so they wait on the disk, not on a writer or reader. What remains: a file system that
+//! does not answer (a hung network mount, a FUSE server) stalls the calls on its files and, since
+//! file calls take the table's lock, the other file calls; the output streams block while the
+//! host's own standard output or error is full (the user's setup, not the client's); and
+//! `system`, off by default, waits for its command (see [`LibcConfig::allow_system`]).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::ops::Deref;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -39,7 +60,7 @@ pub use device::host::{
 use rpc_core::service::{Served, Service};
 use rpc_core::{Lanes, Mailbox, Port, Server, Wait};
 
-use crate::server::{Handler, ServerPort};
+use crate::server::{Handler, ServerPort, PROGRAM};
 use crate::services::ExitPolicy;
 
 /// The first handle index of a file (0 is never a handle, 1 and 2 are the output streams).
@@ -67,14 +88,28 @@ pub struct LibcConfig {
     pub heap: Option<Arena>,
     /// What exit and abort do.
     pub exit: ExitPolicy,
-    /// Whether [`Libc::System`] runs commands (off unless the user turns it on).
+    /// Whether [`Libc::System`] runs commands (off unless the user turns it on). The call waits
+    /// for the command, however long it runs, holding one serving thread: turn it on only for
+    /// clients trusted to run commands on this host.
     pub allow_system: bool,
-    /// The most files open at once.
+    /// The most files open at once, all clients together (the file table's size). An open past
+    /// it is [`code::TOO_MANY_OPEN`] with this limit in the reply's value.
     pub max_files: usize,
+    /// The most files one client holds open at once (a GPU program is one client; over shared
+    /// memory, each client process is one), so that no client takes the whole table. An open
+    /// past it is [`code::TOO_MANY_OPEN`] with this limit in the reply's value.
+    pub max_files_per_client: usize,
+    /// Whether the client with an id [`LibcHost::dispatch`] was given is still alive: when an open
+    /// finds the file table or the client's quota full, or a `malloc` finds no room, the files
+    /// and blocks of clients this says are gone are freed first. The default says every client
+    /// is alive: right for a GPU program, served while it runs. Over shared memory, pass
+    /// `|id| transport_shm::owner::holder_alive(id as u32)`.
+    pub client_alive: fn(u64) -> bool,
 }
 
 impl Default for LibcConfig {
-    /// This process's standard output and error, no heap, exit recorded, `system` off, 256 files.
+    /// This process's standard output and error, no heap, exit recorded, `system` off, 256 files,
+    /// 64 a client, every client alive.
     fn default() -> Self {
         LibcConfig {
             stdout: Box::new(io::stdout()),
@@ -83,6 +118,8 @@ impl Default for LibcConfig {
             exit: ExitPolicy::Record,
             allow_system: false,
             max_files: 256,
+            max_files_per_client: 64,
+            client_alive: |_| true,
         }
     }
 }
@@ -91,7 +128,18 @@ impl Default for LibcConfig {
 /// file never names the slot's next file.
 struct FileSlot {
     generation: u32,
+    /// The client that opened the file (meaningless while the slot is empty).
+    owner: u64,
     file: Option<File>,
+}
+
+impl FileSlot {
+    /// Empties the slot; its handle is never valid again.
+    fn vacate(&mut self) -> Option<File> {
+        // Generation 0 is skipped so no handle is ever 0 in its top half by accident of wrapping.
+        self.generation = self.generation.wrapping_add(1).max(1);
+        self.file.take()
+    }
 }
 
 #[derive(Default)]
@@ -100,26 +148,50 @@ struct Files {
     open: usize,
 }
 
+/// The limits of the file table: all clients together, and each client.
+#[derive(Clone, Copy)]
+struct FileLimits {
+    total: usize,
+    per_client: usize,
+}
+
 impl Files {
-    fn get(&mut self, handle: u64) -> Result<&mut File, u32> {
+    /// The file `caller` opened under `handle`.
+    fn get(&mut self, handle: u64, caller: u64) -> Result<&mut File, u32> {
         let (generation, index) = ((handle >> 32) as u32, handle & 0xFFFF_FFFF);
         let slot = index
             .checked_sub(FIRST_FILE)
             .and_then(|i| self.slots.get_mut(i as usize))
-            .filter(|s| s.generation == generation)
+            .filter(|s| s.generation == generation && s.owner == caller)
             .ok_or(code::BAD_HANDLE)?;
         slot.file.as_mut().ok_or(code::BAD_HANDLE)
     }
 
-    fn insert(&mut self, file: File, max: usize) -> Result<u64, u32> {
-        if self.open >= max {
-            return Err(code::TOO_MANY_OPEN);
+    /// Whether `caller` may open one more file; `Err` carries the limit reached.
+    fn room(&self, caller: u64, limits: FileLimits) -> Result<(), usize> {
+        if self.open >= limits.total {
+            return Err(limits.total);
         }
+        let held = self
+            .slots
+            .iter()
+            .filter(|s| s.file.is_some() && s.owner == caller)
+            .count();
+        if held >= limits.per_client {
+            return Err(limits.per_client);
+        }
+        Ok(())
+    }
+
+    /// Adds `caller`'s file; `Err` carries the limit reached.
+    fn insert(&mut self, file: File, caller: u64, limits: FileLimits) -> Result<u64, usize> {
+        self.room(caller, limits)?;
         let index = match self.slots.iter().position(|s| s.file.is_none()) {
             Some(i) => i,
             None => {
                 self.slots.push(FileSlot {
                     generation: 1,
+                    owner: caller,
                     file: None,
                 });
                 self.slots.len() - 1
@@ -127,17 +199,34 @@ impl Files {
         };
         let slot = &mut self.slots[index];
         slot.file = Some(file);
+        slot.owner = caller;
         self.open += 1;
         Ok((slot.generation as u64) << 32 | (index as u64 + FIRST_FILE))
     }
 
-    fn close(&mut self, handle: u64) -> Result<File, u32> {
-        self.get(handle)?;
+    /// Takes `caller`'s file `handle` out of the table, to be closed.
+    fn close(&mut self, handle: u64, caller: u64) -> Result<File, u32> {
+        self.get(handle, caller)?;
         let slot = &mut self.slots[((handle & 0xFFFF_FFFF) - FIRST_FILE) as usize];
-        // Generation 0 is skipped so no handle is ever 0 in its top half by accident of wrapping.
-        slot.generation = slot.generation.wrapping_add(1).max(1);
         self.open -= 1;
-        slot.file.take().ok_or(code::BAD_HANDLE)
+        slot.vacate().ok_or(code::BAD_HANDLE)
+    }
+
+    /// Takes the files of every client `alive` says is gone out of the table, to be closed.
+    fn take_dead(&mut self, alive: fn(u64) -> bool) -> Vec<File> {
+        let mut verdicts = HashMap::new();
+        let mut dead = Vec::new();
+        for slot in &mut self.slots {
+            if slot.file.is_some()
+                && !*verdicts
+                    .entry(slot.owner)
+                    .or_insert_with(|| alive(slot.owner))
+            {
+                dead.extend(slot.vacate());
+                self.open -= 1;
+            }
+        }
+        dead
     }
 }
 
@@ -147,8 +236,8 @@ struct Heap {
     arena: Arena,
     /// Free blocks: offset → length, never two adjacent.
     free: BTreeMap<u64, u64>,
-    /// Blocks handed out: offset → length.
-    used: HashMap<u64, u64>,
+    /// Blocks handed out: offset → (length, the client that allocated it).
+    used: HashMap<u64, (u64, u64)>,
 }
 
 impl Heap {
@@ -171,7 +260,8 @@ impl Heap {
         }
     }
 
-    fn malloc(&mut self, size: u64) -> Result<u64, u32> {
+    /// A block of at least `size` bytes for `caller`.
+    fn malloc(&mut self, size: u64, caller: u64) -> Result<u64, u32> {
         let size = size
             .max(1)
             .checked_next_multiple_of(HEAP_ALIGN)
@@ -185,13 +275,41 @@ impl Heap {
         if len > size {
             self.free.insert(offset + size, len - size);
         }
-        self.used.insert(offset, size);
+        self.used.insert(offset, (size, caller));
         Ok(self.arena.base + offset)
     }
 
-    fn free(&mut self, address: u64) -> Result<(), u32> {
+    /// Frees `caller`'s block at `address`; another client's block is refused (and stays).
+    fn free(&mut self, address: u64, caller: u64) -> Result<(), u32> {
         let offset = address.wrapping_sub(self.arena.base);
-        let mut len = self.used.remove(&offset).ok_or(code::BAD_POINTER)?;
+        match self.used.get(&offset) {
+            Some(&(len, owner)) if owner == caller => {
+                self.used.remove(&offset);
+                self.release(offset, len);
+                Ok(())
+            }
+            _ => Err(code::BAD_POINTER),
+        }
+    }
+
+    /// Frees the blocks of every client `alive` says is gone; whether there were any.
+    fn free_dead(&mut self, alive: fn(u64) -> bool) -> bool {
+        let mut verdicts = HashMap::new();
+        let dead: Vec<(u64, u64)> = self
+            .used
+            .iter()
+            .filter(|(_, &(_, owner))| !*verdicts.entry(owner).or_insert_with(|| alive(owner)))
+            .map(|(&offset, &(len, _))| (offset, len))
+            .collect();
+        for &(offset, len) in &dead {
+            self.used.remove(&offset);
+            self.release(offset, len);
+        }
+        !dead.is_empty()
+    }
+
+    /// Returns the block `offset..offset + len` to the free list, merged with its neighbours.
+    fn release(&mut self, offset: u64, mut len: u64) {
         let mut start = offset;
         // Merge with the free block after, then the one before.
         if let Some(next) = self.free.remove(&(offset + len)) {
@@ -205,7 +323,6 @@ impl Heap {
             }
         }
         self.free.insert(start, len);
-        Ok(())
     }
 }
 
@@ -223,7 +340,8 @@ pub struct LibcHost {
     exit_code: Mutex<Option<i32>>,
     aborted: AtomicBool,
     allow_system: bool,
-    max_files: usize,
+    file_limits: FileLimits,
+    client_alive: fn(u64) -> bool,
     start: Instant,
     counts: [AtomicU64; Libc::CALLS + 1],
 }
@@ -290,21 +408,31 @@ impl LibcHost {
             exit_code: Mutex::new(None),
             aborted: AtomicBool::new(false),
             allow_system: config.allow_system,
-            max_files: config.max_files,
+            file_limits: FileLimits {
+                total: config.max_files,
+                per_client: config.max_files_per_client,
+            },
+            client_alive: config.client_alive,
             start: Instant::now(),
             counts: Default::default(),
         }
     }
 
-    /// Serves the call waiting on `port` through the generated dispatch (any transport); counts
-    /// it.
+    /// Serves the call waiting on `port` through the generated dispatch (any transport), for the
+    /// client `caller`, and counts it. What the call opens or allocates belongs to `caller`, and
+    /// only calls for the same `caller` reach it. `caller` names the client process or program
+    /// making the call, the same for all its calls: a GPU region's server passes [`PROGRAM`] (its
+    /// calls all come from one program), a shared-memory server `transport_shm::Caller::caller`
+    /// of the port (the calling process; then set [`LibcConfig::client_alive`] to match).
     pub fn dispatch<L: Lanes, M: Mailbox, W: Wait>(
         &self,
+        caller: u64,
         port: &mut Port<'_, '_, Server, L, M, W>,
     ) -> Result<Served, rpc_core::Error> {
+        let call = Call { host: self, caller };
         let served = BUFFERS.with(|b| match b.try_borrow_mut() {
-            Ok(mut buffers) => LibcServer::dispatch(self, port, &mut *buffers),
-            Err(_) => LibcServer::dispatch(self, port, &mut Vec::new()),
+            Ok(mut buffers) => LibcServer::dispatch(&call, port, &mut *buffers),
+            Err(_) => LibcServer::dispatch(&call, port, &mut Vec::new()),
         })?;
         let i = <Libc as Service>::OPCODES
             .iter()
@@ -368,10 +496,25 @@ impl LibcHost {
         }
     }
 
-    fn read_data(&self, r: ReadRequest, line: bool) -> Result<Vec<u8>, u32> {
+    /// Whether `caller` may open one more file, after freeing the files of clients gone if the
+    /// table or its quota is full; `Err` carries the limit reached.
+    fn file_room(&self, caller: u64) -> Result<(), usize> {
+        let mut files = self.lock_files();
+        if files.room(caller, self.file_limits).is_ok() {
+            return Ok(());
+        }
+        let dead = files.take_dead(self.client_alive);
+        let room = files.room(caller, self.file_limits);
+        drop(files);
+        // The dead clients' files are closed outside the table's lock.
+        drop(dead);
+        room
+    }
+
+    fn read_data(&self, caller: u64, r: ReadRequest, line: bool) -> Result<Vec<u8>, u32> {
         let len = r.len.min(IO_CHUNK as u64) as usize;
         let mut files = self.lock_files();
-        let file = files.get(r.handle)?;
+        let file = files.get(r.handle, caller)?;
         let mut data = vec![0u8; DATA_HEADER + len];
         let mut got = 0;
         while got < len {
@@ -404,7 +547,71 @@ impl LibcHost {
     }
 }
 
-impl LibcServer for LibcHost {
+/// The services as one call sees them: the host, acting for client `caller`.
+struct Call<'h> {
+    host: &'h LibcHost,
+    caller: u64,
+}
+
+impl Deref for Call<'_> {
+    type Target = LibcHost;
+
+    fn deref(&self) -> &LibcHost {
+        self.host
+    }
+}
+
+/// A refusal of an open for lack of room: the limit reached rides in the value.
+fn too_many_open(limit: usize) -> Reply {
+    Reply {
+        value: limit as u64,
+        ..Reply::err(code::TOO_MANY_OPEN)
+    }
+}
+
+/// Opens the file a [`Libc::OpenFile`] request names, if it is a regular file, without waiting on
+/// anyone (see the module docs).
+fn open_regular(request: &[u8]) -> Result<File, u32> {
+    let (head, path) = request
+        .split_first_chunk::<MODE_HEADER>()
+        .ok_or(code::INVALID)?;
+    let m = u32::from_le_bytes(*head);
+    if m & !mode::ALL != 0 || m & (mode::READ | mode::WRITE) == 0 {
+        return Err(code::INVALID);
+    }
+    let path = path_of(path)?;
+    let mut o = OpenOptions::new();
+    o.read(m & mode::READ != 0)
+        .write(m & mode::WRITE != 0)
+        .append(m & mode::APPEND != 0)
+        .truncate(m & mode::TRUNCATE != 0);
+    if m & mode::EXCLUSIVE != 0 {
+        o.create_new(true);
+    } else {
+        o.create(m & mode::CREATE != 0);
+    }
+    // A FIFO opened without O_NONBLOCK waits for its other end; O_NOCTTY keeps a terminal from
+    // becoming this process's controlling terminal.
+    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+    o.custom_flags(flags.bits() as i32);
+    let file = o.open(path).map_err(|e| match e.raw_os_error() {
+        // What only special files answer: a FIFO opened for writing with no reader, a device
+        // with no driver behind it, a socket (ENXIO); a directory opened for writing (EISDIR).
+        Some(n) if n == rustix::io::Errno::NXIO.raw_os_error() => code::NOT_A_FILE,
+        Some(n) if n == rustix::io::Errno::ISDIR.raw_os_error() => code::NOT_A_FILE,
+        _ => io_code(&e),
+    })?;
+    // fstat of what was opened, not a second look up of the path.
+    if !file.metadata().map_err(|e| io_code(&e))?.is_file() {
+        return Err(code::NOT_A_FILE);
+    }
+    // A regular file: blocking mode back, so reads and writes behave as everywhere else.
+    let status = rustix::fs::fcntl_getfl(&file).map_err(|_| code::IO)?;
+    rustix::fs::fcntl_setfl(&file, status - rustix::fs::OFlags::NONBLOCK).map_err(|_| code::IO)?;
+    Ok(file)
+}
+
+impl LibcServer for Call<'_> {
     fn print(&self, request: &[u8]) {
         let mut out = self.stdout.lock().unwrap_or_else(|e| e.into_inner());
         // One-way: nobody to tell about a failed write.
@@ -417,36 +624,31 @@ impl LibcServer for LibcHost {
     }
 
     fn open_file(&self, request: &[u8]) -> Reply {
-        reply((|| {
-            let (head, path) = request
-                .split_first_chunk::<MODE_HEADER>()
-                .ok_or(code::INVALID)?;
-            let m = u32::from_le_bytes(*head);
-            if m & !mode::ALL != 0 || m & (mode::READ | mode::WRITE) == 0 {
-                return Err(code::INVALID);
-            }
-            let path = path_of(path)?;
-            let mut o = OpenOptions::new();
-            o.read(m & mode::READ != 0)
-                .write(m & mode::WRITE != 0)
-                .append(m & mode::APPEND != 0)
-                .truncate(m & mode::TRUNCATE != 0);
-            if m & mode::EXCLUSIVE != 0 {
-                o.create_new(true);
-            } else {
-                o.create(m & mode::CREATE != 0);
-            }
-            let file = o.open(path).map_err(|e| io_code(&e))?;
-            self.lock_files().insert(file, self.max_files)
-        })())
+        // Room first, so that a refused open creates and truncates nothing.
+        if let Err(limit) = self.file_room(self.caller) {
+            return too_many_open(limit);
+        }
+        let file = match open_regular(request) {
+            Ok(file) => file,
+            Err(e) => return Reply::err(e),
+        };
+        // (Another open of this client, or of any when the table is nearly full, may have taken
+        // the room meanwhile: the file is then closed, refused as above.)
+        let inserted = self
+            .lock_files()
+            .insert(file, self.caller, self.file_limits);
+        match inserted {
+            Ok(handle) => Reply::ok(handle),
+            Err(limit) => too_many_open(limit),
+        }
     }
 
     fn read(&self, request: ReadRequest) -> impl AsRef<[u8]> {
-        data_reply(self.read_data(request, false))
+        data_reply(self.read_data(self.caller, request, false))
     }
 
     fn gets(&self, request: ReadRequest) -> impl AsRef<[u8]> {
-        data_reply(self.read_data(request, true))
+        data_reply(self.read_data(self.caller, request, true))
     }
 
     fn write(&self, request: &[u8]) -> Reply {
@@ -461,7 +663,7 @@ impl LibcServer for LibcHost {
             } else {
                 let mut files = self.lock_files();
                 files
-                    .get(handle)?
+                    .get(handle, self.caller)?
                     .write_all(data)
                     .map_err(|e| io_code(&e))?;
             }
@@ -479,7 +681,7 @@ impl LibcServer for LibcHost {
         let mut files = self.lock_files();
         reply(
             files
-                .get(request.handle)
+                .get(request.handle, self.caller)
                 .and_then(|f| f.seek(to).map_err(|e| io_code(&e))),
         )
     }
@@ -488,7 +690,7 @@ impl LibcServer for LibcHost {
         let mut files = self.lock_files();
         reply(
             files
-                .get(request)
+                .get(request, self.caller)
                 .and_then(|f| f.stream_position().map_err(|e| io_code(&e))),
         )
     }
@@ -501,14 +703,14 @@ impl LibcServer for LibcHost {
         let mut files = self.lock_files();
         reply(
             files
-                .get(request)
+                .get(request, self.caller)
                 .and_then(|f| f.flush().map(|()| 0).map_err(|e| io_code(&e))),
         )
     }
 
     fn close(&self, request: u64) -> Reply {
         // The file is dropped (closed) outside the table's lock.
-        let closed = self.lock_files().close(request);
+        let closed = self.lock_files().close(request, self.caller);
         reply(closed.map(|_| 0))
     }
 
@@ -564,11 +766,14 @@ impl LibcServer for LibcHost {
         let Some(heap) = &self.heap else {
             return Reply::err(code::OUT_OF_MEMORY);
         };
-        reply(
-            heap.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .malloc(request),
-        )
+        let mut heap = heap.lock().unwrap_or_else(|e| e.into_inner());
+        reply(match heap.malloc(request, self.caller) {
+            // No room: the blocks of clients gone may make some.
+            Err(code::OUT_OF_MEMORY) if heap.free_dead(self.client_alive) => {
+                heap.malloc(request, self.caller)
+            }
+            r => r,
+        })
     }
 
     fn free(&self, request: u64) -> Reply {
@@ -581,7 +786,7 @@ impl LibcServer for LibcHost {
         reply(
             heap.lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .free(request)
+                .free(request, self.caller)
                 .map(|()| 0),
         )
     }
@@ -615,7 +820,7 @@ impl LibcServer for LibcHost {
 impl Handler for LibcHost {
     fn handle(&self, port: &mut ServerPort<'_, '_>) {
         // A protocol error means the client stalled mid-call; the port goes back as it is.
-        let _ = self.dispatch(port);
+        let _ = self.dispatch(PROGRAM, port);
     }
 }
 
@@ -632,36 +837,92 @@ mod tests {
         // Aligned start 0x1010, 976 usable bytes (61 blocks of 16).
         assert_eq!(h.arena.base, 0x1010);
         assert_eq!(h.arena.size, 976);
-        let a = h.malloc(1).unwrap();
-        let b = h.malloc(100).unwrap();
-        let c = h.malloc(16).unwrap();
+        let a = h.malloc(1, 1).unwrap();
+        let b = h.malloc(100, 1).unwrap();
+        let c = h.malloc(16, 1).unwrap();
         assert_eq!((a, b, c), (0x1010, 0x1020, 0x1090));
-        assert_eq!(h.malloc(u64::MAX), Err(code::OUT_OF_MEMORY));
-        assert_eq!(h.malloc(2000), Err(code::OUT_OF_MEMORY));
-        assert_eq!(h.free(b + 1), Err(code::BAD_POINTER));
-        h.free(b).unwrap();
-        assert_eq!(h.free(b), Err(code::BAD_POINTER), "double free");
-        h.free(a).unwrap();
-        h.free(c).unwrap();
+        assert_eq!(h.malloc(u64::MAX, 1), Err(code::OUT_OF_MEMORY));
+        assert_eq!(h.malloc(2000, 1), Err(code::OUT_OF_MEMORY));
+        assert_eq!(h.free(b + 1, 1), Err(code::BAD_POINTER));
+        h.free(b, 1).unwrap();
+        assert_eq!(h.free(b, 1), Err(code::BAD_POINTER), "double free");
+        h.free(a, 1).unwrap();
+        h.free(c, 1).unwrap();
         assert_eq!(h.free.len(), 1, "all merged back: {:?}", h.free);
-        assert_eq!(h.malloc(976).unwrap(), 0x1010);
+        assert_eq!(h.malloc(976, 1).unwrap(), 0x1010);
     }
+
+    #[test]
+    fn blocks_belong_to_their_client_and_a_dead_clients_come_back() {
+        let mut h = Heap::new(Arena {
+            base: 0x1000,
+            size: 64,
+        });
+        let mine = h.malloc(32, 1).unwrap();
+        let theirs = h.malloc(32, 2).unwrap();
+        assert_eq!(
+            h.free(theirs, 1),
+            Err(code::BAD_POINTER),
+            "not the caller's"
+        );
+        assert_eq!(h.malloc(16, 1), Err(code::OUT_OF_MEMORY));
+        // Client 2 is gone: its block comes back, client 1's stays.
+        assert!(h.free_dead(|c| c != 2));
+        assert!(!h.free_dead(|c| c != 2), "nothing more to free");
+        assert_eq!(h.free(theirs, 2), Err(code::BAD_POINTER));
+        assert_eq!(h.malloc(32, 1), Ok(theirs));
+        h.free(mine, 1).unwrap();
+    }
+
+    const LIMITS: FileLimits = FileLimits {
+        total: 4,
+        per_client: 4,
+    };
 
     #[test]
     fn stale_and_forged_handles_are_refused() {
         let mut files = Files::default();
         let f = File::open("/dev/null").unwrap();
-        let h = files.insert(f, 4).unwrap();
-        assert!(files.get(h).is_ok());
-        assert_eq!(files.get(h ^ (1 << 32)).err(), Some(code::BAD_HANDLE));
-        assert_eq!(files.get(h + 1).err(), Some(code::BAD_HANDLE));
-        assert_eq!(files.get(0).err(), Some(code::BAD_HANDLE));
-        assert_eq!(files.get(u64::MAX).err(), Some(code::BAD_HANDLE));
-        files.close(h).unwrap();
-        assert_eq!(files.get(h).err(), Some(code::BAD_HANDLE));
-        let h2 = files.insert(File::open("/dev/null").unwrap(), 4).unwrap();
+        let h = files.insert(f, 1, LIMITS).unwrap();
+        assert!(files.get(h, 1).is_ok());
+        assert_eq!(
+            files.get(h, 2).err(),
+            Some(code::BAD_HANDLE),
+            "not the caller's"
+        );
+        assert_eq!(files.close(h, 2).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.get(h ^ (1 << 32), 1).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.get(h + 1, 1).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.get(0, 1).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.get(u64::MAX, 1).err(), Some(code::BAD_HANDLE));
+        files.close(h, 1).unwrap();
+        assert_eq!(files.get(h, 1).err(), Some(code::BAD_HANDLE));
+        let h2 = files
+            .insert(File::open("/dev/null").unwrap(), 1, LIMITS)
+            .unwrap();
         assert_ne!(h2, h, "the slot is reused under a new generation");
-        assert_eq!(files.get(h).err(), Some(code::BAD_HANDLE));
-        assert_eq!(files.close(h).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.get(h, 1).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.close(h, 1).err(), Some(code::BAD_HANDLE));
+    }
+
+    #[test]
+    fn quotas_count_per_client_and_a_dead_clients_files_come_back() {
+        let limits = FileLimits {
+            total: 3,
+            per_client: 2,
+        };
+        let mut files = Files::default();
+        let null = || File::open("/dev/null").unwrap();
+        let a = files.insert(null(), 1, limits).unwrap();
+        files.insert(null(), 1, limits).unwrap();
+        assert_eq!(files.insert(null(), 1, limits), Err(2), "client 1's quota");
+        let c = files.insert(null(), 2, limits).unwrap();
+        assert_eq!(files.insert(null(), 2, limits), Err(3), "the whole table");
+        // Client 1 is gone: its two files close, client 2's stays.
+        assert_eq!(files.take_dead(|c| c != 1).len(), 2);
+        assert_eq!(files.open, 1);
+        assert_eq!(files.get(a, 1).err(), Some(code::BAD_HANDLE));
+        assert!(files.get(c, 2).is_ok());
+        files.insert(null(), 2, limits).unwrap();
     }
 }

@@ -210,6 +210,8 @@ pub fn run_program<O: Write + Send + 'static>(
                 size: h.len() as u64,
             }),
             exit: config.exit,
+            // The program is the region's only client: the whole file table is its quota.
+            max_files_per_client: usize::MAX,
             ..LibcConfig::default()
         }),
     };

@@ -31,6 +31,11 @@ pub trait Handler: Sync {
     fn handle(&self, port: &mut ServerPort<'_, '_>);
 }
 
+/// Who calls on a GPU region's ports: the one program running on the GPU, as the caller id a
+/// handler that tells its clients apart uses (`host::LibcHost::dispatch`). A region serves one
+/// program, so every call served here has this id.
+pub const PROGRAM: u64 = 1;
+
 /// How a server thread waits inside a call (for the next packet of a stream): spin, and give up
 /// after `limit` so a client that died mid-call cannot hang the server.
 #[derive(Debug)]

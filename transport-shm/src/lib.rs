@@ -128,7 +128,8 @@
 //! [`ShmServer::shutdown`] sets the state to draining (clients that claim after that see it and
 //! back off; the claim and the state are both sequentially consistent, so a claim is either seen
 //! by the drain or refused), waits until no port is claimed and no request is pending, stops the
-//! workers and removes the file. A sticky handle checks the state before each call on its kept
+//! workers and removes the file, all by its deadline: a worker stuck inside a handler past it is
+//! left to end on its own. A sticky handle checks the state before each call on its kept
 //! claim and gives the claim back if the server is draining; one that stays idle would hold its
 //! claim forever, so the drain counts a claimed port as finished once it has stayed at rest under
 //! the same owner word, with no worker on it, for 20 ms. A sticky call that passed its state check
@@ -168,7 +169,8 @@ pub use inline::ClientInline;
 /// read-modify-write; GPU regions keep one word per port (see `rpc_core::mailbox`).
 pub type ShmMailbox = rpc_core::Packed;
 pub use server::{
-    Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown, MONITOR_THREAD, STOP_GRACE,
+    Caller, Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown, MONITOR_THREAD,
+    STOP_GRACE,
 };
 pub use transport::Transport;
 

@@ -32,6 +32,33 @@ use rpc_core::service::INLINE_BYTES;
 /// An open port on the server side, as a handler sees it.
 pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, ShmMailbox, ServerWait>;
 
+/// Who is calling on a server port: how a handler tells its clients apart, for example to keep
+/// what one client opened or allocated from the others.
+pub trait Caller {
+    /// The client process making the call on this port: the holder field of the port's owner word
+    /// ([`owner::holder`](crate::owner::holder): its pid and a tag of its start time). It is the
+    /// same for every call one client process makes, whichever port, thread or handle it uses,
+    /// and differs from that of every other live process; `owner::holder_alive(id as u32)` tells
+    /// whether that process is still alive. Meant to be read while serving the call (between
+    /// opening the port and replying): a client that gave the port up meanwhile (its deadline
+    /// passed) reads as [`owner::ABANDONED`](crate::owner::ABANDONED), never as another client.
+    /// A one-way call's client may end its claim as soon as it has sent: such a call may read 0
+    /// (free), never another client (no client can claim a port whose packet the server holds).
+    /// Inline calls ([`Handler::handle_inline`]) carry no port: a handler that needs the caller
+    /// serves such calls through the packets.
+    fn caller(&self) -> u64;
+}
+
+impl Caller for ServerPort<'_, '_> {
+    fn caller(&self) -> u64 {
+        // While a worker serves the port it holds the port's server lock, so the monitor cannot
+        // reclaim it, and the server side holds the packet or the client waits for a reply, so
+        // no other client can claim it: the word names this call's client (or ABANDONED, or
+        // free after a one-way call).
+        u64::from(self.wait_policy().holder(self.index()))
+    }
+}
+
 /// The name of a server's monitor thread (the thread that reclaims ports; see the crate docs).
 pub const MONITOR_THREAD: &str = "ferry-monitor";
 
@@ -239,7 +266,8 @@ impl std::fmt::Debug for ShmServer {
 /// What a graceful shutdown achieved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shutdown {
-    /// Whether every call in flight finished before the drain deadline.
+    /// Whether every call in flight finished before the drain deadline (and every worker ended:
+    /// one still inside a handler is left running, see [`ShmServer::shutdown`]).
     pub drained: bool,
     /// The final counters.
     pub stats: ServerStats,
@@ -342,7 +370,10 @@ impl ShmServer {
     }
 
     /// Stops accepting calls, waits up to `drain` for the calls in flight to finish (ports of
-    /// dead clients are reclaimed meanwhile), stops the workers and removes the file.
+    /// dead clients are reclaimed meanwhile), stops the workers and removes the file. Returns by
+    /// the deadline, or [`STOP_GRACE`] after it: a worker still inside a handler then (one that
+    /// blocks, or outlasts the drain) is not waited for; it serves nothing more and ends when its
+    /// handler returns, and the result says the server did not drain.
     pub fn shutdown(mut self, drain: Duration) -> Shutdown {
         let mapped = &self.shared.mapped;
         // SYNC (drain handshake): SeqCst store, then SeqCst loads of the owner words; a client
@@ -401,7 +432,7 @@ impl ShmServer {
         };
         let stuck_workers = self.stop(deadline.max(Instant::now() + STOP_GRACE));
         Shutdown {
-            drained,
+            drained: drained && stuck_workers == 0,
             stats: self.stats(),
             stuck_workers,
         }

@@ -137,6 +137,11 @@ impl ServerWait {
         self.watched.set(Some((port, None)));
     }
 
+    /// The holder field of `port`'s owner word now (module `owner`): who holds its claim.
+    pub(crate) fn holder(&self, port: u32) -> u32 {
+        holder_of(self.mapped.owners()[port as usize].load(Ordering::Acquire))
+    }
+
     fn client_gone(&self) -> bool {
         if self.stop.load(Ordering::Relaxed) {
             return true;
