@@ -4,6 +4,7 @@
 //! (`LIMIT`); no test passes or fails by how fast anything runs.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -47,7 +48,8 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// A `ferry` process, killed when dropped if still running (so a failed test leaves none).
+/// A `ferry` process in a process group of its own (with `demo`'s clients), killed with its
+/// group when dropped if still running (so a failed test leaves none).
 struct Running(Child);
 
 impl std::ops::Deref for Running {
@@ -66,6 +68,10 @@ impl std::ops::DerefMut for Running {
 impl Drop for Running {
     fn drop(&mut self) {
         if let Ok(None) = self.0.try_wait() {
+            // (Not waited for yet, so its pid is still its group's id.)
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", self.0.id())])
+                .status();
             let _ = self.0.kill();
             let _ = self.0.wait();
         }
@@ -76,6 +82,7 @@ fn spawn(args: &[&str], stdout: Stdio) -> Running {
     Running(
         ferry()
             .args(args)
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(Stdio::piped())
