@@ -28,7 +28,10 @@ use transport_shm::{path_for, ServerConfig, ShmError, ShmServer};
 #[command(
     name = "ferry",
     version,
-    about = "Remote calls between processes through shared memory"
+    about = "Remote calls between processes through shared memory",
+    after_help = "Exit status: 0 done; 1 the run failed; 2 bad arguments; 128 + the signal's number \
+                  (130 SIGINT, 143 SIGTERM, 129 SIGHUP) when serve or demo was stopped by one, \
+                  its shared-memory file removed."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -583,7 +586,6 @@ fn run_demo(args: DemoArgs) -> Res<()> {
         outputs.push(child.stdout.take());
         children.push(Mutex::new(child));
     }
-
     // Progress on long runs, from the server's counter.
     let total = args.calls * args.clients as u64;
     let done = AtomicBool::new(false);
