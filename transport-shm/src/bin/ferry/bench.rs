@@ -97,6 +97,27 @@ pub struct PeerArgs {
     no_pause: bool,
 }
 
+/// Checks the counts before anything runs (see `crate::check`).
+pub fn check(args: &BenchArgs) -> Result<(), String> {
+    crate::at_least_one("--trips", args.trips)?;
+    crate::at_least_one("--runs", args.runs as u64)?;
+    crate::at_least_one("--load-calls", args.load_calls)?;
+    let ports = ServerConfig::default().ports;
+    crate::check_workers(args.workers, ports)?;
+    if args.clients.is_empty() {
+        return Err("--clients: give at least one count".into());
+    }
+    for &n in &args.clients {
+        crate::at_least_one("--clients", n.into())?;
+        if n > ports {
+            return Err(format!(
+                "--clients {n}: at most {ports}, the server's ports (each client process holds one)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// How `spawn_peer` starts a peer.
 #[derive(Clone, Copy, Default)]
 struct PeerOptions {

@@ -5,23 +5,33 @@
 //! - `ferry serve --name X` and `ferry call --name X`: the two sides from separate terminals.
 //! - `ferry bench`: the benchmark of `BENCHMARKS.md` (round trip against a raw atomic ping-pong and
 //!   a Unix socket, throughput with 1, 2, 4, 8 client processes).
+//!
+//! Exit status: 0 on success; 1 when the run failed; 2 for bad arguments (checked before anything
+//! is created, and said in one line); 128 + the signal's number when `serve` or `demo` was stopped
+//! by SIGINT (130), SIGTERM (143) or SIGHUP (129), after removing its shared-memory file.
 
 mod bench;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
+use nix::sys::signal::Signal;
 use transport_shm::demo::{self, Demo, DemoHandle};
-use transport_shm::{path_for, ServerConfig, ShmServer};
+use transport_shm::{path_for, ServerConfig, ShmError, ShmServer};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "ferry",
     version,
-    about = "Remote calls between processes through shared memory"
+    about = "Remote calls between processes through shared memory",
+    after_help = "Exit status: 0 done; 1 the run failed; 2 bad arguments; 128 + the signal's number \
+                  (130 SIGINT, 143 SIGTERM, 129 SIGHUP) when serve or demo was stopped by one, \
+                  its shared-memory file removed."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,9 +58,19 @@ struct ServerOpts {
     /// Ports in the region (a multiple of 32).
     #[arg(long, default_value_t = 64)]
     ports: u32,
-    /// Server worker threads.
-    #[arg(long, default_value_t = 2)]
+    /// Server worker threads (at most one per CPU this process may use, and per port).
+    #[arg(long, default_value_t = default_workers())]
     workers: usize,
+}
+
+/// Two workers, or one on a machine that lets this process use one CPU only.
+fn default_workers() -> usize {
+    cpus().min(2)
+}
+
+/// The CPUs this process may use.
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 impl ServerOpts {
@@ -114,7 +134,8 @@ struct CallArgs {
     /// This client's number (ids of its calls are `id << 40 | i`).
     #[arg(long, default_value_t = 0)]
     id: u64,
-    /// Seconds to wait for the server before giving up.
+    /// Seconds to wait for the server before giving up: for it to appear (a file of a server
+    /// that stopped counts as none), then for each reply.
     #[arg(long, default_value_t = 10)]
     deadline: u64,
     /// Print one machine-readable line (for `ferry demo`).
@@ -133,12 +154,18 @@ enum Op {
 }
 
 fn main() {
-    let cli = Cli::parse();
-    let command = cli.command.unwrap_or_else(|| {
-        Cli::parse_from(["ferry", "demo"])
+    let cli = Cli::try_parse().unwrap_or_else(|e| usage_error(e));
+    let command = match cli.command {
+        Some(c) => c,
+        None => Cli::try_parse_from(["ferry", "demo"])
+            .unwrap_or_else(|e| usage_error(e))
             .command
-            .expect("`ferry demo` parses")
-    });
+            .expect("`ferry demo` names a command"),
+    };
+    if let Err(e) = check(&command) {
+        eprintln!("ferry: {e}");
+        std::process::exit(2);
+    }
     let result = match command {
         Cmd::Demo(a) => run_demo(a),
         Cmd::Serve(a) => serve(a),
@@ -150,9 +177,185 @@ fn main() {
         eprintln!("ferry: {e}");
         std::process::exit(1);
     }
+    if let Some(signal) = signalled() {
+        std::process::exit(128 + signal as i32);
+    }
 }
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Prints help or the version as clap does; any other error of the command line in one line
+/// (clap's own message, without its usage block), exiting with status 2 as clap does.
+fn usage_error(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        e.exit();
+    }
+    // The message is the first paragraph (a list of missing arguments continues it, indented).
+    let text = e.render().to_string();
+    let message: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let message = message.join(" ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    eprintln!("ferry: {message} (see ferry --help)");
+    std::process::exit(2);
+}
+
+/// Checks the arguments a parser cannot check alone (ranges, bounds between two of them, names),
+/// before anything is created; the error is one line naming the argument.
+fn check(command: &Cmd) -> Result<(), String> {
+    match command {
+        Cmd::Demo(a) => {
+            check_name(a.name.as_deref().unwrap_or("demo"))?;
+            a.server.check()?;
+            at_least_one("--clients", a.clients.into())?;
+            if a.clients > a.server.ports {
+                return Err(format!(
+                    "--clients {}: at most {}, the --ports (each client process holds a port for its whole run)",
+                    a.clients, a.server.ports
+                ));
+            }
+            check_calls(a.calls, a.size, 0)
+        }
+        Cmd::Serve(a) => {
+            check_name(&a.name)?;
+            a.server.check()
+        }
+        Cmd::Call(a) => {
+            check_name(&a.name)?;
+            at_least_one("--deadline", a.deadline)?;
+            check_calls(a.calls, a.size, a.id)
+        }
+        Cmd::Bench(a) => bench::check(a),
+        Cmd::Peer(_) => Ok(()),
+    }
+}
+
+fn at_least_one(flag: &str, value: u64) -> Result<(), String> {
+    if value == 0 {
+        return Err(format!("{flag} 0: must be at least 1"));
+    }
+    Ok(())
+}
+
+/// The most calls one client process makes in a run: each call's latency is kept, for the
+/// percentiles.
+const MAX_CALLS: u64 = 100_000_000;
+/// The most client ids: a call's id is `id << 40 | its number`.
+const MAX_ID: u64 = (1 << 24) - 1;
+
+fn check_calls(calls: u64, size: usize, id: u64) -> Result<(), String> {
+    at_least_one("--calls", calls)?;
+    if calls > MAX_CALLS {
+        return Err(format!(
+            "--calls {calls}: at most {MAX_CALLS} per client process (each call's latency is kept for the percentiles)"
+        ));
+    }
+    if size as u64 > demo::SUM_LIMIT {
+        return Err(format!(
+            "--size {size}: at most {} bytes, the most a `sum` call takes",
+            demo::SUM_LIMIT
+        ));
+    }
+    if id > MAX_ID {
+        return Err(format!(
+            "--id {id}: at most {MAX_ID} (a call's id is the client's id << 40 | the call's number)"
+        ));
+    }
+    Ok(())
+}
+
+/// A name is placed in /dev/shm; one with a `/` is a path, whose directory must exist.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err(
+            "--name is empty: give a name (the file is /dev/shm/ferry-<name>) or a path".into(),
+        );
+    }
+    if !name.contains('/') {
+        return Ok(());
+    }
+    let last = name.rsplit('/').next().unwrap_or_default();
+    if matches!(last, "" | "." | "..") {
+        return Err(format!(
+            "--name {name}: a path (a name with a `/`) must end in a file name"
+        ));
+    }
+    let dir = Path::new(name).parent().unwrap_or(Path::new("/"));
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    if !dir.is_dir() {
+        return Err(format!(
+            "--name {name}: no directory {} for the file (a name with a `/` is a path)",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// `--workers` for a server of `ports` ports: at least one, at most one per CPU and per port.
+fn check_workers(workers: usize, ports: u32) -> Result<(), String> {
+    at_least_one("--workers", workers as u64)?;
+    let cpus = cpus();
+    let most = cpus.min(ports as usize);
+    if workers > most {
+        return Err(format!(
+            "--workers {workers}: at most {most} (one per CPU this process may use: {cpus}; one per port: {ports})"
+        ));
+    }
+    Ok(())
+}
+
+impl ServerOpts {
+    fn check(&self) -> Result<(), String> {
+        use rpc_core::layout::{MAX_PORTS, PORT_GRANULE};
+        let p = self.ports;
+        if p == 0 || !p.is_multiple_of(PORT_GRANULE) || p > MAX_PORTS {
+            return Err(format!(
+                "--ports {p}: must be a multiple of {PORT_GRANULE} from {PORT_GRANULE} to {MAX_PORTS}"
+            ));
+        }
+        check_workers(self.workers, p)
+    }
+}
+
+/// The first of SIGINT, SIGTERM, SIGHUP received since `catch_signals` (0: none).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(signal: nix::libc::c_int) {
+    let _ = SIGNAL.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// From now on SIGINT, SIGTERM and SIGHUP only record themselves, for [`signalled`]: the
+/// caller's loop sees it, stops, removes its file, and `main` exits with 128 + its number.
+fn catch_signals() -> Res<()> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: `on_signal` only does a compare-and-swap on a lock-free atomic, which is
+        // async-signal-safe; the action replaced is the default one (or one set by this function).
+        unsafe { sigaction(signal, &action) }?;
+    }
+    Ok(())
+}
+
+/// The signal recorded by the handler of [`catch_signals`], if any.
+fn signalled() -> Option<Signal> {
+    match SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        n => Signal::try_from(n).ok(),
+    }
+}
 
 /// What one client measured.
 #[derive(Clone, Debug, Default)]
@@ -210,15 +413,50 @@ fn micros(ns: u64) -> String {
     format!("{:.2}", ns as f64 / 1000.0)
 }
 
-fn call_loop(args: &CallArgs, progress: bool) -> Res<Report> {
+/// Attaches to the server at `--name`, waiting up to `--deadline` for one to serve it (a missing
+/// file, or one whose server has stopped, may be a server not started yet or restarting).
+fn attach(args: &CallArgs) -> Res<DemoHandle> {
     let path = path_for(&args.name);
-    let mut client = DemoHandle::attach(&path, Duration::from_secs(args.deadline))?;
+    let deadline = Duration::from_secs(args.deadline);
+    let until = Instant::now().checked_add(deadline);
+    loop {
+        let error = match DemoHandle::attach(&path, deadline) {
+            Ok(client) => return Ok(client),
+            Err(e) => e,
+        };
+        let missing = matches!(&error, ShmError::Io { source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound);
+        let may_come =
+            missing || matches!(error, ShmError::NoServer { .. } | ShmError::ShuttingDown);
+        if !may_come {
+            return Err(error.into());
+        }
+        if until.is_some_and(|t| Instant::now() >= t) {
+            let waited = format!("waited {} s", args.deadline);
+            return Err(if missing {
+                format!(
+                    "no server at {} ({waited}; start one with `ferry serve --name {}`)",
+                    path.display(),
+                    args.name
+                )
+            } else {
+                format!("{error} ({waited})")
+            }
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn call_loop(args: &CallArgs, progress: bool) -> Res<Report> {
+    let mut client = attach(args)?;
     let data: Vec<u8> = (0..args.size)
         .map(|i| (i * 7 + args.id as usize) as u8)
         .collect();
     let want_sum: u64 = data.iter().map(|&b| b as u64).sum();
     let mut r = Report::default();
-    let mut latencies = Vec::with_capacity(args.calls as usize);
+    // Grown as the calls go (a long run interrupted early does not hold its whole sample).
+    let mut latencies = Vec::with_capacity(args.calls.min(1 << 16) as usize);
     let start = Instant::now();
     let mut last_progress = start;
     for i in 0..args.calls {
@@ -264,6 +502,13 @@ fn call(args: CallArgs) -> Res<()> {
         println!("{}", r.line());
     } else {
         print_table(&[(format!("client {}", args.id), r.clone())], &r);
+        if r.errors + r.wrong > 0 {
+            return Err(format!(
+                "{} of {} calls failed, {} wrong replies",
+                r.errors, r.calls, r.wrong
+            )
+            .into());
+        }
     }
     Ok(())
 }
@@ -296,12 +541,19 @@ fn print_table(rows: &[(String, Report)], total: &Report) {
     }
 }
 
+/// A client process of `ferry demo`, locked (a panic while holding it leaves the child as it
+/// was).
+fn lock(child: &Mutex<Child>) -> std::sync::MutexGuard<'_, Child> {
+    child.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 fn run_demo(args: DemoArgs) -> Res<()> {
     let name = args
         .name
         .clone()
         .unwrap_or_else(|| format!("demo-{}", std::process::id()));
     let path = path_for(&name);
+    catch_signals()?;
     let server = ShmServer::start(&path, args.server.config(), demo::DemoService)?;
     println!(
         "ferry demo: serving {} ({} ports, {} workers); {} client processes × {} {:?} calls",
@@ -314,9 +566,15 @@ fn run_demo(args: DemoArgs) -> Res<()> {
     );
     let exe = std::env::current_exe()?;
     let start = Instant::now();
-    let mut children = Vec::new();
+    // Each client's process (behind a lock: the progress thread kills them on a signal) and its
+    // output.
+    let mut children: Vec<Mutex<Child>> = Vec::new();
+    let mut outputs = Vec::new();
     for id in 0..args.clients {
-        let child = Command::new(&exe)
+        if signalled().is_some() {
+            break;
+        }
+        let mut child = Command::new(&exe)
             .args(["call", "--report", "--name"])
             .arg(&path)
             .args(["--calls", &args.calls.to_string(), "--id", &id.to_string()])
@@ -325,7 +583,8 @@ fn run_demo(args: DemoArgs) -> Res<()> {
             .arg(format!("{:?}", args.op).to_lowercase())
             .stdout(Stdio::piped())
             .spawn()?;
-        children.push(child);
+        outputs.push(child.stdout.take());
+        children.push(Mutex::new(child));
     }
     // Progress on long runs, from the server's counter.
     let total = args.calls * args.clients as u64;
@@ -335,6 +594,14 @@ fn run_demo(args: DemoArgs) -> Res<()> {
             let mut last = Instant::now();
             while !done.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(50));
+                if signalled().is_some() {
+                    // The clients stop at once (a child already waited for is not signalled: its
+                    // pid may be another process's by now).
+                    for child in &children {
+                        let _ = lock(child).kill();
+                    }
+                    return;
+                }
                 if last.elapsed() >= Duration::from_secs(1) {
                     last = Instant::now();
                     let served = server.stats().served;
@@ -343,14 +610,19 @@ fn run_demo(args: DemoArgs) -> Res<()> {
             }
         });
         let mut reports = Vec::new();
-        for (id, mut child) in children.into_iter().enumerate() {
-            let mut line = String::new();
-            if let Some(out) = child.stdout.take() {
-                let _ = BufReader::new(out).read_line(&mut line);
+        for (id, output) in outputs.into_iter().enumerate() {
+            // Read to the end (the child's exit) before taking its lock to wait for it, so
+            // that the lock is never held while the child runs.
+            let mut text = String::new();
+            if let Some(mut out) = output {
+                let _ = out.read_to_string(&mut text);
             }
-            let status = child.wait();
+            let status = lock(&children[id]).wait();
+            let line = text.lines().next().unwrap_or_default();
             let report = Report::parse(line.trim()).unwrap_or_else(|| {
-                eprintln!("client {id} gave no report ({status:?})");
+                if signalled().is_none() {
+                    eprintln!("client {id} gave no report ({status:?})");
+                }
                 Report {
                     errors: args.calls,
                     ..Report::default()
@@ -361,6 +633,14 @@ fn run_demo(args: DemoArgs) -> Res<()> {
         done.store(true, Ordering::Relaxed);
         reports
     });
+    if let Some(signal) = signalled() {
+        drop(server);
+        eprintln!(
+            "ferry demo: stopped by {signal}; clients stopped, {} removed",
+            path.display()
+        );
+        return Ok(());
+    }
     let wall = start.elapsed();
     let mut all = Report {
         elapsed: wall,
@@ -391,25 +671,15 @@ fn run_demo(args: DemoArgs) -> Res<()> {
     Ok(())
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: nix::libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
 fn serve(args: ServeArgs) -> Res<()> {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: `on_signal` only stores to an atomic, which is async-signal-safe.
-        unsafe { sigaction(sig, &action) }?;
-    }
+    catch_signals()?;
     let path = path_for(&args.name);
-    let server = ShmServer::start(&path, args.server.config(), demo::DemoService)?;
+    let server = match ShmServer::start(&path, args.server.config(), demo::DemoService) {
+        Err(e @ ShmError::AlreadyServing { .. }) => {
+            return Err(format!("{e}; stop it first, or serve another --name").into())
+        }
+        started => started?,
+    };
     println!(
         "serving the demo service at {} ({} ports, {} workers); Ctrl-C to stop",
         path.display(),
@@ -420,11 +690,12 @@ fn serve(args: ServeArgs) -> Res<()> {
         "call it from another terminal: ferry call --name {}",
         args.name
     );
+    // (No end that far off: `--seconds` past what the clock can count is forever.)
     let until = args
         .seconds
-        .map(|s| Instant::now() + Duration::from_secs(s));
+        .and_then(|s| Instant::now().checked_add(Duration::from_secs(s)));
     let mut last = server.stats();
-    while !INTERRUPTED.load(Ordering::SeqCst) && until.is_none_or(|t| Instant::now() < t) {
+    while signalled().is_none() && until.is_none_or(|t| Instant::now() < t) {
         std::thread::sleep(Duration::from_millis(100));
         let now = server.stats();
         if now != last && now.served / 100_000 != last.served / 100_000 {
@@ -434,7 +705,8 @@ fn serve(args: ServeArgs) -> Res<()> {
     }
     let report = server.shutdown(Duration::from_secs(5));
     println!(
-        "stopped: {} served, {} failed, {} ports reclaimed{}",
+        "stopped{}: {} served, {} failed, {} ports reclaimed{}",
+        signalled().map_or(String::new(), |s| format!(" by {s}")),
         report.stats.served,
         report.stats.failed,
         report.stats.reclaimed,

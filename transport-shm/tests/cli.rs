@@ -1,0 +1,489 @@
+//! The `ferry` command as a user runs it: bad arguments, a busy or missing server, signals.
+//!
+//! Every wait here is for an event, bounded by a deadline generous enough for a loaded machine
+//! (`LIMIT`); no test passes or fails by how fast anything runs.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long anything here may take before the test gives up on it.
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn ferry() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+}
+
+/// A name no other test (nor another run) uses. When dropped (also when its test fails), every
+/// `/dev/shm` entry whose name contains it is removed, so a failed test leaves nothing behind.
+struct Token(String);
+
+fn token(test: &str) -> Token {
+    Token(format!("cli-{test}-{}", std::process::id()))
+}
+
+impl std::ops::Deref for Token {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Drop for Token {
+    fn drop(&mut self) {
+        for name in leftovers(&self.0, None) {
+            let _ = std::fs::remove_file(Path::new("/dev/shm").join(name));
+        }
+    }
+}
+
+/// A file removed when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A `ferry` process in a process group of its own (with `demo`'s clients), killed with its
+/// group when dropped if still running (so a failed test leaves none).
+struct Running(Child);
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            // (Not waited for yet, so its pid is still its group's id.)
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", self.0.id())])
+                .status();
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn spawn(args: &[&str], stdout: Stdio) -> Running {
+    Running(
+        ferry()
+            .args(args)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The `/dev/shm` entries a run under names containing `token` may have left, and, given a pid,
+/// those of that process (a temporary name, or a default name made of the pid).
+fn leftovers(token: &str, pid: Option<u32>) -> Vec<String> {
+    let by_pid = pid.map_or(Vec::new(), |pid| {
+        vec![format!(".{pid}."), format!("-{pid}")]
+    });
+    std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| {
+            n.contains(token) || (n.contains("ferry") && by_pid.iter().any(|p| n.contains(p)))
+        })
+        .collect()
+}
+
+fn shm(name: &str) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/ferry-{name}"))
+}
+
+/// Reads a child's pipe to its end on a thread.
+fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_string(&mut text);
+        }
+        text
+    })
+}
+
+/// Waits for `child` to exit, up to `LIMIT`; kills it and fails the test if it has not.
+fn wait(child: &mut Child, what: &str) -> ExitStatus {
+    let until = Instant::now() + LIMIT;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} still running after {LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+struct Run {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+    pid: u32,
+    took: Duration,
+}
+
+fn run(args: &[&str]) -> Run {
+    let start = Instant::now();
+    let mut child = spawn(args, Stdio::piped());
+    let (out, err) = (drain(child.stdout.take()), drain(child.stderr.take()));
+    let status = wait(&mut child, &format!("ferry {args:?}"));
+    Run {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+        pid: child.id(),
+        took: start.elapsed(),
+    }
+}
+
+/// Checks that `ferry args` failed as a user should see it: a non-zero exit of its own (not a
+/// panic's, not a signal's), one line on stderr mentioning `mention`, nothing left in /dev/shm.
+fn assert_refused(args: &[&str], mention: &str, token: &str) -> Run {
+    let r = run(args);
+    let what = format!("ferry {args:?}: {:?}, stderr {:?}", r.status, r.stderr);
+    assert!(!r.status.success(), "{what}");
+    assert!(
+        matches!(r.status.code(), Some(c) if c != 0 && c != 101),
+        "{what}"
+    );
+    assert!(!r.stderr.contains("panicked"), "{what}");
+    assert_eq!(r.stderr.lines().count(), 1, "{what}");
+    assert!(r.stderr.starts_with("ferry: "), "{what}");
+    assert!(
+        r.stderr.contains(mention),
+        "{what}: should mention {mention}"
+    );
+    assert_eq!(
+        leftovers(token, Some(r.pid)),
+        Vec::<String>::new(),
+        "{what}"
+    );
+    r
+}
+
+/// Waits until `path` exists (the server is up), up to `LIMIT`; fails if `child` exits first.
+fn wait_for_file(child: &mut Child, path: &Path) {
+    let until = Instant::now() + LIMIT;
+    while !path.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "ferry exited ({status:?}) before {} appeared",
+                path.display()
+            );
+        }
+        assert!(Instant::now() < until, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends `signal` (`TERM`, `INT`, `HUP`) to `child` with kill(1). (The child is not waited for
+/// yet, so its pid is still its own.)
+fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} failed");
+}
+
+/// Processes (other than this one) whose command line contains `token`.
+fn processes_with(token: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n != me && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains(token).then_some(cmdline)
+        })
+        .collect()
+}
+
+fn spawn_serve(name: &str, extra: &[&str]) -> Running {
+    spawn(
+        &[&["serve", "--name", name][..], extra].concat(),
+        Stdio::null(),
+    )
+}
+
+/// Stops a server started by `spawn_serve` with `sig`; checks it said nothing alarming, exited
+/// with `code` and removed its file.
+fn stop_serve(mut child: Running, name: &str, sig: &str, code: i32) {
+    let err = drain(child.stderr.take());
+    signal(&child, sig);
+    let status = wait(&mut child, &format!("ferry serve after SIG{sig}"));
+    let stderr = err.join().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(code),
+        "SIG{sig}: {status:?}, stderr {stderr:?}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!shm(name).exists(), "SIG{sig} left {}", shm(name).display());
+    assert_eq!(leftovers(name, Some(child.id())), Vec::<String>::new());
+}
+
+#[test]
+fn zero_counts_are_refused() {
+    let t = token("zero");
+    let n = &*t;
+    for (args, mention) in [
+        (&["demo", "--name", n, "--clients", "0"][..], "--clients"),
+        (&["demo", "--name", n, "--calls", "0"], "--calls"),
+        (&["call", "--name", n, "--calls", "0"], "--calls"),
+        (&["call", "--name", n, "--deadline", "0"], "--deadline"),
+        (&["demo", "--name", n, "--workers", "0"], "--workers"),
+        (&["bench", "--trips", "0"], "--trips"),
+        (&["bench", "--runs", "0"], "--runs"),
+        (&["bench", "--load-calls", "0"], "--load-calls"),
+        (&["bench", "--clients", "1,0"], "--clients"),
+        (&["bench", "--workers", "0"], "--workers"),
+    ] {
+        assert_refused(args, mention, n);
+    }
+}
+
+#[test]
+fn serve_refuses_zero_workers_instead_of_running_one() {
+    let t = token("workers0");
+    let r = assert_refused(
+        &["serve", "--name", &t, "--seconds", "0", "--workers", "0"],
+        "--workers",
+        &t,
+    );
+    assert!(!r.stdout.contains("0 workers"), "{}", r.stdout);
+}
+
+#[test]
+fn huge_counts_are_refused() {
+    let t = token("huge");
+    let n = &*t;
+    let max = u64::MAX.to_string();
+    let max = max.as_str();
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let over_cpus = (cpus + 1).to_string();
+    let mut cases = vec![
+        (
+            vec!["serve", "--name", n, "--workers", "100000"],
+            "--workers",
+        ),
+        (
+            vec!["demo", "--name", n, "--workers", "100000"],
+            "--workers",
+        ),
+        (vec!["bench", "--workers", "100000"], "--workers"),
+        (
+            vec!["serve", "--name", n, "--ports", "64", "--workers", "65"],
+            "--workers",
+        ),
+        (
+            vec!["demo", "--name", n, "--clients", "100000"],
+            "--clients",
+        ),
+        (vec!["bench", "--clients", "1,100000"], "--clients"),
+        (vec!["demo", "--name", n, "--calls", max], "--calls"),
+        (vec!["call", "--name", n, "--calls", max], "--calls"),
+        (vec!["call", "--name", n, "--size", max], "--size"),
+        (vec!["call", "--name", n, "--id", max], "--id"),
+        (vec!["serve", "--name", n, "--ports", "33"], "--ports"),
+        (vec!["serve", "--name", n, "--ports", "0"], "--ports"),
+    ];
+    // More workers than CPUs (where that is still no more than the ports).
+    if cpus < 64 {
+        cases.push((
+            vec!["serve", "--name", n, "--workers", &over_cpus],
+            "--workers",
+        ));
+    }
+    for (args, mention) in cases {
+        assert_refused(&args, mention, n);
+    }
+}
+
+#[test]
+fn bad_names_are_refused() {
+    let t = token("names");
+    let missing_dir = format!("/nonexistent-{}/x", &*t);
+    let relative = format!("{}-nodir/x", &*t);
+    // The empty name must not become /dev/shm/ferry- (removed after the test if it does).
+    let empty = (!shm("").exists()).then(|| RemoveOnDrop(shm("")));
+    for name in ["", "/", "/tmp/", "/tmp/..", &missing_dir, &relative] {
+        for command in ["serve", "call", "demo"] {
+            assert_refused(&[command, "--name", name], "--name", &t);
+        }
+    }
+    if let Some(empty) = &empty {
+        assert!(!empty.0.exists(), "--name \"\" made {}", empty.0.display());
+    }
+}
+
+#[test]
+fn unparsable_arguments_are_one_line() {
+    let t = token("parse");
+    assert_refused(
+        &["serve", "--name", &t, "--workers", "abc"],
+        "--workers",
+        &t,
+    );
+    assert_refused(&["call", "--name", &t, "--calls=-1"], "--calls", &t);
+    assert_refused(
+        &["demo", "--name", &t, "--no-such-flag"],
+        "--no-such-flag",
+        &t,
+    );
+}
+
+#[test]
+fn serve_refuses_a_name_already_served() {
+    let t = token("busy");
+    let mut first = spawn_serve(&t, &[]);
+    wait_for_file(&mut first, &shm(&t));
+    let r = run(&["serve", "--name", &t]);
+    let what = format!("{:?}, stderr {:?}", r.status, r.stderr);
+    assert!(
+        matches!(r.status.code(), Some(c) if c != 0 && c != 101),
+        "{what}"
+    );
+    assert_eq!(r.stderr.lines().count(), 1, "{what}");
+    assert!(r.stderr.contains("already served"), "{what}");
+    assert!(r.stderr.contains("--name"), "{what}: should say what to do");
+    // The first server is untouched: its file is there and it serves.
+    assert!(shm(&t).exists());
+    let call = run(&["call", "--name", &t, "--calls", "10"]);
+    assert!(call.status.success(), "{:?} {}", call.status, call.stderr);
+    stop_serve(first, &t, "TERM", 143);
+}
+
+#[test]
+fn call_without_a_server_waits_out_its_deadline_then_says_so() {
+    let t = token("noserver");
+    let r = assert_refused(&["call", "--name", &t, "--deadline", "2"], "no server", &t);
+    assert!(
+        r.took >= Duration::from_secs(2),
+        "gave up after {:?}",
+        r.took
+    );
+    assert!(r.stderr.contains("waited 2 s"), "{}", r.stderr);
+}
+
+#[test]
+fn call_waits_for_a_server_started_after_it() {
+    let t = token("later");
+    let mut call = spawn(
+        &["call", "--name", &t, "--calls", "100", "--deadline", "120"],
+        Stdio::null(),
+    );
+    let err = drain(call.stderr.take());
+    // Let the call look for the file first (it passes the same if it starts looking later).
+    std::thread::sleep(Duration::from_millis(500));
+    let mut server = spawn_serve(&t, &[]);
+    wait_for_file(&mut server, &shm(&t));
+    let status = wait(&mut call, "ferry call");
+    let stderr = err.join().unwrap();
+    assert!(status.success(), "{status:?}: {stderr}");
+    stop_serve(server, &t, "TERM", 143);
+}
+
+fn serve_stops_on(sig: &str, code: i32) {
+    let t = token(&format!("serve-{sig}"));
+    let mut child = spawn_serve(&t, &[]);
+    wait_for_file(&mut child, &shm(&t));
+    stop_serve(child, &t, sig, code);
+}
+
+#[test]
+fn serve_removes_its_file_on_sigterm() {
+    serve_stops_on("TERM", 143);
+}
+
+#[test]
+fn serve_removes_its_file_on_sigint() {
+    serve_stops_on("INT", 130);
+}
+
+#[test]
+fn serve_removes_its_file_on_sighup() {
+    serve_stops_on("HUP", 129);
+}
+
+#[test]
+fn serve_seconds_too_large_for_the_clock_means_forever() {
+    let t = token("forever");
+    let mut child = spawn_serve(&t, &["--seconds", &u64::MAX.to_string()]);
+    wait_for_file(&mut child, &shm(&t));
+    assert!(child.try_wait().unwrap().is_none(), "it stopped by itself");
+    stop_serve(child, &t, "TERM", 143);
+}
+
+fn demo_stops_on(sig: &str, code: i32) {
+    let t = token(&format!("demo-{sig}"));
+    let mut child = spawn(
+        &[
+            "demo",
+            "--name",
+            &t,
+            "--clients",
+            "2",
+            "--calls",
+            "100000000",
+        ],
+        Stdio::null(),
+    );
+    let err = drain(child.stderr.take());
+    wait_for_file(&mut child, &shm(&t));
+    // Its client processes are running.
+    let until = Instant::now() + LIMIT;
+    while !processes_with(&t).iter().any(|c| c.contains(" call ")) {
+        assert!(Instant::now() < until, "no client process started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&child, sig);
+    let status = wait(&mut child, &format!("ferry demo after SIG{sig}"));
+    let stderr = err.join().unwrap();
+    assert_eq!(status.code(), Some(code), "{status:?}, stderr {stderr:?}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!shm(&t).exists(), "SIG{sig} left {}", shm(&t).display());
+    assert_eq!(leftovers(&t, Some(child.id())), Vec::<String>::new());
+    // Its clients are gone too (it waited for them before exiting).
+    assert_eq!(processes_with(&t), Vec::<String>::new());
+}
+
+#[test]
+fn demo_removes_its_file_and_stops_its_clients_on_sigterm() {
+    demo_stops_on("TERM", 143);
+}
+
+#[test]
+fn demo_removes_its_file_and_stops_its_clients_on_sigint() {
+    demo_stops_on("INT", 130);
+}
