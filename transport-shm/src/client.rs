@@ -316,27 +316,36 @@ impl ShmClient {
             f(&claimed)
         };
         self.cursor = index;
-        // The claim is the call's identity: anyone else's write to this port (a client that
-        // claimed it, the monitor freeing it) first changes its owner word. A call whose claim
-        // is no longer ours when its reply is in may have read another call's reply: it fails,
-        // and the port (no longer ours) is neither freed nor kept.
-        if !still_held(claim.word, mine) {
-            claim.armed = false;
-            return Err(ShmError::PortLost { port: index });
-        }
         let complete = match &result {
             Ok(_) => true,
             // The server answered with an error: the exchange is over, if the packet is here.
             Err(ShmError::Service(_)) => self.mapped.region().client_owns(index),
             Err(_) => false,
         };
-        if complete {
-            claim.armed = false;
-            if self.config.sticky {
+        if !complete {
+            // Dropping the armed claim abandons the port (if it is still ours).
+            return result;
+        }
+        claim.armed = false;
+        // The claim is the call's identity: anyone else's write to this port (a client that
+        // claimed it, the monitor freeing it) first changes its owner word. A call whose claim is
+        // no longer ours once its reply is in may have read another call's reply: it fails, and
+        // the port (no longer ours) is neither freed nor kept. A handle that frees its claim
+        // checks with the release itself (a compare-and-swap from our claim); a sticky one reads
+        // the word.
+        let kept = if self.config.sticky {
+            let kept = still_held(claim.word, mine);
+            if kept {
                 self.held = Some((index, mine));
-            } else {
-                self.end_claim(index, mine);
             }
+            kept
+        } else {
+            self.inline_armed.set(false);
+            release(claim.word, mine)
+        };
+        if !kept {
+            self.inline_armed.set(false);
+            return Err(ShmError::PortLost { port: index });
         }
         result
     }
