@@ -73,3 +73,20 @@ pub mod service;
 pub use rpc_derive::RpcOpcodes;
 #[doc(hidden)]
 pub use service::__private;
+
+/// Expands to its input where this crate has `alloc` (the generated clients' methods that return
+/// `String` or `Vec<u8>`), to nothing otherwise. Not a stable API: used by the derive.
+#[cfg(feature = "alloc")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __rpc_if_alloc {
+    ($($item:tt)*) => { $($item)* };
+}
+
+/// Expands to its input where this crate has `alloc`, to nothing otherwise (here: nothing).
+#[cfg(not(feature = "alloc"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __rpc_if_alloc {
+    ($($item:tt)*) => {};
+}

@@ -105,19 +105,45 @@ impl StreamSink for alloc::vec::Vec<alloc::vec::Vec<u8>> {
     }
 }
 
+/// Fills `out` with the bytes of `a ++ b` from `offset` on (`out` must not run past their end).
+#[inline(always)]
+fn copy_parts(out: &mut [u8], (a, b): (&[u8], &[u8]), offset: usize) {
+    let mut at = 0;
+    if offset < a.len() {
+        let n = (a.len() - offset).min(out.len());
+        out[..n].copy_from_slice(&a[offset..offset + n]);
+        at = n;
+    }
+    if at < out.len() {
+        let from = offset + at - a.len();
+        let n = out.len() - at;
+        out[at..].copy_from_slice(&b[from..from + n]);
+    }
+}
+
 impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, S, L, M, W> {
     /// Sends `source(lane)` for each of this lane's slots, any length, across as many packets as
     /// the longest needs. Returns [`Error::Rejected`] if the receiver refused it.
     pub fn send_n<'s>(&mut self, mut source: impl FnMut(u32) -> &'s [u8]) -> Result<(), Error> {
+        self.send_parts(|lane| (&[], source(lane)))
+    }
+
+    /// Sends, for each of this lane's slots, the bytes of `source(lane).0` followed by those of
+    /// `source(lane).1` as one stream (a typed call's fixed arguments before its streamed one),
+    /// without joining them first. Otherwise as [`send_n`](Self::send_n).
+    pub fn send_parts<'s>(
+        &mut self,
+        mut source: impl FnMut(u32) -> (&'s [u8], &'s [u8]),
+    ) -> Result<(), Error> {
         let mut packets = 0u64;
         self.ensure_owned()?;
         self.set_header(HeaderWord::Stream, 0);
         self.send(|slot, lane| {
-            let data = source(lane);
-            let len = data.len();
+            let parts = source(lane);
+            let len = parts.0.len() + parts.1.len();
             slot.words[0] = len as u64;
             let first = len.min(FIRST_CHUNK);
-            slot.as_bytes_mut()[8..8 + first].copy_from_slice(&data[..first]);
+            copy_parts(&mut slot.as_bytes_mut()[8..8 + first], parts, 0);
             packets = packets.max(packets_for(len as u64));
         })?;
         let mut sent = 1u64;
@@ -131,10 +157,11 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, S, L, M, W> {
             }
             let offset = FIRST_CHUNK + (sent as usize - 1) * SLOT_BYTES;
             self.send(|slot, lane| {
-                let data = source(lane);
-                if offset < data.len() {
-                    let n = (data.len() - offset).min(SLOT_BYTES);
-                    slot.as_bytes_mut()[..n].copy_from_slice(&data[offset..offset + n]);
+                let parts = source(lane);
+                let len = parts.0.len() + parts.1.len();
+                if offset < len {
+                    let n = (len - offset).min(SLOT_BYTES);
+                    copy_parts(&mut slot.as_bytes_mut()[..n], parts, offset);
                 }
             })?;
             sent += 1;

@@ -39,7 +39,7 @@ use crate::port::Port;
 use crate::process::{Client, Process, Server};
 use crate::stream::{StreamSink, STREAM_REJECTED};
 use crate::wait::Wait;
-use crate::Error;
+use crate::Error as ProtocolError;
 
 /// Status codes a server puts in the header's status word with its reply.
 pub mod status {
@@ -53,7 +53,28 @@ pub mod status {
     pub const BAD_REQUEST: u32 = 3;
     /// The handshake found that the two sides were built from different service schemas.
     pub const FINGERPRINT_MISMATCH: u32 = 4;
+    /// The handler failed (a protocol error) or panicked while it held the packet; the reply
+    /// carries no result. Sent by servers that catch a handler's failure and still answer.
+    pub const SERVER_ERROR: u32 = 5;
 }
+
+mod error;
+mod site;
+mod wire;
+pub use error::{Error, Status, Transport};
+pub use site::Site;
+
+/// The type of a streamed argument or reply of any length, in a service definition: bytes. The
+/// client passes `&[u8]` and gets `Vec<u8>` (or fills a buffer), the handler takes `&[u8]` and
+/// returns `impl AsRef<[u8]>`. It has no values: it only names how the bytes cross.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bytes {}
+
+/// The type of a streamed argument or reply of any length, in a service definition: UTF-8 text.
+/// The client passes `&str` and gets `String` (or fills a buffer), the handler takes `&str` and
+/// returns `impl AsRef<str>`. It has no values: it only names how the text crosses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Text {}
 
 /// The most bytes of a request, and of a reply, that an [`InlineCall`] carries.
 pub const INLINE_BYTES: usize = 32;
@@ -85,7 +106,7 @@ pub trait InlineCall {
         opcode: u32,
         request: &[u8],
         reply: &mut [u8],
-    ) -> Option<Result<u32, Error>>;
+    ) -> Option<Result<u32, ProtocolError>>;
 }
 
 /// Where the client methods `#[derive(RpcOpcodes)]` generates make their calls: a client
@@ -259,6 +280,40 @@ impl Fingerprint {
         Fingerprint(h)
     }
 
+    /// Starts a call of a derived service: its name and opcode; its arguments, reply and error
+    /// follow ([`arg`](Self::arg), [`reply`](Self::reply), [`error`](Self::error)).
+    pub const fn begin_call(self, name: &str, opcode: u32) -> Self {
+        let mut h = fnv1a_64(self.0, b"\0call\0");
+        h = fnv1a_64(h, name.as_bytes());
+        h = fnv1a_64(h, &opcode.to_le_bytes());
+        Fingerprint(h)
+    }
+
+    /// Adds an argument: its name, its type as written in the definition, and how it crosses.
+    pub const fn arg(self, name: &str, ty: &str, shape: Shape) -> Self {
+        self.part(b"\0arg\0", name, ty, shape)
+    }
+
+    /// Adds the reply: its type as written and how it crosses (`Shape::None` for a one-way
+    /// call).
+    pub const fn reply(self, ty: &str, shape: Shape) -> Self {
+        self.part(b"\0reply\0", "", ty, shape)
+    }
+
+    /// Adds the error type, as written, and its layout.
+    pub const fn error(self, ty: &str, shape: Shape) -> Self {
+        self.part(b"\0error\0", "", ty, shape)
+    }
+
+    const fn part(self, kind: &[u8], name: &str, ty: &str, shape: Shape) -> Self {
+        let mut h = fnv1a_64(self.0, kind);
+        h = fnv1a_64(h, name.as_bytes());
+        h = fnv1a_64(h, b"\0");
+        h = fnv1a_64(h, ty.as_bytes());
+        h = fnv1a_64(h, &shape.tag());
+        Fingerprint(h)
+    }
+
     /// The fingerprint.
     pub const fn finish(self) -> u64 {
         self.0
@@ -281,7 +336,7 @@ pub trait Service {
 #[non_exhaustive]
 pub enum CallError {
     /// The protocol failed (the server stalled, or the response stream did not fit the buffer).
-    Port(Error),
+    Port(ProtocolError),
     /// The server does not know this opcode; nothing was executed.
     UnknownOpcode {
         /// The opcode sent.
@@ -304,8 +359,8 @@ pub enum CallError {
     Status(u32),
 }
 
-impl From<Error> for CallError {
-    fn from(e: Error) -> Self {
+impl From<ProtocolError> for CallError {
+    fn from(e: ProtocolError) -> Self {
         CallError::Port(e)
     }
 }
@@ -416,6 +471,9 @@ pub fn handshake<S: Service, L: Lanes, M: Mailbox, W: Wait>(
 /// Runtime pieces the generated code calls. Not a stable API: use the derive.
 #[doc(hidden)]
 pub mod __private {
+    pub use super::wire::*;
+    #[cfg(feature = "alloc")]
+    pub use alloc::{string::String, vec::Vec};
     pub use zerocopy;
 
     use super::*;
@@ -542,7 +600,7 @@ pub mod __private {
     ) -> Result<(), CallError> {
         match port.send_n(|_| bytes) {
             Ok(()) => Ok(()),
-            Err(Error::Rejected) => {
+            Err(ProtocolError::Rejected) => {
                 let status = port.status();
                 if status == status::OK && !oneway {
                     // The server refused mid-stream and will reply; take the reply.
@@ -604,10 +662,14 @@ pub mod __private {
         limit: u64,
         buffers: &mut B,
         oneway: bool,
-    ) -> Result<bool, Error> {
+    ) -> Result<bool, ProtocolError> {
         match port.recv_n(limit, buffers) {
             Ok(()) => Ok(true),
-            Err(Error::TooLarge { .. } | Error::Sink { .. } | Error::LaneFailed { .. }) => {
+            Err(
+                ProtocolError::TooLarge { .. }
+                | ProtocolError::Sink { .. }
+                | ProtocolError::LaneFailed { .. },
+            ) => {
                 if !oneway {
                     reply_error(port, status::REJECTED)?;
                 }
@@ -622,7 +684,7 @@ pub mod __private {
     pub fn reply_error<L: Lanes, M: Mailbox, W: Wait>(
         port: &mut Port<'_, '_, Server, L, M, W>,
         status: u32,
-    ) -> Result<(), Error> {
+    ) -> Result<(), ProtocolError> {
         // After refusing a stream mid-way the client has the packet; wait for it to come back.
         port.ensure_owned()?;
         port.set_header(HeaderWord::Stream, STREAM_REJECTED);
@@ -633,7 +695,7 @@ pub mod __private {
     /// Answers a call whose opcode the service does not have.
     pub fn reply_unknown<L: Lanes, M: Mailbox, W: Wait>(
         port: &mut Port<'_, '_, Server, L, M, W>,
-    ) -> Result<super::Served, Error> {
+    ) -> Result<super::Served, ProtocolError> {
         reply_error(port, status::UNKNOWN_OPCODE)?;
         Ok(super::Served {
             opcode: port.opcode(),
@@ -645,7 +707,7 @@ pub mod __private {
     pub fn serve_handshake<L: Lanes, M: Mailbox, W: Wait>(
         port: &mut Port<'_, '_, Server, L, M, W>,
         fingerprint: u64,
-    ) -> Result<super::Served, Error> {
+    ) -> Result<super::Served, ProtocolError> {
         let mut same = true;
         port.recv(|slot, _| same &= slot.words[0] == fingerprint)?;
         let status = if same {

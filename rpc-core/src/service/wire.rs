@@ -1,0 +1,404 @@
+//! How the arguments and replies of a derived call cross, and the client's side of a call: the
+//! runtime `#[derive(RpcOpcodes)]` generates code against. Not a stable API (reached through
+//! `rpc_core::__private`).
+//!
+//! ```text
+//!  fixed arguments  : their bytes one after another (no padding), in one slot, or inline
+//!  streamed argument: a stream of the fixed arguments' bytes followed by the stream's
+//!  reply, no error  : the value's bytes (fixed) or the stream's bytes
+//!  reply, error = E : a tag byte (0: Ok, 1: Err) then the value's or the error's bytes, in a
+//!                     slot (fixed) or as the stream's first bytes
+//! ```
+//!
+//! Every value is read back with `TryFromBytes`: bytes that are not a valid value of the type (a
+//! `bool` of 2, an enum's unknown discriminant) are [`Status::BadRequest`] on the server and
+//! [`Status::BadResponse`] on the client, never a value.
+
+use zerocopy::{Immutable, IntoBytes, TryFromBytes};
+
+use super::{status, CallSite, Error, InlineCall, Status, INLINE_BYTES};
+use crate::lanes::Lanes;
+use crate::layout::SLOT_BYTES;
+use crate::mailbox::Mailbox;
+use crate::port::Port;
+use crate::process::Client;
+use crate::stream::StreamSink;
+use crate::wait::Wait;
+
+/// The larger of two sizes (for a tagged reply: the value's or the error's).
+pub const fn max(a: usize, b: usize) -> usize {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Writes `value`'s bytes at `at` of `buf` (the generated code sized `buf` for them).
+#[inline(always)]
+pub fn put<T: IntoBytes + Immutable>(buf: &mut [u8], at: usize, value: &T) {
+    let bytes = value.as_bytes();
+    buf[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
+/// Reads a `T` from `size_of::<T>()` bytes at `at` of `buf`; `None` if they are missing or are
+/// not a valid `T`.
+#[inline(always)]
+pub fn take<T: TryFromBytes>(buf: &[u8], at: usize) -> Option<T> {
+    let bytes = buf.get(at..at + core::mem::size_of::<T>())?;
+    T::try_read_from_bytes(bytes).ok()
+}
+
+/// Writes a handler's `Result` as a tagged reply.
+#[inline(always)]
+pub fn put_result<T: IntoBytes + Immutable, E: IntoBytes + Immutable>(
+    buf: &mut [u8],
+    result: &Result<T, E>,
+) {
+    match result {
+        Ok(value) => {
+            buf[0] = 0;
+            put(buf, 1, value);
+        }
+        Err(e) => {
+            buf[0] = 1;
+            put(buf, 1, e);
+        }
+    }
+}
+
+/// Reads a tagged reply.
+#[inline(always)]
+pub fn take_result<T: TryFromBytes, E: TryFromBytes>(buf: &[u8]) -> Result<T, Error<E>> {
+    let bad = Error::Status(Status::BadResponse);
+    match buf.first() {
+        Some(0) => take(buf, 1).ok_or(bad),
+        Some(1) => Err(take(buf, 1).map_or(bad, Error::App)),
+        _ => Err(bad),
+    }
+}
+
+/// A plain reply's value.
+#[inline(always)]
+pub fn take_value<T: TryFromBytes, E>(buf: &[u8]) -> Result<T, Error<E>> {
+    take(buf, 0).ok_or(Error::Status(Status::BadResponse))
+}
+
+/// The status of a reply as an error.
+#[inline(always)]
+fn check(code: u32, opcode: u32) -> Result<(), Error> {
+    if code == status::OK {
+        Ok(())
+    } else {
+        Err(Error::Status(Status::from_code(code, opcode)))
+    }
+}
+
+/// Makes a call whose arguments are `Q` fixed bytes and whose reply is `R` fixed bytes: inline
+/// where the site has a path for it and both fit ([`INLINE_BYTES`]), else through a port.
+#[inline(always)]
+pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+    site: &C,
+    opcode: u32,
+    request: &[u8; Q],
+) -> Result<[u8; R], Error> {
+    let mut reply = [0u8; R];
+    if Q <= INLINE_BYTES && R <= INLINE_BYTES {
+        if let Some(inline) = site.inline() {
+            if let Some(answer) = inline.call_inline(opcode, request, &mut reply) {
+                check(answer?, opcode)?;
+                return Ok(reply);
+            }
+        }
+    }
+    let mut port = site.process().open(opcode)?;
+    port.send(|slot, _| write_slot(slot, request))?;
+    port.recv(|slot, _| reply.copy_from_slice(&slot.as_bytes()[..R]))?;
+    check(port.status(), opcode)?;
+    Ok(reply)
+}
+
+/// Makes a one-way call whose arguments are `Q` fixed bytes: sends and returns.
+#[inline(always)]
+pub fn call_oneway<C: CallSite + ?Sized, const Q: usize>(
+    site: &C,
+    opcode: u32,
+    request: &[u8; Q],
+) -> Result<(), Error> {
+    let mut port = site.process().open(opcode)?;
+    port.send(|slot, _| write_slot(slot, request))?;
+    Ok(())
+}
+
+/// Makes a call with a streamed argument (`prefix`, the fixed arguments, then `body`) and a
+/// fixed reply of `R` bytes (none if `oneway`).
+pub fn call_stream<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+    site: &C,
+    opcode: u32,
+    prefix: &[u8; Q],
+    body: &[u8],
+    oneway: bool,
+) -> Result<[u8; R], Error> {
+    let mut port = site.process().open(opcode)?;
+    send_parts(&mut port, prefix, body, oneway)?;
+    let mut reply = [0u8; R];
+    if !oneway {
+        port.recv(|slot, _| reply.copy_from_slice(&slot.as_bytes()[..R]))?;
+        check(port.status(), opcode)?;
+    }
+    Ok(reply)
+}
+
+/// Writes `request` at the start of `slot`, the rest zero (no stale bytes cross).
+#[inline(always)]
+fn write_slot(slot: &mut crate::Slot, request: &[u8]) {
+    slot.words = [0; 8];
+    let n = request.len().min(SLOT_BYTES);
+    slot.as_bytes_mut()[..n].copy_from_slice(&request[..n]);
+}
+
+/// Streams a request. A refusal ends the call: an unknown opcode at once; a refusal by a server
+/// that knows the call after its reply (unless the call is one-way).
+fn send_parts<L: Lanes, M: Mailbox, W: Wait>(
+    port: &mut Port<'_, '_, Client, L, M, W>,
+    prefix: &[u8],
+    body: &[u8],
+    oneway: bool,
+) -> Result<(), Error> {
+    match port.send_parts(|_| (prefix, body)) {
+        Ok(()) => Ok(()),
+        Err(crate::Error::Rejected) => {
+            let code = port.status();
+            if code == status::OK && !oneway {
+                // The server refused mid-stream and will reply; take the reply.
+                port.recv(|_, _| {})?;
+                check(port.status(), port.opcode())?;
+            } else {
+                check(code, port.opcode())?;
+            }
+            Err(Error::Status(Status::Rejected))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What a streamed reply brought: its bytes, or (a tagged reply that carried the handler's
+/// error) the error's bytes.
+pub struct Replied<B> {
+    /// The reply's bytes (empty when `error` is set).
+    pub bytes: B,
+    /// The error's bytes, of a tagged reply whose tag said `Err`.
+    pub error: Option<[u8; SLOT_BYTES]>,
+}
+
+/// Where a streamed reply lands: a caller's buffer, or (with `alloc`) a vector sized to the
+/// reply. A tagged reply's first byte is its tag; an error's bytes go aside.
+struct ReplySink<O> {
+    out: O,
+    tagged: bool,
+    /// The tag, once read (0 until then).
+    tag: u8,
+    error: [u8; SLOT_BYTES],
+    /// The length the sender announced.
+    announced: u64,
+    /// The reply's payload did not fit (a tagged reply's `Ok` longer than the buffer).
+    overflow: bool,
+}
+
+/// A destination of a streamed reply.
+trait ReplyOut {
+    /// Whether `len` payload bytes can be taken (and, for a vector, room made for them).
+    fn accept(&mut self, len: usize) -> bool;
+    fn bytes(&mut self) -> &mut [u8];
+}
+
+impl ReplyOut for &mut [u8] {
+    fn accept(&mut self, len: usize) -> bool {
+        len <= self.len()
+    }
+    fn bytes(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl ReplyOut for alloc::vec::Vec<u8> {
+    fn accept(&mut self, len: usize) -> bool {
+        self.clear();
+        self.resize(len, 0);
+        true
+    }
+    fn bytes(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
+impl<O: ReplyOut> StreamSink for ReplySink<O> {
+    fn start(&mut self, _lane: u32, len: u64) -> bool {
+        self.announced = len;
+        let Ok(len) = usize::try_from(len) else {
+            return false;
+        };
+        if !self.tagged {
+            return self.out.accept(len);
+        }
+        // The tag is not known yet: an error reply is at most a slot, a value reply must fit.
+        let payload = len.saturating_sub(1);
+        len >= 1 && (self.out.accept(payload) || len <= 1 + SLOT_BYTES)
+    }
+
+    fn chunk(&mut self, _lane: u32, offset: u64, mut bytes: &[u8]) {
+        let mut at = offset as usize;
+        if self.tagged {
+            if at == 0 {
+                let Some((&tag, rest)) = bytes.split_first() else {
+                    return;
+                };
+                self.tag = tag;
+                bytes = rest;
+                at = 1;
+            }
+            at -= 1;
+        }
+        let dst = if self.tagged && self.tag != 0 {
+            &mut self.error[..]
+        } else {
+            self.out.bytes()
+        };
+        match dst.get_mut(at..at + bytes.len()) {
+            Some(d) => d.copy_from_slice(bytes),
+            None => self.overflow = true,
+        }
+    }
+}
+
+/// Makes a call with a streamed reply of at most `limit` bytes (and, if `body` is given, a
+/// streamed argument), landing in `out`. `tagged`: the call has an error type.
+pub fn call_into<'b, C: CallSite + ?Sized, const Q: usize>(
+    site: &C,
+    opcode: u32,
+    prefix: &[u8; Q],
+    body: Option<&[u8]>,
+    out: &'b mut [u8],
+    limit: u64,
+    tagged: bool,
+) -> Result<Replied<&'b mut [u8]>, Error> {
+    let (out, len, error) = call_streamed(site, opcode, prefix, body, out, limit, tagged)?;
+    Ok(Replied {
+        bytes: out.split_at_mut(len).0,
+        error,
+    })
+}
+
+/// [`call_into`], into a vector sized to the reply.
+#[cfg(feature = "alloc")]
+pub fn call_vec<C: CallSite + ?Sized, const Q: usize>(
+    site: &C,
+    opcode: u32,
+    prefix: &[u8; Q],
+    body: Option<&[u8]>,
+    limit: u64,
+    tagged: bool,
+) -> Result<Replied<alloc::vec::Vec<u8>>, Error> {
+    let (mut out, len, error) = call_streamed(
+        site,
+        opcode,
+        prefix,
+        body,
+        alloc::vec::Vec::new(),
+        limit,
+        tagged,
+    )?;
+    out.truncate(len);
+    Ok(Replied { bytes: out, error })
+}
+
+/// The reply's bytes (`Ok`), or the handler's error.
+#[inline(always)]
+pub fn reply_bytes<B, E: TryFromBytes>(replied: Replied<B>) -> Result<B, Error<E>> {
+    match replied.error {
+        None => Ok(replied.bytes),
+        Some(e) => Err(take(&e, 0).map_or(Error::Status(Status::BadResponse), Error::App)),
+    }
+}
+
+/// A reply of no error type's bytes.
+#[inline(always)]
+pub fn plain_bytes<B>(replied: Replied<B>) -> B {
+    replied.bytes
+}
+
+/// Text of a reply's bytes.
+#[inline(always)]
+pub fn text<E>(bytes: &[u8]) -> Result<&str, Error<E>> {
+    core::str::from_utf8(bytes).map_err(|_| Error::Status(Status::BadResponse))
+}
+
+/// Text of a reply's bytes, as an owned string.
+#[cfg(feature = "alloc")]
+#[inline(always)]
+pub fn string<E>(bytes: alloc::vec::Vec<u8>) -> Result<alloc::string::String, Error<E>> {
+    alloc::string::String::from_utf8(bytes).map_err(|_| Error::Status(Status::BadResponse))
+}
+
+/// The stream of a reply into `out`: returns `out`, the payload's length, and an error's bytes.
+fn call_streamed<C: CallSite + ?Sized, const Q: usize, O: ReplyOut>(
+    site: &C,
+    opcode: u32,
+    prefix: &[u8; Q],
+    body: Option<&[u8]>,
+    out: O,
+    limit: u64,
+    tagged: bool,
+) -> Result<(O, usize, Option<[u8; SLOT_BYTES]>), Error> {
+    let mut port = site.process().open(opcode)?;
+    match body {
+        Some(body) => send_parts(&mut port, prefix, body, false)?,
+        None => port.send(|slot, _| write_slot(slot, prefix))?,
+    }
+    let mut sink = ReplySink {
+        out,
+        tagged,
+        tag: 0,
+        error: [0; SLOT_BYTES],
+        announced: 0,
+        overflow: false,
+    };
+    let whole = limit.saturating_add(tagged as u64);
+    let got = port.recv_n(whole, &mut sink);
+    if let Err(e) = got {
+        // A refused reply: if more packets were coming this side has handed the packet back
+        // with the refusal; the server stops and hands it back: wait for it, so the port is
+        // left at rest with this side.
+        if !port.owns_packet() {
+            port.ensure_owned()?;
+        }
+        return Err(match e {
+            crate::Error::TooLarge { .. } | crate::Error::Sink { .. } => {
+                Error::Status(Status::ReplyTooLarge {
+                    len: sink.announced.saturating_sub(tagged as u64),
+                    limit,
+                })
+            }
+            e => e.into(),
+        });
+    }
+    // An error status comes as an empty stream.
+    check(port.status(), opcode)?;
+    let len = sink.announced as usize;
+    if !tagged {
+        return Ok((sink.out, len, None));
+    }
+    match sink.tag {
+        _ if len == 0 => Err(Error::Status(Status::BadResponse)),
+        0 if sink.overflow => Err(Error::Status(Status::ReplyTooLarge {
+            len: len as u64 - 1,
+            limit,
+        })),
+        0 => Ok((sink.out, len - 1, None)),
+        1 if len - 1 <= SLOT_BYTES => Ok((sink.out, 0, Some(sink.error))),
+        _ => Err(Error::Status(Status::BadResponse)),
+    }
+}
+
+const _: () = assert!(INLINE_BYTES <= SLOT_BYTES);
