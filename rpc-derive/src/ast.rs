@@ -31,29 +31,39 @@ pub struct Call<'a> {
     pub opcode: u32,
     /// Where the opcode came from (the `opcode = N` literal, or the variant).
     pub opcode_span: Span,
-    /// The method name on the client extension and the server trait.
+    /// The method name on the client and the server trait.
     pub method: String,
+    /// The arguments: the variant's fields, in order.
+    pub args: Vec<Arg<'a>>,
 }
 
-/// How a request or response crosses the port.
+/// One argument: a field of the call's variant.
+pub struct Arg<'a> {
+    /// Its name (a tuple variant's field `i` is `arg{i}`).
+    pub ident: Ident,
+    pub ty: &'a Type,
+    pub wire: Wire<'a>,
+}
+
+/// How an argument, a reply or an error crosses the port.
 pub enum Wire<'a> {
-    /// `()`: nothing but the call itself.
+    /// `()`: nothing.
     Unit,
-    /// A fixed-size zerocopy value in one slot.
+    /// A fixed-size value, its bytes packed with the other fixed ones.
     Fixed(&'a Type),
-    /// `[u8]`: a byte stream.
+    /// `Bytes`: a byte stream.
     Bytes,
-    /// `str`: a UTF-8 text stream.
+    /// `Text`: a UTF-8 text stream.
     Text,
 }
 
 impl<'a> Wire<'a> {
-    /// Reads a type written in `request = ...`/`response = ...`.
+    /// Reads a type written as a field or in `response = ...`/`error = ...`.
     pub fn of(ty: &'a Type) -> Wire<'a> {
         match ty {
             Type::Tuple(t) if t.elems.is_empty() => Wire::Unit,
-            Type::Slice(s) if is_ident(&s.elem, "u8") => Wire::Bytes,
-            _ if is_ident(ty, "str") => Wire::Text,
+            _ if last_ident(ty, "Bytes") => Wire::Bytes,
+            _ if last_ident(ty, "Text") => Wire::Text,
             Type::Paren(p) => Wire::of(&p.elem),
             Type::Group(g) => Wire::of(&g.elem),
             _ => Wire::Fixed(ty),
@@ -66,22 +76,37 @@ impl<'a> Wire<'a> {
     }
 }
 
-fn is_ident(ty: &Type, name: &str) -> bool {
+/// Whether `ty` is a path whose last segment is `name`, with no generic arguments (`Bytes`,
+/// `rpc_core::service::Bytes`).
+fn last_ident(ty: &Type, name: &str) -> bool {
     match ty {
-        Type::Path(p) => p.qself.is_none() && p.path.is_ident(name),
+        Type::Path(p) if p.qself.is_none() => p
+            .path
+            .segments
+            .last()
+            .is_some_and(|s| s.ident == name && s.arguments.is_empty()),
         _ => false,
     }
 }
 
 impl Call<'_> {
-    /// The request, if written.
-    pub fn request(&self) -> Option<Wire<'_>> {
-        self.attrs.request.as_ref().map(|t| Wire::of(&t.value))
+    /// The reply, if the call has one (a call without `response` replies `()`; a one-way call
+    /// has none).
+    pub fn response(&self) -> Option<Wire<'_>> {
+        if self.oneway() {
+            return None;
+        }
+        Some(
+            self.attrs
+                .response
+                .as_ref()
+                .map_or(Wire::Unit, |t| Wire::of(&t.value)),
+        )
     }
 
-    /// The response, if written.
-    pub fn response(&self) -> Option<Wire<'_>> {
-        self.attrs.response.as_ref().map(|t| Wire::of(&t.value))
+    /// The error type, if the call has one.
+    pub fn error(&self) -> Option<&Type> {
+        self.attrs.error.as_ref().map(|t| &t.value)
     }
 
     /// Whether the call is one-way.
@@ -89,13 +114,23 @@ impl Call<'_> {
         self.attrs.oneway.is_some()
     }
 
-    /// The most bytes one lane may stream in a request.
-    pub fn limit(&self) -> u64 {
-        self.attrs.limit.as_ref().map_or(DEFAULT_LIMIT, |l| l.value)
+    /// The fixed arguments.
+    pub fn fixed_args(&self) -> impl Iterator<Item = &Arg<'_>> {
+        self.args.iter().filter(|a| !a.wire.is_stream())
+    }
+
+    /// The streamed argument (the last), if any.
+    pub fn stream_arg(&self) -> Option<&Arg<'_>> {
+        self.args.last().filter(|a| a.wire.is_stream())
+    }
+
+    /// Whether the reply is a stream.
+    pub fn streams_reply(&self) -> bool {
+        self.response().is_some_and(|w| w.is_stream())
     }
 }
 
-/// The default `limit` of a streamed request per lane: 64 KiB.
+/// The default `limit` of a stream per lane: 64 KiB.
 pub const DEFAULT_LIMIT: u64 = 64 * 1024;
 
 impl<'a> Service<'a> {
@@ -139,7 +174,20 @@ impl<'a> Service<'a> {
                 ),
                 (None, None) => (hash_opcode(&name, &call_name), variant.ident.span()),
             };
+            let args = variant
+                .fields
+                .iter()
+                .enumerate()
+                .map(|(i, f)| Arg {
+                    ident: f.ident.clone().unwrap_or_else(|| {
+                        Ident::new(&format!("arg{i}"), syn::spanned::Spanned::span(&f.ty))
+                    }),
+                    ty: &f.ty,
+                    wire: Wire::of(&f.ty),
+                })
+                .collect();
             calls.push(Call {
+                args,
                 ident: &variant.ident,
                 docs: variant
                     .attrs

@@ -2,7 +2,7 @@
 //! the syntax of each key (that is `valid`'s job).
 
 use proc_macro2::Span;
-use syn::{Attribute, LitInt, LitStr, Type};
+use syn::{Attribute, Expr, LitInt, LitStr, Type};
 
 /// A setting and where it was written.
 pub struct Spanned<T> {
@@ -22,16 +22,20 @@ pub struct ServiceAttrs {
 /// `#[rpc(...)]` on a variant.
 #[derive(Default)]
 pub struct CallAttrs {
-    /// `request = Type` (`[u8]` and `str` mean a stream).
+    /// `request = Type`: no longer a setting (the variant's fields are the arguments); kept to
+    /// say so.
     pub request: Option<Spanned<Type>>,
-    /// `response = Type` (`[u8]` and `str` mean a stream).
+    /// `response = Type` (`Bytes` and `Text` mean a stream).
     pub response: Option<Spanned<Type>>,
+    /// `error = Type`: the handler returns `Result<_, Type>`.
+    pub error: Option<Spanned<Type>>,
     /// `oneway`: no response; the client does not wait.
     pub oneway: Option<Span>,
     /// `opcode = N`.
     pub opcode: Option<Spanned<u32>>,
-    /// `limit = N`: the most bytes a lane may stream in a request.
-    pub limit: Option<Spanned<u64>>,
+    /// `limit = EXPR`: the most bytes a lane may stream, either way (any `u64` const
+    /// expression).
+    pub limit: Option<Spanned<Expr>>,
 }
 
 fn set<T>(slot: &mut Option<Spanned<T>>, value: T, span: Span, key: &str) -> syn::Result<()> {
@@ -92,6 +96,10 @@ pub fn call(attrs: &[Attribute]) -> syn::Result<CallAttrs> {
             } else if meta.path.is_ident("response") {
                 let ty: Type = meta.value()?.parse()?;
                 set(&mut out.response, ty, span, "response")
+            } else if meta.path.is_ident("error") {
+                let ty: Type = meta.value()?.parse()?;
+                let span = syn::spanned::Spanned::span(&ty);
+                set(&mut out.error, ty, span, "error")
             } else if meta.path.is_ident("oneway") {
                 if out.oneway.is_some() {
                     return Err(syn::Error::new(span, "duplicate `oneway`"));
@@ -103,13 +111,13 @@ pub fn call(attrs: &[Attribute]) -> syn::Result<CallAttrs> {
                 let opcode = int(&lit, "`opcode` (a u32)")?;
                 set(&mut out.opcode, opcode, lit.span(), "opcode")
             } else if meta.path.is_ident("limit") {
-                let lit: LitInt = meta.value()?.parse()?;
-                let limit = int(&lit, "`limit` (a u64)")?;
-                set(&mut out.limit, limit, lit.span(), "limit")
+                let expr: Expr = meta.value()?.parse()?;
+                let span = syn::spanned::Spanned::span(&expr);
+                set(&mut out.limit, expr, span, "limit")
             } else {
                 Err(syn::Error::new(
                     span,
-                    "unknown call setting; expected `request = T`, `response = T`, `oneway`, \
+                    "unknown call setting; expected `response = T`, `error = E`, `oneway`, \
                      `opcode = N` or `limit = N`",
                 ))
             }

@@ -41,14 +41,108 @@ fn opcode_lit(call: &Call) -> TokenStream {
     quote!(#lit)
 }
 
-fn shape(wire: Option<Wire>) -> TokenStream {
+/// How a type crosses, for the fingerprint.
+fn shape(wire: &Wire) -> TokenStream {
     match wire {
-        None => quote!(::rpc_core::service::Shape::None),
-        Some(Wire::Unit) => quote!(::rpc_core::service::Shape::of::<()>()),
-        Some(Wire::Fixed(ty)) => quote!(::rpc_core::service::Shape::of::<#ty>()),
-        Some(Wire::Bytes) => quote!(::rpc_core::service::Shape::Bytes),
-        Some(Wire::Text) => quote!(::rpc_core::service::Shape::Text),
+        Wire::Unit => quote!(::rpc_core::service::Shape::of::<()>()),
+        Wire::Fixed(ty) => quote!(::rpc_core::service::Shape::of::<#ty>()),
+        Wire::Bytes => quote!(::rpc_core::service::Shape::Bytes),
+        Wire::Text => quote!(::rpc_core::service::Shape::Text),
     }
+}
+
+/// A type as written, without spaces (for the fingerprint).
+fn written(ty: &syn::Type) -> String {
+    quote!(#ty).to_string().replace(' ', "")
+}
+
+/// The fingerprint's part for one call.
+fn fingerprint(call: &Call) -> TokenStream {
+    let name = call.ident.to_string();
+    let opcode = opcode_lit(call);
+    let args = call.args.iter().map(|a| {
+        let (n, t, sh) = (a.ident.to_string(), written(a.ty), shape(&a.wire));
+        quote!(.arg(#n, #t, #sh))
+    });
+    let reply = match (call.response(), &call.attrs.response) {
+        (None, _) => quote!(.reply("", ::rpc_core::service::Shape::None)),
+        (Some(w), Some(r)) => {
+            let (t, sh) = (written(&r.value), shape(&w));
+            quote!(.reply(#t, #sh))
+        }
+        (Some(w), None) => {
+            let sh = shape(&w);
+            quote!(.reply("()", #sh))
+        }
+    };
+    let error = call.error().map(|e| {
+        let t = written(e);
+        quote!(.error(#t, ::rpc_core::service::Shape::of::<#e>()))
+    });
+    quote!(.begin_call(#name, #opcode) #(#args)* #reply #error)
+}
+
+/// The size in bytes of a call's fixed arguments, packed.
+fn args_size(call: &Call) -> TokenStream {
+    let tys = call.fixed_args().map(|a| a.ty);
+    quote!(0usize #( + ::core::mem::size_of::<#tys>() )*)
+}
+
+/// The offset of each fixed argument in the packed bytes.
+fn offsets(call: &Call) -> Vec<TokenStream> {
+    let mut before: Vec<&syn::Type> = Vec::new();
+    let mut out = Vec::new();
+    for a in call.fixed_args() {
+        out.push(quote!(0usize #( + ::core::mem::size_of::<#before>() )*));
+        before.push(a.ty);
+    }
+    out
+}
+
+/// The size in bytes of a fixed reply (tagged when the call has an error type).
+fn reply_size(call: &Call) -> TokenStream {
+    let value = match call.response() {
+        Some(Wire::Fixed(ty)) => quote!(::core::mem::size_of::<#ty>()),
+        _ => quote!(0usize),
+    };
+    match call.error() {
+        Some(e) => {
+            quote!(1usize + ::rpc_core::__private::max(#value, ::core::mem::size_of::<#e>()))
+        }
+        None => value,
+    }
+}
+
+/// The reply's value type (fixed replies; `()` for none).
+fn reply_type(call: &Call) -> TokenStream {
+    match call.response() {
+        Some(Wire::Fixed(ty)) => quote!(#ty),
+        _ => quote!(()),
+    }
+}
+
+/// The client's error type.
+fn error_type(call: &Call) -> TokenStream {
+    match call.error() {
+        Some(e) => quote!(::rpc_core::service::Error<#e>),
+        None => quote!(::rpc_core::service::Error),
+    }
+}
+
+/// Code that decodes the fixed arguments from `bytes` into an `Option` of their tuple.
+fn decode_args(call: &Call, bytes: &Ident) -> TokenStream {
+    let p = quote!(::rpc_core::__private);
+    let tys: Vec<&syn::Type> = call.fixed_args().map(|a| a.ty).collect();
+    let offs = offsets(call);
+    quote! {
+        (|| ::core::option::Option::Some(( #( #p::take::<#tys>(#bytes, #offs)?, )* )))()
+    }
+}
+
+/// The pattern binding the decoded fixed arguments.
+fn args_pattern(call: &Call) -> TokenStream {
+    let names = call.fixed_args().map(|a| &a.ident);
+    quote!(( #( #names, )* ))
 }
 
 fn generate(service: &Service) -> TokenStream {
@@ -58,20 +152,39 @@ fn generate(service: &Service) -> TokenStream {
     let client = format_ident!("{}Client", ident);
     let server = format_ident!("{}Server", ident);
 
-    let variants: Vec<&Ident> = service.calls.iter().map(|c| c.ident).collect();
+    let patterns: Vec<TokenStream> = service
+        .calls
+        .iter()
+        .map(|c| {
+            let v = c.ident;
+            match c.fields {
+                syn::Fields::Unit => quote!(Self::#v),
+                syn::Fields::Named(_) => quote!(Self::#v { .. }),
+                syn::Fields::Unnamed(_) => quote!(Self::#v(..)),
+            }
+        })
+        .collect();
     let opcodes: Vec<TokenStream> = service.calls.iter().map(opcode_lit).collect();
-    let call_names: Vec<String> = variants.iter().map(|v| v.to_string()).collect();
-    let requests: Vec<TokenStream> = service.calls.iter().map(|c| shape(c.request())).collect();
-    let responses: Vec<TokenStream> = service.calls.iter().map(|c| shape(c.response())).collect();
+    let prints: Vec<TokenStream> = service.calls.iter().map(fingerprint).collect();
 
     let asserts = assertions(service);
-    // Every call is reachable through `from_opcode` and dispatch; say so to dead-code analysis.
-    let used = quote! {
-        #( let _ = ::core::mem::ManuallyDrop::new(#ident::#variants); )*
-    };
-    let client_sigs: Vec<TokenStream> = service.calls.iter().map(client_sig).collect();
-    let client_bodies: Vec<TokenStream> = service.calls.iter().map(client_body).collect();
-    let client_docs: Vec<TokenStream> = service.calls.iter().map(|c| docs(c, "Calls")).collect();
+    // Every call is reachable through dispatch; say so to dead-code analysis (a variant with
+    // fields is built, in a function never called, from values that never exist).
+    let used = service.calls.iter().map(|c| {
+        let v = c.ident;
+        match c.fields {
+            syn::Fields::Unit => quote!(let _ = #ident::#v;),
+            syn::Fields::Named(f) => {
+                let names = f.named.iter().map(|f| &f.ident);
+                quote!(let _ = #ident::#v { #( #names: loop {}, )* };)
+            }
+            syn::Fields::Unnamed(f) => {
+                let nevers = f.unnamed.iter().map(|_| quote!(loop {}));
+                quote!(let _ = #ident::#v( #( #nevers, )* );)
+            }
+        }
+    });
+    let client_methods: Vec<TokenStream> = service.calls.iter().map(client_method).collect();
     let handler_sigs: Vec<TokenStream> = service.calls.iter().map(handler_sig).collect();
     let handler_docs: Vec<TokenStream> = service.calls.iter().map(|c| docs(c, "Serves")).collect();
     let arms: Vec<TokenStream> = service
@@ -86,89 +199,68 @@ fn generate(service: &Service) -> TokenStream {
         .collect();
 
     let client_doc = format!(
-        "The client side of service `{name}`: one method per call of [`{ident}`], for every \
-         client `rpc_core::Process` (and every other `rpc_core::service::CallSite`).\n\nEvery \
-         active lane calls a method together with the \
-         others (on a GPU: convergently), each with its own request, and gets its own response. \
-         A method opens a port with the call's opcode, sends, and (unless the call is one-way) \
-         waits for the reply under the process's wait policy; a server that does not know the \
-         call answers with an error instead of leaving the caller waiting."
+        "The client of service `{name}`: one method per call of [`{ident}`], made through any \
+         call site (`{ident}::client(&site)`: a client process in-process or on a GPU warp, a \
+         shared-memory client between processes).\n\nOn a GPU every active lane calls a method \
+         together with the others, each with its own arguments, and gets its own reply. A \
+         server that does not know a call answers with an error instead of leaving the caller \
+         waiting."
     );
     let server_doc = format!(
-        "The server side of service `{name}`: one handler per call of [`{ident}`], and \
-         [`dispatch`]({server}::dispatch) to serve one call.\n\nA handler runs once for each \
-         active lane of the call, in lane order, on the server thread that opened the port \
-         (a host server handles every lane of a GPU warp's call). Handlers take `&self`, so \
-         several server threads may share one service."
+        "The server side of service `{name}`: one handler per call of [`{ident}`]. Serve it \
+         with [`{ident}::dispatch`] (or a transport's server).\n\nA handler runs once for each \
+         active lane of a call, in lane order (a host server handles every lane of a GPU \
+         warp's call). Handlers take `&self`, so several server threads may share one service; \
+         the trait has nothing but the handlers, so a handler is tested by calling it."
     );
 
     quote! {
-        const _: () = { #asserts #used };
+        const _: () = {
+            #asserts
+            #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
+            fn __rpc_used() {
+                #( #used )*
+            }
+        };
 
         impl #ident {
             /// This call's opcode.
             pub const fn opcode(&self) -> u32 {
                 match self {
-                    #( Self::#variants => #opcodes, )*
-                }
-            }
-
-            /// The call with this opcode, if the service has one.
-            pub const fn from_opcode(opcode: u32) -> ::core::option::Option<Self> {
-                match opcode {
-                    #( #opcodes => ::core::option::Option::Some(Self::#variants), )*
-                    _ => ::core::option::Option::None,
+                    #( #patterns => #opcodes, )*
                 }
             }
 
             /// The schema fingerprint (`rpc_core::service::Service::FINGERPRINT`).
             pub const FINGERPRINT: u64 = <Self as ::rpc_core::service::Service>::FINGERPRINT;
-        }
 
-        impl ::rpc_core::service::Service for #ident {
-            const NAME: &'static str = #name;
-            const FINGERPRINT: u64 = ::rpc_core::service::Fingerprint::new(#name)
-                #( .call(#call_names, #opcodes, #requests, #responses) )*
-                .finish();
-            const OPCODES: &'static [u32] = &[ #( #opcodes ),* ];
-        }
+            /// The client of this service over `site` (a call site of any transport).
+            pub fn client<__RpcS: ::rpc_core::service::Site>(site: __RpcS) -> #client<__RpcS> {
+                #client { site, deadline: ::core::option::Option::None }
+            }
 
-        #[doc = #client_doc]
-        #vis trait #client {
-            #( #client_docs #client_sigs; )*
-        }
-
-        impl<__RpcC> #client for __RpcC
-        where
-            __RpcC: ::rpc_core::service::CallSite + ?::core::marker::Sized,
-        {
-            #( #client_sigs { #client_bodies } )*
-        }
-
-        #[doc = #server_doc]
-        #vis trait #server {
-            #( #handler_docs #handler_sigs; )*
-
-            /// Serves the call on `port`, a port this server just opened: reads the opcode,
-            /// decodes each lane's request, calls the handler once per lane, and replies. A call
-            /// the service does not have gets `status::UNKNOWN_OPCODE` back; a request stream
-            /// longer than the call's `limit` (or than `buffers` take) gets `status::REJECTED`;
-            /// the handshake opcode is answered with this service's fingerprint. `buffers`
-            /// receives streamed requests (`Vec::new()` with `alloc`).
+            /// Serves the call on `port`, a port a server just opened: reads the opcode, decodes
+            /// each lane's arguments, calls the handler once per lane, and replies. A call the
+            /// service does not have gets `status::UNKNOWN_OPCODE` back; arguments that do not
+            /// decode, `status::BAD_REQUEST`; a streamed argument longer than the call's `limit`
+            /// (or than `buffers` take), `status::REJECTED`: in each case no handler runs. The
+            /// handshake opcode is answered with this service's fingerprint. `buffers` receives
+            /// streamed arguments (`Vec::new()` with `alloc`).
             ///
             /// Returns what was served, or the protocol error (the client stalled).
-            fn dispatch<__RpcL, __RpcM, __RpcW, __RpcB>(
-                &self,
+            pub fn dispatch<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
+                handler: &__RpcH,
                 port: &mut ::rpc_core::Port<'_, '_, ::rpc_core::Server, __RpcL, __RpcM, __RpcW>,
                 buffers: &mut __RpcB,
             ) -> ::core::result::Result<::rpc_core::service::Served, ::rpc_core::Error>
             where
+                __RpcH: #server + ?::core::marker::Sized,
                 __RpcL: ::rpc_core::Lanes,
                 __RpcM: ::rpc_core::Mailbox,
                 __RpcW: ::rpc_core::Wait,
                 __RpcB: ::rpc_core::service::LaneBuffers,
             {
-                let _ = &buffers;
+                let _ = (&handler, &buffers);
                 match port.opcode() {
                     #( #arms )*
                     ::rpc_core::service::HANDSHAKE => ::rpc_core::__private::serve_handshake(
@@ -182,18 +274,18 @@ fn generate(service: &Service) -> TokenStream {
             /// Serves a call that came through a transport's inline path
             /// (`rpc_core::service::InlineCall`) rather than a port: decodes `request`, calls the
             /// handler, writes its reply at the start of `reply` and returns the status to send
-            /// back with the reply's length in bytes (`status::BAD_REQUEST` for a request of the
-            /// wrong size, `status::UNKNOWN_OPCODE` for a call the service does not have, both
-            /// with no reply bytes). `None` for a call
-            /// that cannot travel inline (a stream, a one-way call, a type over
-            /// `INLINE_BYTES`): the transport tells the client to use a port.
-            fn dispatch_inline(
-                &self,
+            /// back with the reply's length in bytes (`status::BAD_REQUEST` for arguments that do
+            /// not decode, `status::UNKNOWN_OPCODE` for a call the service does not have, both
+            /// with no reply bytes). `None` for a call that cannot travel inline (a stream, a
+            /// one-way call, arguments or a reply over `INLINE_BYTES`): the transport tells the
+            /// client to use a port.
+            pub fn dispatch_inline<__RpcH: #server + ?::core::marker::Sized>(
+                handler: &__RpcH,
                 opcode: u32,
                 request: &[u8],
                 reply: &mut [u8; ::rpc_core::service::INLINE_BYTES],
             ) -> ::core::option::Option<(u32, usize)> {
-                let _ = (&request, &reply);
+                let _ = (&handler, &request, &reply);
                 match opcode {
                     #( #inline_arms )*
                     ::rpc_core::service::HANDSHAKE => ::core::option::Option::None,
@@ -206,8 +298,8 @@ fn generate(service: &Service) -> TokenStream {
 
             /// Serves one call if a client is waiting: opens a port, [`dispatch`](Self::dispatch)es
             /// it and closes it. `Ok(None)` when no call was pending.
-            fn serve_one<__RpcL, __RpcM, __RpcW, __RpcB>(
-                &self,
+            pub fn serve_one<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
+                handler: &__RpcH,
                 server: &::rpc_core::Process<'_, ::rpc_core::Server, __RpcL, __RpcM, __RpcW>,
                 buffers: &mut __RpcB,
             ) -> ::core::result::Result<
@@ -215,6 +307,7 @@ fn generate(service: &Service) -> TokenStream {
                 ::rpc_core::Error,
             >
             where
+                __RpcH: #server + ?::core::marker::Sized,
                 __RpcL: ::rpc_core::Lanes,
                 __RpcM: ::rpc_core::Mailbox,
                 __RpcW: ::rpc_core::Wait,
@@ -222,7 +315,7 @@ fn generate(service: &Service) -> TokenStream {
             {
                 match server.try_open(()) {
                     ::core::option::Option::Some(mut port) => {
-                        <Self as #server>::dispatch(self, &mut port, buffers)
+                        Self::dispatch(handler, &mut port, buffers)
                             .map(::core::option::Option::Some)
                     }
                     ::core::option::Option::None => {
@@ -231,31 +324,87 @@ fn generate(service: &Service) -> TokenStream {
                 }
             }
         }
+
+        impl ::rpc_core::service::Service for #ident {
+            const NAME: &'static str = #name;
+            const FINGERPRINT: u64 = ::rpc_core::service::Fingerprint::new(#name)
+                #( #prints )*
+                .finish();
+            const OPCODES: &'static [u32] = &[ #( #opcodes ),* ];
+        }
+
+        #[doc = #client_doc]
+        #[derive(Clone, Copy, Debug)]
+        #vis struct #client<__RpcS> {
+            site: __RpcS,
+            deadline: ::core::option::Option<::core::time::Duration>,
+        }
+
+        impl<__RpcS: ::rpc_core::service::Site> #client<__RpcS> {
+            /// This client with every call waiting at most `deadline` for the other side (on
+            /// transports that keep time: between processes; a bare process waits under its own
+            /// wait policy).
+            pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
+                #client { deadline: ::core::option::Option::Some(deadline), ..self }
+            }
+
+            #( #client_methods )*
+        }
+
+        #[doc = #server_doc]
+        #vis trait #server {
+            #( #handler_docs #handler_sigs; )*
+        }
     }
 }
 
-/// Compile-time checks the macro cannot make itself, each spanned at the user's type: the type
-/// is zerocopy, and fits in one slot.
+/// Compile-time checks the macro cannot make itself, each spanned at the user's type: every
+/// fixed type is zerocopy, and what crosses in one slot fits.
 fn assertions(service: &Service) -> TokenStream {
     let mut wire = Vec::new();
     let mut sizes = Vec::new();
     for call in &service.calls {
-        for (what, wire_ty) in [("request", call.request()), ("response", call.response())] {
-            let Some(Wire::Fixed(ty)) = wire_ty else {
-                continue;
-            };
+        let fixed = call
+            .fixed_args()
+            .map(|a| a.ty)
+            .chain(match call.response() {
+                Some(Wire::Fixed(ty)) => Some(ty),
+                _ => None,
+            })
+            .chain(call.error());
+        for ty in fixed {
             let span = ty.span();
             wire.push(quote_spanned! {span=> __rpc_assert_wire::<#ty>(); });
+        }
+        let size = args_size(call);
+        let message = format!(
+            "the fixed arguments of call `{}` take more than a 64-byte slot: make them smaller, \
+             or send the data as a `Bytes` argument",
+            call.ident
+        );
+        let span = call.ident.span();
+        sizes.push(quote_spanned! {span=>
+            ::core::assert!(#size <= ::rpc_core::layout::SLOT_BYTES, #message);
+        });
+        if matches!(call.response(), Some(Wire::Fixed(_))) || call.error().is_some() {
+            let size = reply_size(call);
             let message = format!(
-                "the {what} type of call `{}` is larger than a 64-byte slot: make it smaller, or \
-                 stream it (`{what} = [u8]`)",
-                call.ident
+                "the reply of call `{}` (its value{}) takes more than a 64-byte slot: make it \
+                 smaller, or reply `Bytes`",
+                call.ident,
+                if call.error().is_some() {
+                    ", or its error, and a tag byte"
+                } else {
+                    ""
+                }
             );
+            let span = call
+                .attrs
+                .response
+                .as_ref()
+                .map_or(call.ident.span(), |r| r.value.span());
             sizes.push(quote_spanned! {span=>
-                ::core::assert!(
-                    ::core::mem::size_of::<#ty>() <= ::rpc_core::layout::SLOT_BYTES,
-                    #message
-                );
+                ::core::assert!(#size <= ::rpc_core::layout::SLOT_BYTES, #message);
             });
         }
     }
@@ -263,11 +412,9 @@ fn assertions(service: &Service) -> TokenStream {
         #[allow(dead_code)]
         fn __rpc_assert_wire<T>()
         where
-            T: ?Sized
-                + ::rpc_core::__private::zerocopy::IntoBytes
-                + ::rpc_core::__private::zerocopy::FromBytes
-                + ::rpc_core::__private::zerocopy::Immutable
-                + ::rpc_core::__private::zerocopy::KnownLayout,
+            T: ::rpc_core::__private::zerocopy::IntoBytes
+                + ::rpc_core::__private::zerocopy::TryFromBytes
+                + ::rpc_core::__private::zerocopy::Immutable,
         {
         }
         #[allow(dead_code)]
@@ -294,158 +441,247 @@ fn docs(call: &Call, verb: &str) -> TokenStream {
     }
 }
 
-/// The request parameter of a call's client method and handler (none for an empty request).
-fn request_param(call: &Call) -> TokenStream {
-    match call.request() {
-        Some(Wire::Fixed(ty)) => quote!(, request: #ty),
-        Some(Wire::Bytes) => quote!(, request: &[u8]),
-        Some(Wire::Text) => quote!(, request: &str),
-        Some(Wire::Unit) | None => quote!(),
-    }
-}
-
-fn client_sig(call: &Call) -> TokenStream {
-    let method = method_ident(call);
-    let request = request_param(call);
-    let err = quote!(::rpc_core::service::CallError);
-    match call.response() {
-        Some(Wire::Fixed(ty)) => {
-            quote!(fn #method(&self #request) -> ::core::result::Result<#ty, #err>)
-        }
-        Some(Wire::Bytes) => quote! {
-            fn #method<'__rpc_b>(&self #request, response: &'__rpc_b mut [u8])
-                -> ::core::result::Result<&'__rpc_b mut [u8], #err>
-        },
-        Some(Wire::Text) => quote! {
-            fn #method<'__rpc_b>(&self #request, response: &'__rpc_b mut [u8])
-                -> ::core::result::Result<&'__rpc_b str, #err>
-        },
-        Some(Wire::Unit) | None => {
-            quote!(fn #method(&self #request) -> ::core::result::Result<(), #err>)
-        }
-    }
-}
-
-fn client_body(call: &Call) -> TokenStream {
-    let opcode = opcode_lit(call);
-    let oneway = call.oneway();
-    let p = quote!(::rpc_core::__private);
-    let send = match call.request() {
-        Some(Wire::Fixed(_)) => quote!(#p::send_value(&mut port, &request)?;),
-        Some(Wire::Bytes) => quote!(#p::send_stream(&mut port, request, #oneway)?;),
-        Some(Wire::Text) => quote!(#p::send_stream(&mut port, request.as_bytes(), #oneway)?;),
-        Some(Wire::Unit) | None => quote!(#p::send_value(&mut port, &())?;),
-    };
-    let recv = match call.response() {
-        Some(Wire::Fixed(ty)) => quote!(#p::recv_value::<#ty, _, _, _>(&mut port)),
-        Some(Wire::Bytes) => quote!(#p::recv_stream(&mut port, response)),
-        Some(Wire::Text) => quote!(#p::recv_text(&mut port, response)),
-        Some(Wire::Unit) => quote!(#p::recv_value::<(), _, _, _>(&mut port)),
-        None => quote!(::core::result::Result::Ok(())),
-    };
-    let inline = inline_types(call).map(|(q, r)| {
-        let request = match call.request() {
-            Some(Wire::Fixed(_)) => quote!(&request),
-            _ => quote!(&()),
-        };
-        quote! {
-            if let ::core::option::Option::Some(__result) =
-                #p::inline_call::<#q, #r>(
-                    ::rpc_core::service::CallSite::inline(self),
-                    #opcode,
-                    #request,
-                )
-            {
-                return __result;
-            }
+/// The parameters of a call's client method and handler, after `&self`.
+fn params(call: &Call) -> TokenStream {
+    let each = call.args.iter().map(|a| {
+        let n = &a.ident;
+        match &a.wire {
+            Wire::Bytes => quote!(#n: &[u8]),
+            Wire::Text => quote!(#n: &str),
+            Wire::Unit => quote!(#n: ()),
+            Wire::Fixed(ty) => quote!(#n: #ty),
         }
     });
-    quote! {
-        #inline
-        let mut port = #p::open(::rpc_core::service::CallSite::process(self), #opcode)?;
-        #send
-        #recv
+    quote!(#( , #each )*)
+}
+
+/// The limit of a call's streams, per lane.
+fn limit(call: &Call) -> TokenStream {
+    match &call.attrs.limit {
+        Some(l) => {
+            let e = &l.value;
+            quote!(((#e) as u64))
+        }
+        None => {
+            let d = crate::ast::DEFAULT_LIMIT;
+            quote!(#d)
+        }
     }
 }
 
-/// The request and reply types of a call that may travel inline: fixed or empty both ways, and
-/// answered (not one-way).
-fn inline_types(call: &Call) -> Option<(TokenStream, TokenStream)> {
-    if call.oneway() {
-        return None;
+/// A call's method(s) on the generated client.
+fn client_method(call: &Call) -> TokenStream {
+    let method = method_ident(call);
+    let docs = docs(call, "Calls");
+    let params = params(call);
+    let opcode = opcode_lit(call);
+    let p = quote!(::rpc_core::__private);
+    let s = quote!(::rpc_core::service);
+    let err = error_type(call);
+    let q = args_size(call);
+    let offs = offsets(call);
+    let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
+    let pack = quote! {
+        const __RPC_Q: usize = #q;
+        let mut __rpc_q = [0u8; __RPC_Q];
+        #( #p::put(&mut __rpc_q, #offs, &#names); )*
+    };
+    let body = call.stream_arg().map(|a| {
+        let n = &a.ident;
+        match a.wire {
+            Wire::Text => quote!(#n.as_bytes()),
+            _ => quote!(#n),
+        }
+    });
+    let tagged = call.error().is_some();
+    let lim = limit(call);
+    let run = |inner: TokenStream| {
+        quote! {
+            #s::Site::call(&self.site, self.deadline, move |__rpc_c| { #inner })
+        }
+    };
+    match call.response() {
+        None => {
+            let inner = match &body {
+                Some(b) => quote! {
+                    #p::call_stream::<_, __RPC_Q, 0>(__rpc_c, #opcode, &__rpc_q, #b, true)
+                        .map(|_| ())
+                },
+                None => quote!(#p::call_oneway::<_, __RPC_Q>(__rpc_c, #opcode, &__rpc_q)),
+            };
+            let run = run(inner);
+            quote! {
+                #docs
+                pub fn #method(&self #params) -> ::core::result::Result<(), #err> {
+                    #pack
+                    #run
+                }
+            }
+        }
+        Some(Wire::Bytes | Wire::Text) => {
+            let text = matches!(call.response(), Some(Wire::Text));
+            let into = format_ident!("{}_into", call.method, span = call.ident.span());
+            let (ret_into, ret_own, conv_into, conv_own) = if text {
+                (
+                    quote!(&'__rpc_b str),
+                    quote!(#p::String),
+                    quote!(#p::text(__rpc_b)),
+                    quote!(#p::string(__rpc_b)),
+                )
+            } else {
+                (
+                    quote!(&'__rpc_b mut [u8]),
+                    quote!(#p::Vec<u8>),
+                    quote!(::core::result::Result::Ok(__rpc_b)),
+                    quote!(::core::result::Result::Ok(__rpc_b)),
+                )
+            };
+            let bodyarg = match &body {
+                Some(b) => quote!(::core::option::Option::Some(#b)),
+                None => quote!(::core::option::Option::None),
+            };
+            let unwrap = if tagged {
+                quote!(#p::reply_bytes(__rpc_r)?)
+            } else {
+                quote!(#p::plain_bytes(__rpc_r))
+            };
+            let run_into = run(quote! {
+                let __rpc_r = #p::call_into::<_, __RPC_Q>(
+                    __rpc_c, #opcode, &__rpc_q, #bodyarg, __rpc_out, #lim, #tagged,
+                ).map_err(#s::Error::widen)?;
+                let __rpc_b = #unwrap;
+                #conv_into
+            });
+            let run_own = run(quote! {
+                let __rpc_r = #p::call_vec::<_, __RPC_Q>(
+                    __rpc_c, #opcode, &__rpc_q, #bodyarg, #lim, #tagged,
+                ).map_err(#s::Error::widen)?;
+                let __rpc_b = #unwrap;
+                #conv_own
+            });
+            let into_doc = format!(
+                "As [`{0}`](Self::{0}), the reply written into `out` (no allocation): a reply \
+                 longer than `out` is `Status::ReplyTooLarge`, and the port is left at rest.",
+                call.method
+            );
+            quote! {
+                ::rpc_core::__rpc_if_alloc! {
+                    #docs
+                    pub fn #method(&self #params) -> ::core::result::Result<#ret_own, #err> {
+                        #pack
+                        #run_own
+                    }
+                }
+
+                #[doc = #into_doc]
+                pub fn #into<'__rpc_b>(
+                    &self #params,
+                    __rpc_out: &'__rpc_b mut [u8],
+                ) -> ::core::result::Result<#ret_into, #err> {
+                    #pack
+                    #run_into
+                }
+            }
+        }
+        Some(_) => {
+            let r = reply_size(call);
+            let ty = reply_type(call);
+            let decode = if tagged {
+                quote!(#p::take_result(&__rpc_r))
+            } else {
+                quote!(#p::take_value(&__rpc_r))
+            };
+            let make = match &body {
+                Some(b) => quote! {
+                    #p::call_stream::<_, __RPC_Q, __RPC_R>(__rpc_c, #opcode, &__rpc_q, #b, false)
+                },
+                None => quote!(#p::call_fixed::<_, __RPC_Q, __RPC_R>(__rpc_c, #opcode, &__rpc_q)),
+            };
+            let run = run(quote! {
+                let __rpc_r = #make.map_err(#s::Error::widen)?;
+                #decode
+            });
+            quote! {
+                #docs
+                #[inline]
+                pub fn #method(&self #params) -> ::core::result::Result<#ty, #err> {
+                    #pack
+                    const __RPC_R: usize = #r;
+                    #run
+                }
+            }
+        }
     }
-    let request = match call.request() {
-        Some(Wire::Fixed(ty)) => quote!(#ty),
-        Some(Wire::Unit) | None => quote!(()),
-        Some(Wire::Bytes | Wire::Text) => return None,
-    };
-    let reply = match call.response() {
-        Some(Wire::Fixed(ty)) => quote!(#ty),
-        Some(Wire::Unit) => quote!(()),
-        Some(Wire::Bytes | Wire::Text) | None => return None,
-    };
-    Some((request, reply))
 }
 
 /// A call's arm in `dispatch_inline`.
 fn inline_arm(call: &Call, server: &Ident) -> TokenStream {
     let opcode = opcode_lit(call);
-    let Some((q, r)) = inline_types(call) else {
+    let fixed_reply = matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit));
+    if call.stream_arg().is_some() || !fixed_reply {
         return quote!(#opcode => ::core::option::Option::None,);
-    };
+    }
     let method = method_ident(call);
     let p = quote!(::rpc_core::__private);
     let s = quote!(::rpc_core::service);
-    let bad = quote!(return ::core::option::Option::Some((#s::status::BAD_REQUEST, 0)));
-    let (decode, args) = match call.request() {
-        Some(Wire::Fixed(_)) => (
-            quote! {
-                let ::core::option::Option::Some(__request) = #p::inline_request::<#q>(request)
-                else {
-                    #bad;
-                };
-            },
-            quote!(, __request),
-        ),
-        _ => (
-            quote! {
-                if #p::inline_request::<()>(request).is_none() {
-                    #bad;
-                }
-            },
-            quote!(),
-        ),
+    let q = args_size(call);
+    let r = reply_size(call);
+    let bytes = format_ident!("request");
+    let decode = decode_args(call, &bytes);
+    let pat = args_pattern(call);
+    let names = call.fixed_args().map(|a| &a.ident);
+    let encode = if call.error().is_some() {
+        quote!(#p::put_result(&mut __rpc_buf, &__rpc_reply))
+    } else {
+        quote!(#p::put(&mut __rpc_buf, 0, &__rpc_reply))
     };
     quote! {
         #opcode => {
-            if !#p::inline_fits::<#q, #r>() {
+            const __RPC_Q: usize = #q;
+            const __RPC_R: usize = #r;
+            if __RPC_Q > #s::INLINE_BYTES || __RPC_R > #s::INLINE_BYTES {
                 return ::core::option::Option::None;
             }
-            #decode
+            let bad = ::core::option::Option::Some((#s::status::BAD_REQUEST, 0));
+            if request.len() != __RPC_Q {
+                return bad;
+            }
+            let ::core::option::Option::Some(#pat) = #decode else {
+                return bad;
+            };
             #[allow(clippy::let_unit_value)]
-            let __reply = <Self as #server>::#method(self #args);
-            ::core::option::Option::Some((#s::status::OK, #p::inline_reply(reply, &__reply)))
+            let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)*);
+            let mut __rpc_buf = [0u8; __RPC_R];
+            #encode;
+            reply[..__RPC_R].copy_from_slice(&__rpc_buf);
+            ::core::option::Option::Some((#s::status::OK, __RPC_R))
         }
     }
 }
 
 fn handler_sig(call: &Call) -> TokenStream {
     let method = method_ident(call);
-    let request = request_param(call);
-    let response = match call.response() {
-        Some(Wire::Fixed(ty)) => quote!(-> #ty),
-        Some(Wire::Bytes) => quote!(-> impl ::core::convert::AsRef<[u8]>),
-        Some(Wire::Text) => quote!(-> impl ::core::convert::AsRef<str>),
-        Some(Wire::Unit) | None => quote!(),
+    let params = params(call);
+    let value = match call.response() {
+        Some(Wire::Fixed(ty)) => Some(quote!(#ty)),
+        Some(Wire::Bytes) => Some(quote!(impl ::core::convert::AsRef<[u8]>)),
+        Some(Wire::Text) => Some(quote!(impl ::core::convert::AsRef<str>)),
+        Some(Wire::Unit) | None => None,
     };
-    quote!(fn #method(&self #request) #response)
+    let ret = match (call.error(), value) {
+        (Some(e), Some(v)) => quote!(-> ::core::result::Result<#v, #e>),
+        (Some(e), None) => quote!(-> ::core::result::Result<(), #e>),
+        (None, Some(v)) => quote!(-> #v),
+        (None, None) => quote!(),
+    };
+    quote!(fn #method(&self #params) #ret)
 }
 
 fn dispatch_arm(call: &Call, server: &Ident) -> TokenStream {
     let opcode = opcode_lit(call);
     let method = method_ident(call);
     let oneway = call.oneway();
-    let limit = call.limit();
+    let tagged = call.error().is_some();
     let p = quote!(::rpc_core::__private);
     let s = quote!(::rpc_core::service);
     let served = |status: TokenStream| {
@@ -456,151 +692,233 @@ fn dispatch_arm(call: &Call, server: &Ident) -> TokenStream {
     let rejected = served(quote!(#s::status::REJECTED));
     let bad_request = served(quote!(#s::status::BAD_REQUEST));
     let ok = served(quote!(#s::status::OK));
+    let q = args_size(call);
+    let r = reply_size(call);
+    let slot_bytes = format_ident!("__rpc_bytes");
+    let decode = decode_args(call, &slot_bytes);
+    let pat = args_pattern(call);
+    let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
+    let encode_into = |buf: TokenStream, value: TokenStream| {
+        if tagged {
+            quote!(#p::put_result(#buf, #value))
+        } else {
+            quote!(#p::put(#buf, 0, #value))
+        }
+    };
+    let refuse_bad = if oneway {
+        quote!()
+    } else {
+        quote!(#p::reply_error(port, #s::status::BAD_REQUEST)?;)
+    };
 
-    // A fixed (or empty) request with a fixed (or empty) reply: each slot becomes its reply in
-    // place, one lane at a time (no per-call arrays of requests and replies).
-    let in_place_request = match call.request() {
-        Some(Wire::Fixed(ty)) => Some(quote!(, #p::read_slot::<#ty>(slot))),
-        Some(Wire::Unit) | None => Some(quote!()),
-        Some(Wire::Bytes | Wire::Text) => None,
-    };
-    let in_place_reply = match call.response() {
-        Some(Wire::Fixed(_)) => Some(quote!(#p::write_slot(slot, &__reply))),
-        Some(Wire::Unit) => Some(quote!(slot.words = [0; 8])),
-        Some(Wire::Bytes | Wire::Text) | None => None,
-    };
-    if let (Some(args), Some(write)) = (in_place_request, in_place_reply) {
+    // Fixed arguments and a fixed reply: every lane's arguments are checked first (nothing runs
+    // if one does not decode), then each slot becomes its reply in place.
+    let fixed_reply = matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit));
+    if call.stream_arg().is_none() && fixed_reply {
+        let encode = encode_into(quote!(&mut __rpc_buf), quote!(&__rpc_reply));
         return quote! {
             #opcode => {
+                const __RPC_Q: usize = #q;
+                const __RPC_R: usize = #r;
+                let mut __rpc_bad = false;
+                port.recv(|slot, _| {
+                    let #slot_bytes = &slot.as_bytes()[..__RPC_Q];
+                    __rpc_bad |= #decode.is_none();
+                })?;
+                if __rpc_bad {
+                    #refuse_bad
+                    return #bad_request;
+                }
                 port.set_status(#s::status::OK);
-                port.recv_and_send(|slot, _| {
-                    #[allow(clippy::let_unit_value)]
-                    let __reply = <Self as #server>::#method(self #args);
-                    #write;
+                port.send(|slot, _| {
+                    let #slot_bytes = &slot.as_bytes()[..__RPC_Q];
+                    let __rpc_args = #decode;
+                    slot.words = [0; 8];
+                    if let ::core::option::Option::Some(#pat) = __rpc_args {
+                        #[allow(clippy::let_unit_value)]
+                        let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)*);
+                        let mut __rpc_buf = [0u8; __RPC_R];
+                        #encode;
+                        slot.as_bytes_mut()[..__RPC_R].copy_from_slice(&__rpc_buf);
+                    }
                 })?;
                 #ok
             }
         };
     }
 
-    // Receive every handled lane's request.
-    let recv = match call.request() {
-        Some(Wire::Fixed(ty)) => quote! {
-            let mut __requests: [::core::option::Option<#ty>; 64] =
-                ::core::array::from_fn(|_| ::core::option::Option::None);
+    // Everything else: every handled lane's arguments received and decoded, then the handlers,
+    // then the replies.
+    let stream = call.stream_arg();
+    let receive = match stream {
+        None => quote! {
+            let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
             port.recv(|slot, lane| {
-                __requests[lane as usize] =
-                    ::core::option::Option::Some(#p::read_slot::<#ty>(slot));
+                __rpc_reqs[lane as usize].copy_from_slice(&slot.as_bytes()[..__RPC_Q]);
             })?;
         },
-        Some(Wire::Unit) | None => quote!(port.recv(|_, _| {})?;),
-        Some(Wire::Bytes) => quote! {
-            if !#p::recv_stream_request(port, #limit, buffers, #oneway)? {
-                return #rejected;
-            }
-        },
-        Some(Wire::Text) => {
-            let answer = if oneway {
-                quote!()
-            } else {
-                quote!(#p::reply_error(port, #s::status::BAD_REQUEST)?;)
-            };
+        Some(_) => {
+            let lim = limit(call);
             quote! {
-                if !#p::recv_stream_request(port, #limit, buffers, #oneway)? {
+                if !#p::recv_stream_request(
+                    port,
+                    #lim.saturating_add(__RPC_Q as u64),
+                    buffers,
+                    #oneway,
+                )? {
                     return #rejected;
                 }
-                let ::core::option::Option::Some(__texts) = #p::lane_texts(&*buffers, __lanes)
-                else {
-                    #answer
-                    return #bad_request;
-                };
             }
         }
     };
-
-    // The handler call for lane `__lane`.
-    let handler = |args: TokenStream| quote!(<Self as #server>::#method(self #args));
-    let keeps_reply = matches!(
-        call.response(),
-        Some(Wire::Fixed(_) | Wire::Bytes | Wire::Text)
-    );
-    let invoke = |call_expr: TokenStream| {
-        if keeps_reply {
-            quote!(__replies[__lane] = ::core::option::Option::Some(#call_expr);)
-        } else {
-            quote!(#call_expr;)
-        }
-    };
-    let each = match call.request() {
-        Some(Wire::Fixed(_)) => {
-            let i = invoke(handler(quote!(, __request)));
-            quote! {
-                if let ::core::option::Option::Some(__request) = __requests[__lane].take() {
-                    #i
+    let lane_bytes = match stream {
+        None => quote! {
+            let #slot_bytes: &[u8] = &__rpc_reqs[__rpc_lane];
+            let __rpc_body = ();
+        },
+        Some(a) => {
+            let lim = limit(call);
+            let text = matches!(a.wire, Wire::Text);
+            let as_text = if text {
+                quote! {
+                    let ::core::result::Result::Ok(__rpc_body) = ::core::str::from_utf8(__rpc_body)
+                    else {
+                        __rpc_bad = true;
+                        continue;
+                    };
                 }
+            } else {
+                quote!()
+            };
+            quote! {
+                let __rpc_all =
+                    #s::LaneBuffers::lane(&*buffers, __rpc_lane as u32);
+                if __rpc_all.len() < __RPC_Q || (__rpc_all.len() - __RPC_Q) as u64 > #lim {
+                    __rpc_bad = true;
+                    continue;
+                }
+                let (#slot_bytes, __rpc_body) = __rpc_all.split_at(__RPC_Q);
+                #as_text
             }
         }
-        Some(Wire::Bytes) => invoke(handler(
-            quote!(, ::rpc_core::service::LaneBuffers::lane(&*buffers, __lane as u32)),
-        )),
-        Some(Wire::Text) => invoke(handler(quote!(, __texts[__lane]))),
-        Some(Wire::Unit) | None => invoke(handler(quote!())),
     };
-    let replies = if keeps_reply {
-        quote! {
-            let mut __replies: [::core::option::Option<_>; 64] =
-                ::core::array::from_fn(|_| ::core::option::Option::None);
-        }
+    let body_arg = stream.map(|_| quote!(, __rpc_body));
+    let handle = quote!(<__RpcH as #server>::#method(handler #(, #names)* #body_arg));
+    let keeps_reply = call.response().is_some();
+    let (replies, invoke) = if keeps_reply {
+        (
+            quote! {
+                let mut __rpc_replies: [::core::option::Option<_>; 64] =
+                    ::core::array::from_fn(|_| ::core::option::Option::None);
+            },
+            quote! {
+                #[allow(clippy::let_unit_value)]
+                let __rpc_reply = #handle;
+                __rpc_replies[__rpc_lane] = ::core::option::Option::Some(__rpc_reply);
+            },
+        )
     } else {
-        quote!()
+        (quote!(), quote!(#handle;))
     };
-
-    // Reply.
-    let stream_reply = |bytes: TokenStream| {
+    let stream_reply = |head: TokenStream, bytes: TokenStream| {
         quote! {
+            #head
             port.set_status(#s::status::OK);
-            let sent = port.send_n(|lane| match &__replies[lane as usize] {
+            let sent = port.send_parts(|lane| match &__rpc_replies[lane as usize] {
                 ::core::option::Option::Some(reply) => #bytes,
-                ::core::option::Option::None => &[],
+                ::core::option::Option::None => (&[], &[]),
             });
             match sent {
                 ::core::result::Result::Ok(()) => {}
-                // The client refused the response (its buffer was too small); it knows.
+                // The client refused the reply (longer than it takes); it knows, and gets the
+                // packet back when the port closes.
                 ::core::result::Result::Err(::rpc_core::Error::Rejected) => return #rejected,
                 ::core::result::Result::Err(e) => return ::core::result::Result::Err(e),
             }
         }
     };
+    let as_bytes = match call.response() {
+        Some(Wire::Text) => quote!(::core::convert::AsRef::<str>::as_ref(v).as_bytes()),
+        _ => quote!(::core::convert::AsRef::<[u8]>::as_ref(v)),
+    };
     let reply = match call.response() {
         None => quote!(),
-        Some(Wire::Unit) => quote! {
-            port.set_status(#s::status::OK);
-            port.send(|slot, _| slot.words = [0; 8])?;
-        },
-        Some(Wire::Fixed(_)) => quote! {
-            port.set_status(#s::status::OK);
-            port.send(|slot, lane| match &__replies[lane as usize] {
-                ::core::option::Option::Some(reply) => #p::write_slot(slot, reply),
-                ::core::option::Option::None => slot.words = [0; 8],
-            })?;
-        },
-        Some(Wire::Bytes) => stream_reply(quote!(::core::convert::AsRef::<[u8]>::as_ref(reply))),
-        Some(Wire::Text) => stream_reply(quote!(
-            ::core::convert::AsRef::<str>::as_ref(reply).as_bytes()
-        )),
+        Some(Wire::Fixed(_) | Wire::Unit) => {
+            let encode = encode_into(quote!(&mut __rpc_buf), quote!(reply));
+            quote! {
+                port.set_status(#s::status::OK);
+                port.send(|slot, lane| {
+                    slot.words = [0; 8];
+                    if let ::core::option::Option::Some(reply) = &__rpc_replies[lane as usize] {
+                        let mut __rpc_buf = [0u8; __RPC_R];
+                        #encode;
+                        slot.as_bytes_mut()[..__RPC_R].copy_from_slice(&__rpc_buf);
+                    }
+                })?;
+            }
+        }
+        Some(Wire::Bytes | Wire::Text) if tagged => {
+            let e = call.error();
+            stream_reply(
+                quote! {
+                    const __RPC_H: usize = 1 + ::core::mem::size_of::<#e>();
+                    let mut __rpc_heads = [[0u8; __RPC_H]; 64];
+                    for (lane, reply) in __rpc_replies.iter().enumerate() {
+                        if let ::core::option::Option::Some(::core::result::Result::Err(e)) = reply {
+                            __rpc_heads[lane][0] = 1;
+                            #p::put(&mut __rpc_heads[lane], 1, e);
+                        }
+                    }
+                },
+                quote! {
+                    match reply {
+                        ::core::result::Result::Ok(v) => (&__rpc_heads[lane as usize][..1], #as_bytes),
+                        ::core::result::Result::Err(_) => (&__rpc_heads[lane as usize][..], &[]),
+                    }
+                },
+            )
+        }
+        Some(Wire::Bytes | Wire::Text) => stream_reply(
+            quote!(),
+            quote! {{
+                let v = reply;
+                (&[], #as_bytes)
+            }},
+        ),
     };
-
     quote! {
         #opcode => {
-            let __lanes = #p::handled_lanes(port);
-            #recv
-            #replies
-            let mut __mask = __lanes;
-            while __mask != 0 {
-                let __lane = __mask.trailing_zeros() as usize;
-                __mask &= __mask - 1;
-                #each
+            const __RPC_Q: usize = #q;
+            const __RPC_R: usize = #r;
+            let __rpc_lanes = #p::handled_lanes(port);
+            #receive
+            let mut __rpc_args: [::core::option::Option<_>; 64] =
+                ::core::array::from_fn(|_| ::core::option::Option::None);
+            let mut __rpc_bad = false;
+            let mut __rpc_mask = __rpc_lanes;
+            while __rpc_mask != 0 {
+                let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
+                __rpc_mask &= __rpc_mask - 1;
+                #lane_bytes
+                match #decode {
+                    ::core::option::Option::Some(#pat) => {
+                        __rpc_args[__rpc_lane] = ::core::option::Option::Some((#pat, __rpc_body));
+                    }
+                    ::core::option::Option::None => __rpc_bad = true,
+                }
             }
+            if __rpc_bad {
+                #refuse_bad
+                return #bad_request;
+            }
+            #replies
+            for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate() {
+                if let ::core::option::Option::Some((#pat, __rpc_body)) = __rpc_arg.take() {
+                    let _ = &__rpc_body;
+                    #invoke
+                }
+            }
+            let _ = __RPC_R;
             #reply
             #ok
         }

@@ -1,5 +1,5 @@
 //! What the derive emits when it rejects its input: the errors, plus stand-ins for the items it
-//! would have generated (the `Service` impl, the client and server traits), so that code using
+//! would have generated (the `Service` impl, the client type and the server trait), so that code using
 //! them reports nothing further and the user sees only the misuse itself.
 
 use proc_macro2::TokenStream;
@@ -26,11 +26,24 @@ pub fn expand(input: &DeriveInput, error: syn::Error) -> TokenStream {
     } else {
         quote!()
     };
+    let client_fn = if input.generics.params.is_empty() {
+        quote! {
+            impl #ident {
+                #[allow(missing_docs, dead_code)]
+                pub fn client<S>(site: S) -> #client<S> {
+                    #client(site)
+                }
+            }
+        }
+    } else {
+        quote!()
+    };
     quote! {
         #errors
         #service
-        #[allow(missing_docs)]
-        #vis trait #client {}
+        #client_fn
+        #[allow(missing_docs, dead_code)]
+        #vis struct #client<S>(S);
         #[allow(missing_docs)]
         #vis trait #server {}
     }

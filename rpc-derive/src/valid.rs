@@ -5,46 +5,17 @@
 use std::collections::HashMap;
 
 use syn::spanned::Spanned;
-use syn::{Fields, Type};
+use syn::Type;
 
 use crate::ast::{combine, Call, Service, Wire};
 
 /// Opcodes from here up belong to the protocol (`rpc_core::service::RESERVED_OPCODES`).
 const RESERVED_OPCODES: u32 = 0xFFFF_FF00;
 
-/// Method names a call cannot take: inherent methods of `rpc_core::Process` (which would shadow
-/// the client method), the methods of `rpc_core::service::CallSite` (which every client type has)
-/// and the server trait's provided methods.
-const RESERVED_METHODS: &[&str] = &[
-    "new",
-    "with_outbox_shadow",
-    "with_inline",
-    "keep_port",
-    "adopt_port",
-    "take_kept",
-    "exclusive",
-    "with_outbox_mirror",
-    "with_cursor",
-    "restrict",
-    "port_range",
-    "set_cursor",
-    "region",
-    "lanes",
-    "wait_policy",
-    "inline",
-    "process",
-    "try_open",
-    "may_open",
-    "open",
-    "owns",
-    "flip_outbox",
-    "search",
-    "lock",
-    "unlock",
-    "dispatch",
-    "dispatch_inline",
-    "serve_one",
-];
+/// Method names a call cannot take: the generated client's own method. (The server trait has
+/// only the handlers; dispatch lives on the service enum, whose other items are not methods of
+/// either.)
+const RESERVED_METHODS: &[&str] = &["with_deadline"];
 
 /// Checks the whole service; all misuse found is reported together.
 pub fn check(service: &Service) -> syn::Result<()> {
@@ -109,134 +80,192 @@ pub fn check(service: &Service) -> syn::Result<()> {
 
 fn check_call(service: &Service, call: &Call) -> syn::Result<()> {
     let name = call.ident;
-    match call.fields {
-        Fields::Unit => {}
-        fields => {
-            return Err(syn::Error::new(
-                fields.span(),
+    let mut errors = None;
+    if let Some(request) = &call.attrs.request {
+        combine(
+            &mut errors,
+            syn::Error::new(
+                request.span,
                 format!(
-                    "call `{name}` has fields; a call is a unit variant that names its types in \
-                     `#[rpc(request = T, response = U)]`"
+                    "`request = T` is gone: a call's arguments are its variant's fields \
+                     (`{name} {{ n: u64 }}`; `Bytes` or `Text` last for data of any length)"
                 ),
-            ))
-        }
+            ),
+        );
     }
     if RESERVED_METHODS.contains(&call.method.as_str()) {
-        return Err(syn::Error::new(
-            name.span(),
-            format!(
-                "call `{name}` would become method `{}`, which `rpc_core::Process`, \
-                 `rpc_core::service::CallSite` or the server trait already has; rename the variant",
-                call.method
+        combine(
+            &mut errors,
+            syn::Error::new(
+                name.span(),
+                format!(
+                    "call `{name}` would become method `{}`, which the generated client already \
+                     has; rename the variant",
+                    call.method
+                ),
             ),
-        ));
+        );
     }
     if syn::parse_str::<syn::Ident>(&call.method).is_err()
         && syn::parse_str::<syn::Ident>(&format!("r#{}", call.method)).is_err()
     {
-        return Err(syn::Error::new(
-            name.span(),
-            format!(
-                "call `{name}` would become method `{}`, which is not a valid name",
-                call.method
-            ),
-        ));
-    }
-    let Some(request) = &call.attrs.request else {
-        return Err(syn::Error::new(
-            name.span(),
-            format!(
-                "call `{name}` has no request: add `#[rpc(request = T)]` (`request = ()` for none)"
-            ),
-        ));
-    };
-    check_type(&request.value, "request")?;
-    match (&call.attrs.response, call.attrs.oneway) {
-        (None, None) => {
-            return Err(syn::Error::new(
+        combine(
+            &mut errors,
+            syn::Error::new(
                 name.span(),
                 format!(
-                    "call `{name}` has no response: add `#[rpc(response = T)]` (`response = ()` \
-                     to wait for completion) or mark it `oneway`"
+                    "call `{name}` would become method `{}`, a Rust keyword that cannot be a \
+                     method name; rename the variant",
+                    call.method
                 ),
-            ))
+            ),
+        );
+    }
+    let mut streams = 0;
+    for (i, arg) in call.args.iter().enumerate() {
+        if arg.wire.is_stream() {
+            streams += 1;
+            if streams > 1 {
+                combine(
+                    &mut errors,
+                    syn::Error::new(
+                        arg.ty.span(),
+                        format!(
+                            "call `{name}` has a second streamed argument: a call streams at \
+                             most one (`Bytes` or `Text`), as its last field"
+                        ),
+                    ),
+                );
+            } else if i + 1 != call.args.len() {
+                combine(
+                    &mut errors,
+                    syn::Error::new(
+                        arg.ty.span(),
+                        format!(
+                            "the streamed argument `{}` of call `{name}` must be its last field",
+                            arg.ident
+                        ),
+                    ),
+                );
+            }
+        } else if let Err(e) = check_type(arg.ty, "argument") {
+            combine(&mut errors, e);
         }
-        (Some(response), Some(_)) => {
-            return Err(syn::Error::new(
-                response.span,
-                format!("call `{name}` is `oneway` and so has no response"),
-            ))
+        if arg.ident.to_string().starts_with("__rpc") {
+            combine(
+                &mut errors,
+                syn::Error::new(
+                    arg.ident.span(),
+                    "names starting with `__rpc` are the derive's own",
+                ),
+            );
         }
-        (Some(response), None) => check_type(&response.value, "response")?,
-        (None, Some(_)) => {}
+    }
+    if let Some(oneway) = call.attrs.oneway {
+        for (what, set) in [
+            ("a response", call.attrs.response.as_ref().map(|r| r.span)),
+            ("an error type", call.attrs.error.as_ref().map(|e| e.span)),
+        ] {
+            if let Some(span) = set {
+                combine(
+                    &mut errors,
+                    syn::Error::new(
+                        span,
+                        format!(
+                            "call `{name}` is `oneway`: the client does not wait, so it has no \
+                             {what}"
+                        ),
+                    ),
+                );
+            }
+        }
+        let _ = oneway;
+    }
+    if let Some(response) = &call.attrs.response {
+        if let Err(e) = check_type(&response.value, "response") {
+            combine(&mut errors, e);
+        }
+    }
+    if let Some(error) = &call.attrs.error {
+        match Wire::of(&error.value) {
+            Wire::Fixed(ty) => {
+                if let Err(e) = check_type(ty, "error") {
+                    combine(&mut errors, e);
+                }
+            }
+            _ => combine(
+                &mut errors,
+                syn::Error::new(
+                    error.span,
+                    "an error type crosses as a fixed value (a zerocopy type such as a \
+                     `#[repr(u8)]` enum), not `()`, `Bytes` or `Text`",
+                ),
+            ),
+        }
     }
     if let Some(limit) = &call.attrs.limit {
-        if !call.request().is_some_and(|r| r.is_stream()) {
-            return Err(syn::Error::new(
-                limit.span,
-                format!(
-                    "`limit` bounds a streamed request, and `{name}`'s request is not streamed"
+        if call.stream_arg().is_none() && !call.streams_reply() {
+            combine(
+                &mut errors,
+                syn::Error::new(
+                    limit.span,
+                    format!(
+                        "`limit` bounds a stream, and call `{name}` streams neither an argument \
+                         nor its reply"
+                    ),
                 ),
-            ));
+            );
         }
     }
     if call.opcode >= RESERVED_OPCODES {
-        return Err(syn::Error::new(
-            call.opcode_span,
-            format!(
-                "opcode {:#010x} of `{name}` is reserved for the protocol (0xffffff00 and up)",
-                call.opcode
+        combine(
+            &mut errors,
+            syn::Error::new(
+                call.opcode_span,
+                format!(
+                    "opcode {:#010x} of `{name}` is reserved for the protocol (0xffffff00 and up)",
+                    call.opcode
+                ),
             ),
-        ));
+        );
     }
     if service.class.is_some() && call.attrs.opcode.is_none() && call.index > 0xFFFF {
-        return Err(syn::Error::new(
-            name.span(),
-            "a class numbers at most 65536 calls",
-        ));
+        combine(
+            &mut errors,
+            syn::Error::new(name.span(), "a class numbers at most 65536 calls"),
+        );
     }
-    Ok(())
+    match errors {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
+/// A type written as an argument, a response or an error: what a macro can tell from its
+/// tokens (that it is zerocopy and fits is asserted in the generated code).
 fn check_type(ty: &Type, what: &str) -> syn::Result<()> {
     let bad = |msg: &str| Err(syn::Error::new(ty.span(), format!("{what} type: {msg}")));
     match Wire::of(ty) {
         Wire::Unit | Wire::Bytes | Wire::Text => Ok(()),
         Wire::Fixed(Type::Reference(_) | Type::Ptr(_)) => bad(
-            "references and pointers cannot cross to the other side; use `[u8]` or `str` to \
-             stream bytes or text, or a zerocopy value",
+            "references and pointers cannot cross to the other side; use `Bytes` or `Text` for \
+             data of any length, or a zerocopy value",
         ),
-        Wire::Fixed(Type::Slice(_)) => bad("only `[u8]` (bytes) and `str` (text) can be streamed"),
+        Wire::Fixed(Type::Slice(_)) => {
+            bad("slices cannot cross by value; use `Bytes` (or `Text`) for data of any length")
+        }
+        Wire::Fixed(Type::Path(p)) if p.qself.is_none() && p.path.is_ident("str") => {
+            bad("`str` cannot cross by value; use `Text` for text of any length")
+        }
         Wire::Fixed(
-            Type::ImplTrait(_) | Type::TraitObject(_) | Type::Infer(_) | Type::Never(_),
-        ) => bad("must be a zerocopy type, `[u8]`, `str` or `()`"),
+            Type::ImplTrait(_)
+            | Type::TraitObject(_)
+            | Type::Infer(_)
+            | Type::Never(_)
+            | Type::BareFn(_)
+            | Type::Macro(_)
+            | Type::Verbatim(_),
+        ) => bad("must be a zerocopy value, `Bytes`, `Text` or `()`"),
         Wire::Fixed(_) => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::RESERVED_METHODS;
-
-    /// Every public method of `rpc_core::Process` is reserved: the list is written by hand, so a
-    /// method added there without it would silently shadow a generated call of that name.
-    #[test]
-    fn every_public_method_of_process_is_reserved() {
-        let source = include_str!("../../rpc-core/src/process.rs");
-        let process = &source[source
-            .find("pub struct Process<")
-            .expect("rpc-core defines Process")..];
-        let missing: Vec<&str> = process
-            .lines()
-            .filter_map(|line| {
-                let line = line.trim_start();
-                let rest = line
-                    .strip_prefix("pub fn ")
-                    .or_else(|| line.strip_prefix("pub unsafe fn "))?;
-                rest.split(['(', '<']).next()
-            })
-            .filter(|name| !RESERVED_METHODS.contains(name))
-            .collect();
-        assert!(missing.is_empty(), "not in RESERVED_METHODS: {missing:?}");
     }
 }
