@@ -325,6 +325,40 @@ fn generate(service: &Service) -> TokenStream {
             }
         }
 
+        impl<__RpcH: #server + ?::core::marker::Sized> ::rpc_core::service::Dispatch<__RpcH>
+            for #ident
+        {
+            #[inline]
+            fn has_opcode(opcode: u32) -> bool {
+                ::core::matches!(opcode, #( #opcodes )|*)
+            }
+
+            #[inline]
+            fn dispatch<__RpcL, __RpcM, __RpcW, __RpcB>(
+                handler: &__RpcH,
+                port: &mut ::rpc_core::Port<'_, '_, ::rpc_core::Server, __RpcL, __RpcM, __RpcW>,
+                buffers: &mut __RpcB,
+            ) -> ::core::result::Result<::rpc_core::service::Served, ::rpc_core::Error>
+            where
+                __RpcL: ::rpc_core::Lanes,
+                __RpcM: ::rpc_core::Mailbox,
+                __RpcW: ::rpc_core::Wait,
+                __RpcB: ::rpc_core::service::LaneBuffers,
+            {
+                #ident::dispatch(handler, port, buffers)
+            }
+
+            #[inline]
+            fn dispatch_inline(
+                handler: &__RpcH,
+                opcode: u32,
+                request: &[u8],
+                reply: &mut [u8; ::rpc_core::service::INLINE_BYTES],
+            ) -> ::core::option::Option<(u32, usize)> {
+                #ident::dispatch_inline(handler, opcode, request, reply)
+            }
+        }
+
         impl ::rpc_core::service::Service for #ident {
             const NAME: &'static str = #name;
             const FINGERPRINT: u64 = ::rpc_core::service::Fingerprint::new(#name)

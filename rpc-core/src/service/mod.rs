@@ -331,6 +331,29 @@ pub trait Service {
     const OPCODES: &'static [u32];
 }
 
+/// The dispatch of service `Self` to a handler of type `H` (any type implementing the service's
+/// generated server trait): what a transport's server calls. `#[derive(RpcOpcodes)]` implements
+/// it; the same functions are inherent on the service enum (`Counter::dispatch`).
+pub trait Dispatch<H: ?Sized>: Service {
+    /// Whether `opcode` is one of this service's calls.
+    fn has_opcode(opcode: u32) -> bool;
+
+    /// Serves the call on `port` (see the generated `dispatch`).
+    fn dispatch<L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
+        handler: &H,
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        buffers: &mut B,
+    ) -> Result<Served, ProtocolError>;
+
+    /// Serves a call that came inline (see the generated `dispatch_inline`).
+    fn dispatch_inline(
+        handler: &H,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; INLINE_BYTES],
+    ) -> Option<(u32, usize)>;
+}
+
 /// Why a typed call failed on the client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
