@@ -234,6 +234,14 @@ fn generate(service: &Service) -> TokenStream {
             /// The schema fingerprint (`rpc_core::service::Service::FINGERPRINT`).
             pub const FINGERPRINT: u64 = <Self as ::rpc_core::service::Service>::FINGERPRINT;
 
+            /// This service served by `handler` (any type implementing its server trait): what a
+            /// transport's server serves; `.and(Other::server(h))` serves another beside it.
+            pub fn server<__RpcH: #server>(
+                handler: __RpcH,
+            ) -> ::rpc_core::service::Serving<Self, __RpcH> {
+                ::rpc_core::service::Serving::new(handler)
+            }
+
             /// The client of this service over `site` (a call site of any transport).
             pub fn client<__RpcS: ::rpc_core::service::Site>(site: __RpcS) -> #client<__RpcS> {
                 #client { site, deadline: ::core::option::Option::None }
@@ -442,7 +450,13 @@ fn assertions(service: &Service) -> TokenStream {
             });
         }
     }
+    let name = &service.name;
+    let name_message = format!(
+        "service name `{name}` is longer than the 48 bytes (or empty) that transports' tables of \
+         served services hold: give a shorter `#[rpc(service = \"...\")]`"
+    );
     quote! {
+        ::core::assert!(::rpc_core::service::name_fits(#name), #name_message);
         #[allow(dead_code)]
         fn __rpc_assert_wire<T>()
         where

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rpc_core::service::{CallError, CallSite};
+use rpc_core::service::{self, CallSite, Service, Site, Transport};
 use rpc_core::{Client, ClientProcess, Port, Single};
 
 use crate::error::ShmError;
@@ -25,7 +25,6 @@ use crate::header::{Geometry, STATE_SERVING, STATE_STOPPED};
 use crate::inline::{self, ClientInline};
 use crate::owner::{abandon, current_holder, holder_of, release, still_held, try_claim, NoHolder};
 use crate::sync::{word_bit, AtomicU32, AtomicU64, Ordering};
-use crate::transport::Transport;
 use crate::wait::ClientWait;
 use crate::ShmMailbox;
 
@@ -35,11 +34,11 @@ pub type ClientPort<'p, 'a> = Port<'p, 'a, Client, Single, ShmMailbox, &'a Clien
 /// A client process over one claimed port (see [`Claimed`]).
 pub type ClaimedProcess<'a> = ClientProcess<'a, Single, ShmMailbox, &'a ClientWait>;
 
-/// A claimed port, as [`ShmClient::call_typed`] hands it out. The generated client traits of
-/// `#[derive(RpcOpcodes)]` services are implemented for it (it is an
-/// [`rpc_core::service::CallSite`]): a call that fits the port's inline line goes there
-/// directly, and a client process on the port ([`ClaimedProcess`], also reached by
-/// dereferencing) is made only when a call needs the packets, once per claim.
+/// A claimed port: what one call of a derived service's client runs on when it calls through an
+/// [`ShmClient`] (its [`rpc_core::service::Site`]). It is an [`rpc_core::service::CallSite`]: a
+/// call that fits the port's inline line goes there directly, and a client process on the port
+/// ([`ClaimedProcess`], also reached by dereferencing) is made only when a call needs the
+/// packets, once per claim.
 ///
 /// Its own functions are associated functions ([`Claimed::port`]`(&p)`), so that they never
 /// hide a generated call of the same name.
@@ -119,11 +118,13 @@ impl<'a> CallSite for Claimed<'a> {
 }
 
 /// How a client attaches.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ClientConfig {
-    /// The schema fingerprint this client speaks (`None`: accept any server).
-    pub fingerprint: Option<u64>,
-    /// How long to wait for a free port, or for the server inside a call, before giving up.
+    /// The services this client will call, by name and fingerprint: attaching fails unless the
+    /// server serves each (see [`ClientConfig::service`]).
+    pub services: Vec<(&'static str, u64)>,
+    /// How long to wait for a free port, or for the server inside a call, before giving up (a
+    /// generated client's `with_deadline` overrides it for its calls).
     pub deadline: Duration,
     /// Keep the claimed port between calls (until the handle is dropped or
     /// [`ShmClient::release_port`]): each call then skips the claim's compare-and-swap and the
@@ -136,14 +137,38 @@ pub struct ClientConfig {
 impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
-            fingerprint: None,
+            services: Vec::new(),
             deadline: Duration::from_secs(10),
             sticky: false,
         }
     }
 }
 
-/// A client handle on a server's file. One per thread (`handle` makes another).
+impl ClientConfig {
+    /// This configuration, also expecting service `S` to be served: attaching checks that the
+    /// server serves a service of that name with the same schema fingerprint, and fails with
+    /// [`ShmError::NotServed`] (naming the service) otherwise.
+    pub fn service<S: Service>(mut self) -> Self {
+        self.services.push((S::NAME, S::FINGERPRINT));
+        self
+    }
+
+    /// This configuration with [`sticky`](Self::sticky) set.
+    pub fn sticky(mut self, sticky: bool) -> Self {
+        self.sticky = sticky;
+        self
+    }
+
+    /// This configuration with [`deadline`](Self::deadline) set.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+}
+
+/// A client handle on a server's file: where the clients of derived services make their calls
+/// (`Counter::client(&shm)`). One per thread (`handle` makes another): a handle makes one call
+/// at a time.
 #[derive(Debug)]
 pub struct ShmClient {
     mapped: Arc<Mapped>,
@@ -152,9 +177,9 @@ pub struct ShmClient {
     config: ClientConfig,
     /// This process in owner words (`owner::holder`).
     holder: u32,
-    cursor: u32,
+    cursor: Cell<u32>,
     /// The port a sticky handle holds between calls, and its owner word as claimed.
-    held: Option<(u32, u64)>,
+    held: Cell<Option<(u32, u64)>>,
     /// Whether the current claim's port has its inline bit set, as far as this handle knows
     /// (found set when claimed, or set by its first inline call; `inline`).
     inline_armed: Cell<bool>,
@@ -177,7 +202,8 @@ impl Drop for Claim<'_> {
 }
 
 impl ShmClient {
-    /// Attaches to the server's file at `path`, checking every header field first.
+    /// Attaches to the server's file at `path`, checking every header field first, and that the
+    /// server serves every service `config` expects.
     pub fn attach(path: impl AsRef<Path>, config: ClientConfig) -> Result<ShmClient, ShmError> {
         let holder = current_holder().map_err(|e| match e {
             NoHolder::PidTooLarge(pid) => ShmError::PidTooLarge(pid),
@@ -187,7 +213,7 @@ impl ShmClient {
                 source,
             },
         })?;
-        let mapped = Arc::new(file::attach(path.as_ref(), config.fingerprint)?);
+        let mapped = Arc::new(file::attach(path.as_ref(), &config.services)?);
         Ok(Self::on(mapped, config, holder, 0))
     }
 
@@ -197,19 +223,24 @@ impl ShmClient {
         ShmClient {
             locks: (0..words).map(|_| AtomicU32::new(u32::MAX)).collect(),
             wait: ClientWait::new(Arc::clone(&mapped), config.deadline),
-            config,
             holder,
-            held: None,
+            held: Cell::new(None),
             inline_armed: Cell::new(false),
             // Spread processes over the ports so they rarely race for the same one.
-            cursor: (cursor ^ std::process::id().wrapping_mul(0x9e37_79b9) >> 7) % ports,
+            cursor: Cell::new((cursor ^ std::process::id().wrapping_mul(0x9e37_79b9) >> 7) % ports),
+            config,
             mapped,
         }
     }
 
     /// Another handle on the same file (for another thread), starting its searches at `cursor`.
     pub fn handle(&self, cursor: u32) -> ShmClient {
-        Self::on(Arc::clone(&self.mapped), self.config, self.holder, cursor)
+        Self::on(
+            Arc::clone(&self.mapped),
+            self.config.clone(),
+            self.holder,
+            cursor,
+        )
     }
 
     /// The region's geometry.
@@ -217,57 +248,58 @@ impl ShmClient {
         self.mapped.geometry()
     }
 
+    /// The services the server serves, by name and fingerprint.
+    pub fn services(&self) -> &[(String, u64)] {
+        self.mapped.services()
+    }
+
     /// The port the last call used.
     pub fn last_port(&self) -> u32 {
-        self.cursor
+        self.cursor.get()
     }
 
     /// The port this handle holds between calls (sticky handles only).
     pub fn held_port(&self) -> Option<u32> {
-        self.held.map(|(port, _)| port)
+        self.held.get().map(|(port, _)| port)
     }
 
     /// Gives back the port a sticky handle holds (dropping the handle does too).
-    pub fn release_port(&mut self) {
+    pub fn release_port(&self) {
         if let Some((port, mine)) = self.held.take() {
             // The last call completed (only then is a claim kept), so the packet is at rest.
             self.end_claim(port, mine);
         }
     }
 
-    /// Makes one call: claims a port, opens it with `opcode`, lets `exchange` send the request
-    /// and receive the reply, then frees the port.
+    /// Makes one call on a raw port: claims a port, opens it with `opcode`, lets `exchange` send
+    /// the request and receive the reply, then frees the port. (Derived services need none of
+    /// this: their generated clients call through the handle.)
     pub fn call<R>(
-        &mut self,
+        &self,
         opcode: u32,
         exchange: impl FnOnce(&mut ClientPort<'_, '_>) -> Result<R, rpc_core::Error>,
     ) -> Result<R, ShmError> {
-        self.claimed(|process| match process.try_open(opcode) {
-            Some(mut port) => exchange(&mut port).map_err(ShmError::Call),
-            // We checked the client side owned the packet before claiming, and only a claim
-            // holder can change that: the file was tampered with.
-            None => Err(ShmError::Call(rpc_core::Error::Stalled)),
-        })
+        let result: Result<R, service::Error> = self.claimed(None, |claim| {
+            match Claimed::process(claim).try_open(opcode) {
+                Some(mut port) => exchange(&mut port).map_err(service::Error::from),
+                // We checked the client side owned the packet before claiming, and only a claim
+                // holder can change that: the file was tampered with.
+                None => Err(rpc_core::Error::Stalled.into()),
+            }
+        });
+        result.map_err(|e| self.shm_error(e))
     }
 
-    /// Makes one typed call through a client trait `#[derive(RpcOpcodes)]` generated: claims a
-    /// port, hands it to `call` as a [`Claimed`] port (the generated traits are implemented for
-    /// it; code written against a client process reaches one, in which that port is the only
-    /// one open to it, by dereferencing: `|p| helper(p)` for a `helper(&ClaimedProcess)`), then
-    /// frees the port.
-    ///
-    /// `call` makes exactly one call of the generated trait (`|p| p.echo(7)`). A protocol
-    /// failure (`CallError::Port`) is [`ShmError::Call`] and abandons the port, as [`call`]
-    /// does; an error the server answered with (unknown opcode, refused request, ...) completed
-    /// the exchange: it is [`ShmError::Service`] and the port is freed.
-    ///
-    /// [`call`]: ShmClient::call
-    #[inline]
-    pub fn call_typed<R>(
-        &mut self,
-        call: impl FnOnce(&Claimed<'_>) -> Result<R, CallError>,
-    ) -> Result<R, ShmError> {
-        self.claimed(|process| call(process).map_err(ShmError::from))
+    /// The error a raw call reports for `e`.
+    fn shm_error(&self, e: service::Error) -> ShmError {
+        match e {
+            service::Error::Transport(Transport::NoServer) => self.no_server(),
+            service::Error::Transport(Transport::ShuttingDown) => ShmError::ShuttingDown,
+            service::Error::Transport(Transport::NoFreePort) => ShmError::NoFreePort,
+            service::Error::Transport(Transport::PortLost { port }) => ShmError::PortLost { port },
+            service::Error::Transport(Transport::Protocol(e)) => ShmError::Call(e),
+            e => ShmError::Refused(e.to_string()),
+        }
     }
 
     /// Claims a port (or takes the one a sticky handle holds), runs `f` on a client process that
@@ -275,14 +307,15 @@ impl ShmClient {
     /// or failed with an answered error while the packet is back with this side; otherwise (and if
     /// `f` panics) abandons it.
     #[inline]
-    fn claimed<R>(
-        &mut self,
-        f: impl FnOnce(&Claimed<'_>) -> Result<R, ShmError>,
-    ) -> Result<R, ShmError> {
+    fn claimed<R, E>(
+        &self,
+        deadline: Option<Duration>,
+        f: impl FnOnce(&Claimed<'_>) -> Result<R, service::Error<E>>,
+    ) -> Result<R, service::Error<E>> {
         // A sticky claim was checked against the state when it was made; a drain since then
-        // must still reach us (`begin`).
-        // A kept claim is checked to be still ours (one load of a word only its holder writes while
-        // the protocol is kept): one taken behind our back is dropped, and a new claim made.
+        // must still reach us (`begin`). A kept claim is checked to be still ours (one load of a
+        // word only its holder writes while the protocol is kept): one taken behind our back is
+        // dropped, and a new claim made.
         let (index, mine) = match self.held.take() {
             Some(held)
                 if self.mapped.state().load(Ordering::Acquire) == STATE_SERVING
@@ -290,13 +323,16 @@ impl ShmClient {
             {
                 held
             }
-            held => self.begin(held)?,
+            held => self
+                .begin(held)
+                .map_err(|e| service::Error::Transport(transport(e)))?,
         };
         let mut claim = Claim {
             word: &self.mapped.owners()[index as usize],
             mine,
             armed: true,
         };
+        let _deadline = DeadlineGuard::set(&self.wait, deadline);
         let result = {
             let inline = ClientInline::new(
                 self.mapped.inline_bitmap(),
@@ -315,12 +351,12 @@ impl ShmClient {
             // Dropping the claim (also when `f` panics) takes its process's port back.
             f(&claimed)
         };
-        self.cursor = index;
+        self.cursor.set(index);
         let complete = match &result {
-            Ok(_) => true,
-            // The server answered with an error: the exchange is over, if the packet is here.
-            Err(ShmError::Service(_)) => self.mapped.region().client_owns(index),
-            Err(_) => false,
+            Ok(_) | Err(service::Error::App(_)) => true,
+            // The server answered with a status: the exchange is over, if the packet is here.
+            Err(service::Error::Status(_)) => self.mapped.region().client_owns(index),
+            Err(service::Error::Transport(_)) => false,
         };
         if !complete {
             // Dropping the armed claim abandons the port (if it is still ours).
@@ -336,7 +372,7 @@ impl ShmClient {
         let kept = if self.config.sticky {
             let kept = still_held(claim.word, mine);
             if kept {
-                self.held = Some((index, mine));
+                self.held.set(Some((index, mine)));
             }
             kept
         } else {
@@ -345,7 +381,9 @@ impl ShmClient {
         };
         if !kept {
             self.inline_armed.set(false);
-            return Err(ShmError::PortLost { port: index });
+            return Err(service::Error::Transport(Transport::PortLost {
+                port: index,
+            }));
         }
         result
     }
@@ -356,7 +394,7 @@ impl ShmClient {
     /// and another claimed). Out of line: a sticky handle's calls skip it (every call
     /// of a handle that is not sticky makes it).
     #[inline(never)]
-    fn begin(&mut self, held: Option<(u32, u64)>) -> Result<(u32, u64), ShmError> {
+    fn begin(&self, held: Option<(u32, u64)>) -> Result<(u32, u64), ShmError> {
         if let Some((index, mine)) = held {
             let state = self.mapped.state().load(Ordering::Acquire);
             if state != STATE_SERVING {
@@ -380,10 +418,11 @@ impl ShmClient {
         let owners = self.mapped.owners();
         let region = self.mapped.region();
         let ports = owners.len() as u32;
+        let cursor = self.cursor.get();
         let mut polls = 0u32;
         loop {
             for i in 0..ports {
-                let p = (self.cursor + i) % ports;
+                let p = (cursor + i) % ports;
                 let word = &owners[p as usize];
                 if holder_of(word.load(Ordering::Relaxed)) != 0 || !region.client_owns(p) {
                     continue;
@@ -419,15 +458,70 @@ impl ShmClient {
         let _ = release(&self.mapped.owners()[port as usize], mine);
     }
 
+    fn no_server(&self) -> ShmError {
+        ShmError::NoServer {
+            path: self.mapped.path().to_path_buf(),
+            pid: self.mapped.geometry().server_pid(),
+        }
+    }
+
     fn not_serving(&self, state: u32) -> ShmError {
         if state == STATE_STOPPED || !self.wait.server_alive() {
-            ShmError::NoServer {
-                path: self.mapped.path().to_path_buf(),
-                pid: self.mapped.geometry().server_pid(),
-            }
+            self.no_server()
         } else {
             ShmError::ShuttingDown
         }
+    }
+}
+
+/// What a claim's failure is to a generated client.
+fn transport(e: ShmError) -> Transport {
+    match e {
+        ShmError::NoServer { .. } => Transport::NoServer,
+        ShmError::ShuttingDown => Transport::ShuttingDown,
+        ShmError::NoFreePort => Transport::NoFreePort,
+        ShmError::PortLost { port } => Transport::PortLost { port },
+        ShmError::Call(e) => Transport::Protocol(e),
+        _ => Transport::Other("the shared-memory transport failed"),
+    }
+}
+
+/// Sets a call's deadline on the handle's wait policy, and puts the handle's own back when the
+/// call ends (unwinding included).
+struct DeadlineGuard<'a> {
+    wait: &'a ClientWait,
+    previous: Option<Duration>,
+}
+
+impl<'a> DeadlineGuard<'a> {
+    #[inline(always)]
+    fn set(wait: &'a ClientWait, deadline: Option<Duration>) -> Self {
+        let previous = deadline.map(|d| wait.replace_deadline(d));
+        DeadlineGuard { wait, previous }
+    }
+}
+
+impl Drop for DeadlineGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if let Some(previous) = self.previous {
+            self.wait.replace_deadline(previous);
+        }
+    }
+}
+
+/// The calls of a derived service's client go through the handle: each claims a port (or takes
+/// the sticky one), runs on it, and frees or keeps it.
+impl Site for ShmClient {
+    type Claim<'a> = Claimed<'a>;
+
+    #[inline]
+    fn call<R, E>(
+        &self,
+        deadline: Option<Duration>,
+        call: impl FnOnce(&Claimed<'_>) -> Result<R, service::Error<E>>,
+    ) -> Result<R, service::Error<E>> {
+        self.claimed(deadline, call)
     }
 }
 
@@ -437,16 +531,18 @@ impl Drop for ShmClient {
     }
 }
 
-impl Transport for ShmClient {
-    type Mailbox = ShmMailbox;
-    fn region(&self) -> rpc_core::Region<'_, ShmMailbox> {
-        self.mapped.region()
-    }
-    fn fingerprint(&self) -> u64 {
-        self.mapped.geometry().fingerprint()
-    }
-    fn peer_alive(&self) -> bool {
-        self.wait.server_alive()
+/// A claim is a site of its own: calls made on it run on its port (several calls on one claim
+/// need no claim each).
+impl<'a> Site for Claimed<'a> {
+    type Claim<'b> = Claimed<'a>;
+
+    #[inline(always)]
+    fn call<R, E>(
+        &self,
+        _deadline: Option<Duration>,
+        call: impl FnOnce(&Claimed<'a>) -> Result<R, service::Error<E>>,
+    ) -> Result<R, service::Error<E>> {
+        call(self)
     }
 }
 
@@ -455,7 +551,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::demo::{self, Demo, DemoClient};
+    use crate::demo::{self, Demo, DemoService};
     use crate::{path_for, ServerConfig, ShmServer};
 
     /// A demo server with one worker on a file named after `tag`, and a client attached to it.
@@ -463,15 +559,10 @@ mod tests {
         let path = path_for(&format!("test-{tag}-{}", std::process::id()));
         let config = ServerConfig {
             workers: 1,
-            fingerprint: Demo::FINGERPRINT,
             ..ServerConfig::default()
         };
-        let server = ShmServer::start(&path, config, demo::DemoService).unwrap();
-        let config = ClientConfig {
-            fingerprint: Some(Demo::FINGERPRINT),
-            sticky,
-            ..ClientConfig::default()
-        };
+        let server = ShmServer::start(&path, config, Demo::server(DemoService)).unwrap();
+        let config = ClientConfig::default().service::<Demo>().sticky(sticky);
         (server, ShmClient::attach(&path, config).unwrap())
     }
 
@@ -479,15 +570,25 @@ mod tests {
     /// none (what keeps a sticky inline call cheap), a stream call makes one.
     #[test]
     fn a_claim_makes_its_process_only_for_the_packets() {
-        let (server, mut client) = demo("claim-process", true);
+        let (server, client) = demo("claim-process", true);
         for round in 0..3u64 {
             let (echoed, made) = client
-                .call_typed(|p| Ok((p.echo(round)?, p.process.get().is_some())))
+                .claimed(None, |p| {
+                    Ok::<_, service::Error>((
+                        Demo::client(p).echo(round)?,
+                        p.process.get().is_some(),
+                    ))
+                })
                 .unwrap();
             assert_eq!((echoed.id, echoed.mix), (round, demo::mix(round)));
             assert!(!made, "an inline echo made a process (round {round})");
             let (summed, made) = client
-                .call_typed(|p| Ok((p.sum(&[1, 2, 3])?, p.process.get().is_some())))
+                .claimed(None, |p| {
+                    Ok::<_, service::Error>((
+                        Demo::client(p).sum(&[1, 2, 3])?,
+                        p.process.get().is_some(),
+                    ))
+                })
                 .unwrap();
             assert_eq!((summed.len, summed.sum), (3, 6));
             assert!(made, "a stream call went without a process (round {round})");
@@ -500,10 +601,10 @@ mod tests {
     /// cleared bit would let the handle's next search open that port while another holds it.
     #[test]
     fn a_panicking_call_leaves_the_private_bitmap_all_set() {
-        let (server, mut client) = demo("claim-panic", false);
+        let (server, client) = demo("claim-panic", false);
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _ = client.call_typed(|p| -> Result<(), CallError> {
-                p.sum(&[1, 2, 3])?;
+            let _ = client.claimed(None, |p| -> Result<(), service::Error> {
+                Demo::client(p).sum(&[1, 2, 3])?;
                 panic!("the caller's code fails after a call through the packets");
             });
         }));
@@ -519,7 +620,7 @@ mod tests {
         assert_eq!(cleared(&client), Vec::<u32>::new(), "after a typed call");
         // The same through `call`, which reaches the claim's process by dereferencing.
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _: Result<(), ShmError> = client.call(Demo::Echo.opcode(), |port| {
+            let _: Result<(), ShmError> = client.call(Demo::Echo { id: 0 }.opcode(), |port| {
                 port.send_and_recv(|slot, _| slot.words[0] = 7, |_, _| {})?;
                 panic!("the exchange fails after the reply");
             });
@@ -527,12 +628,7 @@ mod tests {
         assert!(panicked.is_err());
         assert_eq!(cleared(&client), Vec::<u32>::new(), "after a raw call");
         // The handle still works (on another port: the abandoned one waits for the monitor).
-        assert_eq!(
-            client
-                .call_typed(|p| p.add(demo::Operands { a: 2, b: 3 }))
-                .unwrap(),
-            5
-        );
+        assert_eq!(Demo::client(&client).add(2, 3), Ok(5));
         drop(client);
         server.shutdown(Duration::from_secs(5));
     }

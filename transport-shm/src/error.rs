@@ -65,14 +65,28 @@ pub enum ShmError {
         /// The port.
         port: u32,
     },
+    /// The server does not serve a service this client expects (`ClientConfig::service`): none
+    /// of that name, or one whose schema fingerprint differs.
+    NotServed {
+        /// The file.
+        path: PathBuf,
+        /// The service's name.
+        service: &'static str,
+        /// The fingerprint this client expects.
+        expected: u64,
+        /// The fingerprint served under that name, if the name is served.
+        served: Option<u64>,
+    },
+    /// A raw call ([`ShmClient::call`](crate::ShmClient::call)) was refused by the server, in
+    /// its words.
+    Refused(String),
+    /// The services a server was given cannot all be listed in its file (too many, a name
+    /// served twice, a name too long).
+    BadServices(String),
     /// The region could not be laid out.
     Layout(rpc_core::LayoutError),
     /// The call failed in the protocol (for example the server did not answer in time).
     Call(rpc_core::Error),
-    /// A typed call completed, but with an error: the server answered with an error status
-    /// (unknown opcode, request refused or malformed, handler failed) or the reply did not decode.
-    /// The port is free again; nothing was lost.
-    Service(rpc_core::service::CallError),
 }
 
 impl std::fmt::Display for ShmError {
@@ -122,9 +136,24 @@ impl std::fmt::Display for ShmError {
                 f,
                 "port {port} was taken from this client during the call; its reply was discarded"
             ),
+            ShmError::NotServed {
+                path,
+                service,
+                expected,
+                served,
+            } => match served {
+                None => write!(f, "{} does not serve service `{service}`", path.display()),
+                Some(served) => write!(
+                    f,
+                    "{} serves another schema of service `{service}` (fingerprint {served:#018x}, \
+                     this client's {expected:#018x}): rebuild both sides from one definition",
+                    path.display()
+                ),
+            },
+            ShmError::Refused(why) => write!(f, "call refused: {why}"),
+            ShmError::BadServices(why) => write!(f, "cannot serve these services: {why}"),
             ShmError::Layout(e) => write!(f, "bad region layout: {e}"),
             ShmError::Call(e) => write!(f, "call failed: {e}"),
-            ShmError::Service(e) => write!(f, "call refused: {e}"),
         }
     }
 }
@@ -135,7 +164,6 @@ impl std::error::Error for ShmError {
             ShmError::Io { source, .. } => Some(source),
             ShmError::Header { error, .. } => Some(error),
             ShmError::Call(e) => Some(e),
-            ShmError::Service(e) => Some(e),
             _ => None,
         }
     }
@@ -144,17 +172,6 @@ impl std::error::Error for ShmError {
 impl From<rpc_core::Error> for ShmError {
     fn from(e: rpc_core::Error) -> Self {
         ShmError::Call(e)
-    }
-}
-
-/// A protocol failure stays [`ShmError::Call`]; any other typed-call error is
-/// [`ShmError::Service`].
-impl From<rpc_core::service::CallError> for ShmError {
-    fn from(e: rpc_core::service::CallError) -> Self {
-        match e {
-            rpc_core::service::CallError::Port(e) => ShmError::Call(e),
-            e => ShmError::Service(e),
-        }
     }
 }
 

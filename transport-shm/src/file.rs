@@ -32,9 +32,12 @@ use crate::ShmMailbox;
 use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, CWD};
 
 use crate::error::ShmError;
-use crate::header::{Geometry, HEADER_SIZE, STATE_OFFSET, STATE_SERVING, STATE_STOPPED};
+use crate::header::{
+    Geometry, HEADER_SIZE, SERVICE_ENTRY, STATE_OFFSET, STATE_SERVING, STATE_STOPPED,
+};
 use crate::owner::process_alive;
 use crate::sync::{AtomicU32, AtomicU64};
+use rpc_core::service::SERVICE_NAME_BYTES;
 
 /// The directory a bare name is placed in.
 pub const DEFAULT_DIR: &str = "/dev/shm";
@@ -56,24 +59,76 @@ fn io(op: &'static str, path: &Path, e: impl Into<std::io::Error>) -> ShmError {
     }
 }
 
+/// The services table of a file (see `header`): the entries' bytes for `services`, each a name
+/// (at most `SERVICE_NAME_BYTES`, checked by the derive and by the server's start) and a
+/// fingerprint.
+pub(crate) fn table_bytes(services: &[(&str, u64)]) -> Vec<u8> {
+    let mut out = vec![0u8; services.len() * SERVICE_ENTRY];
+    for (entry, (name, fingerprint)) in out.chunks_exact_mut(SERVICE_ENTRY).zip(services) {
+        let n = name.len().min(SERVICE_NAME_BYTES);
+        entry[..n].copy_from_slice(&name.as_bytes()[..n]);
+        entry[SERVICE_NAME_BYTES..SERVICE_NAME_BYTES + 8]
+            .copy_from_slice(&fingerprint.to_le_bytes());
+    }
+    out
+}
+
+/// The hash of a services table, kept in the header (so the header's checksum protects it).
+pub(crate) fn table_hash(table: &[u8]) -> u64 {
+    rpc_core::service::fnv1a_64(rpc_core::service::FNV64_OFFSET, table)
+}
+
+/// The entries of a services table whose hash is `hash`; `None` if the bytes do not hash to it
+/// or an entry is malformed (a name that is not UTF-8, bytes after a name's end, a non-zero
+/// reserved word).
+fn parse_table(table: &[u8], hash: u64) -> Option<Vec<(String, u64)>> {
+    if table_hash(table) != hash {
+        return None;
+    }
+    table
+        .chunks_exact(SERVICE_ENTRY)
+        .map(|entry| {
+            let name = &entry[..SERVICE_NAME_BYTES];
+            let len = name
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(SERVICE_NAME_BYTES);
+            if name[len..].iter().any(|&b| b != 0) || entry[56..].iter().any(|&b| b != 0) {
+                return None;
+            }
+            let name = std::str::from_utf8(&name[..len]).ok()?.to_string();
+            let fp = u64::from_le_bytes(entry[48..56].try_into().expect("8 bytes"));
+            Some((name, fp))
+        })
+        .collect()
+}
+
 /// A mapped ferry file.
 #[derive(Debug)]
 pub(crate) struct Mapped {
     map: memmap2::MmapRaw,
     geometry: Geometry,
+    /// The services table, as read (clients) or written (the server).
+    services: Vec<(String, u64)>,
     path: PathBuf,
     /// Keeps the server's `flock` for as long as the mapping lives.
     file: File,
 }
 
 impl Mapped {
-    fn new(file: File, geometry: Geometry, path: &Path) -> Result<Mapped, ShmError> {
+    fn new(
+        file: File,
+        geometry: Geometry,
+        services: Vec<(String, u64)>,
+        path: &Path,
+    ) -> Result<Mapped, ShmError> {
         let map = memmap2::MmapOptions::new()
             .len(geometry.file_size())
             .map_raw(&file)
             .map_err(|e| io("mapping", path, e))?;
         Ok(Mapped {
             map,
+            services,
             geometry,
             path: path.to_path_buf(),
             file,
@@ -86,6 +141,28 @@ impl Mapped {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    pub(crate) fn services(&self) -> &[(String, u64)] {
+        &self.services
+    }
+
+    /// The services table as 32-bit words (the monitor puts back what a stray write changed).
+    pub(crate) fn table_words(&self) -> &[AtomicU32] {
+        let g = &self.geometry;
+        // SAFETY: the table is the file's last `services * SERVICE_ENTRY` bytes from
+        // `services_offset` (64-byte aligned), inside the mapping (checked by `Geometry::decode`
+        // or computed by `Geometry::new`); every process accesses its words atomically once
+        // mapped.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.map
+                    .as_ptr()
+                    .add(g.services_offset())
+                    .cast::<AtomicU32>(),
+                g.services() as usize * SERVICE_ENTRY / 4,
+            )
+        }
     }
 
     /// The rpc-core region inside the file. (Under loom, whose model of inline lines maps no file,
@@ -252,18 +329,25 @@ fn create_temporary(path: &Path) -> Result<(PathBuf, rustix::fd::OwnedFd), ShmEr
     Err(io("creating", &tmp, rustix::io::Errno::EXIST))
 }
 
-/// Creates, fills, locks and publishes the file for `geometry` at `path`.
-pub(crate) fn create(path: &Path, geometry: &Geometry) -> Result<(Mapped, Created), ShmError> {
+/// Creates, fills, locks and publishes the file for `geometry` at `path`, with the services table
+/// of `services`.
+pub(crate) fn create(
+    path: &Path,
+    geometry: &Geometry,
+    services: &[(&str, u64)],
+) -> Result<(Mapped, Created), ShmError> {
     if path.file_name().is_none() {
         return Err(io("creating", path, std::io::ErrorKind::InvalidInput));
     }
     let (tmp, fd) = create_temporary(path)?;
     let file = File::from(fd);
-    let result = fill_and_publish(&file, &tmp, path, geometry);
+    let table = table_bytes(services);
+    let result = fill_and_publish(&file, &tmp, path, geometry, &table);
     // The temporary name goes whatever happened; the published name (a hard link) stays.
     let _ = rustix::fs::unlinkat(CWD, &tmp, AtFlags::empty());
     let created = result?;
-    Ok((Mapped::new(file, *geometry, path)?, created))
+    let services = services.iter().map(|&(n, f)| (n.to_string(), f)).collect();
+    Ok((Mapped::new(file, *geometry, services, path)?, created))
 }
 
 fn fill_and_publish(
@@ -271,6 +355,7 @@ fn fill_and_publish(
     tmp: &Path,
     path: &Path,
     geometry: &Geometry,
+    table: &[u8],
 ) -> Result<Created, ShmError> {
     rustix::fs::fchmod(file, Mode::from_raw_mode(0o600)).map_err(|e| io("chmod", tmp, e))?;
     rustix::fs::flock(file, FlockOperation::NonBlockingLockExclusive)
@@ -278,6 +363,8 @@ fn fill_and_publish(
     reserve(file, tmp, path, geometry.file_size() as u64)?;
     file.write_all_at(&geometry.encode(), 0)
         .map_err(|e| io("writing the header of", tmp, e))?;
+    file.write_all_at(table, geometry.services_offset() as u64)
+        .map_err(|e| io("writing the services table of", tmp, e))?;
     let mut created = Created::Fresh;
     for _ in 0..8 {
         match rustix::fs::linkat(CWD, tmp, CWD, path, AtFlags::empty()) {
@@ -356,9 +443,9 @@ fn read_pid(file: &File) -> Option<u32> {
     Some(u32::from_le_bytes(h[80..84].try_into().ok()?))
 }
 
-/// Attaches to the file at `path`, checking its header against `fingerprint` (if given), its real
-/// size, and its server's liveness.
-pub(crate) fn attach(path: &Path, fingerprint: Option<u64>) -> Result<Mapped, ShmError> {
+/// Attaches to the file at `path`, checking its header, its real size, its services table (and
+/// that it lists each of `expected`, by name and fingerprint), and its server's liveness.
+pub(crate) fn attach(path: &Path, expected: &[(&'static str, u64)]) -> Result<Mapped, ShmError> {
     let file = open_existing(path)?;
     let size = rustix::fs::fstat(&file)
         .map_err(|e| io("inspecting", path, e))?
@@ -374,11 +461,33 @@ pub(crate) fn attach(path: &Path, fingerprint: Option<u64>) -> Result<Mapped, Sh
         }
     }
     let geometry =
-        Geometry::decode(&head[..got], size, fingerprint).map_err(|error| ShmError::Header {
+        Geometry::decode(&head[..got], size, None).map_err(|error| ShmError::Header {
             path: path.to_path_buf(),
             error,
         })?;
-    let mapped = Mapped::new(file, geometry, path)?;
+    let mut table = vec![0u8; geometry.services() as usize * SERVICE_ENTRY];
+    file.read_exact_at(&mut table, geometry.services_offset() as u64)
+        .map_err(|e| io("reading the services table of", path, e))?;
+    let services = parse_table(&table, geometry.fingerprint()).ok_or_else(|| ShmError::Header {
+        path: path.to_path_buf(),
+        error: crate::header::HeaderError {
+            field: "services_hash",
+            found: geometry.fingerprint(),
+            expected: "the hash of a well-formed services table (the table is corrupted)".into(),
+        },
+    })?;
+    for &(service, expected) in expected {
+        let served = services.iter().find(|(n, _)| n == service).map(|&(_, f)| f);
+        if served != Some(expected) {
+            return Err(ShmError::NotServed {
+                path: path.to_path_buf(),
+                service,
+                expected,
+                served,
+            });
+        }
+    }
+    let mapped = Mapped::new(file, geometry, services, path)?;
     let state = mapped.state().load(crate::sync::Ordering::Acquire);
     if state == STATE_STOPPED || !process_alive(geometry.server_pid(), geometry.server_start()) {
         return Err(ShmError::NoServer {

@@ -14,7 +14,7 @@
 //!     48     8  owners_offset  where the owner words start (64-byte aligned), see `owner`
 //!     56     8  owners_size    8 bytes per port
 //!     64     8  file_size      the whole file; must equal the file's real size
-//!     72     8  fingerprint    the service's schema fingerprint; client and server must agree
+//!     72     8  services_hash  FNV-1a 64 of the services table (below), which it so protects
 //!     80     4  server_pid     the serving process
 //!     84     4  state          SERVING / DRAINING / STOPPED, the one mutable word (atomic)
 //!     88     8  checksum       FNV-1a 64 of bytes 0..84 and 96..128
@@ -23,8 +23,15 @@
 //!                              given the same pid
 //!    104     8  inline_offset  where the inline area starts (64-byte aligned), see `inline`
 //!    112     4  flags          bit 0: the server answers inline calls; other bits zero
-//!    116    12  reserved       zero
+//!    116     4  services       entries in the services table (at most MAX_SERVICES)
+//!    120     8  reserved       zero
 //! ```
+//!
+//! The **services table** follows the inline area (at the next 64-byte boundary), one 64-byte
+//! entry per service the server serves: its name (UTF-8, at most
+//! `rpc_core::service::SERVICE_NAME_BYTES`, zero-padded to 48 bytes), then its schema fingerprint
+//! (`u64`), then 8 zero bytes. A client that expects a service finds it here by name and compares
+//! fingerprints before its first call.
 //!
 //! All integers are little-endian. [`Geometry::decode`] is a pure function over the header's bytes
 //! and the file's real size, so it is fuzzed directly (`tests/header_fuzz.rs`): whatever the bytes,
@@ -37,7 +44,11 @@ use crate::ShmMailbox;
 /// The file's first eight bytes.
 pub const MAGIC: [u8; 8] = *b"FERRYSHM";
 /// The header format this crate writes and reads.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
+/// The most services one file's table lists.
+pub const MAX_SERVICES: u32 = 64;
+/// Bytes of one services table entry.
+pub const SERVICE_ENTRY: usize = 64;
 /// Bytes of the header; the region starts at the next 64-byte boundary.
 pub const HEADER_SIZE: usize = 128;
 /// Byte offset of the mutable `state` word.
@@ -108,6 +119,8 @@ pub struct Geometry {
     region_offset: u64,
     owners_offset: u64,
     inline_offset: u64,
+    services: u32,
+    services_offset: u64,
     file_size: u64,
 }
 
@@ -123,8 +136,9 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 impl Geometry {
-    /// The geometry of a file for `ports` ports of `lanes` lanes serving a service with schema
-    /// `fingerprint`, served by process `server_pid`.
+    /// The geometry of a file for `ports` ports of `lanes` lanes whose services table hashes to
+    /// `fingerprint` (no services until [`with_services`](Self::with_services)), served by
+    /// process `server_pid`.
     pub fn new(
         ports: u32,
         lanes: u32,
@@ -135,8 +149,11 @@ impl Geometry {
         let region_offset = align64(HEADER_SIZE as u64);
         let owners_offset = align64(region_offset + layout.size() as u64);
         let inline_offset = align64(owners_offset + ports as u64 * 8);
-        let file_size = inline_offset + crate::inline::area_size(ports) as u64;
+        let services_offset = align64(inline_offset + crate::inline::area_size(ports) as u64);
+        let file_size = services_offset;
         Ok(Geometry {
+            services: 0,
+            services_offset,
             layout,
             fingerprint,
             server_pid,
@@ -156,12 +173,29 @@ impl Geometry {
         self
     }
 
+    /// The same geometry with a services table of `count` entries (at most [`MAX_SERVICES`]).
+    pub fn with_services(mut self, count: u32) -> Geometry {
+        self.services = count.min(MAX_SERVICES);
+        self.file_size = self.services_offset + self.services as u64 * SERVICE_ENTRY as u64;
+        self
+    }
+
+    /// Entries in the services table.
+    pub fn services(&self) -> u32 {
+        self.services
+    }
+
+    /// Byte offset of the services table in the file.
+    pub fn services_offset(&self) -> usize {
+        self.services_offset as usize
+    }
+
     /// The region's layout.
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
 
-    /// The service's schema fingerprint.
+    /// The hash of the services table.
     pub fn fingerprint(&self) -> u64 {
         self.fingerprint
     }
@@ -232,6 +266,7 @@ impl Geometry {
         h[96..104].copy_from_slice(&self.server_start.to_le_bytes());
         h[104..112].copy_from_slice(&self.inline_offset.to_le_bytes());
         h[112..116].copy_from_slice(&self.flags.to_le_bytes());
+        h[116..120].copy_from_slice(&self.services.to_le_bytes());
         let sum = checksum(&h);
         h[88..96].copy_from_slice(&sum.to_le_bytes());
         h
@@ -239,7 +274,8 @@ impl Geometry {
 
     /// Reads and checks a header: `bytes` are the file's first bytes (at most its whole
     /// contents), `real_size` the file's size as the file system reports it, `fingerprint` the
-    /// schema the caller speaks (`None`: accept any). Every field is checked against the others and
+    /// services-table hash the caller expects (`None`: any; the table itself is checked against
+    /// the hash when it is read, `file::attach`). Every field is checked against the others and
     /// against `real_size` before anything is computed from it.
     pub fn decode(
         bytes: &[u8],
@@ -299,15 +335,24 @@ impl Geometry {
                 ),
             ));
         }
-        if u32_at(b, 28) != 0 || b[116..].iter().any(|&x| x != 0) {
+        if u32_at(b, 28) != 0 || b[120..].iter().any(|&x| x != 0) {
             return Err(bad("reserved", 0, "zero"));
+        }
+        let services = u32_at(b, 116);
+        if services > MAX_SERVICES {
+            return Err(bad(
+                "services",
+                services.into(),
+                format!("at most {MAX_SERVICES}"),
+            ));
         }
         let fp = u64_at(b, 72);
         let server_pid = u32_at(b, 80);
         let geometry = match Geometry::new(ports, lanes, fp, server_pid) {
             Ok(g) => g
                 .with_server_start(u64_at(b, 96))
-                .with_inline(u32_at(b, 112) & FLAG_INLINE != 0),
+                .with_inline(u32_at(b, 112) & FLAG_INLINE != 0)
+                .with_services(services),
             Err(LayoutError::Lanes(l)) => {
                 return Err(bad("lanes", l.into(), "between 1 and 64"));
             }
@@ -359,7 +404,7 @@ impl Geometry {
                 return Err(bad(
                     "fingerprint",
                     fp,
-                    format!("{want:#018x} (the server speaks another service schema)"),
+                    format!("{want:#018x} (the services table is not the one expected)"),
                 ));
             }
         }

@@ -154,7 +154,6 @@ mod server;
 pub mod service;
 pub mod status;
 mod sync;
-pub mod transport;
 mod wait;
 
 pub use client::{Claimed, ClaimedProcess, ClientConfig, ClientPort, ShmClient};
@@ -172,7 +171,6 @@ pub use server::{
     Caller, Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown, MONITOR_THREAD,
     STOP_GRACE,
 };
-pub use transport::Transport;
 
 #[doc(hidden)]
 pub mod __private {

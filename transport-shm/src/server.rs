@@ -96,6 +96,13 @@ pub trait Handler: Send + Sync + 'static {
     fn serves_inline(&self) -> bool {
         false
     }
+
+    /// The derived services this handler serves, by name and schema fingerprint: the server
+    /// lists them in the file, and clients that expect a service check it there when they
+    /// attach. (A hand-written handler serves none by name.)
+    fn services(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 impl<F> Handler for F
@@ -116,8 +123,6 @@ pub struct ServerConfig {
     pub lanes: u32,
     /// Worker threads serving ports.
     pub workers: usize,
-    /// The schema fingerprint of the service; clients that expect another one cannot attach.
-    pub fingerprint: u64,
     /// How often the monitor looks for ports held by dead clients, and for free ports whose
     /// inline line is still armed (a port stays armed for one to two intervals after its last
     /// claim ends, its line polled by the workers meanwhile: two loads a pass).
@@ -133,7 +138,6 @@ impl Default for ServerConfig {
             ports: 64,
             lanes: 1,
             workers: 2,
-            fingerprint: 0,
             reclaim_interval: Duration::from_millis(10),
             call_deadline: Duration::from_secs(30),
         }
@@ -204,6 +208,31 @@ struct Shared {
     config: ServerConfig,
 }
 
+/// The services a server lists must fit its file's table, each name once.
+fn check_services(services: &[(&'static str, u64)]) -> Result<(), ShmError> {
+    if services.len() > crate::header::MAX_SERVICES as usize {
+        return Err(ShmError::BadServices(format!(
+            "{} services, more than the {} a file lists",
+            services.len(),
+            crate::header::MAX_SERVICES
+        )));
+    }
+    for (i, (name, _)) in services.iter().enumerate() {
+        if !rpc_core::service::name_fits(name) {
+            return Err(ShmError::BadServices(format!(
+                "service name `{name}` is empty or longer than {} bytes",
+                rpc_core::service::SERVICE_NAME_BYTES
+            )));
+        }
+        if services[..i].iter().any(|(n, _)| n == name) {
+            return Err(ShmError::BadServices(format!(
+                "service `{name}` is served twice"
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Shared {
     /// Moves the server to `state`: its own word first, then the file's (the monitor reads them
     /// in the other order: see `restore_header`).
@@ -231,6 +260,16 @@ fn restore_header(shared: &Shared, expected: &[u8; crate::header::HEADER_SIZE]) 
         let want = u32::from_le_bytes(expected[i * 4..i * 4 + 4].try_into().expect("4 bytes"));
         if found != want {
             word.store(want, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Puts back every word of `words` that differs from `expected` (little-endian `u32`s).
+fn restore_words(words: &[AtomicU32], expected: &[u8]) {
+    for (word, want) in words.iter().zip(expected.chunks_exact(4)) {
+        let want = u32::from_le_bytes(want.try_into().expect("4 bytes"));
+        if word.load(Ordering::Relaxed) != want {
+            word.store(want, Ordering::Relaxed);
         }
     }
 }
@@ -287,10 +326,14 @@ impl ShmServer {
     ) -> Result<ShmServer, ShmError> {
         let path = path.as_ref();
         let pid = std::process::id();
-        let geometry = Geometry::new(config.ports, config.lanes, config.fingerprint, pid)?
+        let services = handler.services();
+        check_services(&services)?;
+        let table = file::table_bytes(&services);
+        let geometry = Geometry::new(config.ports, config.lanes, file::table_hash(&table), pid)?
             .with_server_start(start_time(pid).unwrap_or(0))
-            .with_inline(handler.serves_inline() && config.lanes == 1);
-        let (mapped, created) = file::create(path, &geometry)?;
+            .with_inline(handler.serves_inline() && config.lanes == 1)
+            .with_services(services.len() as u32);
+        let (mapped, created) = file::create(path, &geometry, &services)?;
         let mapped = Arc::new(mapped);
         let workers = config.workers.max(1);
         let shared = Arc::new(Shared {
@@ -640,6 +683,12 @@ fn monitor(shared: &Shared) {
     let me = current_holder().ok();
     let mut last = vec![0u64; ports];
     let header = mapped.geometry().encode();
+    let services: Vec<(&str, u64)> = mapped
+        .services()
+        .iter()
+        .map(|(n, f)| (n.as_str(), *f))
+        .collect();
+    let table = file::table_bytes(&services);
     loop {
         // Sleep one interval, waking at once when the server stops (`stop` unparks us; a
         // spurious wake-up parks again for the rest of the interval).
@@ -656,6 +705,7 @@ fn monitor(shared: &Shared) {
         }
         // The header first: clients that attach read it, and every client reads the state word.
         restore_header(shared, &header);
+        restore_words(mapped.table_words(), &table);
         for p in 0..ports {
             let word = owners[p].load(Ordering::Acquire);
             let holder = holder_of(word);
@@ -721,19 +771,5 @@ fn monitor(shared: &Shared) {
             std::sync::atomic::fence(Ordering::Release);
             shared.server_locks[w].fetch_and(!bit, Ordering::Relaxed);
         }
-    }
-}
-
-impl crate::transport::Transport for ShmServer {
-    type Mailbox = ShmMailbox;
-    fn region(&self) -> rpc_core::Region<'_, ShmMailbox> {
-        self.shared.mapped.region()
-    }
-    fn fingerprint(&self) -> u64 {
-        self.shared.mapped.geometry().fingerprint()
-    }
-    fn peer_alive(&self) -> bool {
-        // Clients come and go; the server never waits on one outside a call.
-        true
     }
 }

@@ -1,7 +1,11 @@
-//! Serving a `#[derive(RpcOpcodes)]` service: [`impl_handler!`](crate::impl_handler) makes a
-//! type that implements the generated server trait a [`Handler`](crate::Handler).
+//! Serving `#[derive(RpcOpcodes)]` services: a service bound to its handler
+//! (`Counter::server(handler)`), or several (`.and(..)`), is a [`Handler`](crate::Handler).
 
 use std::cell::RefCell;
+
+use rpc_core::service::{Both, Dispatch, Services, Serving, INLINE_BYTES};
+
+use crate::{Handler, ServerPort};
 
 thread_local! {
     /// Where a worker thread receives streamed requests; kept between calls.
@@ -18,51 +22,78 @@ pub fn with_stream_buffers<R>(f: impl FnOnce(&mut Vec<Vec<u8>>) -> R) -> R {
     })
 }
 
-/// Implements [`Handler`](crate::Handler) for a type that implements a server trait
-/// `#[derive(RpcOpcodes)]` generated: calls through the packets go to the trait's `dispatch`
-/// (streamed requests into buffers kept per worker thread, [`with_stream_buffers`]), inline calls
-/// to its `dispatch_inline`, and the server answers inline calls.
+/// A derived service bound to its handler (`Counter::server(handler)`) is a [`Handler`]:
+/// calls through the packets go to the service's dispatch (streamed arguments into buffers kept
+/// per worker thread, [`with_stream_buffers`]), inline calls to its inline dispatch, and the
+/// file's services table lists it.
 ///
-/// ```
-/// use transport_shm::demo::{DemoServer, DemoService};
+/// ```no_run
+/// use transport_shm::demo::{Demo, DemoService};
+/// use transport_shm::{ServerConfig, ShmServer};
 ///
-/// struct Mine(DemoService);
-/// impl DemoServer for Mine {
-///     fn echo(&self, id: u64) -> transport_shm::demo::Echoed { self.0.echo(id) }
-///     fn add(&self, r: transport_shm::demo::Operands) -> u64 { self.0.add(r) }
-///     fn sleep(&self, micros: u64) -> transport_shm::demo::Slept { self.0.sleep(micros) }
-///     fn sum(&self, data: &[u8]) -> transport_shm::demo::Summed { self.0.sum(data) }
-/// }
-/// transport_shm::impl_handler!(Mine: DemoServer);
-/// // `ShmServer::start(path, config, Mine(DemoService))` now serves it.
+/// let server = ShmServer::start("demo", ServerConfig::default(), Demo::server(DemoService))?;
+/// # Ok::<(), transport_shm::ShmError>(())
 /// ```
-#[macro_export]
-macro_rules! impl_handler {
-    ($ty:ty : $server:path) => {
-        impl $crate::Handler for $ty {
-            fn handle(
-                &self,
-                port: &mut $crate::ServerPort<'_, '_>,
-            ) -> ::core::result::Result<(), $crate::__private::rpc_core::Error> {
-                $crate::service::with_stream_buffers(|buffers| {
-                    <$ty as $server>::dispatch(self, port, buffers)
-                })
-                .map(|_| ())
-            }
+impl<S, H> Handler for Serving<S, H>
+where
+    S: Dispatch<H> + 'static,
+    H: Send + Sync + 'static,
+{
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+        with_stream_buffers(|buffers| Services::dispatch(self, port, buffers)).map(|_| ())
+    }
 
-            #[inline]
-            fn handle_inline(
-                &self,
-                opcode: u32,
-                request: &[u8],
-                reply: &mut [u8; $crate::__private::rpc_core::service::INLINE_BYTES],
-            ) -> ::core::option::Option<(u32, usize)> {
-                <$ty as $server>::dispatch_inline(self, opcode, request, reply)
-            }
+    #[inline]
+    fn handle_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; INLINE_BYTES],
+    ) -> Option<(u32, usize)> {
+        Services::dispatch_inline(self, opcode, request, reply)
+    }
 
-            fn serves_inline(&self) -> bool {
-                true
-            }
-        }
-    };
+    fn serves_inline(&self) -> bool {
+        true
+    }
+
+    fn services(&self) -> Vec<(&'static str, u64)> {
+        listed(self)
+    }
+}
+
+/// Several derived services served together (`Counter::server(a).and(Libc::server(b))`): each
+/// call goes to the service that has its opcode.
+impl<A, B> Handler for Both<A, B>
+where
+    A: Services + Send + Sync + 'static,
+    B: Services + Send + Sync + 'static,
+{
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+        with_stream_buffers(|buffers| Services::dispatch(self, port, buffers)).map(|_| ())
+    }
+
+    #[inline]
+    fn handle_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; INLINE_BYTES],
+    ) -> Option<(u32, usize)> {
+        Services::dispatch_inline(self, opcode, request, reply)
+    }
+
+    fn serves_inline(&self) -> bool {
+        true
+    }
+
+    fn services(&self) -> Vec<(&'static str, u64)> {
+        listed(self)
+    }
+}
+
+fn listed(services: &impl Services) -> Vec<(&'static str, u64)> {
+    let mut out = Vec::new();
+    services.each(&mut |name, fingerprint| out.push((name, fingerprint)));
+    out
 }

@@ -27,14 +27,14 @@ const CHECK_EVERY: u32 = 8;
 /// The backoff schedule with a deadline counted from the first sleep.
 #[derive(Debug)]
 struct Backoff {
-    deadline: Duration,
+    deadline: Cell<Duration>,
     sleeping_since: Cell<Option<Instant>>,
 }
 
 impl Backoff {
     fn new(deadline: Duration) -> Self {
         Backoff {
-            deadline,
+            deadline: Cell::new(deadline),
             sleeping_since: Cell::new(None),
         }
     }
@@ -58,7 +58,7 @@ impl Backoff {
                 now
             }
         };
-        if now.duration_since(since) >= self.deadline {
+        if now.duration_since(since) >= self.deadline.get() {
             return Err(Stalled);
         }
         let sleep = FIRST_SLEEP
@@ -93,6 +93,11 @@ impl ClientWait {
                 self.mapped.geometry().server_pid(),
                 self.mapped.geometry().server_start(),
             )
+    }
+
+    /// Sets the deadline of the waits to come; returns the one it replaces.
+    pub(crate) fn replace_deadline(&self, deadline: Duration) -> Duration {
+        self.backoff.deadline.replace(deadline)
     }
 
     pub(crate) fn pause_polls(&self, polls: u32) -> Result<(), Stalled> {

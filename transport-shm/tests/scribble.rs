@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use transport_shm::demo::{self, Demo, DemoClient};
+use transport_shm::demo::{self, Demo, DemoService};
 use transport_shm::header::HEADER_SIZE;
 use transport_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 
@@ -68,16 +68,16 @@ fn round(tag: &str, seed: u64, area: fn(&transport_shm::Geometry) -> (usize, usi
     let path = format!("/dev/shm/ferry-test-scribble-{tag}-{}", std::process::id());
     let config = ServerConfig {
         ports: PORTS,
-        fingerprint: Demo::FINGERPRINT,
         reclaim_interval: Duration::from_millis(5),
         call_deadline: Duration::from_millis(500),
         ..ServerConfig::default()
     };
-    let server = ShmServer::start(&path, config, demo::DemoService).unwrap();
-    let client_config = |sticky| ClientConfig {
-        fingerprint: Some(Demo::FINGERPRINT),
-        deadline: Duration::from_millis(500),
-        sticky,
+    let server = ShmServer::start(&path, config, Demo::server(DemoService)).unwrap();
+    let client_config = |sticky| {
+        ClientConfig::default()
+            .service::<Demo>()
+            .deadline(Duration::from_millis(500))
+            .sticky(sticky)
     };
     let g = *ShmClient::attach(&path, client_config(false))
         .unwrap()
@@ -89,13 +89,14 @@ fn round(tag: &str, seed: u64, area: fn(&transport_shm::Geometry) -> (usize, usi
         .map(|i| {
             let stop = Arc::clone(&stop);
             // Attached before the writing starts (a header being written may refuse attaching).
-            let mut c = ShmClient::attach(&path, client_config(i % 2 == 0)).unwrap();
+            let shm = ShmClient::attach(&path, client_config(i % 2 == 0)).unwrap();
             std::thread::spawn(move || {
+                let c = Demo::client(&shm);
                 let data = vec![3u8; 300];
                 let mut calls = 0u64;
                 while !stop.load(Ordering::Relaxed) {
-                    let _ = c.call_typed(|p| p.echo(calls));
-                    let _ = c.call_typed(|p| p.sum(&data));
+                    let _ = c.echo(calls);
+                    let _ = c.sum(&data);
                     calls += 1;
                 }
                 calls
@@ -146,20 +147,17 @@ fn every_port_serves(path: &str, config: ClientConfig) -> Result<Vec<ShmClient>,
     let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
     let want = data.iter().map(|&b| b as u64).sum::<u64>();
     for i in 0..PORTS as u64 {
-        let mut c = ShmClient::attach(path, config).map_err(|e| format!("attach: {e}"))?;
-        let echoed = c
-            .call_typed(|p| p.echo(i))
-            .map_err(|e| format!("handle {i}: echo: {e}"))?;
+        let shm = ShmClient::attach(path, config.clone()).map_err(|e| format!("attach: {e}"))?;
+        let c = Demo::client(&shm);
+        let echoed = c.echo(i).map_err(|e| format!("handle {i}: echo: {e}"))?;
         if (echoed.id, echoed.mix) != (i, demo::mix(i)) {
             return Err(format!("handle {i}: a wrong echo {echoed:?}"));
         }
-        let summed = c
-            .call_typed(|p| p.sum(&data))
-            .map_err(|e| format!("handle {i}: sum: {e}"))?;
+        let summed = c.sum(&data).map_err(|e| format!("handle {i}: sum: {e}"))?;
         if (summed.len, summed.sum) != (1000, want) {
             return Err(format!("handle {i}: a wrong sum {summed:?}"));
         }
-        handles.push(c);
+        handles.push(shm);
     }
     let mut ports: Vec<_> = handles.iter().map(|h| h.held_port().unwrap()).collect();
     ports.sort_unstable();

@@ -26,7 +26,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use transport_shm::demo::{self, Demo, DemoClient, DemoHandle, DemoServer, DemoService};
+use transport_shm::demo::{self, Demo, DemoService};
 use transport_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 use crate::Res;
@@ -443,7 +443,7 @@ fn in_process(args: &BenchArgs, typed: bool, server_cpu: Option<usize>) -> f64 {
     let region =
         rpc_core::HeapRegion::<transport_shm::ShmMailbox>::new(64, 1).expect("a valid layout");
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let opcode = Demo::Echo.opcode();
+    let opcode = Demo::Echo { id: 0 }.opcode();
     std::thread::scope(|s| {
         s.spawn(|| {
             if let Some(cpu) = server_cpu {
@@ -456,13 +456,14 @@ fn in_process(args: &BenchArgs, typed: bool, server_cpu: Option<usize>) -> f64 {
             let mut buffers = Vec::new();
             while !stop.load(Ordering::Relaxed) {
                 if typed {
-                    let _ = DemoService.serve_one(&server, &mut buffers);
+                    let _ = Demo::serve_one(&DemoService, &server, &mut buffers);
                 } else if let Some(mut port) = server.try_open(()) {
                     let _ = port.recv_and_send(|slot, _| slot.words[1] = demo::mix(slot.words[0]));
                 }
             }
         });
         let client = region.client();
+        let demo = Demo::client(&client);
         let mut runs = Vec::new();
         let mut id = 0u64;
         for run in 0..=args.runs {
@@ -472,7 +473,7 @@ fn in_process(args: &BenchArgs, typed: bool, server_cpu: Option<usize>) -> f64 {
                 id += 1;
                 let mut reply = 0;
                 if typed {
-                    reply = client.echo(id).map_or(0, |r| r.mix);
+                    reply = demo.echo(id).map_or(0, |r| r.mix);
                 } else if let Ok(mut port) = client.open(opcode) {
                     let _ = port.send_and_recv(|s, _| s.words[0] = id, |s, _| reply = s.words[1]);
                 }
@@ -780,7 +781,6 @@ pub fn run(args: BenchArgs) -> Res<()> {
     let layout = raw_layout("/dev/shm", &args, answerer)?;
     let config = ServerConfig {
         workers: args.workers,
-        fingerprint: Demo::FINGERPRINT,
         ..ServerConfig::default()
     };
     // The server's threads run where this thread runs when it starts them. Its one worker goes
@@ -815,8 +815,13 @@ pub fn run(args: BenchArgs) -> Res<()> {
     };
     let (call, call_free) = {
         let path = path_for(&format!("bench-inline-{}", std::process::id()));
-        let server =
-            start_pinned(&mut || Ok(ShmServer::start(&path, config.clone(), demo::DemoService)?))?;
+        let server = start_pinned(&mut || {
+            Ok(ShmServer::start(
+                &path,
+                config.clone(),
+                Demo::server(DemoService),
+            )?)
+        })?;
         let ns = rpc(&path, &args, caller, "rpc")?;
         let free = rpc(&path, &args, caller, "rpc-free")?;
         server.shutdown(Duration::from_secs(5));
@@ -824,7 +829,13 @@ pub fn run(args: BenchArgs) -> Res<()> {
     };
     let packets = {
         let path = path_for(&format!("bench-packets-{}", std::process::id()));
-        let packets_only = |port: &mut transport_shm::ServerPort<'_, '_>| demo::serve(port);
+        // The demo's calls through the packets only: a handler that serves no inline calls.
+        let packets_only = |port: &mut transport_shm::ServerPort<'_, '_>| {
+            transport_shm::service::with_stream_buffers(|buffers| {
+                Demo::dispatch(&DemoService, port, buffers)
+            })
+            .map(|_| ())
+        };
         let server =
             start_pinned(&mut || Ok(ShmServer::start(&path, config.clone(), packets_only)?))?;
         let ns = rpc(&path, &args, caller, "rpc")?;
@@ -841,7 +852,7 @@ pub fn run(args: BenchArgs) -> Res<()> {
     }
     let socket = uds(&args)?;
     let path = path_for(&format!("bench-{}", std::process::id()));
-    let server = ShmServer::start(&path, config, demo::DemoService)?;
+    let server = ShmServer::start(&path, config, Demo::server(DemoService))?;
     println!();
     println!(
         "| round trip between two processes | median ns | ratio to the faster ping-pong ({raw:.0} ns) |"
@@ -975,20 +986,19 @@ pub fn peer(args: PeerArgs) -> Res<()> {
             Ok(())
         }
         Role::Rpc | Role::RpcFree => {
-            let config = ClientConfig {
-                fingerprint: Some(Demo::FINGERPRINT),
-                deadline: Duration::from_secs(10),
-                sticky: matches!(args.role, Role::Rpc),
-            };
+            let config = ClientConfig::default()
+                .service::<Demo>()
+                .sticky(matches!(args.role, Role::Rpc));
             let first = ShmClient::attach(&args.path, config)?;
             let mut id = 0u64;
             for run in 0..=args.runs {
                 // Each run on another port: a handle whose search starts elsewhere claims
                 // another port, and gives it back when dropped.
-                let mut c = DemoHandle::new(first.handle(run as u32 * 5));
+                let shm = first.handle(run as u32 * 5);
+                let c = Demo::client(&shm);
                 let ns = timed(args.trips, || {
                     id += 1;
-                    if c.echo(id)? != (id, demo::mix(id)) {
+                    if c.echo(id)? != (id, demo::mix(id)).into() {
                         return Err("a wrong reply".into());
                     }
                     Ok(())
@@ -1000,7 +1010,9 @@ pub fn peer(args: PeerArgs) -> Res<()> {
             Ok(())
         }
         Role::Load => {
-            let mut c = DemoHandle::attach(&args.path, Duration::from_secs(10))?;
+            let config = ClientConfig::default().service::<Demo>().sticky(true);
+            let shm = ShmClient::attach(&args.path, config)?;
+            let c = Demo::client(&shm);
             println!("ready");
             std::io::stdout().flush()?;
             let mut line = String::new();
@@ -1008,7 +1020,7 @@ pub fn peer(args: PeerArgs) -> Res<()> {
             let base = (std::process::id() as u64) << 40;
             for i in 0..args.trips {
                 let id = base | i;
-                if c.echo(id)? != (id, demo::mix(id)) {
+                if c.echo(id)? != (id, demo::mix(id)).into() {
                     return Err("a wrong reply".into());
                 }
             }

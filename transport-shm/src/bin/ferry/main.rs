@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use nix::sys::signal::Signal;
-use transport_shm::demo::{self, Demo, DemoHandle};
-use transport_shm::{path_for, ServerConfig, ShmError, ShmServer};
+use transport_shm::demo::{self, Demo};
+use transport_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmError, ShmServer};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -78,7 +78,6 @@ impl ServerOpts {
         ServerConfig {
             ports: self.ports,
             workers: self.workers,
-            fingerprint: Demo::FINGERPRINT,
             ..ServerConfig::default()
         }
     }
@@ -415,12 +414,16 @@ fn micros(ns: u64) -> String {
 
 /// Attaches to the server at `--name`, waiting up to `--deadline` for one to serve it (a missing
 /// file, or one whose server has stopped, may be a server not started yet or restarting).
-fn attach(args: &CallArgs) -> Res<DemoHandle> {
+fn attach(args: &CallArgs) -> Res<ShmClient> {
     let path = path_for(&args.name);
     let deadline = Duration::from_secs(args.deadline);
     let until = Instant::now().checked_add(deadline);
+    let config = ClientConfig::default()
+        .service::<Demo>()
+        .deadline(deadline)
+        .sticky(true);
     loop {
-        let error = match DemoHandle::attach(&path, deadline) {
+        let error = match ShmClient::attach(&path, config.clone()) {
             Ok(client) => return Ok(client),
             Err(e) => e,
         };
@@ -449,7 +452,8 @@ fn attach(args: &CallArgs) -> Res<DemoHandle> {
 }
 
 fn call_loop(args: &CallArgs, progress: bool) -> Res<Report> {
-    let mut client = attach(args)?;
+    let shm = attach(args)?;
+    let client = Demo::client(&shm);
     let data: Vec<u8> = (0..args.size)
         .map(|i| (i * 7 + args.id as usize) as u8)
         .collect();
@@ -464,12 +468,12 @@ fn call_loop(args: &CallArgs, progress: bool) -> Res<Report> {
         let ok = match args.op {
             Op::Echo => {
                 let id = args.id << 40 | i;
-                client.echo(id).map(|got| got == (id, demo::mix(id)))
+                client.echo(id).map(|got| got == (id, demo::mix(id)).into())
             }
             Op::Add => client.add(args.id, i).map(|s| s == args.id.wrapping_add(i)),
             Op::Sum => client
                 .sum(&data)
-                .map(|got| got == (data.len() as u64, want_sum)),
+                .map(|got| (got.len, got.sum) == (data.len() as u64, want_sum)),
         };
         latencies.push(t.elapsed().as_nanos() as u64);
         r.calls += 1;
@@ -481,7 +485,10 @@ fn call_loop(args: &CallArgs, progress: bool) -> Res<Report> {
                 if r.errors == 1 {
                     eprintln!("ferry call {}: {e}", args.id);
                 }
-                if matches!(e, transport_shm::ShmError::NoServer { .. }) {
+                if matches!(
+                    e,
+                    rpc_core::service::Error::Transport(rpc_core::service::Transport::NoServer)
+                ) {
                     break;
                 }
             }
@@ -554,7 +561,7 @@ fn run_demo(args: DemoArgs) -> Res<()> {
         .unwrap_or_else(|| format!("demo-{}", std::process::id()));
     let path = path_for(&name);
     catch_signals()?;
-    let server = ShmServer::start(&path, args.server.config(), demo::DemoService)?;
+    let server = ShmServer::start(&path, args.server.config(), Demo::server(demo::DemoService))?;
     println!(
         "ferry demo: serving {} ({} ports, {} workers); {} client processes × {} {:?} calls",
         path.display(),
@@ -674,12 +681,13 @@ fn run_demo(args: DemoArgs) -> Res<()> {
 fn serve(args: ServeArgs) -> Res<()> {
     catch_signals()?;
     let path = path_for(&args.name);
-    let server = match ShmServer::start(&path, args.server.config(), demo::DemoService) {
-        Err(e @ ShmError::AlreadyServing { .. }) => {
-            return Err(format!("{e}; stop it first, or serve another --name").into())
-        }
-        started => started?,
-    };
+    let server =
+        match ShmServer::start(&path, args.server.config(), Demo::server(demo::DemoService)) {
+            Err(e @ ShmError::AlreadyServing { .. }) => {
+                return Err(format!("{e}; stop it first, or serve another --name").into())
+            }
+            started => started?,
+        };
     println!(
         "serving the demo service at {} ({} ports, {} workers); Ctrl-C to stop",
         path.display(),

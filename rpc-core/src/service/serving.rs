@@ -1,0 +1,154 @@
+//! Serving derived services: a service bound to its handler, and several served together.
+
+use core::marker::PhantomData;
+
+use super::{Dispatch, LaneBuffers, Served, HANDSHAKE, INLINE_BYTES};
+use crate::lanes::Lanes;
+use crate::mailbox::Mailbox;
+use crate::port::Port;
+use crate::process::Server;
+use crate::wait::Wait;
+
+/// Service `S` bound to a handler of type `H` (`Counter::server(handler)`): what a transport's
+/// server serves. [`and`](Self::and) adds another service to serve on the same ports.
+pub struct Serving<S, H> {
+    handler: H,
+    service: PhantomData<fn() -> S>,
+}
+
+impl<S, H> Serving<S, H> {
+    /// `handler` serving `S` (the derive's `S::server(handler)` calls this).
+    pub fn new(handler: H) -> Self {
+        Serving {
+            handler,
+            service: PhantomData,
+        }
+    }
+
+    /// The handler.
+    pub fn handler(&self) -> &H {
+        &self.handler
+    }
+
+    /// These calls and those of `other`, served together.
+    pub fn and<T: Services>(self, other: T) -> Both<Self, T> {
+        Both(self, other)
+    }
+}
+
+/// Two sets of services served together (see [`Serving::and`]).
+pub struct Both<A, B>(pub A, pub B);
+
+impl<A, B> Both<A, B> {
+    /// These calls and those of `other`, served together.
+    pub fn and<T: Services>(self, other: T) -> Both<Self, T> {
+        Both(self, other)
+    }
+}
+
+/// One or more services, each with its handler: what a transport's server dispatches calls to.
+/// Implemented by [`Serving`] and [`Both`]; user code builds them (`Counter::server(h)
+/// .and(Libc::server(host))`) and never names this trait.
+pub trait Services {
+    /// Whether one of the services has a call with `opcode`.
+    fn has_opcode(&self, opcode: u32) -> bool;
+
+    /// Calls `f` with each service's name and fingerprint, in the order they were added.
+    fn each(&self, f: &mut dyn FnMut(&'static str, u64));
+
+    /// Serves the call on `port` with the service that has its opcode; a call none has gets
+    /// `status::UNKNOWN_OPCODE`.
+    fn dispatch<L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
+        &self,
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        buffers: &mut B,
+    ) -> Result<Served, crate::Error>;
+
+    /// Serves an inline call with the service that has its opcode.
+    fn dispatch_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; INLINE_BYTES],
+    ) -> Option<(u32, usize)>;
+}
+
+impl<S: Dispatch<H>, H> Services for Serving<S, H> {
+    #[inline]
+    fn has_opcode(&self, opcode: u32) -> bool {
+        S::has_opcode(opcode)
+    }
+
+    fn each(&self, f: &mut dyn FnMut(&'static str, u64)) {
+        f(S::NAME, S::FINGERPRINT);
+    }
+
+    #[inline]
+    fn dispatch<L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
+        &self,
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        buffers: &mut B,
+    ) -> Result<Served, crate::Error> {
+        S::dispatch(&self.handler, port, buffers)
+    }
+
+    #[inline(always)]
+    fn dispatch_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; INLINE_BYTES],
+    ) -> Option<(u32, usize)> {
+        S::dispatch_inline(&self.handler, opcode, request, reply)
+    }
+}
+
+impl<A: Services, B: Services> Services for Both<A, B> {
+    #[inline]
+    fn has_opcode(&self, opcode: u32) -> bool {
+        self.0.has_opcode(opcode) || self.1.has_opcode(opcode)
+    }
+
+    fn each(&self, f: &mut dyn FnMut(&'static str, u64)) {
+        self.0.each(f);
+        self.1.each(f);
+    }
+
+    #[inline]
+    fn dispatch<L: Lanes, M: Mailbox, W: Wait, Bf: LaneBuffers>(
+        &self,
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        buffers: &mut Bf,
+    ) -> Result<Served, crate::Error> {
+        // The handshake belongs to no one service: with several served, each client checks its
+        // own service when it connects (the transport's table), so the first answers it.
+        let opcode = port.opcode();
+        if opcode != HANDSHAKE && !self.0.has_opcode(opcode) {
+            self.1.dispatch(port, buffers)
+        } else {
+            self.0.dispatch(port, buffers)
+        }
+    }
+
+    #[inline(always)]
+    fn dispatch_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; INLINE_BYTES],
+    ) -> Option<(u32, usize)> {
+        if self.0.has_opcode(opcode) {
+            self.0.dispatch_inline(opcode, request, reply)
+        } else {
+            self.1.dispatch_inline(opcode, request, reply)
+        }
+    }
+}
+
+/// Whether a service's name fits the table transports keep of what they serve.
+pub const fn name_fits(name: &str) -> bool {
+    !name.is_empty() && name.len() <= SERVICE_NAME_BYTES
+}
+
+/// The longest service name a transport's table of served services holds, in bytes.
+pub const SERVICE_NAME_BYTES: usize = 48;
