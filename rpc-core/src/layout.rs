@@ -97,6 +97,8 @@ impl core::fmt::Display for LayoutError {
     }
 }
 
+impl core::error::Error for LayoutError {}
+
 /// Where everything lies in a region of `ports` ports and `lanes` lanes per packet.
 ///
 /// Both sides compute the same layout from the same three inputs; the side that creates the region

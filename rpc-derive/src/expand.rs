@@ -480,7 +480,12 @@ fn docs(call: &Call, verb: &str) -> TokenStream {
         "{verb} `{}` (opcode `{:#010x}`{}).",
         call.ident,
         call.opcode,
-        if call.oneway() { ", one-way" } else { "" }
+        if call.oneway() {
+            ", one-way: the client returns once the call is sent, and a later call of the same \
+             client may be served before it"
+        } else {
+            ""
+        }
     );
     if own.is_empty() {
         quote!(#[doc = #line])

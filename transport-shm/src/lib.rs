@@ -3,34 +3,42 @@
 //! A server creates the file (in `/dev/shm` by default, any path allowed) and serves it from
 //! several worker threads; client processes attach to it and make calls. It is the way to use the
 //! framework, and to test device code, on a machine without a GPU. The `ferry` command
-//! (`src/bin/ferry.rs`) runs the demo service with client processes and prints a summary.
+//! (`src/bin/ferry/`) runs the demo service with client processes and prints a summary.
+//!
+//! ```no_run
+//! use transport_shm::demo::{Demo, DemoService};
+//! use transport_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
+//!
+//! // The server process: serve one or more derived services (`.and(Other::server(h))`).
+//! let server = ShmServer::start("my-app", ServerConfig::default(), Demo::server(DemoService))?;
+//! // A client process: attach, checking that the services it calls are served, then call.
+//! let shm = ShmClient::attach("my-app", ClientConfig::default().service::<Demo>())?;
+//! let demo = Demo::client(&shm);
+//! assert_eq!(demo.add(2, 3), Ok(5));
+//! # Ok::<(), transport_shm::ShmError>(())
+//! ```
 //!
 //! ```text
-//! offset 0           header (128 bytes): magic, version, geometry, fingerprint, server pid and
-//!                    start time, state, flags
+//! offset 0           header (128 bytes): magic, version, geometry, the services table's hash,
+//!                    server pid and start time, state, flags, the number of services
 //! region_offset      the rpc_core region: mailboxes and packets (rpc_core::Layout, packed mailboxes)
 //! owners_offset      one u64 owner word per port: generation << 32 | holder (0: free)
 //! inline_offset      the inline bitmap (one bit per port), then one 64-byte inline line per port
+//! services_offset    the services table: one 64-byte entry (name, fingerprint) per service
 //! ```
 //!
 //! Two ways a call travels. Through the **packets** (rpc-core's protocol: any call, streams of
-//! any size), or, for a call whose request and reply are fixed and at most 32 bytes each (what
-//! `#[derive(RpcOpcodes)]` calls with `request = T, response = U` are, for small `T` and `U`),
+//! any size), or, for a call whose arguments and reply are fixed and at most 32 bytes each,
 //! **inline**: in the port's inline line, where the request, the reply and both sides' sequence
 //! words share one cache line, so a call moves one line each way instead of four (module
 //! `inline`). The generated client methods pick the path themselves; a server whose handler
-//! serves inline calls ([`Handler::serves_inline`], [`demo::DemoService`]) says so in the header,
-//! and clients of one that does not make every call through the packets.
-//!
-//! To serve a derived service, implement its generated server trait and say
-//! [`impl_handler!`]`(MyType: MyServer)`: the type is then a [`Handler`] that serves both paths
-//! (`ShmServer::start(path, config, MyType { .. })`); clients call through
-//! [`ShmClient::call_typed`] (`client.call_typed(|p| p.my_call(x))`).
+//! serves inline calls ([`Handler::serves_inline`]: every derived service does) says so in the
+//! header, and clients of one that does not make every call through the packets.
 //!
 //! Modules: `header` (the header and its checks), `file` (creating, stale files, attaching,
-//! mapping), `owner` (owner words and liveness), `inline` (inline lines), `wait` (backoff with
-//! deadlines), `server`, `client`, `demo` (the demo service), `transport` (the trait a side's
-//! view implements).
+//! mapping, the services table), `owner` (owner words and liveness), `inline` (inline lines),
+//! `wait` (backoff with deadlines), `server`, `client`, `service` (derived services as
+//! handlers), `demo` (the demo service).
 //!
 //! # Who writes what
 //!
@@ -172,9 +180,9 @@ pub use server::{
     STOP_GRACE,
 };
 
-#[doc(hidden)]
-pub mod __private {
-    //! What [`impl_handler!`](crate::impl_handler) expands to, reached from any crate.
-    pub use rpc_core;
-}
 pub use wait::{ClientWait, ServerWait};
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;

@@ -64,9 +64,9 @@ pub const MONITOR_THREAD: &str = "ferry-monitor";
 
 /// Serves one request on an open port: receives it and replies (or fails).
 ///
-/// A type implementing a `#[derive(RpcOpcodes)]` server trait gets this implementation from
-/// [`impl_handler!`](crate::impl_handler); a closure over a port is one too (it serves no inline
-/// calls).
+/// A derived service bound to its handler is one (`Counter::server(handler)`, several with
+/// `.and(..)`; module `service`); a closure over a port is one too (it serves no inline calls
+/// and no service by name).
 ///
 /// A handler returning an error (or panicking) while it still holds the packet gets
 /// [`status::SERVER_ERROR`] sent back to the client.

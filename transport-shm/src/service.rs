@@ -1,5 +1,5 @@
 //! Serving `#[derive(RpcOpcodes)]` services: a service bound to its handler
-//! (`Counter::server(handler)`), or several (`.and(..)`), is a [`Handler`](crate::Handler).
+//! (`Counter::server(handler)`), or several (`.and(..)`), is a [`Handler`].
 
 use std::cell::RefCell;
 
