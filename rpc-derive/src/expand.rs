@@ -426,7 +426,7 @@ fn assertions(service: &Service) -> TokenStream {
         );
         let span = call.ident.span();
         sizes.push(quote_spanned! {span=>
-            ::core::assert!(#size <= ::rpc_core::layout::SLOT_BYTES, #message);
+            ::core::assert!(::rpc_core::__private::fits_slot(#size), #message);
         });
         if matches!(call.response(), Some(Wire::Fixed(_))) || call.error().is_some() {
             let size = reply_size(call);
@@ -446,7 +446,7 @@ fn assertions(service: &Service) -> TokenStream {
                 .as_ref()
                 .map_or(call.ident.span(), |r| r.value.span());
             sizes.push(quote_spanned! {span=>
-                ::core::assert!(#size <= ::rpc_core::layout::SLOT_BYTES, #message);
+                ::core::assert!(::rpc_core::__private::fits_slot(#size), #message);
             });
         }
     }

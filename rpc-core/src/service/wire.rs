@@ -34,6 +34,11 @@ pub const fn max(a: usize, b: usize) -> usize {
     }
 }
 
+/// Whether `bytes` fit one slot.
+pub const fn fits_slot(bytes: usize) -> bool {
+    bytes <= SLOT_BYTES
+}
+
 /// Writes `value`'s bytes at `at` of `buf` (the generated code sized `buf` for them).
 #[inline(always)]
 pub fn put<T: IntoBytes + Immutable>(buf: &mut [u8], at: usize, value: &T) {
