@@ -2,27 +2,36 @@
 //! its device-side API.
 //!
 //! The service is one enum with `#[derive(RpcOpcodes)]`, shared by both sides: the device calls
-//! through the generated [`LibcClient`] (wrapped here in functions that take care of chunking,
-//! lane convergence and error decoding), and the host implements the generated [`LibcServer`]
-//! (`transport_gpu::host`). Every function here is generic over the client's lanes, mailbox and
-//! wait policy, so the same code runs on a GPU warp, a simulated warp and a host thread (against
-//! the shared-memory transport).
+//! through the generated [`LibcClient`] (`Libc::client(process)`, wrapped here in functions that
+//! take care of chunking, lane convergence and local checks), and the host implements the
+//! generated [`LibcServer`] (`transport_gpu::host`). Every function here is generic over the
+//! client's lanes, mailbox and wait policy, so the same code runs on a GPU warp, a simulated warp
+//! and a host thread.
 //!
-//! | call | request, per lane | reply, per lane |
+//! | call | arguments, per lane | reply, per lane |
 //! |---|---|---|
 //! | [`Libc::Print`], [`Libc::EPrint`] | the bytes (≤ [`PRINT_CHUNK`]), streamed | none: one-way |
-//! | [`Libc::OpenFile`] | mode (`u32` LE, [`mode`]) ++ path (≤ [`PATH_LIMIT`]) | [`Reply`]: the handle |
-//! | [`Libc::Read`], [`Libc::Gets`] | [`ReadRequest`] | [`DATA_HEADER`] bytes of error code ++ data |
-//! | [`Libc::Write`] | handle (`u64` LE) ++ bytes (≤ [`IO_CHUNK`]) | [`Reply`]: bytes written |
-//! | [`Libc::Seek`] | [`SeekRequest`] | [`Reply`]: the new position |
-//! | [`Libc::Tell`], [`Libc::Flush`], [`Libc::Close`] | the handle | [`Reply`] |
-//! | [`Libc::Remove`] | the path (text) | [`Reply`] |
-//! | [`Libc::Rename`] | from ++ `\0` ++ to | [`Reply`] |
-//! | [`Libc::Exit`] | the code | [`Reply`] (the loader ends the process instead) |
-//! | [`Libc::Abort`] | nothing | [`Reply`] (the loader aborts instead) |
-//! | [`Libc::Malloc`], [`Libc::Free`] | size / address | [`Reply`]: the address |
+//! | [`Libc::Open`] | mode ([`mode`]), path (text, ≤ [`PATH_LIMIT`]) | the [`Handle`] |
+//! | [`Libc::Read`], [`Libc::Gets`] | handle, most bytes wanted | the bytes (≤ [`IO_CHUNK`]), streamed |
+//! | [`Libc::Write`] | handle, the bytes (≤ [`IO_CHUNK`]) | bytes written |
+//! | [`Libc::Seek`] | handle, offset, whence | the new position |
+//! | [`Libc::Tell`] | handle | the position |
+//! | [`Libc::Flush`], [`Libc::Close`] | handle | nothing |
+//! | [`Libc::Remove`] | the path (text) | nothing |
+//! | [`Libc::Rename`] | `from`'s length, `from` ++ `to` (text) | nothing |
+//! | [`Libc::Exit`] | the code | nothing (the loader ends the process instead) |
+//! | [`Libc::Abort`] | nothing | nothing (the loader aborts instead) |
+//! | [`Libc::Malloc`], [`Libc::Free`] | size / address | the address / nothing |
 //! | [`Libc::Clock`] | nothing | [`ClockReading`] |
-//! | [`Libc::System`] | the command (text) | [`Reply`]: its exit status; [`HostError::Disabled`] unless the host turned it on |
+//! | [`Libc::System`] | the command (text, ≤ [`SYSTEM_LIMIT`]) | its exit status |
+//!
+//! Every call that can fail on the host carries [`HostError`] (`#[rpc(error = HostError)]`): a
+//! call returns `Result<T, LibcError>`, where [`LibcError`] is the service layer's
+//! `Error<HostError>`: [`Error::App`] is the host's answer (a missing file, a bad handle...),
+//! [`Error::Status`] and [`Error::Transport`] are the server refusing the call or the exchange
+//! failing. **Rename** sends both paths in its one text stream, `from` then `to`, with `from`'s
+//! length as a fixed argument (a call has at most one stream; two calls would leave a half-done
+//! rename between them).
 //!
 //! **Handles** are opaque: the host hands out ids (index and generation) and checks every id it
 //! is given; [`STDOUT`] and [`STDERR`] name its output streams. **Addresses** from
@@ -43,15 +52,24 @@
 //! order: a [`Printer`] sends the next only once the host has taken the previous one.
 //!
 //! **Convergence.** Every function is called by all active lanes together (as on a GPU, and as a
-//! simulated warp requires); loops over chunks go on while any lane has more (a ballot), lanes
-//! that are done take part with an empty request, and a lane whose request is invalid sends one
-//! the host refuses cheaply, so no lane ever leaves the others waiting.
+//! simulated warp requires), and every lane makes the same calls in the same order: loops over
+//! chunks go on while any lane has more (a ballot), lanes that are done (or failed) take part with
+//! an empty request, and a lane whose request the host would refuse as a whole (a path over
+//! [`PATH_LIMIT`], which would make the server reject the stream of every lane of the message)
+//! sends one the host refuses cheaply instead and gets [`HostError::TooLong`], so no lane ever
+//! leaves the others waiting and no lane's mistake fails another's call. The server's refusals
+//! ([`Error::Status`]) and the transport's failures ([`Error::Transport`]) come per message, so
+//! every lane of a call gets the same one.
+
+// The derive's compile-time check that a tagged reply fits a slot (`1 + max(value, error) <= 64`,
+// spanned at this file's types) trips this lint; it belongs to `rpc-derive`'s generated code.
+#![allow(clippy::int_plus_one)]
 
 use core::fmt;
 
-use rpc_core::service::CallError;
+use rpc_core::service::{Bytes, Error, Service, Status, Text, Transport};
 use rpc_core::{Lanes, Mailbox, Process, RpcOpcodes, Wait};
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 /// The most bytes one lane prints in one message (the `limit` of print calls).
 pub const PRINT_CHUNK: usize = 512;
@@ -61,20 +79,9 @@ pub const IO_CHUNK: usize = 512;
 pub const PATH_LIMIT: usize = 512;
 /// The longest command [`system`] sends, in bytes.
 pub const SYSTEM_LIMIT: usize = 4096;
-/// The bytes before the data in a [`Libc::Read`] or [`Libc::Gets`] reply: the error code (`u32`
-/// LE, [`code`]).
-pub const DATA_HEADER: usize = 4;
-/// The bytes before the data in a [`Libc::Write`] request: the handle (`u64` LE).
-pub const HANDLE_HEADER: usize = 8;
-/// The bytes before the path in a [`Libc::OpenFile`] request: the mode (`u32` LE).
-pub const MODE_HEADER: usize = 4;
 
-// The derive's `limit` takes a literal: keep each equal to its constant.
-const _: () = assert!(PRINT_CHUNK == 512);
-const _: () = assert!(MODE_HEADER + PATH_LIMIT == 516);
-const _: () = assert!(HANDLE_HEADER + IO_CHUNK == 520);
-const _: () = assert!(2 * PATH_LIMIT + 1 == 1025);
-const _: () = assert!(SYSTEM_LIMIT == 4096);
+// A printer writes one message to a file with one `Write`.
+const _: () = assert!(PRINT_CHUNK <= IO_CHUNK);
 
 /// The host's standard output, as a handle.
 pub const STDOUT: Handle = Handle(1);
@@ -82,10 +89,11 @@ pub const STDOUT: Handle = Handle(1);
 pub const STDERR: Handle = Handle(2);
 
 /// An open file on the host: an opaque id the host validates on every call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(transparent)]
 pub struct Handle(pub u64);
 
-/// Open modes ([`Libc::OpenFile`]'s first word), combined with `|`.
+/// Open modes ([`Libc::Open`]'s `mode`), combined with `|`.
 pub mod mode {
     /// Open for reading.
     pub const READ: u32 = 1;
@@ -123,105 +131,6 @@ pub mod mode {
     }
 }
 
-/// Error codes in [`Reply::error`] and the data header.
-pub mod code {
-    /// No error.
-    pub const OK: u32 = 0;
-    /// No such file or directory.
-    pub const NOT_FOUND: u32 = 1;
-    /// Permission denied.
-    pub const DENIED: u32 = 2;
-    /// The handle is not one the host handed out, or was closed.
-    pub const BAD_HANDLE: u32 = 3;
-    /// A path or request too long.
-    pub const TOO_LONG: u32 = 4;
-    /// An argument the host refuses (bad mode, bad path, seek before the start...).
-    pub const INVALID: u32 = 5;
-    /// Too many files open: the caller's quota of open files, or the host's whole table, is full.
-    /// The reply's `value` is the limit reached (the count of files that limit allows).
-    pub const TOO_MANY_OPEN: u32 = 6;
-    /// The reserved heap has no block that large.
-    pub const OUT_OF_MEMORY: u32 = 7;
-    /// `free` of an address the host did not hand out (or already freed).
-    pub const BAD_POINTER: u32 = 8;
-    /// The call is turned off on this host (`system`).
-    pub const DISABLED: u32 = 9;
-    /// The file exists.
-    pub const EXISTS: u32 = 10;
-    /// Another I/O error on the host.
-    pub const IO: u32 = 11;
-    /// The path names something other than a regular file (a FIFO, a device, a socket, a
-    /// directory): the host opens regular files only, so that no call waits on another party.
-    pub const NOT_A_FILE: u32 = 12;
-}
-
-/// The fixed reply of most calls: a value and an error code ([`code`]).
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
-#[repr(C)]
-pub struct Reply {
-    /// The result (a handle, a count, a position, an address).
-    pub value: u64,
-    /// [`code::OK`] or why the call failed.
-    pub error: u32,
-    /// Zero.
-    pub pad: u32,
-}
-
-impl Reply {
-    /// A successful reply carrying `value`.
-    pub const fn ok(value: u64) -> Reply {
-        Reply {
-            value,
-            error: code::OK,
-            pad: 0,
-        }
-    }
-
-    /// A failed reply.
-    pub const fn err(error: u32) -> Reply {
-        Reply {
-            value: 0,
-            error,
-            pad: 0,
-        }
-    }
-
-    /// The value, or the error decoded.
-    pub fn into_result(self) -> Result<u64, HostError> {
-        match self.error {
-            code::OK => Ok(self.value),
-            e => Err(HostError::from_code(e)),
-        }
-    }
-}
-
-/// [`Libc::Read`] and [`Libc::Gets`]: the handle and the most bytes wanted (the host serves at
-/// most [`IO_CHUNK`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
-#[repr(C)]
-pub struct ReadRequest {
-    /// The file.
-    pub handle: u64,
-    /// The most bytes wanted.
-    pub len: u64,
-}
-
-/// [`Libc::Seek`]'s request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
-#[repr(C)]
-pub struct SeekRequest {
-    /// The file.
-    pub handle: u64,
-    /// The offset from `whence`.
-    pub offset: i64,
-    /// [`SEEK_SET`], [`SEEK_CUR`] or [`SEEK_END`].
-    pub whence: u32,
-    /// Zero.
-    pub pad: u32,
-}
-
 /// Seek from the start.
 pub const SEEK_SET: u32 = 0;
 /// Seek from the current position.
@@ -239,152 +148,258 @@ pub struct ClockReading {
     pub monotonic_ns: u64,
 }
 
+/// Why the host refused a call: the error of every [`Libc`] call that can fail, as the handler
+/// returns it and the device receives it ([`Error::App`]). The discriminants are the codes the
+/// service has always used; a code this side does not know arrives as
+/// [`Status::BadResponse`].
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, TryFromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(u32)]
+pub enum HostError {
+    /// No such file or directory.
+    NotFound = 1,
+    /// Permission denied.
+    Denied = 2,
+    /// The handle is not one the host handed out to this client, or was closed.
+    BadHandle = 3,
+    /// A path or request over the limits (checked on the device before sending).
+    TooLong = 4,
+    /// An argument the host refuses (bad mode, empty path or one with a NUL, seek before the
+    /// start...).
+    Invalid = 5,
+    /// Too many files open: this client's quota of open files, or the host's whole table, is
+    /// full.
+    TooManyOpen = 6,
+    /// The reserved heap has no block that large.
+    OutOfMemory = 7,
+    /// `free` of an address the host did not hand out to this client (or already freed).
+    BadPointer = 8,
+    /// The call is turned off on this host (`system`).
+    Disabled = 9,
+    /// The file exists.
+    Exists = 10,
+    /// Another I/O error on the host.
+    Io = 11,
+    /// The path names something other than a regular file (a FIFO, a device, a socket, a
+    /// directory): the host opens regular files only, so that no call waits on another party.
+    NotAFile = 12,
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HostError::NotFound => "no such file",
+            HostError::Denied => "permission denied",
+            HostError::BadHandle => "not an open file handle",
+            HostError::TooLong => "too long",
+            HostError::Invalid => "invalid argument",
+            HostError::TooManyOpen => "too many open files",
+            HostError::OutOfMemory => "out of reserved memory",
+            HostError::BadPointer => "not an address malloc returned",
+            HostError::Disabled => "turned off on this host",
+            HostError::Exists => "the file exists",
+            HostError::Io => "I/O error on the host",
+            HostError::NotAFile => "not a regular file",
+        })
+    }
+}
+
+impl core::error::Error for HostError {}
+
+/// How a [`Libc`] call fails on the device: the host's [`HostError`] ([`Error::App`]), the
+/// server's refusal ([`Error::Status`]) or the transport's failure ([`Error::Transport`]).
+pub type LibcError = Error<HostError>;
+
 /// The host services, one variant per call (see the module docs for what crosses).
 #[derive(RpcOpcodes)]
 #[rpc(service = "ferry.libc")]
 pub enum Libc {
     /// Writes the bytes to the host's standard output.
-    #[rpc(request = [u8], oneway, limit = 512)]
-    Print,
+    #[rpc(oneway, limit = PRINT_CHUNK)]
+    Print {
+        /// What to write.
+        text: Bytes,
+    },
     /// Writes the bytes to the host's standard error.
-    #[rpc(request = [u8], oneway, limit = 512)]
-    EPrint,
-    /// Opens a file: mode ++ path → handle.
-    #[rpc(request = [u8], response = Reply, limit = 516)]
-    OpenFile,
-    /// Reads up to `len` bytes (at most [`IO_CHUNK`]).
-    #[rpc(request = ReadRequest, response = [u8])]
-    Read,
-    /// Reads up to `len` bytes (at most [`IO_CHUNK`]), stopping after a newline.
-    #[rpc(request = ReadRequest, response = [u8])]
-    Gets,
-    /// Writes: handle ++ bytes → bytes written.
-    #[rpc(request = [u8], response = Reply, limit = 520)]
-    Write,
-    /// Moves the position → the new position.
-    #[rpc(request = SeekRequest, response = Reply)]
-    Seek,
-    /// The position.
-    #[rpc(request = u64, response = Reply)]
-    Tell,
+    #[rpc(oneway, limit = PRINT_CHUNK)]
+    EPrint {
+        /// What to write.
+        text: Bytes,
+    },
+    /// Opens the regular file at `path`; replies its handle.
+    #[rpc(response = Handle, error = HostError, limit = PATH_LIMIT)]
+    Open {
+        /// Bits of [`mode`].
+        mode: u32,
+        /// The file.
+        path: Text,
+    },
+    /// Reads up to `len` bytes; none at the end of the file.
+    #[rpc(response = Bytes, error = HostError, limit = IO_CHUNK)]
+    Read {
+        /// The file.
+        handle: Handle,
+        /// The most bytes wanted (the host serves at most [`IO_CHUNK`]).
+        len: u32,
+    },
+    /// Reads up to `len` bytes, stopping after a newline; none at the end of the file.
+    #[rpc(response = Bytes, error = HostError, limit = IO_CHUNK)]
+    Gets {
+        /// The file.
+        handle: Handle,
+        /// The most bytes wanted (the host serves at most [`IO_CHUNK`]).
+        len: u32,
+    },
+    /// Writes the bytes; replies how many were written.
+    #[rpc(response = u32, error = HostError, limit = IO_CHUNK)]
+    Write {
+        /// The file, or [`STDOUT`], [`STDERR`].
+        handle: Handle,
+        /// What to write.
+        data: Bytes,
+    },
+    /// Moves the position; replies the new one.
+    #[rpc(response = u64, error = HostError)]
+    Seek {
+        /// The file.
+        handle: Handle,
+        /// The offset from `whence`.
+        offset: i64,
+        /// [`SEEK_SET`], [`SEEK_CUR`] or [`SEEK_END`].
+        whence: u32,
+    },
+    /// Replies the position.
+    #[rpc(response = u64, error = HostError)]
+    Tell {
+        /// The file.
+        handle: Handle,
+    },
     /// Flushes the file's host buffers.
-    #[rpc(request = u64, response = Reply)]
-    Flush,
+    #[rpc(error = HostError)]
+    Flush {
+        /// The file, or [`STDOUT`], [`STDERR`].
+        handle: Handle,
+    },
     /// Closes the file; its handle is never valid again.
-    #[rpc(request = u64, response = Reply)]
-    Close,
+    #[rpc(error = HostError)]
+    Close {
+        /// The file.
+        handle: Handle,
+    },
     /// Removes a file.
-    #[rpc(request = str, response = Reply, limit = 512)]
-    Remove,
-    /// Renames a file: from ++ `\0` ++ to.
-    #[rpc(request = [u8], response = Reply, limit = 1025)]
-    Rename,
-    /// Ends the program with the code.
-    #[rpc(request = i32, response = Reply)]
-    Exit,
+    #[rpc(error = HostError, limit = PATH_LIMIT)]
+    Remove {
+        /// The file.
+        path: Text,
+    },
+    /// Renames a file.
+    #[rpc(error = HostError, limit = 2 * PATH_LIMIT)]
+    Rename {
+        /// The length of the old path, in bytes.
+        from_len: u32,
+        /// The old path then the new one.
+        paths: Text,
+    },
+    /// Ends the program with the code (the lowest lane's, the first call's).
+    Exit {
+        /// The exit code.
+        code: i32,
+    },
     /// Ends the program abnormally.
-    #[rpc(request = (), response = Reply)]
     Abort,
-    /// Allocates from the memory reserved before launch → the address.
-    #[rpc(request = u64, response = Reply)]
-    Malloc,
-    /// Frees an address [`Libc::Malloc`] returned.
-    #[rpc(request = u64, response = Reply)]
-    Free,
+    /// Allocates from the memory reserved before launch; replies the address.
+    #[rpc(response = u64, error = HostError)]
+    Malloc {
+        /// The bytes wanted.
+        size: u64,
+    },
+    /// Frees an address [`Libc::Malloc`] returned (0 is ignored).
+    #[rpc(error = HostError)]
+    Free {
+        /// The address.
+        address: u64,
+    },
     /// The host's clocks.
-    #[rpc(request = (), response = ClockReading)]
+    #[rpc(response = ClockReading)]
     Clock,
-    /// Runs a shell command on the host, if the host turned `system` on.
-    #[rpc(request = str, response = Reply, limit = 4096)]
-    System,
+    /// Runs a shell command on the host, if the host turned `system` on; replies its exit status
+    /// (-1: killed by a signal).
+    #[rpc(response = i32, error = HostError, limit = SYSTEM_LIMIT)]
+    System {
+        /// The command, for `/bin/sh -c`.
+        command: Text,
+    },
 }
 
 impl Libc {
     /// How many calls the service has.
-    pub const CALLS: usize = <Libc as rpc_core::service::Service>::OPCODES.len();
+    pub const CALLS: usize = <Libc as Service>::OPCODES.len();
 }
 
-/// Why a host service failed, on the device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HostError {
-    /// The call itself failed (the host stalled, refused the request as too long...).
-    Call(CallError),
-    /// No such file.
-    NotFound,
-    /// Permission denied.
-    Denied,
-    /// The handle is not open.
-    BadHandle,
-    /// A path or request over the host's limits.
-    TooLong,
-    /// An argument the host refused.
-    Invalid,
-    /// Too many files open on the host (this client's quota or the host's table; the reply's
-    /// value, dropped here, says the limit).
-    TooManyOpen,
-    /// The reserved heap is exhausted.
-    OutOfMemory,
-    /// `free` of an address not handed out.
-    BadPointer,
-    /// The call is turned off on the host.
-    Disabled,
-    /// The file exists.
-    Exists,
-    /// Another I/O error on the host.
-    Io,
-    /// Not a regular file (the host opens nothing else).
-    NotAFile,
-    /// An error code this side does not know.
-    Unknown(u32),
+/// The opcode of each [`Libc`] call, by name: a call whose variant has a stream (`Bytes`,
+/// `Text`) cannot be built as a value to ask for its `opcode()`. Each equals the derive's.
+pub mod opcode {
+    use rpc_core::service::hash_opcode;
+
+    const S: &str = "ferry.libc";
+    /// [`Libc::Print`](super::Libc::Print).
+    pub const PRINT: u32 = hash_opcode(S, "Print");
+    /// [`Libc::EPrint`](super::Libc::EPrint).
+    pub const E_PRINT: u32 = hash_opcode(S, "EPrint");
+    /// [`Libc::Open`](super::Libc::Open).
+    pub const OPEN: u32 = hash_opcode(S, "Open");
+    /// [`Libc::Read`](super::Libc::Read).
+    pub const READ: u32 = hash_opcode(S, "Read");
+    /// [`Libc::Gets`](super::Libc::Gets).
+    pub const GETS: u32 = hash_opcode(S, "Gets");
+    /// [`Libc::Write`](super::Libc::Write).
+    pub const WRITE: u32 = hash_opcode(S, "Write");
+    /// [`Libc::Seek`](super::Libc::Seek).
+    pub const SEEK: u32 = hash_opcode(S, "Seek");
+    /// [`Libc::Tell`](super::Libc::Tell).
+    pub const TELL: u32 = hash_opcode(S, "Tell");
+    /// [`Libc::Flush`](super::Libc::Flush).
+    pub const FLUSH: u32 = hash_opcode(S, "Flush");
+    /// [`Libc::Close`](super::Libc::Close).
+    pub const CLOSE: u32 = hash_opcode(S, "Close");
+    /// [`Libc::Remove`](super::Libc::Remove).
+    pub const REMOVE: u32 = hash_opcode(S, "Remove");
+    /// [`Libc::Rename`](super::Libc::Rename).
+    pub const RENAME: u32 = hash_opcode(S, "Rename");
+    /// [`Libc::Exit`](super::Libc::Exit).
+    pub const EXIT: u32 = hash_opcode(S, "Exit");
+    /// [`Libc::Abort`](super::Libc::Abort).
+    pub const ABORT: u32 = hash_opcode(S, "Abort");
+    /// [`Libc::Malloc`](super::Libc::Malloc).
+    pub const MALLOC: u32 = hash_opcode(S, "Malloc");
+    /// [`Libc::Free`](super::Libc::Free).
+    pub const FREE: u32 = hash_opcode(S, "Free");
+    /// [`Libc::Clock`](super::Libc::Clock).
+    pub const CLOCK: u32 = hash_opcode(S, "Clock");
+    /// [`Libc::System`](super::Libc::System).
+    pub const SYSTEM: u32 = hash_opcode(S, "System");
+
+    /// Every call's, in declaration order.
+    pub const ALL: [u32; 18] = [
+        PRINT, E_PRINT, OPEN, READ, GETS, WRITE, SEEK, TELL, FLUSH, CLOSE, REMOVE, RENAME, EXIT,
+        ABORT, MALLOC, FREE, CLOCK, SYSTEM,
+    ];
 }
 
-impl HostError {
-    /// The error for a non-zero code.
-    pub fn from_code(c: u32) -> HostError {
-        match c {
-            code::NOT_FOUND => HostError::NotFound,
-            code::DENIED => HostError::Denied,
-            code::BAD_HANDLE => HostError::BadHandle,
-            code::TOO_LONG => HostError::TooLong,
-            code::INVALID => HostError::Invalid,
-            code::TOO_MANY_OPEN => HostError::TooManyOpen,
-            code::OUT_OF_MEMORY => HostError::OutOfMemory,
-            code::BAD_POINTER => HostError::BadPointer,
-            code::DISABLED => HostError::Disabled,
-            code::EXISTS => HostError::Exists,
-            code::IO => HostError::Io,
-            code::NOT_A_FILE => HostError::NotAFile,
-            c => HostError::Unknown(c),
-        }
+// The names above are the derive's: same service name, same calls, same order.
+const _: () = {
+    let ops = <Libc as Service>::OPCODES;
+    assert!(ops.len() == opcode::ALL.len());
+    let mut i = 0;
+    while i < ops.len() {
+        assert!(
+            ops[i] == opcode::ALL[i],
+            "opcode::ALL disagrees with the derive"
+        );
+        i += 1;
     }
-}
-
-impl From<CallError> for HostError {
-    fn from(e: CallError) -> Self {
-        HostError::Call(e)
-    }
-}
-
-impl fmt::Display for HostError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HostError::Call(e) => write!(f, "host call failed: {e}"),
-            HostError::NotFound => f.write_str("no such file"),
-            HostError::Denied => f.write_str("permission denied"),
-            HostError::BadHandle => f.write_str("not an open file handle"),
-            HostError::TooLong => f.write_str("too long"),
-            HostError::Invalid => f.write_str("invalid argument"),
-            HostError::TooManyOpen => f.write_str("too many open files"),
-            HostError::OutOfMemory => f.write_str("out of reserved memory"),
-            HostError::BadPointer => f.write_str("not an address malloc returned"),
-            HostError::Disabled => f.write_str("turned off on this host"),
-            HostError::Exists => f.write_str("the file exists"),
-            HostError::Io => f.write_str("I/O error on the host"),
-            HostError::NotAFile => f.write_str("not a regular file"),
-            HostError::Unknown(c) => write!(f, "unknown host error {c}"),
-        }
-    }
-}
+};
 
 /// A client process as the functions here take it: any lanes, mailbox and wait policy.
 pub type HostClient<'a, L, M, W> = Process<'a, rpc_core::Client, L, M, W>;
@@ -407,10 +422,9 @@ pub enum Target {
     File(Handle),
 }
 
-/// Captures bytes `skip..skip + PRINT_CHUNK` of the formatted text (after [`HANDLE_HEADER`]
-/// bytes kept for a handle) and counts all of them.
+/// Captures bytes `skip..skip + PRINT_CHUNK` of the formatted text and counts all of them.
 struct Window {
-    buf: [u8; HANDLE_HEADER + PRINT_CHUNK],
+    buf: [u8; PRINT_CHUNK],
     len: usize,
     skip: usize,
     total: usize,
@@ -425,9 +439,9 @@ impl Window {
         let to = (self.skip + PRINT_CHUNK).min(self.total);
         if from < to {
             let src = &bytes[from - start..to - start];
-            let at = HANDLE_HEADER + (from - self.skip);
+            let at = from - self.skip;
             self.buf[at..at + src.len()].copy_from_slice(src);
-            self.len = self.len.max(at + src.len() - HANDLE_HEADER);
+            self.len = self.len.max(at + src.len());
         }
     }
 }
@@ -446,6 +460,10 @@ impl fmt::Write for Window {
 /// before sending the next, waits until the host has handed that port back (it has then written
 /// the message): free when the host keeps up, and never a wait for a reply. Make one per warp
 /// (or thread) and print through it: [`print!`](crate::print) and friends take a `&Printer`.
+///
+/// To know that port, the printer sends [`Libc::Print`] and [`Libc::EPrint`] itself rather than
+/// through the generated client, which does not say which port a call took: the same message
+/// (the opcode, the text as the call's one stream, no fixed arguments), on a port it opened.
 pub struct Printer<'c, 'a, L: Lanes, M: Mailbox, W: Wait> {
     client: &'c HostClient<'a, L, M, W>,
     last: core::cell::Cell<Option<u32>>,
@@ -467,8 +485,8 @@ impl<'c, 'a, L: Lanes, M: Mailbox, W: Wait> Printer<'c, 'a, L, M, W> {
 
     /// Sends one print message (every active lane together): waits until the previous one was
     /// taken, then streams `bytes` one-way.
-    fn send(&self, opcode: u32, bytes: &[u8]) -> Result<(), HostError> {
-        let stalled = HostError::Call(CallError::Port(rpc_core::Error::Stalled));
+    fn send(&self, opcode: u32, bytes: &[u8]) -> Result<(), LibcError> {
+        let stalled = Error::Transport(Transport::Protocol(rpc_core::Error::Stalled));
         if let Some(last) = self.last.get() {
             let mut polls = 0u32;
             while !self.client.region().client_owns(last) {
@@ -479,15 +497,17 @@ impl<'c, 'a, L: Lanes, M: Mailbox, W: Wait> Printer<'c, 'a, L, M, W> {
                 polls = polls.saturating_add(1);
             }
         }
-        let mut port = self.client.open(opcode).map_err(CallError::Port)?;
+        let mut port = self.client.open(opcode)?;
         self.last.set(Some(port.index()));
         let result = match port.send_n(|_| bytes) {
             Ok(()) => Ok(()),
-            // A refusal hands the packet back with the server's status.
-            Err(rpc_core::Error::Rejected) => CallError::from_status(port.status(), opcode)
-                .map_err(HostError::Call)
-                .and(Err(HostError::Call(CallError::Rejected))),
-            Err(e) => Err(HostError::Call(CallError::Port(e))),
+            // A refusal hands the packet back with the server's status (unknown opcode), or
+            // none (the stream was over the limit).
+            Err(rpc_core::Error::Rejected) => Err(Error::Status(match port.status() {
+                rpc_core::service::status::OK => Status::Rejected,
+                s => Status::from_code(s, opcode),
+            })),
+            Err(e) => Err(e.into()),
         };
         port.close();
         result
@@ -504,13 +524,13 @@ impl<'c, 'a, L: Lanes, M: Mailbox, W: Wait> Printer<'c, 'a, L, M, W> {
         target: Target,
         args: fmt::Arguments<'_>,
         newline: bool,
-    ) -> Result<usize, HostError> {
+    ) -> Result<usize, LibcError> {
         let client = self.client;
         let mut skip = 0usize;
         let mut failed = None;
         loop {
             let mut w = Window {
-                buf: [0; HANDLE_HEADER + PRINT_CHUNK],
+                buf: [0; PRINT_CHUNK],
                 len: 0,
                 skip,
                 total: 0,
@@ -526,26 +546,21 @@ impl<'c, 'a, L: Lanes, M: Mailbox, W: Wait> Printer<'c, 'a, L, M, W> {
             // Cut after the last newline that fits, so lines that fit a message stay whole.
             let mut cut = w.len;
             if more {
-                let text = &w.buf[HANDLE_HEADER..HANDLE_HEADER + w.len];
-                if let Some(nl) = text.iter().rposition(|&b| b == b'\n') {
+                if let Some(nl) = w.buf[..w.len].iter().rposition(|&b| b == b'\n') {
                     cut = nl + 1;
                 }
             }
             if !any(client, cut > 0) {
                 break;
             }
-            let text = &w.buf[HANDLE_HEADER..HANDLE_HEADER + cut];
+            let text = &w.buf[..cut];
             match target {
-                Target::Stdout => self.send(Libc::Print.opcode(), text)?,
-                Target::Stderr => self.send(Libc::EPrint.opcode(), text)?,
-                Target::File(h) => {
-                    w.buf[..HANDLE_HEADER].copy_from_slice(&h.0.to_le_bytes());
-                    let r = client.write(&w.buf[..HANDLE_HEADER + cut])?;
-                    match r.into_result() {
-                        Err(e) if cut > 0 => failed = failed.or(Some(e)),
-                        _ => {}
-                    }
-                }
+                Target::Stdout => self.send(opcode::PRINT, text)?,
+                Target::Stderr => self.send(opcode::E_PRINT, text)?,
+                Target::File(h) => match Libc::client(client).write(h, text) {
+                    Err(e) if cut > 0 => failed = failed.or(Some(e)),
+                    _ => {}
+                },
             }
             skip += cut;
             if !any(client, more && failed.is_none()) {
@@ -561,7 +576,7 @@ impl<'c, 'a, L: Lanes, M: Mailbox, W: Wait> Printer<'c, 'a, L, M, W> {
 
 /// Prints to the host's standard output: `print!(printer, "x = {}", x)` with a
 /// [`Printer`](crate::host::Printer). Every active lane calls it together; evaluates to
-/// `Result<usize, HostError>` (the bytes this lane printed).
+/// `Result<usize, LibcError>` (the bytes this lane printed).
 #[macro_export]
 macro_rules! print {
     ($client:expr, $($arg:tt)*) => {
@@ -607,28 +622,24 @@ macro_rules! fprint {
     };
 }
 
-/// Sends `bytes` (at most `cap` of them, or an empty request the host refuses when `bytes` is
-/// longer) after a `head`er, through `call`; a lane over the limit gets [`HostError::TooLong`]
-/// after taking part.
-fn with_header<const N: usize>(
-    head: &[u8],
-    bytes: &[u8],
-    call: impl FnOnce(&[u8]) -> Result<Reply, CallError>,
-) -> Result<u64, HostError> {
-    let mut buf = [0u8; N];
-    let fits = head.len() + bytes.len() <= N;
-    let len = if fits {
-        buf[..head.len()].copy_from_slice(head);
-        buf[head.len()..head.len() + bytes.len()].copy_from_slice(bytes);
-        head.len() + bytes.len()
+/// `text` if it is at most `limit` bytes, else an empty text the host refuses cheaply: a lane over
+/// the limit still takes part in the call (see the module docs) without failing the others'.
+fn within(text: &str, limit: usize) -> (&str, bool) {
+    if text.len() <= limit {
+        (text, true)
     } else {
-        0
-    };
-    let reply = call(&buf[..len])?;
-    if !fits {
-        return Err(HostError::TooLong);
+        ("", false)
     }
-    reply.into_result()
+}
+
+/// A lane's result of a call it made with a stand-in request: [`HostError::TooLong`] unless the
+/// whole message failed.
+fn too_long<T>(reply: Result<T, LibcError>) -> Result<T, LibcError> {
+    match reply {
+        Err(Error::Status(s)) => Err(Error::Status(s)),
+        Err(Error::Transport(t)) => Err(Error::Transport(t)),
+        _ => Err(Error::App(HostError::TooLong)),
+    }
 }
 
 /// Opens `path` with `mode` (bits of [`mode`]; [`mode::from_c`] reads C's strings). Only a
@@ -637,11 +648,14 @@ pub fn open<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     path: &str,
     mode: u32,
-) -> Result<Handle, HostError> {
-    with_header::<{ MODE_HEADER + PATH_LIMIT }>(&mode.to_le_bytes(), path.as_bytes(), |r| {
-        client.open_file(r)
-    })
-    .map(Handle)
+) -> Result<Handle, LibcError> {
+    let (sent, fits) = within(path, PATH_LIMIT);
+    let reply = Libc::client(client).open(mode, sent);
+    if fits {
+        reply
+    } else {
+        too_long(reply)
+    }
 }
 
 /// Writes `data` to `file` (in calls of at most [`IO_CHUNK`] bytes); returns the bytes written.
@@ -649,7 +663,8 @@ pub fn write<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
     data: &[u8],
-) -> Result<usize, HostError> {
+) -> Result<usize, LibcError> {
+    let libc = Libc::client(client);
     let mut done = 0usize;
     let mut failed = None;
     loop {
@@ -658,12 +673,8 @@ pub fn write<L: Lanes, M: Mailbox, W: Wait>(
         } else {
             (data.len() - done).min(IO_CHUNK)
         };
-        let head = file.0.to_le_bytes();
-        match with_header::<{ HANDLE_HEADER + IO_CHUNK }>(&head, &data[done..done + n], |r| {
-            client.write(r)
-        }) {
-            Ok(w) => done += w as usize,
-            Err(HostError::Call(e)) => return Err(HostError::Call(e)),
+        match libc.write(file, &data[done..done + n]) {
+            Ok(w) => done += (w as usize).min(n),
             Err(e) => failed = failed.or(Some(e)),
         }
         if !any(client, failed.is_none() && done < data.len()) {
@@ -682,7 +693,7 @@ pub fn read<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
     buf: &mut [u8],
-) -> Result<usize, HostError> {
+) -> Result<usize, LibcError> {
     read_loop(client, file, buf, false)
 }
 
@@ -692,46 +703,44 @@ pub fn gets<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
     buf: &mut [u8],
-) -> Result<usize, HostError> {
+) -> Result<usize, LibcError> {
     read_loop(client, file, buf, true)
 }
 
+/// Reads in chunks straight into `buf` (each reply lands in the part of `buf` still free).
 fn read_loop<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
     buf: &mut [u8],
     line: bool,
-) -> Result<usize, HostError> {
+) -> Result<usize, LibcError> {
+    let libc = Libc::client(client);
     let mut done = 0usize;
     let mut finished = buf.is_empty();
     let mut failed = None;
     loop {
+        // A lane that is done asks for nothing (and has no room for anything).
         let want = if finished {
             0
         } else {
             (buf.len() - done).min(IO_CHUNK)
         };
-        let request = ReadRequest {
-            handle: file.0,
-            len: want as u64,
-        };
-        let mut chunk = [0u8; DATA_HEADER + IO_CHUNK];
+        let out = &mut buf[done..done + want];
         let got = if line {
-            client.gets(request, &mut chunk)
+            libc.gets_into(file, want as u32, out)
         } else {
-            client.read(request, &mut chunk)
-        }?;
+            libc.read_into(file, want as u32, out)
+        };
         if !finished {
-            match decode_data(got) {
+            match got {
                 Err(e) => {
                     failed = Some(e);
                     finished = true;
                 }
                 Ok(data) => {
-                    let n = data.len().min(buf.len() - done);
-                    buf[done..done + n].copy_from_slice(&data[..n]);
-                    done += n;
+                    let n = data.len();
                     let ended = line && data.last() == Some(&b'\n');
+                    done += n;
                     finished = n == 0 || ended || done == buf.len();
                 }
             }
@@ -746,18 +755,6 @@ fn read_loop<L: Lanes, M: Mailbox, W: Wait>(
     }
 }
 
-/// Splits a data reply into its error code and data.
-fn decode_data(reply: &[u8]) -> Result<&[u8], HostError> {
-    let Some((head, data)) = reply.split_first_chunk::<DATA_HEADER>() else {
-        // Shorter than its header: not a reply this service sends.
-        return Err(HostError::Call(CallError::BadResponse));
-    };
-    match u32::from_le_bytes(*head) {
-        code::OK => Ok(data),
-        c => Err(HostError::from_code(c)),
-    }
-}
-
 /// Moves `file`'s position (`whence`: [`SEEK_SET`], [`SEEK_CUR`], [`SEEK_END`]); returns the new
 /// position.
 pub fn seek<L: Lanes, M: Mailbox, W: Wait>(
@@ -765,52 +762,46 @@ pub fn seek<L: Lanes, M: Mailbox, W: Wait>(
     file: Handle,
     offset: i64,
     whence: u32,
-) -> Result<u64, HostError> {
-    client
-        .seek(SeekRequest {
-            handle: file.0,
-            offset,
-            whence,
-            pad: 0,
-        })?
-        .into_result()
+) -> Result<u64, LibcError> {
+    Libc::client(client).seek(file, offset, whence)
 }
 
 /// `file`'s position.
 pub fn tell<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
-) -> Result<u64, HostError> {
-    client.tell(file.0)?.into_result()
+) -> Result<u64, LibcError> {
+    Libc::client(client).tell(file)
 }
 
 /// Flushes `file` (or [`STDOUT`], [`STDERR`]) on the host.
 pub fn flush<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
-) -> Result<(), HostError> {
-    client.flush(file.0)?.into_result().map(|_| ())
+) -> Result<(), LibcError> {
+    Libc::client(client).flush(file)
 }
 
 /// Closes `file`; the handle is never valid again.
 pub fn close<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
-) -> Result<(), HostError> {
-    client.close(file.0)?.into_result().map(|_| ())
+) -> Result<(), LibcError> {
+    Libc::client(client).close(file)
 }
 
 /// Removes the file at `path`.
 pub fn remove<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     path: &str,
-) -> Result<(), HostError> {
-    let fits = path.len() <= PATH_LIMIT;
-    let reply = client.remove(if fits { path } else { "" })?;
-    if !fits {
-        return Err(HostError::TooLong);
+) -> Result<(), LibcError> {
+    let (sent, fits) = within(path, PATH_LIMIT);
+    let reply = Libc::client(client).remove(sent);
+    if fits {
+        reply
+    } else {
+        too_long(reply)
     }
-    reply.into_result().map(|_| ())
 }
 
 /// Renames the file at `from` to `to`.
@@ -818,21 +809,25 @@ pub fn rename<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     from: &str,
     to: &str,
-) -> Result<(), HostError> {
-    let ok = from.len() <= PATH_LIMIT && to.len() <= PATH_LIMIT && !from.contains('\0');
-    let mut buf = [0u8; 2 * PATH_LIMIT + 1];
-    let len = if ok {
+) -> Result<(), LibcError> {
+    let mut buf = [0u8; 2 * PATH_LIMIT];
+    let fits = from.len() <= PATH_LIMIT && to.len() <= PATH_LIMIT;
+    let (from_len, len) = if fits {
         buf[..from.len()].copy_from_slice(from.as_bytes());
-        buf[from.len() + 1..from.len() + 1 + to.len()].copy_from_slice(to.as_bytes());
-        from.len() + 1 + to.len()
+        buf[from.len()..from.len() + to.len()].copy_from_slice(to.as_bytes());
+        (from.len(), from.len() + to.len())
     } else {
-        0
+        // Both empty: the host refuses an empty path cheaply.
+        (0, 0)
     };
-    let reply = client.rename(&buf[..len])?;
-    if !ok {
-        return Err(HostError::TooLong);
+    // Two texts one after the other are text.
+    let paths = core::str::from_utf8(&buf[..len]).unwrap_or("");
+    let reply = Libc::client(client).rename(from_len as u32, paths);
+    if fits {
+        reply
+    } else {
+        too_long(reply)
     }
-    reply.into_result().map(|_| ())
 }
 
 /// Asks the host to end the program with `code` (the lowest lane's code, the first call, wins).
@@ -840,23 +835,23 @@ pub fn rename<L: Lanes, M: Mailbox, W: Wait>(
 pub fn exit<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     code: i32,
-) -> Result<(), HostError> {
-    client.exit(code)?.into_result().map(|_| ())
+) -> Result<(), LibcError> {
+    Libc::client(client).exit(code).map_err(Error::widen)
 }
 
 /// Asks the host to end the program abnormally (as `exit`, without a code).
 pub fn abort<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
-) -> Result<(), HostError> {
-    client.abort()?.into_result().map(|_| ())
+) -> Result<(), LibcError> {
+    Libc::client(client).abort().map_err(Error::widen)
 }
 
 /// Allocates `size` bytes (16-byte aligned) from the memory the host reserved before launch.
 pub fn malloc<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     size: u64,
-) -> Result<*mut u8, HostError> {
-    let address = client.malloc(size)?.into_result()?;
+) -> Result<*mut u8, LibcError> {
+    let address = Libc::client(client).malloc(size)?;
     Ok(address as usize as *mut u8)
 }
 
@@ -864,18 +859,15 @@ pub fn malloc<L: Lanes, M: Mailbox, W: Wait>(
 pub fn free<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     pointer: *mut u8,
-) -> Result<(), HostError> {
-    client
-        .free(pointer as usize as u64)?
-        .into_result()
-        .map(|_| ())
+) -> Result<(), LibcError> {
+    Libc::client(client).free(pointer as usize as u64)
 }
 
 /// The host's clocks.
 pub fn clock<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
-) -> Result<ClockReading, HostError> {
-    Ok(client.clock()?)
+) -> Result<ClockReading, LibcError> {
+    Libc::client(client).clock().map_err(Error::widen)
 }
 
 /// Runs `command` in the host's shell, if the host turned `system` on
@@ -883,13 +875,14 @@ pub fn clock<L: Lanes, M: Mailbox, W: Wait>(
 pub fn system<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     command: &str,
-) -> Result<i32, HostError> {
-    let fits = command.len() <= SYSTEM_LIMIT;
-    let reply = client.system(if fits { command } else { "" })?;
-    if !fits {
-        return Err(HostError::TooLong);
+) -> Result<i32, LibcError> {
+    let (sent, fits) = within(command, SYSTEM_LIMIT);
+    let reply = Libc::client(client).system(sent);
+    if fits {
+        reply
+    } else {
+        too_long(reply)
     }
-    reply.into_result().map(|v| v as u32 as i32)
 }
 
 #[cfg(test)]
@@ -898,7 +891,7 @@ mod tests {
 
     fn window(skip: usize, parts: &[&[u8]]) -> (usize, usize, std::vec::Vec<u8>) {
         let mut w = Window {
-            buf: [0; HANDLE_HEADER + PRINT_CHUNK],
+            buf: [0; PRINT_CHUNK],
             len: 0,
             skip,
             total: 0,
@@ -906,11 +899,7 @@ mod tests {
         for p in parts {
             w.push(p);
         }
-        (
-            w.len,
-            w.total,
-            w.buf[HANDLE_HEADER..HANDLE_HEADER + w.len].to_vec(),
-        )
+        (w.len, w.total, w.buf[..w.len].to_vec())
     }
 
     #[test]

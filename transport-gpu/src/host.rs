@@ -12,18 +12,19 @@
 //! - **files**: a table of open files; the device gets opaque handles `generation << 32 | index + 3`
 //!   (1 and 2 are standard output and error), checked on every call: an id never handed out, one
 //!   whose file was closed (its slot's generation moved on), or one another client opened, is
-//!   [`code::BAD_HANDLE`]. Only regular files open ([`code::NOT_A_FILE`]): a FIFO, a device or a
+//!   [`HostError::BadHandle`]. Only regular files open ([`HostError::NotAFile`]): a FIFO, a device or a
 //!   socket could make the serving thread wait on a party the client chose. Each client may hold
 //!   [`LibcConfig::max_files_per_client`] files open, all of them [`LibcConfig::max_files`];
 //! - **the heap**: memory the host reserved before launch ([`Arena`]), handed out as addresses
 //!   `base + offset` that this side computes and never dereferences; a block is the client's that
 //!   allocated it, and only that client may free it;
 //! - **exit and abort**: recorded, or the end of this process ([`ExitPolicy`]);
-//! - **a clock**; and **`system`**, refused ([`code::DISABLED`]) unless [`LibcConfig::allow_system`].
+//! - **a clock**; and **`system`**, refused ([`HostError::Disabled`]) unless
+//!   [`LibcConfig::allow_system`].
 //!
 //! Every length the device sends is bounded: streamed requests by the calls' `limit`s (a longer
 //! stream is refused before any handler runs), read lengths clamped to [`IO_CHUNK`], allocation
-//! sizes checked against the arena. Every failure is an error code in the reply, never a panic.
+//! sizes checked against the arena. Every failure is a [`HostError`] in the reply, never a panic.
 //!
 //! **Clients.** What a call opens or allocates belongs to the client [`LibcHost::dispatch`] was
 //! given. A client that is gone does not hold its files and blocks forever: when an open finds the
@@ -41,11 +42,9 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::Deref;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -53,9 +52,8 @@ use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 pub use device::host::{
-    code, mode, ClockReading, Handle, Libc, LibcClient, LibcServer, ReadRequest, Reply,
-    SeekRequest, DATA_HEADER, HANDLE_HEADER, IO_CHUNK, MODE_HEADER, SEEK_CUR, SEEK_END, SEEK_SET,
-    STDERR, STDOUT,
+    mode, opcode, ClockReading, Handle, HostError, Libc, LibcClient, LibcError, LibcServer,
+    IO_CHUNK, PATH_LIMIT, SEEK_CUR, SEEK_END, SEEK_SET, STDERR, STDOUT, SYSTEM_LIMIT,
 };
 use rpc_core::service::{Served, Service};
 use rpc_core::{Lanes, Mailbox, Port, Server, Wait};
@@ -93,11 +91,11 @@ pub struct LibcConfig {
     /// clients trusted to run commands on this host.
     pub allow_system: bool,
     /// The most files open at once, all clients together (the file table's size). An open past
-    /// it is [`code::TOO_MANY_OPEN`] with this limit in the reply's value.
+    /// it is [`HostError::TooManyOpen`].
     pub max_files: usize,
     /// The most files one client holds open at once (a GPU program is one client; over shared
     /// memory, each client process is one), so that no client takes the whole table. An open
-    /// past it is [`code::TOO_MANY_OPEN`] with this limit in the reply's value.
+    /// past it is [`HostError::TooManyOpen`].
     pub max_files_per_client: usize,
     /// Whether the client with an id [`LibcHost::dispatch`] was given is still alive: when an open
     /// finds the file table or the client's quota full, or a `malloc` finds no room, the files
@@ -157,14 +155,14 @@ struct FileLimits {
 
 impl Files {
     /// The file `caller` opened under `handle`.
-    fn get(&mut self, handle: u64, caller: u64) -> Result<&mut File, u32> {
+    fn get(&mut self, handle: u64, caller: u64) -> Result<&mut File, HostError> {
         let (generation, index) = ((handle >> 32) as u32, handle & 0xFFFF_FFFF);
         let slot = index
             .checked_sub(FIRST_FILE)
             .and_then(|i| self.slots.get_mut(i as usize))
             .filter(|s| s.generation == generation && s.owner == caller)
-            .ok_or(code::BAD_HANDLE)?;
-        slot.file.as_mut().ok_or(code::BAD_HANDLE)
+            .ok_or(HostError::BadHandle)?;
+        slot.file.as_mut().ok_or(HostError::BadHandle)
     }
 
     /// Whether `caller` may open one more file; `Err` carries the limit reached.
@@ -205,11 +203,11 @@ impl Files {
     }
 
     /// Takes `caller`'s file `handle` out of the table, to be closed.
-    fn close(&mut self, handle: u64, caller: u64) -> Result<File, u32> {
+    fn close(&mut self, handle: u64, caller: u64) -> Result<File, HostError> {
         self.get(handle, caller)?;
         let slot = &mut self.slots[((handle & 0xFFFF_FFFF) - FIRST_FILE) as usize];
         self.open -= 1;
-        slot.vacate().ok_or(code::BAD_HANDLE)
+        slot.vacate().ok_or(HostError::BadHandle)
     }
 
     /// Takes the files of every client `alive` says is gone out of the table, to be closed.
@@ -261,16 +259,16 @@ impl Heap {
     }
 
     /// A block of at least `size` bytes for `caller`.
-    fn malloc(&mut self, size: u64, caller: u64) -> Result<u64, u32> {
+    fn malloc(&mut self, size: u64, caller: u64) -> Result<u64, HostError> {
         let size = size
             .max(1)
             .checked_next_multiple_of(HEAP_ALIGN)
-            .ok_or(code::OUT_OF_MEMORY)?;
+            .ok_or(HostError::OutOfMemory)?;
         let (&offset, &len) = self
             .free
             .iter()
             .find(|(_, &len)| len >= size)
-            .ok_or(code::OUT_OF_MEMORY)?;
+            .ok_or(HostError::OutOfMemory)?;
         self.free.remove(&offset);
         if len > size {
             self.free.insert(offset + size, len - size);
@@ -280,7 +278,7 @@ impl Heap {
     }
 
     /// Frees `caller`'s block at `address`; another client's block is refused (and stays).
-    fn free(&mut self, address: u64, caller: u64) -> Result<(), u32> {
+    fn free(&mut self, address: u64, caller: u64) -> Result<(), HostError> {
         let offset = address.wrapping_sub(self.arena.base);
         match self.used.get(&offset) {
             Some(&(len, owner)) if owner == caller => {
@@ -288,7 +286,7 @@ impl Heap {
                 self.release(offset, len);
                 Ok(())
             }
-            _ => Err(code::BAD_POINTER),
+            _ => Err(HostError::BadPointer),
         }
     }
 
@@ -355,40 +353,23 @@ impl std::fmt::Debug for LibcHost {
     }
 }
 
-fn io_code(e: &io::Error) -> u32 {
+/// The error the device gets for a failed I/O call.
+fn io_error(e: &io::Error) -> HostError {
     match e.kind() {
-        io::ErrorKind::NotFound => code::NOT_FOUND,
-        io::ErrorKind::PermissionDenied => code::DENIED,
-        io::ErrorKind::AlreadyExists => code::EXISTS,
-        io::ErrorKind::InvalidInput => code::INVALID,
-        _ => code::IO,
+        io::ErrorKind::NotFound => HostError::NotFound,
+        io::ErrorKind::PermissionDenied => HostError::Denied,
+        io::ErrorKind::AlreadyExists => HostError::Exists,
+        io::ErrorKind::InvalidInput => HostError::Invalid,
+        _ => HostError::Io,
     }
 }
 
-fn reply(r: Result<u64, u32>) -> Reply {
-    match r {
-        Ok(v) => Reply::ok(v),
-        Err(e) => Reply::err(e),
+/// A path from the device's text: not empty, no NUL.
+fn path_of(text: &str) -> Result<&Path, HostError> {
+    if text.is_empty() || text.contains('\0') {
+        return Err(HostError::Invalid);
     }
-}
-
-/// A path from the device's bytes: not empty, no NUL.
-fn path_of(bytes: &[u8]) -> Result<&Path, u32> {
-    if bytes.is_empty() || bytes.contains(&0) {
-        return Err(code::INVALID);
-    }
-    Ok(Path::new(OsStr::from_bytes(bytes)))
-}
-
-/// A data reply: the code, then the data.
-fn data_reply(r: Result<Vec<u8>, u32>) -> Vec<u8> {
-    match r {
-        Ok(mut data) => {
-            data[..DATA_HEADER].copy_from_slice(&code::OK.to_le_bytes());
-            data
-        }
-        Err(e) => e.to_le_bytes().to_vec(),
-    }
+    Ok(Path::new(text))
 }
 
 thread_local! {
@@ -431,8 +412,8 @@ impl LibcHost {
     ) -> Result<Served, rpc_core::Error> {
         let call = Call { host: self, caller };
         let served = BUFFERS.with(|b| match b.try_borrow_mut() {
-            Ok(mut buffers) => LibcServer::dispatch(&call, port, &mut *buffers),
-            Err(_) => LibcServer::dispatch(&call, port, &mut Vec::new()),
+            Ok(mut buffers) => Libc::dispatch(&call, port, &mut *buffers),
+            Err(_) => Libc::dispatch(&call, port, &mut Vec::new()),
         })?;
         let i = <Libc as Service>::OPCODES
             .iter()
@@ -448,11 +429,12 @@ impl LibcHost {
         core::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed))
     }
 
-    /// Calls of `call` served.
-    pub fn count(&self, call: Libc) -> u64 {
+    /// Calls served with `opcode`: one of [`opcode`] (`opcode::PRINT`), or a call's own
+    /// (`Libc::Exit { code: 0 }.opcode()`); any other counts with unknown opcodes and handshakes.
+    pub fn count(&self, opcode: u32) -> u64 {
         let i = <Libc as Service>::OPCODES
             .iter()
-            .position(|&o| o == call.opcode())
+            .position(|&o| o == opcode)
             .unwrap_or(Libc::CALLS);
         self.counts[i].load(Ordering::Relaxed)
     }
@@ -488,8 +470,8 @@ impl LibcHost {
         let _ = self.stderr.lock().map(|mut o| o.flush());
     }
 
-    fn output(&self, handle: u64) -> Option<&Mutex<Box<dyn Write + Send>>> {
-        match Handle(handle) {
+    fn output(&self, handle: Handle) -> Option<&Mutex<Box<dyn Write + Send>>> {
+        match handle {
             STDOUT => Some(&self.stdout),
             STDERR => Some(&self.stderr),
             _ => None,
@@ -511,38 +493,43 @@ impl LibcHost {
         room
     }
 
-    fn read_data(&self, caller: u64, r: ReadRequest, line: bool) -> Result<Vec<u8>, u32> {
-        let len = r.len.min(IO_CHUNK as u64) as usize;
+    /// Reads at most `len` bytes (at most [`IO_CHUNK`]) of `caller`'s file `handle`; with `line`,
+    /// stops after a newline (and gives back what was read past it).
+    fn read_data(
+        &self,
+        caller: u64,
+        handle: Handle,
+        len: u32,
+        line: bool,
+    ) -> Result<Vec<u8>, HostError> {
+        let len = (len as usize).min(IO_CHUNK);
         let mut files = self.lock_files();
-        let file = files.get(r.handle, caller)?;
-        let mut data = vec![0u8; DATA_HEADER + len];
+        let file = files.get(handle.0, caller)?;
+        let mut data = vec![0u8; len];
         let mut got = 0;
         while got < len {
-            match file.read(&mut data[DATA_HEADER + got..]) {
+            match file.read(&mut data[got..]) {
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_code(&e)),
+                Err(e) => return Err(io_error(&e)),
             }
-            if line && data[DATA_HEADER..DATA_HEADER + got].contains(&b'\n') {
+            if line && data[..got].contains(&b'\n') {
                 break;
             }
         }
         if line {
-            if let Some(nl) = data[DATA_HEADER..DATA_HEADER + got]
-                .iter()
-                .position(|&b| b == b'\n')
-            {
+            if let Some(nl) = data[..got].iter().position(|&b| b == b'\n') {
                 // Give back what was read past the newline.
                 let extra = got - (nl + 1);
                 if extra > 0 {
                     file.seek(SeekFrom::Current(-(extra as i64)))
-                        .map_err(|e| io_code(&e))?;
+                        .map_err(|e| io_error(&e))?;
                 }
                 got = nl + 1;
             }
         }
-        data.truncate(DATA_HEADER + got);
+        data.truncate(got);
         Ok(data)
     }
 }
@@ -561,23 +548,11 @@ impl Deref for Call<'_> {
     }
 }
 
-/// A refusal of an open for lack of room: the limit reached rides in the value.
-fn too_many_open(limit: usize) -> Reply {
-    Reply {
-        value: limit as u64,
-        ..Reply::err(code::TOO_MANY_OPEN)
-    }
-}
-
-/// Opens the file a [`Libc::OpenFile`] request names, if it is a regular file, without waiting on
-/// anyone (see the module docs).
-fn open_regular(request: &[u8]) -> Result<File, u32> {
-    let (head, path) = request
-        .split_first_chunk::<MODE_HEADER>()
-        .ok_or(code::INVALID)?;
-    let m = u32::from_le_bytes(*head);
+/// Opens `path` with mode `m` if it is a regular file, without waiting on anyone (see the module
+/// docs).
+fn open_regular(m: u32, path: &str) -> Result<File, HostError> {
     if m & !mode::ALL != 0 || m & (mode::READ | mode::WRITE) == 0 {
-        return Err(code::INVALID);
+        return Err(HostError::Invalid);
     }
     let path = path_of(path)?;
     let mut o = OpenOptions::new();
@@ -597,198 +572,160 @@ fn open_regular(request: &[u8]) -> Result<File, u32> {
     let file = o.open(path).map_err(|e| match e.raw_os_error() {
         // What only special files answer: a FIFO opened for writing with no reader, a device
         // with no driver behind it, a socket (ENXIO); a directory opened for writing (EISDIR).
-        Some(n) if n == rustix::io::Errno::NXIO.raw_os_error() => code::NOT_A_FILE,
-        Some(n) if n == rustix::io::Errno::ISDIR.raw_os_error() => code::NOT_A_FILE,
-        _ => io_code(&e),
+        Some(n) if n == rustix::io::Errno::NXIO.raw_os_error() => HostError::NotAFile,
+        Some(n) if n == rustix::io::Errno::ISDIR.raw_os_error() => HostError::NotAFile,
+        _ => io_error(&e),
     })?;
     // fstat of what was opened, not a second look up of the path.
-    if !file.metadata().map_err(|e| io_code(&e))?.is_file() {
-        return Err(code::NOT_A_FILE);
+    if !file.metadata().map_err(|e| io_error(&e))?.is_file() {
+        return Err(HostError::NotAFile);
     }
     // A regular file: blocking mode back, so reads and writes behave as everywhere else.
-    let status = rustix::fs::fcntl_getfl(&file).map_err(|_| code::IO)?;
-    rustix::fs::fcntl_setfl(&file, status - rustix::fs::OFlags::NONBLOCK).map_err(|_| code::IO)?;
+    let status = rustix::fs::fcntl_getfl(&file).map_err(|_| HostError::Io)?;
+    rustix::fs::fcntl_setfl(&file, status - rustix::fs::OFlags::NONBLOCK)
+        .map_err(|_| HostError::Io)?;
     Ok(file)
 }
 
 impl LibcServer for Call<'_> {
-    fn print(&self, request: &[u8]) {
+    fn print(&self, text: &[u8]) {
         let mut out = self.stdout.lock().unwrap_or_else(|e| e.into_inner());
         // One-way: nobody to tell about a failed write.
-        let _ = out.write_all(request);
+        let _ = out.write_all(text);
     }
 
-    fn e_print(&self, request: &[u8]) {
+    fn e_print(&self, text: &[u8]) {
         let mut out = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = out.write_all(request);
+        let _ = out.write_all(text);
     }
 
-    fn open_file(&self, request: &[u8]) -> Reply {
+    fn open(&self, mode: u32, path: &str) -> Result<Handle, HostError> {
         // Room first, so that a refused open creates and truncates nothing.
-        if let Err(limit) = self.file_room(self.caller) {
-            return too_many_open(limit);
-        }
-        let file = match open_regular(request) {
-            Ok(file) => file,
-            Err(e) => return Reply::err(e),
-        };
+        self.file_room(self.caller)
+            .map_err(|_| HostError::TooManyOpen)?;
+        let file = open_regular(mode, path)?;
         // (Another open of this client, or of any when the table is nearly full, may have taken
         // the room meanwhile: the file is then closed, refused as above.)
         let inserted = self
             .lock_files()
             .insert(file, self.caller, self.file_limits);
-        match inserted {
-            Ok(handle) => Reply::ok(handle),
-            Err(limit) => too_many_open(limit),
+        inserted.map(Handle).map_err(|_| HostError::TooManyOpen)
+    }
+
+    fn read(&self, handle: Handle, len: u32) -> Result<impl AsRef<[u8]>, HostError> {
+        self.read_data(self.caller, handle, len, false)
+    }
+
+    fn gets(&self, handle: Handle, len: u32) -> Result<impl AsRef<[u8]>, HostError> {
+        self.read_data(self.caller, handle, len, true)
+    }
+
+    fn write(&self, handle: Handle, data: &[u8]) -> Result<u32, HostError> {
+        if let Some(out) = self.output(handle) {
+            let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
+            out.write_all(data).map_err(|e| io_error(&e))?;
+        } else {
+            let mut files = self.lock_files();
+            files
+                .get(handle.0, self.caller)?
+                .write_all(data)
+                .map_err(|e| io_error(&e))?;
         }
+        // At most the call's limit, IO_CHUNK bytes.
+        Ok(data.len() as u32)
     }
 
-    fn read(&self, request: ReadRequest) -> impl AsRef<[u8]> {
-        data_reply(self.read_data(self.caller, request, false))
-    }
-
-    fn gets(&self, request: ReadRequest) -> impl AsRef<[u8]> {
-        data_reply(self.read_data(self.caller, request, true))
-    }
-
-    fn write(&self, request: &[u8]) -> Reply {
-        reply((|| {
-            let (head, data) = request
-                .split_first_chunk::<HANDLE_HEADER>()
-                .ok_or(code::INVALID)?;
-            let handle = u64::from_le_bytes(*head);
-            if let Some(out) = self.output(handle) {
-                let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-                out.write_all(data).map_err(|e| io_code(&e))?;
-            } else {
-                let mut files = self.lock_files();
-                files
-                    .get(handle, self.caller)?
-                    .write_all(data)
-                    .map_err(|e| io_code(&e))?;
-            }
-            Ok(data.len() as u64)
-        })())
-    }
-
-    fn seek(&self, request: SeekRequest) -> Reply {
-        let to = match request.whence {
-            SEEK_SET if request.offset >= 0 => SeekFrom::Start(request.offset as u64),
-            SEEK_CUR => SeekFrom::Current(request.offset),
-            SEEK_END => SeekFrom::End(request.offset),
-            _ => return Reply::err(code::INVALID),
+    fn seek(&self, handle: Handle, offset: i64, whence: u32) -> Result<u64, HostError> {
+        let to = match whence {
+            SEEK_SET if offset >= 0 => SeekFrom::Start(offset as u64),
+            SEEK_CUR => SeekFrom::Current(offset),
+            SEEK_END => SeekFrom::End(offset),
+            _ => return Err(HostError::Invalid),
         };
         let mut files = self.lock_files();
-        reply(
-            files
-                .get(request.handle, self.caller)
-                .and_then(|f| f.seek(to).map_err(|e| io_code(&e))),
-        )
+        let file = files.get(handle.0, self.caller)?;
+        file.seek(to).map_err(|e| io_error(&e))
     }
 
-    fn tell(&self, request: u64) -> Reply {
+    fn tell(&self, handle: Handle) -> Result<u64, HostError> {
         let mut files = self.lock_files();
-        reply(
-            files
-                .get(request, self.caller)
-                .and_then(|f| f.stream_position().map_err(|e| io_code(&e))),
-        )
+        let file = files.get(handle.0, self.caller)?;
+        file.stream_position().map_err(|e| io_error(&e))
     }
 
-    fn flush(&self, request: u64) -> Reply {
-        if let Some(out) = self.output(request) {
+    fn flush(&self, handle: Handle) -> Result<(), HostError> {
+        if let Some(out) = self.output(handle) {
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
-            return reply(out.flush().map(|()| 0).map_err(|e| io_code(&e)));
+            return out.flush().map_err(|e| io_error(&e));
         }
         let mut files = self.lock_files();
-        reply(
-            files
-                .get(request, self.caller)
-                .and_then(|f| f.flush().map(|()| 0).map_err(|e| io_code(&e))),
-        )
+        let file = files.get(handle.0, self.caller)?;
+        file.flush().map_err(|e| io_error(&e))
     }
 
-    fn close(&self, request: u64) -> Reply {
+    fn close(&self, handle: Handle) -> Result<(), HostError> {
         // The file is dropped (closed) outside the table's lock.
-        let closed = self.lock_files().close(request, self.caller);
-        reply(closed.map(|_| 0))
+        let closed = self.lock_files().close(handle.0, self.caller);
+        closed.map(drop)
     }
 
-    fn remove(&self, request: &str) -> Reply {
-        reply(
-            path_of(request.as_bytes())
-                .and_then(|p| std::fs::remove_file(p).map(|()| 0).map_err(|e| io_code(&e))),
-        )
+    fn remove(&self, path: &str) -> Result<(), HostError> {
+        std::fs::remove_file(path_of(path)?).map_err(|e| io_error(&e))
     }
 
-    fn rename(&self, request: &[u8]) -> Reply {
-        reply((|| {
-            let nul = request.iter().position(|&b| b == 0).ok_or(code::INVALID)?;
-            let from = path_of(&request[..nul])?;
-            let to = path_of(&request[nul + 1..])?;
-            std::fs::rename(from, to)
-                .map(|()| 0)
-                .map_err(|e| io_code(&e))
-        })())
+    fn rename(&self, from_len: u32, paths: &str) -> Result<(), HostError> {
+        // A split inside a character, or past the end, is no pair of paths.
+        let (from, to) = paths
+            .split_at_checked(from_len as usize)
+            .ok_or(HostError::Invalid)?;
+        std::fs::rename(path_of(from)?, path_of(to)?).map_err(|e| io_error(&e))
     }
 
-    fn exit(&self, request: i32) -> Reply {
+    fn exit(&self, code: i32) {
         match self.exit {
             ExitPolicy::Process => {
                 self.flush_outputs();
                 let _ = io::stdout().flush();
-                std::process::exit(request);
+                std::process::exit(code);
             }
             ExitPolicy::Record => {
                 self.exit_code
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .get_or_insert(request);
-                Reply::ok(0)
+                    .get_or_insert(code);
             }
         }
     }
 
-    fn abort(&self) -> Reply {
+    fn abort(&self) {
         match self.exit {
             ExitPolicy::Process => {
                 self.flush_outputs();
                 std::process::abort();
             }
-            ExitPolicy::Record => {
-                self.aborted.store(true, Ordering::Relaxed);
-                Reply::ok(0)
-            }
+            ExitPolicy::Record => self.aborted.store(true, Ordering::Relaxed),
         }
     }
 
-    fn malloc(&self, request: u64) -> Reply {
-        let Some(heap) = &self.heap else {
-            return Reply::err(code::OUT_OF_MEMORY);
-        };
+    fn malloc(&self, size: u64) -> Result<u64, HostError> {
+        let heap = self.heap.as_ref().ok_or(HostError::OutOfMemory)?;
         let mut heap = heap.lock().unwrap_or_else(|e| e.into_inner());
-        reply(match heap.malloc(request, self.caller) {
+        match heap.malloc(size, self.caller) {
             // No room: the blocks of clients gone may make some.
-            Err(code::OUT_OF_MEMORY) if heap.free_dead(self.client_alive) => {
-                heap.malloc(request, self.caller)
+            Err(HostError::OutOfMemory) if heap.free_dead(self.client_alive) => {
+                heap.malloc(size, self.caller)
             }
             r => r,
-        })
+        }
     }
 
-    fn free(&self, request: u64) -> Reply {
-        if request == 0 {
-            return Reply::ok(0);
+    fn free(&self, address: u64) -> Result<(), HostError> {
+        if address == 0 {
+            return Ok(());
         }
-        let Some(heap) = &self.heap else {
-            return Reply::err(code::BAD_POINTER);
-        };
-        reply(
-            heap.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .free(request, self.caller)
-                .map(|()| 0),
-        )
+        let heap = self.heap.as_ref().ok_or(HostError::BadPointer)?;
+        let mut heap = heap.lock().unwrap_or_else(|e| e.into_inner());
+        heap.free(address, self.caller)
     }
 
     fn clock(&self) -> ClockReading {
@@ -801,19 +738,21 @@ impl LibcServer for Call<'_> {
         }
     }
 
-    fn system(&self, request: &str) -> Reply {
+    fn system(&self, command: &str) -> Result<i32, HostError> {
         if !self.allow_system {
-            return Reply::err(code::DISABLED);
+            return Err(HostError::Disabled);
         }
-        reply(
-            std::process::Command::new("/bin/sh")
-                .arg("-c")
-                .arg(request)
-                .stdin(std::process::Stdio::null())
-                .status()
-                .map(|s| s.code().unwrap_or(-1) as u32 as u64)
-                .map_err(|e| io_code(&e)),
-        )
+        // An empty command is what a device lane sends in place of one over the limit.
+        if command.is_empty() {
+            return Err(HostError::Invalid);
+        }
+        std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(std::process::Stdio::null())
+            .status()
+            .map(|s| s.code().unwrap_or(-1))
+            .map_err(|e| io_error(&e))
     }
 }
 
@@ -841,11 +780,11 @@ mod tests {
         let b = h.malloc(100, 1).unwrap();
         let c = h.malloc(16, 1).unwrap();
         assert_eq!((a, b, c), (0x1010, 0x1020, 0x1090));
-        assert_eq!(h.malloc(u64::MAX, 1), Err(code::OUT_OF_MEMORY));
-        assert_eq!(h.malloc(2000, 1), Err(code::OUT_OF_MEMORY));
-        assert_eq!(h.free(b + 1, 1), Err(code::BAD_POINTER));
+        assert_eq!(h.malloc(u64::MAX, 1), Err(HostError::OutOfMemory));
+        assert_eq!(h.malloc(2000, 1), Err(HostError::OutOfMemory));
+        assert_eq!(h.free(b + 1, 1), Err(HostError::BadPointer));
         h.free(b, 1).unwrap();
-        assert_eq!(h.free(b, 1), Err(code::BAD_POINTER), "double free");
+        assert_eq!(h.free(b, 1), Err(HostError::BadPointer), "double free");
         h.free(a, 1).unwrap();
         h.free(c, 1).unwrap();
         assert_eq!(h.free.len(), 1, "all merged back: {:?}", h.free);
@@ -862,14 +801,14 @@ mod tests {
         let theirs = h.malloc(32, 2).unwrap();
         assert_eq!(
             h.free(theirs, 1),
-            Err(code::BAD_POINTER),
+            Err(HostError::BadPointer),
             "not the caller's"
         );
-        assert_eq!(h.malloc(16, 1), Err(code::OUT_OF_MEMORY));
+        assert_eq!(h.malloc(16, 1), Err(HostError::OutOfMemory));
         // Client 2 is gone: its block comes back, client 1's stays.
         assert!(h.free_dead(|c| c != 2));
         assert!(!h.free_dead(|c| c != 2), "nothing more to free");
-        assert_eq!(h.free(theirs, 2), Err(code::BAD_POINTER));
+        assert_eq!(h.free(theirs, 2), Err(HostError::BadPointer));
         assert_eq!(h.malloc(32, 1), Ok(theirs));
         h.free(mine, 1).unwrap();
     }
@@ -887,22 +826,25 @@ mod tests {
         assert!(files.get(h, 1).is_ok());
         assert_eq!(
             files.get(h, 2).err(),
-            Some(code::BAD_HANDLE),
+            Some(HostError::BadHandle),
             "not the caller's"
         );
-        assert_eq!(files.close(h, 2).err(), Some(code::BAD_HANDLE));
-        assert_eq!(files.get(h ^ (1 << 32), 1).err(), Some(code::BAD_HANDLE));
-        assert_eq!(files.get(h + 1, 1).err(), Some(code::BAD_HANDLE));
-        assert_eq!(files.get(0, 1).err(), Some(code::BAD_HANDLE));
-        assert_eq!(files.get(u64::MAX, 1).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.close(h, 2).err(), Some(HostError::BadHandle));
+        assert_eq!(
+            files.get(h ^ (1 << 32), 1).err(),
+            Some(HostError::BadHandle)
+        );
+        assert_eq!(files.get(h + 1, 1).err(), Some(HostError::BadHandle));
+        assert_eq!(files.get(0, 1).err(), Some(HostError::BadHandle));
+        assert_eq!(files.get(u64::MAX, 1).err(), Some(HostError::BadHandle));
         files.close(h, 1).unwrap();
-        assert_eq!(files.get(h, 1).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.get(h, 1).err(), Some(HostError::BadHandle));
         let h2 = files
             .insert(File::open("/dev/null").unwrap(), 1, LIMITS)
             .unwrap();
         assert_ne!(h2, h, "the slot is reused under a new generation");
-        assert_eq!(files.get(h, 1).err(), Some(code::BAD_HANDLE));
-        assert_eq!(files.close(h, 1).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.get(h, 1).err(), Some(HostError::BadHandle));
+        assert_eq!(files.close(h, 1).err(), Some(HostError::BadHandle));
     }
 
     #[test]
@@ -921,7 +863,7 @@ mod tests {
         // Client 1 is gone: its two files close, client 2's stays.
         assert_eq!(files.take_dead(|c| c != 1).len(), 2);
         assert_eq!(files.open, 1);
-        assert_eq!(files.get(a, 1).err(), Some(code::BAD_HANDLE));
+        assert_eq!(files.get(a, 1).err(), Some(HostError::BadHandle));
         assert!(files.get(c, 2).is_ok());
         files.insert(null(), 2, limits).unwrap();
     }

@@ -29,7 +29,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use transport_gpu::cuda::Cuda;
-use transport_gpu::host::Libc;
+use transport_gpu::host::{opcode, Libc};
 use transport_gpu::{run_program, ExitPolicy, PortCount, RunConfig};
 
 const USAGE: &str =
@@ -126,7 +126,7 @@ fn main() -> ExitCode {
         Ok(report) => {
             if stats {
                 let libc: u64 = report.libc_calls.iter().sum();
-                let libc_print = report.libc_calls[libc_index(Libc::Print)];
+                let libc_print = report.libc_calls[libc_index(opcode::PRINT)];
                 eprintln!(
                     "rpc-gpu-run: {} ({} SMs), {} ports, {} blocks x {} threads, kernel {:.3} s, \
                      calls served {} (no-op {}, print {}, exit {}, unknown {}; libc {}, of which print {}, unknown {}) by {} server threads {:?}, exit code {}",
@@ -143,11 +143,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// `call`'s index in the counts.
-fn libc_index(call: Libc) -> usize {
+/// The index of the call with `opcode` in the counts.
+fn libc_index(opcode: u32) -> usize {
     use rpc_core::service::Service;
     <Libc as Service>::OPCODES
         .iter()
-        .position(|&o| o == call.opcode())
+        .position(|&o| o == opcode)
         .unwrap_or(Libc::CALLS)
 }
