@@ -63,7 +63,6 @@
 
 // The derive's compile-time check that a tagged reply fits a slot (`1 + max(value, error) <= 64`,
 // spanned at this file's types) trips this lint; it belongs to `rpc-derive`'s generated code.
-#![allow(clippy::int_plus_one)]
 
 use core::fmt;
 
