@@ -1,61 +1,104 @@
 //! A key-value service: the definition both sides share, and one server implementation.
 //!
-//! Keys are `u64`; values are bytes of any length, so `put` and `get` stream them. The client of
-//! `get` passes a buffer; a value longer than the buffer is refused, not truncated.
+//! Keys are `u64`; values are bytes of any length up to [`MAX_VALUE`], so `put` and `get`
+//! stream them. A key that is not there is the call's own error ([`KvError::NotFound`]), as is a
+//! full store ([`KvError::Full`]); a value longer than the client's buffer is refused, not
+//! truncated.
 
 use std::collections::HashMap;
 use std::sync::RwLock;
 
+use rpc_core::service::{Bytes, Text};
 use rpc_core::RpcOpcodes;
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+use zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
-/// What `delete` and `contains` report.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
-#[repr(C)]
-pub struct Found {
-    /// 1 if the key was there, 0 if not.
-    pub found: u32,
-    /// The length of its value (0 if not found).
-    pub len: u32,
+/// The longest value the store takes, and the longest `get` replies.
+pub const MAX_VALUE: u64 = 64 * 1024;
+/// The longest line `log` takes.
+pub const MAX_LINE: u64 = 512;
+
+/// Why the store refused a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(u8)]
+pub enum KvError {
+    /// No value is stored under the key.
+    NotFound = 1,
+    /// The store holds as many keys as it may; a new key was not stored.
+    Full = 2,
 }
 
-/// The key-value service: one variant per call.
+impl std::fmt::Display for KvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KvError::NotFound => "no such key",
+            KvError::Full => "the store is full",
+        })
+    }
+}
+
+/// The key-value service: one variant per call, its fields the call's arguments.
 #[derive(RpcOpcodes)]
 #[rpc(service = "ferry.kv")]
 pub enum Kv {
-    /// Stores a value: the request is the key (8 bytes, little-endian) followed by the value.
-    /// Returns the number of keys stored.
-    #[rpc(request = [u8], response = u64, limit = 65536)]
-    Put,
-    /// The value of a key (empty if absent).
-    #[rpc(request = u64, response = [u8])]
-    Get,
-    /// Whether a key is there, and its value's length.
-    #[rpc(request = u64, response = Found)]
-    Contains,
-    /// Removes a key.
-    #[rpc(request = u64, response = Found)]
-    Delete,
+    /// Stores `value` under `key`, replacing what was there. Returns the number of keys stored.
+    #[rpc(response = u64, error = KvError, limit = MAX_VALUE)]
+    Put {
+        /// The key.
+        key: u64,
+        /// The value.
+        value: Bytes,
+    },
+    /// The value stored under `key`.
+    #[rpc(response = Bytes, error = KvError, limit = MAX_VALUE)]
+    Get {
+        /// The key.
+        key: u64,
+    },
+    /// The length of the value stored under `key`.
+    #[rpc(response = u64, error = KvError)]
+    Len {
+        /// The key.
+        key: u64,
+    },
+    /// Removes `key`; returns the length of the value it had.
+    #[rpc(response = u64, error = KvError)]
+    Delete {
+        /// The key.
+        key: u64,
+    },
     /// Writes a line to the server's log; the client does not wait.
-    #[rpc(request = str, oneway)]
-    Log,
-}
-
-/// Encodes a `put` request.
-pub fn put_request(key: u64, value: &[u8]) -> Vec<u8> {
-    let mut request = key.to_le_bytes().to_vec();
-    request.extend_from_slice(value);
-    request
+    #[rpc(oneway, limit = MAX_LINE)]
+    Log {
+        /// The line.
+        line: Text,
+    },
 }
 
 /// A key-value store in memory, shared by any number of server threads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Store {
     map: RwLock<HashMap<u64, Vec<u8>>>,
     log: RwLock<Vec<String>>,
+    capacity: usize,
+}
+
+impl Default for Store {
+    /// A store without a limit on its keys.
+    fn default() -> Self {
+        Store::with_capacity(usize::MAX)
+    }
 }
 
 impl Store {
+    /// A store that holds at most `capacity` keys.
+    pub fn with_capacity(capacity: usize) -> Store {
+        Store {
+            map: RwLock::default(),
+            log: RwLock::default(),
+            capacity,
+        }
+    }
+
     /// The lines clients logged so far.
     pub fn log(&self) -> Vec<String> {
         self.log.read().unwrap().clone()
@@ -63,40 +106,35 @@ impl Store {
 }
 
 impl KvServer for Store {
-    fn put(&self, request: &[u8]) -> u64 {
+    fn put(&self, key: u64, value: &[u8]) -> Result<u64, KvError> {
         let mut map = self.map.write().unwrap();
-        if let Some((key, value)) = request.split_first_chunk::<8>() {
-            map.insert(u64::from_le_bytes(*key), value.to_vec());
+        if map.len() >= self.capacity && !map.contains_key(&key) {
+            return Err(KvError::Full);
         }
-        map.len() as u64
+        map.insert(key, value.to_vec());
+        Ok(map.len() as u64)
     }
 
-    fn get(&self, key: u64) -> impl AsRef<[u8]> {
+    fn get(&self, key: u64) -> Result<impl AsRef<[u8]>, KvError> {
         self.map
             .read()
             .unwrap()
             .get(&key)
             .cloned()
-            .unwrap_or_default()
+            .ok_or(KvError::NotFound)
     }
 
-    fn contains(&self, key: u64) -> Found {
+    fn len(&self, key: u64) -> Result<u64, KvError> {
         match self.map.read().unwrap().get(&key) {
-            Some(v) => Found {
-                found: 1,
-                len: v.len() as u32,
-            },
-            None => Found { found: 0, len: 0 },
+            Some(v) => Ok(v.len() as u64),
+            None => Err(KvError::NotFound),
         }
     }
 
-    fn delete(&self, key: u64) -> Found {
+    fn delete(&self, key: u64) -> Result<u64, KvError> {
         match self.map.write().unwrap().remove(&key) {
-            Some(v) => Found {
-                found: 1,
-                len: v.len() as u32,
-            },
-            None => Found { found: 0, len: 0 },
+            Some(v) => Ok(v.len() as u64),
+            None => Err(KvError::NotFound),
         }
     }
 
@@ -105,14 +143,13 @@ impl KvServer for Store {
     }
 }
 
-// Between processes: the store is a transport-shm handler (both paths: `contains` and `delete`
-// travel inline, `put` and `get` through the packets). See `bin/kv-shm.rs`.
-transport_shm::impl_handler!(Store: KvServer);
+// Between processes, the store is served as `Kv::server(store)` (inline: `len` and `delete`;
+// through the packets: `put`, `get` and `log`). See `bin/kv-shm.rs`.
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rpc_core::service::CallError;
+    use rpc_core::service::{Error, Status};
     use rpc_core::HeapRegion;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
@@ -134,36 +171,50 @@ mod tests {
             })
         };
         let region: HeapRegion = HeapRegion::new(32, 1).unwrap();
-        let store = Store::default();
+        let store = Store::with_capacity(3);
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
                 let server = region.server();
                 let mut buffers = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    if store.serve_one(&server, &mut buffers).unwrap().is_none() {
+                    if Kv::serve_one(&store, &server, &mut buffers)
+                        .unwrap()
+                        .is_none()
+                    {
                         std::thread::yield_now();
                     }
                 }
             });
-            let client = region.client();
-            rpc_core::service::handshake::<Kv, _, _, _>(&client).unwrap();
-            assert_eq!(client.put(&put_request(1, b"one")).unwrap(), 1);
-            assert_eq!(client.put(&put_request(2, &[7; 300])).unwrap(), 2);
+            let site = region.client();
+            let c = Kv::client(&site);
+            assert_eq!(c.put(1, b"one"), Ok(1));
+            assert_eq!(c.put(2, &[7; 300]), Ok(2));
+            assert_eq!(c.put(1, b"uno"), Ok(2));
+            assert_eq!(c.put(3, b""), Ok(3));
+            assert_eq!(c.put(4, b"four"), Err(Error::App(KvError::Full)));
+            assert_eq!(c.get(1), Ok(b"uno".to_vec()));
             let mut buf = [0u8; 512];
-            assert_eq!(client.get(1, &mut buf).unwrap(), b"one");
-            assert_eq!(client.get(2, &mut buf).unwrap(), &[7; 300][..]);
-            assert_eq!(client.get(3, &mut buf).unwrap(), b"");
+            assert_eq!(c.get_into(2, &mut buf).as_deref(), Ok(&[7; 300][..]));
+            assert_eq!(c.get_into(3, &mut buf).as_deref(), Ok(&b""[..]));
+            assert_eq!(c.get(4), Err(Error::App(KvError::NotFound)));
+            // A value longer than the buffer is refused, not truncated; the port is left at rest.
             let mut small = [0u8; 16];
-            assert!(matches!(client.get(2, &mut small), Err(CallError::Port(_))));
-            assert_eq!(client.contains(2).unwrap(), Found { found: 1, len: 300 });
-            assert_eq!(client.delete(2).unwrap(), Found { found: 1, len: 300 });
-            assert_eq!(client.contains(2).unwrap(), Found { found: 0, len: 0 });
+            assert!(matches!(
+                c.get_into(2, &mut small),
+                Err(Error::Status(Status::ReplyTooLarge { len: 300, .. }))
+            ));
+            assert_eq!(c.len(2), Ok(300));
+            assert_eq!(c.delete(2), Ok(300));
+            assert_eq!(c.len(2), Err(Error::App(KvError::NotFound)));
+            assert_eq!(c.delete(2), Err(Error::App(KvError::NotFound)));
+            // Too long a value is refused before the handler runs.
             assert_eq!(
-                client.put(&put_request(4, &vec![0; 70_000])),
-                Err(CallError::Rejected)
+                c.put(5, &vec![0; MAX_VALUE as usize + 1]),
+                Err(Error::Status(Status::Rejected))
             );
-            client.log("hello").unwrap();
+            assert_eq!(c.len(5), Err(Error::App(KvError::NotFound)));
+            c.log("hello").unwrap();
             while store.log().is_empty() {
                 std::thread::yield_now();
             }

@@ -1,8 +1,14 @@
 //! Examples of the ferry framework; see the binaries in `src/bin`.
 //!
-//! - `kv`: a key-value service defined with `#[derive(RpcOpcodes)]` (the service is [`kv`]),
-//!   served by two threads and called by four, over a region in this process's heap.
+//! - `kv`: a key-value service defined with `#[derive(RpcOpcodes)]` (the service is [`kv`]: its
+//!   calls take their arguments as fields, and a missing key or a full store is the call's own
+//!   typed error), served by two threads and called by four, over a region in this process's
+//!   heap (`Kv::serve_one` on the server side, `Kv::client(&process)` on the client side).
 //!   `cargo run -p ferry-examples --bin kv`.
+//! - `kv-shm`: the same service between processes, over a transport-shm file:
+//!   `ShmServer::start(path, config, Kv::server(store))` and
+//!   `Kv::client(&ShmClient::attach(path, ClientConfig::default().service::<Kv>())?)`.
+//!   `cargo run --release -p ferry-examples --bin kv-shm`.
 
 #![deny(missing_docs)]
 

@@ -10,9 +10,12 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use ferry_tests::{eventually, unique_path, Peer};
-use transport_shm::demo::{self, Demo, DemoHandle, DemoServer, DemoService};
-use transport_shm::demo::{Echoed, Operands, Slept, Summed};
-use transport_shm::{Created, ServerConfig, ServerPort, ShmError, ShmServer};
+use rpc_core::service::{Error, Serving, Transport};
+use transport_shm::demo::{Demo, DemoServer, DemoService};
+use transport_shm::demo::{Echoed, SleepError, Summed};
+use transport_shm::{
+    ClientConfig, Created, Handler, ServerConfig, ServerPort, ShmClient, ShmError, ShmServer,
+};
 
 const PEER: &str = env!("CARGO_BIN_EXE_shm-peer");
 
@@ -20,9 +23,19 @@ fn config(ports: u32, workers: usize) -> ServerConfig {
     ServerConfig {
         ports,
         workers,
-        fingerprint: Demo::FINGERPRINT,
         ..ServerConfig::default()
     }
+}
+
+/// A sticky client of the demo service (checked at attach) waiting at most `deadline`.
+fn demo_client(path: &std::path::Path, deadline: Duration) -> Result<ShmClient, ShmError> {
+    ShmClient::attach(
+        path,
+        ClientConfig::default()
+            .service::<Demo>()
+            .deadline(deadline)
+            .sticky(true),
+    )
 }
 
 fn calls_per_client() -> u64 {
@@ -44,9 +57,10 @@ fn outcome(peer: &Peer) -> (u64, u64, u64, u32) {
     )
 }
 
-/// The demo service, recording the id of every echo it serves.
+/// The demo service, recording the id of every echo it serves (in the vector it shares with the
+/// test).
 struct Recording {
-    seen: Mutex<Vec<u64>>,
+    seen: Arc<Mutex<Vec<u64>>>,
 }
 
 impl DemoServer for Recording {
@@ -54,10 +68,10 @@ impl DemoServer for Recording {
         self.seen.lock().unwrap().push(id);
         DemoService.echo(id)
     }
-    fn add(&self, r: Operands) -> u64 {
-        DemoService.add(r)
+    fn add(&self, a: u64, b: u64) -> u64 {
+        DemoService.add(a, b)
     }
-    fn sleep(&self, micros: u64) -> Slept {
+    fn sleep(&self, micros: u64) -> Result<u64, SleepError> {
         DemoService.sleep(micros)
     }
     fn sum(&self, data: &[u8]) -> Summed {
@@ -68,17 +82,12 @@ impl DemoServer for Recording {
 #[test]
 fn four_processes_many_calls_none_lost_duplicated_or_crossed() {
     let n = calls_per_client();
-    let recording = Arc::new(Recording {
-        seen: Mutex::new(Vec::with_capacity(4 * n as usize)),
-    });
-    let service = Arc::clone(&recording);
+    let seen = Arc::new(Mutex::new(Vec::with_capacity(4 * n as usize)));
+    let recording = Recording {
+        seen: Arc::clone(&seen),
+    };
     let path = unique_path("many");
-    let server = ShmServer::start(
-        &path,
-        config(64, 2),
-        move |port: &mut ServerPort<'_, '_>| demo::dispatch(&*service, port).map(|_| ()),
-    )
-    .unwrap();
+    let server = ShmServer::start(&path, config(64, 2), Demo::server(recording)).unwrap();
     let p = path.to_str().unwrap();
     let peers: Vec<Peer> = (0..4u64)
         .map(|k| Peer::spawn(PEER, &["calls", p, &k.to_string(), &n.to_string()]))
@@ -94,7 +103,7 @@ fn four_processes_many_calls_none_lost_duplicated_or_crossed() {
     assert_eq!(stats.stats.served, 4 * n);
     assert_eq!(stats.stats.failed, 0);
     // The server saw each id exactly once: none lost, none duplicated.
-    let mut ids = std::mem::take(&mut *recording.seen.lock().unwrap());
+    let mut ids = std::mem::take(&mut *seen.lock().unwrap());
     assert_eq!(ids.len() as u64, 4 * n);
     ids.sort_unstable();
     let expected: Vec<u64> = (0..4u64)
@@ -107,7 +116,7 @@ fn four_processes_many_calls_none_lost_duplicated_or_crossed() {
 #[test]
 fn a_client_killed_mid_call_leaves_others_running_and_its_port_reclaimed() {
     let path = unique_path("kill");
-    let server = ShmServer::start(&path, config(32, 2), demo::DemoService).unwrap();
+    let server = ShmServer::start(&path, config(32, 2), Demo::server(DemoService)).unwrap();
     let p = path.to_str().unwrap();
     let n = (calls_per_client() / 5).max(1000);
     let others: Vec<Peer> = (1..=2u64)
@@ -130,14 +139,14 @@ fn a_client_killed_mid_call_leaves_others_running_and_its_port_reclaimed() {
     assert_eq!(stats.reclaimed, 1);
     // The server answered the dead client's request (to nobody) and carried on.
     assert_eq!(stats.failed, 0);
-    let mut c = DemoHandle::attach(&path, Duration::from_secs(30)).unwrap();
-    assert_eq!(c.add(2, 3).unwrap(), 5);
+    let shm = demo_client(&path, Duration::from_secs(30)).unwrap();
+    assert_eq!(Demo::client(&shm).add(2, 3), Ok(5));
 }
 
 #[test]
 fn the_port_of_a_sticky_client_killed_while_idle_is_reclaimed() {
     let path = unique_path("sticky");
-    let server = ShmServer::start(&path, config(32, 1), demo::DemoService).unwrap();
+    let server = ShmServer::start(&path, config(32, 1), Demo::server(DemoService)).unwrap();
     let p = path.to_str().unwrap();
     // Idle, between calls, its claim kept: the port is at rest and looks like any held one.
     let victim = Peer::spawn(PEER, &["sticky", p]);
@@ -167,7 +176,7 @@ fn the_port_of_a_sticky_client_killed_while_idle_is_reclaimed() {
 #[test]
 fn a_new_client_gets_the_port_of_a_client_killed_mid_stream() {
     let path = unique_path("last");
-    let server = ShmServer::start(&path, config(32, 2), demo::DemoService).unwrap();
+    let server = ShmServer::start(&path, config(32, 2), Demo::server(DemoService)).unwrap();
     let p = path.to_str().unwrap();
     // A live client holds 31 of the 32 ports; the victim takes the last one.
     let hog = Peer::spawn(PEER, &["hold", p, "31"]);
@@ -181,18 +190,23 @@ fn a_new_client_gets_the_port_of_a_client_killed_mid_stream() {
     let port: u32 = victim.expect("streaming")[0].parse().unwrap();
     assert!(!held.contains(&port));
     // Every port is taken: a client finds none before its deadline.
-    let err = transport_shm::ShmClient::attach(
+    let shm = ShmClient::attach(
         &path,
-        transport_shm::ClientConfig {
-            fingerprint: Some(Demo::FINGERPRINT),
-            deadline: Duration::from_millis(50),
-            ..Default::default()
-        },
+        ClientConfig::default()
+            .service::<Demo>()
+            .deadline(Duration::from_millis(50)),
     )
-    .unwrap()
-    .call(Demo::Echo.opcode(), |_| Ok(()))
-    .unwrap_err();
+    .unwrap();
+    let err = shm
+        .call(Demo::Echo { id: 0 }.opcode(), |_| Ok(()))
+        .unwrap_err();
     assert!(matches!(err, ShmError::NoFreePort), "{err}");
+    // As the typed client sees it.
+    assert_eq!(
+        Demo::client(&shm).echo(1),
+        Err(Error::Transport(Transport::NoFreePort))
+    );
+    drop(shm);
     // The victim dies with the server's worker waiting for the rest of its stream.
     victim.kill();
     let newcomer = Peer::spawn(PEER, &["calls", p, "7", "100"]);
@@ -212,35 +226,47 @@ fn a_new_client_gets_the_port_of_a_client_killed_mid_stream() {
     });
 }
 
+/// Serves the demo service through the packets, except calls of opcode `BLOCK`, which wait
+/// until the gate opens. It lists the demo service, so clients that expect it attach.
+struct Blocking {
+    gate: Arc<(Mutex<bool>, Condvar)>,
+    demo: Serving<Demo, DemoService>,
+}
+
+const BLOCK: u32 = 100;
+
+impl Handler for Blocking {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+        if port.opcode() == BLOCK {
+            port.recv(|_, _| {})?;
+            let (open, cv) = &*self.gate;
+            // Opened by the test; bounded, so a failing test still lets the server stop.
+            let _ = cv
+                .wait_timeout_while(open.lock().unwrap(), Duration::from_secs(30), |open| !*open)
+                .unwrap();
+            return port.send(|_, _| {});
+        }
+        self.demo.handle(port)
+    }
+
+    fn services(&self) -> Vec<(&'static str, u64)> {
+        self.demo.services()
+    }
+}
+
 #[test]
 fn a_blocked_handler_does_not_stall_other_ports() {
-    const BLOCK: u32 = 100;
     let gate = Arc::new((Mutex::new(false), Condvar::new()));
-    let g = Arc::clone(&gate);
     let path = unique_path("block");
-    let server = ShmServer::start(
-        &path,
-        config(64, 2),
-        move |port: &mut ServerPort<'_, '_>| {
-            if port.opcode() == BLOCK {
-                port.recv(|_, _| {})?;
-                let (open, cv) = &*g;
-                // Opened by the test; bounded, so a failing test still lets the server stop.
-                let _ = cv
-                    .wait_timeout_while(open.lock().unwrap(), Duration::from_secs(30), |open| {
-                        !*open
-                    })
-                    .unwrap();
-                return port.send(|_, _| {});
-            }
-            demo::serve(port)
-        },
-    )
-    .unwrap();
+    let blocking = Blocking {
+        gate: Arc::clone(&gate),
+        demo: Demo::server(DemoService),
+    };
+    let server = ShmServer::start(&path, config(64, 2), blocking).unwrap();
     let blocked = {
         let path = path.clone();
         std::thread::spawn(move || {
-            let mut c = transport_shm::ShmClient::attach(&path, Default::default()).unwrap();
+            let c = ShmClient::attach(&path, ClientConfig::default()).unwrap();
             c.call(BLOCK, |port| port.send_and_recv(|_, _| {}, |_, _| {}))
         })
     };
@@ -265,27 +291,31 @@ fn second_server_is_refused_and_a_killed_servers_file_is_replaced() {
     let pid: u32 = first.expect("serving")[0].parse().unwrap();
     let meta = std::fs::symlink_metadata(&path).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-    let err = ShmServer::start(&path, config(64, 1), demo::DemoService).unwrap_err();
+    let err = ShmServer::start(&path, config(64, 1), Demo::server(DemoService)).unwrap_err();
     assert!(
         matches!(err, ShmError::AlreadyServing { pid: Some(p), .. } if p == pid),
         "{err}"
     );
     // A client of the live server works; when the server dies, its calls fail instead of hanging.
-    let mut c = DemoHandle::attach(&path, Duration::from_secs(30)).unwrap();
-    assert_eq!(c.add(1, 1).unwrap(), 2);
+    let shm = demo_client(&path, Duration::from_secs(30)).unwrap();
+    let c = Demo::client(&shm);
+    assert_eq!(c.add(1, 1), Ok(2));
     first.kill();
     assert!(path.exists(), "SIGKILL leaves the file behind");
     match c.echo(1) {
-        Err(ShmError::NoServer { .. } | ShmError::Call(rpc_core::Error::Stalled)) => {}
+        Err(Error::Transport(
+            Transport::NoServer | Transport::Protocol(rpc_core::Error::Stalled),
+        )) => {}
         other => panic!("expected the dead server to be noticed, got {other:?}"),
     }
-    let err = DemoHandle::attach(&path, Duration::from_secs(1)).unwrap_err();
+    let err = demo_client(&path, Duration::from_secs(1)).unwrap_err();
     assert!(matches!(err, ShmError::NoServer { .. }), "{err}");
     // The next server replaces the stale file.
-    let server = ShmServer::start(&path, config(64, 1), demo::DemoService).unwrap();
+    let server = ShmServer::start(&path, config(64, 1), Demo::server(DemoService)).unwrap();
     assert_eq!(server.created(), Created::ReplacedStale);
-    let mut c = DemoHandle::attach(&path, Duration::from_secs(30)).unwrap();
-    assert_eq!(c.add(20, 22).unwrap(), 42);
+    let shm = demo_client(&path, Duration::from_secs(30)).unwrap();
+    assert_eq!(Demo::client(&shm).add(20, 22), Ok(42));
+    drop(shm);
     drop(server);
     assert!(!path.exists());
 }

@@ -439,9 +439,22 @@ mod tests {
         assert!(g.owners_offset() >= g.region_offset() + g.layout().size());
         assert!(g.inline_offset() >= g.owners_offset() + 64 * 8);
         assert_eq!(g.inline_offset() % 64, 0);
+        // With no services the table is empty: the file ends where it would start.
+        assert_eq!(g.services(), 0);
+        assert_eq!(g.services_offset() % 64, 0);
+        assert!(g.services_offset() >= g.inline_lines_offset() + 64 * 64);
+        assert_eq!(g.file_size(), g.services_offset());
         let g = g.with_inline(true);
         let decoded = Geometry::decode(&g.encode(), g.file_size() as u64, None).unwrap();
         assert!(decoded.serves_inline());
+        assert_eq!(decoded, g);
+        // A table of three services: three entries at the end of the file, counted in the header.
+        let g = g.with_services(3);
+        assert_eq!(g.file_size(), g.services_offset() + 3 * SERVICE_ENTRY);
+        let h = g.encode();
+        assert_eq!(u32_at(&h, 116), 3);
+        let decoded = Geometry::decode(&h, g.file_size() as u64, None).unwrap();
+        assert_eq!(decoded.services(), 3);
         assert_eq!(decoded, g);
     }
 
@@ -454,7 +467,7 @@ mod tests {
     fn each_field_is_named() {
         let (g, good) = sample();
         let size = g.file_size() as u64;
-        let cases: [(usize, usize, &str); 15] = [
+        let cases: [(usize, usize, &str); 16] = [
             (12, 4, "header_size"),
             (16, 4, "ports"),
             (20, 4, "lanes"),
@@ -469,7 +482,8 @@ mod tests {
             (84, 4, "state"),
             (104, 8, "inline_offset"),
             (112, 4, "flags"),
-            (116, 8, "reserved"),
+            (116, 4, "services"),
+            (120, 8, "reserved"),
         ];
         for (at, len, field) in cases {
             let mut h = good;
@@ -510,7 +524,30 @@ mod tests {
         assert_eq!(err.field, "flags", "{err}");
         let err = Geometry::decode(&good, size, Some(0xbeef)).unwrap_err();
         assert_eq!(err.field, "fingerprint");
-        assert!(err.to_string().contains("another service schema"), "{err}");
+        assert!(err.to_string().contains("services table"), "{err}");
+        // A count of services the file has no room for (one entry more than it was sized for),
+        // and one over the most a table lists.
+        let mut h = good;
+        h[116..120].copy_from_slice(&1u32.to_le_bytes());
+        refix(&mut h);
+        assert_eq!(
+            Geometry::decode(&h, size, None).unwrap_err().field,
+            "file_size"
+        );
+        let mut h = good;
+        h[116..120].copy_from_slice(&(MAX_SERVICES + 1).to_le_bytes());
+        refix(&mut h);
+        assert_eq!(
+            Geometry::decode(&h, size, None).unwrap_err().field,
+            "services"
+        );
+        // The count is covered by the checksum.
+        let mut h = good;
+        h[116] ^= 1;
+        assert_eq!(
+            Geometry::decode(&h, size, None).unwrap_err().field,
+            "checksum"
+        );
         let err = Geometry::decode(&good, size - 8, None).unwrap_err();
         assert_eq!(err.field, "file_size");
         let err = Geometry::decode(&good[..40], size, None).unwrap_err();

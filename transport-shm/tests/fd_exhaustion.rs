@@ -9,7 +9,7 @@ use std::fs::File;
 use std::time::{Duration, Instant};
 
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-use transport_shm::demo::{self, Demo, DemoClient};
+use transport_shm::demo::{Demo, DemoService};
 use transport_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 #[test]
@@ -17,22 +17,18 @@ fn a_server_out_of_descriptors_keeps_a_live_clients_port() {
     let path = format!("/dev/shm/ferry-test-fds-{}", std::process::id());
     let config = ServerConfig {
         ports: 32,
-        fingerprint: Demo::FINGERPRINT,
         reclaim_interval: Duration::from_millis(2),
         ..ServerConfig::default()
     };
-    let server = ShmServer::start(&path, config, demo::DemoService).unwrap();
+    let server = ShmServer::start(&path, config, Demo::server(DemoService)).unwrap();
     // A sticky handle keeps its port between calls: idle, held by this live process.
-    let mut client = ShmClient::attach(
+    let client = ShmClient::attach(
         &path,
-        ClientConfig {
-            fingerprint: Some(Demo::FINGERPRINT),
-            sticky: true,
-            ..ClientConfig::default()
-        },
+        ClientConfig::default().service::<Demo>().sticky(true),
     )
     .unwrap();
-    assert_eq!(client.call_typed(|p| p.echo(1)).unwrap().id, 1);
+    let demo = Demo::client(&client);
+    assert_eq!(demo.echo(1).unwrap().id, 1);
     let port = client.held_port().expect("a sticky handle keeps its port");
     let (holder, generation) = server.port_owner(port);
     assert_eq!(holder, std::process::id());
@@ -79,7 +75,7 @@ fn a_server_out_of_descriptors_keeps_a_live_clients_port() {
         "the port of a live client was taken while the server could not look at it"
     );
     assert_eq!(server.stats().reclaimed, 0);
-    assert_eq!(client.call_typed(|p| p.echo(2)).unwrap().id, 2);
+    assert_eq!(demo.echo(2).unwrap().id, 2);
     assert_eq!(client.held_port(), Some(port));
     drop(client);
     assert!(server.shutdown(Duration::from_secs(10)).drained);

@@ -1,15 +1,16 @@
 //! One-process tests: the server's workers and clients as threads of this test, the file real.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use rpc_core::service::CallError;
-use transport_shm::demo::{self, Demo, DemoHandle};
-use transport_shm::header::{Geometry, HEADER_SIZE};
+use rpc_core::service::{Bytes, Error, Service, Serving, Status, Transport, SERVICE_NAME_BYTES};
+use transport_shm::demo::{self, Demo, DemoServer, DemoService, Echoed, SleepError, Summed};
+use transport_shm::header::{Geometry, HEADER_SIZE, SERVICE_ENTRY};
 use transport_shm::{
-    status, ClientConfig, Created, ServerConfig, ServerPort, ShmClient, ShmError, ShmServer,
+    status, ClientConfig, Created, Handler, ServerConfig, ServerPort, ShmClient, ShmError,
+    ShmServer,
 };
 
 fn unique(tag: &str) -> PathBuf {
@@ -21,44 +22,72 @@ fn unique(tag: &str) -> PathBuf {
     ))
 }
 
-fn demo_config() -> ServerConfig {
-    ServerConfig {
-        fingerprint: Demo::FINGERPRINT,
-        ..ServerConfig::default()
-    }
-}
-
 fn demo_server(tag: &str) -> ShmServer {
-    ShmServer::start(unique(tag), demo_config(), demo::DemoService).unwrap()
+    ShmServer::start(
+        unique(tag),
+        ServerConfig::default(),
+        Demo::server(DemoService),
+    )
+    .unwrap()
 }
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
+/// A sticky client of the demo service (checked at attach), with the tests' deadline.
+fn demo_client(path: impl AsRef<Path>) -> ShmClient {
+    ShmClient::attach(path, demo_config().sticky(true)).unwrap()
+}
+
+/// A client configuration expecting the demo service, with the tests' deadline (not sticky).
+fn demo_config() -> ClientConfig {
+    ClientConfig::default().service::<Demo>().deadline(DEADLINE)
+}
+
+/// The reply an echo of `id` must get.
+fn echoed(id: u64) -> Echoed {
+    (id, demo::mix(id)).into()
+}
+
+/// The opcode of a demo call by its name (a call with a `Bytes` argument has no value to ask
+/// `opcode()` of: `Demo::Sum { data }` cannot be built).
+fn demo_opcode(call: &str) -> u32 {
+    let opcode = rpc_core::service::hash_opcode(<Demo as Service>::NAME, call);
+    assert!(<Demo as Service>::OPCODES.contains(&opcode), "{call}");
+    opcode
+}
+
 #[test]
 fn demo_calls_round_trip() {
     let server = demo_server("calls");
-    let mut c = DemoHandle::attach(server.path(), DEADLINE).unwrap();
+    let shm = demo_client(server.path());
+    let c = Demo::client(&shm);
     for id in 0..1000u64 {
-        assert_eq!(c.echo(id).unwrap(), (id, demo::mix(id)));
+        assert_eq!(c.echo(id), Ok(echoed(id)));
     }
-    assert_eq!(c.add(40, 2).unwrap(), 42);
-    c.sleep(10).unwrap();
+    assert_eq!(c.add(40, 2), Ok(42));
+    assert_eq!(c.sleep(10), Ok(10));
     let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
     let want: u64 = data.iter().map(|&b| b as u64).sum();
-    assert_eq!(c.sum(&data).unwrap(), (10_000, want));
-    assert_eq!(c.sum(&[]).unwrap(), (0, 0));
+    assert_eq!(
+        c.sum(&data),
+        Ok(Summed {
+            len: 10_000,
+            sum: want
+        })
+    );
+    assert_eq!(c.sum(&[]), Ok(Summed { len: 0, sum: 0 }));
     // Too long a stream is refused with a status, and the port stays usable.
     let big = vec![1u8; demo::SUM_LIMIT as usize + 1];
-    assert!(matches!(
-        c.sum(&big),
-        Err(ShmError::Service(CallError::Rejected))
-    ));
-    // Too long a sleep is refused without sleeping.
-    assert!(matches!(
+    assert_eq!(c.sum(&big), Err(Error::Status(Status::Rejected)));
+    // Too long a sleep is refused (the handler's own error) without sleeping.
+    let started = std::time::Instant::now();
+    assert_eq!(
         c.sleep(demo::MAX_SLEEP_MICROS + 1),
-        Err(ShmError::Service(CallError::BadRequest))
-    ));
-    assert_eq!(c.echo(7).unwrap(), (7, demo::mix(7)));
+        Err(Error::App(SleepError::TooLong))
+    );
+    assert!(started.elapsed() < Duration::from_micros(demo::MAX_SLEEP_MICROS) / 2);
+    assert_eq!(c.echo(7), Ok(echoed(7)));
+    drop(shm);
     let stats = server.shutdown(DEADLINE).stats;
     assert_eq!(stats.served, 1000 + 7);
 }
@@ -66,7 +95,7 @@ fn demo_calls_round_trip() {
 #[test]
 fn unknown_opcode_gets_a_status() {
     let server = demo_server("opcode");
-    let mut c = ShmClient::attach(server.path(), ClientConfig::default()).unwrap();
+    let c = ShmClient::attach(server.path(), ClientConfig::default()).unwrap();
     let status = c
         .call(999, |port| {
             port.send_and_recv(|s, _| s.words[0] = 5, |_, _| {})?;
@@ -90,7 +119,7 @@ fn failing_and_panicking_handlers_answer_with_an_error_status() {
         },
     )
     .unwrap();
-    let mut c = ShmClient::attach(&path, ClientConfig::default()).unwrap();
+    let c = ShmClient::attach(&path, ClientConfig::default()).unwrap();
     for op in [1, 2, 1] {
         let status = c
             .call(op, |port| {
@@ -123,7 +152,8 @@ fn file_is_0600_and_removed_on_shutdown_and_drop() {
     let path = unique("unwind");
     let p2 = path.clone();
     let joined = std::thread::spawn(move || {
-        let _server = ShmServer::start(&p2, demo_config(), demo::DemoService).unwrap();
+        let _server =
+            ShmServer::start(&p2, ServerConfig::default(), Demo::server(DemoService)).unwrap();
         assert!(p2.exists());
         panic!("the thread holding the server panics");
     })
@@ -139,15 +169,20 @@ fn rustix_uid() -> u32 {
 #[test]
 fn second_server_on_the_same_name_is_refused() {
     let server = demo_server("twice");
-    let err = ShmServer::start(server.path(), demo_config(), demo::DemoService).unwrap_err();
+    let err = ShmServer::start(
+        server.path(),
+        ServerConfig::default(),
+        Demo::server(DemoService),
+    )
+    .unwrap_err();
     assert!(
         matches!(err, ShmError::AlreadyServing { pid: Some(p), .. } if p == std::process::id()),
         "{err}"
     );
     assert!(err.to_string().contains("already served"), "{err}");
     // The first one is untouched.
-    let mut c = DemoHandle::attach(server.path(), DEADLINE).unwrap();
-    assert_eq!(c.add(1, 2).unwrap(), 3);
+    let shm = demo_client(server.path());
+    assert_eq!(Demo::client(&shm).add(1, 2), Ok(3));
 }
 
 #[test]
@@ -156,7 +191,8 @@ fn symlinks_are_never_followed() {
     std::fs::write(&target, b"precious").unwrap();
     let link = unique("link");
     std::os::unix::fs::symlink(&target, &link).unwrap();
-    let err = ShmServer::start(&link, demo_config(), demo::DemoService).unwrap_err();
+    let err =
+        ShmServer::start(&link, ServerConfig::default(), Demo::server(DemoService)).unwrap_err();
     assert!(matches!(err, ShmError::Symlink(_)), "{err}");
     let err = ShmClient::attach(&link, ClientConfig::default()).unwrap_err();
     assert!(matches!(err, ShmError::Symlink(_)), "{err}");
@@ -173,14 +209,42 @@ fn dead_pid() -> u32 {
     pid
 }
 
-/// Writes a complete, valid file as a server that died would have left it.
-fn write_stale(path: &PathBuf, fingerprint: u64) -> Geometry {
-    write_file(path, Geometry::new(64, 1, fingerprint, dead_pid()).unwrap())
+/// The services table listing `services`, as the header's documentation lays it out: per entry
+/// the name zero-padded to 48 bytes, the fingerprint, 8 zero bytes.
+fn table(services: &[(&str, u64)]) -> Vec<u8> {
+    let mut out = vec![0u8; services.len() * SERVICE_ENTRY];
+    for (entry, (name, fp)) in out.chunks_exact_mut(SERVICE_ENTRY).zip(services) {
+        entry[..name.len()].copy_from_slice(name.as_bytes());
+        entry[SERVICE_NAME_BYTES..SERVICE_NAME_BYTES + 8].copy_from_slice(&fp.to_le_bytes());
+    }
+    out
 }
 
-fn write_file(path: &PathBuf, g: Geometry) -> Geometry {
+/// The hash of a services table, as the header keeps it.
+fn table_hash(table: &[u8]) -> u64 {
+    rpc_core::service::fnv1a_64(rpc_core::service::FNV64_OFFSET, table)
+}
+
+/// The geometry of a 64-port, one-lane file served by `pid` that lists `services`.
+fn geometry(pid: u32, services: &[(&str, u64)]) -> Geometry {
+    Geometry::new(64, 1, table_hash(&table(services)), pid)
+        .unwrap()
+        .with_services(services.len() as u32)
+}
+
+/// The demo service's entry in a services table.
+const DEMO_ENTRY: (&str, u64) = (<Demo as Service>::NAME, Demo::FINGERPRINT);
+
+/// Writes a complete, valid file as a server of the demo service that died would have left it.
+fn write_stale(path: &PathBuf) -> Geometry {
+    write_file(path, geometry(dead_pid(), &[DEMO_ENTRY]), &[DEMO_ENTRY])
+}
+
+/// Writes a complete file of geometry `g` whose table lists `services` (`g` must count them).
+fn write_file(path: &PathBuf, g: Geometry, services: &[(&str, u64)]) -> Geometry {
     let mut bytes = vec![0u8; g.file_size()];
     bytes[..HEADER_SIZE].copy_from_slice(&g.encode());
+    bytes[g.services_offset()..].copy_from_slice(&table(services));
     std::fs::write(path, &bytes).unwrap();
     g
 }
@@ -188,13 +252,15 @@ fn write_file(path: &PathBuf, g: Geometry) -> Geometry {
 #[test]
 fn stale_file_is_detected_and_replaced() {
     let path = unique("stale");
-    write_stale(&path, Demo::FINGERPRINT);
-    let err = ShmClient::attach(&path, ClientConfig::default()).unwrap_err();
+    write_stale(&path);
+    // The file is whole and lists the demo service: only its server is gone.
+    let err = attach_err(&path, demo_config());
     assert!(matches!(err, ShmError::NoServer { .. }), "{err}");
-    let server = ShmServer::start(&path, demo_config(), demo::DemoService).unwrap();
+    let server =
+        ShmServer::start(&path, ServerConfig::default(), Demo::server(DemoService)).unwrap();
     assert_eq!(server.created(), Created::ReplacedStale);
-    let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
-    assert_eq!(c.echo(3).unwrap(), (3, demo::mix(3)));
+    let shm = demo_client(&path);
+    assert_eq!(Demo::client(&shm).echo(3), Ok(echoed(3)));
 }
 
 #[test]
@@ -204,14 +270,13 @@ fn a_file_whose_server_pid_was_recycled_has_no_server() {
     let path = unique("recycled-server");
     let me = std::process::id();
     let start = transport_shm::owner::start_time(me).unwrap();
-    let fp = Demo::FINGERPRINT;
+    let served = [DEMO_ENTRY];
     write_file(
         &path,
-        Geometry::new(64, 1, fp, me)
-            .unwrap()
-            .with_server_start(start + 1),
+        geometry(me, &served).with_server_start(start + 1),
+        &served,
     );
-    let err = attach_err(&path, Some(fp));
+    let err = attach_err(&path, demo_config());
     assert!(
         matches!(err, ShmError::NoServer { pid, .. } if pid == me),
         "{err}"
@@ -219,23 +284,15 @@ fn a_file_whose_server_pid_was_recycled_has_no_server() {
     // The same header with our start time names a live server (this process).
     write_file(
         &path,
-        Geometry::new(64, 1, fp, me)
-            .unwrap()
-            .with_server_start(start),
+        geometry(me, &served).with_server_start(start),
+        &served,
     );
-    ShmClient::attach(&path, ClientConfig::default()).expect("a live server's file");
+    ShmClient::attach(&path, demo_config()).expect("a live server's file");
     std::fs::remove_file(&path).unwrap();
 }
 
-fn attach_err(path: &PathBuf, fingerprint: Option<u64>) -> ShmError {
-    ShmClient::attach(
-        path,
-        ClientConfig {
-            fingerprint,
-            ..ClientConfig::default()
-        },
-    )
-    .unwrap_err()
+fn attach_err(path: &PathBuf, config: ClientConfig) -> ShmError {
+    ShmClient::attach(path, config).unwrap_err()
 }
 
 fn header_field(err: &ShmError) -> &'static str {
@@ -250,47 +307,51 @@ fn attaching_to_bad_files_is_an_error_naming_the_field() {
     let server = demo_server("bad");
     let good = std::fs::read(server.path()).unwrap();
     let path = unique("badcopy");
-    let fp = Some(Demo::FINGERPRINT);
 
     // A live, good copy attaches (the server pid in it is alive): the baseline of the test.
     std::fs::write(&path, &good).unwrap();
-    ShmClient::attach(
-        &path,
-        ClientConfig {
-            fingerprint: fp,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    ShmClient::attach(&path, demo_config()).unwrap();
 
     std::fs::write(&path, &good[..HEADER_SIZE / 2]).unwrap();
-    assert_eq!(header_field(&attach_err(&path, fp)), "file_size");
+    assert_eq!(header_field(&attach_err(&path, demo_config())), "file_size");
     std::fs::write(&path, &good[..good.len() - 64]).unwrap();
-    assert_eq!(header_field(&attach_err(&path, fp)), "file_size");
+    assert_eq!(header_field(&attach_err(&path, demo_config())), "file_size");
     std::fs::write(&path, []).unwrap();
-    assert_eq!(header_field(&attach_err(&path, fp)), "file_size");
+    assert_eq!(header_field(&attach_err(&path, demo_config())), "file_size");
 
     let mut v = good.clone();
     v[8] = 9;
     std::fs::write(&path, &v).unwrap();
-    assert_eq!(header_field(&attach_err(&path, fp)), "version");
+    assert_eq!(header_field(&attach_err(&path, demo_config())), "version");
 
     let mut v = good.clone();
     v[..8].copy_from_slice(b"NOTFERRY");
     std::fs::write(&path, &v).unwrap();
-    assert_eq!(header_field(&attach_err(&path, fp)), "magic");
+    assert_eq!(header_field(&attach_err(&path, demo_config())), "magic");
 
     let mut v = good.clone();
     v[16] ^= 0x40;
     std::fs::write(&path, &v).unwrap();
-    assert_eq!(header_field(&attach_err(&path, fp)), "checksum");
+    assert_eq!(header_field(&attach_err(&path, demo_config())), "checksum");
 
-    std::fs::write(&path, &good).unwrap();
-    let err = attach_err(&path, Some(Demo::FINGERPRINT ^ 1));
-    assert_eq!(header_field(&err), "fingerprint");
-    assert!(err.to_string().contains("fingerprint"), "{err}");
+    // The services table, whose hash the header keeps: a byte flipped in a name, in a
+    // fingerprint, or in an entry's zero tail is refused at attach, by clients that expect a
+    // service and by those that expect none.
+    let g = *server.geometry();
+    assert_eq!(g.services(), 1);
+    let at = g.services_offset();
+    for flip in [at, at + 3, at + SERVICE_NAME_BYTES, at + SERVICE_ENTRY - 1] {
+        let mut v = good.clone();
+        v[flip] ^= 0x20;
+        std::fs::write(&path, &v).unwrap();
+        for config in [demo_config(), ClientConfig::default()] {
+            let err = attach_err(&path, config);
+            assert_eq!(header_field(&err), "services_hash", "byte {flip}");
+            assert!(err.to_string().contains("services table"), "{err}");
+        }
+    }
 
-    let err = attach_err(&unique("absent"), fp);
+    let err = attach_err(&unique("absent"), demo_config());
     assert!(
         matches!(&err, ShmError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound),
         "{err}"
@@ -299,59 +360,163 @@ fn attaching_to_bad_files_is_an_error_naming_the_field() {
 }
 
 #[test]
+fn a_services_table_written_behind_the_servers_back_is_restored() {
+    let config = ServerConfig {
+        reclaim_interval: Duration::from_millis(5),
+        ..ServerConfig::default()
+    };
+    let server = ShmServer::start(unique("table"), config, Demo::server(DemoService)).unwrap();
+    let g = *server.geometry();
+    let map = map_file(server.path());
+    // A stray write into the table: the name's first byte.
+    let word = word32(&map, g.services_offset());
+    let good = word.load(Ordering::SeqCst);
+    word.store(good ^ 0x20, Ordering::SeqCst);
+    // The monitor writes the table back within a few intervals; until then attaching may be
+    // refused (never accepted with the wrong table).
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let shm = loop {
+        match ShmClient::attach(server.path(), demo_config()) {
+            Ok(shm) => break shm,
+            Err(err) => assert_eq!(header_field(&err), "services_hash"),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the table was never restored"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(word.load(Ordering::SeqCst), good);
+    assert_eq!(shm.services(), [(DEMO_ENTRY.0.to_string(), DEMO_ENTRY.1)]);
+    assert_eq!(Demo::client(&shm).add(1, 2), Ok(3));
+}
+
+#[test]
 fn shutdown_refuses_new_calls() {
     let server = demo_server("drain");
     let path = server.path().to_path_buf();
-    let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
-    assert_eq!(c.add(2, 2).unwrap(), 4);
+    let shm = demo_client(&path);
+    let c = Demo::client(&shm);
+    assert_eq!(c.add(2, 2), Ok(4));
     assert!(server.shutdown(DEADLINE).drained);
     match c.echo(1) {
-        Err(ShmError::NoServer { .. } | ShmError::ShuttingDown) => {}
+        Err(Error::Transport(Transport::NoServer | Transport::ShuttingDown)) => {}
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
 
-/// Another service, for the tests of a client built against the wrong schema.
+/// Another service, for the tests of a client built for a service the server does not serve.
 #[derive(rpc_core::RpcOpcodes)]
 #[rpc(service = "ferry.other")]
+// The fields name the arguments; no code reads them as values (the client takes arguments).
+#[allow(dead_code)]
 enum Other {
     /// Not a demo call.
-    #[rpc(request = u64, response = u64)]
-    Twice,
+    #[rpc(response = u64)]
+    Twice {
+        /// What to double.
+        x: u64,
+    },
 }
 
-impl OtherServer for () {
-    fn twice(&self, x: u64) -> u64 {
-        2 * x
-    }
+/// The demo service as a client built from another definition knows it: the same name, another
+/// schema (`Add` takes one argument).
+#[derive(rpc_core::RpcOpcodes)]
+#[rpc(service = "ferry.demo")]
+// The fields name the arguments; no code reads them as values (the client takes arguments).
+#[allow(dead_code)]
+enum OldDemo {
+    /// Adds one.
+    #[rpc(response = u64)]
+    Add {
+        /// The addend.
+        a: u64,
+    },
 }
 
 #[test]
 fn a_client_of_another_service_is_refused_at_attach() {
     let server = demo_server("other");
+    let path = server.path().to_path_buf();
     assert_ne!(Other::FINGERPRINT, Demo::FINGERPRINT);
-    // The server's header carries the demo service's generated fingerprint.
-    assert_eq!(server.geometry().fingerprint(), Demo::FINGERPRINT);
-    let err = attach_err(&server.path().to_path_buf(), Some(Other::FINGERPRINT));
-    assert_eq!(header_field(&err), "fingerprint");
+    // The server's file lists the demo service by its generated fingerprint, and the header
+    // keeps the hash of that table.
+    let listed = [(DEMO_ENTRY.0.to_string(), DEMO_ENTRY.1)];
+    assert_eq!(
+        ShmClient::attach(&path, demo_config()).unwrap().services(),
+        listed
+    );
+    let g = *server.geometry();
+    let file = std::fs::read(&path).unwrap();
+    assert_eq!(&file[g.services_offset()..], table(&[DEMO_ENTRY]));
+    assert_eq!(g.fingerprint(), table_hash(&table(&[DEMO_ENTRY])));
+
+    // A client that expects a service the server does not serve.
+    let err = attach_err(&path, ClientConfig::default().service::<Other>());
+    match &err {
+        ShmError::NotServed {
+            path: p,
+            service,
+            expected,
+            served,
+        } => {
+            assert_eq!(
+                (p, *service, *expected, *served),
+                (&path, "ferry.other", Other::FINGERPRINT, None)
+            );
+        }
+        other => panic!("expected NotServed, got {other}"),
+    }
+    assert!(err.to_string().contains("ferry.other"), "{err}");
+    // Expecting the demo service too does not help: each expected service must be served.
+    let err = attach_err(&path, demo_config().service::<Other>());
+    assert!(
+        matches!(
+            err,
+            ShmError::NotServed {
+                service: "ferry.other",
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    // A client built from another schema of the same service: the name is served, with another
+    // fingerprint, and the error says which.
+    assert_ne!(OldDemo::FINGERPRINT, Demo::FINGERPRINT);
+    let err = attach_err(&path, ClientConfig::default().service::<OldDemo>());
+    match &err {
+        ShmError::NotServed {
+            service,
+            expected,
+            served,
+            ..
+        } => assert_eq!(
+            (*service, *expected, *served),
+            ("ferry.demo", OldDemo::FINGERPRINT, Some(Demo::FINGERPRINT))
+        ),
+        other => panic!("expected NotServed, got {other}"),
+    }
+    assert!(err.to_string().contains("another schema"), "{err}");
+
     // A client that skips the check and calls anyway gets an error status, not a hang, and the
     // port is freed: the next call (on the same handle, which resumes at that port) works.
-    let mut c = ShmClient::attach(server.path(), ClientConfig::default()).unwrap();
-    match c.call_typed(|p| p.twice(21)) {
-        Err(ShmError::Service(CallError::UnknownOpcode { opcode })) => {
-            assert_eq!(opcode, Other::Twice.opcode())
-        }
-        other => panic!("expected an unknown-opcode refusal, got {other:?}"),
-    }
-    let port = c.last_port();
+    let shm = ShmClient::attach(&path, ClientConfig::default()).unwrap();
+    assert_eq!(
+        Other::client(&shm).twice(21),
+        Err(Error::Status(Status::UnknownOpcode {
+            opcode: Other::Twice { x: 0 }.opcode()
+        }))
+    );
+    let port = shm.last_port();
     assert_eq!(
         server.port_owner(port).0,
         0,
         "the refused call freed its port"
     );
-    let mut d = DemoHandle::new(c);
-    assert_eq!(d.add(20, 22).unwrap(), 42);
-    assert_eq!(d.client().last_port(), port);
+    assert_eq!(Demo::client(&shm).add(20, 22), Ok(42));
+    assert_eq!(shm.last_port(), port);
+    drop(shm);
     let stats = server.shutdown(DEADLINE).stats;
     assert_eq!((stats.served, stats.failed), (2, 0));
 }
@@ -359,41 +524,33 @@ fn a_client_of_another_service_is_refused_at_attach() {
 /// The demo service, but `add` panics for `a == 0`.
 struct Fragile;
 
-impl demo::DemoServer for Fragile {
-    fn echo(&self, id: u64) -> demo::Echoed {
-        demo::DemoService.echo(id)
+impl DemoServer for Fragile {
+    fn echo(&self, id: u64) -> Echoed {
+        DemoService.echo(id)
     }
-    fn add(&self, r: demo::Operands) -> u64 {
-        assert!(r.a != 0, "add panics on purpose");
-        demo::DemoService.add(r)
+    fn add(&self, a: u64, b: u64) -> u64 {
+        assert!(a != 0, "add panics on purpose");
+        DemoService.add(a, b)
     }
-    fn sleep(&self, micros: u64) -> demo::Slept {
-        demo::DemoService.sleep(micros)
+    fn sleep(&self, micros: u64) -> Result<u64, SleepError> {
+        DemoService.sleep(micros)
     }
-    fn sum(&self, data: &[u8]) -> demo::Summed {
-        demo::DemoService.sum(data)
+    fn sum(&self, data: &[u8]) -> Summed {
+        DemoService.sum(data)
     }
 }
 
-/// [`Fragile`] as a handler, serving inline calls or not.
-struct FragileHandler {
-    inline: bool,
-}
+/// A handler that serves what `H` serves, all of it through the packets: it answers no inline
+/// calls, so its clients make every call through the packets. It lists `H`'s services, so
+/// clients that expect them attach.
+struct PacketsOnly<H>(H);
 
-impl transport_shm::Handler for FragileHandler {
+impl<H: Handler> Handler for PacketsOnly<H> {
     fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
-        demo::dispatch(&Fragile, port).map(|_| ())
+        self.0.handle(port)
     }
-    fn handle_inline(
-        &self,
-        opcode: u32,
-        request: &[u8],
-        reply: &mut [u8; rpc_core::service::INLINE_BYTES],
-    ) -> Option<(u32, usize)> {
-        demo::DemoServer::dispatch_inline(&Fragile, opcode, request, reply)
-    }
-    fn serves_inline(&self) -> bool {
-        self.inline
+    fn services(&self) -> Vec<(&'static str, u64)> {
+        self.0.services()
     }
 }
 
@@ -401,20 +558,29 @@ impl transport_shm::Handler for FragileHandler {
 fn a_panicking_generated_handler_reaches_the_typed_client_as_server_error() {
     for inline in [false, true] {
         let path = unique("fragile");
-        let server = ShmServer::start(&path, demo_config(), FragileHandler { inline }).unwrap();
-        let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
+        let server = if inline {
+            ShmServer::start(&path, ServerConfig::default(), Demo::server(Fragile))
+        } else {
+            ShmServer::start(
+                &path,
+                ServerConfig::default(),
+                PacketsOnly(Demo::server(Fragile)),
+            )
+        }
+        .unwrap();
+        assert_eq!(server.geometry().serves_inline(), inline);
+        let shm = demo_client(&path);
+        let c = Demo::client(&shm);
         for _ in 0..3 {
-            match c.add(0, 1) {
-                Err(ShmError::Service(CallError::Status(status::SERVER_ERROR))) => {}
-                other => panic!("expected SERVER_ERROR, got {other:?}"),
-            }
+            assert_eq!(c.add(0, 1), Err(Error::Status(Status::ServerError)));
             // The call completed with an answer: the (sticky) handle still holds its port, which
             // is not abandoned, and the next call works.
-            let port = c.client().last_port();
-            assert_eq!(c.client().held_port(), Some(port));
+            let port = shm.last_port();
+            assert_eq!(shm.held_port(), Some(port));
             assert_eq!(server.port_owner(port).0, std::process::id());
-            assert_eq!(c.add(1, 1).unwrap(), 2);
+            assert_eq!(c.add(1, 1), Ok(2));
         }
+        drop(shm);
         let stats = server.shutdown(DEADLINE).stats;
         assert_eq!((stats.served, stats.panicked, stats.reclaimed), (3, 3, 0));
         assert_eq!(stats.inline, if inline { 6 } else { 0 });
@@ -423,7 +589,6 @@ fn a_panicking_generated_handler_reaches_the_typed_client_as_server_error() {
 
 #[test]
 fn small_calls_travel_inline_and_the_others_through_the_packets() {
-    let packets_only = |port: &mut ServerPort<'_, '_>| demo::serve(port);
     let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
     let want: u64 = data.iter().map(|&b| b as u64).sum();
     // Inline with one worker (no inline locks) and with two; packets only.
@@ -431,32 +596,38 @@ fn small_calls_travel_inline_and_the_others_through_the_packets() {
         let path = unique("inline");
         let config = ServerConfig {
             workers,
-            ..demo_config()
+            ..ServerConfig::default()
         };
         let server = if inline {
-            ShmServer::start(&path, config, demo::DemoService).unwrap()
+            ShmServer::start(&path, config, Demo::server(DemoService)).unwrap()
         } else {
-            ShmServer::start(&path, config, packets_only).unwrap()
+            ShmServer::start(&path, config, PacketsOnly(Demo::server(DemoService))).unwrap()
         };
-        let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
+        let shm = demo_client(&path);
+        let c = Demo::client(&shm);
         for id in 0..100u64 {
-            assert_eq!(c.echo(id).unwrap(), (id, demo::mix(id)));
+            assert_eq!(c.echo(id), Ok(echoed(id)));
         }
-        assert_eq!(c.add(40, 2).unwrap(), 42);
-        c.sleep(1).unwrap();
-        assert!(matches!(
+        assert_eq!(c.add(40, 2), Ok(42));
+        assert_eq!(c.sleep(1), Ok(1));
+        assert_eq!(
             c.sleep(demo::MAX_SLEEP_MICROS + 1),
-            Err(ShmError::Service(CallError::BadRequest))
-        ));
-        assert_eq!(c.sum(&data).unwrap(), (1000, want));
-        drop(c);
+            Err(Error::App(SleepError::TooLong))
+        );
+        assert_eq!(
+            c.sum(&data),
+            Ok(Summed {
+                len: 1000,
+                sum: want
+            })
+        );
+        drop(shm);
         let stats = server.shutdown(DEADLINE).stats;
         assert_eq!((stats.served, stats.failed, stats.panicked), (104, 0, 0));
         // Everything but the stream came inline, if the server serves inline.
         assert_eq!(stats.inline, if inline { 103 } else { 0 });
     }
 }
-
 #[test]
 fn hostile_inline_requests_get_an_error_status() {
     let (server, g, map) = raw_view("hostile-inline");
@@ -482,13 +653,14 @@ fn hostile_inline_requests_get_an_error_status() {
             std::hint::spin_loop();
         }
     };
-    let echo = Demo::Echo.opcode();
+    let echo = Demo::Echo { id: 0 }.opcode();
+    assert_eq!(echo, demo_opcode("Echo"));
     // A length over the line's 32 bytes, a request of the wrong size, an unknown opcode, a call
     // that cannot travel inline: each an answer with an error status, nothing else.
     assert_eq!(call(echo, 1000, 1), status::BAD_REQUEST);
     assert_eq!(call(echo, 3, 2), status::BAD_REQUEST);
     assert_eq!(call(0x1234, 8, 3), status::UNKNOWN_OPCODE);
-    assert_eq!(call(Demo::Sum.opcode(), 8, 4), status::NOT_INLINE);
+    assert_eq!(call(demo_opcode("Sum"), 8, 4), status::NOT_INLINE);
     assert_eq!(call(echo, 8, 5), status::OK);
     // The claim ends.
     word(g.owners_offset() + port * 8).store(transport_shm::owner::pack(1, 0), Ordering::SeqCst);
@@ -503,20 +675,21 @@ fn a_sticky_handle_keeps_its_port_until_released_dropped_or_drained() {
     let server = demo_server("sticky");
     let path = server.path().to_path_buf();
     let me = std::process::id();
-    let mut a = DemoHandle::attach(&path, DEADLINE).unwrap();
-    assert_eq!(a.echo(1).unwrap(), (1, demo::mix(1)));
-    let port = a.client().held_port().expect("a demo handle is sticky");
+    let a = demo_client(&path);
+    let da = Demo::client(&a);
+    assert_eq!(da.echo(1), Ok(echoed(1)));
+    let port = a.held_port().expect("a sticky handle keeps its port");
     let generation = server.port_owner(port).1;
     for id in 2..100 {
-        assert_eq!(a.echo(id).unwrap(), (id, demo::mix(id)));
+        assert_eq!(da.echo(id), Ok(echoed(id)));
     }
     // One claim for all those calls: the generation did not move, the port is still ours.
     assert_eq!(server.port_owner(port), (me, generation));
-    a.client().release_port();
+    a.release_port();
     assert_eq!(server.port_owner(port).0, 0);
-    assert_eq!(a.client().held_port(), None);
-    assert_eq!(a.add(2, 3).unwrap(), 5);
-    let port = a.client().held_port().unwrap();
+    assert_eq!(a.held_port(), None);
+    assert_eq!(da.add(2, 3), Ok(5));
+    let port = a.held_port().unwrap();
     drop(a);
     assert_eq!(
         server.port_owner(port).0,
@@ -525,19 +698,16 @@ fn a_sticky_handle_keeps_its_port_until_released_dropped_or_drained() {
     );
 
     // A non-sticky handle frees its port after each call.
-    let config = ClientConfig {
-        fingerprint: Some(Demo::FINGERPRINT),
-        ..Default::default()
-    };
-    let mut b = DemoHandle::new(ShmClient::attach(&path, config).unwrap());
-    assert_eq!(b.add(1, 2).unwrap(), 3);
-    assert_eq!(b.client().held_port(), None);
-    assert_eq!(server.port_owner(b.client().last_port()).0, 0);
+    let b = ShmClient::attach(&path, demo_config()).unwrap();
+    assert_eq!(Demo::client(&b).add(1, 2), Ok(3));
+    assert_eq!(b.held_port(), None);
+    assert_eq!(server.port_owner(b.last_port()).0, 0);
 
     // An idle sticky holder does not keep a drain waiting past the grace, and its next call is
     // refused cleanly (the claim is given back).
-    let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
-    assert_eq!(c.echo(7).unwrap(), (7, demo::mix(7)));
+    let c = demo_client(&path);
+    let dc = Demo::client(&c);
+    assert_eq!(dc.echo(7), Ok(echoed(7)));
     let started = std::time::Instant::now();
     let shutdown = server.shutdown(DEADLINE);
     assert!(
@@ -545,11 +715,11 @@ fn a_sticky_handle_keeps_its_port_until_released_dropped_or_drained() {
         "the drain counted the idle sticky claim as finished"
     );
     assert!(started.elapsed() < DEADLINE / 2);
-    match c.echo(8) {
-        Err(ShmError::NoServer { .. } | ShmError::ShuttingDown) => {}
+    match dc.echo(8) {
+        Err(Error::Transport(Transport::NoServer | Transport::ShuttingDown)) => {}
         other => panic!("expected the call to be refused, got {other:?}"),
     }
-    assert_eq!(c.client().held_port(), None);
+    assert_eq!(c.held_port(), None);
 }
 
 /// Maps `path` for writing its words directly, as another process would.
@@ -613,7 +783,10 @@ fn a_request_left_on_an_unarmed_line_by_a_dead_holder_is_answered_and_its_port_f
     let line = g.inline_lines_offset() + port * 64;
     word(line + 32).store(5, Ordering::Relaxed);
     word(line + 8).store(8, Ordering::Relaxed);
-    word(line).store((Demo::Echo.opcode() as u64) << 32 | 1, Ordering::Release);
+    word(line).store(
+        (Demo::Echo { id: 0 }.opcode() as u64) << 32 | 1,
+        Ordering::Release,
+    );
     let deadline = std::time::Instant::now() + DEADLINE;
     while server.port_owner(port as u32).0 != 0 {
         assert!(
@@ -633,15 +806,16 @@ fn a_port_held_under_a_recycled_pid_is_reclaimed() {
     use transport_shm::owner::pack;
     let server = demo_server("recycled");
     let me = std::process::id();
-    let mut live = DemoHandle::attach(server.path(), DEADLINE).unwrap();
-    assert_eq!(live.echo(1).unwrap(), (1, demo::mix(1)));
-    let held = live.client().held_port().expect("a demo handle is sticky");
+    let live = demo_client(server.path());
+    let demo = Demo::client(&live);
+    assert_eq!(demo.echo(1), Ok(echoed(1)));
+    let held = live.held_port().expect("a sticky handle keeps its port");
 
     // A claim by a process that died and whose pid was given to this one: our pid, another start
     // time. Written straight into the file, as the dead client's claim would be.
     let stale = recycled_holder();
-    let victim = (held + 1) % live.client().geometry().layout().ports();
-    let at = live.client().geometry().owners_offset() + victim as usize * 8;
+    let victim = (held + 1) % live.geometry().layout().ports();
+    let at = live.geometry().owners_offset() + victim as usize * 8;
     let map = map_file(server.path());
     let word = word64(&map, at);
     assert_eq!(word.load(Ordering::SeqCst), 0, "the port was free");
@@ -659,18 +833,21 @@ fn a_port_held_under_a_recycled_pid_is_reclaimed() {
     // The live holder of the same pid keeps its port through many monitor passes.
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(server.port_owner(held).0, me);
-    assert_eq!(live.echo(2).unwrap(), (2, demo::mix(2)));
-    assert_eq!(live.client().held_port(), Some(held));
+    assert_eq!(demo.echo(2), Ok(echoed(2)));
+    assert_eq!(live.held_port(), Some(held));
     drop(live);
     assert_eq!(server.shutdown(DEADLINE).stats.reclaimed, 1);
 }
 
 /// The demo service whose inline `add` of `a == 999` waits until the gate opens.
-struct Gated(std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+struct Gated {
+    gate: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    demo: Serving<Demo, DemoService>,
+}
 
-impl transport_shm::Handler for Gated {
+impl Handler for Gated {
     fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
-        demo::serve(port)
+        self.demo.handle(port)
     }
     fn handle_inline(
         &self,
@@ -678,17 +855,20 @@ impl transport_shm::Handler for Gated {
         request: &[u8],
         reply: &mut [u8; rpc_core::service::INLINE_BYTES],
     ) -> Option<(u32, usize)> {
-        if opcode == Demo::Add.opcode() && request.first() == Some(&0xe7) {
-            let (open, cv) = &*self.0;
+        if opcode == (Demo::Add { a: 0, b: 0 }).opcode() && request.first() == Some(&0xe7) {
+            let (open, cv) = &*self.gate;
             // Opened by the test; bounded, so a failing test still lets the server stop.
             let _ = cv
                 .wait_timeout_while(open.lock().unwrap(), Duration::from_secs(30), |open| !*open)
                 .unwrap();
         }
-        demo::DemoService.handle_inline(opcode, request, reply)
+        self.demo.handle_inline(opcode, request, reply)
     }
     fn serves_inline(&self) -> bool {
         true
+    }
+    fn services(&self) -> Vec<(&'static str, u64)> {
+        self.demo.services()
     }
 }
 
@@ -696,10 +876,14 @@ impl transport_shm::Handler for Gated {
 fn a_blocked_inline_handler_does_not_stall_other_ports() {
     let gate = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
     let path = unique("inline-block");
-    let server = ShmServer::start(&path, demo_config(), Gated(gate.clone())).unwrap();
+    let gated = Gated {
+        gate: gate.clone(),
+        demo: Demo::server(DemoService),
+    };
+    let server = ShmServer::start(&path, ServerConfig::default(), gated).unwrap();
     let blocked = {
         let path = path.clone();
-        std::thread::spawn(move || DemoHandle::attach(&path, DEADLINE).unwrap().add(999, 1))
+        std::thread::spawn(move || Demo::client(&demo_client(&path)).add(999, 1))
     };
     // 999 = 0x3e7: the request's first byte is 0xe7. Wait until the call has claimed a port,
     // and a little more for its request to reach the handler.
@@ -713,9 +897,10 @@ fn a_blocked_inline_handler_does_not_stall_other_ports() {
     }
     std::thread::sleep(Duration::from_millis(20));
     // One worker is held inside the blocked call; the other answers everyone else.
-    let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
+    let shm = demo_client(&path);
+    let c = Demo::client(&shm);
     for id in 0..1000u64 {
-        assert_eq!(c.echo(id).unwrap(), (id, demo::mix(id)));
+        assert_eq!(c.echo(id), Ok(echoed(id)));
     }
     assert!(
         !blocked.is_finished(),
@@ -723,8 +908,8 @@ fn a_blocked_inline_handler_does_not_stall_other_ports() {
     );
     *gate.0.lock().unwrap() = true;
     gate.1.notify_all();
-    assert_eq!(blocked.join().unwrap().unwrap(), 1000);
-    drop(c);
+    assert_eq!(blocked.join().unwrap(), Ok(1000));
+    drop(shm);
     assert_eq!(server.shutdown(DEADLINE).stats.inline, 1001);
 }
 
@@ -740,23 +925,20 @@ fn an_inline_line_stays_armed_after_its_claim_until_the_monitor_finds_the_port_i
     let interval = Duration::from_millis(500);
     let config = ServerConfig {
         reclaim_interval: interval,
-        ..demo_config()
+        ..ServerConfig::default()
     };
-    let server = ShmServer::start(unique("idle-disarm"), config, demo::DemoService).unwrap();
+    let server =
+        ShmServer::start(unique("idle-disarm"), config, Demo::server(DemoService)).unwrap();
     let map = map_file(server.path());
-    let client_config = ClientConfig {
-        fingerprint: Some(Demo::FINGERPRINT),
-        ..Default::default()
-    };
     // A sticky holder (it will sit idle), then a handle that claims a port per call: it gets
     // another port, and frees it after its call.
-    let mut b = DemoHandle::attach(server.path(), DEADLINE).unwrap();
-    assert_eq!(b.echo(2).unwrap(), (2, demo::mix(2)));
-    let held = b.client().held_port().unwrap();
-    let mut a = DemoHandle::new(ShmClient::attach(server.path(), client_config).unwrap());
-    let g = *a.client().geometry();
-    assert_eq!(a.echo(1).unwrap(), (1, demo::mix(1)));
-    let port = a.client().last_port();
+    let b = demo_client(server.path());
+    assert_eq!(Demo::client(&b).echo(2), Ok(echoed(2)));
+    let held = b.held_port().unwrap();
+    let a = ShmClient::attach(server.path(), demo_config()).unwrap();
+    let g = *a.geometry();
+    assert_eq!(Demo::client(&a).echo(1), Ok(echoed(1)));
+    let port = a.last_port();
     let (holder, generation) = server.port_owner(port);
     assert_ne!(port, held);
     // The claim ended, the line stays armed for the next claim.
@@ -778,14 +960,14 @@ fn an_inline_line_stays_armed_after_its_claim_until_the_monitor_finds_the_port_i
     // The held port, idle all along, keeps its bit: the monitor disarms free ports only.
     std::thread::sleep(interval * 2);
     assert!(armed(&map, &g, held), "a held port's line was disarmed");
-    assert_eq!(b.echo(3).unwrap(), (3, demo::mix(3)));
+    assert_eq!(Demo::client(&b).echo(3), Ok(echoed(3)));
     // The next claim of the port (a handle starting where `a` did) arms it again and is
     // answered.
-    let mut c = DemoHandle::new(a.client().handle(0));
+    let c = a.handle(0);
     for id in 10..20 {
-        assert_eq!(c.echo(id).unwrap(), (id, demo::mix(id)));
+        assert_eq!(Demo::client(&c).echo(id), Ok(echoed(id)));
     }
-    assert_eq!(c.client().last_port(), port);
+    assert_eq!(c.last_port(), port);
     assert!(armed(&map, &g, port), "the next claim did not arm the line");
     drop((a, b, c));
     let stats = server.shutdown(DEADLINE).stats;
@@ -801,26 +983,19 @@ fn handles_that_claim_a_port_per_call_never_stall_while_the_monitor_disarms_idle
         reclaim_interval: Duration::from_millis(1),
         workers: 2,
         ports: 32,
-        ..demo_config()
+        ..ServerConfig::default()
     };
-    let server = ShmServer::start(unique("disarm-race"), config, demo::DemoService).unwrap();
-    let client_config = ClientConfig {
-        fingerprint: Some(Demo::FINGERPRINT),
-        deadline: Duration::from_secs(5),
-        sticky: false,
-    };
+    let server =
+        ShmServer::start(unique("disarm-race"), config, Demo::server(DemoService)).unwrap();
+    let client_config = demo_config().deadline(Duration::from_secs(5));
     let threads: Vec<_> = (0..4u64)
         .map(|t| {
-            let client = ShmClient::attach(server.path(), client_config).unwrap();
+            let client = ShmClient::attach(server.path(), client_config.clone()).unwrap();
             std::thread::spawn(move || {
-                let mut c = DemoHandle::new(client);
+                let c = Demo::client(&client);
                 for i in 0..300u64 {
                     let id = t << 32 | i;
-                    assert_eq!(
-                        c.echo(id).unwrap(),
-                        (id, demo::mix(id)),
-                        "thread {t} call {i}"
-                    );
+                    assert_eq!(c.echo(id), Ok(echoed(id)), "thread {t} call {i}");
                     std::thread::sleep(Duration::from_micros((i * 7919 + t * 13) % 2000));
                 }
             })
@@ -840,19 +1015,33 @@ fn handles_that_claim_a_port_per_call_never_stall_while_the_monitor_disarms_idle
     assert_eq!((stats.served, stats.failed), (1200, 0));
 }
 
-/// A service of the test's own, served through `impl_handler!`.
+/// A service of the test's own.
 #[derive(rpc_core::RpcOpcodes)]
 #[rpc(service = "test.tally")]
+// The fields name the arguments; no code reads them as values (the client takes arguments).
+#[allow(dead_code)]
 enum Tally {
     /// Adds to the tally; returns it.
-    #[rpc(request = u64, response = u64)]
-    Add,
+    #[rpc(response = u64)]
+    Add {
+        /// The amount.
+        n: u64,
+    },
     /// Counts the bytes of a stream.
-    #[rpc(request = [u8], response = u64, limit = 65536)]
-    Count,
+    #[rpc(response = u64, limit = 65536)]
+    Count {
+        /// The bytes.
+        data: Bytes,
+    },
 }
 
 struct Counter(std::sync::atomic::AtomicU64);
+
+impl Counter {
+    fn new() -> Counter {
+        Counter(std::sync::atomic::AtomicU64::new(0))
+    }
+}
 
 impl TallyServer for Counter {
     fn add(&self, n: u64) -> u64 {
@@ -864,34 +1053,124 @@ impl TallyServer for Counter {
     }
 }
 
-transport_shm::impl_handler!(Counter: TallyServer);
-
 #[test]
-fn a_derived_service_is_served_with_impl_handler_inline_and_through_the_packets() {
-    let config = ServerConfig {
-        fingerprint: Tally::FINGERPRINT,
-        ..ServerConfig::default()
-    };
-    let counter = Counter(std::sync::atomic::AtomicU64::new(0));
-    let server = ShmServer::start(unique("tally"), config, counter).unwrap();
-    let client_config = ClientConfig {
-        fingerprint: Some(Tally::FINGERPRINT),
-        ..Default::default()
-    };
-    let mut client = ShmClient::attach(server.path(), client_config).unwrap();
-    assert_eq!(client.call_typed(|p| p.add(5)).unwrap(), 5);
-    assert_eq!(client.call_typed(|p| p.add(7)).unwrap(), 12);
+fn a_derived_service_is_served_inline_and_through_the_packets() {
+    let server = ShmServer::start(
+        unique("tally"),
+        ServerConfig::default(),
+        Tally::server(Counter::new()),
+    )
+    .unwrap();
+    let shm = ShmClient::attach(server.path(), ClientConfig::default().service::<Tally>()).unwrap();
+    assert_eq!(
+        shm.services(),
+        [("test.tally".to_string(), Tally::FINGERPRINT)]
+    );
+    let tally = Tally::client(&shm);
+    assert_eq!(tally.add(5), Ok(5));
+    assert_eq!(tally.add(7), Ok(12));
     let data = vec![1u8; 5000];
-    assert_eq!(client.call_typed(|p| p.count(&data)).unwrap(), 5000);
+    assert_eq!(tally.count(&data), Ok(5000));
     // Over the limit: refused, nothing run.
     let big = vec![1u8; 70000];
-    assert!(matches!(
-        client.call_typed(|p| p.count(&big)),
-        Err(ShmError::Service(CallError::Rejected))
-    ));
+    assert_eq!(tally.count(&big), Err(Error::Status(Status::Rejected)));
+    drop(shm);
     let stats = server.shutdown(DEADLINE).stats;
     // Both adds inline, the streams through the packets.
     assert_eq!((stats.inline, stats.served, stats.failed), (2, 4, 0));
+}
+
+#[test]
+fn two_derived_services_are_served_together_and_called_from_one_client() {
+    let server = ShmServer::start(
+        unique("two-services"),
+        ServerConfig::default(),
+        Demo::server(DemoService).and(Tally::server(Counter::new())),
+    )
+    .unwrap();
+    let g = *server.geometry();
+    assert!(g.serves_inline());
+    // The file lists both, in the order they were given; the header keeps the table's hash.
+    let both = [DEMO_ENTRY, ("test.tally", Tally::FINGERPRINT)];
+    assert_eq!(g.services(), 2);
+    let file = std::fs::read(server.path()).unwrap();
+    assert_eq!(&file[g.services_offset()..], table(&both));
+    assert_eq!(g.fingerprint(), table_hash(&table(&both)));
+
+    // One sticky client expecting both: every call on one kept claim, whichever service it is of.
+    let shm = ShmClient::attach(
+        server.path(),
+        ClientConfig::default()
+            .service::<Demo>()
+            .service::<Tally>()
+            .sticky(true),
+    )
+    .unwrap();
+    let listed: Vec<(String, u64)> = both.iter().map(|&(n, f)| (n.to_string(), f)).collect();
+    assert_eq!(shm.services(), listed);
+    let (demo, tally) = (Demo::client(&shm), Tally::client(&shm));
+    let data: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+    let want: u64 = data.iter().map(|&b| b as u64).sum();
+    let mut total = 0;
+    for i in 0..50u64 {
+        // Inline calls of each, interleaved.
+        assert_eq!(demo.echo(i), Ok(echoed(i)));
+        total += i;
+        assert_eq!(tally.add(i), Ok(total));
+        assert_eq!(demo.add(i, 1), Ok(i + 1));
+    }
+    let port = shm.held_port().expect("a sticky handle keeps its port");
+    // Streams of each, through the packets; each service's limit holds for its own calls.
+    assert_eq!(
+        demo.sum(&data),
+        Ok(Summed {
+            len: 3000,
+            sum: want
+        })
+    );
+    assert_eq!(tally.count(&data), Ok(3000));
+    assert_eq!(
+        tally.count(&[7; 65537]),
+        Err(Error::Status(Status::Rejected))
+    );
+    let under_demo_limit = vec![1u8; 65537];
+    assert_eq!(
+        demo.sum(&under_demo_limit),
+        Ok(Summed {
+            len: 65537,
+            sum: 65537
+        })
+    );
+    assert_eq!(tally.add(0), Ok(total));
+    assert_eq!(shm.held_port(), Some(port));
+
+    // Clients expecting either one alone attach too, and call it.
+    let only_tally =
+        ShmClient::attach(server.path(), ClientConfig::default().service::<Tally>()).unwrap();
+    assert_eq!(Tally::client(&only_tally).add(1), Ok(total + 1));
+    let only_demo = ShmClient::attach(server.path(), demo_config()).unwrap();
+    assert_eq!(Demo::client(&only_demo).echo(9), Ok(echoed(9)));
+    drop((shm, only_tally, only_demo));
+    let stats = server.shutdown(DEADLINE).stats;
+    // 150 inline in the loop, a tally add, the two single-service clients' calls; 4 streams.
+    assert_eq!((stats.inline, stats.failed, stats.panicked), (153, 0, 0));
+    assert_eq!(stats.served, 153 + 4);
+}
+
+#[test]
+fn a_service_given_twice_is_refused_at_start() {
+    let path = unique("served-twice");
+    let err = ShmServer::start(
+        &path,
+        ServerConfig::default(),
+        Demo::server(DemoService).and(Demo::server(Fragile)),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, ShmError::BadServices(why) if why.contains("ferry.demo")),
+        "{err}"
+    );
+    assert!(!path.exists());
 }
 
 /// The holder field of a live process other than this one (init), as another client's claim
@@ -905,15 +1184,9 @@ fn foreign_holder() -> u32 {
 fn a_kept_port_taken_behind_the_clients_back_is_neither_used_nor_freed() {
     use transport_shm::owner::{generation_of, pack};
     let (server, g, map) = raw_view("taken-kept");
-    let sticky = ClientConfig {
-        sticky: true,
-        ..ClientConfig::default()
-    };
-    let mut c = ShmClient::attach(server.path(), sticky).unwrap();
-    assert_eq!(
-        c.call_typed(|p| demo::DemoClient::echo(p, 1)).unwrap().id,
-        1
-    );
+    let c = ShmClient::attach(server.path(), ClientConfig::default().sticky(true)).unwrap();
+    let demo = Demo::client(&c);
+    assert_eq!(demo.echo(1), Ok(echoed(1)));
     let port = c.held_port().unwrap();
     let owner = word64(&map, g.owners_offset() + port as usize * 8);
     // Another client's claim replaces ours while the handle is idle (as a monitor that wrongly
@@ -924,10 +1197,7 @@ fn a_kept_port_taken_behind_the_clients_back_is_neither_used_nor_freed() {
     );
     owner.store(theirs, Ordering::SeqCst);
     // The next call sees the claim is gone, claims another port and is answered there.
-    assert_eq!(
-        c.call_typed(|p| demo::DemoClient::echo(p, 2)).unwrap().id,
-        2
-    );
+    assert_eq!(demo.echo(2), Ok(echoed(2)));
     assert_ne!(c.held_port(), Some(port));
     drop(c);
     // The other claim was never freed by the handle that lost the port.
@@ -956,7 +1226,7 @@ fn a_reply_read_after_the_port_was_taken_is_an_error_not_a_result() {
     };
     let server =
         ShmServer::start(unique("taken-mid-call"), ServerConfig::default(), handler).unwrap();
-    let mut c = ShmClient::attach(server.path(), ClientConfig::default()).unwrap();
+    let c = ShmClient::attach(server.path(), ClientConfig::default()).unwrap();
     view.set((*c.geometry(), map_file(server.path())))
         .ok()
         .unwrap();
@@ -1024,10 +1294,12 @@ fn a_file_system_without_room_fails_the_start_naming_the_size() {
     let config = ServerConfig {
         ports: 1024,
         lanes: 2,
-        ..demo_config()
+        ..ServerConfig::default()
     };
-    let size = Geometry::new(config.ports, config.lanes, config.fingerprint, 1)
+    // The file of a server of the demo service: its table lists one service.
+    let size = Geometry::new(config.ports, config.lanes, 0, 1)
         .unwrap()
+        .with_services(1)
         .file_size();
     // Room for the header and some pages, not for the whole file.
     let fs = match SmallTmpfs::mount(64 * 1024) {
@@ -1039,7 +1311,7 @@ fn a_file_system_without_room_fails_the_start_naming_the_size() {
     };
     assert!(size > 64 * 1024);
     let path = fs.0.join("full");
-    match ShmServer::start(&path, config, demo::DemoService) {
+    match ShmServer::start(&path, config, Demo::server(DemoService)) {
         Err(ShmError::NoRoom { path: p, bytes }) => {
             assert_eq!((p, bytes), (path.clone(), size as u64));
             let text = ShmError::NoRoom {
@@ -1056,12 +1328,12 @@ fn a_file_system_without_room_fails_the_start_naming_the_size() {
     // A file that fits starts and serves.
     let small = ServerConfig {
         ports: 32,
-        ..demo_config()
+        ..ServerConfig::default()
     };
-    let server = ShmServer::start(&path, small, demo::DemoService).unwrap();
-    let mut c = DemoHandle::attach(server.path(), DEADLINE).unwrap();
-    assert_eq!(c.echo(3).unwrap(), (3, demo::mix(3)));
-    drop(c);
+    let server = ShmServer::start(&path, small, Demo::server(DemoService)).unwrap();
+    let shm = demo_client(server.path());
+    assert_eq!(Demo::client(&shm).echo(3), Ok(echoed(3)));
+    drop(shm);
     server.shutdown(DEADLINE);
 }
 
@@ -1073,17 +1345,22 @@ fn dropping_a_server_does_not_wait_out_the_monitors_interval() {
     );
     let config = ServerConfig {
         reclaim_interval: Duration::from_secs(3600),
-        ..demo_config()
+        ..ServerConfig::default()
     };
-    let server =
-        ShmServer::start(unique("slow-monitor"), config.clone(), demo::DemoService).unwrap();
+    let server = ShmServer::start(
+        unique("slow-monitor"),
+        config.clone(),
+        Demo::server(DemoService),
+    )
+    .unwrap();
     let path = server.path().to_path_buf();
     // Let the monitor start its first interval's sleep.
     std::thread::sleep(Duration::from_millis(100));
     drop(server);
     assert!(!path.exists());
     // Nor does a graceful shutdown.
-    let server = ShmServer::start(unique("slow-monitor"), config, demo::DemoService).unwrap();
+    let server =
+        ShmServer::start(unique("slow-monitor"), config, Demo::server(DemoService)).unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let done = server.shutdown(Duration::from_secs(1));
     assert!(done.drained && done.stuck_workers == 0);
@@ -1098,22 +1375,19 @@ fn names_up_to_the_file_systems_limit_are_served() {
             .collect();
         let path = transport_shm::path_for(&name);
         assert_eq!(path.file_name().unwrap().len(), len + 6);
-        let server = ShmServer::start(&path, demo_config(), demo::DemoService)
+        let server = ShmServer::start(&path, ServerConfig::default(), Demo::server(DemoService))
             .unwrap_or_else(|e| panic!("a {len}-byte name was refused: {e}"));
-        let mut c = DemoHandle::attach(&path, DEADLINE).unwrap();
-        assert_eq!(
-            c.echo(len as u64).unwrap(),
-            (len as u64, demo::mix(len as u64))
-        );
-        drop(c);
+        let shm = demo_client(&path);
+        assert_eq!(Demo::client(&shm).echo(len as u64), Ok(echoed(len as u64)));
+        drop(shm);
         server.shutdown(DEADLINE);
     }
     // One byte more is the file system's refusal, worded as such.
     let name = "n".repeat(250);
     let err = ShmServer::start(
         transport_shm::path_for(&name),
-        demo_config(),
-        demo::DemoService,
+        ServerConfig::default(),
+        Demo::server(DemoService),
     )
     .unwrap_err();
     assert!(err.to_string().contains("File name too long"), "{err}");
@@ -1138,7 +1412,7 @@ fn a_handler_that_never_returns_does_not_hold_up_shutdown() {
     let caller = {
         let path = path.clone();
         std::thread::spawn(move || {
-            let mut c = ShmClient::attach(&path, ClientConfig::default()).unwrap();
+            let c = ShmClient::attach(&path, ClientConfig::default()).unwrap();
             c.call(1, |port| port.send_and_recv(|_, _| {}, |_, _| {}))
         })
     };

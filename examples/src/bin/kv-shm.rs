@@ -9,9 +9,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ferry_examples::kv::{put_request, Found, Kv, KvClient, Store};
-use rpc_core::service::Service;
-use transport_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmError, ShmServer};
+use ferry_examples::kv::{Kv, KvError, Store};
+use rpc_core::service::{Error, Service, Status};
+use transport_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 const CLIENTS: u64 = 4;
 const KEYS: u64 = 200;
@@ -27,11 +27,10 @@ fn main() -> Res<()> {
     }
     let path = path_for(&format!("kv-{}", std::process::id()));
     let config = ServerConfig {
-        fingerprint: Kv::FINGERPRINT,
         workers: 2,
         ..ServerConfig::default()
     };
-    let server = ShmServer::start(&path, config, Store::default())?;
+    let server = ShmServer::start(&path, config, Kv::server(Store::default()))?;
     println!(
         "service {} (fingerprint {:#018x}) served from {}",
         Kv::NAME,
@@ -54,24 +53,23 @@ fn main() -> Res<()> {
     }
     let elapsed = start.elapsed();
     // What is left: the odd keys of every client, checked from here as one more client.
-    let mut check = ShmClient::attach(&path, ClientConfig::default())?;
+    let check = ShmClient::attach(&path, ClientConfig::default().service::<Kv>())?;
+    let kv = Kv::client(&check);
     for c in 0..CLIENTS {
         for k in 0..KEYS {
             let key = c << 32 | k;
-            let found = check.call_typed(|p| p.contains(key))?;
+            let len = kv.len(key);
             let expected = if k % 2 == 1 {
-                Found {
-                    found: 1,
-                    len: value(key).len() as u32,
-                }
+                Ok(value(key).len() as u64)
             } else {
-                Found { found: 0, len: 0 }
+                Err(Error::App(KvError::NotFound))
             };
-            if found != expected {
-                return Err(format!("key {key:#x}: {found:?}, expected {expected:?}").into());
+            if len != expected {
+                return Err(format!("key {key:#x}: {len:?}, expected {expected:?}").into());
             }
         }
     }
+    drop(check);
     let shutdown = server.shutdown(Duration::from_secs(5));
     let stats = shutdown.stats;
     println!(
@@ -95,28 +93,32 @@ fn value(key: u64) -> Vec<u8> {
 
 /// One client process: puts, gets, deletes half, logs a line; checks every answer.
 fn client(path: &Path, index: u64) -> Res<()> {
-    let config = ClientConfig {
-        fingerprint: Some(Kv::FINGERPRINT),
-        sticky: true,
-        ..ClientConfig::default()
-    };
-    let mut c = ShmClient::attach(path, config)?;
+    // Attaching checks that the server serves this schema of the service.
+    let shm = ShmClient::attach(path, ClientConfig::default().service::<Kv>().sticky(true))?;
+    let kv = Kv::client(&shm);
     let mut buf = vec![0u8; 2048];
     for k in 0..KEYS {
         let key = index << 32 | k;
-        let request = put_request(key, &value(key));
-        c.call_typed(|p| p.put(&request))?;
+        kv.put(key, &value(key))?;
     }
     for k in 0..KEYS {
         let key = index << 32 | k;
-        let got = c.call_typed(|p| p.get(key, &mut buf).map(|v| v.to_vec()))?;
+        let got = kv.get_into(key, &mut buf)?;
         if got != value(key) {
             return Err(format!("client {index}: get {key:#x} returned another value").into());
         }
         if k % 2 == 0 {
-            let gone = c.call_typed(|p| p.delete(key))?;
-            if gone.found != 1 {
-                return Err(format!("client {index}: delete {key:#x} found nothing").into());
+            let len = kv.delete(key)?;
+            if len != value(key).len() as u64 {
+                return Err(format!("client {index}: delete {key:#x} removed {len} bytes").into());
+            }
+            match kv.get(key) {
+                Err(Error::App(KvError::NotFound)) => {}
+                other => {
+                    return Err(
+                        format!("client {index}: get {key:#x} after delete: {other:?}").into(),
+                    )
+                }
             }
         }
     }
@@ -126,10 +128,11 @@ fn client(path: &Path, index: u64) -> Res<()> {
         .map(|k| index << 32 | k)
         .find(|&key| value(key).len() > 8)
         .ok_or("no long value")?;
-    match c.call_typed(|p| p.get(long, &mut [0u8; 8]).map(|v| v.len())) {
-        Err(ShmError::Service(_)) | Err(ShmError::Call(_)) => {}
+    match kv.get_into(long, &mut [0u8; 8]) {
+        Err(Error::Status(Status::ReplyTooLarge { len, .. }))
+            if len == value(long).len() as u64 => {}
         other => return Err(format!("client {index}: a long get gave {other:?}").into()),
     }
-    c.call_typed(|p| p.log(&format!("client {index} done")))?;
+    kv.log(&format!("client {index} done"))?;
     Ok(())
 }

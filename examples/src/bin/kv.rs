@@ -7,8 +7,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use ferry_examples::kv::{put_request, Found, Kv, KvClient, KvServer, Store};
-use rpc_core::service::Service;
+use ferry_examples::kv::{Kv, KvError, Store};
+use rpc_core::service::{Error, Service};
 use rpc_core::{HeapRegion, Single, Stalled, Wait};
 
 /// Spins briefly, then yields the processor: with more threads than cores, a client spinning on
@@ -46,7 +46,7 @@ fn main() {
                 let server = region.server();
                 let mut buffers = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    match store.serve_one(&server, &mut buffers) {
+                    match Kv::serve_one(&store, &server, &mut buffers) {
                         Ok(Some(_)) => {}
                         Ok(None) => std::thread::yield_now(),
                         Err(e) => panic!("server: {e}"),
@@ -58,35 +58,29 @@ fn main() {
             .map(|c| {
                 let region = &region;
                 s.spawn(move || {
-                    let client = region
+                    let site = region
                         .client_with(Single, SpinThenYield)
                         .expect("one lane fits")
                         .with_cursor(c as u32 * 16);
-                    rpc_core::service::handshake::<Kv, _, _, _>(&client).expect("same schema");
+                    let kv = Kv::client(&site);
                     let mut buf = vec![0u8; 1024];
-                    let mut calls = 1;
+                    let mut calls = 0;
                     for k in 0..KEYS {
                         let key = c << 32 | k;
                         let value = format!("client {c} key {k} ").repeat(1 + k as usize % 8);
-                        client
-                            .put(&put_request(key, value.as_bytes()))
-                            .expect("put");
-                        let got = client.get(key, &mut buf).expect("get");
+                        kv.put(key, value.as_bytes()).expect("put");
+                        let got = kv.get_into(key, &mut buf).expect("get");
                         assert_eq!(got, value.as_bytes());
                         calls += 2;
                         if k % 2 == 0 {
-                            let found = client.delete(key).expect("delete");
-                            assert_eq!(
-                                found,
-                                Found {
-                                    found: 1,
-                                    len: value.len() as u32
-                                }
-                            );
-                            calls += 1;
+                            let len = kv.delete(key).expect("delete");
+                            assert_eq!(len, value.len() as u64);
+                            // Gone: the next lookup is the call's own error.
+                            assert_eq!(kv.len(key), Err(Error::App(KvError::NotFound)));
+                            calls += 2;
                         }
                     }
-                    client.log(&format!("client {c} done")).expect("log");
+                    kv.log(&format!("client {c} done")).expect("log");
                     calls + 1
                 })
             })
@@ -98,13 +92,16 @@ fn main() {
         }
         let elapsed = start.elapsed();
         // Every even key was deleted, every odd one is still there.
-        let client = region.client();
+        let site = region.client();
+        let kv = Kv::client(&site);
         let mut kept = 0;
         for c in 0..CLIENTS {
             for k in 0..KEYS {
-                let found = client.contains(c << 32 | k).expect("contains");
-                assert_eq!(found.found, (k % 2) as u32, "client {c} key {k}");
-                kept += found.found as u64;
+                match kv.len(c << 32 | k) {
+                    Ok(_) if k % 2 == 1 => kept += 1,
+                    Err(Error::App(KvError::NotFound)) if k % 2 == 0 => {}
+                    other => panic!("client {c} key {k}: {other:?}"),
+                }
             }
         }
         stop.store(true, Ordering::Relaxed);

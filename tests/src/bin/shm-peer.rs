@@ -11,7 +11,8 @@
 use std::io::Write;
 use std::time::Duration;
 
-use transport_shm::demo::{self, Demo, DemoHandle};
+use rpc_core::service::{hash_opcode, Service};
+use transport_shm::demo::{self, Demo, DemoService, Echoed};
 use transport_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -28,14 +29,11 @@ fn forever() -> ! {
     }
 }
 
+/// A client of the demo service (checked at attach) that claims a port for each call.
 fn client(path: &str) -> ShmClient {
     ShmClient::attach(
         path,
-        ClientConfig {
-            fingerprint: Some(Demo::FINGERPRINT),
-            deadline: DEADLINE,
-            ..Default::default()
-        },
+        ClientConfig::default().service::<Demo>().deadline(DEADLINE),
     )
     .expect("attach")
 }
@@ -48,12 +46,13 @@ fn main() {
     match arg(0) {
         "calls" => {
             let (id, n) = (num(2), num(3));
-            let mut c = DemoHandle::new(client(path));
+            let shm = client(path);
+            let c = Demo::client(&shm);
             let (mut ok, mut wrong, mut errors) = (0u64, 0u64, 0u64);
             for i in 0..n {
                 let call = id << 40 | i;
                 match c.echo(call) {
-                    Ok(reply) if reply == (call, demo::mix(call)) => ok += 1,
+                    Ok(reply) if reply == Echoed::from((call, demo::mix(call))) => ok += 1,
                     Ok(_) => wrong += 1,
                     Err(e) => {
                         if errors == 0 {
@@ -63,7 +62,7 @@ fn main() {
                     }
                 }
             }
-            let port = c.client().last_port();
+            let port = shm.last_port();
             say(format!("ok {ok} wrong {wrong} errors {errors} port {port}"));
         }
         "hold" => {
@@ -71,10 +70,11 @@ fn main() {
             let base = client(path);
             let (tx, rx) = std::sync::mpsc::channel();
             for i in 0..k {
-                let mut c = base.handle(i);
+                let c = base.handle(i);
                 let tx = tx.clone();
                 std::thread::spawn(move || {
-                    let _ = c.call(Demo::Echo.opcode(), |port| -> Result<(), rpc_core::Error> {
+                    let echo = Demo::Echo { id: 0 }.opcode();
+                    let _ = c.call(echo, |port| -> Result<(), rpc_core::Error> {
                         let _ = tx.send(port.index());
                         forever()
                     });
@@ -88,8 +88,10 @@ fn main() {
         }
         "sleep" => {
             let micros = num(2);
-            let mut c = client(path);
-            let _ = c.call(Demo::Sleep.opcode(), |port| {
+            let c = client(path);
+            // A raw call, so that the request is known to be in the server's hands: the fixed
+            // argument `micros` is the request's first word.
+            let _ = c.call(Demo::Sleep { micros }.opcode(), |port| {
                 port.send(|s, _| s.words[0] = micros)?;
                 say(format!("sent {}", port.index()));
                 port.recv(|_, _| {})
@@ -97,8 +99,10 @@ fn main() {
             say("replied".into());
         }
         "stream" => {
-            let mut c = client(path);
-            let _ = c.call(Demo::Sum.opcode(), |port| -> Result<(), rpc_core::Error> {
+            let c = client(path);
+            // (`Demo::Sum { data }` cannot be built: its `Bytes` field has no values.)
+            let sum = hash_opcode(<Demo as Service>::NAME, "Sum");
+            let _ = c.call(sum, |port| -> Result<(), rpc_core::Error> {
                 // The first packet of a 10 000-byte stream; the rest never comes.
                 port.send(|s, _| s.words[0] = 10_000)?;
                 say(format!("streaming {}", port.index()));
@@ -106,18 +110,23 @@ fn main() {
             });
         }
         "sticky" => {
-            let mut c = DemoHandle::attach(path, DEADLINE).expect("attach");
-            assert_eq!(c.add(1, 2).expect("a call"), 3);
-            let port = c.client().held_port().expect("a demo handle is sticky");
+            let shm = ShmClient::attach(
+                path,
+                ClientConfig::default()
+                    .service::<Demo>()
+                    .deadline(DEADLINE)
+                    .sticky(true),
+            )
+            .expect("attach");
+            assert_eq!(Demo::client(&shm).add(1, 2), Ok(3));
+            let port = shm.held_port().expect("a sticky handle keeps its port");
             say(format!("holding {port}"));
             forever();
         }
         "serve" => {
-            let config = ServerConfig {
-                fingerprint: Demo::FINGERPRINT,
-                ..ServerConfig::default()
-            };
-            let _server = ShmServer::start(path, config, demo::DemoService).expect("serve");
+            let _server =
+                ShmServer::start(path, ServerConfig::default(), Demo::server(DemoService))
+                    .expect("serve");
             say(format!("serving {}", std::process::id()));
             forever();
         }
