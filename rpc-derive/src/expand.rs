@@ -215,9 +215,6 @@ fn generate(service: &Service) -> TokenStream {
     );
 
     quote! {
-        // The size checks compare `1 + max(value, error) <= SLOT_BYTES` for tagged replies, which
-        // reads better than clippy's `max(..) < SLOT_BYTES`.
-        #[allow(clippy::int_plus_one)]
         const _: () = {
             #asserts
             #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
