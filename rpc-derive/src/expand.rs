@@ -246,6 +246,8 @@ fn generate(service: &Service) -> TokenStream {
     );
 
     quote! {
+        // `1 + max(value, error) <= SLOT_BYTES` is the size check as documented.
+        #[allow(clippy::int_plus_one)]
         const _: () = {
             #asserts
             #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]

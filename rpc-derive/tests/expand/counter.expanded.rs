@@ -1,3 +1,4 @@
+#[allow(clippy::int_plus_one)]
 const _: () = {
     #[allow(dead_code)]
     fn __rpc_assert_wire<T>()
