@@ -141,8 +141,16 @@ fn decode_args(call: &Call, bytes: &Ident) -> TokenStream {
 
 /// The pattern binding the decoded fixed arguments.
 fn args_pattern(call: &Call) -> TokenStream {
-    let names = call.fixed_args().map(|a| &a.ident);
+    let names = arg_locals(call);
     quote!(( #( #names, )* ))
+}
+
+/// The server's locals for the decoded fixed arguments: names of the derive's own, so that an
+/// argument called `handler`, `port`, `slot` or `reply` does not shadow the generated code's.
+fn arg_locals(call: &Call) -> Vec<Ident> {
+    (0..call.fixed_args().count())
+        .map(|i| format_ident!("__rpc_arg{}", i))
+        .collect()
 }
 
 fn generate(service: &Service) -> TokenStream {
@@ -168,6 +176,7 @@ fn generate(service: &Service) -> TokenStream {
     let prints: Vec<TokenStream> = service.calls.iter().map(fingerprint).collect();
 
     let asserts = assertions(service);
+    let limits = limit_consts(service);
     // Every call is reachable through dispatch; say so to dead-code analysis (a variant with
     // fields is built, in a function never called, from values that never exist).
     let used = service.calls.iter().map(|c| {
@@ -184,13 +193,35 @@ fn generate(service: &Service) -> TokenStream {
             }
         }
     });
-    let client_methods: Vec<TokenStream> = service.calls.iter().map(client_method).collect();
+    // And every argument is read (by the handler it is decoded for); say that too, or a private
+    // service enum's fields are each "never read".
+    let reads = service.calls.iter().map(|c| {
+        let v = c.ident;
+        let locals: Vec<Ident> = (0..c.fields.len())
+            .map(|i| format_ident!("__rpc_f{}", i))
+            .collect();
+        match c.fields {
+            syn::Fields::Unit => quote!(#ident::#v => {}),
+            syn::Fields::Named(f) => {
+                let names = f.named.iter().map(|f| &f.ident);
+                quote!(#ident::#v { #( #names: #locals ),* } => { let _ = ( #( #locals, )* ); })
+            }
+            syn::Fields::Unnamed(_) => {
+                quote!(#ident::#v( #( #locals ),* ) => { let _ = ( #( #locals, )* ); })
+            }
+        }
+    });
+    let client_methods: Vec<TokenStream> = service
+        .calls
+        .iter()
+        .map(|c| client_method(ident, c))
+        .collect();
     let handler_sigs: Vec<TokenStream> = service.calls.iter().map(handler_sig).collect();
     let handler_docs: Vec<TokenStream> = service.calls.iter().map(|c| docs(c, "Serves")).collect();
     let arms: Vec<TokenStream> = service
         .calls
         .iter()
-        .map(|c| dispatch_arm(c, &server))
+        .map(|c| dispatch_arm(ident, c, &server))
         .collect();
     let inline_arms: Vec<TokenStream> = service
         .calls
@@ -215,15 +246,25 @@ fn generate(service: &Service) -> TokenStream {
     );
 
     quote! {
+        // `1 + max(value, error) <= SLOT_BYTES` is the size check as documented.
+        #[allow(clippy::int_plus_one)]
         const _: () = {
             #asserts
             #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
             fn __rpc_used() {
                 #( #used )*
             }
+            #[allow(dead_code)]
+            fn __rpc_read(call: &#ident) {
+                match call {
+                    #( #reads )*
+                }
+            }
         };
 
         impl #ident {
+            #limits
+
             /// This call's opcode.
             pub const fn opcode(&self) -> u32 {
                 match self {
@@ -418,6 +459,25 @@ fn assertions(service: &Service) -> TokenStream {
             let span = ty.span();
             wire.push(quote_spanned! {span=> __rpc_assert_wire::<#ty>(); });
         }
+        // A type written `Bytes` or `Text` must be rpc-core's (not another crate's `Bytes` taken
+        // for a stream); naming it here also uses the user's import of it.
+        let written = call
+            .args
+            .iter()
+            .map(|a| a.ty)
+            .chain(call.attrs.response.as_ref().map(|r| &r.value));
+        for ty in written {
+            let marker = match Wire::of(ty) {
+                Wire::Bytes => quote!(Bytes),
+                Wire::Text => quote!(Text),
+                _ => continue,
+            };
+            let span = ty.span();
+            wire.push(quote_spanned! {span=>
+                let _: ::core::marker::PhantomData<::rpc_core::service::#marker> =
+                    ::core::marker::PhantomData::<#ty>;
+            });
+        }
         let size = args_size(call);
         let message = format!(
             "the fixed arguments of call `{}` take more than a 64-byte slot: make them smaller, \
@@ -508,12 +568,13 @@ fn params(call: &Call) -> TokenStream {
     quote!(#( , #each )*)
 }
 
-/// The limit of a call's streams, per lane.
-fn limit(call: &Call) -> TokenStream {
+/// The limit of a call's streams, per lane: the default, or the hidden associated constant that
+/// holds the call's `limit = EXPR` (see [`limit_consts`]).
+fn limit(service: &Ident, call: &Call) -> TokenStream {
     match &call.attrs.limit {
-        Some(l) => {
-            let e = &l.value;
-            quote!(((#e) as u64))
+        Some(_) => {
+            let c = limit_const(call);
+            quote!(#service::#c)
         }
         None => {
             let d = crate::ast::DEFAULT_LIMIT;
@@ -522,8 +583,27 @@ fn limit(call: &Call) -> TokenStream {
     }
 }
 
+fn limit_const(call: &Call) -> Ident {
+    format_ident!("__RPC_LIMIT_{}", call.index)
+}
+
+/// One `u64` constant per `limit = EXPR`, so the expression is type-checked (and evaluated) once,
+/// in `const` context, with an error at the user's expression if it is not a `u64` constant.
+fn limit_consts(service: &Service) -> TokenStream {
+    let each = service.calls.iter().filter_map(|call| {
+        let expr = &call.attrs.limit.as_ref()?.value;
+        let c = limit_const(call);
+        let span = expr.span();
+        Some(quote_spanned! {span=>
+            #[doc(hidden)]
+            const #c: u64 = #expr;
+        })
+    });
+    quote!(#( #each )*)
+}
+
 /// A call's method(s) on the generated client.
-fn client_method(call: &Call) -> TokenStream {
+fn client_method(service: &Ident, call: &Call) -> TokenStream {
     let method = method_ident(call);
     let docs = docs(call, "Calls");
     let params = params(call);
@@ -547,7 +627,7 @@ fn client_method(call: &Call) -> TokenStream {
         }
     });
     let tagged = call.error().is_some();
-    let lim = limit(call);
+    let lim = limit(service, call);
     let run = |inner: TokenStream| {
         quote! {
             #s::Site::call(&self.site, self.deadline, move |__rpc_c| { #inner })
@@ -682,7 +762,7 @@ fn inline_arm(call: &Call, server: &Ident) -> TokenStream {
     let bytes = format_ident!("request");
     let decode = decode_args(call, &bytes);
     let pat = args_pattern(call);
-    let names = call.fixed_args().map(|a| &a.ident);
+    let names = arg_locals(call);
     let encode = if call.error().is_some() {
         quote!(#p::put_result(&mut __rpc_buf, &__rpc_reply))
     } else {
@@ -730,7 +810,7 @@ fn handler_sig(call: &Call) -> TokenStream {
     quote!(fn #method(&self #params) #ret)
 }
 
-fn dispatch_arm(call: &Call, server: &Ident) -> TokenStream {
+fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let opcode = opcode_lit(call);
     let method = method_ident(call);
     let oneway = call.oneway();
@@ -750,7 +830,7 @@ fn dispatch_arm(call: &Call, server: &Ident) -> TokenStream {
     let slot_bytes = format_ident!("__rpc_bytes");
     let decode = decode_args(call, &slot_bytes);
     let pat = args_pattern(call);
-    let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
+    let names = arg_locals(call);
     let encode_into = |buf: TokenStream, value: TokenStream| {
         if tagged {
             quote!(#p::put_result(#buf, #value))
@@ -811,7 +891,7 @@ fn dispatch_arm(call: &Call, server: &Ident) -> TokenStream {
             })?;
         },
         Some(_) => {
-            let lim = limit(call);
+            let lim = limit(service, call);
             quote! {
                 if !#p::recv_stream_request(
                     port,
@@ -830,7 +910,7 @@ fn dispatch_arm(call: &Call, server: &Ident) -> TokenStream {
             let __rpc_body = ();
         },
         Some(a) => {
-            let lim = limit(call);
+            let lim = limit(service, call);
             let text = matches!(a.wire, Wire::Text);
             let as_text = if text {
                 quote! {
@@ -1042,7 +1122,7 @@ mod tests {
         })
         .to_string();
         assert!(out.contains("compile_error"), "{out}");
-        assert!(out.contains("has no response"), "{out}");
+        assert!(out.contains("is gone"), "{out}");
         assert!(out.contains("trait BadServer"), "{out}");
         assert_eq!(out.matches("compile_error").count(), 1, "{out}");
     }

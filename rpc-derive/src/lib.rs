@@ -1,107 +1,152 @@
 //! `#[derive(RpcOpcodes)]`: typed services over the ferry mailbox protocol.
 //!
-//! A service is an enum with one variant per call. Attributes name what crosses each way; the
-//! derive generates the opcodes, a client extension trait with one typed method per call, a server
-//! trait with one handler per call plus the dispatch that serves it, and the schema fingerprint.
-//! Use it through `rpc-core` (feature `derive`, `rpc_core::RpcOpcodes`) or directly.
+//! A service is an enum with one variant per call; a variant's fields are the call's arguments,
+//! and `#[rpc(...)]` says what comes back. The derive generates the opcodes, a client type with
+//! one method per call over any call site, a server trait with one handler per call, the dispatch
+//! that serves it (on the enum), and the schema fingerprint. Use it through `rpc-core` (feature
+//! `derive`, `rpc_core::RpcOpcodes`) or directly.
 //!
 //! # A whole service
 //!
 //! ```
-//! use rpc_core::service::{CallError, Service};
+//! use rpc_core::service::{Bytes, Error, Service, Status, Text};
 //! use rpc_core::{HeapRegion, Single, SpinLimit};
 //! use rpc_derive::RpcOpcodes;
+//! use std::collections::HashMap;
 //! use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-//! use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+//! use std::sync::Mutex;
+//! use zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
 //!
-//! /// A fixed-size request: zerocopy, at most one 64-byte slot.
-//! #[derive(FromBytes, IntoBytes, Immutable, KnownLayout)]
-//! #[repr(C)]
-//! pub struct Add {
-//!     pub counter: u32,
-//!     pub delta: u32,
+//! const MAX_NAME: u64 = 2 * 64;
+//!
+//! /// Why the store refused: an error type is a fixed value, here a `#[repr(u8)]` enum.
+//! #[derive(Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout)]
+//! #[repr(u8)]
+//! pub enum StoreError {
+//!     Full = 1,
+//!     Missing = 2,
 //! }
 //!
 //! #[derive(RpcOpcodes)]
+//! #[rpc(service = "counter")]
 //! pub enum Counter {
-//!     /// Adds to a counter; returns its new value.
-//!     #[rpc(request = Add, response = u64)]
-//!     Add,
-//!     /// Counts the bytes of a message of any length.
-//!     #[rpc(request = [u8], response = u64, limit = 4096)]
-//!     Measure,
-//!     /// A counter's name, as text of any length.
-//!     #[rpc(request = u32, response = str)]
-//!     Name,
-//!     /// Resets a counter; the client does not wait.
-//!     #[rpc(request = u32, oneway)]
+//!     /// Adds `n`; returns the new total.
+//!     #[rpc(response = u64)]
+//!     Add { n: u64 },
+//!     /// The total.
+//!     #[rpc(response = u64)]
+//!     Get,
+//!     /// Stores bytes of any length under a key; how many keys are stored now.
+//!     #[rpc(response = u64, error = StoreError)]
+//!     Put { key: u32, value: Bytes },
+//!     /// A key's name, as text of any length (at most `MAX_NAME` bytes).
+//!     #[rpc(response = Text, error = StoreError, limit = MAX_NAME)]
+//!     Name { key: u32 },
+//!     /// Resets; the client does not wait.
+//!     #[rpc(oneway)]
 //!     Reset,
 //! }
 //!
 //! #[derive(Default)]
-//! struct Counters([AtomicU64; 2]);
+//! struct Store {
+//!     total: AtomicU64,
+//!     values: Mutex<HashMap<u32, Vec<u8>>>,
+//! }
 //!
-//! impl CounterServer for Counters {
-//!     fn add(&self, r: Add) -> u64 {
-//!         self.0[r.counter as usize % 2].fetch_add(r.delta as u64, Ordering::Relaxed) + r.delta as u64
+//! impl CounterServer for Store {
+//!     fn add(&self, n: u64) -> u64 {
+//!         self.total.fetch_add(n, Ordering::Relaxed) + n
 //!     }
-//!     fn measure(&self, message: &[u8]) -> u64 {
-//!         message.len() as u64
+//!     fn get(&self) -> u64 {
+//!         self.total.load(Ordering::Relaxed)
 //!     }
-//!     fn name(&self, counter: u32) -> impl AsRef<str> {
-//!         format!("counter number {counter}")
+//!     fn put(&self, key: u32, value: &[u8]) -> Result<u64, StoreError> {
+//!         let mut values = self.values.lock().unwrap();
+//!         if values.len() >= 2 && !values.contains_key(&key) {
+//!             return Err(StoreError::Full);
+//!         }
+//!         values.insert(key, value.to_vec());
+//!         Ok(values.len() as u64)
 //!     }
-//!     fn reset(&self, counter: u32) {
-//!         self.0[counter as usize % 2].store(0, Ordering::Relaxed);
+//!     fn name(&self, key: u32) -> Result<impl AsRef<str>, StoreError> {
+//!         let values = self.values.lock().unwrap();
+//!         let value = values.get(&key).ok_or(StoreError::Missing)?;
+//!         Ok(format!("key {key}: {} bytes", value.len()))
+//!     }
+//!     fn reset(&self) {
+//!         self.total.store(0, Ordering::Relaxed);
+//!         self.values.lock().unwrap().clear();
 //!     }
 //! }
 //!
 //! let region: HeapRegion = HeapRegion::new(32, 1).unwrap();
-//! let counters = Counters::default();
+//! let store = Store::default();
 //! let stop = AtomicBool::new(false);
 //! std::thread::scope(|s| {
 //!     s.spawn(|| {
-//!         // The server: serve calls until told to stop. Streamed requests land in `buffers`.
+//!         // The server: serve calls until told to stop. Streamed arguments land in `buffers`.
 //!         let server = region.server();
 //!         let mut buffers = Vec::new();
 //!         while !stop.load(Ordering::Relaxed) {
-//!             if counters.serve_one(&server, &mut buffers).unwrap().is_none() {
+//!             if Counter::serve_one(&store, &server, &mut buffers).unwrap().is_none() {
 //!                 std::thread::yield_now();
 //!             }
 //!         }
 //!     });
-//!     // A client that gives up (`Error::Stalled`) rather than spin forever on a dead server.
-//!     let client = region.client_with(Single, SpinLimit(u32::MAX)).unwrap();
+//!     // The call site: a client process that gives up rather than spin forever on a dead
+//!     // server (a transport's client is a site too).
+//!     let site = region.client_with(Single, SpinLimit(u32::MAX)).unwrap();
 //!     // Compare schemas first (transports do this when the two sides connect).
-//!     rpc_core::service::handshake::<Counter, _, _, _>(&client).unwrap();
-//!     assert_eq!(client.add(Add { counter: 1, delta: 5 }).unwrap(), 5);
-//!     assert_eq!(client.add(Add { counter: 1, delta: 2 }).unwrap(), 7);
-//!     assert_eq!(client.measure(&[0; 1000]).unwrap(), 1000);
-//!     assert_eq!(client.measure(&[0; 5000]), Err(CallError::Rejected));
+//!     rpc_core::service::handshake::<Counter, _, _, _>(&site).unwrap();
+//!     let c = Counter::client(&site);
+//!     assert_eq!(c.add(5), Ok(5));
+//!     assert_eq!(c.add(2), Ok(7));
+//!     assert_eq!(c.get(), Ok(7));
+//!     assert_eq!(c.put(1, b"abc"), Ok(1));
+//!     assert_eq!(c.put(2, &[7; 1000]), Ok(2));
+//!     // The handler's error, apart from the server's refusals and the transport's failures.
+//!     assert_eq!(c.put(3, b"x"), Err(Error::App(StoreError::Full)));
+//!     assert_eq!(c.name(2), Ok(String::from("key 2: 1000 bytes")));
+//!     assert_eq!(c.name(9), Err(Error::App(StoreError::Missing)));
+//!     // Without allocating: into a buffer; a reply longer than it is refused.
 //!     let mut buf = [0u8; 64];
-//!     assert_eq!(client.name(1, &mut buf).unwrap(), "counter number 1");
-//!     client.reset(1).unwrap();
+//!     assert_eq!(c.name_into(1, &mut buf), Ok("key 1: 3 bytes"));
+//!     let mut small = [0u8; 4];
+//!     assert_eq!(
+//!         c.name_into(1, &mut small),
+//!         Err(Error::Status(Status::ReplyTooLarge { len: 14, limit: 4 }))
+//!     );
+//!     // A one-way call is not waited for: a later call sees it once the server ran it.
+//!     c.reset().unwrap();
+//!     while c.get() != Ok(0) {
+//!         std::thread::yield_now();
+//!     }
 //!     stop.store(true, Ordering::Relaxed);
 //! });
 //! assert_ne!(Counter::FINGERPRINT, 0);
-//! assert_eq!(<Counter as Service>::OPCODES.len(), 4);
+//! assert_eq!(<Counter as Service>::OPCODES.len(), 5);
+//! assert_eq!(Counter::Add { n: 1 }.opcode(), rpc_core::service::hash_opcode("counter", "Add"));
 //! ```
 //!
-//! # What crosses
+//! # Defining calls
 //!
-//! Each variant is a unit variant with `#[rpc(...)]`:
+//! Each variant is a call. Its fields (named, or a tuple's `arg0`, `arg1`, ...) are the
+//! arguments, in order; a unit variant takes none. `#[rpc(...)]` on the variant is optional:
 //!
 //! | setting | meaning |
 //! |---|---|
-//! | `request = T` | the request is a `T`: zerocopy (`FromBytes + IntoBytes + Immutable + KnownLayout`), at most 64 bytes, in one slot; `()` for none |
-//! | `request = [u8]` / `request = str` | bytes or UTF-8 text of any length, streamed (`send_n`) |
-//! | `response = T`, `[u8]`, `str` | the same for the response |
-//! | `oneway` | no response: the client returns once the request is sent, without waiting |
+//! | field `name: T` | a fixed argument: `T` is zerocopy (`IntoBytes + TryFromBytes + Immutable`: integers, `bool`, arrays, `#[repr(C)]` structs, `#[repr(u8)]` enums); all fixed arguments are packed without padding into one 64-byte slot |
+//! | field `name: Bytes` / `name: Text` | bytes or UTF-8 text of any length, streamed after the fixed arguments (`rpc_core::service::{Bytes, Text}`); at most one per call, its last field |
+//! | `response = T` | the reply is a fixed `T` (at most a slot); without `response` the call replies `()` and the client still waits for it |
+//! | `response = Bytes` / `Text` | the reply is bytes or text of any length, streamed |
+//! | `error = E` | the handler returns `Result<_, E>`; `E` is a fixed zerocopy value, carried back in a tagged reply (one tag byte, then the value or the error: with a fixed reply, `1 + max(size_of T, size_of E)` must fit a slot) |
+//! | `oneway` | no reply: the client returns once the arguments are sent, without waiting; no `response` or `error` |
 //! | `opcode = N` | this call's opcode, instead of the scheme's |
-//! | `limit = N` | the most bytes one lane may stream in a request (default 64 KiB) |
+//! | `limit = EXPR` | the most bytes a lane may stream, in the argument and in the reply: any `u64` constant expression (`4096`, `MAX_NAME`, `2 * KIB`); default 64 KiB; only on a call that streams |
 //!
 //! On the enum: `#[rpc(service = "name")]` renames the service (hashed into opcodes and the
-//! fingerprint); `#[rpc(class = N)]` switches to the class scheme.
+//! fingerprint); `#[rpc(class = N)]` switches to the class scheme. That fixed arguments and
+//! replies are zerocopy and fit a slot is checked at compile time, with the error at the type.
 //!
 //! # Opcodes
 //!
@@ -114,37 +159,66 @@
 //!
 //! # What is generated, for `enum Kv`
 //!
-//! - `Kv::opcode(&self)`, `Kv::from_opcode(u32)`, `Kv::FINGERPRINT`, and
-//!   `impl rpc_core::service::Service for Kv` (`NAME`, `FINGERPRINT`, `OPCODES`).
-//! - `trait KvClient`, implemented for every `rpc_core::service::CallSite`: every client
-//!   `rpc_core::Process<Client, L, M, W>`, and a transport's handle that makes a process only for
-//!   calls that need the packets (`transport_shm::Claimed`). One method per call taking the
-//!   request (`T`, `&[u8]` or `&str`) and, for a streamed response, a buffer to receive it into;
-//!   it returns `Result<_, CallError>`. (Being implemented for every `CallSite`, the trait cannot
-//!   also be implemented by hand for a type of another crate, such as `Arc<Mock>`; a mock can
-//!   implement it for a local type.) On a GPU every active lane calls
-//!   the method together, each with its own request, and gets its own response.
-//! - `trait KvServer`: one handler per call (`fn get(&self, request: T) -> U`; a streamed
-//!   response is returned as `impl AsRef<[u8]>` or `impl AsRef<str>`), called once per active lane
-//!   of the call, in lane order, with `&self` so server threads can share one service; and the
-//!   provided `dispatch(port, buffers)` and `serve_one(server, buffers)`.
+//! - On `Kv`: `opcode(&self)` (a call's opcode; a call with a `Bytes` or `Text` argument has
+//!   no value, find its opcode in `OPCODES`), `Kv::FINGERPRINT`, `Kv::client(site)`,
+//!   `Kv::dispatch(&handler, &mut port, &mut buffers)` (serves one call on a port a server
+//!   opened), `Kv::serve_one(&handler, &server, &mut buffers)` (opens, dispatches, closes;
+//!   `Ok(None)` when no call was waiting) and `Kv::dispatch_inline(&handler, opcode, request,
+//!   &mut reply)` (a call that came through a transport's inline path; `None` for a call that
+//!   cannot travel inline). `impl rpc_core::service::Service for Kv` (`NAME`, `FINGERPRINT`,
+//!   `OPCODES`).
+//! - `struct KvClient<S>`, made by `Kv::client(site)` over any `rpc_core::service::Site`: a client
+//!   `rpc_core::Process` (in-process, or a GPU warp's), a reference to one, or a transport's
+//!   client. One method per call, taking the arguments (`&[u8]` for `Bytes`, `&str` for `Text`)
+//!   and returning `Result<T, rpc_core::service::Error<E>>` (`E` is the call's `error`, else
+//!   `Infallible`). A streamed reply has two methods: `name(..)` returns a `Vec<u8>` or `String`
+//!   (where rpc-core has `alloc`), `name_into(.., &mut buf)` writes into `buf` and returns the
+//!   part written (`&mut [u8]` or `&str`). `with_deadline(d)` bounds every call's waits on
+//!   transports that keep time (a bare process waits under its own wait policy). On a GPU every
+//!   active lane calls a method together with the others, each with its own arguments, and gets
+//!   its own reply (or its own handler error).
+//! - `trait KvServer`: nothing but one handler per call, taking `&self` and the arguments
+//!   (`&[u8]`, `&str` for streams) and returning the reply (`T`; `impl AsRef<[u8]>` or
+//!   `impl AsRef<str>` for a stream; nothing for `()` and one-way calls), as `Result<_, E>` with
+//!   an `error`. A handler runs once per active lane of a call, in lane order; `&self` lets
+//!   server threads share one service.
 //!
 //! # Errors
 //!
-//! A server that does not know an opcode answers `status::UNKNOWN_OPCODE` and keeps serving: the
-//! client gets `CallError::UnknownOpcode`, never a hang, whatever kind of call it made. A request
-//! stream over the call's `limit` is refused (`CallError::Rejected`), text that is not UTF-8 is
-//! `CallError::BadRequest`; in both cases no handler runs. A response stream longer than the
-//! caller's buffer is refused by the client (`CallError::Port(Error::TooLarge { .. })`). Misuse
-//! of the derive itself is a compile error pointing at the offending attribute, variant or type.
+//! A call returns `rpc_core::service::Error<E>`: `App(E)` is the handler's own error;
+//! `Status(..)` is a refusal; `Transport(..)` is the call not completing (a stalled server, a
+//! deadline, a lost port). A server that does not know an opcode answers
+//! `Status::UnknownOpcode` and keeps serving, whatever kind of call was made: never a hang. A
+//! streamed argument over the call's `limit` is `Status::Rejected`; arguments whose bytes are not
+//! valid values (a `bool` of 2, an enum's unknown discriminant, text that is not UTF-8) are
+//! `Status::BadRequest`: in both cases no handler runs. A reply that does not decode is
+//! `Status::BadResponse`; a streamed reply longer than the caller's buffer or the `limit` is
+//! `Status::ReplyTooLarge`, and the port is left at rest for the next call. Misuse of the
+//! derive itself is a compile error pointing at the offending setting, field or type.
+//!
+//! # The wire
+//!
+//! ```text
+//!  fixed arguments  : their bytes one after another, unpadded, in one slot (or inline)
+//!  a streamed arg   : one stream: the fixed arguments' bytes, then the stream's
+//!  reply            : the value's bytes in a slot, or the stream's bytes
+//!  with error = E   : a tag byte first (0 Ok, 1 Err), then the value's or the error's bytes
+//!  status           : every reply carries one in the packet header (0: served)
+//! ```
+//!
+//! Values are read back with `TryFromBytes`: bytes that are not a valid value never become one.
+//! The fingerprint hashes the service name and, per call, its name, opcode, each argument's
+//! name, written type and layout, and the reply's and error's written type and layout; the
+//! handshake (`rpc_core::service::handshake`) compares it with the server's.
 //!
 //! The generated code names only `core` and `rpc_core`, so a `no_std` crate can derive services.
 //!
 //! # How the macro is built
 //!
-//! parse (`attr`: `#[rpc]` settings) → model (`ast`: calls, wire shapes, opcodes) → check
-//! (`valid`: every misuse a spanned error) → generate (`expand`); on error `fallback` emits the
-//! errors plus stand-ins for the generated items so the user sees the misuse, not its echoes.
+//! parse (`attr`: `#[rpc]` settings) → model (`ast`: calls, arguments, wire shapes, opcodes) →
+//! check (`valid`: every misuse a spanned error) → generate (`expand`); on error `fallback`
+//! emits the errors plus stand-ins for the generated items so the user sees the misuse, not its
+//! echoes.
 
 mod ast;
 mod attr;

@@ -121,35 +121,38 @@ fn check_call(service: &Service, call: &Call) -> syn::Result<()> {
             ),
         );
     }
-    let mut streams = 0;
-    for (i, arg) in call.args.iter().enumerate() {
-        if arg.wire.is_stream() {
-            streams += 1;
-            if streams > 1 {
-                combine(
-                    &mut errors,
-                    syn::Error::new(
-                        arg.ty.span(),
-                        format!(
-                            "call `{name}` has a second streamed argument: a call streams at \
-                             most one (`Bytes` or `Text`), as its last field"
-                        ),
+    let streams: Vec<_> = call.args.iter().filter(|a| a.wire.is_stream()).collect();
+    if let [first, second, ..] = streams[..] {
+        combine(
+            &mut errors,
+            syn::Error::new_spanned(
+                second.ty,
+                format!(
+                    "call `{name}` streams two arguments, `{}` and `{}`: a call streams at most \
+                     one (`Bytes` or `Text`), as its last field",
+                    first.ident, second.ident
+                ),
+            ),
+        );
+    } else if let [stream] = streams[..] {
+        if call.stream_arg().is_none() {
+            combine(
+                &mut errors,
+                syn::Error::new_spanned(
+                    stream.ty,
+                    format!(
+                        "the streamed argument `{}` of call `{name}` must be its last field",
+                        stream.ident
                     ),
-                );
-            } else if i + 1 != call.args.len() {
-                combine(
-                    &mut errors,
-                    syn::Error::new(
-                        arg.ty.span(),
-                        format!(
-                            "the streamed argument `{}` of call `{name}` must be its last field",
-                            arg.ident
-                        ),
-                    ),
-                );
+                ),
+            );
+        }
+    }
+    for arg in &call.args {
+        if !arg.wire.is_stream() {
+            if let Err(e) = check_type(arg.ty, What::Argument) {
+                combine(&mut errors, e);
             }
-        } else if let Err(e) = check_type(arg.ty, "argument") {
-            combine(&mut errors, e);
         }
         if arg.ident.to_string().starts_with("__rpc") {
             combine(
@@ -161,10 +164,10 @@ fn check_call(service: &Service, call: &Call) -> syn::Result<()> {
             );
         }
     }
-    if let Some(oneway) = call.attrs.oneway {
+    if call.oneway() {
         for (what, set) in [
-            ("a response", call.attrs.response.as_ref().map(|r| r.span)),
-            ("an error type", call.attrs.error.as_ref().map(|e| e.span)),
+            ("a `response`", call.attrs.response.as_ref().map(|r| r.span)),
+            ("an `error` type", call.attrs.error.as_ref().map(|e| e.span)),
         ] {
             if let Some(span) = set {
                 combine(
@@ -172,31 +175,30 @@ fn check_call(service: &Service, call: &Call) -> syn::Result<()> {
                     syn::Error::new(
                         span,
                         format!(
-                            "call `{name}` is `oneway`: the client does not wait, so it has no \
-                             {what}"
+                            "call `{name}` is `oneway`: the client does not wait for a reply, so \
+                             it cannot have {what}"
                         ),
                     ),
                 );
             }
         }
-        let _ = oneway;
     }
     if let Some(response) = &call.attrs.response {
-        if let Err(e) = check_type(&response.value, "response") {
+        if let Err(e) = check_type(&response.value, What::Response) {
             combine(&mut errors, e);
         }
     }
     if let Some(error) = &call.attrs.error {
         match Wire::of(&error.value) {
             Wire::Fixed(ty) => {
-                if let Err(e) = check_type(ty, "error") {
+                if let Err(e) = check_type(ty, What::Error) {
                     combine(&mut errors, e);
                 }
             }
             _ => combine(
                 &mut errors,
-                syn::Error::new(
-                    error.span,
+                syn::Error::new_spanned(
+                    &error.value,
                     "an error type crosses as a fixed value (a zerocopy type such as a \
                      `#[repr(u8)]` enum), not `()`, `Bytes` or `Text`",
                 ),
@@ -241,21 +243,74 @@ fn check_call(service: &Service, call: &Call) -> syn::Result<()> {
     }
 }
 
+/// Where a type is written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum What {
+    Argument,
+    Response,
+    Error,
+}
+
 /// A type written as an argument, a response or an error: what a macro can tell from its
-/// tokens (that it is zerocopy and fits is asserted in the generated code).
-fn check_type(ty: &Type, what: &str) -> syn::Result<()> {
-    let bad = |msg: &str| Err(syn::Error::new(ty.span(), format!("{what} type: {msg}")));
+/// tokens (that it is zerocopy and fits is asserted in the generated code). Errors span the whole
+/// type.
+fn check_type(ty: &Type, what: What) -> syn::Result<()> {
+    let (label, instead) = match what {
+        What::Argument => (
+            "argument",
+            "; use `Bytes` or `Text` (as the last field) for data of any length",
+        ),
+        What::Response => ("response", "; use `Bytes` or `Text` for data of any length"),
+        What::Error => (
+            "error",
+            "; an error is a fixed value, such as a `#[repr(u8)]` enum",
+        ),
+    };
+    let bad = |msg: String| Err(syn::Error::new_spanned(ty, format!("{label} type: {msg}")));
+    let stream_for = |elem: &Type| match elem {
+        Type::Path(p) if p.qself.is_none() && p.path.is_ident("str") => Some("Text"),
+        Type::Slice(s) if matches!(&*s.elem, Type::Path(p) if p.path.is_ident("u8")) => {
+            Some("Bytes")
+        }
+        _ => None,
+    };
     match Wire::of(ty) {
         Wire::Unit | Wire::Bytes | Wire::Text => Ok(()),
-        Wire::Fixed(Type::Reference(_) | Type::Ptr(_)) => bad(
-            "references and pointers cannot cross to the other side; use `Bytes` or `Text` for \
-             data of any length, or a zerocopy value",
-        ),
-        Wire::Fixed(Type::Slice(_)) => {
-            bad("slices cannot cross by value; use `Bytes` (or `Text`) for data of any length")
+        Wire::Fixed(Type::Reference(r)) if what != What::Error && stream_for(&r.elem).is_some() => {
+            let stream = stream_for(&r.elem).unwrap_or("Bytes");
+            let slice = if stream == "Text" { "str" } else { "[u8]" };
+            bad(if what == What::Argument {
+                format!(
+                    "references cannot cross to the other side; write `{stream}` (the client \
+                     passes, and the handler gets, a `&{slice}`), as the last field"
+                )
+            } else {
+                format!(
+                    "references cannot cross to the other side; write `{stream}` (the handler \
+                     returns `impl AsRef<{slice}>`)"
+                )
+            })
         }
+        Wire::Fixed(Type::Reference(_) | Type::Ptr(_)) => bad(format!(
+            "references and pointers cannot cross to the other side{instead}"
+        )),
+        Wire::Fixed(elem @ (Type::Slice(_) | Type::Path(_)))
+            if what != What::Error && stream_for(elem).is_some() =>
+        {
+            let stream = stream_for(elem).unwrap_or("Bytes");
+            bad(format!(
+                "`{}` cannot cross by value; write `{stream}` for data of any length{}",
+                quote::quote!(#elem).to_string().replace(' ', ""),
+                if what == What::Argument {
+                    ", as the last field"
+                } else {
+                    ""
+                }
+            ))
+        }
+        Wire::Fixed(Type::Slice(_)) => bad(format!("slices cannot cross by value{instead}")),
         Wire::Fixed(Type::Path(p)) if p.qself.is_none() && p.path.is_ident("str") => {
-            bad("`str` cannot cross by value; use `Text` for text of any length")
+            bad(format!("`str` cannot cross by value{instead}"))
         }
         Wire::Fixed(
             Type::ImplTrait(_)
@@ -265,7 +320,9 @@ fn check_type(ty: &Type, what: &str) -> syn::Result<()> {
             | Type::BareFn(_)
             | Type::Macro(_)
             | Type::Verbatim(_),
-        ) => bad("must be a zerocopy value, `Bytes`, `Text` or `()`"),
+        ) => bad(format!(
+            "must be a zerocopy value, `Bytes`, `Text` or `()`{instead}"
+        )),
         Wire::Fixed(_) => Ok(()),
     }
 }

@@ -115,17 +115,14 @@ fn the_service_users_write_runs_in_process() {
         let mut small = [0u8; 4];
         assert_eq!(
             c.name_into(1, &mut small),
-            Err(Error::Status(Status::ReplyTooLarge {
-                len: 14,
-                limit: MAX_NAME
-            }))
+            Err(Error::Status(Status::ReplyTooLarge { len: 14, limit: 4 }))
         );
         // The port is at rest after the refusal: the next call works.
         assert_eq!(c.has(1, true), Ok(true));
         assert_eq!(c.has(5, false), Ok(false));
         c.reset().unwrap();
-        // A one-way call is not waited for: a later call may be served before it (another
-        // port); it is served soon all the same.
+        // A one-way call is not waited for: a later call sees it once the server ran it (the
+        // next call may be served first, on another port).
         while c.get() != Ok(0) {
             std::thread::yield_now();
         }

@@ -1,78 +1,133 @@
 //! Typed services over an in-process region (`HeapRegion`): plain, streamed and one-way calls,
-//! many client threads, a simulated GPU warp, unknown opcodes, refused streams and a mismatched
-//! fingerprint. Every test runs under a watchdog: a hang aborts the test binary with a message
-//! instead of blocking forever.
+//! many client threads, a simulated GPU warp, unknown opcodes, refused streams, arguments whose
+//! bytes are not valid values, tagged error replies and a mismatched fingerprint. Every test runs
+//! under a watchdog: a hang aborts the test binary with a message instead of blocking forever.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rpc_core::service::{self, status, CallError, Service};
+use rpc_core::service::{self, status, Bytes, Error, Service, Status, Text};
 use rpc_core::{HeapRegion, Spin};
 use rpc_derive::RpcOpcodes;
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
-#[repr(C)]
-struct Add {
-    counter: u32,
-    _pad: u32,
-    delta: u64,
+/// How `apply` changes a counter: a `#[repr(u8)]` enum argument (1 and 2 are its only values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(u8)]
+enum Mode {
+    Add = 1,
+    Sub = 2,
 }
+
+/// Why `apply` refused: the call's error type, carried back in a tagged reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(u8)]
+enum Refusal {
+    Underflow = 1,
+    Strict = 2,
+}
+
+const KIB: u64 = 1024;
 
 /// The service under test: one call of each kind.
 #[derive(RpcOpcodes)]
 enum Counter {
-    /// Adds `delta` to a counter; returns the new value.
-    #[rpc(request = Add, response = u64)]
-    Add,
+    /// Adds `delta` to a counter; returns the new value (fixed arguments, packed: 12 bytes).
+    #[rpc(response = u64)]
+    Add { counter: u32, delta: u64 },
     /// A counter's value.
-    #[rpc(request = u32, response = u64)]
-    Get,
-    /// The sum of the bytes sent.
-    #[rpc(request = [u8], response = u64, limit = 1024)]
-    Sum,
+    #[rpc(response = u64)]
+    Get { counter: u32 },
+    /// The sum of the bytes sent, at most 1 KiB of them (a `limit` from a const expression).
+    #[rpc(response = u64, limit = KIB * 2 / 2)]
+    Sum { data: Bytes },
     /// `n` bytes counting up from 0 (mod 256).
-    #[rpc(request = u32, response = [u8])]
-    Bytes,
+    #[rpc(response = Bytes)]
+    Count { n: u32 },
     /// The text in upper case.
-    #[rpc(request = str, response = str)]
-    Upper,
-    /// Adds 1 to counter `n`, without waiting.
-    #[rpc(request = u32, oneway)]
-    Bump,
+    #[rpc(response = Text)]
+    Upper { text: Text },
+    /// Adds 1 to a counter, without waiting.
+    #[rpc(oneway)]
+    Bump { counter: u32 },
     /// Nothing, with a reply.
-    #[rpc(request = (), response = ())]
     Ping,
+    /// Adds or subtracts; refuses to go below zero, and anything at all when `strict` and the
+    /// counter is not zero.
+    #[rpc(response = u64, error = Refusal)]
+    Apply {
+        counter: u32,
+        mode: Mode,
+        by: u64,
+        strict: bool,
+    },
+    /// A tuple variant: its arguments are `arg0`, `arg1`.
+    #[rpc(response = u64)]
+    Scale(u32, u32),
+    /// Arguments named like the generated code's own locals.
+    #[rpc(response = u32)]
+    Names {
+        handler: u32,
+        port: u32,
+        slot: u32,
+        reply: u32,
+        request: u32,
+        lane: u32,
+    },
 }
 
-/// Other schemas, in a module of their own so that their client methods (`add`, `upper`) do not
-/// clash with `Counter`'s where only `Counter`'s trait is imported.
+/// Other schemas.
 mod other {
     use super::*;
 
-    /// A newer schema of the same service: two calls the old server does not know.
+    /// A newer schema of the same service: calls the old server does not know.
     #[derive(RpcOpcodes)]
     #[rpc(service = "Counter")]
     pub enum CounterV2 {
-        #[rpc(request = Add, response = u64)]
-        Add,
-        #[rpc(request = u32, response = u64)]
-        Reset,
-        #[rpc(request = [u8], response = u64)]
-        Upload,
-        #[rpc(request = u32, response = [u8])]
-        Download,
-        #[rpc(request = u32, oneway)]
-        Forget,
+        #[rpc(response = u64)]
+        Add { counter: u32, delta: u64 },
+        #[rpc(response = u64)]
+        Reset { counter: u32 },
+        #[rpc(response = u64)]
+        Upload { data: Bytes },
+        #[rpc(response = Bytes)]
+        Download { n: u32 },
+        #[rpc(oneway)]
+        Forget { counter: u32 },
     }
 
     /// Sends raw bytes where `Counter::Upper` expects text.
     #[derive(RpcOpcodes)]
     #[rpc(service = "Counter")]
     pub enum RawCounter {
-        #[rpc(request = [u8], response = [u8])]
-        Upper,
+        #[rpc(response = Bytes)]
+        Upper { text: Bytes },
+    }
+
+    /// An alias: the same layout as `u32`, written differently.
+    pub type Id = u32;
+
+    /// Three schemas of service `fp` that differ only in an argument's name or written type.
+    #[derive(RpcOpcodes)]
+    #[rpc(service = "fp")]
+    pub enum Fp {
+        #[rpc(response = u64)]
+        Get { key: u32 },
+    }
+
+    #[derive(RpcOpcodes)]
+    #[rpc(service = "fp")]
+    pub enum FpRenamed {
+        #[rpc(response = u64)]
+        Get { id: u32 },
+    }
+
+    #[derive(RpcOpcodes)]
+    #[rpc(service = "fp")]
+    pub enum FpRetyped {
+        #[rpc(response = u64)]
+        Get { key: Id },
     }
 }
 
@@ -83,27 +138,55 @@ struct Counters {
 }
 
 impl CounterServer for Counters {
-    fn add(&self, r: Add) -> u64 {
+    fn add(&self, counter: u32, delta: u64) -> u64 {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        self.values[r.counter as usize % 4].fetch_add(r.delta, Ordering::Relaxed) + r.delta
+        self.values[counter as usize % 4].fetch_add(delta, Ordering::Relaxed) + delta
     }
-    fn get(&self, n: u32) -> u64 {
-        self.values[n as usize % 4].load(Ordering::Relaxed)
+    fn get(&self, counter: u32) -> u64 {
+        self.values[counter as usize % 4].load(Ordering::Relaxed)
     }
-    fn sum(&self, bytes: &[u8]) -> u64 {
-        bytes.iter().map(|&b| b as u64).sum()
+    fn sum(&self, data: &[u8]) -> u64 {
+        data.iter().map(|&b| b as u64).sum()
     }
-    fn bytes(&self, n: u32) -> impl AsRef<[u8]> {
+    fn count(&self, n: u32) -> impl AsRef<[u8]> {
         (0..n).map(|i| i as u8).collect::<Vec<u8>>()
     }
     fn upper(&self, text: &str) -> impl AsRef<str> {
         text.to_uppercase()
     }
-    fn bump(&self, n: u32) {
-        self.values[n as usize % 4].fetch_add(1, Ordering::Relaxed);
+    fn bump(&self, counter: u32) {
+        self.values[counter as usize % 4].fetch_add(1, Ordering::Relaxed);
     }
     fn ping(&self) {
         self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+    fn apply(&self, counter: u32, mode: Mode, by: u64, strict: bool) -> Result<u64, Refusal> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let value = &self.values[counter as usize % 4];
+        let now = value.load(Ordering::Relaxed);
+        if strict && now != 0 {
+            return Err(Refusal::Strict);
+        }
+        let new = match mode {
+            Mode::Add => now + by,
+            Mode::Sub => now.checked_sub(by).ok_or(Refusal::Underflow)?,
+        };
+        value.store(new, Ordering::Relaxed);
+        Ok(new)
+    }
+    fn scale(&self, arg0: u32, arg1: u32) -> u64 {
+        arg0 as u64 * arg1 as u64
+    }
+    fn names(
+        &self,
+        handler: u32,
+        port: u32,
+        slot: u32,
+        reply: u32,
+        request: u32,
+        lane: u32,
+    ) -> u32 {
+        handler + port + slot + reply + request + lane
     }
 }
 
@@ -138,7 +221,7 @@ fn with_server(
                 let server = region.server();
                 let mut buffers = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    match counters.serve_one(&server, &mut buffers) {
+                    match Counter::serve_one(&counters, &server, &mut buffers) {
                         Ok(Some(what)) => served.lock().unwrap().push(what),
                         Ok(None) => std::thread::yield_now(),
                         Err(e) => panic!("server: {e}"),
@@ -154,35 +237,70 @@ fn with_server(
     served.into_inner().unwrap()
 }
 
+fn add_opcode() -> u32 {
+    Counter::Add {
+        counter: 0,
+        delta: 0,
+    }
+    .opcode()
+}
+
+fn apply_opcode() -> u32 {
+    Counter::Apply {
+        counter: 0,
+        mode: Mode::Add,
+        by: 0,
+        strict: false,
+    }
+    .opcode()
+}
+
+/// The packed bytes of `apply`'s arguments: counter (4), mode (1), by (8), strict (1).
+fn apply_bytes(counter: u32, mode: u8, by: u64, strict: u8) -> Vec<u8> {
+    [
+        &counter.to_ne_bytes()[..],
+        &[mode],
+        &by.to_ne_bytes(),
+        &[strict],
+    ]
+    .concat()
+}
+
 #[test]
 fn opcodes_follow_the_documented_schemes() {
     use other::CounterV2;
-    assert_eq!(
-        Counter::Add.opcode(),
-        service::hash_opcode("Counter", "Add")
-    );
+    assert_eq!(add_opcode(), service::hash_opcode("Counter", "Add"));
     assert_eq!(
         Counter::Ping.opcode(),
         service::hash_opcode("Counter", "Ping")
     );
-    assert_eq!(CounterV2::Add.opcode(), Counter::Add.opcode());
-    assert!(matches!(
-        Counter::from_opcode(Counter::Sum.opcode()),
-        Some(Counter::Sum)
-    ));
-    assert!(Counter::from_opcode(CounterV2::Reset.opcode()).is_none());
-    assert_eq!(Counter::OPCODES.len(), 7);
+    assert_eq!(
+        Counter::Scale(0, 0).opcode(),
+        service::hash_opcode("Counter", "Scale")
+    );
+    assert_eq!(
+        CounterV2::Add {
+            counter: 1,
+            delta: 2
+        }
+        .opcode(),
+        add_opcode()
+    );
+    assert_eq!(Counter::OPCODES.len(), 10);
+    assert_eq!(Counter::OPCODES[0], add_opcode());
+    // A call with a streamed argument has no value to ask (`Bytes` has none): its opcode is in
+    // `OPCODES`, in declaration order.
+    assert_eq!(Counter::OPCODES[2], service::hash_opcode("Counter", "Sum"));
     assert_eq!(<Counter as Service>::NAME, "Counter");
 
     #[derive(RpcOpcodes)]
     #[rpc(class = 0x12)]
     #[allow(dead_code)]
     enum Classy {
-        #[rpc(request = (), response = ())]
         First,
-        #[rpc(request = (), response = (), opcode = 0x99)]
+        #[rpc(opcode = 0x99)]
         Second,
-        #[rpc(request = (), oneway)]
+        #[rpc(oneway)]
         Third,
     }
     assert_eq!(Classy::First.opcode(), service::class_opcode(0x12, 0));
@@ -192,69 +310,132 @@ fn opcodes_follow_the_documented_schemes() {
 
 #[test]
 fn fingerprints_cover_names_opcodes_and_shapes() {
-    use other::{CounterV2, RawCounter};
+    use other::{CounterV2, Fp, FpRenamed, FpRetyped, RawCounter};
     assert_ne!(Counter::FINGERPRINT, CounterV2::FINGERPRINT);
     assert_ne!(Counter::FINGERPRINT, RawCounter::FINGERPRINT);
-    let expected = service::Fingerprint::new("RawCounter")
-        .call(
-            "Upper",
-            service::hash_opcode("Counter", "Upper"),
-            service::Shape::Bytes,
-            service::Shape::Bytes,
-        )
-        .finish();
-    assert_ne!(
-        RawCounter::FINGERPRINT,
-        expected,
-        "the service name is `Counter`"
-    );
+    // The same opcodes and layouts; only an argument's name, or a type as written, differs.
+    assert_eq!(Fp::OPCODES, FpRenamed::OPCODES);
+    assert_eq!(Fp::OPCODES, FpRetyped::OPCODES);
+    assert_ne!(Fp::FINGERPRINT, FpRenamed::FINGERPRINT);
+    assert_ne!(Fp::FINGERPRINT, FpRetyped::FINGERPRINT);
+    assert_ne!(FpRenamed::FINGERPRINT, FpRetyped::FINGERPRINT);
+    // The documented builder, by hand.
     let expected = service::Fingerprint::new("Counter")
-        .call(
-            "Upper",
-            service::hash_opcode("Counter", "Upper"),
-            service::Shape::Bytes,
-            service::Shape::Bytes,
-        )
+        .begin_call("Upper", service::hash_opcode("Counter", "Upper"))
+        .arg("text", "Bytes", service::Shape::Bytes)
+        .reply("Bytes", service::Shape::Bytes)
         .finish();
     assert_eq!(RawCounter::FINGERPRINT, expected);
+    let expected = service::Fingerprint::new("fp")
+        .begin_call("Get", service::hash_opcode("fp", "Get"))
+        .arg("key", "Id", service::Shape::of::<u32>())
+        .reply("u64", service::Shape::of::<u64>())
+        .finish();
+    assert_eq!(FpRetyped::FINGERPRINT, expected);
 }
 
 #[test]
 fn every_kind_of_call_round_trips() {
     with_server(1, 1, |region, counters| {
-        let client = region.client();
-        let add = |counter, delta| Add {
-            counter,
-            _pad: 0,
-            delta,
-        };
-        assert_eq!(client.add(add(1, 5)).unwrap(), 5);
-        assert_eq!(client.add(add(1, 7)).unwrap(), 12);
-        assert_eq!(client.get(1).unwrap(), 12);
+        let site = region.client();
+        let c = Counter::client(&site);
+        assert_eq!(c.add(1, 5), Ok(5));
+        assert_eq!(c.add(1, 7), Ok(12));
+        assert_eq!(c.get(1), Ok(12));
         // Streams of 0, 1, one packet and many packets.
         for len in [0usize, 1, 56, 57, 500, 1024] {
             let data: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
             let want: u64 = data.iter().map(|&b| b as u64).sum();
-            assert_eq!(client.sum(&data).unwrap(), want, "len {len}");
+            assert_eq!(c.sum(&data), Ok(want), "len {len}");
             let mut buf = vec![0u8; len];
-            let got = client.bytes(len as u32, &mut buf).unwrap();
+            let got = c.count_into(len as u32, &mut buf).unwrap();
             assert_eq!(got.len(), len);
             assert!(got.iter().enumerate().all(|(i, &b)| b == i as u8));
+            let owned: Vec<u8> = c.count(len as u32).unwrap();
+            assert_eq!(owned.len(), len);
         }
         let mut buf = [0u8; 256];
         let long = "ferry ".repeat(30);
-        assert_eq!(client.upper(&long, &mut buf).unwrap(), long.to_uppercase());
-        client.ping().unwrap();
+        assert_eq!(c.upper_into(&long, &mut buf), Ok(&*long.to_uppercase()));
+        assert_eq!(c.upper(&long), Ok(long.to_uppercase()));
+        c.ping().unwrap();
+        assert_eq!(c.scale(6, 7), Ok(42));
+        assert_eq!(c.names(1, 2, 3, 4, 5, 6), Ok(21));
         for _ in 0..10 {
-            client.bump(3).unwrap();
+            c.bump(3).unwrap();
         }
         // One-way calls do not wait; a later call sees them once the server ran them.
-        while client.get(3).unwrap() < 10 {
+        while c.get(3).unwrap() < 10 {
             std::thread::yield_now();
         }
-        assert_eq!(client.get(3).unwrap(), 10);
+        assert_eq!(c.get(3), Ok(10));
         assert_eq!(counters.calls.load(Ordering::Relaxed), 3);
     });
+}
+
+#[test]
+fn a_handler_error_comes_back_tagged_and_apart_from_the_others() {
+    with_server(1, 1, |region, counters| {
+        let c = Counter::client(region.client());
+        assert_eq!(c.apply(0, Mode::Add, 5, false), Ok(5));
+        assert_eq!(c.apply(0, Mode::Sub, 2, false), Ok(3));
+        assert_eq!(
+            c.apply(0, Mode::Sub, 4, false),
+            Err(Error::App(Refusal::Underflow))
+        );
+        assert_eq!(
+            c.apply(0, Mode::Add, 1, true),
+            Err(Error::App(Refusal::Strict))
+        );
+        assert_eq!(c.apply(1, Mode::Add, 1, true), Ok(1));
+        // The refused calls ran their handler (the error is the handler's) and changed nothing.
+        assert_eq!(counters.calls.load(Ordering::Relaxed), 5);
+        assert_eq!(c.get(0), Ok(3));
+        let e = c.apply(0, Mode::Sub, 9, false).unwrap_err();
+        assert!(!e.not_executed());
+    });
+}
+
+#[test]
+fn arguments_whose_bytes_are_not_values_are_refused_before_any_handler() {
+    let served = with_server(1, 1, |region, counters| {
+        let client = region.client();
+        // Hand-made requests through a raw port: a `Mode` of 7, a `bool` of 2.
+        for bad in [apply_bytes(0, 7, 1, 0), apply_bytes(0, 1, 1, 2)] {
+            let mut port = client.open(apply_opcode()).unwrap();
+            port.send(|slot, _| {
+                slot.words = [0; 8];
+                slot.as_bytes_mut()[..bad.len()].copy_from_slice(&bad);
+            })
+            .unwrap();
+            port.recv(|_, _| {}).unwrap();
+            assert_eq!(port.status(), status::BAD_REQUEST);
+            port.close();
+        }
+        // The same bytes with valid values are served.
+        let mut port = client.open(apply_opcode()).unwrap();
+        let good = apply_bytes(0, 1, 4, 1);
+        let mut reply = [0u8; 9];
+        port.send(|slot, _| {
+            slot.words = [0; 8];
+            slot.as_bytes_mut()[..good.len()].copy_from_slice(&good);
+        })
+        .unwrap();
+        port.recv(|slot, _| reply.copy_from_slice(&slot.as_bytes()[..9]))
+            .unwrap();
+        assert_eq!(port.status(), status::OK);
+        port.close();
+        // Tag 0 (Ok), then the value.
+        assert_eq!(reply[0], 0);
+        assert_eq!(u64::read_from_bytes(&reply[1..]).unwrap(), 4);
+        assert_eq!(counters.calls.load(Ordering::Relaxed), 1);
+        assert_eq!(counters.values[0].load(Ordering::Relaxed), 4);
+    });
+    let bad = served
+        .iter()
+        .filter(|s| s.status == status::BAD_REQUEST)
+        .count();
+    assert_eq!(bad, 2, "{served:?}");
 }
 
 #[test]
@@ -265,25 +446,19 @@ fn many_client_threads_share_two_server_threads() {
         std::thread::scope(|s| {
             for t in 0..THREADS {
                 s.spawn(move || {
-                    let client = region.client().with_cursor(t as u32 * 5);
+                    let site = region.client().with_cursor(t as u32 * 5);
+                    let c = Counter::client(&site);
                     let mut last = 0;
                     for i in 0..CALLS {
-                        let v = client
-                            .add(Add {
-                                counter: 0,
-                                _pad: 0,
-                                delta: 1,
-                            })
-                            .unwrap();
+                        let v = c.add(0, 1).unwrap();
                         assert!(v > 0);
                         last = last.max(v);
                         if i % 10 == 0 {
                             let text = format!("thread {t} call {i}");
-                            let mut buf = [0u8; 64];
-                            assert_eq!(client.upper(&text, &mut buf).unwrap(), text.to_uppercase());
+                            assert_eq!(c.upper(&text), Ok(text.to_uppercase()));
                             assert_eq!(
-                                client.sum(text.as_bytes()).unwrap(),
-                                text.bytes().map(u64::from).sum::<u64>()
+                                c.sum(text.as_bytes()),
+                                Ok(text.bytes().map(u64::from).sum::<u64>())
                             );
                         }
                     }
@@ -302,91 +477,102 @@ fn many_client_threads_share_two_server_threads() {
 
 #[test]
 fn an_unknown_opcode_is_an_error_and_the_server_keeps_serving() {
-    use other::{CounterV2, CounterV2Client};
+    use other::CounterV2;
     let served = with_server(1, 1, |region, _| {
-        let old = region.client();
-        let new = region.client();
-        let unknown = |opcode| CallError::UnknownOpcode { opcode };
+        let old = Counter::client(region.client());
+        let new = CounterV2::client(region.client());
+        fn unknown<T>(call: &str) -> Result<T, Error> {
+            let opcode = service::hash_opcode("Counter", call);
+            Err(Error::Status(Status::UnknownOpcode { opcode }))
+        }
         // Known to both.
-        assert_eq!(
-            CounterV2Client::add(
-                &new,
-                Add {
-                    counter: 2,
-                    _pad: 0,
-                    delta: 3
-                }
-            )
-            .unwrap(),
-            3
-        );
-        // A fixed request; a streamed one of one packet and of many; a streamed response; a
+        assert_eq!(new.add(2, 3), Ok(3));
+        // A fixed argument; a streamed one of one packet and of many; a streamed reply; a
         // one-way call (no error can come back, and the port must still come back).
-        assert_eq!(new.reset(2), Err(unknown(CounterV2::Reset.opcode())));
-        assert_eq!(
-            new.upload(&[1; 10]),
-            Err(unknown(CounterV2::Upload.opcode()))
-        );
-        assert_eq!(
-            new.upload(&[1; 5000]),
-            Err(unknown(CounterV2::Upload.opcode()))
-        );
+        assert_eq!(new.reset(2), unknown("Reset"));
+        assert_eq!(new.upload(&[1; 10]), unknown("Upload"));
+        assert_eq!(new.upload(&[1; 5000]), unknown("Upload"));
         let mut buf = [0u8; 100];
         assert_eq!(
-            new.download(50, &mut buf).map(|b| b.len()),
-            Err(unknown(CounterV2::Download.opcode()))
+            new.download_into(50, &mut buf).map(|b| b.len()),
+            unknown("Download")
         );
+        assert_eq!(new.download(50).map(|b| b.len()), unknown("Download"));
         for _ in 0..40 {
             new.forget(1).unwrap();
         }
         // Still serving, every port usable.
         for _ in 0..64 {
-            assert_eq!(old.get(2).unwrap(), 3);
+            assert_eq!(old.get(2), Ok(3));
         }
     });
     let unknown = served
         .iter()
         .filter(|s| s.status == status::UNKNOWN_OPCODE)
         .count();
-    assert_eq!(unknown, 4 + 40);
+    assert_eq!(unknown, 5 + 40);
 }
 
 #[test]
 fn refused_streams_are_errors_on_both_sides_and_nothing_runs() {
+    let rejected = Err(Error::Status(Status::Rejected));
     let served = with_server(1, 1, |region, _| {
-        let client = region.client();
-        // Over the call's limit of 1024: one packet's worth would pass, so send many.
-        assert_eq!(client.sum(&[1; 1025]), Err(CallError::Rejected));
-        assert_eq!(client.sum(&[1; 100_000]), Err(CallError::Rejected));
-        // A response longer than the caller's buffer: the client refuses it.
+        let c = Counter::client(region.client());
+        // Over the call's limit of 1 KiB: one packet's worth would pass, so send many.
+        assert_eq!(c.sum(&[1; 1025]), rejected);
+        assert_eq!(c.sum(&[1; 100_000]), rejected);
+        // A reply longer than the caller's buffer: the client refuses it.
         let mut small = [0u8; 10];
-        assert!(matches!(
-            client.bytes(500, &mut small),
-            Err(CallError::Port(rpc_core::Error::TooLarge {
-                len: 500,
-                limit: 10,
-                ..
-            }))
-        ));
-        assert!(matches!(
-            client.bytes(20, &mut small),
-            Err(CallError::Port(rpc_core::Error::TooLarge { len: 20, .. }))
-        ));
+        let too_large = |len| Err(Error::Status(Status::ReplyTooLarge { len, limit: 10 }));
+        assert_eq!(
+            c.count_into(500, &mut small).map(|b| b.len()),
+            too_large(500)
+        );
+        assert_eq!(c.count_into(20, &mut small).map(|b| b.len()), too_large(20));
         // Text that is not UTF-8 never reaches the handler.
-        let raw = region.client();
+        let raw = other::RawCounter::client(region.client());
         let mut buf = [0u8; 16];
         assert_eq!(
-            other::RawCounterClient::upper(&raw, &[0xff, 0xfe], &mut buf).map(|b| b.len()),
-            Err(CallError::BadRequest)
+            raw.upper_into(&[0xff, 0xfe], &mut buf).map(|b| b.len()),
+            Err(Error::Status(Status::BadRequest))
         );
         // And everything still works.
         for _ in 0..40 {
-            assert_eq!(client.sum(&[2; 1024]).unwrap(), 2048);
+            assert_eq!(c.sum(&[2; 1024]), Ok(2048));
         }
     });
     let count = |st| served.iter().filter(|s| s.status == st).count();
     assert_eq!(count(status::REJECTED), 3, "{served:?}");
     assert_eq!(count(status::BAD_REQUEST), 1, "{served:?}");
+}
+
+#[test]
+fn a_reply_refused_for_a_small_buffer_leaves_the_port_usable() {
+    // One client handle, one call at a time: it resumes at the port it last used, so every call
+    // below runs on the port of the refused replies.
+    with_server(1, 1, |region, _| {
+        let c = Counter::client(region.client());
+        let mut small = [0u8; 8];
+        let mut big = [0u8; 4096];
+        let mut total = 0;
+        for len in [9u32, 56, 57, 500, 3000] {
+            assert_eq!(
+                c.count_into(len, &mut small).map(|b| b.len()),
+                Err(Error::Status(Status::ReplyTooLarge {
+                    len: len as u64,
+                    limit: 8
+                })),
+                "len {len}"
+            );
+            assert_eq!(
+                c.count_into(len, &mut big).map(|b| b.len()),
+                Ok(len as usize)
+            );
+            total += 1;
+            assert_eq!(c.add(0, 1), Ok(total));
+            assert_eq!(c.upper_into("abc", &mut small), Ok("ABC"));
+        }
+    });
 }
 
 #[test]
@@ -397,12 +583,12 @@ fn the_handshake_compares_fingerprints() {
         service::handshake::<Counter, _, _, _>(&client).unwrap();
         assert_eq!(
             service::handshake::<CounterV2, _, _, _>(&client),
-            Err(CallError::Mismatch {
+            Err(Error::Status(Status::Mismatch {
                 client: CounterV2::FINGERPRINT,
                 server: Counter::FINGERPRINT
-            })
+            }))
         );
-        assert_eq!(client.get(0).unwrap(), 0);
+        assert_eq!(Counter::client(&client).get(0), Ok(0));
     });
     assert!(served.contains(&service::Served {
         opcode: service::HANDSHAKE,
@@ -472,41 +658,45 @@ unsafe impl rpc_core::Lanes for ThreadWarp {
 }
 
 #[test]
-fn each_lane_of_a_warp_gets_its_own_response() {
+fn each_lane_of_a_warp_gets_its_own_reply() {
     const LANES: u32 = 4;
     with_server(1, LANES, |region, counters| {
         std::thread::scope(|s| {
             for lanes in ThreadWarp::lanes(LANES) {
                 s.spawn(move || {
                     let lane = lanes.lane;
-                    let client = region.client_with(lanes, Spin).unwrap();
+                    let site = region.client_with(lanes, Spin).unwrap();
+                    let c = Counter::client(&site);
                     for round in 0..20u64 {
-                        // Fixed request and response, per lane.
-                        let v = client
-                            .add(Add {
-                                counter: lane,
-                                _pad: 0,
-                                delta: lane as u64 + 1,
-                            })
-                            .unwrap();
+                        // Fixed arguments and reply, per lane.
+                        let v = c.add(lane, lane as u64 + 1).unwrap();
                         assert_eq!(v, (round + 1) * (lane as u64 + 1));
                         // Streams of a different length per lane (lane 3: several packets).
                         let data = vec![lane as u8; 60 * lane as usize + 1];
-                        assert_eq!(client.sum(&data).unwrap(), lane as u64 * data.len() as u64);
+                        assert_eq!(c.sum(&data), Ok(lane as u64 * data.len() as u64));
                         let mut buf = [0u8; 256];
                         let n = 70 * lane;
-                        assert_eq!(client.bytes(n, &mut buf).unwrap().len(), n as usize);
+                        assert_eq!(c.count_into(n, &mut buf).unwrap().len(), n as usize);
                         let text = format!("lane {lane} round {round}");
-                        assert_eq!(client.upper(&text, &mut buf).unwrap(), text.to_uppercase());
+                        assert_eq!(c.upper_into(&text, &mut buf), Ok(&*text.to_uppercase()));
                     }
-                    // A refusal on one lane fails the call for the warp; all lanes agree.
+                    // A handler's error is per lane: lane 2 alone is refused.
+                    let by = if lane == 2 { u64::MAX } else { 0 };
+                    let want = if lane == 2 {
+                        Err(Error::App(Refusal::Underflow))
+                    } else {
+                        Ok(20 * (lane as u64 + 1))
+                    };
+                    assert_eq!(c.apply(lane, Mode::Sub, by, false), want);
+                    // A refusal by the server on one lane fails the call for the warp; all lanes
+                    // agree.
                     let data = vec![0u8; if lane == 2 { 5000 } else { 10 }];
-                    assert_eq!(client.sum(&data), Err(CallError::Rejected));
-                    assert_eq!(client.get(lane).unwrap(), 20 * (lane as u64 + 1));
+                    assert_eq!(c.sum(&data), Err(Error::Status(Status::Rejected)));
+                    assert_eq!(c.get(lane), Ok(20 * (lane as u64 + 1)));
                 });
             }
         });
-        assert_eq!(counters.calls.load(Ordering::Relaxed), 20 * LANES);
+        assert_eq!(counters.calls.load(Ordering::Relaxed), 21 * LANES);
     });
 }
 
@@ -529,7 +719,7 @@ impl service::InlineCall for Direct<'_> {
             return None;
         }
         let mut full = [0u8; service::INLINE_BYTES];
-        let (status, len) = self.service.dispatch_inline(opcode, request, &mut full)?;
+        let (status, len) = Counter::dispatch_inline(self.service, opcode, request, &mut full)?;
         // The caller's bytes, zero past the reply's length.
         full[len.min(service::INLINE_BYTES)..].fill(0);
         reply.copy_from_slice(&full[..reply.len()]);
@@ -541,87 +731,109 @@ impl service::InlineCall for Direct<'_> {
 #[test]
 fn fixed_calls_go_inline_when_the_client_has_a_path_and_the_rest_through_ports() {
     let served = with_server(1, 1, |region, counters| {
-        let add = |counter, delta| Add {
-            counter,
-            _pad: 0,
-            delta,
-        };
         let direct = Direct {
             service: counters,
             carried: AtomicU32::new(0),
             refuse: false,
         };
-        let client = region.client().with_inline(&direct);
-        assert_eq!(client.add(add(2, 5)).unwrap(), 5);
-        assert_eq!(client.get(2).unwrap(), 5);
-        client.ping().unwrap();
+        let site = region.client().with_inline(&direct);
+        let c = Counter::client(&site);
+        assert_eq!(c.add(2, 5), Ok(5));
+        assert_eq!(c.get(2), Ok(5));
+        c.ping().unwrap();
+        // A tagged reply inline, both ways.
+        assert_eq!(c.apply(2, Mode::Add, 0, false), Ok(5));
+        assert_eq!(
+            c.apply(2, Mode::Add, 0, true),
+            Err(Error::App(Refusal::Strict))
+        );
         // Streams and one-way calls take a port.
-        assert_eq!(client.sum(&[1, 2, 3]).unwrap(), 6);
-        client.bump(2).unwrap();
-        while client.get(2).unwrap() < 6 {
+        assert_eq!(c.sum(&[1, 2, 3]), Ok(6));
+        c.bump(2).unwrap();
+        while c.get(2).unwrap() < 6 {
             std::thread::yield_now();
         }
-        // add, get, ping, and every get of the wait above.
-        assert!(direct.carried.load(Ordering::Relaxed) >= 4);
+        // add, get, ping, apply twice, and every get of the wait above.
+        assert!(direct.carried.load(Ordering::Relaxed) >= 6);
         // A path that refuses: the same calls through a port.
         let refusing = Direct {
             service: counters,
             carried: AtomicU32::new(0),
             refuse: true,
         };
-        let client = region.client().with_inline(&refusing);
-        assert_eq!(client.add(add(2, 1)).unwrap(), 7);
-        client.ping().unwrap();
+        let site = region.client().with_inline(&refusing);
+        let c = Counter::client(&site);
+        assert_eq!(c.add(2, 1), Ok(7));
+        c.ping().unwrap();
         assert_eq!(refusing.carried.load(Ordering::Relaxed), 0);
     });
     // Through ports: the stream, the one-way call, and the refused path's add and ping.
     let opcodes: Vec<u32> = served.iter().map(|s| s.opcode).collect();
-    for call in [Counter::Sum, Counter::Bump, Counter::Add, Counter::Ping] {
-        assert!(opcodes.contains(&call.opcode()), "{opcodes:x?}");
+    for call in ["Sum", "Bump", "Add", "Ping"] {
+        let opcode = service::hash_opcode("Counter", call);
+        assert!(opcodes.contains(&opcode), "{call}: {opcodes:x?}");
     }
-    assert!(!opcodes.contains(&Counter::Get.opcode()), "{opcodes:x?}");
+    for call in ["Get", "Apply"] {
+        let opcode = service::hash_opcode("Counter", call);
+        assert!(!opcodes.contains(&opcode), "{call}: {opcodes:x?}");
+    }
 }
 
 #[test]
-fn dispatch_inline_answers_bad_sizes_unknown_calls_and_streams() {
+fn dispatch_inline_answers_bad_bytes_unknown_calls_and_streams() {
     let counters = Counters::default();
     let mut reply = [0u8; service::INLINE_BYTES];
-    let request = Add {
-        counter: 1,
-        _pad: 0,
-        delta: 9,
-    };
-    let add = Counter::Add.opcode();
+    let add = add_opcode();
+    let request = [&1u32.to_ne_bytes()[..], &9u64.to_ne_bytes()].concat();
     assert_eq!(
-        counters.dispatch_inline(add, request.as_bytes(), &mut reply),
+        Counter::dispatch_inline(&counters, add, &request, &mut reply),
         Some((status::OK, 8))
     );
     assert_eq!(u64::read_from_prefix(&reply).unwrap().0, 9);
     // One byte short, one too many: malformed, and nothing runs.
-    let bytes = request.as_bytes();
-    for wrong in [&bytes[..15], &[bytes, &[0]].concat()[..]] {
+    for wrong in [&request[..11], &[&request[..], &[0]].concat()[..]] {
         assert_eq!(
-            counters.dispatch_inline(add, wrong, &mut reply),
+            Counter::dispatch_inline(&counters, add, wrong, &mut reply),
             Some((status::BAD_REQUEST, 0))
         );
     }
     assert_eq!(
-        counters.dispatch_inline(Counter::Ping.opcode(), &[1], &mut reply),
+        Counter::dispatch_inline(&counters, Counter::Ping.opcode(), &[1], &mut reply),
         Some((status::BAD_REQUEST, 0))
     );
+    // Bytes that are not a `Mode`, not a `bool`.
+    for bad in [apply_bytes(1, 0, 1, 0), apply_bytes(1, 1, 1, 0xff)] {
+        assert_eq!(
+            Counter::dispatch_inline(&counters, apply_opcode(), &bad, &mut reply),
+            Some((status::BAD_REQUEST, 0))
+        );
+    }
     assert_eq!(counters.calls.load(Ordering::Relaxed), 1);
+    // A tagged reply: tag 1, then the error.
     assert_eq!(
-        counters.dispatch_inline(0x1234, &[], &mut reply),
+        Counter::dispatch_inline(
+            &counters,
+            apply_opcode(),
+            &apply_bytes(1, 2, 10, 0),
+            &mut reply
+        ),
+        Some((status::OK, 9))
+    );
+    assert_eq!(reply[..2], [1, Refusal::Underflow as u8]);
+    assert_eq!(
+        Counter::dispatch_inline(&counters, 0x1234, &[], &mut reply),
         Some((status::UNKNOWN_OPCODE, 0))
     );
-    for not_inline in [Counter::Sum, Counter::Bytes, Counter::Upper, Counter::Bump] {
+    for not_inline in ["Sum", "Count", "Upper", "Bump"] {
+        let opcode = service::hash_opcode("Counter", not_inline);
         assert_eq!(
-            counters.dispatch_inline(not_inline.opcode(), &[0; 4], &mut reply),
-            None
+            Counter::dispatch_inline(&counters, opcode, &[0; 4], &mut reply),
+            None,
+            "{not_inline}"
         );
     }
     assert_eq!(
-        counters.dispatch_inline(service::HANDSHAKE, &[], &mut reply),
+        Counter::dispatch_inline(&counters, service::HANDSHAKE, &[], &mut reply),
         None
     );
 }

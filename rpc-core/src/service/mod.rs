@@ -1,39 +1,47 @@
 //! Typed services: what `#[derive(RpcOpcodes)]` generates code against.
 //!
-//! A service is a Rust enum with one variant per call; the derive (crate `rpc-derive`, re-exported
-//! here as `RpcOpcodes` with the `derive` feature) gives each call an opcode, a typed client method
-//! and a server trait method, and the service a [`Service`] impl with its schema fingerprint. This
-//! module owns everything both sides of a typed call agree on:
+//! A service is a Rust enum with one variant per call, whose fields are the call's arguments; the
+//! derive (crate `rpc-derive`, re-exported here as `RpcOpcodes` with the `derive` feature) gives
+//! each call an opcode, a method on a generated client type and a handler in a server trait, and
+//! the service a [`Service`] impl with its schema fingerprint. This module owns everything both
+//! sides of a typed call agree on:
 //!
 //! - the [`status`] codes a server sends back in the packet header's status word;
 //! - the opcode schemes ([`class_opcode`], [`hash_opcode`]) and the opcodes reserved for the
 //!   protocol ([`RESERVED_OPCODES`], [`HANDSHAKE`]);
-//! - the schema [`Fingerprint`] (FNV-1a over names, opcodes and wire shapes, computed in `const`);
-//! - the client's error, [`CallError`], and the server's report of one call, [`Served`];
-//! - [`LaneBuffers`], where a server receives streamed requests;
+//! - the schema [`Fingerprint`] (FNV-1a over names, opcodes, argument names, written types and
+//!   wire shapes, computed in `const`);
+//! - [`Bytes`] and [`Text`], the types of streamed arguments and replies in a definition;
+//! - what a call returns when it fails, [`Error`] (the handler's own error, a server's
+//!   [`Status`], a [`Transport`] failure), and the server's report of one call, [`Served`];
+//! - [`Site`], where a generated client makes its calls, and [`CallSite`]/[`InlineCall`], what
+//!   one call runs on;
+//! - [`LaneBuffers`], where a server receives streamed arguments;
 //! - the [`handshake`] a client makes to compare fingerprints with a server over the region.
 //!
 //! # How a typed call crosses
 //!
 //! ```text
-//!  fixed request  : client send(T bytes, rest of slot zero)      -> server recv
-//!  bytes/text req : client send_n(bytes)                          -> server recv_n(limit)
-//!  fixed response : server send(status, T bytes)                 -> client recv
-//!  bytes/text resp: server send_n(status, bytes)                  -> client recv_n(buffer)
-//!  one-way        : no response; the client closes after sending and does not wait
+//!  fixed arguments  : client send(their bytes packed, rest of slot zero)  -> server recv
+//!  a streamed arg   : client send_parts(fixed bytes, then the stream)     -> server recv_n(limit)
+//!  fixed reply      : server send(status, value bytes)                    -> client recv
+//!  streamed reply   : server send_n(status, bytes)                        -> client recv_n(limit)
+//!  error = E        : the reply starts with a tag byte (0 Ok, 1 Err), then the value or E
+//!  one-way          : no reply: the client closes after sending and does not wait
 //! ```
 //!
 //! **Errors the server sends back.** Every reply carries a status. When the server cannot serve a
-//! call (unknown opcode, refused or malformed request) it replies with the status, an empty stream
-//! (every lane's first word zero, so a client waiting for a streamed response reads zero bytes) and
-//! the stream word set to [`STREAM_REJECTED`] (so a client still
-//! streaming its request stops). The client turns any status but [`status::OK`] into a
-//! [`CallError`]; the server goes on serving. Nothing waits forever on a call the server refused.
+//! call (unknown opcode, refused or malformed arguments) it replies with the status, an empty
+//! stream (every lane's first word zero, so a client waiting for a streamed reply reads zero
+//! bytes) and the stream word set to [`STREAM_REJECTED`] (so a client still streaming its
+//! arguments stops). The client turns any status but [`status::OK`] into
+//! [`Error::Status`]; the server goes on serving. Nothing waits forever on a call the server
+//! refused.
 //!
 //! The status word is per packet: on a GPU every lane of a refused call gets the same error.
 
 use crate::lanes::Lanes;
-use crate::layout::{HeaderWord, SLOT_BYTES};
+use crate::layout::HeaderWord;
 use crate::mailbox::Mailbox;
 use crate::port::Port;
 use crate::process::{Client, Process, Server};
@@ -111,13 +119,13 @@ pub trait InlineCall {
     ) -> Option<Result<u32, ProtocolError>>;
 }
 
-/// Where the client methods `#[derive(RpcOpcodes)]` generates make their calls: a client
-/// [`Process`], or a transport's handle that has a process only when a call needs the packets.
+/// What one call of a generated client runs on (a [`Site`]'s claim): a client [`Process`], or a
+/// transport's handle that has a process only when a call needs the packets.
 ///
-/// The generated client trait is implemented for every `CallSite`. A method whose call may
-/// travel inline asks [`inline`](Self::inline) first; every other call, and one the inline path
-/// declines, goes through [`process`](Self::process). A transport whose calls mostly go inline
-/// (`transport-shm`'s claimed ports) can so skip building a process for each call.
+/// A call that may travel inline asks [`inline`](Self::inline) first; every other call, and one
+/// the inline path declines, goes through [`process`](Self::process). A transport whose calls
+/// mostly go inline (`transport-shm`'s claimed ports) can so skip building a process for each
+/// call.
 pub trait CallSite {
     /// The lanes of the client process.
     type Lanes: Lanes;
@@ -250,14 +258,23 @@ impl Shape {
 }
 
 /// A service schema's fingerprint, built in `const` context: FNV-1a 64 over the service name and,
-/// for each call in declaration order, its name, opcode, request shape and response shape.
-/// Two sides compiled from the same definition get the same value; renaming a call, changing an
-/// opcode, or changing a type's size or alignment changes it.
+/// for each call in declaration order, its name and opcode, each argument's name, type as
+/// written and shape, and the reply's and the error's type as written and shape. Two sides
+/// compiled from the same definition get the same value; renaming a call or an argument,
+/// changing an opcode, a written type, or a type's size or alignment changes it.
 ///
 /// ```
 /// use rpc_core::service::{Fingerprint, Shape};
-/// const A: u64 = Fingerprint::new("kv").call("get", 1, Shape::of::<u64>(), Shape::Bytes).finish();
-/// const B: u64 = Fingerprint::new("kv").call("get", 1, Shape::of::<u32>(), Shape::Bytes).finish();
+/// const A: u64 = Fingerprint::new("kv")
+///     .begin_call("Get", 1)
+///     .arg("key", "u64", Shape::of::<u64>())
+///     .reply("Bytes", Shape::Bytes)
+///     .finish();
+/// const B: u64 = Fingerprint::new("kv")
+///     .begin_call("Get", 1)
+///     .arg("key", "u32", Shape::of::<u32>())
+///     .reply("Bytes", Shape::Bytes)
+///     .finish();
 /// assert_ne!(A, B);
 /// ```
 #[derive(Clone, Copy, Debug)]
@@ -272,7 +289,8 @@ impl Fingerprint {
         ))
     }
 
-    /// Adds one call.
+    /// Adds one call, by the shapes of a single request and response (the scheme of services
+    /// that predate argument lists; derived services use [`begin_call`](Self::begin_call)).
     pub const fn call(self, name: &str, opcode: u32, request: Shape, response: Shape) -> Self {
         let mut h = fnv1a_64(self.0, b"\0");
         h = fnv1a_64(h, name.as_bytes());
@@ -356,7 +374,8 @@ pub trait Dispatch<H: ?Sized>: Service {
     ) -> Option<(u32, usize)>;
 }
 
-/// Why a typed call failed on the client.
+/// Why a call failed on the client, as the transports that do not use the derived clients yet
+/// report it. Derived services return [`Error`]; new code should not use this type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CallError {
@@ -373,7 +392,7 @@ pub enum CallError {
     BadRequest,
     /// The response text is not UTF-8.
     BadResponse,
-    /// The two sides were built from different schemas (from [`handshake`]).
+    /// The two sides were built from different schemas.
     Mismatch {
         /// This side's fingerprint.
         client: u64,
@@ -469,11 +488,12 @@ impl LaneBuffers for NoBuffers {
 
 /// Compares this side's schema with the server's: sends `S::FINGERPRINT` with opcode
 /// [`HANDSHAKE`]; the server's dispatch answers with its own. Returns
-/// [`CallError::Mismatch`] when they differ (the server counts the call as
-/// [`status::FINGERPRINT_MISMATCH`] and keeps running).
+/// [`Status::Mismatch`] when they differ (the server counts the call as
+/// [`status::FINGERPRINT_MISMATCH`] and keeps running), and any other refusal or protocol
+/// failure as the generated calls do.
 pub fn handshake<S: Service, L: Lanes, M: Mailbox, W: Wait>(
     client: &Process<'_, Client, L, M, W>,
-) -> Result<(), CallError> {
+) -> Result<(), Error> {
     let mut port = client.open(HANDSHAKE)?;
     let mut server = 0;
     port.send_and_recv(
@@ -485,11 +505,11 @@ pub fn handshake<S: Service, L: Lanes, M: Mailbox, W: Wait>(
     )?;
     match port.status() {
         status::OK if server == S::FINGERPRINT => Ok(()),
-        status::OK | status::FINGERPRINT_MISMATCH => Err(CallError::Mismatch {
+        status::OK | status::FINGERPRINT_MISMATCH => Err(Error::Status(Status::Mismatch {
             client: S::FINGERPRINT,
             server,
-        }),
-        s => CallError::from_status(s, HANDSHAKE),
+        })),
+        code => Err(Error::Status(Status::from_code(code, HANDSHAKE))),
     }
 }
 
@@ -502,49 +522,6 @@ pub mod __private {
     pub use zerocopy;
 
     use super::*;
-    use zerocopy::{FromBytes, Immutable, IntoBytes};
-
-    /// Writes `value` at the start of `slot` and zeroes the rest (no stale bytes cross).
-    #[inline(always)]
-    pub fn write_slot<T: IntoBytes + Immutable>(slot: &mut crate::Slot, value: &T) {
-        let bytes = value.as_bytes();
-        let n = bytes.len().min(SLOT_BYTES);
-        slot.words = [0; 8];
-        slot.as_bytes_mut()[..n].copy_from_slice(&bytes[..n]);
-    }
-
-    /// Reads a `T` from the start of `slot` (the derive asserts `T` fits).
-    #[inline(always)]
-    pub fn read_slot<T: FromBytes>(slot: &crate::Slot) -> T {
-        match T::read_from_prefix(slot.as_bytes()) {
-            Ok((value, _)) => value,
-            Err(_) => T::new_zeroed(),
-        }
-    }
-
-    /// Whether an inline call with request `Q` and reply `R` fits [`INLINE_BYTES`].
-    pub const fn inline_fits<Q, R>() -> bool {
-        core::mem::size_of::<Q>() <= INLINE_BYTES && core::mem::size_of::<R>() <= INLINE_BYTES
-    }
-
-    /// Decodes an inline request: exactly a `Q`'s bytes, else `None` (a malformed request).
-    #[inline(always)]
-    pub fn inline_request<Q: FromBytes>(request: &[u8]) -> Option<Q> {
-        Q::read_from_bytes(request).ok()
-    }
-
-    /// Writes an inline reply at the start of `reply` (the caller checked it fits); returns its
-    /// length.
-    #[inline(always)]
-    pub fn inline_reply<R: IntoBytes + Immutable>(
-        reply: &mut [u8; INLINE_BYTES],
-        value: &R,
-    ) -> usize {
-        let bytes = value.as_bytes();
-        let n = bytes.len().min(INLINE_BYTES);
-        reply[..n].copy_from_slice(&bytes[..n]);
-        n
-    }
 
     /// The lanes of the packet this executing lane handles (a host server: all of them).
     pub fn handled_lanes<S: crate::Side, L: Lanes, M: Mailbox, W: Wait>(
@@ -562,120 +539,6 @@ pub mod __private {
             }
         }
         mine
-    }
-
-    // ---- client ----
-
-    /// Makes a call through the client's [`InlineCall`], if it has one and `Q` and `R` fit;
-    /// `None` otherwise (the caller uses the packets).
-    #[inline(always)]
-    pub fn inline_call<Q, R>(
-        inline: Option<&(impl InlineCall + ?Sized)>,
-        opcode: u32,
-        request: &Q,
-    ) -> Option<Result<R, CallError>>
-    where
-        Q: IntoBytes + Immutable,
-        R: FromBytes,
-    {
-        if !inline_fits::<Q, R>() {
-            return None;
-        }
-        let inline = inline?;
-        let mut reply = [0u8; INLINE_BYTES];
-        // Only an `R`'s bytes are asked for: a length the compiler knows here.
-        let wanted = &mut reply[..core::mem::size_of::<R>()];
-        Some(
-            match inline.call_inline(opcode, request.as_bytes(), wanted)? {
-                Ok(status) => CallError::from_status(status, opcode).map(|()| {
-                    match R::read_from_prefix(&reply) {
-                        Ok((value, _)) => value,
-                        Err(_) => R::new_zeroed(),
-                    }
-                }),
-                Err(e) => Err(CallError::Port(e)),
-            },
-        )
-    }
-
-    /// Opens a port for a call.
-    #[inline(always)]
-    pub fn open<'p, 'a, L: Lanes, M: Mailbox, W: Wait>(
-        client: &'p Process<'a, Client, L, M, W>,
-        opcode: u32,
-    ) -> Result<Port<'p, 'a, Client, L, M, W>, CallError> {
-        Ok(client.open(opcode)?)
-    }
-
-    /// Sends a fixed request.
-    #[inline(always)]
-    pub fn send_value<T: IntoBytes + Immutable, L: Lanes, M: Mailbox, W: Wait>(
-        port: &mut Port<'_, '_, Client, L, M, W>,
-        value: &T,
-    ) -> Result<(), CallError> {
-        Ok(port.send(|slot, _| write_slot(slot, value))?)
-    }
-
-    /// Streams a request. A refusal ends the call: an unknown opcode at once; a refusal by a
-    /// server that knows the call after its reply (unless the call is one-way).
-    pub fn send_stream<L: Lanes, M: Mailbox, W: Wait>(
-        port: &mut Port<'_, '_, Client, L, M, W>,
-        bytes: &[u8],
-        oneway: bool,
-    ) -> Result<(), CallError> {
-        match port.send_n(|_| bytes) {
-            Ok(()) => Ok(()),
-            Err(ProtocolError::Rejected) => {
-                let status = port.status();
-                if status == status::OK && !oneway {
-                    // The server refused mid-stream and will reply; take the reply.
-                    port.recv(|_, _| {})?;
-                    CallError::from_status(port.status(), port.opcode())?;
-                } else {
-                    CallError::from_status(status, port.opcode())?;
-                }
-                Err(CallError::Rejected)
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Receives a fixed response.
-    #[inline(always)]
-    pub fn recv_value<T: FromBytes, L: Lanes, M: Mailbox, W: Wait>(
-        port: &mut Port<'_, '_, Client, L, M, W>,
-    ) -> Result<T, CallError> {
-        let mut value = None;
-        port.recv(|slot, _| value = Some(read_slot::<T>(slot)))?;
-        CallError::from_status(port.status(), port.opcode())?;
-        Ok(value.unwrap_or_else(T::new_zeroed))
-    }
-
-    /// Receives a streamed response into `out`; returns the bytes received.
-    pub fn recv_stream<'b, L: Lanes, M: Mailbox, W: Wait>(
-        port: &mut Port<'_, '_, Client, L, M, W>,
-        out: &'b mut [u8],
-    ) -> Result<&'b mut [u8], CallError> {
-        let limit = out.len() as u64;
-        let mut sink = crate::SliceSink::new(&mut *out);
-        let got = port.recv_n(limit, &mut sink);
-        let len = sink.len();
-        // The server's status comes first (an error reply is an empty stream). After refusing a
-        // longer stream this side has handed the packet back and reports the refusal.
-        if port.owns_packet() {
-            CallError::from_status(port.status(), port.opcode())?;
-        }
-        got?;
-        Ok(&mut out[..len])
-    }
-
-    /// Receives a streamed text response into `out`.
-    pub fn recv_text<'b, L: Lanes, M: Mailbox, W: Wait>(
-        port: &mut Port<'_, '_, Client, L, M, W>,
-        out: &'b mut [u8],
-    ) -> Result<&'b str, CallError> {
-        let bytes = recv_stream(port, out)?;
-        core::str::from_utf8(bytes).map_err(|_| CallError::BadResponse)
     }
 
     // ---- server ----
@@ -749,17 +612,5 @@ pub mod __private {
             opcode: super::HANDSHAKE,
             status,
         })
-    }
-
-    /// The lanes' texts, or `None` if one is not UTF-8.
-    pub fn lane_texts<B: LaneBuffers>(buffers: &B, lanes: u64) -> Option<[&str; 64]> {
-        let mut texts = [""; 64];
-        let mut mask = lanes;
-        while mask != 0 {
-            let lane = mask.trailing_zeros();
-            mask &= mask - 1;
-            texts[lane as usize] = core::str::from_utf8(buffers.lane(lane)).ok()?;
-        }
-        Some(texts)
     }
 }

@@ -215,6 +215,8 @@ trait ReplyOut {
     /// Whether `len` payload bytes can be taken (and, for a vector, room made for them).
     fn accept(&mut self, len: usize) -> bool;
     fn bytes(&mut self) -> &mut [u8];
+    /// The most payload bytes it takes (reported when a reply is refused).
+    fn room(&self) -> u64;
 }
 
 impl ReplyOut for &mut [u8] {
@@ -223,6 +225,9 @@ impl ReplyOut for &mut [u8] {
     }
     fn bytes(&mut self) -> &mut [u8] {
         self
+    }
+    fn room(&self) -> u64 {
+        self.len() as u64
     }
 }
 
@@ -235,6 +240,9 @@ impl ReplyOut for alloc::vec::Vec<u8> {
     }
     fn bytes(&mut self) -> &mut [u8] {
         self
+    }
+    fn room(&self) -> u64 {
+        u64::MAX
     }
 }
 
@@ -369,6 +377,8 @@ fn call_streamed<C: CallSite + ?Sized, const Q: usize, O: ReplyOut>(
         announced: 0,
         overflow: false,
     };
+    // What this client takes: the call's limit, and a caller's buffer.
+    let took = limit.min(sink.out.room());
     let whole = limit.saturating_add(tagged as u64);
     let got = port.recv_n(whole, &mut sink);
     if let Err(e) = got {
@@ -382,7 +392,7 @@ fn call_streamed<C: CallSite + ?Sized, const Q: usize, O: ReplyOut>(
             crate::Error::TooLarge { .. } | crate::Error::Sink { .. } => {
                 Error::Status(Status::ReplyTooLarge {
                     len: sink.announced.saturating_sub(tagged as u64),
-                    limit,
+                    limit: took,
                 })
             }
             e => e.into(),
@@ -398,7 +408,7 @@ fn call_streamed<C: CallSite + ?Sized, const Q: usize, O: ReplyOut>(
         _ if len == 0 => Err(Error::Status(Status::BadResponse)),
         0 if sink.overflow => Err(Error::Status(Status::ReplyTooLarge {
             len: len as u64 - 1,
-            limit,
+            limit: took,
         })),
         0 => Ok((sink.out, len - 1, None)),
         1 if len - 1 <= SLOT_BYTES => Ok((sink.out, 0, Some(sink.error))),

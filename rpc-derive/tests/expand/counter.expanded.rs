@@ -1,335 +1,372 @@
+#[allow(clippy::int_plus_one)]
 const _: () = {
     #[allow(dead_code)]
     fn __rpc_assert_wire<T>()
     where
-        T: ?Sized + ::rpc_core::__private::zerocopy::IntoBytes
-            + ::rpc_core::__private::zerocopy::FromBytes
-            + ::rpc_core::__private::zerocopy::Immutable
-            + ::rpc_core::__private::zerocopy::KnownLayout,
+        T: ::rpc_core::__private::zerocopy::IntoBytes
+            + ::rpc_core::__private::zerocopy::TryFromBytes
+            + ::rpc_core::__private::zerocopy::Immutable,
     {}
     #[allow(dead_code)]
     fn __rpc_assert_all() {
-        __rpc_assert_wire::<Add>();
         __rpc_assert_wire::<u64>();
         __rpc_assert_wire::<u64>();
         __rpc_assert_wire::<u32>();
         __rpc_assert_wire::<u64>();
+        __rpc_assert_wire::<StoreError>();
+        let _: ::core::marker::PhantomData<::rpc_core::service::Bytes> = ::core::marker::PhantomData::<
+            Bytes,
+        >;
+        __rpc_assert_wire::<u32>();
+        __rpc_assert_wire::<StoreError>();
+        let _: ::core::marker::PhantomData<::rpc_core::service::Text> = ::core::marker::PhantomData::<
+            Text,
+        >;
+        __rpc_assert_wire::<u32>();
     }
     ::core::assert!(
-        ::core::mem::size_of:: < Add > () <= ::rpc_core::layout::SLOT_BYTES,
-        "the request type of call `Add` is larger than a 64-byte slot: make it smaller, or stream it (`request = [u8]`)"
+        0usize + ::core::mem::size_of:: < u64 > () <= ::rpc_core::layout::SLOT_BYTES,
+        "the fixed arguments of call `Add` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
     );
     ::core::assert!(
         ::core::mem::size_of:: < u64 > () <= ::rpc_core::layout::SLOT_BYTES,
-        "the response type of call `Add` is larger than a 64-byte slot: make it smaller, or stream it (`response = [u8]`)"
+        "the reply of call `Add` (its value) takes more than a 64-byte slot: make it smaller, or reply `Bytes`"
     );
     ::core::assert!(
-        ::core::mem::size_of:: < u64 > () <= ::rpc_core::layout::SLOT_BYTES,
-        "the response type of call `Sum` is larger than a 64-byte slot: make it smaller, or stream it (`response = [u8]`)"
+        0usize + ::core::mem::size_of:: < u32 > () <= ::rpc_core::layout::SLOT_BYTES,
+        "the fixed arguments of call `Put` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
     );
     ::core::assert!(
-        ::core::mem::size_of:: < u32 > () <= ::rpc_core::layout::SLOT_BYTES,
-        "the request type of call `Name` is larger than a 64-byte slot: make it smaller, or stream it (`request = [u8]`)"
+        1usize + ::rpc_core::__private::max(::core::mem::size_of:: < u64 > (),
+        ::core::mem::size_of:: < StoreError > ()) <= ::rpc_core::layout::SLOT_BYTES,
+        "the reply of call `Put` (its value, or its error, and a tag byte) takes more than a 64-byte slot: make it smaller, or reply `Bytes`"
     );
     ::core::assert!(
-        ::core::mem::size_of:: < u64 > () <= ::rpc_core::layout::SLOT_BYTES,
-        "the request type of call `Bump` is larger than a 64-byte slot: make it smaller, or stream it (`request = [u8]`)"
+        0usize + ::core::mem::size_of:: < u32 > () <= ::rpc_core::layout::SLOT_BYTES,
+        "the fixed arguments of call `Name` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
     );
-    let _ = ::core::mem::ManuallyDrop::new(Counter::Add);
-    let _ = ::core::mem::ManuallyDrop::new(Counter::Sum);
-    let _ = ::core::mem::ManuallyDrop::new(Counter::Name);
-    let _ = ::core::mem::ManuallyDrop::new(Counter::Bump);
-    let _ = ::core::mem::ManuallyDrop::new(Counter::Ping);
+    ::core::assert!(
+        1usize + ::rpc_core::__private::max(0usize, ::core::mem::size_of:: < StoreError >
+        ()) <= ::rpc_core::layout::SLOT_BYTES,
+        "the reply of call `Name` (its value, or its error, and a tag byte) takes more than a 64-byte slot: make it smaller, or reply `Bytes`"
+    );
+    ::core::assert!(
+        0usize + ::core::mem::size_of:: < u32 > () <= ::rpc_core::layout::SLOT_BYTES,
+        "the fixed arguments of call `Touch` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
+    );
+    ::core::assert!(
+        0usize <= ::rpc_core::layout::SLOT_BYTES,
+        "the fixed arguments of call `Reset` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
+    );
+    #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
+    fn __rpc_used() {
+        let _ = Counter::Add { n: loop {} };
+        let _ = Counter::Put {
+            key: loop {},
+            value: loop {},
+        };
+        let _ = Counter::Name { key: loop {} };
+        let _ = Counter::Touch(loop {});
+        let _ = Counter::Reset;
+    }
+    #[allow(dead_code)]
+    fn __rpc_read(call: &Counter) {
+        match call {
+            Counter::Add { n: __rpc_f0 } => {
+                let _ = (__rpc_f0,);
+            }
+            Counter::Put { key: __rpc_f0, value: __rpc_f1 } => {
+                let _ = (__rpc_f0, __rpc_f1);
+            }
+            Counter::Name { key: __rpc_f0 } => {
+                let _ = (__rpc_f0,);
+            }
+            Counter::Touch(__rpc_f0) => {
+                let _ = (__rpc_f0,);
+            }
+            Counter::Reset => {}
+        }
+    }
 };
 impl Counter {
+    #[doc(hidden)]
+    const __RPC_LIMIT_2: u64 = MAX_NAME;
     /// This call's opcode.
     pub const fn opcode(&self) -> u32 {
         match self {
-            Self::Add => 0xe06cac36u32,
-            Self::Sum => 0xa2af2b86u32,
-            Self::Name => 0x8a8506d8u32,
-            Self::Bump => 0x00000007u32,
-            Self::Ping => 0xde105b87u32,
-        }
-    }
-    /// The call with this opcode, if the service has one.
-    pub const fn from_opcode(opcode: u32) -> ::core::option::Option<Self> {
-        match opcode {
-            0xe06cac36u32 => ::core::option::Option::Some(Self::Add),
-            0xa2af2b86u32 => ::core::option::Option::Some(Self::Sum),
-            0x8a8506d8u32 => ::core::option::Option::Some(Self::Name),
-            0x00000007u32 => ::core::option::Option::Some(Self::Bump),
-            0xde105b87u32 => ::core::option::Option::Some(Self::Ping),
-            _ => ::core::option::Option::None,
+            Self::Add { .. } => 0xe06cac36u32,
+            Self::Put { .. } => 0xeb709090u32,
+            Self::Name { .. } => 0x8a8506d8u32,
+            Self::Touch(..) => 0xb61020fau32,
+            Self::Reset => 0x00000007u32,
         }
     }
     /// The schema fingerprint (`rpc_core::service::Service::FINGERPRINT`).
     pub const FINGERPRINT: u64 = <Self as ::rpc_core::service::Service>::FINGERPRINT;
-}
-impl ::rpc_core::service::Service for Counter {
-    const NAME: &'static str = "counter";
-    const FINGERPRINT: u64 = ::rpc_core::service::Fingerprint::new("counter")
-        .call(
-            "Add",
-            0xe06cac36u32,
-            ::rpc_core::service::Shape::of::<Add>(),
-            ::rpc_core::service::Shape::of::<u64>(),
-        )
-        .call(
-            "Sum",
-            0xa2af2b86u32,
-            ::rpc_core::service::Shape::Bytes,
-            ::rpc_core::service::Shape::of::<u64>(),
-        )
-        .call(
-            "Name",
-            0x8a8506d8u32,
-            ::rpc_core::service::Shape::of::<u32>(),
-            ::rpc_core::service::Shape::Text,
-        )
-        .call(
-            "Bump",
-            0x00000007u32,
-            ::rpc_core::service::Shape::of::<u64>(),
-            ::rpc_core::service::Shape::None,
-        )
-        .call(
-            "Ping",
-            0xde105b87u32,
-            ::rpc_core::service::Shape::of::<()>(),
-            ::rpc_core::service::Shape::of::<()>(),
-        )
-        .finish();
-    const OPCODES: &'static [u32] = &[
-        0xe06cac36u32, 0xa2af2b86u32, 0x8a8506d8u32, 0x00000007u32, 0xde105b87u32,
-    ];
-}
-/**The client side of service `counter`: one method per call of [`Counter`], for every client `rpc_core::Process` (and every other `rpc_core::service::CallSite`).
-
-Every active lane calls a method together with the others (on a GPU: convergently), each with its own request, and gets its own response. A method opens a port with the call's opcode, sends, and (unless the call is one-way) waits for the reply under the process's wait policy; a server that does not know the call answers with an error instead of leaving the caller waiting.*/
-pub trait CounterClient {
-    /// Adds to a counter; returns the new value.
-    ///
-    ///Calls `Add` (opcode `0xe06cac36`).
-    fn add(
-        &self,
-        request: Add,
-    ) -> ::core::result::Result<u64, ::rpc_core::service::CallError>;
-    ///Calls `Sum` (opcode `0xa2af2b86`).
-    fn sum(
-        &self,
-        request: &[u8],
-    ) -> ::core::result::Result<u64, ::rpc_core::service::CallError>;
-    ///Calls `Name` (opcode `0x8a8506d8`).
-    fn name<'__rpc_b>(
-        &self,
-        request: u32,
-        response: &'__rpc_b mut [u8],
-    ) -> ::core::result::Result<&'__rpc_b str, ::rpc_core::service::CallError>;
-    ///Calls `Bump` (opcode `0x00000007`, one-way).
-    fn bump(
-        &self,
-        request: u64,
-    ) -> ::core::result::Result<(), ::rpc_core::service::CallError>;
-    ///Calls `Ping` (opcode `0xde105b87`).
-    fn ping(&self) -> ::core::result::Result<(), ::rpc_core::service::CallError>;
-}
-impl<__RpcC> CounterClient for __RpcC
-where
-    __RpcC: ::rpc_core::service::CallSite + ?::core::marker::Sized,
-{
-    fn add(
-        &self,
-        request: Add,
-    ) -> ::core::result::Result<u64, ::rpc_core::service::CallError> {
-        if let ::core::option::Option::Some(__result) = ::rpc_core::__private::inline_call::<
-            Add,
-            u64,
-        >(::rpc_core::service::CallSite::inline(self), 0xe06cac36u32, &request) {
-            return __result;
+    /// The client of this service over `site` (a call site of any transport).
+    pub fn client<__RpcS: ::rpc_core::service::Site>(
+        site: __RpcS,
+    ) -> CounterClient<__RpcS> {
+        CounterClient {
+            site,
+            deadline: ::core::option::Option::None,
         }
-        let mut port = ::rpc_core::__private::open(
-            ::rpc_core::service::CallSite::process(self),
-            0xe06cac36u32,
-        )?;
-        ::rpc_core::__private::send_value(&mut port, &request)?;
-        ::rpc_core::__private::recv_value::<u64, _, _, _>(&mut port)
     }
-    fn sum(
-        &self,
-        request: &[u8],
-    ) -> ::core::result::Result<u64, ::rpc_core::service::CallError> {
-        let mut port = ::rpc_core::__private::open(
-            ::rpc_core::service::CallSite::process(self),
-            0xa2af2b86u32,
-        )?;
-        ::rpc_core::__private::send_stream(&mut port, request, false)?;
-        ::rpc_core::__private::recv_value::<u64, _, _, _>(&mut port)
-    }
-    fn name<'__rpc_b>(
-        &self,
-        request: u32,
-        response: &'__rpc_b mut [u8],
-    ) -> ::core::result::Result<&'__rpc_b str, ::rpc_core::service::CallError> {
-        let mut port = ::rpc_core::__private::open(
-            ::rpc_core::service::CallSite::process(self),
-            0x8a8506d8u32,
-        )?;
-        ::rpc_core::__private::send_value(&mut port, &request)?;
-        ::rpc_core::__private::recv_text(&mut port, response)
-    }
-    fn bump(
-        &self,
-        request: u64,
-    ) -> ::core::result::Result<(), ::rpc_core::service::CallError> {
-        let mut port = ::rpc_core::__private::open(
-            ::rpc_core::service::CallSite::process(self),
-            0x00000007u32,
-        )?;
-        ::rpc_core::__private::send_value(&mut port, &request)?;
-        ::core::result::Result::Ok(())
-    }
-    fn ping(&self) -> ::core::result::Result<(), ::rpc_core::service::CallError> {
-        if let ::core::option::Option::Some(__result) = ::rpc_core::__private::inline_call::<
-            (),
-            (),
-        >(::rpc_core::service::CallSite::inline(self), 0xde105b87u32, &()) {
-            return __result;
-        }
-        let mut port = ::rpc_core::__private::open(
-            ::rpc_core::service::CallSite::process(self),
-            0xde105b87u32,
-        )?;
-        ::rpc_core::__private::send_value(&mut port, &())?;
-        ::rpc_core::__private::recv_value::<(), _, _, _>(&mut port)
-    }
-}
-/**The server side of service `counter`: one handler per call of [`Counter`], and [`dispatch`](CounterServer::dispatch) to serve one call.
-
-A handler runs once for each active lane of the call, in lane order, on the server thread that opened the port (a host server handles every lane of a GPU warp's call). Handlers take `&self`, so several server threads may share one service.*/
-pub trait CounterServer {
-    /// Adds to a counter; returns the new value.
-    ///
-    ///Serves `Add` (opcode `0xe06cac36`).
-    fn add(&self, request: Add) -> u64;
-    ///Serves `Sum` (opcode `0xa2af2b86`).
-    fn sum(&self, request: &[u8]) -> u64;
-    ///Serves `Name` (opcode `0x8a8506d8`).
-    fn name(&self, request: u32) -> impl ::core::convert::AsRef<str>;
-    ///Serves `Bump` (opcode `0x00000007`, one-way).
-    fn bump(&self, request: u64);
-    ///Serves `Ping` (opcode `0xde105b87`).
-    fn ping(&self);
-    /// Serves the call on `port`, a port this server just opened: reads the opcode,
-    /// decodes each lane's request, calls the handler once per lane, and replies. A call
-    /// the service does not have gets `status::UNKNOWN_OPCODE` back; a request stream
-    /// longer than the call's `limit` (or than `buffers` take) gets `status::REJECTED`;
-    /// the handshake opcode is answered with this service's fingerprint. `buffers`
-    /// receives streamed requests (`Vec::new()` with `alloc`).
+    /// Serves the call on `port`, a port a server just opened: reads the opcode, decodes
+    /// each lane's arguments, calls the handler once per lane, and replies. A call the
+    /// service does not have gets `status::UNKNOWN_OPCODE` back; arguments that do not
+    /// decode, `status::BAD_REQUEST`; a streamed argument longer than the call's `limit`
+    /// (or than `buffers` take), `status::REJECTED`: in each case no handler runs. The
+    /// handshake opcode is answered with this service's fingerprint. `buffers` receives
+    /// streamed arguments (`Vec::new()` with `alloc`).
     ///
     /// Returns what was served, or the protocol error (the client stalled).
-    fn dispatch<__RpcL, __RpcM, __RpcW, __RpcB>(
-        &self,
+    pub fn dispatch<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
+        handler: &__RpcH,
         port: &mut ::rpc_core::Port<'_, '_, ::rpc_core::Server, __RpcL, __RpcM, __RpcW>,
         buffers: &mut __RpcB,
     ) -> ::core::result::Result<::rpc_core::service::Served, ::rpc_core::Error>
     where
+        __RpcH: CounterServer + ?::core::marker::Sized,
         __RpcL: ::rpc_core::Lanes,
         __RpcM: ::rpc_core::Mailbox,
         __RpcW: ::rpc_core::Wait,
         __RpcB: ::rpc_core::service::LaneBuffers,
     {
-        let _ = &buffers;
+        let _ = (&handler, &buffers);
         match port.opcode() {
             0xe06cac36u32 => {
+                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
+                const __RPC_R: usize = ::core::mem::size_of::<u64>();
+                let mut __rpc_bad = false;
+                port.recv(|slot, _| {
+                    let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
+                    __rpc_bad
+                        |= (|| ::core::option::Option::Some((
+                            ::rpc_core::__private::take::<u64>(__rpc_bytes, 0usize)?,
+                        )))()
+                            .is_none();
+                })?;
+                if __rpc_bad {
+                    ::rpc_core::__private::reply_error(
+                        port,
+                        ::rpc_core::service::status::BAD_REQUEST,
+                    )?;
+                    return ::core::result::Result::Ok(::rpc_core::service::Served {
+                        opcode: 0xe06cac36u32,
+                        status: ::rpc_core::service::status::BAD_REQUEST,
+                    });
+                }
                 port.set_status(::rpc_core::service::status::OK);
-                port.recv_and_send(|slot, _| {
-                    #[allow(clippy::let_unit_value)]
-                    let __reply = <Self as CounterServer>::add(
-                        self,
-                        ::rpc_core::__private::read_slot::<Add>(slot),
-                    );
-                    ::rpc_core::__private::write_slot(slot, &__reply);
+                port.send(|slot, _| {
+                    let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
+                    let __rpc_args = (|| ::core::option::Option::Some((
+                        ::rpc_core::__private::take::<u64>(__rpc_bytes, 0usize)?,
+                    )))();
+                    slot.words = [0; 8];
+                    if let ::core::option::Option::Some((__rpc_arg0,)) = __rpc_args {
+                        #[allow(clippy::let_unit_value)]
+                        let __rpc_reply = <__RpcH as CounterServer>::add(
+                            handler,
+                            __rpc_arg0,
+                        );
+                        let mut __rpc_buf = [0u8; __RPC_R];
+                        ::rpc_core::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
+                        slot.as_bytes_mut()[..__RPC_R].copy_from_slice(&__rpc_buf);
+                    }
                 })?;
                 ::core::result::Result::Ok(::rpc_core::service::Served {
                     opcode: 0xe06cac36u32,
                     status: ::rpc_core::service::status::OK,
                 })
             }
-            0xa2af2b86u32 => {
-                let __lanes = ::rpc_core::__private::handled_lanes(port);
+            0xeb709090u32 => {
+                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+                const __RPC_R: usize = 1usize
+                    + ::rpc_core::__private::max(
+                        ::core::mem::size_of::<u64>(),
+                        ::core::mem::size_of::<StoreError>(),
+                    );
+                let __rpc_lanes = ::rpc_core::__private::handled_lanes(port);
                 if !::rpc_core::__private::recv_stream_request(
                     port,
-                    4096u64,
+                    65536u64.saturating_add(__RPC_Q as u64),
                     buffers,
                     false,
                 )? {
                     return ::core::result::Result::Ok(::rpc_core::service::Served {
-                        opcode: 0xa2af2b86u32,
+                        opcode: 0xeb709090u32,
                         status: ::rpc_core::service::status::REJECTED,
                     });
                 }
-                let mut __replies: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
+                let mut __rpc_args: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
                     _|
                 ::core::option::Option::None);
-                let mut __mask = __lanes;
-                while __mask != 0 {
-                    let __lane = __mask.trailing_zeros() as usize;
-                    __mask &= __mask - 1;
-                    __replies[__lane] = ::core::option::Option::Some(
-                        <Self as CounterServer>::sum(
-                            self,
-                            ::rpc_core::service::LaneBuffers::lane(
-                                &*buffers,
-                                __lane as u32,
-                            ),
-                        ),
+                let mut __rpc_bad = false;
+                let mut __rpc_mask = __rpc_lanes;
+                while __rpc_mask != 0 {
+                    let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
+                    __rpc_mask &= __rpc_mask - 1;
+                    let __rpc_all = ::rpc_core::service::LaneBuffers::lane(
+                        &*buffers,
+                        __rpc_lane as u32,
                     );
-                }
-                port.set_status(::rpc_core::service::status::OK);
-                port.send(|slot, lane| match &__replies[lane as usize] {
-                    ::core::option::Option::Some(reply) => {
-                        ::rpc_core::__private::write_slot(slot, reply)
+                    if __rpc_all.len() < __RPC_Q
+                        || (__rpc_all.len() - __RPC_Q) as u64 > 65536u64
+                    {
+                        __rpc_bad = true;
+                        continue;
                     }
-                    ::core::option::Option::None => slot.words = [0; 8],
+                    let (__rpc_bytes, __rpc_body) = __rpc_all.split_at(__RPC_Q);
+                    match (|| ::core::option::Option::Some((
+                        ::rpc_core::__private::take::<u32>(__rpc_bytes, 0usize)?,
+                    )))() {
+                        ::core::option::Option::Some((__rpc_arg0,)) => {
+                            __rpc_args[__rpc_lane] = ::core::option::Option::Some((
+                                (__rpc_arg0,),
+                                __rpc_body,
+                            ));
+                        }
+                        ::core::option::Option::None => __rpc_bad = true,
+                    }
+                }
+                if __rpc_bad {
+                    ::rpc_core::__private::reply_error(
+                        port,
+                        ::rpc_core::service::status::BAD_REQUEST,
+                    )?;
+                    return ::core::result::Result::Ok(::rpc_core::service::Served {
+                        opcode: 0xeb709090u32,
+                        status: ::rpc_core::service::status::BAD_REQUEST,
+                    });
+                }
+                let mut __rpc_replies: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
+                    _|
+                ::core::option::Option::None);
+                for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate() {
+                    if let ::core::option::Option::Some(((__rpc_arg0,), __rpc_body)) = __rpc_arg
+                        .take()
+                    {
+                        let _ = &__rpc_body;
+                        #[allow(clippy::let_unit_value)]
+                        let __rpc_reply = <__RpcH as CounterServer>::put(
+                            handler,
+                            __rpc_arg0,
+                            __rpc_body,
+                        );
+                        __rpc_replies[__rpc_lane] = ::core::option::Option::Some(
+                            __rpc_reply,
+                        );
+                    }
+                }
+                let _ = __RPC_R;
+                port.set_status(::rpc_core::service::status::OK);
+                port.send(|slot, lane| {
+                    slot.words = [0; 8];
+                    if let ::core::option::Option::Some(reply) = &__rpc_replies[lane
+                        as usize]
+                    {
+                        let mut __rpc_buf = [0u8; __RPC_R];
+                        ::rpc_core::__private::put_result(&mut __rpc_buf, reply);
+                        slot.as_bytes_mut()[..__RPC_R].copy_from_slice(&__rpc_buf);
+                    }
                 })?;
                 ::core::result::Result::Ok(::rpc_core::service::Served {
-                    opcode: 0xa2af2b86u32,
+                    opcode: 0xeb709090u32,
                     status: ::rpc_core::service::status::OK,
                 })
             }
             0x8a8506d8u32 => {
-                let __lanes = ::rpc_core::__private::handled_lanes(port);
-                let mut __requests: [::core::option::Option<u32>; 64] = ::core::array::from_fn(|
-                    _|
-                ::core::option::Option::None);
-                port.recv(|slot, lane| {
-                    __requests[lane as usize] = ::core::option::Option::Some(
-                        ::rpc_core::__private::read_slot::<u32>(slot),
+                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+                const __RPC_R: usize = 1usize
+                    + ::rpc_core::__private::max(
+                        0usize,
+                        ::core::mem::size_of::<StoreError>(),
                     );
+                let __rpc_lanes = ::rpc_core::__private::handled_lanes(port);
+                let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
+                port.recv(|slot, lane| {
+                    __rpc_reqs[lane as usize]
+                        .copy_from_slice(&slot.as_bytes()[..__RPC_Q]);
                 })?;
-                let mut __replies: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
+                let mut __rpc_args: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
                     _|
                 ::core::option::Option::None);
-                let mut __mask = __lanes;
-                while __mask != 0 {
-                    let __lane = __mask.trailing_zeros() as usize;
-                    __mask &= __mask - 1;
-                    if let ::core::option::Option::Some(__request) = __requests[__lane]
+                let mut __rpc_bad = false;
+                let mut __rpc_mask = __rpc_lanes;
+                while __rpc_mask != 0 {
+                    let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
+                    __rpc_mask &= __rpc_mask - 1;
+                    let __rpc_bytes: &[u8] = &__rpc_reqs[__rpc_lane];
+                    let __rpc_body = ();
+                    match (|| ::core::option::Option::Some((
+                        ::rpc_core::__private::take::<u32>(__rpc_bytes, 0usize)?,
+                    )))() {
+                        ::core::option::Option::Some((__rpc_arg0,)) => {
+                            __rpc_args[__rpc_lane] = ::core::option::Option::Some((
+                                (__rpc_arg0,),
+                                __rpc_body,
+                            ));
+                        }
+                        ::core::option::Option::None => __rpc_bad = true,
+                    }
+                }
+                if __rpc_bad {
+                    ::rpc_core::__private::reply_error(
+                        port,
+                        ::rpc_core::service::status::BAD_REQUEST,
+                    )?;
+                    return ::core::result::Result::Ok(::rpc_core::service::Served {
+                        opcode: 0x8a8506d8u32,
+                        status: ::rpc_core::service::status::BAD_REQUEST,
+                    });
+                }
+                let mut __rpc_replies: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
+                    _|
+                ::core::option::Option::None);
+                for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate() {
+                    if let ::core::option::Option::Some(((__rpc_arg0,), __rpc_body)) = __rpc_arg
                         .take()
                     {
-                        __replies[__lane] = ::core::option::Option::Some(
-                            <Self as CounterServer>::name(self, __request),
+                        let _ = &__rpc_body;
+                        #[allow(clippy::let_unit_value)]
+                        let __rpc_reply = <__RpcH as CounterServer>::name(
+                            handler,
+                            __rpc_arg0,
                         );
+                        __rpc_replies[__rpc_lane] = ::core::option::Option::Some(
+                            __rpc_reply,
+                        );
+                    }
+                }
+                let _ = __RPC_R;
+                const __RPC_H: usize = 1 + ::core::mem::size_of::<StoreError>();
+                let mut __rpc_heads = [[0u8; __RPC_H]; 64];
+                for (lane, reply) in __rpc_replies.iter().enumerate() {
+                    if let ::core::option::Option::Some(
+                        ::core::result::Result::Err(e),
+                    ) = reply {
+                        __rpc_heads[lane][0] = 1;
+                        ::rpc_core::__private::put(&mut __rpc_heads[lane], 1, e);
                     }
                 }
                 port.set_status(::rpc_core::service::status::OK);
                 let sent = port
-                    .send_n(|lane| match &__replies[lane as usize] {
+                    .send_parts(|lane| match &__rpc_replies[lane as usize] {
                         ::core::option::Option::Some(reply) => {
-                            ::core::convert::AsRef::<str>::as_ref(reply).as_bytes()
+                            match reply {
+                                ::core::result::Result::Ok(v) => {
+                                    (
+                                        &__rpc_heads[lane as usize][..1],
+                                        ::core::convert::AsRef::<str>::as_ref(v).as_bytes(),
+                                    )
+                                }
+                                ::core::result::Result::Err(_) => {
+                                    (&__rpc_heads[lane as usize][..], &[])
+                                }
+                            }
                         }
-                        ::core::option::Option::None => &[],
+                        ::core::option::Option::None => (&[], &[]),
                     });
                 match sent {
                     ::core::result::Result::Ok(()) => {}
@@ -348,40 +385,97 @@ pub trait CounterServer {
                     status: ::rpc_core::service::status::OK,
                 })
             }
-            0x00000007u32 => {
-                let __lanes = ::rpc_core::__private::handled_lanes(port);
-                let mut __requests: [::core::option::Option<u64>; 64] = ::core::array::from_fn(|
-                    _|
-                ::core::option::Option::None);
-                port.recv(|slot, lane| {
-                    __requests[lane as usize] = ::core::option::Option::Some(
-                        ::rpc_core::__private::read_slot::<u64>(slot),
-                    );
+            0xb61020fau32 => {
+                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+                const __RPC_R: usize = 0usize;
+                let mut __rpc_bad = false;
+                port.recv(|slot, _| {
+                    let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
+                    __rpc_bad
+                        |= (|| ::core::option::Option::Some((
+                            ::rpc_core::__private::take::<u32>(__rpc_bytes, 0usize)?,
+                        )))()
+                            .is_none();
                 })?;
-                let mut __mask = __lanes;
-                while __mask != 0 {
-                    let __lane = __mask.trailing_zeros() as usize;
-                    __mask &= __mask - 1;
-                    if let ::core::option::Option::Some(__request) = __requests[__lane]
-                        .take()
-                    {
-                        <Self as CounterServer>::bump(self, __request);
-                    }
+                if __rpc_bad {
+                    ::rpc_core::__private::reply_error(
+                        port,
+                        ::rpc_core::service::status::BAD_REQUEST,
+                    )?;
+                    return ::core::result::Result::Ok(::rpc_core::service::Served {
+                        opcode: 0xb61020fau32,
+                        status: ::rpc_core::service::status::BAD_REQUEST,
+                    });
                 }
+                port.set_status(::rpc_core::service::status::OK);
+                port.send(|slot, _| {
+                    let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
+                    let __rpc_args = (|| ::core::option::Option::Some((
+                        ::rpc_core::__private::take::<u32>(__rpc_bytes, 0usize)?,
+                    )))();
+                    slot.words = [0; 8];
+                    if let ::core::option::Option::Some((__rpc_arg0,)) = __rpc_args {
+                        #[allow(clippy::let_unit_value)]
+                        let __rpc_reply = <__RpcH as CounterServer>::touch(
+                            handler,
+                            __rpc_arg0,
+                        );
+                        let mut __rpc_buf = [0u8; __RPC_R];
+                        ::rpc_core::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
+                        slot.as_bytes_mut()[..__RPC_R].copy_from_slice(&__rpc_buf);
+                    }
+                })?;
                 ::core::result::Result::Ok(::rpc_core::service::Served {
-                    opcode: 0x00000007u32,
+                    opcode: 0xb61020fau32,
                     status: ::rpc_core::service::status::OK,
                 })
             }
-            0xde105b87u32 => {
-                port.set_status(::rpc_core::service::status::OK);
-                port.recv_and_send(|slot, _| {
-                    #[allow(clippy::let_unit_value)]
-                    let __reply = <Self as CounterServer>::ping(self);
-                    slot.words = [0; 8];
+            0x00000007u32 => {
+                const __RPC_Q: usize = 0usize;
+                const __RPC_R: usize = 0usize;
+                let __rpc_lanes = ::rpc_core::__private::handled_lanes(port);
+                let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
+                port.recv(|slot, lane| {
+                    __rpc_reqs[lane as usize]
+                        .copy_from_slice(&slot.as_bytes()[..__RPC_Q]);
                 })?;
+                let mut __rpc_args: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
+                    _|
+                ::core::option::Option::None);
+                let mut __rpc_bad = false;
+                let mut __rpc_mask = __rpc_lanes;
+                while __rpc_mask != 0 {
+                    let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
+                    __rpc_mask &= __rpc_mask - 1;
+                    let __rpc_bytes: &[u8] = &__rpc_reqs[__rpc_lane];
+                    let __rpc_body = ();
+                    match (|| ::core::option::Option::Some(()))() {
+                        ::core::option::Option::Some(()) => {
+                            __rpc_args[__rpc_lane] = ::core::option::Option::Some((
+                                (),
+                                __rpc_body,
+                            ));
+                        }
+                        ::core::option::Option::None => __rpc_bad = true,
+                    }
+                }
+                if __rpc_bad {
+                    return ::core::result::Result::Ok(::rpc_core::service::Served {
+                        opcode: 0x00000007u32,
+                        status: ::rpc_core::service::status::BAD_REQUEST,
+                    });
+                }
+                for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate() {
+                    if let ::core::option::Option::Some(((), __rpc_body)) = __rpc_arg
+                        .take()
+                    {
+                        let _ = &__rpc_body;
+                        <__RpcH as CounterServer>::reset(handler);
+                    }
+                }
+                let _ = __RPC_R;
                 ::core::result::Result::Ok(::rpc_core::service::Served {
-                    opcode: 0xde105b87u32,
+                    opcode: 0x00000007u32,
                     status: ::rpc_core::service::status::OK,
                 })
             }
@@ -397,58 +491,76 @@ pub trait CounterServer {
     /// Serves a call that came through a transport's inline path
     /// (`rpc_core::service::InlineCall`) rather than a port: decodes `request`, calls the
     /// handler, writes its reply at the start of `reply` and returns the status to send
-    /// back with the reply's length in bytes (`status::BAD_REQUEST` for a request of the
-    /// wrong size, `status::UNKNOWN_OPCODE` for a call the service does not have, both
-    /// with no reply bytes). `None` for a call
-    /// that cannot travel inline (a stream, a one-way call, a type over
-    /// `INLINE_BYTES`): the transport tells the client to use a port.
-    fn dispatch_inline(
-        &self,
+    /// back with the reply's length in bytes (`status::BAD_REQUEST` for arguments that do
+    /// not decode, `status::UNKNOWN_OPCODE` for a call the service does not have, both
+    /// with no reply bytes). `None` for a call that cannot travel inline (a stream, a
+    /// one-way call, arguments or a reply over `INLINE_BYTES`): the transport tells the
+    /// client to use a port.
+    pub fn dispatch_inline<__RpcH: CounterServer + ?::core::marker::Sized>(
+        handler: &__RpcH,
         opcode: u32,
         request: &[u8],
         reply: &mut [u8; ::rpc_core::service::INLINE_BYTES],
     ) -> ::core::option::Option<(u32, usize)> {
-        let _ = (&request, &reply);
+        let _ = (&handler, &request, &reply);
         match opcode {
             0xe06cac36u32 => {
-                if !::rpc_core::__private::inline_fits::<Add, u64>() {
+                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
+                const __RPC_R: usize = ::core::mem::size_of::<u64>();
+                if __RPC_Q > ::rpc_core::service::INLINE_BYTES
+                    || __RPC_R > ::rpc_core::service::INLINE_BYTES
+                {
                     return ::core::option::Option::None;
                 }
-                let ::core::option::Option::Some(__request) = ::rpc_core::__private::inline_request::<
-                    Add,
-                >(request) else {
-                    return ::core::option::Option::Some((
-                        ::rpc_core::service::status::BAD_REQUEST,
-                        0,
-                    ));
+                let bad = ::core::option::Option::Some((
+                    ::rpc_core::service::status::BAD_REQUEST,
+                    0,
+                ));
+                if request.len() != __RPC_Q {
+                    return bad;
+                }
+                let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
+                    ::rpc_core::__private::take::<u64>(request, 0usize)?,
+                )))() else {
+                    return bad;
                 };
                 #[allow(clippy::let_unit_value)]
-                let __reply = <Self as CounterServer>::add(self, __request);
-                ::core::option::Option::Some((
-                    ::rpc_core::service::status::OK,
-                    ::rpc_core::__private::inline_reply(reply, &__reply),
-                ))
+                let __rpc_reply = <__RpcH as CounterServer>::add(handler, __rpc_arg0);
+                let mut __rpc_buf = [0u8; __RPC_R];
+                ::rpc_core::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
+                reply[..__RPC_R].copy_from_slice(&__rpc_buf);
+                ::core::option::Option::Some((::rpc_core::service::status::OK, __RPC_R))
             }
-            0xa2af2b86u32 => ::core::option::Option::None,
+            0xeb709090u32 => ::core::option::Option::None,
             0x8a8506d8u32 => ::core::option::Option::None,
-            0x00000007u32 => ::core::option::Option::None,
-            0xde105b87u32 => {
-                if !::rpc_core::__private::inline_fits::<(), ()>() {
+            0xb61020fau32 => {
+                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+                const __RPC_R: usize = 0usize;
+                if __RPC_Q > ::rpc_core::service::INLINE_BYTES
+                    || __RPC_R > ::rpc_core::service::INLINE_BYTES
+                {
                     return ::core::option::Option::None;
                 }
-                if ::rpc_core::__private::inline_request::<()>(request).is_none() {
-                    return ::core::option::Option::Some((
-                        ::rpc_core::service::status::BAD_REQUEST,
-                        0,
-                    ));
+                let bad = ::core::option::Option::Some((
+                    ::rpc_core::service::status::BAD_REQUEST,
+                    0,
+                ));
+                if request.len() != __RPC_Q {
+                    return bad;
                 }
+                let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
+                    ::rpc_core::__private::take::<u32>(request, 0usize)?,
+                )))() else {
+                    return bad;
+                };
                 #[allow(clippy::let_unit_value)]
-                let __reply = <Self as CounterServer>::ping(self);
-                ::core::option::Option::Some((
-                    ::rpc_core::service::status::OK,
-                    ::rpc_core::__private::inline_reply(reply, &__reply),
-                ))
+                let __rpc_reply = <__RpcH as CounterServer>::touch(handler, __rpc_arg0);
+                let mut __rpc_buf = [0u8; __RPC_R];
+                ::rpc_core::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
+                reply[..__RPC_R].copy_from_slice(&__rpc_buf);
+                ::core::option::Option::Some((::rpc_core::service::status::OK, __RPC_R))
             }
+            0x00000007u32 => ::core::option::Option::None,
             ::rpc_core::service::HANDSHAKE => ::core::option::Option::None,
             _ => {
                 ::core::option::Option::Some((
@@ -460,8 +572,8 @@ pub trait CounterServer {
     }
     /// Serves one call if a client is waiting: opens a port, [`dispatch`](Self::dispatch)es
     /// it and closes it. `Ok(None)` when no call was pending.
-    fn serve_one<__RpcL, __RpcM, __RpcW, __RpcB>(
-        &self,
+    pub fn serve_one<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
+        handler: &__RpcH,
         server: &::rpc_core::Process<'_, ::rpc_core::Server, __RpcL, __RpcM, __RpcW>,
         buffers: &mut __RpcB,
     ) -> ::core::result::Result<
@@ -469,6 +581,7 @@ pub trait CounterServer {
         ::rpc_core::Error,
     >
     where
+        __RpcH: CounterServer + ?::core::marker::Sized,
         __RpcL: ::rpc_core::Lanes,
         __RpcM: ::rpc_core::Mailbox,
         __RpcW: ::rpc_core::Wait,
@@ -476,7 +589,7 @@ pub trait CounterServer {
     {
         match server.try_open(()) {
             ::core::option::Option::Some(mut port) => {
-                <Self as CounterServer>::dispatch(self, &mut port, buffers)
+                Self::dispatch(handler, &mut port, buffers)
                     .map(::core::option::Option::Some)
             }
             ::core::option::Option::None => {
@@ -484,4 +597,221 @@ pub trait CounterServer {
             }
         }
     }
+}
+impl ::rpc_core::service::Service for Counter {
+    const NAME: &'static str = "counter";
+    const FINGERPRINT: u64 = ::rpc_core::service::Fingerprint::new("counter")
+        .begin_call("Add", 0xe06cac36u32)
+        .arg("n", "u64", ::rpc_core::service::Shape::of::<u64>())
+        .reply("u64", ::rpc_core::service::Shape::of::<u64>())
+        .begin_call("Put", 0xeb709090u32)
+        .arg("key", "u32", ::rpc_core::service::Shape::of::<u32>())
+        .arg("value", "Bytes", ::rpc_core::service::Shape::Bytes)
+        .reply("u64", ::rpc_core::service::Shape::of::<u64>())
+        .error("StoreError", ::rpc_core::service::Shape::of::<StoreError>())
+        .begin_call("Name", 0x8a8506d8u32)
+        .arg("key", "u32", ::rpc_core::service::Shape::of::<u32>())
+        .reply("Text", ::rpc_core::service::Shape::Text)
+        .error("StoreError", ::rpc_core::service::Shape::of::<StoreError>())
+        .begin_call("Touch", 0xb61020fau32)
+        .arg("arg0", "u32", ::rpc_core::service::Shape::of::<u32>())
+        .reply("()", ::rpc_core::service::Shape::of::<()>())
+        .begin_call("Reset", 0x00000007u32)
+        .reply("", ::rpc_core::service::Shape::None)
+        .finish();
+    const OPCODES: &'static [u32] = &[
+        0xe06cac36u32, 0xeb709090u32, 0x8a8506d8u32, 0xb61020fau32, 0x00000007u32,
+    ];
+}
+/**The client of service `counter`: one method per call of [`Counter`], made through any call site (`Counter::client(&site)`: a client process in-process or on a GPU warp, a shared-memory client between processes).
+
+On a GPU every active lane calls a method together with the others, each with its own arguments, and gets its own reply. A server that does not know a call answers with an error instead of leaving the caller waiting.*/
+#[derive(Clone, Copy, Debug)]
+pub struct CounterClient<__RpcS> {
+    site: __RpcS,
+    deadline: ::core::option::Option<::core::time::Duration>,
+}
+impl<__RpcS: ::rpc_core::service::Site> CounterClient<__RpcS> {
+    /// This client with every call waiting at most `deadline` for the other side (on
+    /// transports that keep time: between processes; a bare process waits under its own
+    /// wait policy).
+    pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
+        CounterClient {
+            deadline: ::core::option::Option::Some(deadline),
+            ..self
+        }
+    }
+    /// Adds `n`; returns the new total.
+    ///
+    ///Calls `Add` (opcode `0xe06cac36`).
+    #[inline]
+    pub fn add(
+        &self,
+        n: u64,
+    ) -> ::core::result::Result<u64, ::rpc_core::service::Error> {
+        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
+        let mut __rpc_q = [0u8; __RPC_Q];
+        ::rpc_core::__private::put(&mut __rpc_q, 0usize, &n);
+        const __RPC_R: usize = ::core::mem::size_of::<u64>();
+        ::rpc_core::service::Site::call(
+            &self.site,
+            self.deadline,
+            move |__rpc_c| {
+                let __rpc_r = ::rpc_core::__private::call_fixed::<
+                    _,
+                    __RPC_Q,
+                    __RPC_R,
+                >(__rpc_c, 0xe06cac36u32, &__rpc_q)
+                    .map_err(::rpc_core::service::Error::widen)?;
+                ::rpc_core::__private::take_value(&__rpc_r)
+            },
+        )
+    }
+    /// Stores bytes under a key; how many are stored now.
+    ///
+    ///Calls `Put` (opcode `0xeb709090`).
+    #[inline]
+    pub fn put(
+        &self,
+        key: u32,
+        value: &[u8],
+    ) -> ::core::result::Result<u64, ::rpc_core::service::Error<StoreError>> {
+        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+        let mut __rpc_q = [0u8; __RPC_Q];
+        ::rpc_core::__private::put(&mut __rpc_q, 0usize, &key);
+        const __RPC_R: usize = 1usize
+            + ::rpc_core::__private::max(
+                ::core::mem::size_of::<u64>(),
+                ::core::mem::size_of::<StoreError>(),
+            );
+        ::rpc_core::service::Site::call(
+            &self.site,
+            self.deadline,
+            move |__rpc_c| {
+                let __rpc_r = ::rpc_core::__private::call_stream::<
+                    _,
+                    __RPC_Q,
+                    __RPC_R,
+                >(__rpc_c, 0xeb709090u32, &__rpc_q, value, false)
+                    .map_err(::rpc_core::service::Error::widen)?;
+                ::rpc_core::__private::take_result(&__rpc_r)
+            },
+        )
+    }
+    ::rpc_core::__rpc_if_alloc! {
+        #[doc = " A key's name, as text."] #[doc = ""] #[doc =
+        "Calls `Name` (opcode `0x8a8506d8`)."] pub fn name(& self, key : u32) ->
+        ::core::result::Result < ::rpc_core::__private::String,
+        ::rpc_core::service::Error < StoreError > > { const __RPC_Q : usize = 0usize +
+        ::core::mem::size_of:: < u32 > (); let mut __rpc_q = [0u8; __RPC_Q];
+        ::rpc_core::__private::put(& mut __rpc_q, 0usize, & key);
+        ::rpc_core::service::Site::call(& self.site, self.deadline, move | __rpc_c | {
+        let __rpc_r = ::rpc_core::__private::call_vec:: < _, __RPC_Q > (__rpc_c,
+        0x8a8506d8u32, & __rpc_q, ::core::option::Option::None, Counter::__RPC_LIMIT_2,
+        true,).map_err(::rpc_core::service::Error::widen) ?; let __rpc_b =
+        ::rpc_core::__private::reply_bytes(__rpc_r) ?;
+        ::rpc_core::__private::string(__rpc_b) }) }
+    }
+    ///As [`name`](Self::name), the reply written into `out` (no allocation): a reply longer than `out` is `Status::ReplyTooLarge`, and the port is left at rest.
+    pub fn name_into<'__rpc_b>(
+        &self,
+        key: u32,
+        __rpc_out: &'__rpc_b mut [u8],
+    ) -> ::core::result::Result<&'__rpc_b str, ::rpc_core::service::Error<StoreError>> {
+        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+        let mut __rpc_q = [0u8; __RPC_Q];
+        ::rpc_core::__private::put(&mut __rpc_q, 0usize, &key);
+        ::rpc_core::service::Site::call(
+            &self.site,
+            self.deadline,
+            move |__rpc_c| {
+                let __rpc_r = ::rpc_core::__private::call_into::<
+                    _,
+                    __RPC_Q,
+                >(
+                        __rpc_c,
+                        0x8a8506d8u32,
+                        &__rpc_q,
+                        ::core::option::Option::None,
+                        __rpc_out,
+                        Counter::__RPC_LIMIT_2,
+                        true,
+                    )
+                    .map_err(::rpc_core::service::Error::widen)?;
+                let __rpc_b = ::rpc_core::__private::reply_bytes(__rpc_r)?;
+                ::rpc_core::__private::text(__rpc_b)
+            },
+        )
+    }
+    /// Touches a key; replies `()`.
+    ///
+    ///Calls `Touch` (opcode `0xb61020fa`).
+    #[inline]
+    pub fn touch(
+        &self,
+        arg0: u32,
+    ) -> ::core::result::Result<(), ::rpc_core::service::Error> {
+        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+        let mut __rpc_q = [0u8; __RPC_Q];
+        ::rpc_core::__private::put(&mut __rpc_q, 0usize, &arg0);
+        const __RPC_R: usize = 0usize;
+        ::rpc_core::service::Site::call(
+            &self.site,
+            self.deadline,
+            move |__rpc_c| {
+                let __rpc_r = ::rpc_core::__private::call_fixed::<
+                    _,
+                    __RPC_Q,
+                    __RPC_R,
+                >(__rpc_c, 0xb61020fau32, &__rpc_q)
+                    .map_err(::rpc_core::service::Error::widen)?;
+                ::rpc_core::__private::take_value(&__rpc_r)
+            },
+        )
+    }
+    /// Resets; the client does not wait.
+    ///
+    ///Calls `Reset` (opcode `0x00000007`, one-way).
+    pub fn reset(&self) -> ::core::result::Result<(), ::rpc_core::service::Error> {
+        const __RPC_Q: usize = 0usize;
+        let mut __rpc_q = [0u8; __RPC_Q];
+        ::rpc_core::service::Site::call(
+            &self.site,
+            self.deadline,
+            move |__rpc_c| {
+                ::rpc_core::__private::call_oneway::<
+                    _,
+                    __RPC_Q,
+                >(__rpc_c, 0x00000007u32, &__rpc_q)
+            },
+        )
+    }
+}
+/**The server side of service `counter`: one handler per call of [`Counter`]. Serve it with [`Counter::dispatch`] (or a transport's server).
+
+A handler runs once for each active lane of a call, in lane order (a host server handles every lane of a GPU warp's call). Handlers take `&self`, so several server threads may share one service; the trait has nothing but the handlers, so a handler is tested by calling it.*/
+pub trait CounterServer {
+    /// Adds `n`; returns the new total.
+    ///
+    ///Serves `Add` (opcode `0xe06cac36`).
+    fn add(&self, n: u64) -> u64;
+    /// Stores bytes under a key; how many are stored now.
+    ///
+    ///Serves `Put` (opcode `0xeb709090`).
+    fn put(&self, key: u32, value: &[u8]) -> ::core::result::Result<u64, StoreError>;
+    /// A key's name, as text.
+    ///
+    ///Serves `Name` (opcode `0x8a8506d8`).
+    fn name(
+        &self,
+        key: u32,
+    ) -> ::core::result::Result<impl ::core::convert::AsRef<str>, StoreError>;
+    /// Touches a key; replies `()`.
+    ///
+    ///Serves `Touch` (opcode `0xb61020fa`).
+    fn touch(&self, arg0: u32);
+    /// Resets; the client does not wait.
+    ///
+    ///Serves `Reset` (opcode `0x00000007`, one-way).
+    fn reset(&self);
 }

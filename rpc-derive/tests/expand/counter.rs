@@ -2,15 +2,18 @@
 #[derive(RpcOpcodes)]
 #[rpc(service = "counter")]
 pub enum Counter {
-    /// Adds to a counter; returns the new value.
-    #[rpc(request = Add, response = u64)]
-    Add,
-    #[rpc(request = [u8], response = u64, limit = 4096)]
-    Sum,
-    #[rpc(request = u32, response = str)]
-    Name,
-    #[rpc(request = u64, oneway, opcode = 7)]
-    Bump,
-    #[rpc(request = (), response = ())]
-    Ping,
+    /// Adds `n`; returns the new total.
+    #[rpc(response = u64)]
+    Add { n: u64 },
+    /// Stores bytes under a key; how many are stored now.
+    #[rpc(response = u64, error = StoreError)]
+    Put { key: u32, value: Bytes },
+    /// A key's name, as text.
+    #[rpc(response = Text, error = StoreError, limit = MAX_NAME)]
+    Name { key: u32 },
+    /// Touches a key; replies `()`.
+    Touch(u32),
+    /// Resets; the client does not wait.
+    #[rpc(oneway, opcode = 7)]
+    Reset,
 }

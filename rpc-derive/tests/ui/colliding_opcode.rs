@@ -4,10 +4,10 @@ use rpc_derive::RpcOpcodes;
 #[derive(RpcOpcodes)]
 #[rpc(class = 3)]
 enum Kv {
-    #[rpc(request = u32, response = u64)]
-    Get,
-    #[rpc(request = u32, response = u64, opcode = 0x30000)]
-    Put,
+    #[rpc(response = u64)]
+    Get { key: u32 },
+    #[rpc(response = u64, opcode = 0x30000)]
+    Put { key: u32 },
 }
 
 fn main() {}

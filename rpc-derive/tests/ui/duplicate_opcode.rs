@@ -2,10 +2,10 @@ use rpc_derive::RpcOpcodes;
 
 #[derive(RpcOpcodes)]
 enum Kv {
-    #[rpc(request = u32, response = u64, opcode = 5)]
-    Get,
-    #[rpc(request = u32, response = u64, opcode = 5)]
-    Put,
+    #[rpc(response = u64, opcode = 5)]
+    Get { key: u32 },
+    #[rpc(response = u64, opcode = 5)]
+    Put { key: u32 },
 }
 
 fn main() {}

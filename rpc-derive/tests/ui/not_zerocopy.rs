@@ -7,8 +7,8 @@ struct Key {
 
 #[derive(RpcOpcodes)]
 enum Kv {
-    #[rpc(request = Key, response = u64)]
-    Get,
+    #[rpc(response = u64)]
+    Get { key: Key },
 }
 
 fn main() {}

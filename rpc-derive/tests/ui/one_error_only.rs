@@ -10,10 +10,9 @@ enum Kv {
 struct Store;
 impl KvServer for Store {}
 
-fn connect<C: KvClient>(_: &C) {}
-
 fn main() {
+    let region: rpc_core::HeapRegion = rpc_core::HeapRegion::new(32, 1).unwrap();
+    let site = region.client();
+    let _client: KvClient<_> = Kv::client(&site);
     let _ = <Kv as rpc_core::service::Service>::FINGERPRINT;
-    let _ = connect::<()>;
 }
-impl KvClient for () {}

@@ -2,8 +2,8 @@ use rpc_derive::RpcOpcodes;
 
 #[derive(RpcOpcodes)]
 enum Kv {
-    #[rpc(request = &'static [u8], response = u64)]
-    Put,
+    #[rpc(response = u64)]
+    Put { data: &'static [u8] },
 }
 
 fn main() {}

@@ -2,8 +2,8 @@ use rpc_derive::RpcOpcodes;
 
 #[derive(RpcOpcodes)]
 enum Kv {
-    #[rpc(request = u32, response = [u64; 9])]
-    Get,
+    #[rpc(response = [u64; 9])]
+    Get { key: u32 },
 }
 
 fn main() {}

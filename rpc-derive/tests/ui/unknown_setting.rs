@@ -2,8 +2,8 @@ use rpc_derive::RpcOpcodes;
 
 #[derive(RpcOpcodes)]
 enum Kv {
-    #[rpc(request = u32, reply = u64)]
-    Get,
+    #[rpc(reply = u64)]
+    Get { key: u32 },
 }
 
 fn main() {}

@@ -3,7 +3,7 @@ use rpc_derive::RpcOpcodes;
 #[derive(RpcOpcodes)]
 enum Kv {
     #[rpc(request = u32, response = u64)]
-    Get(u32),
+    Get,
 }
 
 fn main() {}

@@ -3,7 +3,7 @@ use rpc_derive::RpcOpcodes;
 #[derive(RpcOpcodes)]
 enum Kv {
     #[rpc(response = u64)]
-    Get,
+    Put { name: str },
 }
 
 fn main() {}

@@ -1,0 +1,12 @@
+use rpc_derive::RpcOpcodes;
+use rpc_core::service::Bytes;
+
+const MAX: usize = 100;
+
+#[derive(RpcOpcodes)]
+enum Kv {
+    #[rpc(response = u64, limit = MAX)]
+    Put { value: Bytes },
+}
+
+fn main() {}

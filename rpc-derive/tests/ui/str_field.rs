@@ -1,0 +1,9 @@
+use rpc_derive::RpcOpcodes;
+
+#[derive(RpcOpcodes)]
+enum Kv {
+    #[rpc(response = u64)]
+    Put { name: &'static str },
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+use rpc_core::service::Bytes;
+use rpc_derive::RpcOpcodes;
+
+#[derive(RpcOpcodes)]
+enum Kv {
+    #[rpc(response = u64)]
+    Put { value: Bytes, key: u32 },
+}
+
+fn main() {}
