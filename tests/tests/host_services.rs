@@ -12,14 +12,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use device::host::{self, mode, Handle, HostError, Libc, LibcClient, Printer, ReadRequest, Target};
+use device::host::{self, mode, opcode, Handle, HostError, Libc, LibcError, Printer, Target};
 use device::sim::{SimWarp, Yield};
 use ferry_tests::{unique_path, Capture};
-use rpc_core::service::CallError;
+use rpc_core::service::{status, Error, Service, Site, Status};
 use rpc_core::{HeapRegion, Lanes};
-use transport_gpu::host::{Arena, LibcConfig, LibcHost, DATA_HEADER, IO_CHUNK, STDOUT};
+use transport_gpu::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
 use transport_shm::{
-    Caller, ClaimedProcess, ClientConfig, ServerConfig, ServerPort, ShmClient, ShmError,
+    Caller, Claimed, ClaimedProcess, ClientConfig, Handler, ServerConfig, ServerPort, ShmClient,
 };
 use transport_shm::{ShmServer, Shutdown};
 
@@ -59,22 +59,46 @@ impl Drop for Scratch {
     }
 }
 
+/// `host` served over shared memory: each call for the client process that makes it
+/// (`Caller::caller`), with `Libc` listed by name and fingerprint, so that clients that expect it
+/// attach. `before` runs first on every call (a test's hook).
+struct ShmLibc {
+    host: Arc<LibcHost>,
+    before: Box<dyn Fn(&ServerPort<'_, '_>) + Send + Sync>,
+}
+
+impl Handler for ShmLibc {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+        (self.before)(port);
+        self.host.dispatch(port.caller(), port).map(|_| ())
+    }
+
+    fn services(&self) -> Vec<(&'static str, u64)> {
+        vec![(Libc::NAME, Libc::FINGERPRINT)]
+    }
+}
+
+/// A server of `host` over a shared-memory file, `before` running first on every call.
+fn shm_server_with(
+    host: &Arc<LibcHost>,
+    before: impl Fn(&ServerPort<'_, '_>) + Send + Sync + 'static,
+) -> (ShmServer, PathBuf) {
+    let path = unique_path("libc");
+    let handler = ShmLibc {
+        host: Arc::clone(host),
+        before: Box::new(before),
+    };
+    let config = ServerConfig {
+        ports: 32,
+        workers: 2,
+        ..ServerConfig::default()
+    };
+    (ShmServer::start(&path, config, handler).unwrap(), path)
+}
+
 /// A server of `host` over a shared-memory file.
 fn shm_server(host: &Arc<LibcHost>) -> (ShmServer, PathBuf) {
-    let path = unique_path("libc");
-    let h = Arc::clone(host);
-    let server = ShmServer::start(
-        &path,
-        ServerConfig {
-            ports: 32,
-            workers: 2,
-            fingerprint: Libc::FINGERPRINT,
-            ..ServerConfig::default()
-        },
-        move |port: &mut ServerPort<'_, '_>| h.dispatch(port.caller(), port).map(|_| ()),
-    )
-    .unwrap();
-    (server, path)
+    shm_server_with(host, |_| {})
 }
 
 /// Device code on a host thread: each call of the device API runs on a port claimed from the
@@ -88,34 +112,25 @@ impl Dev {
 
     /// A client that gives a call up after `deadline`.
     fn attach_with(path: &Path, deadline: Duration) -> Dev {
-        let config = ClientConfig {
-            fingerprint: Some(Libc::FINGERPRINT),
-            deadline,
-            ..Default::default()
-        };
+        let config = ClientConfig::default().service::<Libc>().deadline(deadline);
         Dev(ShmClient::attach(path, config).unwrap())
     }
 
-    /// Runs `f` (device code) on a claimed port; a protocol failure abandons the port.
+    /// Runs `f` (device code) on one claimed port, as the client process of that port; a call
+    /// that fails mid-way abandons the port.
     fn on<R>(
-        &mut self,
-        f: impl FnOnce(&ClaimedProcess<'_>) -> Result<R, HostError>,
-    ) -> Result<R, HostError> {
-        let mut out = None;
-        let r = self.0.call_typed(|p| match f(p) {
-            Err(HostError::Call(e)) => Err(e),
-            other => {
-                out = Some(other);
-                Ok(())
-            }
-        });
-        match r {
-            Ok(()) => out.expect("set when the call succeeded"),
-            Err(ShmError::Service(e)) => Err(HostError::Call(e)),
-            Err(ShmError::Call(e)) => Err(HostError::Call(CallError::Port(e))),
-            Err(e) => panic!("transport failed: {e}"),
-        }
+        &self,
+        f: impl FnOnce(&ClaimedProcess<'_>) -> Result<R, LibcError>,
+    ) -> Result<R, LibcError> {
+        Site::call(&self.0, None, |claim: &Claimed<'_>| {
+            f(Claimed::process(claim))
+        })
     }
+}
+
+/// The host's answer `e`, as a device call returns it.
+const fn app<T>(e: HostError) -> Result<T, LibcError> {
+    Err(Error::App(e))
 }
 
 fn drain(server: ShmServer) {
@@ -169,7 +184,7 @@ fn prints_from_many_threads_lose_nothing_and_keep_lines_whole_and_in_order() {
     assert_eq!(text.lines().count(), THREADS * LINES);
     assert_eq!(err.text().lines().count(), THREADS * LINES / 100);
     // Each short line was one message.
-    assert_eq!(host.count(Libc::Print), (THREADS * LINES) as u64);
+    assert_eq!(host.count(opcode::PRINT), (THREADS * LINES) as u64);
 }
 
 #[test]
@@ -178,7 +193,7 @@ fn long_prints_are_cut_at_newlines_and_arrive_whole() {
     let (out, err) = (Capture::default(), Capture::default());
     let host = Arc::new(LibcHost::new(captured(&out, &err)));
     let (server, path) = shm_server(&host);
-    let mut dev = Dev::attach(&path);
+    let dev = Dev::attach(&path);
     // 300 lines in one print: several messages, each ending at a line end.
     let lines: Vec<String> = (0..300).map(|i| format!("row {i:04} {}", i * i)).collect();
     let block = lines.join("\n");
@@ -187,7 +202,7 @@ fn long_prints_are_cut_at_newlines_and_arrive_whole() {
         .on(|p| {
             let out = Printer::new(p);
             // Printing nothing sends nothing.
-            let empty = (device::print!(&out, "")?, host.count(Libc::Print));
+            let empty = (device::print!(&out, "")?, host.count(opcode::PRINT));
             let sent = device::println!(&out, "{block}")?;
             // One line far longer than a message: split, in order, nothing lost.
             device::print!(&out, "{long}\n")?;
@@ -198,7 +213,7 @@ fn long_prints_are_cut_at_newlines_and_arrive_whole() {
     assert_eq!(sent, block.len() + 1);
     drain(server);
     assert_eq!(out.text(), format!("{block}\n{long}\n"));
-    let messages = host.count(Libc::Print) as usize;
+    let messages = host.count(opcode::PRINT) as usize;
     assert!(
         messages > (block.len() + long.len()) / host::PRINT_CHUNK,
         "{messages}"
@@ -213,21 +228,21 @@ fn files_round_trip_and_every_error_is_typed() {
     let (out, err) = (Capture::default(), Capture::default());
     let host = Arc::new(LibcHost::new(captured(&out, &err)));
     let (server, path) = shm_server(&host);
-    let mut dev = Dev::attach(&path);
+    let dev = Dev::attach(&path);
     let (a, b) = (dir.path("a.txt"), dir.path("b.txt"));
 
     // A missing file.
     let r = dev.on(|p| host::open(p, &a, mode::READ));
-    assert_eq!(r, Err(HostError::NotFound));
+    assert_eq!(r, app(HostError::NotFound));
     assert_eq!(
         dev.on(|p| host::open(p, &a, 0)),
-        Err(HostError::Invalid),
+        app(HostError::Invalid),
         "no read or write bit"
     );
     let long_path = "/".repeat(host::PATH_LIMIT + 1);
     assert_eq!(
         dev.on(|p| host::open(p, &long_path, mode::READ)),
-        Err(HostError::TooLong)
+        app(HostError::TooLong)
     );
 
     // Write (more than one chunk), formatted write, tell, seek, read back.
@@ -276,12 +291,12 @@ fn files_round_trip_and_every_error_is_typed() {
     // Bad seeks.
     assert_eq!(
         dev.on(|p| host::seek(p, f, -1, host::SEEK_SET)),
-        Err(HostError::Invalid)
+        app(HostError::Invalid)
     );
-    assert_eq!(dev.on(|p| host::seek(p, f, 0, 9)), Err(HostError::Invalid));
+    assert_eq!(dev.on(|p| host::seek(p, f, 0, 9)), app(HostError::Invalid));
     assert_eq!(
         dev.on(|p| host::seek(p, f, -100_000, host::SEEK_CUR)),
-        Err(HostError::Invalid)
+        app(HostError::Invalid)
     );
     dev.on(|p| host::close(p, f)).unwrap();
 
@@ -295,18 +310,18 @@ fn files_round_trip_and_every_error_is_typed() {
     ] {
         assert_eq!(
             dev.on(|p| host::read(p, h, &mut buf)),
-            Err(HostError::BadHandle)
+            app(HostError::BadHandle)
         );
         assert_eq!(
             dev.on(|p| host::write(p, h, b"x")),
-            Err(HostError::BadHandle)
+            app(HostError::BadHandle)
         );
-        assert_eq!(dev.on(|p| host::tell(p, h)), Err(HostError::BadHandle));
-        assert_eq!(dev.on(|p| host::close(p, h)), Err(HostError::BadHandle));
+        assert_eq!(dev.on(|p| host::tell(p, h)), app(HostError::BadHandle));
+        assert_eq!(dev.on(|p| host::close(p, h)), app(HostError::BadHandle));
     }
     assert_eq!(
         dev.on(|p| host::read(p, STDOUT, &mut buf)),
-        Err(HostError::BadHandle)
+        app(HostError::BadHandle)
     );
     // ... but writing to standard output through its handle works.
     assert_eq!(
@@ -317,11 +332,11 @@ fn files_round_trip_and_every_error_is_typed() {
 
     // Read-only files refuse writes; exclusive create refuses an existing file.
     let r = dev.on(|p| host::open(p, &a, mode::READ)).unwrap();
-    assert_eq!(dev.on(|p| host::write(p, r, b"x")), Err(HostError::Io));
+    assert_eq!(dev.on(|p| host::write(p, r, b"x")), app(HostError::Io));
     dev.on(|p| host::close(p, r)).unwrap();
     assert_eq!(
         dev.on(|p| host::open(p, &a, mode::from_c("wx").unwrap())),
-        Err(HostError::Exists)
+        app(HostError::Exists)
     );
     // Append.
     let ap = dev
@@ -335,15 +350,15 @@ fn files_round_trip_and_every_error_is_typed() {
     dev.on(|p| host::rename(p, &a, &b)).unwrap();
     assert_eq!(
         dev.on(|p| host::open(p, &a, mode::READ)),
-        Err(HostError::NotFound)
+        app(HostError::NotFound)
     );
     assert_eq!(
         dev.on(|p| host::rename(p, &a, &b)),
-        Err(HostError::NotFound)
+        app(HostError::NotFound)
     );
     dev.on(|p| host::remove(p, &b)).unwrap();
-    assert_eq!(dev.on(|p| host::remove(p, &b)), Err(HostError::NotFound));
-    assert_eq!(dev.on(|p| host::remove(p, "")), Err(HostError::Invalid));
+    assert_eq!(dev.on(|p| host::remove(p, &b)), app(HostError::NotFound));
+    assert_eq!(dev.on(|p| host::remove(p, "")), app(HostError::Invalid));
     assert!(!Path::new(&b).exists());
 
     assert_eq!(host.open_files(), 0);
@@ -360,7 +375,7 @@ fn too_many_open_files_is_an_error_not_a_leak() {
         ..captured(&Capture::default(), &Capture::default())
     }));
     let (server, path) = shm_server(&host);
-    let mut dev = Dev::attach(&path);
+    let dev = Dev::attach(&path);
     let file = dir.path("f");
     let w = mode::from_c("w").unwrap();
     let hs: Vec<Handle> = (0..3)
@@ -368,12 +383,12 @@ fn too_many_open_files_is_an_error_not_a_leak() {
         .collect();
     assert_eq!(
         dev.on(|p| host::open(p, &file, w)),
-        Err(HostError::TooManyOpen)
+        app(HostError::TooManyOpen)
     );
     dev.on(|p| host::close(p, hs[1])).unwrap();
     let again = dev.on(|p| host::open(p, &file, w)).unwrap();
     assert_ne!(again, hs[1], "a reused slot gets a new handle");
-    assert_eq!(dev.on(|p| host::close(p, hs[1])), Err(HostError::BadHandle));
+    assert_eq!(dev.on(|p| host::close(p, hs[1])), app(HostError::BadHandle));
     drain(server);
 }
 
@@ -384,77 +399,70 @@ fn hostile_lengths_are_refused_and_the_server_keeps_serving() {
     let (out, err) = (Capture::default(), Capture::default());
     let host = Arc::new(LibcHost::new(captured(&out, &err)));
     let (server, path) = shm_server(&host);
-    let mut dev = Dev::attach(&path);
+    let dev = Dev::attach(&path);
     let file = dir.path("h");
     let f = dev
         .on(|p| host::open(p, &file, mode::from_c("w+").unwrap()))
         .unwrap();
-    dev.on(|p| host::write(p, f, &[7u8; 100])).unwrap();
+    dev.on(|p| host::write(p, f, &[7u8; 1000])).unwrap();
     dev.on(|p| host::seek(p, f, 0, host::SEEK_SET)).unwrap();
-    let rejected = Err::<(), _>(HostError::Call(CallError::Rejected));
-    // Streams over each call's limit, straight through the generated client.
+    // Streams over each call's limit, straight through the generated client on the
+    // shared-memory handle: refused before any handler runs.
+    let libc = Libc::client(&dev.0);
     let huge = vec![b'a'; 100_000];
-    assert_eq!(dev.on(|p| Ok(p.print(&huge)?)), rejected);
-    assert_eq!(dev.on(|p| Ok(p.e_print(&huge)?)), rejected);
-    assert_eq!(dev.on(|p| Ok(p.write(&huge).map(|_| ())?)), rejected);
-    assert_eq!(dev.on(|p| Ok(p.open_file(&huge).map(|_| ())?)), rejected);
-    assert_eq!(dev.on(|p| Ok(p.rename(&huge).map(|_| ())?)), rejected);
-    // Requests too short to carry their header.
+    let text = "a".repeat(100_000);
+    let rejected = Error::Status(Status::Rejected);
+    assert_eq!(libc.print(&huge), Err(Error::Status(Status::Rejected)));
+    assert_eq!(libc.e_print(&huge), Err(Error::Status(Status::Rejected)));
+    assert_eq!(libc.write(f, &huge), Err(rejected));
+    assert_eq!(libc.open(mode::READ, &text), Err(rejected));
+    assert_eq!(libc.rename(1, &text), Err(rejected));
+    assert_eq!(libc.system(&text), Err(rejected));
+    // Requests too short to carry their fixed arguments, and a path that is not UTF-8, sent as
+    // raw streams: the server cannot decode them and says so; no handler runs.
+    let raw = |opcode: u32, request: &[u8]| {
+        dev.0
+            .call(opcode, |port| {
+                port.send_n(|_| request)?;
+                port.recv(|_, _| {})?;
+                Ok(port.status())
+            })
+            .unwrap()
+    };
+    assert_eq!(raw(opcode::OPEN, &[1]), status::BAD_REQUEST);
+    assert_eq!(raw(opcode::WRITE, &[1, 2, 3]), status::BAD_REQUEST);
+    assert_eq!(raw(opcode::RENAME, &[1]), status::BAD_REQUEST);
+    let not_utf8 = [&mode::READ.to_le_bytes()[..], &[b'/', 0xff, 0xfe]].concat();
+    assert_eq!(raw(opcode::OPEN, &not_utf8), status::BAD_REQUEST);
+    // A rename split past the end of its text, or inside a character.
+    assert_eq!(libc.rename(99, "a"), app(HostError::Invalid));
+    assert_eq!(libc.rename(1, "éa"), app(HostError::Invalid));
+    // A read of u32::MAX bytes gets one chunk at most.
+    let mut reply = vec![0u8; 4 * IO_CHUNK];
     assert_eq!(
-        dev.on(|p| p.open_file(&[1]).map(|r| r.error).map_err(Into::into)),
-        Ok(host::code::INVALID)
+        libc.read_into(f, u32::MAX, &mut reply).map(|r| r.len()),
+        Ok(IO_CHUNK)
     );
-    assert_eq!(
-        dev.on(|p| p.write(&[1, 2, 3]).map(|r| r.error).map_err(Into::into)),
-        Ok(host::code::INVALID)
-    );
-    assert_eq!(
-        dev.on(|p| p
-            .rename(b"no separator")
-            .map(|r| r.error)
-            .map_err(Into::into)),
-        Ok(host::code::INVALID)
-    );
-    // A read of u64::MAX bytes gets one chunk at most.
-    let mut reply = vec![0u8; DATA_HEADER + IO_CHUNK];
-    let got = dev
-        .on(|p| {
-            let r = p.read(
-                ReadRequest {
-                    handle: f.0,
-                    len: u64::MAX,
-                },
-                &mut reply,
-            )?;
-            Ok(r.len())
-        })
-        .unwrap();
-    assert_eq!(got, DATA_HEADER + 100);
-    // A reply longer than the caller's buffer is refused by the caller, not overrun.
+    // A reply longer than the caller's buffer is refused by the caller, not overrun, and the
+    // port is left at rest (the next call on the same handle is served).
     dev.on(|p| host::seek(p, f, 0, host::SEEK_SET)).unwrap();
     let mut tiny = [0u8; 8];
-    let r = dev.on(|p| {
-        Ok(p.read(
-            ReadRequest {
-                handle: f.0,
-                len: 100,
-            },
-            &mut tiny,
-        )?
-        .len())
-    });
-    assert!(
-        matches!(r, Err(HostError::Call(CallError::Port(_)))),
-        "{r:?}"
+    assert_eq!(
+        libc.read_into(f, 100, &mut tiny),
+        Err(Error::Status(Status::ReplyTooLarge {
+            len: 100,
+            limit: IO_CHUNK as u64
+        }))
     );
+    assert_eq!(dev.on(|p| host::tell(p, f)), Ok(100));
     // Allocations the heap cannot hold, frees of addresses never handed out.
     assert_eq!(
         dev.on(|p| host::malloc(p, u64::MAX)),
-        Err(HostError::OutOfMemory)
+        app(HostError::OutOfMemory)
     );
     assert_eq!(
         dev.on(|p| host::free(p, 0x1234 as *mut u8)),
-        Err(HostError::BadPointer)
+        app(HostError::BadPointer)
     );
     // Still serving.
     assert!(dev.on(|p| host::clock(p)).is_ok());
@@ -469,7 +477,7 @@ fn exit_abort_clock_and_system() {
     let (out, err) = (Capture::default(), Capture::default());
     let host = Arc::new(LibcHost::new(captured(&out, &err)));
     let (server, path) = shm_server(&host);
-    let mut dev = Dev::attach(&path);
+    let dev = Dev::attach(&path);
     assert_eq!(host.exit_code(), None);
     dev.on(|p| host::exit(p, 3)).unwrap();
     assert_eq!(host.exit_code(), Some(3));
@@ -490,7 +498,7 @@ fn exit_abort_clock_and_system() {
     // `system` is off unless turned on.
     assert_eq!(
         dev.on(|p| host::system(p, "exit 7")),
-        Err(HostError::Disabled)
+        app(HostError::Disabled)
     );
     drain(server);
 
@@ -499,10 +507,10 @@ fn exit_abort_clock_and_system() {
         ..captured(&out, &err)
     }));
     let (server, path) = shm_server(&on);
-    let mut dev = Dev::attach(&path);
+    let dev = Dev::attach(&path);
     assert_eq!(dev.on(|p| host::system(p, "exit 7")).unwrap(), 7);
     let long = "x".repeat(host::SYSTEM_LIMIT + 1);
-    assert_eq!(dev.on(|p| host::system(p, &long)), Err(HostError::TooLong));
+    assert_eq!(dev.on(|p| host::system(p, &long)), app(HostError::TooLong));
     drain(server);
 }
 
@@ -525,7 +533,7 @@ fn malloc_hands_out_disjoint_blocks_of_reserved_memory() {
         for t in 0..4u8 {
             let path = &path;
             s.spawn(move || {
-                let mut dev = Dev::attach(path);
+                let dev = Dev::attach(path);
                 let blocks: Vec<(usize, usize)> = (0..20)
                     .map(|i| {
                         let size = 16 + (i * 37 + t as usize * 11) % 300;
@@ -552,14 +560,14 @@ fn malloc_hands_out_disjoint_blocks_of_reserved_memory() {
         }
     });
     assert_eq!(host.heap_free(), Some(full), "every block came back");
-    let mut dev = Dev::attach(&path);
+    let dev = Dev::attach(&path);
     // A double free is refused. (Checked with no other thread allocating: one that got the freed
     // block meanwhile would make the second free a valid one.)
     let p = dev.on(|d| host::malloc(d, 64)).unwrap();
     dev.on(|d| host::free(d, p)).unwrap();
-    assert_eq!(dev.on(|d| host::free(d, p)), Err(HostError::BadPointer));
+    assert_eq!(dev.on(|d| host::free(d, p)), app(HostError::BadPointer));
     let all = dev.on(|p| host::malloc(p, full)).unwrap();
-    assert_eq!(dev.on(|p| host::malloc(p, 1)), Err(HostError::OutOfMemory));
+    assert_eq!(dev.on(|p| host::malloc(p, 1)), app(HostError::OutOfMemory));
     dev.on(|p| host::free(p, all)).unwrap();
     dev.on(|p| host::free(p, std::ptr::null_mut())).unwrap();
     drain(server);
@@ -603,7 +611,7 @@ fn opening_a_fifo_is_refused_at_once_and_pins_no_worker() {
         .iter()
         .all(|t| ends_within(t, Duration::from_secs(10)));
     // Another client's call is served meanwhile.
-    let mut other = Dev::attach_with(&path, Duration::from_secs(3));
+    let other = Dev::attach_with(&path, Duration::from_secs(3));
     let block = other.on(|p| host::malloc(p, 64));
     // Other special files: a FIFO for writing with no reader, a device, a directory.
     let special = [
@@ -628,9 +636,9 @@ fn opening_a_fifo_is_refused_at_once_and_pins_no_worker() {
         refused_soon,
         "the FIFO opens waited for a writer: {opened:?}"
     );
-    assert_eq!(opened, [Err(HostError::NotAFile), Err(HostError::NotAFile)]);
+    assert_eq!(opened, [app(HostError::NotAFile), app(HostError::NotAFile)]);
     assert!(block.is_ok(), "another client's malloc: {block:?}");
-    assert_eq!(special, [Err(HostError::NotAFile); 3]);
+    assert_eq!(special, [app(HostError::NotAFile); 3]);
     assert!(shut_soon, "shutdown(1 s) did not return");
     assert_eq!(stats.failed + stats.panicked, 0);
     assert_eq!(host.open_files(), 0);
@@ -647,29 +655,17 @@ fn shutdown_returns_by_its_deadline_while_a_handler_is_stuck() {
     // The clock call blocks its worker until the gate opens.
     let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
     let entered = Arc::new(AtomicU32::new(0));
-    let path = unique_path("libc-stuck");
-    let (h, g, e) = (Arc::clone(&host), Arc::clone(&gate), Arc::clone(&entered));
-    let server = ShmServer::start(
-        &path,
-        ServerConfig {
-            ports: 32,
-            workers: 2,
-            fingerprint: Libc::FINGERPRINT,
-            ..ServerConfig::default()
-        },
-        move |port: &mut ServerPort<'_, '_>| {
-            if port.opcode() == Libc::Clock.opcode() {
-                e.fetch_add(1, Ordering::SeqCst);
-                let (open, wake) = &*g;
-                let mut open = open.lock().unwrap();
-                while !*open {
-                    open = wake.wait(open).unwrap();
-                }
+    let (g, e) = (Arc::clone(&gate), Arc::clone(&entered));
+    let (server, path) = shm_server_with(&host, move |port| {
+        if port.opcode() == opcode::CLOCK {
+            e.fetch_add(1, Ordering::SeqCst);
+            let (open, wake) = &*g;
+            let mut open = open.lock().unwrap();
+            while !*open {
+                open = wake.wait(open).unwrap();
             }
-            h.dispatch(port.caller(), port).map(|_| ())
-        },
-    )
-    .unwrap();
+        }
+    });
     let p = path.clone();
     let caller = std::thread::spawn(move || Dev::attach(&p).on(|p| host::clock(p)).is_ok());
     while entered.load(Ordering::SeqCst) == 0 {
@@ -682,10 +678,15 @@ fn shutdown_returns_by_its_deadline_while_a_handler_is_stuck() {
         *open.lock().unwrap() = true;
         wake.notify_all();
     }
-    let Shutdown { drained, .. } = shutdown.join().unwrap();
+    let Shutdown {
+        drained,
+        stuck_workers,
+        ..
+    } = shutdown.join().unwrap();
     let _ = caller.join().unwrap();
     assert!(shut_soon, "shutdown(1 s) waited for the stuck handler");
     assert!(!drained, "a call was still in flight");
+    assert_eq!(stuck_workers, 1, "the stuck worker was left running");
 }
 
 /// The environment variable that makes a run of this test binary the second client process of
@@ -701,7 +702,7 @@ fn peer(spec: &str) {
         Handle(args[1].parse().unwrap()),
         args[2].parse::<u64>().unwrap() as *mut u8,
     );
-    let mut dev = Dev::attach(path);
+    let dev = Dev::attach(path);
     let mut buf = [0u8; 16];
     let read = dev.on(|p| host::read(p, handle, &mut buf));
     let write = dev.on(|p| host::write(p, handle, b"x"));
@@ -710,16 +711,14 @@ fn peer(spec: &str) {
     let file = args[3];
     let w = mode::from_c("w").unwrap();
     let mine: Vec<_> = (0..3).map(|_| dev.on(|p| host::open(p, file, w))).collect();
-    // Past the quota: the limit rides in the reply's value.
-    let request = [&w.to_le_bytes()[..], file.as_bytes()].concat();
-    let over = dev.on(|p| Ok(p.open_file(&request)?));
+    // Past the quota (the table, 5, still has room: the first client holds one file, this one
+    // three), straight through the generated client on the handle.
+    let over = Libc::client(&dev.0).open(w, file);
     let block = dev.on(|p| host::malloc(p, 3 << 10));
     println!(
         "peer: read {read:?} write {write:?} close {close:?} free {free:?} opened {} \
-         over {}:{} malloc {}",
+         over {over:?} malloc {}",
         mine.iter().filter(|h| h.is_ok()).count(),
-        over.map_or(0, |r| r.error),
-        over.map_or(0, |r| r.value),
         block.is_ok()
     );
 }
@@ -744,7 +743,7 @@ fn files_and_blocks_belong_to_their_client_process() {
         ..captured(&Capture::default(), &Capture::default())
     }));
     let (server, path) = shm_server(&host);
-    let mut dev = Dev::attach(&path);
+    let dev = Dev::attach(&path);
     let secret = dir.path("secret");
     let f = dev
         .on(|p| host::open(p, &secret, mode::from_c("w+").unwrap()))
@@ -785,8 +784,8 @@ fn files_and_blocks_belong_to_their_client_process() {
     assert_eq!(
         said,
         Some(
-            "read Err(BadHandle) write Err(BadHandle) close Err(BadHandle) \
-             free Err(BadPointer) opened 3 over 6:3 malloc true"
+            "read Err(App(BadHandle)) write Err(App(BadHandle)) close Err(App(BadHandle)) \
+             free Err(App(BadPointer)) opened 3 over Err(App(TooManyOpen)) malloc true"
         ),
         "{stdout}"
     );
@@ -804,10 +803,9 @@ fn files_and_blocks_belong_to_their_client_process() {
     ];
     assert!(more.iter().all(Result::is_ok), "{more:?}");
     assert_eq!(host.open_files(), 3);
-    // Our own quota holds: the limit is ours.
-    let request = [&w.to_le_bytes()[..], dir.path("more3").as_bytes()].concat();
-    let over = dev.on(|p| Ok(p.open_file(&request)?)).unwrap();
-    assert_eq!((over.error, over.value), (host::code::TOO_MANY_OPEN, 3));
+    // Our own quota (3) holds: the table (5) has room, so the refusal is the quota's.
+    let over = dev.on(|p| host::open(p, &dir.path("more3"), w));
+    assert_eq!(over, app(HostError::TooManyOpen));
     assert!(
         !Path::new(&dir.path("more3")).exists(),
         "a refused open creates nothing"
@@ -883,7 +881,7 @@ fn a_warp_prints_all_its_lanes_in_one_message_each_lane_whole_and_in_order() {
     }
     assert_eq!(next, [[LINES; LANES as usize]; WARPS as usize]);
     // One message carries all lanes of a warp: one message per line of the warp.
-    assert_eq!(host.count(Libc::Print), (WARPS * LINES) as u64);
+    assert_eq!(host.count(opcode::PRINT), (WARPS * LINES) as u64);
     assert!(err.text().is_empty());
 }
 
@@ -917,7 +915,7 @@ fn a_warp_writes_and_reads_files_of_different_lengths_per_lane() {
         };
         let f = host::open(c, &name, m);
         if lane == 3 {
-            check(f == Err(HostError::NotFound));
+            check(f == app(HostError::NotFound));
         }
         let f = f.unwrap_or(Handle(0));
         // Lengths from 0 to several chunks: the lanes loop different numbers of times.
@@ -925,7 +923,7 @@ fn a_warp_writes_and_reads_files_of_different_lengths_per_lane() {
         let data: Vec<u8> = (0..len).map(|i| (i as u32 * 7 + lane) as u8).collect();
         let wrote = host::write(c, f, &data);
         check(if lane == 3 {
-            wrote == Err(HostError::BadHandle)
+            wrote == app(HostError::BadHandle)
         } else {
             wrote == Ok(len)
         });
@@ -936,7 +934,7 @@ fn a_warp_writes_and_reads_files_of_different_lengths_per_lane() {
         let got = host::read(c, f, &mut buf);
         let want = [&data[..], format!("\nlane {lane}\n").as_bytes()].concat();
         check(if lane == 3 {
-            got == Err(HostError::BadHandle)
+            got == app(HostError::BadHandle)
         } else {
             got == Ok(want.len()) && buf[..want.len()] == want[..]
         });
