@@ -17,10 +17,11 @@ grep -q '^\.visible \.entry _start(' "$out/occupancy.ptx"
 grep -q '^\.visible \.entry _start(' "$out/exit.ptx"
 grep -q '^\.visible \.entry _start(' "$out/files.ptx"
 grep -q '^\.visible \.entry _start(' "$out/printbench.ptx"
+grep -q '^\.visible \.entry _start(' "$out/tally.ptx"
 for k in pingpong call_latency call_latency_kept call_phases call_throughput; do
     grep -q "^\.visible \.entry $k(" "$out/bench.ptx"
 done
-for p in hello occupancy exit bench files printbench; do
+for p in hello occupancy exit bench files printbench tally; do
     grep -q '^\.visible \.global .* FERRY_RPC\[32\]' "$out/$p.ptx"
 done
 # And the host side of the device crate builds and its simulated-warp tests pass.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check and benchmark of transport-gpu in one run on the GPU machine, then a summary.
 # Built beforehand on the build machine: host binaries in gpu-out/bin (rpc-gpu-run,
-# ferry-gpu-bench, and the tests/gpu.rs test binary as gpu-test), PTX in gpu-out/ptx
+# ferry-gpu-bench, gpu-tally of ferry-examples, and the tests/gpu.rs test binary as gpu-test), PTX in gpu-out/ptx
 # (scripts/build-ptx) and, for each extra variant to compare, in gpu-out/VARIANT. Needs nvcc there
 # for the CUDA C++ floor kernel. Usage:
 #   [VARIANTS="ptx base"] transport-gpu/bench/device-run.sh [OCCUPANCY_CALLS] [BENCH_CALLS]
@@ -23,6 +23,13 @@ rc=$?; lines=$(wc -l < /tmp/hello.out); distinct=$(sort -u /tmp/hello.out | wc -
 echo "exit $rc; lines $lines, distinct $distinct"
 head -2 /tmp/hello.out; tail -1 /tmp/hello.out
 [ $rc = 0 ] && [ $lines = 8448 ] && [ $distinct = 8448 ] && result[hello]=ok || result[hello]=FAILED
+
+echo "== gpu-tally: a user's own service (Tally) plus Libc, 4 blocks x 96 threads"
+timeout 120 $G/bin/gpu-tally $G/ptx/tally.ptx --blocks 4 --threads 96 --rounds 8 > /tmp/tally.out 2> /tmp/tally.err
+rc=$?; echo "exit $rc; lines $(wc -l < /tmp/tally.out)"; head -2 /tmp/tally.out; cat /tmp/tally.err
+# Exit 0 without a GPU too (it says "skipped"): that is a failure here.
+[ $rc = 0 ] && ! grep -q skipped /tmp/tally.err && [ "$(grep -c ': ok$' /tmp/tally.out)" = 384 ] \
+  && result[gpu-tally]=ok || result[gpu-tally]="FAILED (exit $rc)"
 
 echo "== tests/gpu.rs"
 FERRY_GPU_PTX=$G/ptx timeout 120 $G/bin/gpu-test --test-threads 1 --nocapture
@@ -46,7 +53,7 @@ echo
 echo "== summary"
 echo "| check | result |"
 echo "|---|---|"
-for k in refusal hello gpu.rs occupancy; do echo "| $k | ${result[$k]} |"; done
+for k in refusal hello gpu-tally gpu.rs occupancy; do echo "| $k | ${result[$k]} |"; done
 for v in ${VARIANTS:-ptx}; do echo "| bench ($v) | ${result[bench-$v]} |"; done
 for v in ${VARIANTS:-ptx}; do
   echo; echo "benchmark, variant $v:"

@@ -6,6 +6,13 @@
 //! `LibcHost` is a [`Handler`] for [`serve`](crate::serve) (whose calls all come from one
 //! client, the GPU program: [`PROGRAM`]).
 //!
+//! To serve it with other services on one region, bind the host to its client:
+//! [`LibcHost::for_program`] (a GPU region's one program) or [`LibcHost::for_caller`] give a
+//! [`ForCaller`], which implements [`LibcServer`], so `Libc::server(host.for_program())` serves it
+//! (`Tally::server(mine).and(Libc::server(host.for_program()))`). Calls served that way are counted
+//! by the server ([`ServeStats::by_opcode`](crate::ServeStats)), not by [`LibcHost::counts`],
+//! which counts the calls [`LibcHost::dispatch`] serves.
+//!
 //! What it owns:
 //! - **output**: standard output and error writers; each lane's printed bytes are written whole,
 //!   lanes in order, under the writer's lock;
@@ -40,7 +47,6 @@
 //! host's own standard output or error is full (the user's setup, not the client's); and
 //! `system`, off by default, waits for its command (see [`LibcConfig::allow_system`]).
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -58,7 +64,7 @@ pub use device::host::{
 use rpc_core::service::{Served, Service};
 use rpc_core::{Lanes, Mailbox, Port, Server, Wait};
 
-use crate::server::{Handler, ServerPort, PROGRAM};
+use crate::server::{with_stream_buffers, Handler, ServerPort, PROGRAM};
 use crate::services::ExitPolicy;
 
 /// The first handle index of a file (0 is never a handle, 1 and 2 are the output streams).
@@ -372,11 +378,6 @@ fn path_of(text: &str) -> Result<&Path, HostError> {
     Ok(Path::new(text))
 }
 
-thread_local! {
-    /// Where a server thread receives streamed requests; kept between calls.
-    static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-}
-
 impl LibcHost {
     /// Services as `config` says.
     pub fn new(config: LibcConfig) -> LibcHost {
@@ -410,11 +411,8 @@ impl LibcHost {
         caller: u64,
         port: &mut Port<'_, '_, Server, L, M, W>,
     ) -> Result<Served, rpc_core::Error> {
-        let call = Call { host: self, caller };
-        let served = BUFFERS.with(|b| match b.try_borrow_mut() {
-            Ok(mut buffers) => Libc::dispatch(&call, port, &mut *buffers),
-            Err(_) => Libc::dispatch(&call, port, &mut Vec::new()),
-        })?;
+        let call = self.for_caller(caller);
+        let served = with_stream_buffers(|buffers| Libc::dispatch(&call, port, buffers))?;
         let i = <Libc as Service>::OPCODES
             .iter()
             .position(|&o| o == served.opcode)
@@ -423,8 +421,22 @@ impl LibcHost {
         Ok(served)
     }
 
-    /// Calls served (one per message, however many lanes it carried), by [`Libc::OPCODES`]
-    /// index, then unknown opcodes and handshakes.
+    /// The host acting for client `caller`, as a [`LibcServer`]: `Libc::server(host.for_caller(id))`
+    /// serves the calls with other services; what they open or allocate belongs to `caller` (see
+    /// [`dispatch`](Self::dispatch)). Calls served through it are not counted in
+    /// [`counts`](Self::counts).
+    pub fn for_caller(&self, caller: u64) -> ForCaller<'_> {
+        ForCaller { host: self, caller }
+    }
+
+    /// The host acting for the one program a GPU region serves ([`PROGRAM`]):
+    /// `Tally::server(mine).and(Libc::server(host.for_program()))`.
+    pub fn for_program(&self) -> ForCaller<'_> {
+        self.for_caller(PROGRAM)
+    }
+
+    /// Calls served through [`dispatch`](Self::dispatch) (one per message, however many lanes it
+    /// carried), by [`Libc::OPCODES`] index, then unknown opcodes and handshakes.
     pub fn counts(&self) -> CallCounts {
         core::array::from_fn(|i| self.counts[i].load(Ordering::Relaxed))
     }
@@ -534,13 +546,22 @@ impl LibcHost {
     }
 }
 
-/// The services as one call sees them: the host, acting for client `caller`.
-struct Call<'h> {
+/// The host acting for one client ([`LibcHost::for_caller`], [`LibcHost::for_program`]): a
+/// [`LibcServer`], so `Libc::server(host.for_program())` serves it with other services.
+#[derive(Clone, Copy, Debug)]
+pub struct ForCaller<'h> {
     host: &'h LibcHost,
     caller: u64,
 }
 
-impl Deref for Call<'_> {
+impl ForCaller<'_> {
+    /// The client the calls are served for.
+    pub fn caller(&self) -> u64 {
+        self.caller
+    }
+}
+
+impl Deref for ForCaller<'_> {
     type Target = LibcHost;
 
     fn deref(&self) -> &LibcHost {
@@ -587,7 +608,7 @@ fn open_regular(m: u32, path: &str) -> Result<File, HostError> {
     Ok(file)
 }
 
-impl LibcServer for Call<'_> {
+impl LibcServer for ForCaller<'_> {
     fn print(&self, text: &[u8]) {
         let mut out = self.stdout.lock().unwrap_or_else(|e| e.into_inner());
         // One-way: nobody to tell about a failed write.

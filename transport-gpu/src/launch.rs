@@ -1,16 +1,47 @@
 //! Running a program: load it, give it a region and a heap, launch its entry kernel, serve it
 //! until it ends.
 //!
-//! The loader serves two services on one region, routed by opcode: the minimal calls of
-//! `device::services` ([`NOOP`], [`PRINT`], [`EXIT`]: small class opcodes) go to
-//! [`HostServices`], everything else (the `device::host::Libc` calls, whose hash opcodes have the
-//! top bit set, the protocol's handshake, unknown opcodes) to [`LibcHost`]'s generated dispatch,
-//! which answers unknown opcodes itself. Both print to the same output, under one lock.
+//! [`Program`] does it for any services: load the PTX ([`Program::load`]), bind the services
+//! (`Tally::server(mine).and(Libc::server(program.libc().for_program()))`), [`run`](Program::run).
+//! [`run_program`] (the loader, `rpc-gpu-run`) runs one with the loader's services: the `Libc`
+//! calls (`device::host::Libc`, served by the program's [`LibcHost`]) and the minimal calls of
+//! `device::services` ([`NOOP`], [`PRINT`], [`EXIT`], served by [`HostServices`] with their own
+//! wire protocol), both printing to the same output under one lock.
 //!
 //! `malloc` is served from device memory reserved before launch ([`RunConfig::heap`] bytes): the
 //! host only hands out addresses inside it. Growing device memory while a kernel runs can
 //! deadlock on NVIDIA (an allocation may wait for the running kernel), so nothing is allocated
 //! after launch.
+//!
+//! ```no_run
+//! use rpc_core::RpcOpcodes;
+//! use transport_gpu::cuda::Cuda;
+//! use transport_gpu::host::Libc;
+//! use transport_gpu::{ExitPolicy, Program, RunConfig};
+//!
+//! #[derive(RpcOpcodes)]
+//! pub enum Tally {
+//!     #[rpc(response = u64)]
+//!     Add { n: u64 },
+//! }
+//!
+//! #[derive(Default)]
+//! struct Sum(std::sync::atomic::AtomicU64);
+//!
+//! impl TallyServer for Sum {
+//!     fn add(&self, n: u64) -> u64 {
+//!         self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n
+//!     }
+//! }
+//!
+//! let cuda = Cuda::new(0)?;
+//! let config = RunConfig { exit: ExitPolicy::Record, ..RunConfig::default() };
+//! let program = Program::load(&cuda, &std::fs::read("tally.ptx")?, &config)?;
+//! let services = Tally::server(Sum::default()).and(Libc::server(program.libc().for_program()));
+//! let report = program.run(&["tally".to_string()], &services)?;
+//! println!("exit {}, sum {:?}", report.code, services.0.handler().0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::ffi::c_void;
 use std::io::Write;
@@ -18,12 +49,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use device::services::{EXIT, NOOP, PRINT};
-use rpc_core::service::Service;
+use rpc_core::service::{Both, Service, Services, Serving};
 
-use crate::cuda::Cuda;
-use crate::host::{Arena, CallCounts, Libc, LibcConfig, LibcHost};
+use crate::cuda::{Cuda, DeviceMemory, Function, Module};
+use crate::host::{Arena, CallCounts, ForCaller, Libc, LibcConfig, LibcHost};
 use crate::region::{GpuRegion, PortCount};
-use crate::server::{serve, Handler, ServeStats, ServerPort};
+use crate::server::{serve_region, Handler, ServeStats};
 use crate::services::{ExitPolicy, HostServices};
 use crate::Error;
 
@@ -32,7 +63,7 @@ const fn is_minimal(opcode: u32) -> bool {
     matches!(opcode, NOOP | PRINT | EXIT)
 }
 
-// No `Libc` call may take a minimal opcode: the router would send it to the wrong service.
+// No `Libc` call may take a minimal opcode: a call would go to the wrong service.
 const _: () = {
     let ops = <Libc as Service>::OPCODES;
     let mut i = 0;
@@ -75,20 +106,13 @@ impl<O: Write> Write for SharedOut<O> {
     }
 }
 
-/// The loader's handler: routes each request by opcode (see the module docs).
-struct Router<O: Write + Send> {
-    minimal: HostServices<SharedOut<O>>,
-    libc: LibcHost,
-}
-
-impl<O: Write + Send> Handler for Router<O> {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) {
-        if is_minimal(port.opcode()) {
-            self.minimal.handle(port);
-        } else {
-            self.libc.handle(port);
-        }
-    }
+/// The loader's services: the `Libc` calls first (they also answer the handshake), then the
+/// minimal ones (which answer opcodes neither has).
+fn loader_services<O: Write + Send>(
+    libc: &LibcHost,
+    minimal: HostServices<O>,
+) -> Both<Serving<Libc, ForCaller<'_>>, HostServices<O>> {
+    Libc::server(libc.for_program()).and(minimal)
 }
 
 /// The documented entry kernel: `_start(argc: u32, argv: *const *const u8, ret: *mut i32)`.
@@ -142,11 +166,11 @@ pub struct RunReport {
     pub code: i32,
     /// Server counts.
     pub stats: ServeStats,
-    /// Minimal calls served by opcode: `[unknown (always 0: the loader routes unknown opcodes to
-    /// the Libc dispatch), no-op, print, exit]`.
+    /// Minimal calls served by opcode: `[0, no-op, print, exit]` (opcodes no service has count in
+    /// the last entry of `libc_calls`).
     pub calls: [u64; 4],
-    /// `Libc` calls served (one per message), by `Libc::OPCODES` index, then unknown opcodes and
-    /// handshakes.
+    /// `Libc` calls served (one per message), by `Libc::OPCODES` index, then opcodes none of the
+    /// services served has, and handshakes.
     pub libc_calls: CallCounts,
     /// Ports of the region.
     pub ports: u32,
@@ -154,8 +178,186 @@ pub struct RunReport {
     pub elapsed: Duration,
 }
 
-/// Runs the PTX program `ptx` with `args` (the program's name first), printing to `out` (both
-/// services' standard output; the `Libc` service's standard error is this process's).
+/// A program loaded on a device, with its region, its `malloc` heap and its [`LibcHost`], ready
+/// to run while serving the caller's services (see the module docs).
+pub struct Program<'c> {
+    cuda: &'c Cuda,
+    config: RunConfig,
+    // Dropped in this order: the host (which only names heap addresses), the heap, the region,
+    // the entry, the module.
+    libc: LibcHost,
+    _heap: Option<DeviceMemory>,
+    region: GpuRegion,
+    entry: Function,
+    _module: Module,
+}
+
+impl std::fmt::Debug for Program<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Program")
+            .field("config", &self.config)
+            .field("ports", &self.region.layout().ports())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'c> Program<'c> {
+    /// Loads the PTX program `ptx` on `cuda`'s device for launches as `config` says: its region,
+    /// its heap ([`RunConfig::heap`], reserved now), and a [`LibcHost`] printing to this
+    /// process's standard output and error, exiting as [`RunConfig::exit`] says, with the whole
+    /// file table for the program (its only client).
+    pub fn load(cuda: &'c Cuda, ptx: &[u8], config: &RunConfig) -> Result<Self, Error> {
+        Self::load_with(
+            cuda,
+            ptx,
+            config,
+            LibcConfig {
+                max_files_per_client: usize::MAX,
+                ..LibcConfig::default()
+            },
+        )
+    }
+
+    /// As [`load`](Self::load), with the [`LibcHost`] configured by `libc`, except its heap
+    /// (the one reserved here) and its exit policy ([`RunConfig::exit`]).
+    pub fn load_with(
+        cuda: &'c Cuda,
+        ptx: &[u8],
+        config: &RunConfig,
+        libc: LibcConfig,
+    ) -> Result<Self, Error> {
+        let module = cuda.load_module(ptx, config.max_registers)?;
+        let entry = module.function(ENTRY).map_err(|_| {
+            Error::Program(format!(
+                "no entry kernel `{ENTRY}(argc, argv, ret)`: define it with `device::entry!`"
+            ))
+        })?;
+        if let Some(bytes) = config.stack {
+            cuda.set_stack_size(bytes)?;
+        }
+        let mut region = GpuRegion::new(cuda, config.ports)?;
+        // Each warp keeps its port between calls when every warp of the launch has one.
+        region.keep_ports_for(config.blocks as u64 * config.threads.div_ceil(32) as u64);
+        region.install(cuda, &module)?;
+        // The heap, reserved before launch (nothing is allocated while a kernel runs).
+        let heap = match config.heap {
+            0 => None,
+            bytes => Some(cuda.alloc_device(bytes)?),
+        };
+        let libc = LibcHost::new(LibcConfig {
+            heap: heap.as_ref().map(|h| Arena {
+                base: h.ptr(),
+                size: h.len() as u64,
+            }),
+            exit: config.exit,
+            ..libc
+        });
+        Ok(Program {
+            cuda,
+            config: config.clone(),
+            libc,
+            _heap: heap,
+            region,
+            entry,
+            _module: module,
+        })
+    }
+
+    /// The program's C-library host: serve it as `Libc::server(program.libc().for_program())`;
+    /// after a run, its [`exit_code`](LibcHost::exit_code) and files.
+    pub fn libc(&self) -> &LibcHost {
+        &self.libc
+    }
+
+    /// The region the program's calls arrive on.
+    pub fn region(&self) -> &GpuRegion {
+        &self.region
+    }
+
+    /// Runs the entry kernel with `args` (the program's name first) while serving `services`
+    /// (`Tally::server(mine).and(Libc::server(program.libc().for_program()))`) from
+    /// [`RunConfig::server_threads`] threads, until it ends and every call it made is answered.
+    /// The report's code is the `Libc` exit call's code if the program made one (134 if it
+    /// aborted), else the OR of every thread's return value.
+    pub fn run<S: Services + Handler>(
+        &self,
+        args: &[String],
+        services: &S,
+    ) -> Result<RunReport, Error> {
+        let cuda = self.cuda;
+        let config = &self.config;
+        // argv: the strings, NUL-terminated, then the array of their device addresses.
+        let mut strings = Vec::new();
+        let mut offsets = Vec::new();
+        for a in args {
+            offsets.push(strings.len());
+            strings.extend_from_slice(a.as_bytes());
+            strings.push(0);
+        }
+        let pad = strings.len().next_multiple_of(8);
+        strings.resize(pad, 0);
+        let argv_mem = cuda.alloc_device(pad + 8 * args.len().max(1))?;
+        let base = argv_mem.ptr();
+        for o in &offsets {
+            strings.extend_from_slice(&(base + *o as u64).to_le_bytes());
+        }
+        cuda.copy_to_device(base, &strings)?;
+        let ret = cuda.alloc_device(4)?;
+
+        let mut argc = args.len() as u32;
+        let mut argv = base + pad as u64;
+        let mut ret_ptr = ret.ptr();
+        let entry = self.entry;
+        let (ran, stats) = serve_region(
+            &self.region,
+            config.server_threads,
+            services,
+            || -> Result<Duration, Error> {
+                let mut params: [*mut c_void; 3] = [
+                    (&raw mut argc).cast(),
+                    (&raw mut argv).cast(),
+                    (&raw mut ret_ptr).cast(),
+                ];
+                // SAFETY: `_start` takes (u32, u64 pointer, u64 pointer) — the entry's documented
+                // signature; argv and ret are device allocations that outlive the wait below, and
+                // the region the descriptor names lives as long as `self`, after the kernel ends;
+                // the heap too.
+                unsafe { entry.launch(config.blocks, config.threads, &mut params)? };
+                cuda.wait(config.timeout)
+            },
+        )?;
+        let elapsed = ran?;
+        let mut code = [0u8; 4];
+        cuda.copy_from_device(&mut code, ret.ptr())?;
+        let code = self
+            .libc
+            .exit_code()
+            // An abort the policy recorded: what a shell reports for SIGABRT.
+            .or(self.libc.aborted().then_some(134))
+            .unwrap_or(i32::from_le_bytes(code));
+        let libc_calls = core::array::from_fn(|i| match <Libc as Service>::OPCODES.get(i) {
+            Some(&op) => stats.count(op),
+            None => stats
+                .by_opcode
+                .iter()
+                .filter(|&&(op, _)| !services.has_opcode(op))
+                .map(|&(_, n)| n)
+                .sum(),
+        });
+        Ok(RunReport {
+            code,
+            calls: [0, stats.count(NOOP), stats.count(PRINT), stats.count(EXIT)],
+            libc_calls,
+            stats,
+            ports: self.region.layout().ports(),
+            elapsed,
+        })
+    }
+}
+
+/// Runs the PTX program `ptx` with `args` (the program's name first), serving the loader's
+/// services (see the module docs) and printing to `out` (both services' standard output; the
+/// `Libc` service's standard error is this process's).
 pub fn run_program<O: Write + Send + 'static>(
     cuda: &Cuda,
     ptx: &[u8],
@@ -163,120 +365,47 @@ pub fn run_program<O: Write + Send + 'static>(
     config: &RunConfig,
     out: O,
 ) -> Result<RunReport, Error> {
-    let module = cuda.load_module(ptx, config.max_registers)?;
-    let entry = module.function(ENTRY).map_err(|_| {
-        Error::Program(format!(
-            "no entry kernel `{ENTRY}(argc, argv, ret)`: define it with `device::entry!`"
-        ))
-    })?;
-    if let Some(bytes) = config.stack {
-        cuda.set_stack_size(bytes)?;
-    }
-    let mut region = GpuRegion::new(cuda, config.ports)?;
-    // Each warp keeps its port between calls when every warp of the launch has one.
-    region.keep_ports_for(config.blocks as u64 * config.threads.div_ceil(32) as u64);
-    region.install(cuda, &module)?;
-
-    // argv: the strings, NUL-terminated, then the array of their device addresses.
-    let mut strings = Vec::new();
-    let mut offsets = Vec::new();
-    for a in args {
-        offsets.push(strings.len());
-        strings.extend_from_slice(a.as_bytes());
-        strings.push(0);
-    }
-    let pad = strings.len().next_multiple_of(8);
-    strings.resize(pad, 0);
-    let argv_mem = cuda.alloc_device(pad + 8 * args.len().max(1))?;
-    let base = argv_mem.ptr();
-    for o in &offsets {
-        strings.extend_from_slice(&(base + *o as u64).to_le_bytes());
-    }
-    cuda.copy_to_device(base, &strings)?;
-    let ret = cuda.alloc_device(4)?;
-
-    // The heap, reserved before launch and freed after the kernel ended (`heap` drops last).
-    let heap = match config.heap {
-        0 => None,
-        bytes => Some(cuda.alloc_device(bytes)?),
-    };
     let out = SharedOut(Arc::new(Mutex::new(out)));
-    let router = Router {
-        minimal: HostServices::new(out.clone(), config.exit),
-        libc: LibcHost::new(LibcConfig {
+    let program = Program::load_with(
+        cuda,
+        ptx,
+        config,
+        LibcConfig {
             stdout: Box::new(out.clone()),
-            heap: heap.as_ref().map(|h| Arena {
-                base: h.ptr(),
-                size: h.len() as u64,
-            }),
-            exit: config.exit,
             // The program is the region's only client: the whole file table is its quota.
             max_files_per_client: usize::MAX,
             ..LibcConfig::default()
-        }),
-    };
-    let mut argc = args.len() as u32;
-    let mut argv = base + pad as u64;
-    let mut ret_ptr = ret.ptr();
-    let (ran, stats) = serve(
-        region.region(),
-        region.server_locks(),
-        config.server_threads,
-        &router,
-        || -> Result<Duration, Error> {
-            let mut params: [*mut c_void; 3] = [
-                (&raw mut argc).cast(),
-                (&raw mut argv).cast(),
-                (&raw mut ret_ptr).cast(),
-            ];
-            // SAFETY: `_start` takes (u32, u64 pointer, u64 pointer) — the entry's documented
-            // signature; argv and ret are device allocations that outlive the wait below, and the
-            // region the descriptor names lives until `region` drops, after the kernel ends.
-            unsafe { entry.launch(config.blocks, config.threads, &mut params)? };
-            cuda.wait(config.timeout)
         },
     )?;
+    let services = loader_services(program.libc(), HostServices::new(out.clone(), config.exit));
+    let run = program.run(args, &services);
     let flushed = out.clone().flush();
-    let elapsed = ran?;
-    let mut code = [0u8; 4];
-    cuda.copy_from_device(&mut code, ret.ptr())?;
-    let code = router
-        .minimal
-        .exit_code()
-        .or(router.libc.exit_code())
-        // An abort the policy recorded: what a shell reports for SIGABRT.
-        .or(router.libc.aborted().then_some(134))
-        .unwrap_or(i32::from_le_bytes(code));
+    let mut report = run?;
+    // A minimal exit call's code comes first (as the loader always had it).
+    if let Some(code) = services.1.exit_code() {
+        report.code = code;
+    }
     flushed.map_err(|e| Error::Program(format!("writing the program's output: {e}")))?;
-    drop(heap);
-    Ok(RunReport {
-        code,
-        stats,
-        calls: router.minimal.counts(),
-        libc_calls: router.libc.counts(),
-        ports: region.layout().ports(),
-        elapsed,
-    })
+    Ok(report)
 }
 
 #[cfg(test)]
 mod tests {
-    //! The router without a GPU: a heap region served by `serve` with the loader's router, called
-    //! from a host thread with both services' device-side calls.
+    //! The loader's services without a GPU: a heap region served by `serve`, called from a host
+    //! thread with both services' device-side calls.
 
     use super::*;
+    use crate::server::serve;
     use rpc_core::service::status;
     use rpc_core::{HeapRegion, PerPort, Single, SpinLimit};
 
     #[test]
     fn requests_go_to_the_service_that_owns_their_opcode() {
         let out = SharedOut(Arc::new(Mutex::new(Vec::<u8>::new())));
-        let router = Router {
-            minimal: HostServices::new(out.clone(), ExitPolicy::Record),
-            libc: LibcHost::new(LibcConfig::default()),
-        };
+        let libc = LibcHost::new(LibcConfig::default());
+        let services = loader_services(&libc, HostServices::new(out.clone(), ExitPolicy::Record));
         let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
-        let (result, _) = serve(region.region(), region.server_locks(), 1, &router, || {
+        let (result, stats) = serve(region.region(), region.server_locks(), 1, &services, || {
             let client = region.client_with(Single, SpinLimit(1 << 30)).unwrap();
             // A minimal call: the no-op answers its value plus one.
             let noop = device::services::noop(&client, 41);
@@ -294,21 +423,10 @@ mod tests {
         assert_eq!(result.0, Ok(42));
         assert!(result.1, "the clock call reached LibcHost");
         assert_eq!(result.2, status::UNKNOWN_OPCODE);
-        assert_eq!(
-            router.minimal.counts()[NOOP as usize],
-            1,
-            "one no-op served"
-        );
-        let libc = router.libc.counts();
-        assert_eq!(
-            libc.iter().sum::<u64>(),
-            2,
-            "the clock and the unknown opcode: {libc:?}"
-        );
-        assert_eq!(
-            *libc.last().unwrap(),
-            1,
-            "one unknown opcode counted by LibcHost"
-        );
+        assert_eq!(services.1.counts()[NOOP as usize], 1, "one no-op served");
+        assert_eq!(stats.count(NOOP), 1);
+        assert_eq!(stats.count(device::host::opcode::CLOCK), 1, "{stats:?}");
+        assert_eq!(stats.count(0x0BAD_C0DE), 1);
+        assert_eq!(stats.calls(), 3);
     }
 }

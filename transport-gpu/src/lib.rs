@@ -9,11 +9,14 @@
 //!   reads at start.
 //! - [`server`]: server threads that serve a region while a kernel runs and drain it when it ends;
 //!   generic over where the region lives, so tests run device code on CPU threads against it.
+//!   Derived services bound to handlers (`Tally::server(h).and(Libc::server(host.for_program()))`)
+//!   are [`Handler`]s; [`serve_region`] serves them while the caller launches its own kernels.
 //! - [`services`]: the host side of `device::services` (no-op, print, exit).
 //! - [`host`]: the host side of `device::host` (print, files, exit and abort, malloc from reserved
 //!   memory, a clock, `system` when turned on), served through the derived dispatch.
-//! - [`launch`]: running a program's entry kernel while serving it, both services routed by
-//!   opcode, `malloc` from device memory reserved before launch (the loader's core).
+//! - [`launch`]: [`Program`]: load a program, run its entry kernel while serving the caller's
+//!   services, `malloc` from device memory reserved before launch; [`run_program`], the loader's
+//!   core, runs it with `Libc` and the minimal services.
 //! - [`hsa`]: AMD's HSA runtime, loaded at run time (`libhsa-runtime64`): fine-grained memory.
 //!
 //! Nothing of CUDA or HSA is needed to build; without a driver the calls return
@@ -30,9 +33,9 @@ pub mod server;
 pub mod services;
 
 pub use host::{LibcConfig, LibcHost};
-pub use launch::{run_program, RunConfig, RunReport};
+pub use launch::{run_program, Program, RunConfig, RunReport};
 pub use region::{GpuRegion, PortCount};
-pub use server::{serve, Handler, ServeStats, ServerPort};
+pub use server::{serve, serve_region, Handler, ServeStats, ServerPort};
 pub use services::{ExitPolicy, HostServices};
 
 use std::time::Duration;

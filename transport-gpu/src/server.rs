@@ -13,13 +13,22 @@
 //!
 //! The server is generic over where the region lives: the same code serves a GPU region in mapped
 //! host memory and a heap region that simulated warps call in tests.
+//!
+//! What it serves is a [`Handler`]: derived services bound to their handlers
+//! (`Tally::server(handler)`, several with `.and(..)`: `rpc_core::service::Serving` and `Both`)
+//! are handlers, and so are the hand-written ones of this crate. [`serve_region`] serves a
+//! [`GpuRegion`] for a caller that loads and launches its kernels itself (through cudarc);
+//! [`Program`](crate::launch::Program) does all of it.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use rpc_core::service::{Both, Dispatch, Services, Serving};
 use rpc_core::sync::AtomicU32;
 use rpc_core::{LayoutError, PerPort, Port, Region, Server, ServerProcess, Single, Stalled, Wait};
+
+use crate::region::GpuRegion;
 
 /// A port as a handler sees it: opened by a server thread, its request not yet received.
 pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, PerPort, ServerWait>;
@@ -29,6 +38,49 @@ pub trait Handler: Sync {
     /// Serves the request on `port` (its opcode is `port.opcode()`): receives it, replies. The
     /// port is closed after this returns; a request left unanswered goes back to the client.
     fn handle(&self, port: &mut ServerPort<'_, '_>);
+}
+
+thread_local! {
+    /// Where a server thread receives streamed requests; kept between calls.
+    static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's buffers for streamed requests (one per lane, grown as needed and
+/// kept between calls: each server thread has its own), or with fresh ones if they are in use (a
+/// handler that serves another call from inside its own).
+pub fn with_stream_buffers<R>(f: impl FnOnce(&mut Vec<Vec<u8>>) -> R) -> R {
+    BUFFERS.with(|buffers| match buffers.try_borrow_mut() {
+        Ok(mut buffers) => f(&mut buffers),
+        Err(_) => f(&mut Vec::new()),
+    })
+}
+
+/// A derived service bound to its handler (`Tally::server(handler)`) is a [`Handler`]: each call
+/// goes to the service's generated dispatch, streamed arguments into the serving thread's buffers
+/// ([`with_stream_buffers`]). An opcode the service does not have is answered
+/// `status::UNKNOWN_OPCODE`. A protocol error (the client stalled mid-call) leaves the port as it
+/// is.
+impl<S, H> Handler for Serving<S, H>
+where
+    S: Dispatch<H>,
+    H: Sync,
+{
+    fn handle(&self, port: &mut ServerPort<'_, '_>) {
+        let _ = with_stream_buffers(|buffers| Services::dispatch(self, port, buffers));
+    }
+}
+
+/// Several services served together on one region (`Tally::server(a).and(Libc::server(b))`):
+/// each call goes to the service that has its opcode, one no service has to the last added
+/// (which answers `status::UNKNOWN_OPCODE`).
+impl<A, B> Handler for Both<A, B>
+where
+    A: Services + Sync,
+    B: Services + Sync,
+{
+    fn handle(&self, port: &mut ServerPort<'_, '_>) {
+        let _ = with_stream_buffers(|buffers| Services::dispatch(self, port, buffers));
+    }
 }
 
 /// Who calls on a GPU region's ports: the one program running on the GPU, as the caller id a
@@ -75,12 +127,32 @@ impl Wait for ServerWait {
 pub struct ServeStats {
     /// Requests served by each thread.
     pub per_thread: Vec<u64>,
+    /// Requests served by opcode (one per message, however many lanes it carried; handshakes and
+    /// opcodes no service has included), all threads together, in the order first seen.
+    pub by_opcode: Vec<(u32, u64)>,
 }
 
 impl ServeStats {
     /// Requests served in all.
     pub fn calls(&self) -> u64 {
         self.per_thread.iter().sum()
+    }
+
+    /// Requests served with `opcode`.
+    pub fn count(&self, opcode: u32) -> u64 {
+        self.by_opcode
+            .iter()
+            .find(|&&(o, _)| o == opcode)
+            .map_or(0, |&(_, n)| n)
+    }
+}
+
+/// Adds `n` calls of `opcode` to `counts`: a linear search, as a run sees few opcodes and the
+/// busiest come first.
+fn add_count(counts: &mut Vec<(u32, u64)>, opcode: u32, n: u64) {
+    match counts.iter_mut().find(|(o, _)| *o == opcode) {
+        Some((_, c)) => *c += n,
+        None => counts.push((opcode, n)),
     }
 }
 
@@ -110,7 +182,7 @@ pub fn serve<R>(
     // Check the locks before starting anything.
     ServerProcess::new(region, locks, Single, ServerWait::new(CALL_LIMIT))?;
     let stop = AtomicBool::new(false);
-    let (result, per_thread) = std::thread::scope(|s| {
+    let (result, threads) = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let stop = &stop;
@@ -143,21 +215,107 @@ pub fn serve<R>(
         let guard = StopOnDrop(&stop);
         let result = body();
         drop(guard);
-        let per_thread = workers
+        let threads: Vec<(u64, Vec<(u32, u64)>)> = workers
             .into_iter()
             .map(|w| w.join().expect("a server thread panicked"))
             .collect();
-        (result, per_thread)
+        (result, threads)
     });
-    Ok((result, ServeStats { per_thread }))
+    let mut stats = ServeStats::default();
+    for (served, by_opcode) in threads {
+        stats.per_thread.push(served);
+        for (opcode, n) in by_opcode {
+            add_count(&mut stats.by_opcode, opcode, n);
+        }
+    }
+    Ok((result, stats))
+}
+
+/// Serves `services` on `region` from `threads` server threads while `body` runs (load the
+/// kernels, install the region, launch, wait: however the caller does it), then drains the region
+/// (every call made before `body` returned is answered); returns what `body` returned and the
+/// counts. The region's descriptor must be in the module's `FERRY_RPC` global before a kernel
+/// calls ([`GpuRegion::install`], or [`GpuRegion::descriptor`] written by the caller's own
+/// means). Calls on a GPU region all come from one program: a `LibcHost` serves them as
+/// `host.for_program()`.
+///
+/// Through cudarc: [`Cuda::new`](crate::cuda::Cuda::new) retains the device's primary context,
+/// the one cudarc's `CudaContext::new` uses, so the region it maps is reachable from kernels
+/// cudarc loads and launches:
+///
+/// ```no_run
+/// use std::ffi::{c_void, CString};
+///
+/// use cudarc::driver::result;
+/// use rpc_core::RpcOpcodes;
+/// use transport_gpu::cuda::Cuda;
+/// use transport_gpu::host::{Libc, LibcConfig, LibcHost};
+/// use transport_gpu::{serve_region, GpuRegion, PortCount};
+///
+/// #[derive(RpcOpcodes)]
+/// pub enum Tally {
+///     #[rpc(response = u64)]
+///     Add { n: u64 },
+/// }
+///
+/// #[derive(Default)]
+/// struct Sum(std::sync::atomic::AtomicU64);
+///
+/// impl TallyServer for Sum {
+///     fn add(&self, n: u64) -> u64 {
+///         self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n
+///     }
+/// }
+///
+/// let cuda = Cuda::new(0)?; // the device's primary context, current on this thread
+/// let region = GpuRegion::new(&cuda, PortCount::default())?;
+/// let ptx = CString::new(std::fs::read("tally.ptx")?)?;
+/// // SAFETY: NUL-terminated PTX; the primary context is current on this thread.
+/// let module = unsafe { result::module::load_data(ptx.as_ptr().cast()) }?;
+/// // SAFETY: the module is loaded; the names are NUL-terminated.
+/// let (global, len) = unsafe { result::module::get_global(module, c"FERRY_RPC".into()) }?;
+/// // SAFETY: as above.
+/// let kernel = unsafe { result::module::get_function(module, c"my_kernel".into()) }?;
+/// let descriptor = region.descriptor().to_bytes();
+/// assert_eq!(len, descriptor.len());
+/// // SAFETY: `global` is a `len`-byte device global of the loaded module.
+/// unsafe { result::memcpy_htod_sync(global, &descriptor) }?;
+///
+/// let host = LibcHost::new(LibcConfig::default());
+/// let services = Tally::server(Sum::default()).and(Libc::server(host.for_program()));
+/// let (ran, stats) = serve_region(&region, 1, &services, || {
+///     let mut params: [*mut c_void; 0] = [];
+///     let null = std::ptr::null_mut();
+///     // SAFETY: `my_kernel` takes no parameters; the region outlives the synchronize below.
+///     unsafe { result::launch_kernel(kernel, (1, 1, 1), (32, 1, 1), 0, null, &mut params) }?;
+///     result::ctx::synchronize()
+/// })?;
+/// ran?;
+/// println!("{} calls, sum {:?}", stats.calls(), services.0.handler().0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn serve_region<R>(
+    region: &GpuRegion,
+    threads: u32,
+    services: &impl Handler,
+    body: impl FnOnce() -> R,
+) -> Result<(R, ServeStats), crate::Error> {
+    Ok(serve(
+        region.region(),
+        region.server_locks(),
+        threads,
+        services,
+        body,
+    )?)
 }
 
 fn serve_thread(
     server: &ServerProcess<'_, Single, PerPort, ServerWait>,
     handler: &impl Handler,
     stop: &AtomicBool,
-) -> u64 {
+) -> (u64, Vec<(u32, u64)>) {
     let mut served = 0u64;
+    let mut by_opcode = Vec::new();
     let mut idle = 0u32;
     loop {
         // Read before the scan: if the stop was set before a scan that then finds nothing, every
@@ -165,11 +323,12 @@ fn serve_thread(
         let stopping = stop.load(Ordering::Acquire);
         match server.try_open(()) {
             Some(mut port) => {
+                add_count(&mut by_opcode, port.opcode(), 1);
                 handler.handle(&mut port);
                 served += 1;
                 idle = 0;
             }
-            None if stopping => return served,
+            None if stopping => return (served, by_opcode),
             None => {
                 idle = idle.saturating_add(1);
                 if idle > 4096 {

@@ -1,4 +1,9 @@
 //! The host side of `device::services`: the no-op, print and exit calls a GPU program makes.
+//!
+//! Their wire protocol is hand-written (`device::services`' table), not derived, so old and new
+//! benchmark programs stay comparable; [`HostServices`] still serves with derived services on one
+//! region: it implements `rpc_core::service::Services` (`Both(HostServices::new(..),
+//! Libc::server(host.for_program()))`), as the loader does.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -7,9 +12,25 @@ use std::sync::Mutex;
 use device::services::{
     EXIT, NOOP, PRINT, PRINT_LIMIT, STATUS_OK, STATUS_REFUSED, STATUS_UNKNOWN_OPCODE,
 };
-use rpc_core::StreamSink;
+use rpc_core::service::{Fingerprint, LaneBuffers, Served, Service, Services, INLINE_BYTES};
+use rpc_core::{Lanes, Mailbox, Port, Server, StreamSink, Wait};
 
 use crate::server::{Handler, ServerPort};
+
+/// The minimal services (`device::services`) as a service: its name, fingerprint and opcodes
+/// ([`NOOP`], [`PRINT`], [`EXIT`]), for tables of what a server serves.
+#[derive(Clone, Copy, Debug)]
+pub struct Minimal;
+
+impl Service for Minimal {
+    const NAME: &'static str = "ferry.minimal";
+    const FINGERPRINT: u64 = Fingerprint::new("ferry.minimal")
+        .begin_call("noop", NOOP)
+        .begin_call("print", PRINT)
+        .begin_call("exit", EXIT)
+        .finish();
+    const OPCODES: &'static [u32] = &[NOOP, PRINT, EXIT];
+}
 
 /// What to do when the program asks to exit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,7 +76,10 @@ impl<O: Write + Send> HostServices<O> {
         self.out.into_inner().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn print(&self, port: &mut ServerPort<'_, '_>) {
+    fn print<L: Lanes, M: Mailbox, W: Wait>(
+        &self,
+        port: &mut Port<'_, '_, Server, L, M, W>,
+    ) -> u32 {
         let mut lanes = LaneBytes::default();
         let received = port.recv_n(PRINT_LIMIT, &mut lanes);
         let status = match received {
@@ -73,7 +97,7 @@ impl<O: Write + Send> HostServices<O> {
                 // A refused stream: if the client still has the packet (it was told mid-stream),
                 // take it back before answering.
                 if !port.owns_packet() && port.recv(|_, _| {}).is_err() {
-                    return;
+                    return STATUS_REFUSED;
                 }
                 STATUS_REFUSED
             }
@@ -84,6 +108,66 @@ impl<O: Write + Send> HostServices<O> {
             _ => 0,
         };
         let _ = port.send(|slot, lane| slot.words[0] = sent(lane));
+        status
+    }
+
+    /// Serves the call on `port` (any port: a GPU region's, a heap region's); returns the status
+    /// it answered.
+    fn serve<L: Lanes, M: Mailbox, W: Wait>(
+        &self,
+        port: &mut Port<'_, '_, Server, L, M, W>,
+    ) -> u32 {
+        let op = port.opcode();
+        self.counts[match op {
+            NOOP | PRINT | EXIT => op as usize,
+            _ => 0,
+        }]
+        .fetch_add(1, Ordering::Relaxed);
+        match op {
+            NOOP => {
+                let _ = port.recv_and_send(|slot, _| slot.words[0] = slot.words[0].wrapping_add(1));
+                STATUS_OK
+            }
+            PRINT => self.print(port),
+            EXIT => {
+                let mut code = 0;
+                let mask = port.lane_mask();
+                let first = mask.trailing_zeros();
+                if port
+                    .recv(|slot, lane| {
+                        if lane == first {
+                            code = slot.words[0] as u32 as i32;
+                        }
+                    })
+                    .is_err()
+                {
+                    return STATUS_OK;
+                }
+                match self.exit {
+                    ExitPolicy::Process => {
+                        let _ = self.out.lock().map(|mut o| o.flush());
+                        let _ = std::io::stdout().flush();
+                        std::process::exit(code);
+                    }
+                    ExitPolicy::Record => {
+                        self.exit_code
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(code);
+                        let _ = port.send(|_, _| {});
+                    }
+                }
+                STATUS_OK
+            }
+            _ => {
+                // Unknown: consume the request and say so, so the client is not left waiting.
+                if port.recv(|_, _| {}).is_ok() {
+                    port.set_status(STATUS_UNKNOWN_OPCODE);
+                    let _ = port.send(|_, _| {});
+                }
+                STATUS_UNKNOWN_OPCODE
+            }
+        }
     }
 }
 
@@ -109,53 +193,38 @@ impl StreamSink for LaneBytes {
 
 impl<O: Write + Send> Handler for HostServices<O> {
     fn handle(&self, port: &mut ServerPort<'_, '_>) {
-        let op = port.opcode();
-        self.counts[match op {
-            NOOP | PRINT | EXIT => op as usize,
-            _ => 0,
-        }]
-        .fetch_add(1, Ordering::Relaxed);
-        match op {
-            NOOP => {
-                let _ = port.recv_and_send(|slot, _| slot.words[0] = slot.words[0].wrapping_add(1));
-            }
-            PRINT => self.print(port),
-            EXIT => {
-                let mut code = 0;
-                let mask = port.lane_mask();
-                let first = mask.trailing_zeros();
-                if port
-                    .recv(|slot, lane| {
-                        if lane == first {
-                            code = slot.words[0] as u32 as i32;
-                        }
-                    })
-                    .is_err()
-                {
-                    return;
-                }
-                match self.exit {
-                    ExitPolicy::Process => {
-                        let _ = self.out.lock().map(|mut o| o.flush());
-                        let _ = std::io::stdout().flush();
-                        std::process::exit(code);
-                    }
-                    ExitPolicy::Record => {
-                        self.exit_code
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get_or_insert(code);
-                        let _ = port.send(|_, _| {});
-                    }
-                }
-            }
-            _ => {
-                // Unknown: consume the request and say so, so the client is not left waiting.
-                if port.recv(|_, _| {}).is_ok() {
-                    port.set_status(STATUS_UNKNOWN_OPCODE);
-                    let _ = port.send(|_, _| {});
-                }
-            }
-        }
+        self.serve(port);
+    }
+}
+
+/// The minimal services served with others on one region: [`NOOP`], [`PRINT`] and [`EXIT`] are
+/// theirs (with their own wire protocol, `device::services`); they have no inline calls.
+impl<O: Write + Send> Services for HostServices<O> {
+    #[inline]
+    fn has_opcode(&self, opcode: u32) -> bool {
+        matches!(opcode, NOOP | PRINT | EXIT)
+    }
+
+    fn each(&self, f: &mut dyn FnMut(&'static str, u64)) {
+        f(Minimal::NAME, Minimal::FINGERPRINT);
+    }
+
+    fn dispatch<L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
+        &self,
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        _buffers: &mut B,
+    ) -> Result<Served, rpc_core::Error> {
+        let opcode = port.opcode();
+        let status = self.serve(port);
+        Ok(Served { opcode, status })
+    }
+
+    fn dispatch_inline(
+        &self,
+        _opcode: u32,
+        _request: &[u8],
+        _reply: &mut [u8; INLINE_BYTES],
+    ) -> Option<(u32, usize)> {
+        None
     }
 }
