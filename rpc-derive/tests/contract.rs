@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rpc_core::service::{Bytes, Error, Status};
+use rpc_core::service::{Bytes, Error, Status, Text};
 use rpc_core::{HeapRegion, Single, SpinLimit};
 use rpc_derive::RpcOpcodes;
 use zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};

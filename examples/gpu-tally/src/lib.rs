@@ -12,6 +12,7 @@
 #![no_std]
 #![deny(missing_docs)]
 
+use rpc_core::service::Text;
 use rpc_core::RpcOpcodes;
 
 /// The longest description [`Tally::Describe`] replies, in bytes.

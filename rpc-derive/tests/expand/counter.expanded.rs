@@ -1,5 +1,9 @@
 #[allow(clippy::int_plus_one)]
 const _: () = {
+    ::core::assert!(
+        ::rpc_core::service::name_fits("counter"),
+        "service name `counter` is longer than the 48 bytes (or empty) that transports' tables of served services hold: give a shorter `#[rpc(service = \"...\")]`"
+    );
     #[allow(dead_code)]
     fn __rpc_assert_wire<T>()
     where
@@ -25,41 +29,43 @@ const _: () = {
         __rpc_assert_wire::<u32>();
     }
     ::core::assert!(
-        0usize + ::core::mem::size_of:: < u64 > () <= ::rpc_core::layout::SLOT_BYTES,
+        ::rpc_core::__private::fits_slot(0usize + ::core::mem::size_of:: < u64 > ()),
         "the fixed arguments of call `Add` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
     );
     ::core::assert!(
-        ::core::mem::size_of:: < u64 > () <= ::rpc_core::layout::SLOT_BYTES,
+        ::rpc_core::__private::fits_slot(::core::mem::size_of:: < u64 > ()),
         "the reply of call `Add` (its value) takes more than a 64-byte slot: make it smaller, or reply `Bytes`"
     );
     ::core::assert!(
-        0usize + ::core::mem::size_of:: < u32 > () <= ::rpc_core::layout::SLOT_BYTES,
+        ::rpc_core::__private::fits_slot(0usize + ::core::mem::size_of:: < u32 > ()),
         "the fixed arguments of call `Put` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
     );
     ::core::assert!(
-        1usize + ::rpc_core::__private::max(::core::mem::size_of:: < u64 > (),
-        ::core::mem::size_of:: < StoreError > ()) <= ::rpc_core::layout::SLOT_BYTES,
+        ::rpc_core::__private::fits_slot(1usize +
+        ::rpc_core::__private::max(::core::mem::size_of:: < u64 > (),
+        ::core::mem::size_of:: < StoreError > ())),
         "the reply of call `Put` (its value, or its error, and a tag byte) takes more than a 64-byte slot: make it smaller, or reply `Bytes`"
     );
     ::core::assert!(
-        0usize + ::core::mem::size_of:: < u32 > () <= ::rpc_core::layout::SLOT_BYTES,
+        ::rpc_core::__private::fits_slot(0usize + ::core::mem::size_of:: < u32 > ()),
         "the fixed arguments of call `Name` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
     );
     ::core::assert!(
-        1usize + ::rpc_core::__private::max(0usize, ::core::mem::size_of:: < StoreError >
-        ()) <= ::rpc_core::layout::SLOT_BYTES,
+        ::rpc_core::__private::fits_slot(1usize + ::rpc_core::__private::max(0usize,
+        ::core::mem::size_of:: < StoreError > ())),
         "the reply of call `Name` (its value, or its error, and a tag byte) takes more than a 64-byte slot: make it smaller, or reply `Bytes`"
     );
     ::core::assert!(
-        0usize + ::core::mem::size_of:: < u32 > () <= ::rpc_core::layout::SLOT_BYTES,
+        ::rpc_core::__private::fits_slot(0usize + ::core::mem::size_of:: < u32 > ()),
         "the fixed arguments of call `Touch` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
     );
     ::core::assert!(
-        0usize <= ::rpc_core::layout::SLOT_BYTES,
+        ::rpc_core::__private::fits_slot(0usize),
         "the fixed arguments of call `Reset` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
     );
     #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
     fn __rpc_used() {
+        ::rpc_core::__private::unsigned_limit(MAX_NAME);
         let _ = Counter::Add { n: loop {} };
         let _ = Counter::Put {
             key: loop {},
@@ -90,7 +96,8 @@ const _: () = {
 };
 impl Counter {
     #[doc(hidden)]
-    const __RPC_LIMIT_2: u64 = MAX_NAME;
+    #[allow(clippy::unnecessary_cast)]
+    const __RPC_LIMIT_2: u64 = (MAX_NAME) as u64;
     /// This call's opcode.
     pub const fn opcode(&self) -> u32 {
         match self {
@@ -103,6 +110,13 @@ impl Counter {
     }
     /// The schema fingerprint (`rpc_core::service::Service::FINGERPRINT`).
     pub const FINGERPRINT: u64 = <Self as ::rpc_core::service::Service>::FINGERPRINT;
+    /// This service served by `handler` (any type implementing its server trait): what a
+    /// transport's server serves; `.and(Other::server(h))` serves another beside it.
+    pub fn server<__RpcH: CounterServer>(
+        handler: __RpcH,
+    ) -> ::rpc_core::service::Serving<Self, __RpcH> {
+        ::rpc_core::service::Serving::new(handler)
+    }
     /// The client of this service over `site` (a call site of any transport).
     pub fn client<__RpcS: ::rpc_core::service::Site>(
         site: __RpcS,
@@ -598,6 +612,40 @@ impl Counter {
         }
     }
 }
+impl<
+    __RpcH: CounterServer + ?::core::marker::Sized,
+> ::rpc_core::service::Dispatch<__RpcH> for Counter {
+    #[inline]
+    fn has_opcode(opcode: u32) -> bool {
+        ::core::matches!(
+            opcode, 0xe06cac36u32 | 0xeb709090u32 | 0x8a8506d8u32 | 0xb61020fau32 |
+            0x00000007u32
+        )
+    }
+    #[inline]
+    fn dispatch<__RpcL, __RpcM, __RpcW, __RpcB>(
+        handler: &__RpcH,
+        port: &mut ::rpc_core::Port<'_, '_, ::rpc_core::Server, __RpcL, __RpcM, __RpcW>,
+        buffers: &mut __RpcB,
+    ) -> ::core::result::Result<::rpc_core::service::Served, ::rpc_core::Error>
+    where
+        __RpcL: ::rpc_core::Lanes,
+        __RpcM: ::rpc_core::Mailbox,
+        __RpcW: ::rpc_core::Wait,
+        __RpcB: ::rpc_core::service::LaneBuffers,
+    {
+        Counter::dispatch(handler, port, buffers)
+    }
+    #[inline]
+    fn dispatch_inline(
+        handler: &__RpcH,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; ::rpc_core::service::INLINE_BYTES],
+    ) -> ::core::option::Option<(u32, usize)> {
+        Counter::dispatch_inline(handler, opcode, request, reply)
+    }
+}
 impl ::rpc_core::service::Service for Counter {
     const NAME: &'static str = "counter";
     const FINGERPRINT: u64 = ::rpc_core::service::Fingerprint::new("counter")
@@ -771,7 +819,7 @@ impl<__RpcS: ::rpc_core::service::Site> CounterClient<__RpcS> {
     }
     /// Resets; the client does not wait.
     ///
-    ///Calls `Reset` (opcode `0x00000007`, one-way).
+    ///Calls `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it).
     pub fn reset(&self) -> ::core::result::Result<(), ::rpc_core::service::Error> {
         const __RPC_Q: usize = 0usize;
         let mut __rpc_q = [0u8; __RPC_Q];
@@ -812,6 +860,6 @@ pub trait CounterServer {
     fn touch(&self, arg0: u32);
     /// Resets; the client does not wait.
     ///
-    ///Serves `Reset` (opcode `0x00000007`, one-way).
+    ///Serves `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it).
     fn reset(&self);
 }

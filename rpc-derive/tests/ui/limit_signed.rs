@@ -1,7 +1,7 @@
 use rpc_derive::RpcOpcodes;
 use rpc_core::service::Bytes;
 
-const MAX: usize = 100;
+const MAX: i32 = -1;
 
 #[derive(RpcOpcodes)]
 enum Kv {
