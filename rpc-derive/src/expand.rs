@@ -177,7 +177,6 @@ fn generate(service: &Service) -> TokenStream {
 
     let asserts = assertions(service);
     let limits = limit_consts(service);
-    let limit_checks = limit_checks(service);
     // Every call is reachable through dispatch; say so to dead-code analysis (a variant with
     // fields is built, in a function never called, from values that never exist).
     let used = service.calls.iter().map(|c| {
@@ -253,7 +252,6 @@ fn generate(service: &Service) -> TokenStream {
             #asserts
             #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
             fn __rpc_used() {
-                #limit_checks
                 #( #used )*
             }
             #[allow(dead_code)]
@@ -590,8 +588,8 @@ fn limit_const(call: &Call) -> Ident {
 }
 
 /// One `u64` constant per `limit = EXPR`, so the expression is evaluated once, in `const`
-/// context; the expression must be an unsigned integer (checked in `limit_checks`, with an error
-/// at the user's expression), so the conversion loses nothing.
+/// context, with an error at the user's expression if it is not an integer constant from 0 to
+/// `u64::MAX` (any integer type: `usize` constants and literal arithmetic alike).
 fn limit_consts(service: &Service) -> TokenStream {
     let each = service.calls.iter().filter_map(|call| {
         let expr = &call.attrs.limit.as_ref()?.value;
@@ -599,32 +597,15 @@ fn limit_consts(service: &Service) -> TokenStream {
         let span = expr.span();
         Some(quote_spanned! {span=>
             #[doc(hidden)]
-            #[allow(clippy::unnecessary_cast)]
-            const #c: u64 = (#expr) as u64;
-        })
-    });
-    quote!(#( #each )*)
-}
-
-/// A check per `limit = EXPR` that the expression is an unsigned integer (`u8` to `u64`,
-/// `usize`), spanned at it.
-fn limit_checks(service: &Service) -> TokenStream {
-    let each = service.calls.iter().filter_map(|call| {
-        let expr = &call.attrs.limit.as_ref()?.value;
-        // An unsuffixed integer literal is unsigned as written (its type would default to
-        // `i32` here); every other expression is checked.
-        if let syn::Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Int(i),
-            ..
-        }) = expr
-        {
-            if i.suffix().is_empty() {
-                return None;
-            }
-        }
-        let span = expr.span();
-        Some(quote_spanned! {span=>
-            ::rpc_core::__private::unsigned_limit(#expr);
+            #[allow(clippy::unnecessary_cast, clippy::cast_lossless)]
+            const #c: u64 = {
+                let limit = (#expr) as i128;
+                ::core::assert!(
+                    limit >= 0 && limit <= u64::MAX as i128,
+                    "a call's `limit` is a number of bytes: an integer from 0 to u64::MAX"
+                );
+                limit as u64
+            };
         })
     });
     quote!(#( #each )*)

@@ -34,18 +34,6 @@ pub const fn max(a: usize, b: usize) -> usize {
     }
 }
 
-/// An unsigned integer type, as a call's `limit` must be.
-pub trait UnsignedLimit: Copy {}
-impl UnsignedLimit for u8 {}
-impl UnsignedLimit for u16 {}
-impl UnsignedLimit for u32 {}
-impl UnsignedLimit for u64 {}
-impl UnsignedLimit for usize {}
-
-/// Checks (at compile time, by its type) that a `limit` is an unsigned integer.
-#[inline(always)]
-pub fn unsigned_limit<T: UnsignedLimit>(_: T) {}
-
 /// Whether `bytes` fit one slot.
 pub const fn fits_slot(bytes: usize) -> bool {
     bytes <= SLOT_BYTES

@@ -65,7 +65,6 @@ const _: () = {
     );
     #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
     fn __rpc_used() {
-        ::rpc_core::__private::unsigned_limit(MAX_NAME);
         let _ = Counter::Add { n: loop {} };
         let _ = Counter::Put {
             key: loop {},
@@ -96,8 +95,15 @@ const _: () = {
 };
 impl Counter {
     #[doc(hidden)]
-    #[allow(clippy::unnecessary_cast)]
-    const __RPC_LIMIT_2: u64 = (MAX_NAME) as u64;
+    #[allow(clippy::unnecessary_cast, clippy::cast_lossless)]
+    const __RPC_LIMIT_2: u64 = {
+        let limit = (MAX_NAME) as i128;
+        ::core::assert!(
+            limit >= 0 && limit <= u64::MAX as i128,
+            "a call's `limit` is a number of bytes: an integer from 0 to u64::MAX"
+        );
+        limit as u64
+    };
     /// This call's opcode.
     pub const fn opcode(&self) -> u32 {
         match self {
