@@ -130,6 +130,9 @@ pub struct ServerConfig {
     /// How long a worker waits for a client inside a call (between packets of a stream) before
     /// giving up, if the client is still alive.
     pub call_deadline: Duration,
+    /// Whether small calls may travel inline (one cache line; the crate docs), where the handler
+    /// serves them. Off, every call goes through the packets (to measure or test that path).
+    pub inline: bool,
 }
 
 impl Default for ServerConfig {
@@ -140,6 +143,7 @@ impl Default for ServerConfig {
             workers: 2,
             reclaim_interval: Duration::from_millis(10),
             call_deadline: Duration::from_secs(30),
+            inline: true,
         }
     }
 }
@@ -331,7 +335,7 @@ impl ShmServer {
         let table = file::table_bytes(&services);
         let geometry = Geometry::new(config.ports, config.lanes, file::table_hash(&table), pid)?
             .with_server_start(start_time(pid).unwrap_or(0))
-            .with_inline(handler.serves_inline() && config.lanes == 1)
+            .with_inline(config.inline && handler.serves_inline() && config.lanes == 1)
             .with_services(services.len() as u32);
         let (mapped, created) = file::create(path, &geometry, &services)?;
         let mapped = Arc::new(mapped);

@@ -829,15 +829,18 @@ pub fn run(args: BenchArgs) -> Res<()> {
     };
     let packets = {
         let path = path_for(&format!("bench-packets-{}", std::process::id()));
-        // The demo's calls through the packets only: a handler that serves no inline calls.
-        let packets_only = |port: &mut transport_shm::ServerPort<'_, '_>| {
-            transport_shm::service::with_stream_buffers(|buffers| {
-                Demo::dispatch(&DemoService, port, buffers)
-            })
-            .map(|_| ())
+        // The demo's calls through the packets only: a server that offers no inline path.
+        let packets_only = ServerConfig {
+            inline: false,
+            ..config.clone()
         };
-        let server =
-            start_pinned(&mut || Ok(ShmServer::start(&path, config.clone(), packets_only)?))?;
+        let server = start_pinned(&mut || {
+            Ok(ShmServer::start(
+                &path,
+                packets_only.clone(),
+                Demo::server(DemoService),
+            )?)
+        })?;
         let ns = rpc(&path, &args, caller, "rpc")?;
         server.shutdown(Duration::from_secs(5));
         ns
