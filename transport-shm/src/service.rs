@@ -22,6 +22,34 @@ pub fn with_stream_buffers<R>(f: impl FnOnce(&mut Vec<Vec<u8>>) -> R) -> R {
     })
 }
 
+/// The `Handler` items of a set of derived services ([`Serving`], [`Both`]): every call to
+/// [`Services`], streamed arguments into this thread's buffers.
+macro_rules! services_handler {
+    () => {
+        fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+            with_stream_buffers(|buffers| Services::dispatch(self, port, buffers)).map(|_| ())
+        }
+
+        #[inline]
+        fn handle_inline(
+            &self,
+            opcode: u32,
+            request: &[u8],
+            reply: &mut [u8; INLINE_BYTES],
+        ) -> Option<(u32, usize)> {
+            Services::dispatch_inline(self, opcode, request, reply)
+        }
+
+        fn serves_inline(&self) -> bool {
+            true
+        }
+
+        fn services(&self) -> Vec<(&'static str, u64)> {
+            listed(self)
+        }
+    };
+}
+
 /// A derived service bound to its handler (`Counter::server(handler)`) is a [`Handler`]:
 /// calls through the packets go to the service's dispatch (streamed arguments into buffers kept
 /// per worker thread, [`with_stream_buffers`]), inline calls to its inline dispatch, and the
@@ -39,27 +67,7 @@ where
     S: Dispatch<H> + 'static,
     H: Send + Sync + 'static,
 {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
-        with_stream_buffers(|buffers| Services::dispatch(self, port, buffers)).map(|_| ())
-    }
-
-    #[inline]
-    fn handle_inline(
-        &self,
-        opcode: u32,
-        request: &[u8],
-        reply: &mut [u8; INLINE_BYTES],
-    ) -> Option<(u32, usize)> {
-        Services::dispatch_inline(self, opcode, request, reply)
-    }
-
-    fn serves_inline(&self) -> bool {
-        true
-    }
-
-    fn services(&self) -> Vec<(&'static str, u64)> {
-        listed(self)
-    }
+    services_handler!();
 }
 
 /// Several derived services served together (`Counter::server(a).and(Libc::server(b))`): each
@@ -69,27 +77,7 @@ where
     A: Services + Send + Sync + 'static,
     B: Services + Send + Sync + 'static,
 {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
-        with_stream_buffers(|buffers| Services::dispatch(self, port, buffers)).map(|_| ())
-    }
-
-    #[inline]
-    fn handle_inline(
-        &self,
-        opcode: u32,
-        request: &[u8],
-        reply: &mut [u8; INLINE_BYTES],
-    ) -> Option<(u32, usize)> {
-        Services::dispatch_inline(self, opcode, request, reply)
-    }
-
-    fn serves_inline(&self) -> bool {
-        true
-    }
-
-    fn services(&self) -> Vec<(&'static str, u64)> {
-        listed(self)
-    }
+    services_handler!();
 }
 
 fn listed(services: &impl Services) -> Vec<(&'static str, u64)> {
