@@ -284,6 +284,9 @@ impl<'c> Program<'c> {
         args: &[String],
         services: &S,
     ) -> Result<RunReport, Error> {
+        if let Some(collision) = rpc_core::service::opcode_collision(services) {
+            return Err(Error::Program(collision.to_string()));
+        }
         let cuda = self.cuda;
         let config = &self.config;
         // argv: the strings, NUL-terminated, then the array of their device addresses.

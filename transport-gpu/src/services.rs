@@ -205,8 +205,8 @@ impl<O: Write + Send> Services for HostServices<O> {
         matches!(opcode, NOOP | PRINT | EXIT)
     }
 
-    fn each(&self, f: &mut dyn FnMut(&'static str, u64)) {
-        f(Minimal::NAME, Minimal::FINGERPRINT);
+    fn each(&self, f: &mut dyn FnMut(&'static str, u64, &'static [u32])) {
+        f(Minimal::NAME, Minimal::FINGERPRINT, Minimal::OPCODES);
     }
 
     fn dispatch<L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(

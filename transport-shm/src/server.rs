@@ -103,6 +103,12 @@ pub trait Handler: Send + Sync + 'static {
     fn services(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+
+    /// Two of the services this handler serves that share an opcode, if any: the server refuses
+    /// to start ([`ShmError::BadServices`]) rather than send one service's calls to the other.
+    fn collision(&self) -> Option<rpc_core::service::Collision> {
+        None
+    }
 }
 
 impl<F> Handler for F
@@ -332,6 +338,9 @@ impl ShmServer {
         let pid = std::process::id();
         let services = handler.services();
         check_services(&services)?;
+        if let Some(collision) = handler.collision() {
+            return Err(ShmError::BadServices(collision.to_string()));
+        }
         let table = file::table_bytes(&services);
         let geometry = Geometry::new(config.ports, config.lanes, file::table_hash(&table), pid)?
             .with_server_start(start_time(pid).unwrap_or(0))

@@ -47,6 +47,10 @@ macro_rules! services_handler {
         fn services(&self) -> Vec<(&'static str, u64)> {
             listed(self)
         }
+
+        fn collision(&self) -> Option<rpc_core::service::Collision> {
+            rpc_core::service::opcode_collision(self)
+        }
     };
 }
 
@@ -82,6 +86,6 @@ where
 
 fn listed(services: &impl Services) -> Vec<(&'static str, u64)> {
     let mut out = Vec::new();
-    services.each(&mut |name, fingerprint| out.push((name, fingerprint)));
+    services.each(&mut |name, fingerprint, _| out.push((name, fingerprint)));
     out
 }

@@ -1452,3 +1452,56 @@ impl Drop for Watchdog {
         self.0.store(true, Ordering::Relaxed);
     }
 }
+
+/// Two services whose calls share an opcode are not served together: the server refuses to start
+/// rather than send one service's calls to the other.
+mod colliding {
+    use rpc_core::RpcOpcodes;
+
+    #[derive(RpcOpcodes)]
+    #[rpc(service = "first")]
+    pub enum First {
+        #[rpc(response = u64, opcode = 0x100)]
+        Get,
+    }
+
+    #[derive(RpcOpcodes)]
+    #[rpc(service = "second")]
+    pub enum Second {
+        #[rpc(response = u32)]
+        Other,
+        #[rpc(opcode = 0x100)]
+        Put { value: u64 },
+    }
+
+    pub struct Both;
+    impl FirstServer for Both {
+        fn get(&self) -> u64 {
+            1
+        }
+    }
+    impl SecondServer for Both {
+        fn other(&self) -> u32 {
+            2
+        }
+        fn put(&self, _value: u64) {}
+    }
+}
+
+#[test]
+fn services_that_share_an_opcode_are_refused_at_start() {
+    use colliding::{Both, First, Second};
+    let err = ShmServer::start(
+        unique("collision"),
+        ServerConfig::default(),
+        First::server(Both).and(Second::server(Both)),
+    )
+    .unwrap_err();
+    match &err {
+        ShmError::BadServices(why) => {
+            assert!(why.contains("`first`") && why.contains("`second`"), "{why}");
+            assert!(why.contains("0x00000100"), "{why}");
+        }
+        other => panic!("two services sharing an opcode started: {other:?}"),
+    }
+}

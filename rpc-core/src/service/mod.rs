@@ -71,7 +71,9 @@ mod serving;
 mod site;
 mod wire;
 pub use error::{Error, Status, Transport};
-pub use serving::{name_fits, Both, Services, Serving, SERVICE_NAME_BYTES};
+pub use serving::{
+    name_fits, opcode_collision, Both, Collision, Services, Serving, SERVICE_NAME_BYTES,
+};
 pub use site::Site;
 
 /// The type of a streamed argument or reply of any length, in a service definition: bytes. The

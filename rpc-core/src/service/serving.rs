@@ -53,8 +53,8 @@ pub trait Services {
     /// Whether one of the services has a call with `opcode`.
     fn has_opcode(&self, opcode: u32) -> bool;
 
-    /// Calls `f` with each service's name and fingerprint, in the order they were added.
-    fn each(&self, f: &mut dyn FnMut(&'static str, u64));
+    /// Calls `f` with each service's name, fingerprint and opcodes, in the order they were added.
+    fn each(&self, f: &mut dyn FnMut(&'static str, u64, &'static [u32]));
 
     /// Serves the call on `port` with the service that has its opcode; a call none has gets
     /// `status::UNKNOWN_OPCODE`.
@@ -79,8 +79,8 @@ impl<S: Dispatch<H>, H> Services for Serving<S, H> {
         S::has_opcode(opcode)
     }
 
-    fn each(&self, f: &mut dyn FnMut(&'static str, u64)) {
-        f(S::NAME, S::FINGERPRINT);
+    fn each(&self, f: &mut dyn FnMut(&'static str, u64, &'static [u32])) {
+        f(S::NAME, S::FINGERPRINT, S::OPCODES);
     }
 
     #[inline]
@@ -109,7 +109,7 @@ impl<A: Services, B: Services> Services for Both<A, B> {
         self.0.has_opcode(opcode) || self.1.has_opcode(opcode)
     }
 
-    fn each(&self, f: &mut dyn FnMut(&'static str, u64)) {
+    fn each(&self, f: &mut dyn FnMut(&'static str, u64, &'static [u32])) {
         self.0.each(f);
         self.1.each(f);
     }
@@ -143,6 +143,52 @@ impl<A: Services, B: Services> Services for Both<A, B> {
             self.1.dispatch_inline(opcode, request, reply)
         }
     }
+}
+
+/// Two services served together that share an opcode: calls with it would reach only the first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Collision {
+    /// The service added first.
+    pub first: &'static str,
+    /// The service added later.
+    pub second: &'static str,
+    /// The opcode both have.
+    pub opcode: u32,
+}
+
+impl core::fmt::Display for Collision {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "services `{}` and `{}` both have opcode {:#010x}: give one call an explicit \
+             `#[rpc(opcode = N)]`",
+            self.first, self.second, self.opcode
+        )
+    }
+}
+
+/// The first pair of `services` that share an opcode (servers check this before they serve: with
+/// hashed opcodes a collision is rare, but a call would silently reach the wrong service).
+pub fn opcode_collision<T: Services + ?Sized>(services: &T) -> Option<Collision> {
+    let mut found = None;
+    let mut i = 0;
+    services.each(&mut |first, _, ours| {
+        let mut j = 0;
+        services.each(&mut |second, _, theirs| {
+            if j > i && found.is_none() {
+                if let Some(&opcode) = ours.iter().find(|o| theirs.contains(o)) {
+                    found = Some(Collision {
+                        first,
+                        second,
+                        opcode,
+                    });
+                }
+            }
+            j += 1;
+        });
+        i += 1;
+    });
+    found
 }
 
 /// Whether a service's name fits the table transports keep of what they serve.
