@@ -10,6 +10,12 @@
 //!   `Kv::client(&ShmClient::attach(path, ClientConfig::default().service::<Kv>())?)`.
 //!   `cargo run --release -p ferry-examples --bin kv-shm`.
 
+//! - `gpu-tally` and `tally-shm`: one user service, `Tally` (`ferry-example-tally`, `no_std`),
+//!   served by one handler ([`tally::HostTally`]) to a GPU kernel that calls it from every lane
+//!   (`gpu-tally TALLY.ptx`), and to threads of one process and to client processes over a
+//!   transport-shm file (`tally-shm`).
+
 #![deny(missing_docs)]
 
 pub mod kv;
+pub mod tally;

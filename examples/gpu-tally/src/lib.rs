@@ -28,8 +28,7 @@ pub enum Tally {
     /// Adds `n` to key `key`'s total; replies the new total.
     #[rpc(response = u64)]
     Add {
-        /// Whose total (a GPU thread's global id). Not named `key`: the derive's generated code
-        /// has a variable of that name.
+        /// Whose total (a GPU thread's global id).
         key: u32,
         /// How much to add.
         n: u64,

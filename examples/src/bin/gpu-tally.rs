@@ -12,49 +12,13 @@
 //! and checks nothing, so CI without a GPU can run it); 1 on any mismatch; 2 for a bad command
 //! line or unreadable PTX; 3 when the driver or the run failed.
 
-use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::sync::Mutex;
 
-use ferry_example_tally::{expected_total, Tally, TallyServer, DEFAULT_ROUNDS, DESCRIBE_LIMIT};
+use ferry_example_tally::{expected_total, Tally, DEFAULT_ROUNDS};
+use ferry_examples::tally::HostTally;
 use transport_gpu::cuda::Cuda;
 use transport_gpu::host::Libc;
 use transport_gpu::{Error, ExitPolicy, Program, RunConfig};
-
-/// The host's side of `Tally`: adds and total, per key.
-#[derive(Default)]
-struct HostTally {
-    keys: Mutex<BTreeMap<u32, (u32, u64)>>,
-}
-
-impl TallyServer for HostTally {
-    fn add(&self, key: u32, n: u64) -> u64 {
-        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        let (adds, total) = keys.entry(key).or_default();
-        *adds += 1;
-        *total = total.wrapping_add(n);
-        *total
-    }
-
-    fn total(&self, key: u32) -> u64 {
-        let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        keys.get(&key).map_or(0, |&(_, total)| total)
-    }
-
-    fn describe(&self, key: u32) -> impl AsRef<str> {
-        let (adds, total) = self.total_of(key);
-        let mut text = format!("key {key}: {adds} adds, total {total}");
-        text.truncate(DESCRIBE_LIMIT as usize);
-        text
-    }
-}
-
-impl HostTally {
-    fn total_of(&self, key: u32) -> (u32, u64) {
-        let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        keys.get(&key).copied().unwrap_or_default()
-    }
-}
 
 const USAGE: &str = "usage: gpu-tally TALLY.ptx [--blocks N] [--threads N] [--rounds N]";
 
@@ -139,7 +103,7 @@ fn run(cuda: &Cuda, ptx: &[u8], blocks: u32, threads: u32, rounds: u32) -> Resul
         );
         ok = false;
     }
-    let keys = host.keys.lock().unwrap_or_else(|e| e.into_inner());
+    let keys = host.keys();
     let mut bad_keys = 0;
     for key in 0..gpu_threads {
         let want = (rounds, expected_total(key, rounds));
