@@ -291,17 +291,6 @@ impl Fingerprint {
         ))
     }
 
-    /// Adds one call, by the shapes of a single request and response (the scheme of services
-    /// that predate argument lists; derived services use [`begin_call`](Self::begin_call)).
-    pub const fn call(self, name: &str, opcode: u32, request: Shape, response: Shape) -> Self {
-        let mut h = fnv1a_64(self.0, b"\0");
-        h = fnv1a_64(h, name.as_bytes());
-        h = fnv1a_64(h, &opcode.to_le_bytes());
-        h = fnv1a_64(h, &request.tag());
-        h = fnv1a_64(h, &response.tag());
-        Fingerprint(h)
-    }
-
     /// Starts a call of a derived service: its name and opcode; its arguments, reply and error
     /// follow ([`arg`](Self::arg), [`reply`](Self::reply), [`error`](Self::error)).
     pub const fn begin_call(self, name: &str, opcode: u32) -> Self {
@@ -374,75 +363,6 @@ pub trait Dispatch<H: ?Sized>: Service {
         request: &[u8],
         reply: &mut [u8; INLINE_BYTES],
     ) -> Option<(u32, usize)>;
-}
-
-/// Why a call failed on the client, as the transports that do not use the derived clients yet
-/// report it. Derived services return [`Error`]; new code should not use this type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CallError {
-    /// The protocol failed (the server stalled, or the response stream did not fit the buffer).
-    Port(ProtocolError),
-    /// The server does not know this opcode; nothing was executed.
-    UnknownOpcode {
-        /// The opcode sent.
-        opcode: u32,
-    },
-    /// The server refused the request stream as too long; nothing was executed.
-    Rejected,
-    /// The server could not decode the request (text not UTF-8); nothing was executed.
-    BadRequest,
-    /// The response text is not UTF-8.
-    BadResponse,
-    /// The two sides were built from different schemas.
-    Mismatch {
-        /// This side's fingerprint.
-        client: u64,
-        /// The server's fingerprint.
-        server: u64,
-    },
-    /// The server replied with a status this side does not know.
-    Status(u32),
-}
-
-impl From<ProtocolError> for CallError {
-    fn from(e: ProtocolError) -> Self {
-        CallError::Port(e)
-    }
-}
-
-impl core::fmt::Display for CallError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            CallError::Port(e) => write!(f, "protocol error: {e}"),
-            CallError::UnknownOpcode { opcode } => {
-                write!(f, "the server does not know opcode {opcode:#010x}")
-            }
-            CallError::Rejected => f.write_str("the server refused the request as too long"),
-            CallError::BadRequest => f.write_str("the server could not decode the request"),
-            CallError::BadResponse => f.write_str("the response text is not UTF-8"),
-            CallError::Mismatch { client, server } => write!(
-                f,
-                "schema mismatch: client fingerprint {client:#018x}, server {server:#018x}"
-            ),
-            CallError::Status(s) => write!(f, "the server replied with unknown status {s}"),
-        }
-    }
-}
-
-impl core::error::Error for CallError {}
-
-impl CallError {
-    /// The error for a non-OK `status` received on a call with `opcode`.
-    pub fn from_status(status: u32, opcode: u32) -> Result<(), CallError> {
-        match status {
-            status::OK => Ok(()),
-            status::UNKNOWN_OPCODE => Err(CallError::UnknownOpcode { opcode }),
-            status::REJECTED => Err(CallError::Rejected),
-            status::BAD_REQUEST => Err(CallError::BadRequest),
-            s => Err(CallError::Status(s)),
-        }
-    }
 }
 
 /// What a server's dispatch did with one call.
