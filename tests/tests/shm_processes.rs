@@ -81,13 +81,23 @@ impl DemoServer for Recording {
 
 #[test]
 fn four_processes_many_calls_none_lost_duplicated_or_crossed() {
-    let n = calls_per_client();
+    // Inline (the demo's echo fits a line), then through the packets alone.
+    many_calls(true, calls_per_client());
+    many_calls(false, (calls_per_client() / 4).max(1000));
+}
+
+/// Four client processes making `n` echo calls each, inline or through the packets alone.
+fn many_calls(inline: bool, n: u64) {
     let seen = Arc::new(Mutex::new(Vec::with_capacity(4 * n as usize)));
     let recording = Recording {
         seen: Arc::clone(&seen),
     };
     let path = unique_path("many");
-    let server = ShmServer::start(&path, config(64, 2), Demo::server(recording)).unwrap();
+    let config = ServerConfig {
+        inline,
+        ..config(64, 2)
+    };
+    let server = ShmServer::start(&path, config, Demo::server(recording)).unwrap();
     let p = path.to_str().unwrap();
     let peers: Vec<Peer> = (0..4u64)
         .map(|k| Peer::spawn(PEER, &["calls", p, &k.to_string(), &n.to_string()]))
@@ -102,6 +112,8 @@ fn four_processes_many_calls_none_lost_duplicated_or_crossed() {
     assert!(stats.drained);
     assert_eq!(stats.stats.served, 4 * n);
     assert_eq!(stats.stats.failed, 0);
+    // Every call took the path asked for.
+    assert_eq!(stats.stats.inline, if inline { 4 * n } else { 0 });
     // The server saw each id exactly once: none lost, none duplicated.
     let mut ids = std::mem::take(&mut *seen.lock().unwrap());
     assert_eq!(ids.len() as u64, 4 * n);
