@@ -211,6 +211,14 @@ fn generate(service: &Service) -> TokenStream {
             }
         }
     });
+    // One constant per call's opcode (a call with a `Bytes` or `Text` field has no value to
+    // ask `opcode()` of).
+    let opcode_consts = service.calls.iter().map(|c| {
+        let name = format_ident!("OPCODE_{}", c.method.to_uppercase(), span = c.ident.span());
+        let doc = format!("The opcode of call `{}`.", c.ident);
+        let op = opcode_lit(c);
+        quote!(#[doc = #doc] pub const #name: u32 = #op;)
+    });
     let client_methods: Vec<TokenStream> = service
         .calls
         .iter()
@@ -274,6 +282,11 @@ fn generate(service: &Service) -> TokenStream {
 
             /// The schema fingerprint (`rpc_core::service::Service::FINGERPRINT`).
             pub const FINGERPRINT: u64 = <Self as ::rpc_core::service::Service>::FINGERPRINT;
+
+            /// The service's name (`rpc_core::service::Service::NAME`).
+            pub const NAME: &'static str = #name;
+
+            #( #opcode_consts )*
 
             /// This service served by `handler` (any type implementing its server trait): what a
             /// transport's server serves; `.and(Other::server(h))` serves another beside it.

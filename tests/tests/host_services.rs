@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use device::host::{self, mode, opcode, Handle, HostError, Libc, LibcError, Printer, Target};
 use device::sim::{SimWarp, Yield};
 use ferry_tests::{unique_path, Capture};
-use rpc_core::service::{status, Error, Service, Site, Status};
+use rpc_core::service::{status, Error, Site, Status};
 use rpc_core::{HeapRegion, Lanes};
 use transport_gpu::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
 use transport_shm::{

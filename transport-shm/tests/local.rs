@@ -48,14 +48,6 @@ fn echoed(id: u64) -> Echoed {
     (id, demo::mix(id)).into()
 }
 
-/// The opcode of a demo call by its name (a call with a `Bytes` argument has no value to ask
-/// `opcode()` of: `Demo::Sum { data }` cannot be built).
-fn demo_opcode(call: &str) -> u32 {
-    let opcode = rpc_core::service::hash_opcode(<Demo as Service>::NAME, call);
-    assert!(<Demo as Service>::OPCODES.contains(&opcode), "{call}");
-    opcode
-}
-
 #[test]
 fn demo_calls_round_trip() {
     let server = demo_server("calls");
@@ -654,13 +646,13 @@ fn hostile_inline_requests_get_an_error_status() {
         }
     };
     let echo = Demo::Echo { id: 0 }.opcode();
-    assert_eq!(echo, demo_opcode("Echo"));
+    assert_eq!(echo, Demo::OPCODE_ECHO);
     // A length over the line's 32 bytes, a request of the wrong size, an unknown opcode, a call
     // that cannot travel inline: each an answer with an error status, nothing else.
     assert_eq!(call(echo, 1000, 1), status::BAD_REQUEST);
     assert_eq!(call(echo, 3, 2), status::BAD_REQUEST);
     assert_eq!(call(0x1234, 8, 3), status::UNKNOWN_OPCODE);
-    assert_eq!(call(demo_opcode("Sum"), 8, 4), status::NOT_INLINE);
+    assert_eq!(call(Demo::OPCODE_SUM, 8, 4), status::NOT_INLINE);
     assert_eq!(call(echo, 8, 5), status::OK);
     // The claim ends.
     word(g.owners_offset() + port * 8).store(transport_shm::owner::pack(1, 0), Ordering::SeqCst);

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferry_examples::kv::{Kv, KvError, Store};
-use rpc_core::service::{Error, Service, Status};
+use rpc_core::service::{Error, Status};
 use transport_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 const CLIENTS: u64 = 4;

@@ -116,6 +116,18 @@ impl Counter {
     }
     /// The schema fingerprint (`rpc_core::service::Service::FINGERPRINT`).
     pub const FINGERPRINT: u64 = <Self as ::rpc_core::service::Service>::FINGERPRINT;
+    /// The service's name (`rpc_core::service::Service::NAME`).
+    pub const NAME: &'static str = "counter";
+    ///The opcode of call `Add`.
+    pub const OPCODE_ADD: u32 = 0xe06cac36u32;
+    ///The opcode of call `Put`.
+    pub const OPCODE_PUT: u32 = 0xeb709090u32;
+    ///The opcode of call `Name`.
+    pub const OPCODE_NAME: u32 = 0x8a8506d8u32;
+    ///The opcode of call `Touch`.
+    pub const OPCODE_TOUCH: u32 = 0xb61020fau32;
+    ///The opcode of call `Reset`.
+    pub const OPCODE_RESET: u32 = 0x00000007u32;
     /// This service served by `handler` (any type implementing its server trait): what a
     /// transport's server serves; `.and(Other::server(h))` serves another beside it.
     pub fn server<__RpcH: CounterServer>(

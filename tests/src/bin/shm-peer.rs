@@ -11,7 +11,6 @@
 use std::io::Write;
 use std::time::Duration;
 
-use rpc_core::service::{hash_opcode, Service};
 use transport_shm::demo::{self, Demo, DemoService, Echoed};
 use transport_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 
@@ -100,8 +99,7 @@ fn main() {
         }
         "stream" => {
             let c = client(path);
-            // (`Demo::Sum { data }` cannot be built: its `Bytes` field has no values.)
-            let sum = hash_opcode(<Demo as Service>::NAME, "Sum");
+            let sum = Demo::OPCODE_SUM;
             let _ = c.call(sum, |port| -> Result<(), rpc_core::Error> {
                 // The first packet of a 10 000-byte stream; the rest never comes.
                 port.send(|s, _| s.words[0] = 10_000)?;
