@@ -19,3 +19,22 @@
 
 pub mod kv;
 pub mod tally;
+
+/// Runs `count` client processes (this program again, with arguments `client PATH INDEX`) and
+/// waits for them; returns how many failed.
+pub fn run_clients(path: &std::path::Path, count: usize) -> std::io::Result<usize> {
+    let children = (0..count)
+        .map(|c| {
+            std::process::Command::new(std::env::current_exe()?)
+                .args(["client", &path.display().to_string(), &c.to_string()])
+                .spawn()
+        })
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let mut failed = 0;
+    for mut child in children {
+        if !child.wait()?.success() {
+            failed += 1;
+        }
+    }
+    Ok(failed)
+}

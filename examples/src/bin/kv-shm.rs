@@ -6,7 +6,6 @@
 //! `cargo run --release -p ferry-examples --bin kv-shm`
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ferry_examples::kv::{Kv, KvError, Store};
@@ -38,19 +37,7 @@ fn main() -> Res<()> {
         path.display()
     );
     let start = Instant::now();
-    let children = (0..CLIENTS)
-        .map(|c| {
-            Command::new(std::env::current_exe()?)
-                .args(["client", &path.display().to_string(), &c.to_string()])
-                .spawn()
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut failed = 0;
-    for mut child in children {
-        if !child.wait()?.success() {
-            failed += 1;
-        }
-    }
+    let failed = ferry_examples::run_clients(&path, CLIENTS as usize)?;
     let elapsed = start.elapsed();
     // What is left: the odd keys of every client, checked from here as one more client.
     let check = ShmClient::attach(&path, ClientConfig::default().service::<Kv>())?;

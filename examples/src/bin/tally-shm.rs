@@ -6,7 +6,6 @@
 //! `cargo run --release -p ferry-examples --bin tally-shm`
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use ferry_example_tally::{amount, expected_total, Tally, DEFAULT_ROUNDS};
@@ -69,19 +68,7 @@ fn main() -> Res<()> {
         ServerConfig::default(),
         Tally::server(HostTally::default()),
     )?;
-    let children = (0..CALLERS)
-        .map(|c| {
-            Command::new(std::env::current_exe()?)
-                .args(["client", &path.display().to_string(), &c.to_string()])
-                .spawn()
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut failed = 0;
-    for mut child in children {
-        if !child.wait()?.success() {
-            failed += 1;
-        }
-    }
+    let failed = ferry_examples::run_clients(&path, CALLERS as usize)?;
     // The totals as the server's handler kept them, read back through the service itself.
     let shm = ShmClient::attach(&path, ClientConfig::default().service::<Tally>())?;
     let tally = Tally::client(&shm);
