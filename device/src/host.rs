@@ -61,9 +61,6 @@
 //! ([`Error::Status`]) and the transport's failures ([`Error::Transport`]) come per message, so
 //! every lane of a call gets the same one.
 
-// The derive's compile-time check that a tagged reply fits a slot (`1 + max(value, error) <= 64`,
-// spanned at this file's types) trips this lint; it belongs to `rpc-derive`'s generated code.
-
 use core::fmt;
 
 use rpc_core::service::{Bytes, Error, Service, Status, Text, Transport};
@@ -337,68 +334,48 @@ impl Libc {
 }
 
 /// The opcode of each [`Libc`] call, by name: a call whose variant has a stream (`Bytes`,
-/// `Text`) cannot be built as a value to ask for its `opcode()`. Each equals the derive's.
+/// `Text`) cannot be built as a value to ask for its `opcode()` (the derive's constants, by
+/// their short names).
 pub mod opcode {
-    use rpc_core::service::hash_opcode;
+    use super::Libc;
 
-    const S: &str = "ferry.libc";
     /// [`Libc::Print`](super::Libc::Print).
-    pub const PRINT: u32 = hash_opcode(S, "Print");
+    pub const PRINT: u32 = Libc::OPCODE_PRINT;
     /// [`Libc::EPrint`](super::Libc::EPrint).
-    pub const E_PRINT: u32 = hash_opcode(S, "EPrint");
+    pub const E_PRINT: u32 = Libc::OPCODE_E_PRINT;
     /// [`Libc::Open`](super::Libc::Open).
-    pub const OPEN: u32 = hash_opcode(S, "Open");
+    pub const OPEN: u32 = Libc::OPCODE_OPEN;
     /// [`Libc::Read`](super::Libc::Read).
-    pub const READ: u32 = hash_opcode(S, "Read");
+    pub const READ: u32 = Libc::OPCODE_READ;
     /// [`Libc::Gets`](super::Libc::Gets).
-    pub const GETS: u32 = hash_opcode(S, "Gets");
+    pub const GETS: u32 = Libc::OPCODE_GETS;
     /// [`Libc::Write`](super::Libc::Write).
-    pub const WRITE: u32 = hash_opcode(S, "Write");
+    pub const WRITE: u32 = Libc::OPCODE_WRITE;
     /// [`Libc::Seek`](super::Libc::Seek).
-    pub const SEEK: u32 = hash_opcode(S, "Seek");
+    pub const SEEK: u32 = Libc::OPCODE_SEEK;
     /// [`Libc::Tell`](super::Libc::Tell).
-    pub const TELL: u32 = hash_opcode(S, "Tell");
+    pub const TELL: u32 = Libc::OPCODE_TELL;
     /// [`Libc::Flush`](super::Libc::Flush).
-    pub const FLUSH: u32 = hash_opcode(S, "Flush");
+    pub const FLUSH: u32 = Libc::OPCODE_FLUSH;
     /// [`Libc::Close`](super::Libc::Close).
-    pub const CLOSE: u32 = hash_opcode(S, "Close");
+    pub const CLOSE: u32 = Libc::OPCODE_CLOSE;
     /// [`Libc::Remove`](super::Libc::Remove).
-    pub const REMOVE: u32 = hash_opcode(S, "Remove");
+    pub const REMOVE: u32 = Libc::OPCODE_REMOVE;
     /// [`Libc::Rename`](super::Libc::Rename).
-    pub const RENAME: u32 = hash_opcode(S, "Rename");
+    pub const RENAME: u32 = Libc::OPCODE_RENAME;
     /// [`Libc::Exit`](super::Libc::Exit).
-    pub const EXIT: u32 = hash_opcode(S, "Exit");
+    pub const EXIT: u32 = Libc::OPCODE_EXIT;
     /// [`Libc::Abort`](super::Libc::Abort).
-    pub const ABORT: u32 = hash_opcode(S, "Abort");
+    pub const ABORT: u32 = Libc::OPCODE_ABORT;
     /// [`Libc::Malloc`](super::Libc::Malloc).
-    pub const MALLOC: u32 = hash_opcode(S, "Malloc");
+    pub const MALLOC: u32 = Libc::OPCODE_MALLOC;
     /// [`Libc::Free`](super::Libc::Free).
-    pub const FREE: u32 = hash_opcode(S, "Free");
+    pub const FREE: u32 = Libc::OPCODE_FREE;
     /// [`Libc::Clock`](super::Libc::Clock).
-    pub const CLOCK: u32 = hash_opcode(S, "Clock");
+    pub const CLOCK: u32 = Libc::OPCODE_CLOCK;
     /// [`Libc::System`](super::Libc::System).
-    pub const SYSTEM: u32 = hash_opcode(S, "System");
-
-    /// Every call's, in declaration order.
-    pub const ALL: [u32; 18] = [
-        PRINT, E_PRINT, OPEN, READ, GETS, WRITE, SEEK, TELL, FLUSH, CLOSE, REMOVE, RENAME, EXIT,
-        ABORT, MALLOC, FREE, CLOCK, SYSTEM,
-    ];
+    pub const SYSTEM: u32 = Libc::OPCODE_SYSTEM;
 }
-
-// The names above are the derive's: same service name, same calls, same order.
-const _: () = {
-    let ops = <Libc as Service>::OPCODES;
-    assert!(ops.len() == opcode::ALL.len());
-    let mut i = 0;
-    while i < ops.len() {
-        assert!(
-            ops[i] == opcode::ALL[i],
-            "opcode::ALL disagrees with the derive"
-        );
-        i += 1;
-    }
-};
 
 /// A client process as the functions here take it: any lanes, mailbox and wait policy.
 pub type HostClient<'a, L, M, W> = Process<'a, rpc_core::Client, L, M, W>;

@@ -254,8 +254,6 @@ fn generate(service: &Service) -> TokenStream {
     );
 
     quote! {
-        // `1 + max(value, error) <= SLOT_BYTES` is the size check as documented.
-        #[allow(clippy::int_plus_one)]
         const _: () = {
             #asserts
             #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
@@ -698,7 +696,7 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
             let unwrap = if tagged {
                 quote!(#p::reply_bytes(__rpc_r)?)
             } else {
-                quote!(#p::plain_bytes(__rpc_r))
+                quote!(__rpc_r.bytes)
             };
             let run_into = run(quote! {
                 let __rpc_r = #p::call_into::<_, __RPC_Q>(
@@ -932,7 +930,6 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
             let __rpc_body = ();
         },
         Some(a) => {
-            let lim = limit(service, call);
             let text = matches!(a.wire, Wire::Text);
             let as_text = if text {
                 quote! {
@@ -948,7 +945,8 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
             quote! {
                 let __rpc_all =
                     #s::LaneBuffers::lane(&*buffers, __rpc_lane as u32);
-                if __rpc_all.len() < __RPC_Q || (__rpc_all.len() - __RPC_Q) as u64 > #lim {
+                // (The stream as a whole was bounded by `limit` + the fixed arguments' bytes.)
+                if __rpc_all.len() < __RPC_Q {
                     __rpc_bad = true;
                     continue;
                 }
@@ -1041,10 +1039,13 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
             }},
         ),
     };
+    // The fixed reply's size, where there is one.
+    let reply_size_const = matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit))
+        .then(|| quote!(const __RPC_R: usize = #r;));
     quote! {
         #opcode => {
             const __RPC_Q: usize = #q;
-            const __RPC_R: usize = #r;
+            #reply_size_const
             let __rpc_lanes = #p::handled_lanes(port);
             #receive
             let mut __rpc_args: [::core::option::Option<_>; 64] =
@@ -1073,7 +1074,6 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
                     #invoke
                 }
             }
-            let _ = __RPC_R;
             #reply
             #ok
         }

@@ -335,12 +335,6 @@ pub fn reply_bytes<B, E: TryFromBytes>(replied: Replied<B>) -> Result<B, Error<E
     }
 }
 
-/// A reply of no error type's bytes.
-#[inline(always)]
-pub fn plain_bytes<B>(replied: Replied<B>) -> B {
-    replied.bytes
-}
-
 /// Text of a reply's bytes.
 #[inline(always)]
 pub fn text<E>(bytes: &[u8]) -> Result<&str, Error<E>> {

@@ -1,4 +1,3 @@
-#[allow(clippy::int_plus_one)]
 const _: () = {
     ::core::assert!(
         ::rpc_core::service::name_fits("counter"),
@@ -243,9 +242,7 @@ impl Counter {
                         &*buffers,
                         __rpc_lane as u32,
                     );
-                    if __rpc_all.len() < __RPC_Q
-                        || (__rpc_all.len() - __RPC_Q) as u64 > 65536u64
-                    {
+                    if __rpc_all.len() < __RPC_Q {
                         __rpc_bad = true;
                         continue;
                     }
@@ -291,7 +288,6 @@ impl Counter {
                         );
                     }
                 }
-                let _ = __RPC_R;
                 port.set_status(::rpc_core::service::status::OK);
                 port.send(|slot, lane| {
                     slot.words = [0; 8];
@@ -310,11 +306,6 @@ impl Counter {
             }
             0x8a8506d8u32 => {
                 const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
-                const __RPC_R: usize = 1usize
-                    + ::rpc_core::__private::max(
-                        0usize,
-                        ::core::mem::size_of::<StoreError>(),
-                    );
                 let __rpc_lanes = ::rpc_core::__private::handled_lanes(port);
                 let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
                 port.recv(|slot, lane| {
@@ -371,7 +362,6 @@ impl Counter {
                         );
                     }
                 }
-                let _ = __RPC_R;
                 const __RPC_H: usize = 1 + ::core::mem::size_of::<StoreError>();
                 let mut __rpc_heads = [[0u8; __RPC_H]; 64];
                 for (lane, reply) in __rpc_replies.iter().enumerate() {
@@ -464,7 +454,6 @@ impl Counter {
             }
             0x00000007u32 => {
                 const __RPC_Q: usize = 0usize;
-                const __RPC_R: usize = 0usize;
                 let __rpc_lanes = ::rpc_core::__private::handled_lanes(port);
                 let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
                 port.recv(|slot, lane| {
@@ -505,7 +494,6 @@ impl Counter {
                         <__RpcH as CounterServer>::reset(handler);
                     }
                 }
-                let _ = __RPC_R;
                 ::core::result::Result::Ok(::rpc_core::service::Served {
                     opcode: 0x00000007u32,
                     status: ::rpc_core::service::status::OK,
