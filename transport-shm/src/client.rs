@@ -323,9 +323,7 @@ impl ShmClient {
             {
                 held
             }
-            held => self
-                .begin(held)
-                .map_err(|e| service::Error::Transport(transport(e)))?,
+            held => self.begin(held).map_err(service::Error::Transport)?,
         };
         let mut claim = Claim {
             word: &self.mapped.owners()[index as usize],
@@ -373,14 +371,14 @@ impl ShmClient {
             let kept = still_held(claim.word, mine);
             if kept {
                 self.held.set(Some((index, mine)));
+            } else {
+                self.inline_armed.set(false);
             }
             kept
         } else {
-            self.inline_armed.set(false);
-            release(claim.word, mine)
+            self.end_claim(index, mine)
         };
         if !kept {
-            self.inline_armed.set(false);
             return Err(service::Error::Transport(Transport::PortLost {
                 port: index,
             }));
@@ -394,7 +392,7 @@ impl ShmClient {
     /// and another claimed). Out of line: a sticky handle's calls skip it (every call
     /// of a handle that is not sticky makes it).
     #[inline(never)]
-    fn begin(&self, held: Option<(u32, u64)>) -> Result<(u32, u64), ShmError> {
+    fn begin(&self, held: Option<(u32, u64)>) -> Result<(u32, u64), Transport> {
         if let Some((index, mine)) = held {
             let state = self.mapped.state().load(Ordering::Acquire);
             if state != STATE_SERVING {
@@ -402,8 +400,8 @@ impl ShmClient {
                 return Err(self.not_serving(state));
             }
             // Still serving: the kept claim was taken from us (`claimed`). Nothing of this call
-            // has touched the port yet; it is not ours to free: forget it and claim another.
-            self.inline_armed.set(false);
+            // has touched the port yet; it is not ours to free: forget it and claim another
+            // (which sets the inline flag anew).
         }
         let (index, mine) = self.claim()?;
         // A port's inline bit stays set after its claims end, until the monitor finds the port
@@ -414,7 +412,7 @@ impl ShmClient {
     }
 
     /// Claims a free port whose packet is at rest with the client side.
-    fn claim(&self) -> Result<(u32, u64), ShmError> {
+    fn claim(&self) -> Result<(u32, u64), Transport> {
         let owners = self.mapped.owners();
         let region = self.mapped.region();
         let ports = owners.len() as u32;
@@ -443,7 +441,7 @@ impl ShmClient {
                 if state != STATE_SERVING || !self.wait.server_alive() {
                     return Err(self.not_serving(state));
                 }
-                return Err(ShmError::NoFreePort);
+                return Err(Transport::NoFreePort);
             }
             polls = polls.saturating_add(1);
         }
@@ -452,10 +450,11 @@ impl ShmClient {
     /// Gives back a claim whose last call completed: frees the owner word. The port's inline
     /// line stays armed (the next claim of the port, by any client, is likely soon and then skips
     /// arming it); the server's monitor disarms a port left idle (`inline` module docs).
-    fn end_claim(&self, port: u32, mine: u64) {
+    /// Returns whether the claim was still ours (a claim taken from us is not ours to free:
+    /// `release` leaves it).
+    fn end_claim(&self, port: u32, mine: u64) -> bool {
         self.inline_armed.set(false);
-        // (A claim taken from us is not ours to free: `release` leaves it.)
-        let _ = release(&self.mapped.owners()[port as usize], mine);
+        release(&self.mapped.owners()[port as usize], mine)
     }
 
     fn no_server(&self) -> ShmError {
@@ -465,24 +464,12 @@ impl ShmClient {
         }
     }
 
-    fn not_serving(&self, state: u32) -> ShmError {
+    fn not_serving(&self, state: u32) -> Transport {
         if state == STATE_STOPPED || !self.wait.server_alive() {
-            self.no_server()
+            Transport::NoServer
         } else {
-            ShmError::ShuttingDown
+            Transport::ShuttingDown
         }
-    }
-}
-
-/// What a claim's failure is to a generated client.
-fn transport(e: ShmError) -> Transport {
-    match e {
-        ShmError::NoServer { .. } => Transport::NoServer,
-        ShmError::ShuttingDown => Transport::ShuttingDown,
-        ShmError::NoFreePort => Transport::NoFreePort,
-        ShmError::PortLost { port } => Transport::PortLost { port },
-        ShmError::Call(e) => Transport::Protocol(e),
-        _ => Transport::Other("the shared-memory transport failed"),
     }
 }
 

@@ -93,11 +93,16 @@ fn parse_table(table: &[u8], hash: u64) -> Option<Vec<(String, u64)>> {
                 .iter()
                 .position(|&b| b == 0)
                 .unwrap_or(SERVICE_NAME_BYTES);
-            if name[len..].iter().any(|&b| b != 0) || entry[56..].iter().any(|&b| b != 0) {
+            let fp_end = SERVICE_NAME_BYTES + 8;
+            if name[len..].iter().any(|&b| b != 0) || entry[fp_end..].iter().any(|&b| b != 0) {
                 return None;
             }
             let name = std::str::from_utf8(&name[..len]).ok()?.to_string();
-            let fp = u64::from_le_bytes(entry[48..56].try_into().expect("8 bytes"));
+            let fp = u64::from_le_bytes(
+                entry[SERVICE_NAME_BYTES..fp_end]
+                    .try_into()
+                    .expect("8 bytes"),
+            );
             Some((name, fp))
         })
         .collect()
@@ -330,19 +335,19 @@ fn create_temporary(path: &Path) -> Result<(PathBuf, rustix::fd::OwnedFd), ShmEr
 }
 
 /// Creates, fills, locks and publishes the file for `geometry` at `path`, with the services table
-/// of `services`.
+/// of `services` (whose bytes, `table_bytes(services)`, are `table`).
 pub(crate) fn create(
     path: &Path,
     geometry: &Geometry,
     services: &[(&str, u64)],
+    table: &[u8],
 ) -> Result<(Mapped, Created), ShmError> {
     if path.file_name().is_none() {
         return Err(io("creating", path, std::io::ErrorKind::InvalidInput));
     }
     let (tmp, fd) = create_temporary(path)?;
     let file = File::from(fd);
-    let table = table_bytes(services);
-    let result = fill_and_publish(&file, &tmp, path, geometry, &table);
+    let result = fill_and_publish(&file, &tmp, path, geometry, table);
     // The temporary name goes whatever happened; the published name (a hard link) stays.
     let _ = rustix::fs::unlinkat(CWD, &tmp, AtFlags::empty());
     let created = result?;

@@ -204,6 +204,8 @@ fn snapshot(counters: &[Counters]) -> ServerStats {
 
 struct Shared {
     mapped: Arc<Mapped>,
+    /// The services table's bytes as written (the monitor puts back what a stray write changed).
+    table: Vec<u8>,
     /// The state the server is in (serving, draining, stopped); the header's state word is its
     /// copy in the file, which the monitor puts back if a stray write changed it.
     state: AtomicU32,
@@ -346,10 +348,11 @@ impl ShmServer {
             .with_server_start(start_time(pid).unwrap_or(0))
             .with_inline(config.inline && handler.serves_inline() && config.lanes == 1)
             .with_services(services.len() as u32);
-        let (mapped, created) = file::create(path, &geometry, &services)?;
+        let (mapped, created) = file::create(path, &geometry, &services, &table)?;
         let mapped = Arc::new(mapped);
         let workers = config.workers.max(1);
         let shared = Arc::new(Shared {
+            table,
             server_locks: (0..geometry.layout().lock_words())
                 .map(|_| AtomicU32::new(0))
                 .collect(),
@@ -696,12 +699,6 @@ fn monitor(shared: &Shared) {
     let me = current_holder().ok();
     let mut last = vec![0u64; ports];
     let header = mapped.geometry().encode();
-    let services: Vec<(&str, u64)> = mapped
-        .services()
-        .iter()
-        .map(|(n, f)| (n.as_str(), *f))
-        .collect();
-    let table = file::table_bytes(&services);
     loop {
         // Sleep one interval, waking at once when the server stops (`stop` unparks us; a
         // spurious wake-up parks again for the rest of the interval).
@@ -718,7 +715,7 @@ fn monitor(shared: &Shared) {
         }
         // The header first: clients that attach read it, and every client reads the state word.
         restore_header(shared, &header);
-        restore_words(mapped.table_words(), &table);
+        restore_words(mapped.table_words(), &shared.table);
         for p in 0..ports {
             let word = owners[p].load(Ordering::Acquire);
             let holder = holder_of(word);
