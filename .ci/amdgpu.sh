@@ -8,9 +8,9 @@ cd "$root"
 target=${CARGO_TARGET_DIR:-$root/target}/amdgpu
 RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=$target \
     CARGO_ENCODED_RUSTFLAGS=-Ctarget-cpu=gfx90a \
-    cargo build --release --target amdgcn-amd-amdhsa -Zbuild-std=core -p device
+    cargo build --release --target amdgcn-amd-amdhsa -Zbuild-std=core -p ferry-device
 # The wavefront's protocol code was generated: the exported no-op call is in the library.
-rlib=$(ls -t "$target"/amdgcn-amd-amdhsa/release/deps/libdevice-*.rlib | head -1)
+rlib=$(ls -t "$target"/amdgcn-amd-amdhsa/release/deps/libferry_device-*.rlib | head -1)
 tmp=$(mktemp -d)
 (cd "$tmp" && ar x "$rlib")
 llvm-objdump-22 -d --mcpu=gfx90a "$tmp"/*.o > "$tmp/dis.txt"

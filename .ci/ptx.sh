@@ -25,5 +25,5 @@ for p in hello occupancy exit bench files printbench tally; do
     grep -q '^\.visible \.global .* FERRY_RPC\[32\]' "$out/$p.ptx"
 done
 # And the host side of the device crate builds and its simulated-warp tests pass.
-cargo test -q -p device --features sim
+cargo test -q -p ferry-device --features sim
 echo "ptx: ok"

@@ -15,7 +15,7 @@
 #![feature(abi_ptx, asm_experimental_arch)]
 
 use core::ptr::{read_volatile, write_volatile};
-use device::nvptx::{global_thread_id, globaltimer, membar_sys};
+use ferry_device::nvptx::{global_thread_id, globaltimer, membar_sys};
 
 /// Iterations between two timer stamps.
 const STAMP_EVERY: u32 = 100;
@@ -52,7 +52,7 @@ pub unsafe extern "ptx-kernel" fn pingpong(
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn call_latency(iters: u32, stamps: *mut u64, errors: *mut u32) {
     // SAFETY: the caller's contract is the one `latency_loop` needs.
-    unsafe { latency_loop(&device::client(), iters, stamps, errors) };
+    unsafe { latency_loop(&ferry_device::client(), iters, stamps, errors) };
 }
 
 /// One warp's `iters` no-op calls through `client`, stamping the timer every `STAMP_EVERY`.
@@ -62,7 +62,7 @@ pub unsafe extern "ptx-kernel" fn call_latency(iters: u32, stamps: *mut u64, err
 /// `stamps` holds `iters / STAMP_EVERY + 1` words and `errors` is a device `u32`.
 #[inline(always)]
 unsafe fn latency_loop(
-    client: &device::Client<'_, device::lanes::Warp, device::GpuWait>,
+    client: &ferry_device::Client<'_, ferry_device::lanes::Warp, ferry_device::GpuWait>,
     iters: u32,
     stamps: *mut u64,
     errors: *mut u32,
@@ -73,7 +73,7 @@ unsafe fn latency_loop(
     unsafe { write_volatile(stamps, globaltimer()) };
     for i in 1..=iters {
         let x = (lane << 32) | i as u64;
-        match device::services::noop(client, x) {
+        match ferry_device::services::noop(client, x) {
             Ok(y) if y == x + 1 => {}
             _ => wrong += 1,
         }
@@ -89,7 +89,7 @@ unsafe fn latency_loop(
 /// # Safety
 ///
 /// As `call_latency`: one warp's no-op calls, by a client that keeps its port between calls
-/// (`rpc_core::Process::keep_port`): no lock, unlock or search per call.
+/// (`ferry_core::Process::keep_port`): no lock, unlock or search per call.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn call_latency_kept(
     iters: u32,
@@ -97,7 +97,14 @@ pub unsafe extern "ptx-kernel" fn call_latency_kept(
     errors: *mut u32,
 ) {
     // SAFETY: the caller's contract is the one `latency_loop` needs.
-    unsafe { latency_loop(&device::client().keep_port(true), iters, stamps, errors) };
+    unsafe {
+        latency_loop(
+            &ferry_device::client().keep_port(true),
+            iters,
+            stamps,
+            errors,
+        )
+    };
 }
 
 /// # Safety
@@ -109,9 +116,9 @@ pub unsafe extern "ptx-kernel" fn call_latency_lane0(
     stamps: *mut u64,
     errors: *mut u32,
 ) {
-    if device::rpc_core::Lanes::lane_id(&device::lanes::Warp) == 0 {
+    if ferry_device::ferry_core::Lanes::lane_id(&ferry_device::lanes::Warp) == 0 {
         // SAFETY: the caller's contract is the one `latency_loop` needs.
-        unsafe { latency_loop(&device::client(), iters, stamps, errors) };
+        unsafe { latency_loop(&ferry_device::client(), iters, stamps, errors) };
     }
 }
 
@@ -142,14 +149,14 @@ fn stamp() -> u64 {
 /// 4 the status check and `close`.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn call_phases(iters: u32, phases: *mut u32, errors: *mut u32) {
-    let client = device::client().keep_port(true);
+    let client = ferry_device::client().keep_port(true);
     let lane = global_thread_id() as u64;
     let mut wrong = 0;
     for i in 0..iters {
         let x = (lane << 32) | i as u64;
         let mut t = [0u64; PHASES + 1];
         t[0] = stamp();
-        let Ok(mut port) = client.open(device::services::NOOP) else {
+        let Ok(mut port) = client.open(ferry_device::services::NOOP) else {
             wrong += 1;
             continue;
         };
@@ -170,7 +177,7 @@ pub unsafe extern "ptx-kernel" fn call_phases(iters: u32, phases: *mut u32, erro
         if sent.is_err() || received.is_err() || reply != x + 1 {
             wrong += 1;
         }
-        if port.status() != device::services::STATUS_OK {
+        if port.status() != ferry_device::services::STATUS_OK {
             wrong += 1;
         }
         port.close();
@@ -196,12 +203,12 @@ pub unsafe extern "ptx-kernel" fn call_phases(iters: u32, phases: *mut u32, erro
 /// The host set up the descriptor and serves it; `errors` is a device `u32`.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn call_throughput(calls: u32, errors: *mut u32) {
-    let client = device::client();
+    let client = ferry_device::client();
     let me = (global_thread_id() as u64) << 32;
     let mut wrong = 0;
     for i in 0..calls {
         let x = me | i as u64;
-        match device::services::noop(&client, x) {
+        match ferry_device::services::noop(&client, x) {
             Ok(y) if y == x + 1 => {}
             _ => wrong += 1,
         }

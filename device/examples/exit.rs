@@ -6,12 +6,12 @@
 #![no_std]
 #![feature(abi_ptx)]
 
-device::entry!(main);
+ferry_device::entry!(main);
 
-fn main(args: device::Args) -> i32 {
+fn main(args: ferry_device::Args) -> i32 {
     let code = args.get_u32(1).unwrap_or(3) as i32;
-    let client = device::client();
-    match device::services::exit(&client, code) {
+    let client = ferry_device::client();
+    match ferry_device::services::exit(&client, code) {
         Ok(()) => 0,
         // A host that could not serve the call: make it visible in the OR of the returns.
         Err(_) => 0x40,

@@ -19,11 +19,11 @@
 
 use core::fmt::Write;
 
-use device::host::{self, mode, Printer, SEEK_SET};
-use device::nvptx::{block_idx, global_thread_id, thread_idx};
-use device::rpc_core::Lanes;
+use ferry_device::ferry_core::Lanes;
+use ferry_device::host::{self, mode, Printer, SEEK_SET};
+use ferry_device::nvptx::{block_idx, global_thread_id, thread_idx};
 
-device::entry!(main);
+ferry_device::entry!(main);
 
 /// The bytes each thread writes and reads back.
 const FILE_BYTES: usize = 1300;
@@ -83,14 +83,14 @@ fn pattern(t: u32, i: usize) -> u8 {
     (t as usize * 7 + i * 13) as u8
 }
 
-fn main(args: device::Args) -> i32 {
-    let client = device::client();
+fn main(args: ferry_device::Args) -> i32 {
+    let client = ferry_device::client();
     let out = Printer::new(&client);
     let me = global_thread_id();
     let lane = client.lanes().lane_id();
     let mut failed = 0;
 
-    let hello = device::println!(
+    let hello = ferry_device::println!(
         &out,
         "thread {me} (block {}, thread {}, lane {lane}): hello",
         block_idx(),
@@ -169,7 +169,7 @@ fn main(args: device::Args) -> i32 {
         failed |= MALLOC;
     }
 
-    let verdict = device::println!(&out, "thread {me}: {}", Verdict(failed));
+    let verdict = ferry_device::println!(&out, "thread {me}: {}", Verdict(failed));
     if verdict.is_err() {
         failed |= PRINT;
     }

@@ -6,9 +6,9 @@
 #![feature(abi_ptx)]
 
 use core::fmt::Write;
-use device::nvptx::{block_idx, global_thread_id, thread_idx};
+use ferry_device::nvptx::{block_idx, global_thread_id, thread_idx};
 
-device::entry!(main);
+ferry_device::entry!(main);
 
 /// A line buffer `core::fmt` writes into.
 struct Line {
@@ -28,8 +28,8 @@ impl Write for Line {
     }
 }
 
-fn main(_args: device::Args) -> i32 {
-    let client = device::client();
+fn main(_args: ferry_device::Args) -> i32 {
+    let client = ferry_device::client();
     let mut line = Line {
         buf: [0; 96],
         len: 0,
@@ -44,7 +44,7 @@ fn main(_args: device::Args) -> i32 {
     if formatted.is_err() {
         return 2;
     }
-    match device::services::print(&client, &line.buf[..line.len]) {
+    match ferry_device::services::print(&client, &line.buf[..line.len]) {
         Ok(n) if n == line.len as u64 => 0,
         _ => 1,
     }

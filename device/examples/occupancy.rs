@@ -7,18 +7,18 @@
 #![no_std]
 #![feature(abi_ptx)]
 
-use device::nvptx::global_thread_id;
+use ferry_device::nvptx::global_thread_id;
 
-device::entry!(main);
+ferry_device::entry!(main);
 
-fn main(args: device::Args) -> i32 {
+fn main(args: ferry_device::Args) -> i32 {
     let calls = args.get_u32(1).unwrap_or(10_000);
-    let client = device::client();
+    let client = ferry_device::client();
     let me = (global_thread_id() as u64) << 32;
     let mut wrong = 0u32;
     for i in 0..calls {
         let x = me | i as u64;
-        match device::services::noop(&client, x) {
+        match ferry_device::services::noop(&client, x) {
             Ok(y) if y == x + 1 => {}
             Ok(_) => wrong += 1,
             Err(_) => return 2,

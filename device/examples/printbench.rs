@@ -8,14 +8,14 @@
 #![no_std]
 #![feature(abi_ptx)]
 
-use device::host::Printer;
-use device::nvptx::{block_dim, global_thread_id, grid_dim};
+use ferry_device::host::Printer;
+use ferry_device::nvptx::{block_dim, global_thread_id, grid_dim};
 
-device::entry!(main);
+ferry_device::entry!(main);
 
-fn main(args: device::Args) -> i32 {
+fn main(args: ferry_device::Args) -> i32 {
     let n = args.get_u32(1).unwrap_or(1_000_000);
-    let client = device::client();
+    let client = ferry_device::client();
     let out = Printer::new(&client);
     let threads = grid_dim() * block_dim();
     let me = global_thread_id();
@@ -25,9 +25,9 @@ fn main(args: device::Args) -> i32 {
         let i = r * threads + me;
         // Every lane takes part in every round; those past the end print nothing.
         let sent = if i < n {
-            device::println!(&out, "line {i}")
+            ferry_device::println!(&out, "line {i}")
         } else {
-            device::print!(&out, "")
+            ferry_device::print!(&out, "")
         };
         if sent.is_err() {
             failed = 1;

@@ -11,11 +11,11 @@
 #![no_std]
 #![feature(abi_ptx)]
 
-use device::host::Printer;
-use device::nvptx::global_thread_id;
+use ferry_device::host::Printer;
+use ferry_device::nvptx::global_thread_id;
 use ferry_example_tally::{amount, Tally, DEFAULT_ROUNDS, DESCRIBE_LIMIT};
 
-device::entry!(main);
+ferry_device::entry!(main);
 
 /// Failure bits.
 const ADD: i32 = 1;
@@ -23,8 +23,8 @@ const TOTAL: i32 = 2;
 const DESCRIBE: i32 = 4;
 const PRINT: i32 = 8;
 
-fn main(args: device::Args) -> i32 {
-    let client = device::client();
+fn main(args: ferry_device::Args) -> i32 {
+    let client = ferry_device::client();
     let out = Printer::new(&client);
     let tally = Tally::client(&client);
     let me = global_thread_id();
@@ -59,7 +59,7 @@ fn main(args: device::Args) -> i32 {
         }
     };
     let verdict = if failed == 0 { "ok" } else { "MISMATCH" };
-    let printed = device::println!(
+    let printed = ferry_device::println!(
         &out,
         "thread {me}: kernel total {sum}, host total {host_total}, host says \"{described}\": {verdict}"
     );

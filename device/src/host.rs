@@ -4,7 +4,7 @@
 //! The service is one enum with `#[derive(RpcOpcodes)]`, shared by both sides: the device calls
 //! through the generated [`LibcClient`] (`Libc::client(process)`, wrapped here in functions that
 //! take care of chunking, lane convergence and local checks), and the host implements the
-//! generated [`LibcServer`] (`transport_gpu::host`). Every function here is generic over the
+//! generated [`LibcServer`] (`ferry_gpu::host`). Every function here is generic over the
 //! client's lanes, mailbox and wait policy, so the same code runs on a GPU warp, a simulated warp
 //! and a host thread.
 //!
@@ -63,8 +63,8 @@
 
 use core::fmt;
 
-use rpc_core::service::{Bytes, Error, Service, Status, Text, Transport};
-use rpc_core::{Lanes, Mailbox, Process, RpcOpcodes, Wait};
+use ferry_core::service::{Bytes, Error, Service, Status, Text, Transport};
+use ferry_core::{Lanes, Mailbox, Process, RpcOpcodes, Wait};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 /// The most bytes one lane prints in one message (the `limit` of print calls).
@@ -378,7 +378,7 @@ pub mod opcode {
 }
 
 /// A client process as the functions here take it: any lanes, mailbox and wait policy.
-pub type HostClient<'a, L, M, W> = Process<'a, rpc_core::Client, L, M, W>;
+pub type HostClient<'a, L, M, W> = Process<'a, ferry_core::Client, L, M, W>;
 
 /// Whether `pred` holds in any active lane (the same answer in every lane).
 #[inline(always)]
@@ -462,7 +462,7 @@ impl<'c, 'a, L: Lanes, M: Mailbox, W: Wait> Printer<'c, 'a, L, M, W> {
     /// Sends one print message (every active lane together): waits until the previous one was
     /// taken, then streams `bytes` one-way.
     fn send(&self, opcode: u32, bytes: &[u8]) -> Result<(), LibcError> {
-        let stalled = Error::Transport(Transport::Protocol(rpc_core::Error::Stalled));
+        let stalled = Error::Transport(Transport::Protocol(ferry_core::Error::Stalled));
         if let Some(last) = self.last.get() {
             let mut polls = 0u32;
             while !self.client.region().client_owns(last) {
@@ -479,8 +479,8 @@ impl<'c, 'a, L: Lanes, M: Mailbox, W: Wait> Printer<'c, 'a, L, M, W> {
             Ok(()) => Ok(()),
             // A refusal hands the packet back with the server's status (unknown opcode), or
             // none (the stream was over the limit).
-            Err(rpc_core::Error::Rejected) => Err(Error::Status(match port.status() {
-                rpc_core::service::status::OK => Status::Rejected,
+            Err(ferry_core::Error::Rejected) => Err(Error::Status(match port.status() {
+                ferry_core::service::status::OK => Status::Rejected,
                 s => Status::from_code(s, opcode),
             })),
             Err(e) => Err(e.into()),

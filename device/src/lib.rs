@@ -1,7 +1,7 @@
 //! The GPU side of ferry: what a kernel needs to call its host.
 //!
 //! - [`lanes`]: the lanes of a warp (NVIDIA, inline PTX) or wavefront (AMD), behind
-//!   [`rpc_core::Lanes`]: lane id, active mask, ballot, broadcast, sync;
+//!   [`ferry_core::Lanes`]: lane id, active mask, ballot, broadcast, sync;
 //! - [`descriptor`]: where the host tells the kernel about the region (the `FERRY_RPC` global the
 //!   loader fills before launch), and the client each warp builds from it at kernel start;
 //! - [`host`]: what a GPU program expects from a C library (print, files, exit, malloc, clock,
@@ -16,7 +16,7 @@
 //!   host against a real server in tests.
 //!
 //! On the host the crate builds as an ordinary `no_std` library with one-lane clients
-//! ([`rpc_core::Single`]); transports use its [`descriptor::Descriptor`] and [`services`] opcodes so
+//! ([`ferry_core::Single`]); transports use its [`descriptor::Descriptor`] and [`services`] opcodes so
 //! both sides agree on them.
 
 #![cfg_attr(not(test), no_std)]
@@ -42,7 +42,9 @@ pub mod sim;
 pub mod wait;
 
 pub use descriptor::{Client, Descriptor};
-pub use rpc_core;
+pub use ferry_core;
+pub use ferry_core::service::{Bytes, Text};
+pub use ferry_core::RpcOpcodes;
 pub use services::CallError;
 pub use wait::GpuWait;
 

@@ -12,7 +12,7 @@
 //!
 //! The server sets the header status of its reply to one of the `STATUS_*` values.
 
-use rpc_core::{Error, Lanes, Wait};
+use ferry_core::{Error, Lanes, Wait};
 
 use crate::descriptor::Client;
 

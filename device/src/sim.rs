@@ -60,7 +60,7 @@ impl SimWarp {
 // SAFETY: all lanes are always active and call each operation together (documented); `exchange`
 // hands every lane the same values between two barrier waits, so broadcast and ballot are uniform,
 // and `sync` is a barrier over all lanes (which also orders their memory accesses).
-unsafe impl rpc_core::Lanes for SimWarp {
+unsafe impl ferry_core::Lanes for SimWarp {
     fn lane_size(&self) -> u32 {
         self.shared.size
     }
@@ -88,7 +88,7 @@ unsafe impl rpc_core::Lanes for SimWarp {
 #[cfg(test)]
 mod tests {
     use super::SimWarp;
-    use rpc_core::Lanes;
+    use ferry_core::Lanes;
 
     #[test]
     fn broadcast_and_ballot_are_uniform() {
@@ -117,13 +117,13 @@ mod tests {
 /// The descriptor a host installs for `region`, a region in this process's heap (as
 /// `transport-gpu`'s `GpuRegion::descriptor` does for mapped memory), so simulated warps build
 /// their clients from it as a kernel does.
-pub fn descriptor(region: &rpc_core::HeapRegion) -> crate::Descriptor {
+pub fn descriptor(region: &ferry_core::HeapRegion) -> crate::Descriptor {
     let r = region.region();
     crate::Descriptor {
         magic: crate::descriptor::MAGIC,
         ports: r.layout().ports(),
         lanes: r.layout().lanes(),
-        mailbox: rpc_core::MailboxKind::PerPort as u32,
+        mailbox: ferry_core::MailboxKind::PerPort as u32,
         region: r.client_outbox().as_ptr() as u64,
         locks: region.client_locks().as_ptr() as u64,
     }
@@ -138,8 +138,8 @@ std::thread_local! {
     static SINCE: core::cell::Cell<Option<std::time::Instant>> = const { core::cell::Cell::new(None) };
 }
 
-impl rpc_core::Wait for Yield {
-    fn pause(&self, polls: u32) -> Result<(), rpc_core::Stalled> {
+impl ferry_core::Wait for Yield {
+    fn pause(&self, polls: u32) -> Result<(), ferry_core::Stalled> {
         if polls == 0 {
             SINCE.with(|s| s.set(Some(std::time::Instant::now())));
         }
@@ -151,7 +151,7 @@ impl rpc_core::Wait for Yield {
             .with(|s| s.get())
             .unwrap_or_else(std::time::Instant::now);
         if since.elapsed() > std::time::Duration::from_secs(60) {
-            return Err(rpc_core::Stalled);
+            return Err(ferry_core::Stalled);
         }
         std::thread::yield_now();
         Ok(())

@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
-use rpc_core::service::{Bytes, Text};
-use rpc_core::RpcOpcodes;
+use ferry_core::service::{Bytes, Text};
+use ferry_core::RpcOpcodes;
 use zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 /// The longest value the store takes, and the longest `get` replies.
@@ -149,8 +149,8 @@ impl KvServer for Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rpc_core::service::{Error, Status};
-    use rpc_core::HeapRegion;
+    use ferry_core::service::{Error, Status};
+    use ferry_core::HeapRegion;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 

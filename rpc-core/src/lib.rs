@@ -9,9 +9,9 @@
 //! [`HeapRegion`] for regions in the heap.
 //!
 //! ```
-//! use rpc_core::HeapRegion;
+//! use ferry_core::HeapRegion;
 //!
-//! let region = HeapRegion::<rpc_core::PerPort>::new(32, 1).unwrap();
+//! let region = HeapRegion::<ferry_core::PerPort>::new(32, 1).unwrap();
 //! std::thread::scope(|s| {
 //!     s.spawn(|| {
 //!         // The server: wait for one request, add one, reply.
@@ -45,6 +45,9 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+// Lets code derived inside this crate (its tests and doctests) name it as users do.
+extern crate self as ferry_core;
+
 mod error;
 #[cfg(feature = "alloc")]
 mod heap;
@@ -70,7 +73,7 @@ pub use wait::{Spin, SpinLimit, Stalled, Wait};
 
 pub mod service;
 #[cfg(feature = "derive")]
-pub use rpc_derive::RpcOpcodes;
+pub use ferry_derive::RpcOpcodes;
 #[doc(hidden)]
 pub use service::__private;
 

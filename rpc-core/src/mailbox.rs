@@ -4,7 +4,7 @@
 //! mailbox value is one bit; flipping its outbox bit hands the packet to the other side.
 //!
 //! Two representations are implemented and measured against each other
-//! (`cargo bench -p rpc-core`, table in `BENCHMARKS.md`):
+//! (`cargo bench -p ferry-core`, table in `BENCHMARKS.md`):
 //!
 //! - [`PerPort`]: one `u32` word per port per direction. A flip is a plain store; reading one
 //!   port's inbox is one load; the server's scan of 32 ports costs 64 loads.

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Backoff, ThreadWarp};
-use rpc_core::{
+use ferry_core::{
     Error, HeaderWord, HeapRegion, Layout, LayoutError, MailboxKind, Packed, PerPort, SliceSink,
     SpinLimit,
 };
@@ -44,7 +44,7 @@ fn layout_is_computed_and_checked() {
     assert!(HeapRegion::<Packed>::new(32, 1).is_ok());
 }
 
-fn call_in_one_thread<M: rpc_core::Mailbox>() {
+fn call_in_one_thread<M: ferry_core::Mailbox>() {
     let region = HeapRegion::<M>::new(64, 1).unwrap();
     let client = region.client();
     let server = region.server();
@@ -68,7 +68,7 @@ fn call_in_one_thread<M: rpc_core::Mailbox>() {
 /// only then: for the server (a request waits on a port no server handle holds), for the client
 /// (a port no client handle holds), for a server restricted to a range, and for an exclusive
 /// server with an outbox mirror.
-fn may_open_agrees_with_try_open<M: rpc_core::Mailbox>() {
+fn may_open_agrees_with_try_open<M: ferry_core::Mailbox>() {
     let region = HeapRegion::<M>::new(64, 1).unwrap();
     let client = region.client();
     let (server, other) = (region.server(), region.server());
@@ -222,7 +222,7 @@ fn stream_round_trip(len: usize, limit: u64) -> (Result<(), Error>, Result<(), E
     std::thread::scope(|scope| {
         let server = scope.spawn(|| {
             let server = region
-                .server_with(rpc_core::Single, Backoff::default())
+                .server_with(ferry_core::Single, Backoff::default())
                 .unwrap();
             let mut port = server.open(()).unwrap();
             let mut sink: Vec<Vec<u8>> = Vec::new();
@@ -233,7 +233,7 @@ fn stream_round_trip(len: usize, limit: u64) -> (Result<(), Error>, Result<(), E
             (got, sink.pop().unwrap_or_default())
         });
         let client = region
-            .client_with(rpc_core::Single, Backoff::default())
+            .client_with(ferry_core::Single, Backoff::default())
             .unwrap();
         let mut port = client.open(11).unwrap();
         let sent = port.send_n(|_| &data);
@@ -315,7 +315,7 @@ fn a_hostile_length_allocates_nothing() {
     c.recv(|_, _| {}).unwrap();
     assert_eq!(
         c.header(HeaderWord::Stream),
-        rpc_core::stream::STREAM_REJECTED
+        ferry_core::stream::STREAM_REJECTED
     );
 }
 
@@ -346,7 +346,7 @@ fn a_sink_too_small_refuses_the_stream() {
 fn a_dead_server_is_a_stalled_error_not_a_hang() {
     let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
     let client = region
-        .client_with(rpc_core::Single, SpinLimit(10_000))
+        .client_with(ferry_core::Single, SpinLimit(10_000))
         .unwrap();
     let mut c = client.try_open(4).unwrap();
     let index = c.index();
@@ -372,7 +372,7 @@ fn a_simulated_warp_fills_every_slot_and_streams_per_lane() {
     std::thread::scope(|scope| {
         scope.spawn(|| {
             let server = region
-                .server_with(rpc_core::Single, Backoff::default())
+                .server_with(ferry_core::Single, Backoff::default())
                 .unwrap();
             // A plain call: each lane's value plus its lane index.
             let mut port = server.open(()).unwrap();
@@ -394,7 +394,7 @@ fn a_simulated_warp_fills_every_slot_and_streams_per_lane() {
             .map(|lanes| {
                 let region = &region;
                 scope.spawn(move || {
-                    let lane = rpc_core::Lanes::lane_id(&lanes) as u64;
+                    let lane = ferry_core::Lanes::lane_id(&lanes) as u64;
                     let client = region.client_with(lanes, Backoff::default()).unwrap();
                     let mut port = client.open(8).unwrap();
                     let mut got = 0;
@@ -477,7 +477,7 @@ fn a_kept_port_is_reused_without_a_search_and_released_with_its_handle() {
 struct HalfWarp;
 
 // SAFETY: only lane 0 is ever active, so every operation is trivially uniform over the mask.
-unsafe impl rpc_core::Lanes for HalfWarp {
+unsafe impl ferry_core::Lanes for HalfWarp {
     fn lane_size(&self) -> u32 {
         2
     }
@@ -501,7 +501,7 @@ fn only_a_full_group_keeps_its_port() {
     let region = HeapRegion::<PerPort>::new(32, 2).unwrap();
     let server = region.server();
     let client = region
-        .client_with(HalfWarp, rpc_core::Spin)
+        .client_with(HalfWarp, ferry_core::Spin)
         .unwrap()
         .keep_port(true);
     let mut c = client.try_open(1).unwrap();

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{dump_region, Backoff, Watchdog};
-use rpc_core::{HeapRegion, Mailbox, Packed, PerPort, Single};
+use ferry_core::{HeapRegion, Mailbox, Packed, PerPort, Single};
 
 struct Outcome {
     replies: u64,

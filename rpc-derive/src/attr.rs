@@ -73,10 +73,14 @@ pub fn service(attrs: &[Attribute]) -> syn::Result<ServiceAttrs> {
                     ));
                 }
                 set(&mut out.class, class, lit.span(), "class")
+            } else if meta.path.is_ident("crate") {
+                // Read by `krate::path`, which checks it.
+                let _: LitStr = meta.value()?.parse()?;
+                Ok(())
             } else {
                 Err(syn::Error::new(
                     span,
-                    "unknown service setting; expected `service = \"name\"` or `class = N`",
+                    "unknown service setting; expected `service = \"name\"`, `class = N` or `crate = \"path\"`",
                 ))
             }
         })?;

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rpc_core::service::{self, status, Bytes, Error, Service, Status, Text};
-use rpc_core::{HeapRegion, Spin};
-use rpc_derive::RpcOpcodes;
+use ferry_core::service::{self, status, Bytes, Error, Service, Status, Text};
+use ferry_core::{HeapRegion, Spin};
+use ferry_derive::RpcOpcodes;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 /// How `apply` changes a counter: a `#[repr(u8)]` enum argument (1 and 2 are its only values).
@@ -633,7 +633,7 @@ impl ThreadWarp {
 
 // SAFETY: every lane takes part in each call (all lanes are always active), and each call returns
 // the same exchanged values to every lane, between two barrier waits.
-unsafe impl rpc_core::Lanes for ThreadWarp {
+unsafe impl ferry_core::Lanes for ThreadWarp {
     fn lane_size(&self) -> u32 {
         self.shared.0
     }
@@ -714,7 +714,7 @@ impl service::InlineCall for Direct<'_> {
         opcode: u32,
         request: &[u8],
         reply: &mut [u8],
-    ) -> Option<Result<u32, rpc_core::Error>> {
+    ) -> Option<Result<u32, ferry_core::Error>> {
         if self.refuse {
             return None;
         }
@@ -836,4 +836,48 @@ fn dispatch_inline_answers_bad_bytes_unknown_calls_and_streams() {
         Counter::dispatch_inline(&counters, service::HANDSHAKE, &[], &mut reply),
         None
     );
+}
+
+/// A crate that re-exports ferry under a path of its own names it with `#[rpc(crate = "...")]`.
+mod facade {
+    pub mod reexported {
+        pub use ferry_core as runtime;
+    }
+}
+
+#[derive(RpcOpcodes)]
+#[rpc(crate = "crate::facade::reexported::runtime")]
+enum Renamed {
+    #[rpc(response = u32)]
+    Twice(u32),
+}
+
+#[test]
+fn a_service_can_name_the_runtime_through_a_reexport() {
+    struct Doubler;
+    impl RenamedServer for Doubler {
+        fn twice(&self, x: u32) -> u32 {
+            2 * x
+        }
+    }
+    let region: HeapRegion = HeapRegion::new(32, 1).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let server = region.server();
+            let mut buffers = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                if Renamed::serve_one(&Doubler, &server, &mut buffers)
+                    .unwrap()
+                    .is_none()
+                {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        let client = region.client();
+        assert_eq!(Renamed::client(&client).twice(21), Ok(42));
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert_eq!(<Renamed as Service>::NAME, "Renamed");
 }

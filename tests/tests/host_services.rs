@@ -1,6 +1,6 @@
-//! The host services a GPU program expects (`device::host`), with no GPU: the device API on host
-//! threads against `transport_gpu::host::LibcHost` served over the shared-memory transport, and on
-//! simulated warps (`device::sim::SimWarp`) against the same server over a heap region, as a
+//! The host services a GPU program expects (`ferry_device::host`), with no GPU: the device API on host
+//! threads against `ferry_gpu::host::LibcHost` served over the shared-memory transport, and on
+//! simulated warps (`ferry_device::sim::SimWarp`) against the same server over a heap region, as a
 //! kernel's warps would call it. Every service, and its errors: a missing file, a bad handle, a
 //! read past the end, hostile lengths, exit with a code.
 
@@ -12,16 +12,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use device::host::{self, mode, opcode, Handle, HostError, Libc, LibcError, Printer, Target};
-use device::sim::{SimWarp, Yield};
-use ferry_tests::{unique_path, Capture};
-use rpc_core::service::{status, Error, Site, Status};
-use rpc_core::{HeapRegion, Lanes};
-use transport_gpu::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
-use transport_shm::{
+use ferry_core::service::{status, Error, Site, Status};
+use ferry_core::{HeapRegion, Lanes};
+use ferry_device::host::{self, mode, opcode, Handle, HostError, Libc, LibcError, Printer, Target};
+use ferry_device::sim::{SimWarp, Yield};
+use ferry_gpu::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
+use ferry_shm::{
     Caller, Claimed, ClaimedProcess, ClientConfig, Handler, ServerConfig, ServerPort, ShmClient,
 };
-use transport_shm::{ShmServer, Shutdown};
+use ferry_shm::{ShmServer, Shutdown};
+use ferry_tests::{unique_path, Capture};
 
 /// Fails a test of this file that runs for over two minutes.
 fn watchdog(name: &'static str) -> ferry_tests::Watchdog {
@@ -68,7 +68,7 @@ struct ShmLibc {
 }
 
 impl Handler for ShmLibc {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> {
         (self.before)(port);
         self.host.dispatch(port.caller(), port).map(|_| ())
     }
@@ -157,9 +157,9 @@ fn prints_from_many_threads_lose_nothing_and_keep_lines_whole_and_in_order() {
                         let out = Printer::new(p);
                         for i in 0..LINES {
                             let pad = "x".repeat((i * 7 + t) % 120);
-                            device::println!(&out, "t{t} line {i} {pad}")?;
+                            ferry_device::println!(&out, "t{t} line {i} {pad}")?;
                             if i % 100 == 0 {
-                                device::eprintln!(&out, "t{t} note {i}")?;
+                                ferry_device::eprintln!(&out, "t{t} note {i}")?;
                             }
                         }
                         Ok(())
@@ -202,10 +202,10 @@ fn long_prints_are_cut_at_newlines_and_arrive_whole() {
         .on(|p| {
             let out = Printer::new(p);
             // Printing nothing sends nothing.
-            let empty = (device::print!(&out, "")?, host.count(opcode::PRINT));
-            let sent = device::println!(&out, "{block}")?;
+            let empty = (ferry_device::print!(&out, "")?, host.count(opcode::PRINT));
+            let sent = ferry_device::println!(&out, "{block}")?;
             // One line far longer than a message: split, in order, nothing lost.
-            device::print!(&out, "{long}\n")?;
+            ferry_device::print!(&out, "{long}\n")?;
             Ok((empty, sent))
         })
         .unwrap();
@@ -251,7 +251,7 @@ fn files_round_trip_and_every_error_is_typed() {
         .unwrap();
     let data: Vec<u8> = (0..2000u32).map(|i| b'0' + (i % 10) as u8).collect();
     assert_eq!(dev.on(|p| host::write(p, f, &data)).unwrap(), 2000);
-    dev.on(|p| device::fprint!(&Printer::new(p), f, "\nsecond {}\nthird\n", 2))
+    dev.on(|p| ferry_device::fprint!(&Printer::new(p), f, "\nsecond {}\nthird\n", 2))
         .unwrap();
     let end = 2000 + "\nsecond 2\nthird\n".len() as u64;
     assert_eq!(dev.on(|p| host::tell(p, f)).unwrap(), end);
@@ -736,7 +736,7 @@ fn files_and_blocks_belong_to_their_client_process() {
         }),
         max_files: 5,
         max_files_per_client: 3,
-        client_alive: |id| transport_shm::owner::holder_alive(id as u32),
+        client_alive: |id| ferry_shm::owner::holder_alive(id as u32),
         ..captured(&Capture::default(), &Capture::default())
     }));
     let (server, path) = shm_server(&host);
@@ -825,11 +825,11 @@ fn files_and_blocks_belong_to_their_client_process() {
 /// every lane, as a kernel's main does.
 fn on_warps<F>(warps: u32, lanes: u32, host: &LibcHost, body: F)
 where
-    F: Fn(&device::Client<'_, SimWarp, Yield>, u32) + Sync,
+    F: Fn(&ferry_device::Client<'_, SimWarp, Yield>, u32) + Sync,
 {
     let region = HeapRegion::new(32, lanes).unwrap();
-    let desc = device::sim::descriptor(&region);
-    transport_gpu::serve(region.region(), region.server_locks(), 2, host, || {
+    let desc = ferry_device::sim::descriptor(&region);
+    ferry_gpu::serve(region.region(), region.server_locks(), 2, host, || {
         std::thread::scope(|s| {
             for w in 0..warps {
                 for lane in SimWarp::lanes(lanes) {
@@ -860,7 +860,7 @@ fn a_warp_prints_all_its_lanes_in_one_message_each_lane_whole_and_in_order() {
         for i in 0..LINES {
             // Lanes print lines of different lengths, each shorter than a message.
             let pad = "y".repeat(((lane * 97 + i * 13) % 480) as usize);
-            device::println!(&out, "w{w} l{lane} i{i} {pad}").unwrap();
+            ferry_device::println!(&out, "w{w} l{lane} i{i} {pad}").unwrap();
         }
     });
     let text = out.text();

@@ -9,13 +9,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use ferry_tests::{eventually, unique_path, Peer};
-use rpc_core::service::{Error, Serving, Transport};
-use transport_shm::demo::{Demo, DemoServer, DemoService};
-use transport_shm::demo::{Echoed, SleepError, Summed};
-use transport_shm::{
+use ferry_core::service::{Error, Serving, Transport};
+use ferry_shm::demo::{Demo, DemoServer, DemoService};
+use ferry_shm::demo::{Echoed, SleepError, Summed};
+use ferry_shm::{
     ClientConfig, Created, Handler, ServerConfig, ServerPort, ShmClient, ShmError, ShmServer,
 };
+use ferry_tests::{eventually, unique_path, Peer};
 
 const PEER: &str = env!("CARGO_BIN_EXE_shm-peer");
 
@@ -248,7 +248,7 @@ struct Blocking {
 const BLOCK: u32 = 100;
 
 impl Handler for Blocking {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> {
         if port.opcode() == BLOCK {
             port.recv(|_, _| {})?;
             let (open, cv) = &*self.gate;
@@ -316,7 +316,7 @@ fn second_server_is_refused_and_a_killed_servers_file_is_replaced() {
     assert!(path.exists(), "SIGKILL leaves the file behind");
     match c.echo(1) {
         Err(Error::Transport(
-            Transport::NoServer | Transport::Protocol(rpc_core::Error::Stalled),
+            Transport::NoServer | Transport::Protocol(ferry_core::Error::Stalled),
         )) => {}
         other => panic!("expected the dead server to be noticed, got {other:?}"),
     }

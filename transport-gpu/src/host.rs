@@ -1,6 +1,6 @@
-//! The host side of `device::host`: the [`LibcServer`] a GPU program's C-library calls reach.
+//! The host side of `ferry_device::host`: the [`LibcServer`] a GPU program's C-library calls reach.
 //!
-//! [`LibcHost`] serves the trait `#[derive(RpcOpcodes)]` generated from `device::host::Libc`
+//! [`LibcHost`] serves the trait `#[derive(RpcOpcodes)]` generated from `ferry_device::host::Libc`
 //! through the generated dispatch, over any transport: [`LibcHost::dispatch`] takes any server
 //! port (a GPU region's, a shared-memory file's) and the id of the client calling on it, and
 //! `LibcHost` is a [`Handler`] for [`serve`](crate::serve) (whose calls all come from one
@@ -57,12 +57,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-pub use device::host::{
+use ferry_core::service::{Served, Service};
+use ferry_core::{Lanes, Mailbox, Port, Server, Wait};
+pub use ferry_device::host::{
     mode, opcode, ClockReading, Handle, HostError, Libc, LibcClient, LibcError, LibcServer,
     IO_CHUNK, PATH_LIMIT, SEEK_CUR, SEEK_END, SEEK_SET, STDERR, STDOUT, SYSTEM_LIMIT,
 };
-use rpc_core::service::{Served, Service};
-use rpc_core::{Lanes, Mailbox, Port, Server, Wait};
 
 use crate::server::{with_stream_buffers, Handler, ServerPort, PROGRAM};
 use crate::services::ExitPolicy;
@@ -107,7 +107,7 @@ pub struct LibcConfig {
     /// finds the file table or the client's quota full, or a `malloc` finds no room, the files
     /// and blocks of clients this says are gone are freed first. The default says every client
     /// is alive: right for a GPU program, served while it runs. Over shared memory, pass
-    /// `|id| transport_shm::owner::holder_alive(id as u32)`.
+    /// `|id| ferry_shm::owner::holder_alive(id as u32)`.
     pub client_alive: fn(u64) -> bool,
 }
 
@@ -404,13 +404,13 @@ impl LibcHost {
     /// client `caller`, and counts it. What the call opens or allocates belongs to `caller`, and
     /// only calls for the same `caller` reach it. `caller` names the client process or program
     /// making the call, the same for all its calls: a GPU region's server passes [`PROGRAM`] (its
-    /// calls all come from one program), a shared-memory server `transport_shm::Caller::caller`
+    /// calls all come from one program), a shared-memory server `ferry_shm::Caller::caller`
     /// of the port (the calling process; then set [`LibcConfig::client_alive`] to match).
     pub fn dispatch<L: Lanes, M: Mailbox, W: Wait>(
         &self,
         caller: u64,
         port: &mut Port<'_, '_, Server, L, M, W>,
-    ) -> Result<Served, rpc_core::Error> {
+    ) -> Result<Served, ferry_core::Error> {
         let call = self.for_caller(caller);
         let served = with_stream_buffers(|buffers| Libc::dispatch(&call, port, buffers))?;
         let i = <Libc as Service>::OPCODES

@@ -6,7 +6,7 @@
 //! memory, as LLVM libc's AMD loader places it: allocated from the CPU agent's *fine-grained*
 //! global pool (host memory the GPU reads and writes coherently, where flips are seen without
 //! cache maintenance), made accessible to every GPU agent, zeroed ([`Hsa::alloc_fine_grained`],
-//! [`FineGrained::region`]). The device side is `device::amdgpu` (built for gfx90a in CI).
+//! [`FineGrained::region`]). The device side is `ferry_device::amdgpu` (built for gfx90a in CI).
 //!
 //! Tested here: the runtime missing (an error, not a panic) and the choice of pool (a pure
 //! function over pool properties). Not run: everything that needs the runtime and an AMD GPU, which
@@ -364,13 +364,15 @@ impl FineGrained<'_> {
 
     /// The protocol's region laid out by `layout` over this memory (which must hold
     /// `layout.size()` bytes).
-    pub fn region(&self, layout: rpc_core::Layout) -> Result<rpc_core::Region<'_>, Error> {
+    pub fn region(&self, layout: ferry_core::Layout) -> Result<ferry_core::Region<'_>, Error> {
         if layout.size() > self.size || !(self.ptr.as_ptr() as usize).is_multiple_of(64) {
-            return Err(Error::Layout(rpc_core::LayoutError::Ports(layout.ports())));
+            return Err(Error::Layout(ferry_core::LayoutError::Ports(
+                layout.ports(),
+            )));
         }
         // SAFETY: the memory is ours for the borrow, large enough and 64-byte aligned (checked),
         // zeroed at allocation, and reached only through the protocol by us and the GPU.
-        unsafe { rpc_core::Region::from_raw(self.ptr.as_ptr(), layout) }.map_err(Error::Layout)
+        unsafe { ferry_core::Region::from_raw(self.ptr.as_ptr(), layout) }.map_err(Error::Layout)
     }
 }
 

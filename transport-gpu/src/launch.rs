@@ -4,8 +4,8 @@
 //! [`Program`] does it for any services: load the PTX ([`Program::load`]), bind the services
 //! (`Tally::server(mine).and(Libc::server(program.libc().for_program()))`), [`run`](Program::run).
 //! [`run_program`] (the loader, `rpc-gpu-run`) runs one with the loader's services: the `Libc`
-//! calls (`device::host::Libc`, served by the program's [`LibcHost`]) and the minimal calls of
-//! `device::services` ([`NOOP`], [`PRINT`], [`EXIT`], served by [`HostServices`] with their own
+//! calls (`ferry_device::host::Libc`, served by the program's [`LibcHost`]) and the minimal calls of
+//! `ferry_device::services` ([`NOOP`], [`PRINT`], [`EXIT`], served by [`HostServices`] with their own
 //! wire protocol), both printing to the same output under one lock.
 //!
 //! `malloc` is served from device memory reserved before launch ([`RunConfig::heap`] bytes): the
@@ -14,10 +14,10 @@
 //! after launch.
 //!
 //! ```no_run
-//! use rpc_core::RpcOpcodes;
-//! use transport_gpu::cuda::Cuda;
-//! use transport_gpu::host::Libc;
-//! use transport_gpu::{ExitPolicy, Program, RunConfig};
+//! use ferry_core::RpcOpcodes;
+//! use ferry_gpu::cuda::Cuda;
+//! use ferry_gpu::host::Libc;
+//! use ferry_gpu::{ExitPolicy, Program, RunConfig};
 //!
 //! #[derive(RpcOpcodes)]
 //! pub enum Tally {
@@ -48,8 +48,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use device::services::{EXIT, NOOP, PRINT};
-use rpc_core::service::{Both, Service, Services, Serving};
+use ferry_core::service::{Both, Service, Services, Serving};
+use ferry_device::services::{EXIT, NOOP, PRINT};
 
 use crate::cuda::{Cuda, DeviceMemory, Function, Module};
 use crate::host::{Arena, CallCounts, ForCaller, Libc, LibcConfig, LibcHost};
@@ -229,7 +229,7 @@ impl<'c> Program<'c> {
         let module = cuda.load_module(ptx, config.max_registers)?;
         let entry = module.function(ENTRY).map_err(|_| {
             Error::Program(format!(
-                "no entry kernel `{ENTRY}(argc, argv, ret)`: define it with `device::entry!`"
+                "no entry kernel `{ENTRY}(argc, argv, ret)`: define it with `ferry_device::entry!`"
             ))
         })?;
         if let Some(bytes) = config.stack {
@@ -284,7 +284,7 @@ impl<'c> Program<'c> {
         args: &[String],
         services: &S,
     ) -> Result<RunReport, Error> {
-        if let Some(collision) = rpc_core::service::opcode_collision(services) {
+        if let Some(collision) = ferry_core::service::opcode_collision(services) {
             return Err(Error::Program(collision.to_string()));
         }
         let cuda = self.cuda;
@@ -399,8 +399,8 @@ mod tests {
 
     use super::*;
     use crate::server::serve;
-    use rpc_core::service::status;
-    use rpc_core::{HeapRegion, PerPort, Single, SpinLimit};
+    use ferry_core::service::status;
+    use ferry_core::{HeapRegion, PerPort, Single, SpinLimit};
 
     #[test]
     fn requests_go_to_the_service_that_owns_their_opcode() {
@@ -411,9 +411,9 @@ mod tests {
         let (result, stats) = serve(region.region(), region.server_locks(), 1, &services, || {
             let client = region.client_with(Single, SpinLimit(1 << 30)).unwrap();
             // A minimal call: the no-op answers its value plus one.
-            let noop = device::services::noop(&client, 41);
+            let noop = ferry_device::services::noop(&client, 41);
             // A `Libc` call: the clock.
-            let clock = device::host::clock(&client);
+            let clock = ferry_device::host::clock(&client);
             // An opcode neither service has: an error status, not a hang.
             let mut port = client.open(0x0BAD_C0DE).unwrap();
             port.send_and_recv(|s, _| s.words[0] = 1, |_, _| {})
@@ -428,7 +428,11 @@ mod tests {
         assert_eq!(result.2, status::UNKNOWN_OPCODE);
         assert_eq!(services.1.counts()[NOOP as usize], 1, "one no-op served");
         assert_eq!(stats.count(NOOP), 1);
-        assert_eq!(stats.count(device::host::opcode::CLOCK), 1, "{stats:?}");
+        assert_eq!(
+            stats.count(ferry_device::host::opcode::CLOCK),
+            1,
+            "{stats:?}"
+        );
         assert_eq!(stats.count(0x0BAD_C0DE), 1);
         assert_eq!(stats.calls(), 3);
     }

@@ -11,8 +11,8 @@
 //!   generic over where the region lives, so tests run device code on CPU threads against it.
 //!   Derived services bound to handlers (`Tally::server(h).and(Libc::server(host.for_program()))`)
 //!   are [`Handler`]s; [`serve_region`] serves them while the caller launches its own kernels.
-//! - [`services`]: the host side of `device::services` (no-op, print, exit).
-//! - [`host`]: the host side of `device::host` (print, files, exit and abort, malloc from reserved
+//! - [`services`]: the host side of `ferry_device::services` (no-op, print, exit).
+//! - [`host`]: the host side of `ferry_device::host` (print, files, exit and abort, malloc from reserved
 //!   memory, a clock, `system` when turned on), served through the derived dispatch.
 //! - [`launch`]: [`Program`]: load a program, run its entry kernel while serving the caller's
 //!   services, `malloc` from device memory reserved before launch; [`run_program`], the loader's
@@ -31,6 +31,12 @@ pub mod launch;
 pub mod region;
 pub mod server;
 pub mod services;
+
+/// The protocol and the service runtime, for a GPU host program that depends on this crate
+/// alone: `#[derive(RpcOpcodes)]` finds it here.
+pub use ferry_core;
+pub use ferry_core::service::{Bytes, Text};
+pub use ferry_core::RpcOpcodes;
 
 pub use host::{LibcConfig, LibcHost};
 pub use launch::{run_program, Program, RunConfig, RunReport};
@@ -62,7 +68,7 @@ pub enum Error {
         code: u32,
     },
     /// The region could not be laid out.
-    Layout(rpc_core::LayoutError),
+    Layout(ferry_core::LayoutError),
     /// The program is not what the loader expects (no entry kernel, no descriptor).
     Program(String),
     /// The kernel did not finish in time.
@@ -88,8 +94,8 @@ impl std::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-impl From<rpc_core::LayoutError> for Error {
-    fn from(e: rpc_core::LayoutError) -> Self {
+impl From<ferry_core::LayoutError> for Error {
+    fn from(e: ferry_core::LayoutError) -> Self {
         Error::Layout(e)
     }
 }

@@ -1,9 +1,9 @@
 //! The region a kernel and its host share, on a CUDA device.
 
-use device::descriptor::{self, Descriptor};
-use rpc_core::layout::PORT_GRANULE;
-use rpc_core::sync::AtomicU32;
-use rpc_core::{Layout, MailboxKind, PerPort, Region};
+use ferry_core::layout::PORT_GRANULE;
+use ferry_core::sync::AtomicU32;
+use ferry_core::{Layout, MailboxKind, PerPort, Region};
+use ferry_device::descriptor::{self, Descriptor};
 
 use crate::cuda::{Cuda, DeviceMemory, MappedMemory, Module};
 use crate::Error;

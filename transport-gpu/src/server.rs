@@ -15,7 +15,7 @@
 //! host memory and a heap region that simulated warps call in tests.
 //!
 //! What it serves is a [`Handler`]: derived services bound to their handlers
-//! (`Tally::server(handler)`, several with `.and(..)`: `rpc_core::service::Serving` and `Both`)
+//! (`Tally::server(handler)`, several with `.and(..)`: `ferry_core::service::Serving` and `Both`)
 //! are handlers, and so are the hand-written ones of this crate. [`serve_region`] serves a
 //! [`GpuRegion`] for a caller that loads and launches its kernels itself (through cudarc);
 //! [`Program`](crate::launch::Program) does all of it.
@@ -24,9 +24,11 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use rpc_core::service::{Both, Dispatch, Services, Serving};
-use rpc_core::sync::AtomicU32;
-use rpc_core::{LayoutError, PerPort, Port, Region, Server, ServerProcess, Single, Stalled, Wait};
+use ferry_core::service::{Both, Dispatch, Services, Serving};
+use ferry_core::sync::AtomicU32;
+use ferry_core::{
+    LayoutError, PerPort, Port, Region, Server, ServerProcess, Single, Stalled, Wait,
+};
 
 use crate::region::GpuRegion;
 
@@ -177,7 +179,7 @@ pub fn serve<R>(
     handler: &impl Handler,
     body: impl FnOnce() -> R,
 ) -> Result<(R, ServeStats), LayoutError> {
-    let words = region.layout().ports() / rpc_core::layout::PORT_GRANULE;
+    let words = region.layout().ports() / ferry_core::layout::PORT_GRANULE;
     let threads = threads.clamp(1, words);
     // Check the locks before starting anything.
     ServerProcess::new(region, locks, Single, ServerWait::new(CALL_LIMIT))?;
@@ -192,8 +194,8 @@ pub fn serve<R>(
                         ServerProcess::new(region, locks, Single, ServerWait::new(CALL_LIMIT))
                             .and_then(|s| {
                                 s.restrict(
-                                    first * rpc_core::layout::PORT_GRANULE,
-                                    (end - first) * rpc_core::layout::PORT_GRANULE,
+                                    first * ferry_core::layout::PORT_GRANULE,
+                                    (end - first) * ferry_core::layout::PORT_GRANULE,
                                 )
                             })
                             .expect("checked above");
@@ -247,10 +249,10 @@ pub fn serve<R>(
 /// use std::ffi::{c_void, CString};
 ///
 /// use cudarc::driver::result;
-/// use rpc_core::RpcOpcodes;
-/// use transport_gpu::cuda::Cuda;
-/// use transport_gpu::host::{Libc, LibcConfig, LibcHost};
-/// use transport_gpu::{serve_region, GpuRegion, PortCount};
+/// use ferry_core::RpcOpcodes;
+/// use ferry_gpu::cuda::Cuda;
+/// use ferry_gpu::host::{Libc, LibcConfig, LibcHost};
+/// use ferry_gpu::{serve_region, GpuRegion, PortCount};
 ///
 /// #[derive(RpcOpcodes)]
 /// pub enum Tally {

@@ -1,23 +1,23 @@
-//! The host side of `device::services`: the no-op, print and exit calls a GPU program makes.
+//! The host side of `ferry_device::services`: the no-op, print and exit calls a GPU program makes.
 //!
-//! Their wire protocol is hand-written (`device::services`' table), not derived, so old and new
+//! Their wire protocol is hand-written (`ferry_device::services`' table), not derived, so old and new
 //! benchmark programs stay comparable; [`HostServices`] still serves with derived services on one
-//! region: it implements `rpc_core::service::Services` (`Both(HostServices::new(..),
+//! region: it implements `ferry_core::service::Services` (`Both(HostServices::new(..),
 //! Libc::server(host.for_program()))`), as the loader does.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use device::services::{
+use ferry_core::service::{Fingerprint, LaneBuffers, Served, Service, Services, INLINE_BYTES};
+use ferry_core::{Lanes, Mailbox, Port, Server, StreamSink, Wait};
+use ferry_device::services::{
     EXIT, NOOP, PRINT, PRINT_LIMIT, STATUS_OK, STATUS_REFUSED, STATUS_UNKNOWN_OPCODE,
 };
-use rpc_core::service::{Fingerprint, LaneBuffers, Served, Service, Services, INLINE_BYTES};
-use rpc_core::{Lanes, Mailbox, Port, Server, StreamSink, Wait};
 
 use crate::server::{Handler, ServerPort};
 
-/// The minimal services (`device::services`) as a service: its name, fingerprint and opcodes
+/// The minimal services (`ferry_device::services`) as a service: its name, fingerprint and opcodes
 /// ([`NOOP`], [`PRINT`], [`EXIT`]), for tables of what a server serves.
 #[derive(Clone, Copy, Debug)]
 pub struct Minimal;
@@ -198,7 +198,7 @@ impl<O: Write + Send> Handler for HostServices<O> {
 }
 
 /// The minimal services served with others on one region: [`NOOP`], [`PRINT`] and [`EXIT`] are
-/// theirs (with their own wire protocol, `device::services`); they have no inline calls.
+/// theirs (with their own wire protocol, `ferry_device::services`); they have no inline calls.
 impl<O: Write + Send> Services for HostServices<O> {
     #[inline]
     fn has_opcode(&self, opcode: u32) -> bool {
@@ -213,7 +213,7 @@ impl<O: Write + Send> Services for HostServices<O> {
         &self,
         port: &mut Port<'_, '_, Server, L, M, W>,
         _buffers: &mut B,
-    ) -> Result<Served, rpc_core::Error> {
+    ) -> Result<Served, ferry_core::Error> {
         let opcode = port.opcode();
         let status = self.serve(port);
         Ok(Served { opcode, status })

@@ -1,16 +1,16 @@
 //! Device code on CPU threads against the real server: the `device` crate's clients, built from a
-//! descriptor as a kernel builds them, on simulated warps (`device::sim::SimWarp`), calling the
-//! same `HostServices` the loader serves, through `transport_gpu::serve`.
+//! descriptor as a kernel builds them, on simulated warps (`ferry_device::sim::SimWarp`), calling the
+//! same `HostServices` the loader serves, through `ferry_gpu::serve`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use device::descriptor::Descriptor;
-use device::services::{self, CallError, PRINT_LIMIT, STATUS_UNKNOWN_OPCODE};
-use device::sim::{descriptor, SimWarp, Yield};
+use ferry_core::{Error, HeapRegion, Lanes};
+use ferry_device::descriptor::Descriptor;
+use ferry_device::services::{self, CallError, PRINT_LIMIT, STATUS_UNKNOWN_OPCODE};
+use ferry_device::sim::{descriptor, SimWarp, Yield};
+use ferry_gpu::{serve, ExitPolicy, HostServices};
 use ferry_tests::Watchdog;
-use rpc_core::{Error, HeapRegion, Lanes};
-use transport_gpu::{serve, ExitPolicy, HostServices};
 
 /// Runs `warps` simulated warps of `lanes` lanes against `services` served by `server_threads`
 /// threads; `body(client, warp)` runs in every lane, as a kernel's main does.
@@ -23,7 +23,7 @@ fn run<O, F>(
     body: F,
 ) where
     O: std::io::Write + Send,
-    F: Fn(&device::Client<'_, SimWarp, Yield>, u32) + Sync,
+    F: Fn(&ferry_device::Client<'_, SimWarp, Yield>, u32) + Sync,
 {
     let region = HeapRegion::new(ports, lanes).unwrap();
     let desc = descriptor(&region);
@@ -172,7 +172,7 @@ fn a_corrupt_descriptor_is_refused() {
         Descriptor { region: 0, ..good },
     ] {
         // SAFETY: each descriptor is refused before any memory it names is touched.
-        let client = unsafe { bad.client(rpc_core::Single, Yield) };
+        let client = unsafe { bad.client(ferry_core::Single, Yield) };
         assert!(client.is_err(), "{bad:?}");
     }
 }
@@ -182,14 +182,14 @@ fn the_keep_ports_flag_reaches_the_clients() {
     let region = HeapRegion::new(32, 4).unwrap();
     let plain = descriptor(&region);
     let keep = Descriptor {
-        mailbox: plain.mailbox | device::descriptor::FLAG_KEEP_PORTS,
+        mailbox: plain.mailbox | ferry_device::descriptor::FLAG_KEEP_PORTS,
         ..plain
     };
     assert!(!plain.keep_ports() && keep.keep_ports());
     assert_eq!(keep.layout(), plain.layout());
     // SAFETY: the descriptor names `region`'s memory and its client lock bitmap, alive for the
     // test and used only through the protocol.
-    let client = unsafe { keep.client(rpc_core::Single, Yield) }.unwrap();
+    let client = unsafe { keep.client(ferry_core::Single, Yield) }.unwrap();
     let locks = region.client_locks();
     let served = std::thread::scope(|s| {
         let server = s.spawn(|| {
@@ -221,8 +221,8 @@ fn the_keep_ports_flag_reaches_the_clients() {
 
 #[test]
 fn no_driver_is_an_error_not_a_panic() {
-    match transport_gpu::cuda::Cuda::new(0) {
-        Err(transport_gpu::Error::NoDriver(why)) => assert!(!why.is_empty()),
+    match ferry_gpu::cuda::Cuda::new(0) {
+        Err(ferry_gpu::Error::NoDriver(why)) => assert!(!why.is_empty()),
         Ok(cuda) => assert!(cuda.sms > 0 && cuda.resident_warps() >= cuda.sms),
         Err(e) => panic!("unexpected error with no usable driver: {e}"),
     }

@@ -10,9 +10,9 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ferry_gpu::cuda::Cuda;
+use ferry_gpu::{run_program, Error, ExitPolicy, PortCount, RunConfig};
 use ferry_tests::Capture;
-use transport_gpu::cuda::Cuda;
-use transport_gpu::{run_program, Error, ExitPolicy, PortCount, RunConfig};
 
 /// The driver and the folder holding `program.ptx`, or why the test cannot run here.
 fn setup(program: &str) -> Result<(Cuda, Vec<u8>), String> {

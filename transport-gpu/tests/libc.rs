@@ -1,6 +1,6 @@
-//! The `Libc` host services (`device::host`) with no GPU: the device API on a host thread and on
-//! simulated warps (`device::sim::SimWarp`), against `transport_gpu::host::LibcHost` served by
-//! `transport_gpu::serve` over a heap region, as the loader serves a kernel. Every call, its typed
+//! The `Libc` host services (`ferry_device::host`) with no GPU: the device API on a host thread and on
+//! simulated warps (`ferry_device::sim::SimWarp`), against `ferry_gpu::host::LibcHost` served by
+//! `ferry_gpu::serve` over a heap region, as the loader serves a kernel. Every call, its typed
 //! errors (the host's `HostError`, the server's refusals), lanes that ask for different things in
 //! one message, and the files and blocks each client owns.
 
@@ -12,16 +12,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use device::host::{self, mode, opcode, Handle, HostError, Libc, Printer, Target};
-use device::sim::{SimWarp, Yield};
+use ferry_core::service::{Error, Status};
+use ferry_core::{HeapRegion, Lanes, PerPort, Single, SpinLimit};
+use ferry_device::host::{self, mode, opcode, Handle, HostError, Libc, Printer, Target};
+use ferry_device::sim::{SimWarp, Yield};
+use ferry_gpu::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
+use ferry_gpu::{serve, Handler, ServerPort};
 use ferry_tests::{unique_path, Capture, Watchdog};
-use rpc_core::service::{Error, Status};
-use rpc_core::{HeapRegion, Lanes, PerPort, Single, SpinLimit};
-use transport_gpu::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
-use transport_gpu::{serve, Handler, ServerPort};
 
 /// A one-lane client on a host thread, as the tests call the device API.
-type HostThread<'a> = rpc_core::ClientProcess<'a, Single, PerPort, SpinLimit>;
+type HostThread<'a> = ferry_core::ClientProcess<'a, Single, PerPort, SpinLimit>;
 
 fn watchdog(name: &'static str) -> Watchdog {
     Watchdog::new(name, Duration::from_secs(120))
@@ -85,10 +85,10 @@ fn on_host<R>(host: &LibcHost, caller: u64, body: impl FnOnce(&HostThread<'_>) -
 /// every lane, as a kernel's main does.
 fn on_warps<F>(warps: u32, lanes: u32, host: &LibcHost, body: F)
 where
-    F: Fn(&device::Client<'_, SimWarp, Yield>, u32) + Sync,
+    F: Fn(&ferry_device::Client<'_, SimWarp, Yield>, u32) + Sync,
 {
     let region = HeapRegion::new(32, lanes).unwrap();
-    let desc = device::sim::descriptor(&region);
+    let desc = ferry_device::sim::descriptor(&region);
     serve(region.region(), region.server_locks(), 2, host, || {
         std::thread::scope(|s| {
             for w in 0..warps {
@@ -132,7 +132,7 @@ fn files_round_trip_and_every_error_is_typed() {
         let f = host::open(p, &a, mode::from_c("w+").unwrap()).unwrap();
         let data: Vec<u8> = (0..2000u32).map(|i| b'0' + (i % 10) as u8).collect();
         assert_eq!(host::write(p, f, &data), Ok(2000));
-        device::fprint!(&Printer::new(p), f, "\nsecond {}\nthird\n", 2).unwrap();
+        ferry_device::fprint!(&Printer::new(p), f, "\nsecond {}\nthird\n", 2).unwrap();
         let end = 2000 + "\nsecond 2\nthird\n".len() as u64;
         assert_eq!(host::tell(p, f), Ok(end));
         host::flush(p, f).unwrap();
@@ -413,13 +413,13 @@ fn a_warp_prints_all_its_lanes_in_one_message_each_lane_whole_and_in_order() {
         for i in 0..LINES {
             // Lanes print lines of different lengths, each shorter than a message.
             let pad = "y".repeat(((lane * 97 + i * 13) % 480) as usize);
-            device::println!(&out, "w{w} l{lane} i{i} {pad}").unwrap();
+            ferry_device::println!(&out, "w{w} l{lane} i{i} {pad}").unwrap();
         }
         // A long text in one print: several messages, cut at line ends, in order.
         if lane == 0 {
-            device::eprint!(&out, "{}", "e\n".repeat(400)).unwrap();
+            ferry_device::eprint!(&out, "{}", "e\n".repeat(400)).unwrap();
         } else {
-            device::eprint!(&out, "").unwrap();
+            ferry_device::eprint!(&out, "").unwrap();
         }
     });
     let text = out.text();

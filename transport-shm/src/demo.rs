@@ -5,18 +5,18 @@
 //! lists in its file so that a client built for another schema is refused at attach.
 //!
 //! ```no_run
-//! use transport_shm::demo::{Demo, DemoService};
-//! use transport_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
+//! use ferry_shm::demo::{Demo, DemoService};
+//! use ferry_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 //!
 //! let server = ShmServer::start("demo-doc", ServerConfig::default(), Demo::server(DemoService))?;
 //! let shm = ShmClient::attach(server.path(), ClientConfig::default().service::<Demo>())?;
 //! let demo = Demo::client(&shm);
 //! assert_eq!(demo.add(40, 2), Ok(42));
-//! # Ok::<(), transport_shm::ShmError>(())
+//! # Ok::<(), ferry_shm::ShmError>(())
 //! ```
 
-use rpc_core::service::Bytes;
-use rpc_core::RpcOpcodes;
+use ferry_core::service::Bytes;
+use ferry_core::RpcOpcodes;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 /// The longest stream [`Demo::Sum`] accepts (its `limit`).

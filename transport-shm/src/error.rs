@@ -84,9 +84,9 @@ pub enum ShmError {
     /// served twice, a name too long).
     BadServices(String),
     /// The region could not be laid out.
-    Layout(rpc_core::LayoutError),
+    Layout(ferry_core::LayoutError),
     /// The call failed in the protocol (for example the server did not answer in time).
-    Call(rpc_core::Error),
+    Call(ferry_core::Error),
 }
 
 impl std::fmt::Display for ShmError {
@@ -169,14 +169,14 @@ impl std::error::Error for ShmError {
     }
 }
 
-impl From<rpc_core::Error> for ShmError {
-    fn from(e: rpc_core::Error) -> Self {
+impl From<ferry_core::Error> for ShmError {
+    fn from(e: ferry_core::Error) -> Self {
         ShmError::Call(e)
     }
 }
 
-impl From<rpc_core::LayoutError> for ShmError {
-    fn from(e: rpc_core::LayoutError) -> Self {
+impl From<ferry_core::LayoutError> for ShmError {
+    fn from(e: ferry_core::LayoutError) -> Self {
         ShmError::Layout(e)
     }
 }

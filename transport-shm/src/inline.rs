@@ -60,8 +60,8 @@
 
 use std::cell::Cell;
 
-use rpc_core::service::{InlineCall, INLINE_BYTES};
-use rpc_core::Wait;
+use ferry_core::service::{InlineCall, INLINE_BYTES};
+use ferry_core::Wait;
 
 use crate::owner::{generation_of, pack, release, try_claim};
 use crate::status;
@@ -178,9 +178,9 @@ pub(crate) const fn lines_offset(ports: u32) -> usize {
 /// Polls of the reply word spun before the wait policy is consulted.
 const SPIN_POLLS: u32 = 1024;
 
-/// A claimed port's inline path (see the module docs of `transport_shm` on inline calls): what
+/// A claimed port's inline path (see the module docs of `ferry_shm` on inline calls): what
 /// a [`Claimed`](crate::Claimed) port hands the generated client calls as its
-/// [`CallSite::Inline`](rpc_core::service::CallSite::Inline), so that they are compiled against
+/// [`CallSite::Inline`](ferry_core::service::CallSite::Inline), so that they are compiled against
 /// it. It has no methods of its own beyond [`InlineCall`].
 pub struct ClientInline<'a, W: Wait = crate::ClientWait> {
     /// The port's inline line.
@@ -226,7 +226,7 @@ impl<'a, W: Wait> ClientInline<'a, W> {
 /// short.
 #[cold]
 #[inline(never)]
-fn wait_for_reply(line: &Line, next: u32, wait: &impl Wait) -> Result<u64, rpc_core::Error> {
+fn wait_for_reply(line: &Line, next: u32, wait: &impl Wait) -> Result<u64, ferry_core::Error> {
     let mut polls = 0u32;
     loop {
         // SYNC (inline, take the reply): as in `call_inline`.
@@ -235,7 +235,7 @@ fn wait_for_reply(line: &Line, next: u32, wait: &impl Wait) -> Result<u64, rpc_c
             return Ok(answer);
         }
         if wait.pause(polls).is_err() {
-            return Err(rpc_core::Error::Stalled);
+            return Err(ferry_core::Error::Stalled);
         }
         polls = polls.saturating_add(1);
     }
@@ -248,7 +248,7 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
         opcode: u32,
         request: &[u8],
         reply: &mut [u8],
-    ) -> Option<Result<u32, rpc_core::Error>> {
+    ) -> Option<Result<u32, ferry_core::Error>> {
         if !self.serves || request.len() > INLINE_BYTES || reply.len() > INLINE_BYTES {
             return None;
         }
@@ -259,7 +259,7 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
         if seq(line.words[word::CLIENT].load(Ordering::Relaxed)) != last {
             // Only this claim's holder writes the request sequence, and it waits for every reply:
             // the file was tampered with. Fail the call; the claim is abandoned.
-            return Some(Err(rpc_core::Error::Stalled));
+            return Some(Err(ferry_core::Error::Stalled));
         }
         if !self.armed.get() {
             // Tells the workers to poll this line. Relaxed: a worker that sees the request before
@@ -474,14 +474,14 @@ mod tests {
 
 /// The inline protocol under loom: every interleaving (to a preemption bound) of a client and the
 /// workers that poll its line. Run with
-/// `RUSTFLAGS="--cfg loom" cargo test -p transport-shm --lib --release inline::model`.
+/// `RUSTFLAGS="--cfg loom" cargo test -p ferry-shm --lib --release inline::model`.
 #[cfg(all(test, loom))]
 mod model {
     use super::*;
     use crate::sync::AtomicBool;
+    use ferry_core::Stalled;
     use loom::sync::Arc;
     use loom::thread;
-    use rpc_core::Stalled;
 
     /// A wait that hands the processor to the other threads (loom explores spin loops that way).
     struct Yield;

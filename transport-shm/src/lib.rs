@@ -6,8 +6,8 @@
 //! (`src/bin/ferry/`) runs the demo service with client processes and prints a summary.
 //!
 //! ```no_run
-//! use transport_shm::demo::{Demo, DemoService};
-//! use transport_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
+//! use ferry_shm::demo::{Demo, DemoService};
+//! use ferry_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 //!
 //! // The server process: serve one or more derived services (`.and(Other::server(h))`).
 //! let server = ShmServer::start("my-app", ServerConfig::default(), Demo::server(DemoService))?;
@@ -15,13 +15,13 @@
 //! let shm = ShmClient::attach("my-app", ClientConfig::default().service::<Demo>())?;
 //! let demo = Demo::client(&shm);
 //! assert_eq!(demo.add(2, 3), Ok(5));
-//! # Ok::<(), transport_shm::ShmError>(())
+//! # Ok::<(), ferry_shm::ShmError>(())
 //! ```
 //!
 //! ```text
 //! offset 0           header (128 bytes): magic, version, geometry, the services table's hash,
 //!                    server pid and start time, state, flags, the number of services
-//! region_offset      the rpc_core region: mailboxes and packets (rpc_core::Layout, packed mailboxes)
+//! region_offset      the ferry_core region: mailboxes and packets (ferry_core::Layout, packed mailboxes)
 //! owners_offset      one u64 owner word per port: generation << 32 | holder (0: free)
 //! inline_offset      the inline bitmap (one bit per port), then one 64-byte inline line per port
 //! services_offset    the services table: one 64-byte entry (name, fingerprint) per service
@@ -164,17 +164,24 @@ pub mod status;
 mod sync;
 mod wait;
 
+/// The protocol and the service runtime, for a user who depends on this crate alone:
+/// `#[derive(RpcOpcodes)]` finds it here, and `ferry_shm::ferry_core::service` has the error
+/// and marker types that generated clients use.
+pub use ferry_core;
+pub use ferry_core::service::{Bytes, Text};
+pub use ferry_core::RpcOpcodes;
+
 pub use client::{Claimed, ClaimedProcess, ClientConfig, ClientPort, ShmClient};
 pub use error::ShmError;
 pub use file::{path_for, Created};
 pub use header::{Geometry, HeaderError};
 pub use inline::ClientInline;
 /// The mailbox representation of shared-memory regions: one bit per port. Measured against one
-/// word per port (`cargo bench -p rpc-core --bench protocol -- round_trip`, BENCHMARKS.md), it makes
+/// word per port (`cargo bench -p ferry-core --bench protocol -- round_trip`, BENCHMARKS.md), it makes
 /// the round trip between host threads faster (the server's scan reads two words per 32 ports
 /// instead of 64) and costs nothing here, where both sides are CPUs that can flip bits with a
-/// read-modify-write; GPU regions keep one word per port (see `rpc_core::mailbox`).
-pub type ShmMailbox = rpc_core::Packed;
+/// read-modify-write; GPU regions keep one word per port (see `ferry_core::mailbox`).
+pub type ShmMailbox = ferry_core::Packed;
 pub use server::{
     Caller, Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown, MONITOR_THREAD,
     STOP_GRACE,

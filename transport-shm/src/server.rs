@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use rpc_core::{Port, Server, ServerProcess, Single};
+use ferry_core::{Port, Server, ServerProcess, Single};
 
 use crate::error::ShmError;
 use crate::file::{self, Created, Mapped};
@@ -27,7 +27,7 @@ use crate::status;
 use crate::sync::{word_bit, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::wait::ServerWait;
 use crate::ShmMailbox;
-use rpc_core::service::INLINE_BYTES;
+use ferry_core::service::INLINE_BYTES;
 
 /// An open port on the server side, as a handler sees it.
 pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, ShmMailbox, ServerWait>;
@@ -72,7 +72,7 @@ pub const MONITOR_THREAD: &str = "ferry-monitor";
 /// [`status::SERVER_ERROR`] sent back to the client.
 pub trait Handler: Send + Sync + 'static {
     /// Serves the request waiting on `port`.
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error>;
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error>;
 
     /// Serves a call that came inline (one cache line, see the crate docs): `request`'s bytes
     /// in, the reply's written at the start of `reply`; returns the status to send back and the
@@ -85,7 +85,7 @@ pub trait Handler: Send + Sync + 'static {
         &self,
         opcode: u32,
         request: &[u8],
-        reply: &mut [u8; rpc_core::service::INLINE_BYTES],
+        reply: &mut [u8; ferry_core::service::INLINE_BYTES],
     ) -> Option<(u32, usize)> {
         let _ = (opcode, request, reply);
         None
@@ -106,16 +106,16 @@ pub trait Handler: Send + Sync + 'static {
 
     /// Two of the services this handler serves that share an opcode, if any: the server refuses
     /// to start ([`ShmError::BadServices`]) rather than send one service's calls to the other.
-    fn collision(&self) -> Option<rpc_core::service::Collision> {
+    fn collision(&self) -> Option<ferry_core::service::Collision> {
         None
     }
 }
 
 impl<F> Handler for F
 where
-    F: Fn(&mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> + Send + Sync + 'static,
+    F: Fn(&mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> + Send + Sync + 'static,
 {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> {
         self(port)
     }
 }
@@ -230,10 +230,10 @@ fn check_services(services: &[(&'static str, u64)]) -> Result<(), ShmError> {
         )));
     }
     for (i, (name, _)) in services.iter().enumerate() {
-        if !rpc_core::service::name_fits(name) {
+        if !ferry_core::service::name_fits(name) {
             return Err(ShmError::BadServices(format!(
                 "service name `{name}` is empty or longer than {} bytes",
-                rpc_core::service::SERVICE_NAME_BYTES
+                ferry_core::service::SERVICE_NAME_BYTES
             )));
         }
         if services[..i].iter().any(|(n, _)| n == name) {
@@ -624,7 +624,7 @@ fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
             };
             if !matches!(outcome, Ok(Ok(()))) && port.owns_packet() {
                 // Closing hands the packet back; the client reads the status with it.
-                port.set_header(rpc_core::HeaderWord::Status, status::SERVER_ERROR.into());
+                port.set_header(ferry_core::HeaderWord::Status, status::SERVER_ERROR.into());
             }
             // Counted before the port closes, so a client that has its reply sees the count.
             bump(counter);

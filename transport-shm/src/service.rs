@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 
-use rpc_core::service::{Both, Dispatch, Services, Serving, INLINE_BYTES};
+use ferry_core::service::{Both, Dispatch, Services, Serving, INLINE_BYTES};
 
 use crate::{Handler, ServerPort};
 
@@ -26,7 +26,7 @@ pub fn with_stream_buffers<R>(f: impl FnOnce(&mut Vec<Vec<u8>>) -> R) -> R {
 /// [`Services`], streamed arguments into this thread's buffers.
 macro_rules! services_handler {
     () => {
-        fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+        fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> {
             with_stream_buffers(|buffers| Services::dispatch(self, port, buffers)).map(|_| ())
         }
 
@@ -48,8 +48,8 @@ macro_rules! services_handler {
             listed(self)
         }
 
-        fn collision(&self) -> Option<rpc_core::service::Collision> {
-            rpc_core::service::opcode_collision(self)
+        fn collision(&self) -> Option<ferry_core::service::Collision> {
+            ferry_core::service::opcode_collision(self)
         }
     };
 }
@@ -60,11 +60,11 @@ macro_rules! services_handler {
 /// file's services table lists it.
 ///
 /// ```no_run
-/// use transport_shm::demo::{Demo, DemoService};
-/// use transport_shm::{ServerConfig, ShmServer};
+/// use ferry_shm::demo::{Demo, DemoService};
+/// use ferry_shm::{ServerConfig, ShmServer};
 ///
 /// let server = ShmServer::start("demo", ServerConfig::default(), Demo::server(DemoService))?;
-/// # Ok::<(), transport_shm::ShmError>(())
+/// # Ok::<(), ferry_shm::ShmError>(())
 /// ```
 impl<S, H> Handler for Serving<S, H>
 where

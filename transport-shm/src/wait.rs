@@ -1,12 +1,12 @@
 //! Waiting for the other process: spin, then yield, then sleep, with a deadline and a liveness
-//! check, so a dead peer becomes [`rpc_core::Error::Stalled`] instead of a hang, and an idle side
+//! check, so a dead peer becomes [`ferry_core::Error::Stalled`] instead of a hang, and an idle side
 //! does not burn a core.
 
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rpc_core::{Stalled, Wait};
+use ferry_core::{Stalled, Wait};
 
 use crate::file::Mapped;
 use crate::header::STATE_STOPPED;

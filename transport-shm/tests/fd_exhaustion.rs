@@ -8,9 +8,9 @@
 use std::fs::File;
 use std::time::{Duration, Instant};
 
+use ferry_shm::demo::{Demo, DemoService};
+use ferry_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-use transport_shm::demo::{Demo, DemoService};
-use transport_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 #[test]
 fn a_server_out_of_descriptors_keeps_a_live_clients_port() {

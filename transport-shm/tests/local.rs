@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use rpc_core::service::{Bytes, Error, Service, Serving, Status, Transport, SERVICE_NAME_BYTES};
-use transport_shm::demo::{self, Demo, DemoServer, DemoService, Echoed, SleepError, Summed};
-use transport_shm::header::{Geometry, HEADER_SIZE, SERVICE_ENTRY};
-use transport_shm::{
+use ferry_core::service::{Bytes, Error, Service, Serving, Status, Transport, SERVICE_NAME_BYTES};
+use ferry_shm::demo::{self, Demo, DemoServer, DemoService, Echoed, SleepError, Summed};
+use ferry_shm::header::{Geometry, HEADER_SIZE, SERVICE_ENTRY};
+use ferry_shm::{
     status, ClientConfig, Created, Handler, ServerConfig, ServerPort, ShmClient, ShmError,
     ShmServer,
 };
@@ -103,11 +103,11 @@ fn failing_and_panicking_handlers_answer_with_an_error_status() {
     let server = ShmServer::start(
         &path,
         ServerConfig::default(),
-        |port: &mut transport_shm::ServerPort<'_, '_>| {
+        |port: &mut ferry_shm::ServerPort<'_, '_>| {
             if port.opcode() == 1 {
                 panic!("handler panics on purpose");
             }
-            Err(rpc_core::Error::Rejected)
+            Err(ferry_core::Error::Rejected)
         },
     )
     .unwrap();
@@ -214,7 +214,7 @@ fn table(services: &[(&str, u64)]) -> Vec<u8> {
 
 /// The hash of a services table, as the header keeps it.
 fn table_hash(table: &[u8]) -> u64 {
-    rpc_core::service::fnv1a_64(rpc_core::service::FNV64_OFFSET, table)
+    ferry_core::service::fnv1a_64(ferry_core::service::FNV64_OFFSET, table)
 }
 
 /// The geometry of a 64-port, one-lane file served by `pid` that lists `services`.
@@ -261,7 +261,7 @@ fn a_file_whose_server_pid_was_recycled_has_no_server() {
     // and its pid went to a later process.
     let path = unique("recycled-server");
     let me = std::process::id();
-    let start = transport_shm::owner::start_time(me).unwrap();
+    let start = ferry_shm::owner::start_time(me).unwrap();
     let served = [DEMO_ENTRY];
     write_file(
         &path,
@@ -398,7 +398,7 @@ fn shutdown_refuses_new_calls() {
 }
 
 /// Another service, for the tests of a client built for a service the server does not serve.
-#[derive(rpc_core::RpcOpcodes)]
+#[derive(ferry_core::RpcOpcodes)]
 #[rpc(service = "ferry.other")]
 // The fields name the arguments; no code reads them as values (the client takes arguments).
 #[allow(dead_code)]
@@ -413,7 +413,7 @@ enum Other {
 
 /// The demo service as a client built from another definition knows it: the same name, another
 /// schema (`Add` takes one argument).
-#[derive(rpc_core::RpcOpcodes)]
+#[derive(ferry_core::RpcOpcodes)]
 #[rpc(service = "ferry.demo")]
 // The fields name the arguments; no code reads them as values (the client takes arguments).
 #[allow(dead_code)]
@@ -538,7 +538,7 @@ impl DemoServer for Fragile {
 struct PacketsOnly<H>(H);
 
 impl<H: Handler> Handler for PacketsOnly<H> {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> {
         self.0.handle(port)
     }
     fn services(&self) -> Vec<(&'static str, u64)> {
@@ -628,8 +628,8 @@ fn hostile_inline_requests_get_an_error_status() {
     // port's line), and hand over raw requests: word 0 is the request sequence and opcode, word
     // 1 the length, word 2 the reply sequence and status.
     let port = 5;
-    let me = transport_shm::owner::current_holder().unwrap();
-    word(g.owners_offset() + port * 8).store(transport_shm::owner::pack(1, me), Ordering::SeqCst);
+    let me = ferry_shm::owner::current_holder().unwrap();
+    word(g.owners_offset() + port * 8).store(ferry_shm::owner::pack(1, me), Ordering::SeqCst);
     bitmap(g.inline_offset()).fetch_or(1 << port, Ordering::SeqCst);
     let line = g.inline_lines_offset() + port * 64;
     let call = |opcode: u32, len: u64, seq: u64| {
@@ -655,7 +655,7 @@ fn hostile_inline_requests_get_an_error_status() {
     assert_eq!(call(Demo::OPCODE_SUM, 8, 4), status::NOT_INLINE);
     assert_eq!(call(echo, 8, 5), status::OK);
     // The claim ends.
-    word(g.owners_offset() + port * 8).store(transport_shm::owner::pack(1, 0), Ordering::SeqCst);
+    word(g.owners_offset() + port * 8).store(ferry_shm::owner::pack(1, 0), Ordering::SeqCst);
     // The handler saw three of them: the over-long request was refused before it, and the
     // call that cannot travel inline was not served.
     let stats = server.shutdown(DEADLINE).stats;
@@ -727,7 +727,7 @@ fn map_file(path: &std::path::Path) -> memmap2::MmapRaw {
 /// The holder field of a process that had this process's pid and is gone: our pid, another start
 /// time (as after the pid was recycled).
 fn recycled_holder() -> u32 {
-    use transport_shm::owner::{holder, start_time};
+    use ferry_shm::owner::{holder, start_time};
     let me = std::process::id();
     let start = start_time(me).unwrap();
     let ours = holder(me, start).unwrap();
@@ -764,7 +764,7 @@ fn word64(map: &memmap2::MmapRaw, at: usize) -> &std::sync::atomic::AtomicU64 {
 
 #[test]
 fn a_request_left_on_an_unarmed_line_by_a_dead_holder_is_answered_and_its_port_freed() {
-    use transport_shm::owner::pack;
+    use ferry_shm::owner::pack;
     let (server, g, map) = raw_view("left-request");
     let word = |at| word64(&map, at);
     // Port 9: claimed by a process that is gone (our pid with another start time), with a
@@ -795,7 +795,7 @@ fn a_request_left_on_an_unarmed_line_by_a_dead_holder_is_answered_and_its_port_f
 
 #[test]
 fn a_port_held_under_a_recycled_pid_is_reclaimed() {
-    use transport_shm::owner::pack;
+    use ferry_shm::owner::pack;
     let server = demo_server("recycled");
     let me = std::process::id();
     let live = demo_client(server.path());
@@ -838,14 +838,14 @@ struct Gated {
 }
 
 impl Handler for Gated {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), rpc_core::Error> {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> {
         self.demo.handle(port)
     }
     fn handle_inline(
         &self,
         opcode: u32,
         request: &[u8],
-        reply: &mut [u8; rpc_core::service::INLINE_BYTES],
+        reply: &mut [u8; ferry_core::service::INLINE_BYTES],
     ) -> Option<(u32, usize)> {
         if opcode == (Demo::Add { a: 0, b: 0 }).opcode() && request.first() == Some(&0xe7) {
             let (open, cv) = &*self.gate;
@@ -1008,7 +1008,7 @@ fn handles_that_claim_a_port_per_call_never_stall_while_the_monitor_disarms_idle
 }
 
 /// A service of the test's own.
-#[derive(rpc_core::RpcOpcodes)]
+#[derive(ferry_core::RpcOpcodes)]
 #[rpc(service = "test.tally")]
 // The fields name the arguments; no code reads them as values (the client takes arguments).
 #[allow(dead_code)]
@@ -1168,13 +1168,13 @@ fn a_service_given_twice_is_refused_at_start() {
 /// The holder field of a live process other than this one (init), as another client's claim
 /// would carry.
 fn foreign_holder() -> u32 {
-    use transport_shm::owner::{holder, start_time};
+    use ferry_shm::owner::{holder, start_time};
     holder(1, start_time(1).expect("init's start time")).unwrap()
 }
 
 #[test]
 fn a_kept_port_taken_behind_the_clients_back_is_neither_used_nor_freed() {
-    use transport_shm::owner::{generation_of, pack};
+    use ferry_shm::owner::{generation_of, pack};
     let (server, g, map) = raw_view("taken-kept");
     let c = ShmClient::attach(server.path(), ClientConfig::default().sticky(true)).unwrap();
     let demo = Demo::client(&c);
@@ -1200,8 +1200,8 @@ fn a_kept_port_taken_behind_the_clients_back_is_neither_used_nor_freed() {
 
 #[test]
 fn a_reply_read_after_the_port_was_taken_is_an_error_not_a_result() {
+    use ferry_shm::owner::{generation_of, pack};
     use std::sync::{Arc, OnceLock};
-    use transport_shm::owner::{generation_of, pack};
     // A handler that, mid-call, replaces the port's claim with another client's (as a wrong
     // reclaim and a new claimer would), then answers.
     let view: Arc<OnceLock<(Geometry, memmap2::MmapRaw)>> = Arc::new(OnceLock::new());
@@ -1232,10 +1232,7 @@ fn a_reply_read_after_the_port_was_taken_is_an_error_not_a_result() {
             let (g, map) = view.get().unwrap();
             let owner = word64(map, g.owners_offset() + port as usize * 8);
             // Not ours: left as the other claim has it.
-            assert_eq!(
-                transport_shm::owner::pid_of(owner.load(Ordering::SeqCst)),
-                1
-            );
+            assert_eq!(ferry_shm::owner::pid_of(owner.load(Ordering::SeqCst)), 1);
             owner.store(
                 pack(generation_of(owner.load(Ordering::SeqCst)), 0),
                 Ordering::SeqCst,
@@ -1365,7 +1362,7 @@ fn names_up_to_the_file_systems_limit_are_served() {
         let name: String = std::iter::repeat_n('n', len - 12)
             .chain(format!("{:012}", std::process::id() as u64 * 1000 + len as u64).chars())
             .collect();
-        let path = transport_shm::path_for(&name);
+        let path = ferry_shm::path_for(&name);
         assert_eq!(path.file_name().unwrap().len(), len + 6);
         let server = ShmServer::start(&path, ServerConfig::default(), Demo::server(DemoService))
             .unwrap_or_else(|e| panic!("a {len}-byte name was refused: {e}"));
@@ -1377,7 +1374,7 @@ fn names_up_to_the_file_systems_limit_are_served() {
     // One byte more is the file system's refusal, worded as such.
     let name = "n".repeat(250);
     let err = ShmServer::start(
-        transport_shm::path_for(&name),
+        ferry_shm::path_for(&name),
         ServerConfig::default(),
         Demo::server(DemoService),
     )
@@ -1448,7 +1445,7 @@ impl Drop for Watchdog {
 /// Two services whose calls share an opcode are not served together: the server refuses to start
 /// rather than send one service's calls to the other.
 mod colliding {
-    use rpc_core::RpcOpcodes;
+    use ferry_core::RpcOpcodes;
 
     #[derive(RpcOpcodes)]
     #[rpc(service = "first")]

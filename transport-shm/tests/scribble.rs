@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use transport_shm::demo::{self, Demo, DemoService};
-use transport_shm::header::HEADER_SIZE;
-use transport_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
+use ferry_shm::demo::{self, Demo, DemoService};
+use ferry_shm::header::HEADER_SIZE;
+use ferry_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 const PORTS: u32 = 32;
 
@@ -64,7 +64,7 @@ fn scribble(map: &memmap2::MmapRaw, from: usize, to: usize, seed: u64, stop: &At
 
 /// One round: clients call while the file is written at random in `[from(g), to(g))`; then every
 /// port must serve again within `bound`.
-fn round(tag: &str, seed: u64, area: fn(&transport_shm::Geometry) -> (usize, usize)) {
+fn round(tag: &str, seed: u64, area: fn(&ferry_shm::Geometry) -> (usize, usize)) {
     let path = format!("/dev/shm/ferry-test-scribble-{tag}-{}", std::process::id());
     let config = ServerConfig {
         ports: PORTS,
@@ -198,7 +198,7 @@ fn the_header_comes_back_after_random_writes() {
     round("header", seed(), |_| (0, HEADER_SIZE));
 }
 
-fn dump(path: &str, g: &transport_shm::Geometry) {
+fn dump(path: &str, g: &ferry_shm::Geometry) {
     let map = map_file(std::path::Path::new(path));
     let w = |at: usize| {
         // SAFETY: aligned and inside the mapping (offsets from the geometry).

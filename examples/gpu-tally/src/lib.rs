@@ -12,8 +12,8 @@
 #![no_std]
 #![deny(missing_docs)]
 
-use rpc_core::service::Text;
-use rpc_core::RpcOpcodes;
+use ferry_core::service::Text;
+use ferry_core::RpcOpcodes;
 
 /// The longest description [`Tally::Describe`] replies, in bytes.
 pub const DESCRIBE_LIMIT: u64 = 96;

@@ -1,7 +1,7 @@
 //! A user's own service on the GPU, end to end: this host program loads the `tally` kernel
 //! (`device/examples/tally.rs`, built to PTX by `scripts/build-ptx`), serves it the `Tally`
 //! service (`ferry-example-tally`) with its own handler plus the C-library services
-//! (`device::host::Libc`: the kernel prints through them), runs it, and checks that every total
+//! (`ferry_device::host::Libc`: the kernel prints through them), runs it, and checks that every total
 //! the kernel kept agrees with the host's.
 //!
 //! ```text
@@ -16,9 +16,9 @@ use std::process::ExitCode;
 
 use ferry_example_tally::{expected_total, Tally, DEFAULT_ROUNDS};
 use ferry_examples::tally::HostTally;
-use transport_gpu::cuda::Cuda;
-use transport_gpu::host::Libc;
-use transport_gpu::{Error, ExitPolicy, Program, RunConfig};
+use ferry_gpu::cuda::Cuda;
+use ferry_gpu::host::Libc;
+use ferry_gpu::{Error, ExitPolicy, Program, RunConfig};
 
 const USAGE: &str = "usage: gpu-tally TALLY.ptx [--blocks N] [--threads N] [--rounds N]";
 

@@ -8,9 +8,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use ferry_core::service::{Error, Status};
 use ferry_examples::kv::{Kv, KvError, Store};
-use rpc_core::service::{Error, Status};
-use transport_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
+use ferry_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 const CLIENTS: u64 = 4;
 const KEYS: u64 = 200;

@@ -8,10 +8,10 @@
 use std::path::Path;
 use std::time::Duration;
 
+use ferry_core::service::Site;
 use ferry_example_tally::{amount, expected_total, Tally, DEFAULT_ROUNDS};
 use ferry_examples::tally::HostTally;
-use rpc_core::service::Site;
-use transport_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
+use ferry_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 /// Callers (threads, then processes), and keys per caller.
 const CALLERS: u32 = 4;
@@ -32,7 +32,7 @@ fn main() -> Res<()> {
     }
 
     // In-process: the handler serves a heap region; each caller thread is a client process of it.
-    let region: rpc_core::HeapRegion = rpc_core::HeapRegion::new(32, 1)?;
+    let region: ferry_core::HeapRegion = ferry_core::HeapRegion::new(32, 1)?;
     let host = HostTally::default();
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| -> Res<()> {

@@ -10,7 +10,7 @@ use crate::wait::Wait;
 
 /// Where the client of a derived service makes its calls: `Counter::client(&site)` takes any
 /// `Site`. Each transport has one (a client [`Process`] in-process or on a GPU warp,
-/// `transport_shm::ShmClient` between processes); user code passes it and never names this
+/// `ferry_shm::ShmClient` between processes); user code passes it and never names this
 /// trait.
 ///
 /// A call runs on a *claim*: whatever the transport needs to hold for the length of one call (a

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rpc_core::{Stalled, Wait};
+use ferry_core::{Stalled, Wait};
 
 /// Spins briefly, then yields: lets many more threads than cores make progress. Gives up after
 /// `limit` so a lost handoff becomes an error, not a hang.
@@ -96,10 +96,10 @@ impl Drop for Watchdog {
 }
 
 /// A compact dump of lock words and busy mailboxes, for watchdog reports.
-pub fn dump_region<M: rpc_core::Mailbox>(region: &rpc_core::HeapRegion<M>) -> String {
+pub fn dump_region<M: ferry_core::Mailbox>(region: &ferry_core::HeapRegion<M>) -> String {
     let r = region.region();
     let mut out = String::new();
-    let locked = |words: &[rpc_core::sync::AtomicU32]| {
+    let locked = |words: &[ferry_core::sync::AtomicU32]| {
         words
             .iter()
             .enumerate()
@@ -166,7 +166,7 @@ impl ThreadWarp {
 
 // SAFETY: every lane of the warp takes part in each call (all lanes are always active), and each
 // call returns the same exchanged values to all lanes, between two barrier waits.
-unsafe impl rpc_core::Lanes for ThreadWarp {
+unsafe impl ferry_core::Lanes for ThreadWarp {
     fn lane_size(&self) -> u32 {
         self.shared.size
     }

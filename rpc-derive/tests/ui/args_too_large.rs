@@ -1,4 +1,4 @@
-use rpc_derive::RpcOpcodes;
+use ferry_derive::RpcOpcodes;
 
 // 64 + 1 bytes of fixed arguments: packed, they still take more than a slot.
 #[derive(RpcOpcodes)]

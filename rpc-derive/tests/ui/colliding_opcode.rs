@@ -1,4 +1,4 @@
-use rpc_derive::RpcOpcodes;
+use ferry_derive::RpcOpcodes;
 
 // Under the class scheme `Get` is 0x0003_0000; `Put` claims the same number explicitly.
 #[derive(RpcOpcodes)]

@@ -1,5 +1,5 @@
-use rpc_core::service::Bytes;
-use rpc_derive::RpcOpcodes;
+use ferry_core::service::Bytes;
+use ferry_derive::RpcOpcodes;
 
 #[derive(RpcOpcodes)]
 enum Kv {

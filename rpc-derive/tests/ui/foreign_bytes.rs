@@ -1,4 +1,4 @@
-use rpc_derive::RpcOpcodes;
+use ferry_derive::RpcOpcodes;
 
 // A type of the user's own called `Bytes` is not a stream.
 #[derive(Clone, Copy, zerocopy::IntoBytes, zerocopy::TryFromBytes, zerocopy::Immutable)]

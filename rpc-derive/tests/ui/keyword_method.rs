@@ -1,4 +1,4 @@
-use rpc_derive::RpcOpcodes;
+use ferry_derive::RpcOpcodes;
 
 // `Type` becomes `r#type`; `Super` would become `super`, which cannot be raw.
 #[derive(RpcOpcodes)]

@@ -1,5 +1,5 @@
-use rpc_derive::RpcOpcodes;
-use rpc_core::service::Bytes;
+use ferry_derive::RpcOpcodes;
+use ferry_core::service::Bytes;
 
 const MAX: i32 = -1;
 

@@ -1,4 +1,4 @@
-use rpc_derive::RpcOpcodes;
+use ferry_derive::RpcOpcodes;
 
 #[repr(C)]
 struct Key {

@@ -1,4 +1,4 @@
-use rpc_derive::RpcOpcodes;
+use ferry_derive::RpcOpcodes;
 
 // The derive fails, yet code naming what it would generate reports nothing further.
 #[derive(RpcOpcodes)]
@@ -11,8 +11,8 @@ struct Store;
 impl KvServer for Store {}
 
 fn main() {
-    let region: rpc_core::HeapRegion = rpc_core::HeapRegion::new(32, 1).unwrap();
+    let region: ferry_core::HeapRegion = ferry_core::HeapRegion::new(32, 1).unwrap();
     let site = region.client();
     let _client: KvClient<_> = Kv::client(&site);
-    let _ = <Kv as rpc_core::service::Service>::FINGERPRINT;
+    let _ = <Kv as ferry_core::service::Service>::FINGERPRINT;
 }

@@ -1,4 +1,4 @@
-use rpc_derive::RpcOpcodes;
+use ferry_derive::RpcOpcodes;
 
 #[derive(Clone, Copy, zerocopy::IntoBytes, zerocopy::TryFromBytes, zerocopy::Immutable)]
 #[repr(u8)]

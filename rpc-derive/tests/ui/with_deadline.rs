@@ -1,4 +1,4 @@
-use rpc_derive::RpcOpcodes;
+use ferry_derive::RpcOpcodes;
 
 // `with_deadline` is the generated client's own method.
 #[derive(RpcOpcodes)]

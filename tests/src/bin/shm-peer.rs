@@ -11,8 +11,8 @@
 use std::io::Write;
 use std::time::Duration;
 
-use transport_shm::demo::{self, Demo, DemoService, Echoed};
-use transport_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
+use ferry_shm::demo::{self, Demo, DemoService, Echoed};
+use ferry_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -73,7 +73,7 @@ fn main() {
                 let tx = tx.clone();
                 std::thread::spawn(move || {
                     let echo = Demo::Echo { id: 0 }.opcode();
-                    let _ = c.call(echo, |port| -> Result<(), rpc_core::Error> {
+                    let _ = c.call(echo, |port| -> Result<(), ferry_core::Error> {
                         let _ = tx.send(port.index());
                         forever()
                     });
@@ -100,7 +100,7 @@ fn main() {
         "stream" => {
             let c = client(path);
             let sum = Demo::OPCODE_SUM;
-            let _ = c.call(sum, |port| -> Result<(), rpc_core::Error> {
+            let _ = c.call(sum, |port| -> Result<(), ferry_core::Error> {
                 // The first packet of a 10 000-byte stream; the rest never comes.
                 port.send(|s, _| s.words[0] = 10_000)?;
                 say(format!("streaming {}", port.index()));

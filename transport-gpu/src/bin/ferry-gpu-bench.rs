@@ -21,8 +21,8 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use transport_gpu::cuda::{Cuda, Function, Module};
-use transport_gpu::{serve, Error, ExitPolicy, GpuRegion, HostServices, PortCount};
+use ferry_gpu::cuda::{Cuda, Function, Module};
+use ferry_gpu::{serve, Error, ExitPolicy, GpuRegion, HostServices, PortCount};
 
 const STAMP_EVERY: u32 = 100;
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -38,7 +38,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// Per-iteration nanoseconds of each batch, from the kernel's stamps.
 fn batches(
     cuda: &Cuda,
-    stamps: &transport_gpu::cuda::DeviceMemory,
+    stamps: &ferry_gpu::cuda::DeviceMemory,
     iters: u32,
 ) -> Result<Vec<f64>, Error> {
     let n = (iters / STAMP_EVERY + 1) as usize;
@@ -159,8 +159,8 @@ struct Timed<H> {
     spans: std::sync::Mutex<Vec<(Instant, Instant)>>,
 }
 
-impl<H: transport_gpu::server::Handler> transport_gpu::server::Handler for Timed<H> {
-    fn handle(&self, port: &mut transport_gpu::server::ServerPort<'_, '_>) {
+impl<H: ferry_gpu::server::Handler> ferry_gpu::server::Handler for Timed<H> {
+    fn handle(&self, port: &mut ferry_gpu::server::ServerPort<'_, '_>) {
         let start = Instant::now();
         self.inner.handle(port);
         let end = Instant::now();

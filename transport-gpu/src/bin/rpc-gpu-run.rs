@@ -15,12 +15,12 @@
 //! ```
 //!
 //! The program is PTX whose entry kernel is `_start(argc: u32, argv: *const *const u8,
-//! ret: *mut i32)` (Rust programs get it from `device::entry!`) and which holds the `FERRY_RPC`
+//! ret: *mut i32)` (Rust programs get it from `ferry_device::entry!`) and which holds the `FERRY_RPC`
 //! descriptor global. Every thread runs `main`; the exit code is an `exit` call's code, else the
 //! bitwise OR of every thread's return value. Errors of the loader itself exit with 125.
 //!
-//! The loader serves the minimal services (`device::services`) and the C-library ones
-//! (`device::host::Libc`: print, files, exit, malloc from the reserved heap, clock). Standard
+//! The loader serves the minimal services (`ferry_device::services`) and the C-library ones
+//! (`ferry_device::host::Libc`: print, files, exit, malloc from the reserved heap, clock). Standard
 //! output is line-buffered on a terminal and block-buffered otherwise (as C's stdio), flushed at
 //! exit and at the end.
 
@@ -28,9 +28,9 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use transport_gpu::cuda::Cuda;
-use transport_gpu::host::{opcode, Libc};
-use transport_gpu::{run_program, ExitPolicy, PortCount, RunConfig};
+use ferry_gpu::cuda::Cuda;
+use ferry_gpu::host::{opcode, Libc};
+use ferry_gpu::{run_program, ExitPolicy, PortCount, RunConfig};
 
 const USAGE: &str =
     "usage: rpc-gpu-run [--blocks N] [--threads N] [--ports N] [--server-threads N] \
@@ -145,7 +145,7 @@ fn main() -> ExitCode {
 
 /// The index of the call with `opcode` in the counts.
 fn libc_index(opcode: u32) -> usize {
-    use rpc_core::service::Service;
+    use ferry_core::service::Service;
     <Libc as Service>::OPCODES
         .iter()
         .position(|&o| o == opcode)

@@ -26,8 +26,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use transport_shm::demo::{self, Demo, DemoService};
-use transport_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
+use ferry_shm::demo::{self, Demo, DemoService};
+use ferry_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 use crate::Res;
 
@@ -441,7 +441,7 @@ fn peer_wait(
 /// cost of the generated code shows as the difference.
 fn in_process(args: &BenchArgs, typed: bool, server_cpu: Option<usize>) -> f64 {
     let region =
-        rpc_core::HeapRegion::<transport_shm::ShmMailbox>::new(64, 1).expect("a valid layout");
+        ferry_core::HeapRegion::<ferry_shm::ShmMailbox>::new(64, 1).expect("a valid layout");
     let stop = std::sync::atomic::AtomicBool::new(false);
     let opcode = Demo::Echo { id: 0 }.opcode();
     std::thread::scope(|s| {
@@ -809,7 +809,7 @@ pub fn run(args: BenchArgs) -> Res<()> {
                 .copied()
                 .filter(|&c| Some(c) != caller && Some(c) != answerer)
                 .collect();
-            move_thread(transport_shm::MONITOR_THREAD, &spare);
+            move_thread(ferry_shm::MONITOR_THREAD, &spare);
         }
         server
     };
@@ -954,7 +954,7 @@ pub fn peer(args: PeerArgs) -> Res<()> {
                 work(args.work);
                 word.store(v + 1, Ordering::Release);
                 if args.demote {
-                    transport_shm::cache::demote(word);
+                    ferry_shm::cache::demote(word);
                 }
             }
         }

@@ -20,9 +20,9 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
+use ferry_shm::demo::{self, Demo};
+use ferry_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmError, ShmServer};
 use nix::sys::signal::Signal;
-use transport_shm::demo::{self, Demo};
-use transport_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmError, ShmServer};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -313,7 +313,7 @@ fn check_workers(workers: usize, ports: u32) -> Result<(), String> {
 
 impl ServerOpts {
     fn check(&self) -> Result<(), String> {
-        use rpc_core::layout::{MAX_PORTS, PORT_GRANULE};
+        use ferry_core::layout::{MAX_PORTS, PORT_GRANULE};
         let p = self.ports;
         if p == 0 || !p.is_multiple_of(PORT_GRANULE) || p > MAX_PORTS {
             return Err(format!(
@@ -487,7 +487,7 @@ fn call_loop(args: &CallArgs, progress: bool) -> Res<Report> {
                 }
                 if matches!(
                     e,
-                    rpc_core::service::Error::Transport(rpc_core::service::Transport::NoServer)
+                    ferry_core::service::Error::Transport(ferry_core::service::Transport::NoServer)
                 ) {
                     break;
                 }

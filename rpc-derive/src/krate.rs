@@ -1,0 +1,106 @@
+//! Where the generated code finds the service runtime: the path that stands for `ferry_core` in
+//! the user's crate.
+//!
+//! A user depends on one ferry crate for their use (`ferry-shm` between processes, `ferry-device`
+//! in GPU code, `ferry-gpu` in a GPU host program, or `ferry-core` itself), and each of those
+//! re-exports `ferry_core`. The derive looks in the user's `Cargo.toml` (through
+//! `proc-macro-crate`, which follows renames and workspace inheritance) for the first of them it
+//! finds, in that order, and `#[rpc(crate = "path")]` on the enum names the path outright (for a
+//! crate that re-exports ferry under another name).
+//!
+//! Code is generated against `::ferry_core` and the path is substituted afterwards, so every
+//! generated item names the runtime the same way.
+
+use proc_macro2::{Group, Spacing, TokenStream, TokenTree};
+use proc_macro_crate::{crate_name, FoundCrate};
+use quote::{format_ident, quote};
+use syn::{Attribute, LitStr};
+
+/// The packages that re-export the runtime, and the path to it inside each.
+const FACADES: [(&str, Option<&str>); 4] = [
+    ("ferry-core", None),
+    ("ferry-shm", Some("ferry_core")),
+    ("ferry-device", Some("ferry_core")),
+    ("ferry-gpu", Some("ferry_core")),
+];
+
+/// The path to the runtime for the crate being compiled: `#[rpc(crate = "...")]` if written,
+/// else the first ferry crate among its dependencies.
+pub fn path(attrs: &[Attribute]) -> syn::Result<TokenStream> {
+    if let Some(path) = written(attrs)? {
+        return Ok(path);
+    }
+    for (package, inner) in FACADES {
+        let Ok(found) = crate_name(package) else {
+            continue;
+        };
+        // A crate compiling itself (ferry-core's own tests and doctests reach it by name too:
+        // it declares `extern crate self as ferry_core`).
+        let root = match found {
+            FoundCrate::Itself => format_ident!("{}", package.replace('-', "_")),
+            FoundCrate::Name(name) => format_ident!("{}", name),
+        };
+        return Ok(match inner {
+            None => quote!(::#root),
+            Some(inner) => {
+                let inner = format_ident!("{}", inner);
+                quote!(::#root::#inner)
+            }
+        });
+    }
+    Err(syn::Error::new(
+        proc_macro2::Span::call_site(),
+        "#[derive(RpcOpcodes)] found no ferry crate among this crate's dependencies: add \
+         `ferry-shm` (between processes), `ferry-device` (GPU code), `ferry-gpu` (a GPU host \
+         program) or `ferry-core`, or name the path with `#[rpc(crate = \"path::to::ferry_core\")]`",
+    ))
+}
+
+/// The path of `#[rpc(crate = "...")]`, if written. Other keys are read (and checked) elsewhere.
+fn written(attrs: &[Attribute]) -> syn::Result<Option<TokenStream>> {
+    let mut out = None;
+    for attr in attrs.iter().filter(|a| a.path().is_ident("rpc")) {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("crate") {
+                let lit: LitStr = meta.value()?.parse()?;
+                let path: syn::Path = lit.parse()?;
+                out = Some(quote!(#path));
+            } else if meta.input.peek(syn::Token![=]) {
+                // Skip the value of any other key.
+                let _: syn::Expr = meta.value()?.parse()?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(out)
+}
+
+/// `tokens` with every `::ferry_core` replaced by `path`.
+pub fn substitute(tokens: TokenStream, path: &TokenStream) -> TokenStream {
+    let trees: Vec<TokenTree> = tokens.into_iter().collect();
+    let mut out = TokenStream::new();
+    let mut i = 0;
+    while i < trees.len() {
+        let at_path = matches!(
+            (&trees[i], trees.get(i + 1), trees.get(i + 2)),
+            (TokenTree::Punct(a), Some(TokenTree::Punct(b)), Some(TokenTree::Ident(id)))
+                if a.as_char() == ':' && a.spacing() == Spacing::Joint
+                    && b.as_char() == ':' && id == "ferry_core"
+        );
+        if at_path {
+            out.extend(path.clone());
+            i += 3;
+            continue;
+        }
+        match &trees[i] {
+            TokenTree::Group(g) => {
+                let mut inner = Group::new(g.delimiter(), substitute(g.stream(), path));
+                inner.set_span(g.span());
+                out.extend([TokenTree::Group(inner)]);
+            }
+            other => out.extend([other.clone()]),
+        }
+        i += 1;
+    }
+    out
+}
