@@ -76,6 +76,12 @@ pub mod service;
 pub use ferry_derive::RpcOpcodes;
 #[doc(hidden)]
 pub use service::__private;
+/// The crate whose traits an argument, reply or error type derives to cross the wire
+/// (`TryFromBytes`, `IntoBytes`, `Immutable`, `KnownLayout`). A crate that does not depend on
+/// zerocopy itself derives them through this path:
+/// `#[zerocopy(crate = "ferry_shm::ferry_core::zerocopy")]` on the type (or the path through
+/// whichever ferry crate it depends on).
+pub use zerocopy;
 
 /// Expands to its input where this crate has `alloc` (the generated clients' methods that return
 /// `String` or `Vec<u8>`), to nothing otherwise. Not a stable API: used by the derive.

@@ -8,7 +8,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ferry_shm::ferry_core::service::Error;
+use ferry_shm::ferry_core::zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
 use ferry_shm::{path_for, ClientConfig, RpcOpcodes, ServerConfig, ShmClient, ShmServer, Text};
+
+/// A point: an argument type of the user's own, which crosses as its bytes. zerocopy comes
+/// through ferry-shm, so the derive is told where it is.
+#[derive(Clone, Copy, Debug, PartialEq, TryFromBytes, IntoBytes, Immutable, KnownLayout)]
+#[zerocopy(crate = "ferry_shm::ferry_core::zerocopy")]
+#[repr(C)]
+struct Point {
+    x: i32,
+    y: i32,
+}
 
 /// The service: each variant is a call, its fields the arguments.
 #[derive(RpcOpcodes)]
@@ -22,6 +33,9 @@ enum Greeter {
     /// `a / b`; dividing by zero is the call's own error, not a transport's.
     #[rpc(response = u64, error = u8)]
     Divide { a: u64, b: u64 },
+    /// The point mirrored through the origin.
+    #[rpc(response = Point)]
+    Mirror(Point),
 }
 
 #[derive(Default)]
@@ -42,6 +56,10 @@ impl GreeterServer for Host {
 
     fn divide(&self, a: u64, b: u64) -> Result<u64, u8> {
         a.checked_div(b).ok_or(1)
+    }
+
+    fn mirror(&self, p: Point) -> Point {
+        Point { x: -p.x, y: -p.y }
     }
 }
 
@@ -80,6 +98,10 @@ fn client(path: &Path) -> Res<()> {
     }
     assert_eq!(greeter.count()?, 2);
     assert_eq!(greeter.divide(84, 2)?, 42);
+    assert_eq!(
+        greeter.mirror(Point { x: 3, y: -4 })?,
+        Point { x: -3, y: 4 }
+    );
     match greeter.divide(1, 0) {
         Err(Error::App(1)) => println!("1 / 0 refused by the service, as written"),
         other => return Err(format!("1 / 0 gave {other:?}").into()),
