@@ -10,6 +10,7 @@ use std::time::Duration;
 use ferry_core::service::{self, status, Bytes, Error, Service, Status, Text};
 use ferry_core::{HeapRegion, Spin};
 use ferry_derive::RpcOpcodes;
+use ferry_testkit::Watchdog;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 /// How `apply` changes a counter: a `#[repr(u8)]` enum argument (1 and 2 are its only values).
@@ -197,20 +198,7 @@ fn with_server(
     lanes: u32,
     test: impl FnOnce(&HeapRegion, &Counters) + Send,
 ) -> Vec<service::Served> {
-    let done = Arc::new(AtomicBool::new(false));
-    let watchdog = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            for _ in 0..600 {
-                if done.load(Ordering::Relaxed) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            eprintln!("watchdog: a service test hung for a minute");
-            std::process::abort();
-        })
-    };
+    let _watchdog = Watchdog::new("a service test", Duration::from_secs(60));
     let region = HeapRegion::new(32, lanes).unwrap();
     let counters = Counters::default();
     let stop = AtomicBool::new(false);
@@ -232,8 +220,6 @@ fn with_server(
         test(&region, &counters);
         stop.store(true, Ordering::Relaxed);
     });
-    done.store(true, Ordering::Relaxed);
-    watchdog.join().unwrap();
     served.into_inner().unwrap()
 }
 

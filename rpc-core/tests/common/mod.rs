@@ -1,7 +1,8 @@
-//! What the rpc-core integration tests share: a yielding wait policy and a watchdog.
+//! What the rpc-core integration tests share: a yielding wait policy, a report of a region's state
+//! for a watchdog (`ferry_testkit::Watchdog`), and a simulated warp.
 #![allow(dead_code)]
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,54 +45,6 @@ impl Wait for Backoff {
         }
         std::thread::yield_now();
         Ok(())
-    }
-}
-
-/// Fails the test (printing `dump()`) if `progress` stops moving for `quiet`; stops when dropped.
-pub struct Watchdog {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Watchdog {
-    pub fn new(
-        name: &'static str,
-        progress: Arc<AtomicU64>,
-        quiet: Duration,
-        dump: impl Fn() -> String + Send + 'static,
-    ) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut last = progress.load(Ordering::Relaxed);
-            let mut since = Instant::now();
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(50));
-                let now = progress.load(Ordering::Relaxed);
-                if now != last {
-                    last = now;
-                    since = Instant::now();
-                } else if since.elapsed() > quiet {
-                    eprintln!("watchdog: {name} made no progress for {quiet:?} at {now} steps");
-                    eprintln!("{}", dump());
-                    // A hang must end the run: abort rather than wait for stuck threads.
-                    std::process::abort();
-                }
-            }
-        });
-        Watchdog {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
