@@ -9,7 +9,7 @@
 //!   rustc 1.96, `-Zbuild-std=core`, `-Ctarget-cpu=gfx90a`; `.ci/amdgpu.sh`); with no AMD GPU on
 //!   these machines it has never run.
 //! - On the host: [`ferry_core::Single`] (one lane) and, with feature `sim`, `sim::SimWarp` (a warp
-//!   of CPU threads).
+//!   of CPU threads, which can diverge).
 
 pub use ferry_core::Single;
 

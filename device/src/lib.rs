@@ -12,8 +12,8 @@
 //!   but never run here;
 //! - `nvptx`: thread and block indices, the global timer, the entry-point macro `entry!` and the
 //!   panic handler, for NVPTX builds only;
-//! - `sim` (feature `sim`): a simulated warp of CPU threads, so the same device code runs on the
-//!   host against a real server in tests.
+//! - `sim` (feature `sim`): a simulated warp of CPU threads whose lanes can diverge, so the same
+//!   device code, branches and all, runs on the host against a real server in tests.
 //!
 //! On the host the crate builds as an ordinary `no_std` library with one-lane clients
 //! ([`ferry_core::Single`]); transports use its [`descriptor::Descriptor`] and [`services`] opcodes so

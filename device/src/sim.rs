@@ -1,65 +1,367 @@
-//! A simulated warp: CPU threads acting as the lanes of one group, so device code (the same
-//! [`services`](crate::services) calls a kernel makes) runs on the host against a real server.
+//! A simulated warp: CPU threads acting as the lanes of one warp, so device code (the same
+//! [`services`](crate::services) calls a kernel makes, or a user's own derived service) runs on
+//! the host against a real server, divergent branches included.
 //!
-//! Each lane is one thread holding a [`SimWarp`]. Broadcast and ballot exchange values through
-//! shared scratch words between two barrier waits; `sync` is a barrier wait. All lanes of a
-//! simulated warp are always active, and call every operation together, as a convergent warp does.
+//! Each lane is one thread holding a [`SimWarp`], which implements [`ferry_core::Lanes`] as an
+//! NVIDIA warp does under independent thread scheduling (`shfl.sync`, `vote.sync.ballot`,
+//! `bar.warp.sync`): a ballot, broadcast or sync over `mask` is a meeting of exactly the lanes of
+//! `mask`; it returns in none of them before all have reached it, and hands all the same values.
+//! Meetings over disjoint masks proceed at once, as the two sides of a branch do on a GPU.
+//!
+//! # Divergence
+//!
+//! A lane's *active mask* is the set of lanes executing the same branch of the program with it:
+//! every lane of the warp at first. Device code written against `Lanes` reads it where a kernel
+//! reads `activemask`, so a call made inside a branch is made by that branch's lanes only. Branches
+//! are scopes on the lane, entered by every lane of the active mask together (a convergence
+//! point, where the lanes learn who goes where) and left by each lane on its own:
+//!
+//! - [`SimWarp::diverge`]`(group, body)`: the lanes split by `group` (an `if`/`else`, a `match`);
+//!   each runs `body` with the lanes of its group active;
+//! - [`SimWarp::when`]`(cond, body)`: an `if` without `else`: the lanes where `cond` holds run
+//!   `body` together; the others go straight on;
+//! - [`SimWarp::repeat`]`(body)`: a loop that lanes leave at different iterations: `body` runs with
+//!   the lanes still looping active, and a lane leaves when its `body` returns `false`.
+//!
+//! A lane that leaves a branch is back in the outer active mask; its next meeting over that mask
+//! waits for the other lanes to leave theirs: the warp reconverges there, as after a branch on a
+//! GPU.
+//!
+//! Misuse that a GPU punishes with a hang or a wrong value fails loudly here: a meeting over a
+//! mask that names an inactive lane (or leaves out the caller) panics at once; lanes of one mask
+//! that reach different operations (a ballot against a broadcast) panic; a meeting that a lane of
+//! its mask can no longer join (its thread ended or panicked) panics in the waiting lanes; and a
+//! meeting still incomplete after a minute panics, naming the missing lanes.
+//!
+//! # Example
+//!
+//! A server echoes each slot's word plus one; four lanes split by parity, and each half makes its
+//! own call (its own opcode and arguments) while the other half makes its own:
+//!
+//! ```
+//! use ferry_core::{HeapRegion, Lanes};
+//! use ferry_device::sim::{SimWarp, Yield};
+//!
+//! let region: HeapRegion = HeapRegion::new(32, 4).unwrap();
+//! let replies = std::thread::scope(|s| {
+//!     s.spawn(|| {
+//!         let server = region.server();
+//!         for _ in 0..2 {
+//!             let mut port = server.open(()).unwrap();
+//!             let (opcode, mask) = (port.opcode(), port.lane_mask());
+//!             assert_eq!(mask, if opcode == 10 { 0b0101 } else { 0b1010 });
+//!             port.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
+//!         }
+//!     });
+//!     // One thread per lane, as a kernel's warp; `lane` moves into the lane's client.
+//!     SimWarp::run(4, |lane| {
+//!         let client = region.client_with(lane, Yield).unwrap();
+//!         let me = client.lanes().lane_id();
+//!         let odd = me % 2;
+//!         client.lanes().diverge(odd, || {
+//!             assert_eq!(client.lanes().active_mask(), if odd == 1 { 0b1010 } else { 0b0101 });
+//!             let mut port = client.open(10 + odd).unwrap();
+//!             let mut reply = 0;
+//!             port.send_and_recv(|slot, _| slot.words[0] = 100 * me as u64, |slot, _| {
+//!                 reply = slot.words[0]
+//!             })
+//!             .unwrap();
+//!             reply
+//!         })
+//!     })
+//! });
+//! assert_eq!(replies, [1, 101, 201, 301]);
+//! ```
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Barrier};
+use core::cell::Cell;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 use std::vec::Vec;
 
-/// One lane of a simulated warp.
+/// How long a lane waits at a meeting before it gives up and panics, naming who is missing.
+const MEETING_LIMIT: Duration = Duration::from_secs(60);
+
+/// One lane of a simulated warp, to be moved into the thread that runs it.
+///
+/// `Send` but not `Sync`: a lane is one thread; the active mask it carries is that thread's view.
 #[derive(Debug)]
 pub struct SimWarp {
     shared: Arc<Shared>,
     lane: u32,
+    /// The lanes executing the same branch as this one, bit `i` for lane `i`.
+    active: Cell<u64>,
 }
 
+/// What the lanes of one warp share: the meetings in progress.
 #[derive(Debug)]
 struct Shared {
     size: u32,
-    barrier: Barrier,
-    scratch: Vec<AtomicU32>,
+    meetings: Mutex<Meetings>,
+    /// Signalled whenever a meeting fills, empties, or a lane exits.
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Meetings {
+    open: Vec<Meeting>,
+    /// Lanes whose `SimWarp` was dropped (their thread ended or unwound): they meet no more.
+    exited: u64,
+}
+
+/// One warp-wide operation in progress over `mask`: lanes arrive, leave their value, wait for the
+/// rest, read every value and leave. A new meeting over the same mask opens only once every lane
+/// has left the last one.
+#[derive(Debug)]
+struct Meeting {
+    op: Op,
+    mask: u64,
+    arrived: u64,
+    left: u64,
+    values: [u32; 64],
+}
+
+/// Which operation a meeting is: lanes of one mask must reach the same one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Broadcast,
+    Ballot,
+    Sync,
+    /// The convergence point of a branch, exchanging the lanes' group keys.
+    Branch,
 }
 
 impl SimWarp {
-    /// The `size` lanes (1 to 64) of one warp, to be moved one per thread.
+    /// The `size` lanes (1 to 64) of one warp, all active, to be moved one per thread.
     pub fn lanes(size: u32) -> Vec<SimWarp> {
         assert!((1..=64).contains(&size), "a warp has 1 to 64 lanes");
         let shared = Arc::new(Shared {
             size,
-            barrier: Barrier::new(size as usize),
-            scratch: (0..size).map(|_| AtomicU32::new(0)).collect(),
+            meetings: Mutex::new(Meetings::default()),
+            changed: Condvar::new(),
         });
+        let all = u64::MAX >> (64 - size);
         (0..size)
             .map(|lane| SimWarp {
                 shared: shared.clone(),
                 lane,
+                active: Cell::new(all),
             })
             .collect()
     }
 
-    /// Every lane's `value`, in lane order.
-    fn exchange(&self, value: u32) -> Vec<u32> {
-        self.shared.scratch[self.lane as usize].store(value, Ordering::Relaxed);
-        // The barrier orders the stores above before the loads below, in every lane.
-        self.shared.barrier.wait();
-        let all = self
-            .shared
-            .scratch
+    /// Runs `body` on each of the `size` lanes of a new warp, one thread per lane, as a kernel runs
+    /// on a warp; returns what each lane returned, in lane order. A lane's panic is re-raised here
+    /// once every lane has finished (lanes waiting on it panic too, rather than hang).
+    pub fn run<R: Send>(size: u32, body: impl Fn(SimWarp) -> R + Sync) -> Vec<R> {
+        let body = &body;
+        let results: Vec<std::thread::Result<R>> = std::thread::scope(|s| {
+            let lanes: Vec<_> = SimWarp::lanes(size)
+                .into_iter()
+                .map(|lane| s.spawn(move || body(lane)))
+                .collect();
+            lanes.into_iter().map(|h| h.join()).collect()
+        });
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
+    }
+
+    /// A divergent branch: the lanes of the active mask (all of which must call this together,
+    /// as all reach a branch) split by `group`, and each runs `body` with only the lanes that
+    /// passed the same `group` active. Groups run at once; a lane returns as soon as its `body`
+    /// does, back in the outer active mask.
+    pub fn diverge<R>(&self, group: u32, body: impl FnOnce() -> R) -> R {
+        let outer = self.active.get();
+        let groups = self.meet(Op::Branch, outer, group);
+        let inner = lanes_of(outer)
+            .filter(|&i| groups[i as usize] == group)
+            .fold(0, |m, i| m | 1 << i);
+        self.active.set(inner);
+        let _back = Restore(&self.active, outer);
+        body()
+    }
+
+    /// An `if` without `else`: the lanes of the active mask (all of which must call this together)
+    /// where `cond` holds run `body` with only themselves active; the others return `None` at once.
+    pub fn when<R>(&self, cond: bool, body: impl FnOnce() -> R) -> Option<R> {
+        self.diverge(cond as u32, || cond.then(body))
+    }
+
+    /// A loop that lanes leave at different iterations: the lanes of the active mask (all of
+    /// which must call this together) run `body` again and again, each iteration with only the
+    /// lanes still looping active; a lane leaves once its `body` returns `false`.
+    pub fn repeat(&self, mut body: impl FnMut() -> bool) {
+        let outer = self.active.get();
+        let _back = Restore(&self.active, outer);
+        loop {
+            let again = body();
+            // The loop's back edge is a branch among this iteration's lanes.
+            let now = self.active.get();
+            let votes = self.meet(Op::Branch, now, again as u32);
+            if !again {
+                return;
+            }
+            let staying = lanes_of(now)
+                .filter(|&i| votes[i as usize] != 0)
+                .fold(0, |m, i| m | 1 << i);
+            self.active.set(staying);
+        }
+    }
+
+    /// Meets the other lanes of `mask` at operation `op`, leaving `value`; returns every lane's
+    /// value (those outside `mask` are zero) once all lanes of `mask` have arrived.
+    fn meet(&self, op: Op, mask: u64, value: u32) -> [u32; 64] {
+        let me = 1u64 << self.lane;
+        let active = self.active.get();
+        assert!(
+            mask & me != 0,
+            "lane {}: {op:?} over mask {mask:#x}, which leaves out the calling lane",
+            self.lane
+        );
+        assert!(
+            mask & !active == 0,
+            "lane {}: {op:?} over mask {mask:#x} names lanes {:#x} that are not active \
+             (the active mask is {active:#x}): on a GPU this hangs or reads garbage",
+            self.lane,
+            mask & !active
+        );
+        let deadline = Instant::now() + MEETING_LIMIT;
+        let mut m = self.lock();
+        // Join the open meeting over `mask`, or open one; wait while the last one over `mask`
+        // is still being left.
+        loop {
+            match m.open.iter_mut().find(|g| g.mask == mask) {
+                Some(g) if g.arrived == mask => {}
+                Some(g) => {
+                    if g.op != op {
+                        let (theirs, lanes) = (g.op, g.arrived);
+                        drop(m);
+                        panic!(
+                            "lane {}: {op:?} over mask {mask:#x} while lanes {lanes:#x} of the \
+                             same mask are at a {theirs:?}: the lanes did not stay convergent",
+                            self.lane
+                        );
+                    }
+                    g.arrived |= me;
+                    g.values[self.lane as usize] = value;
+                    break;
+                }
+                None => {
+                    let mut values = [0; 64];
+                    values[self.lane as usize] = value;
+                    m.open.push(Meeting {
+                        op,
+                        mask,
+                        arrived: me,
+                        left: 0,
+                        values,
+                    });
+                    break;
+                }
+            }
+            m = self.wait(m, op, mask, deadline);
+        }
+        // Wait for the rest of `mask`.
+        loop {
+            let g = m.open.iter().find(|g| g.mask == mask).expect("joined");
+            if g.arrived == mask {
+                break;
+            }
+            m = self.wait(m, op, mask, deadline);
+        }
+        let at = m.open.iter().position(|g| g.mask == mask).expect("joined");
+        let g = &mut m.open[at];
+        let values = g.values;
+        g.left |= me;
+        if g.left == mask {
+            m.open.swap_remove(at);
+        }
+        drop(m);
+        // Lanes waiting to arrive, or for this meeting to fill or empty.
+        self.shared.changed.notify_all();
+        values
+    }
+
+    /// Waits for the meetings to change; panics if a lane this meeting needs has exited, or the
+    /// deadline passed.
+    fn wait<'m>(
+        &self,
+        m: MutexGuard<'m, Meetings>,
+        op: Op,
+        mask: u64,
+        deadline: Instant,
+    ) -> MutexGuard<'m, Meetings> {
+        let arrived = m
+            .open
             .iter()
-            .map(|s| s.load(Ordering::Relaxed))
-            .collect();
-        // No lane may overwrite its scratch word before all have read.
-        self.shared.barrier.wait();
-        all
+            .find(|g| g.mask == mask && g.arrived != mask)
+            .map_or(0, |g| g.arrived);
+        let exited = m.exited & mask & !arrived;
+        if exited != 0 {
+            drop(m);
+            panic!(
+                "lane {}: {op:?} over mask {mask:#x} waits for lanes {exited:#x}, which have \
+                 exited (returned or panicked)",
+                self.lane
+            );
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            drop(m);
+            panic!(
+                "lane {}: {op:?} over mask {mask:#x} still waits for lanes {:#x} after {:?}",
+                self.lane,
+                mask & !arrived,
+                MEETING_LIMIT
+            );
+        }
+        // Woken by every change; re-checked by the caller's loop.
+        let (m, _) = self
+            .shared
+            .changed
+            .wait_timeout(m, (deadline - now).min(Duration::from_millis(100)))
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        m
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Meetings> {
+        // No lane panics with the lock held (each drops the guard first), so the meetings are
+        // consistent even if a panic elsewhere poisoned it.
+        self.shared
+            .meetings
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
-// SAFETY: all lanes are always active and call each operation together (documented); `exchange`
-// hands every lane the same values between two barrier waits, so broadcast and ballot are uniform,
-// and `sync` is a barrier over all lanes (which also orders their memory accesses).
+impl Drop for SimWarp {
+    fn drop(&mut self) {
+        self.lock().exited |= 1 << self.lane;
+        // Lanes waiting for this one learn that it will not come.
+        self.shared.changed.notify_all();
+    }
+}
+
+/// Sets the active mask back to the outer one when a branch's body returns (or unwinds).
+struct Restore<'a>(&'a Cell<u64>, u64);
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.1);
+    }
+}
+
+/// The lane indices set in `mask`, lowest first.
+fn lanes_of(mask: u64) -> impl Iterator<Item = u32> {
+    (0..64).filter(move |i| mask & (1 << i) != 0)
+}
+
+// SAFETY: `meet` returns to no lane of `mask` before every lane of `mask` has arrived, and hands
+// each the same values, written before the meeting filled and read after, under one mutex (which
+// also orders the lanes' memory accesses, as `bar.warp.sync` does). So broadcast and ballot are
+// uniform over `mask`, and `sync` returns in no lane of `mask` before all have reached it. A mask
+// naming a lane that is not active, which could never fill, panics instead.
 unsafe impl ferry_core::Lanes for SimWarp {
     fn lane_size(&self) -> u32 {
         self.shared.size
@@ -68,49 +370,19 @@ unsafe impl ferry_core::Lanes for SimWarp {
         self.lane
     }
     fn active_mask(&self) -> u64 {
-        u64::MAX >> (64 - self.shared.size)
+        self.active.get()
     }
     fn broadcast(&self, mask: u64, value: u32) -> u32 {
-        self.exchange(value)[mask.trailing_zeros() as usize]
+        self.meet(Op::Broadcast, mask, value)[mask.trailing_zeros() as usize]
     }
     fn ballot(&self, mask: u64, predicate: bool) -> u64 {
-        self.exchange(predicate as u32)
-            .iter()
-            .enumerate()
-            .filter(|(i, v)| **v != 0 && mask & (1 << i) != 0)
-            .fold(0, |m, (i, _)| m | 1 << i)
+        let votes = self.meet(Op::Ballot, mask, predicate as u32);
+        lanes_of(mask)
+            .filter(|&i| votes[i as usize] != 0)
+            .fold(0, |m, i| m | 1 << i)
     }
-    fn sync(&self, _mask: u64) {
-        self.shared.barrier.wait();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::SimWarp;
-    use ferry_core::Lanes;
-
-    #[test]
-    fn broadcast_and_ballot_are_uniform() {
-        let results: Vec<(u32, u64)> = std::thread::scope(|s| {
-            let handles: Vec<_> = SimWarp::lanes(8)
-                .into_iter()
-                .map(|w| {
-                    s.spawn(move || {
-                        let mask = w.active_mask();
-                        let b = w.broadcast(mask & !1, 100 + w.lane_id());
-                        let v = w.ballot(mask, w.lane_id() % 3 == 0);
-                        w.sync(mask);
-                        (b, v)
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        for (b, v) in results {
-            assert_eq!(b, 101, "the lowest lane of the mask is lane 1");
-            assert_eq!(v, 0b0100_1001);
-        }
+    fn sync(&self, mask: u64) {
+        self.meet(Op::Sync, mask, 0);
     }
 }
 
@@ -155,5 +427,138 @@ impl ferry_core::Wait for Yield {
         }
         std::thread::yield_now();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SimWarp;
+    use ferry_core::Lanes;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    /// The panic message of `f`, which must panic.
+    fn panic_of(f: impl FnOnce()) -> String {
+        let e = catch_unwind(AssertUnwindSafe(f)).expect_err("expected a panic");
+        e.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn broadcast_and_ballot_are_uniform() {
+        let results = SimWarp::run(8, |w| {
+            let mask = w.active_mask();
+            let b = w.broadcast(mask, 100 + w.lane_id());
+            let v = w.ballot(mask, w.lane_id() % 3 == 0);
+            w.sync(mask);
+            // A subset of the active lanes meets apart (its lanes alone call).
+            let sub = w.when(w.lane_id() != 0, || {
+                w.broadcast(mask & !1, 200 + w.lane_id())
+            });
+            (b, v, sub)
+        });
+        for (lane, (b, v, sub)) in results.into_iter().enumerate() {
+            assert_eq!(b, 100, "the lowest lane of the mask is lane 0");
+            assert_eq!(v, 0b0100_1001);
+            assert_eq!(sub, (lane != 0).then_some(201));
+        }
+    }
+
+    #[test]
+    fn branches_see_their_own_lanes_and_meet_apart() {
+        let results = SimWarp::run(8, |w| {
+            let me = w.lane_id();
+            let third = me % 3;
+            let (mask, first, votes) = w.diverge(third, || {
+                let mask = w.active_mask();
+                // Each group meets over its own mask, at once (no group waits for another).
+                let first = w.broadcast(mask, me);
+                let votes = w.ballot(mask, me >= 4);
+                w.sync(mask);
+                (mask, first, votes)
+            });
+            // Back together: the whole warp meets.
+            assert_eq!(w.active_mask(), 0xff);
+            let all = w.ballot(0xff, true);
+            (third, mask, first, votes, all)
+        });
+        let groups = [0b0100_1001u64, 0b1001_0010, 0b0010_0100];
+        for (lane, (third, mask, first, votes, all)) in results.into_iter().enumerate() {
+            let group = groups[third as usize];
+            assert_eq!(third, lane as u32 % 3);
+            assert_eq!(mask, group);
+            assert_eq!(first, group.trailing_zeros());
+            assert_eq!(votes, group & 0xf0);
+            assert_eq!(all, 0xff);
+        }
+    }
+
+    #[test]
+    fn nested_branches_and_a_loop_that_lanes_leave_one_by_one() {
+        let results = SimWarp::run(6, |w| {
+            let me = w.lane_id();
+            // Lane i makes i + 1 iterations; iteration k sees the lanes k.. active.
+            let mut seen = Vec::new();
+            let mut k = 0;
+            w.repeat(|| {
+                let mask = w.active_mask();
+                assert_eq!(w.ballot(mask, true), mask);
+                // Inside the loop, an `if` on the odd lanes.
+                let odd = w.when(me % 2 == 1, || w.active_mask());
+                seen.push((mask, odd));
+                k += 1;
+                k <= me
+            });
+            (w.active_mask(), seen)
+        });
+        for (lane, (after, seen)) in results.into_iter().enumerate() {
+            assert_eq!(after, 0x3f, "the loop left, the warp is whole again");
+            assert_eq!(seen.len(), lane + 1);
+            for (k, (mask, odd)) in seen.into_iter().enumerate() {
+                let still = 0x3f & !((1u64 << k) - 1);
+                assert_eq!(mask, still, "lane {lane}, iteration {k}");
+                assert_eq!(odd, (lane % 2 == 1).then_some(still & 0b10_1010));
+            }
+        }
+    }
+
+    #[test]
+    fn a_mask_naming_an_inactive_lane_panics_instead_of_hanging() {
+        let messages = SimWarp::run(4, |w| {
+            w.when(w.lane_id() < 2, || {
+                // The whole warp's mask, from inside a branch that lanes 2 and 3 did not take.
+                panic_of(|| {
+                    w.broadcast(0b1111, 1);
+                })
+            })
+        });
+        for m in messages.iter().take(2) {
+            let m = m.as_deref().unwrap();
+            assert!(m.contains("names lanes 0xc that are not active"), "{m}");
+        }
+        assert_eq!(messages[2], None);
+    }
+
+    #[test]
+    fn lanes_at_different_operations_panic() {
+        let messages = SimWarp::run(2, |w| {
+            panic_of(|| {
+                if w.lane_id() == 0 {
+                    w.ballot(0b11, true);
+                } else {
+                    // Give lane 0 time to open its ballot first.
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    w.broadcast(0b11, 1);
+                }
+            })
+        });
+        // Lane 1 finds lane 0's ballot; lane 0 then waits for lane 1, which has panicked and
+        // will not come: it panics too once lane 1's thread ends.
+        assert!(
+            messages[1].contains("did not stay convergent"),
+            "{messages:?}"
+        );
+        assert!(messages[0].contains("have exited"), "{messages:?}");
     }
 }

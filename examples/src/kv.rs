@@ -156,20 +156,7 @@ mod tests {
 
     #[test]
     fn the_store_serves_every_call() {
-        let done = std::sync::Arc::new(AtomicBool::new(false));
-        let watchdog = {
-            let done = done.clone();
-            std::thread::spawn(move || {
-                for _ in 0..600 {
-                    if done.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                eprintln!("watchdog: the kv test hung for a minute");
-                std::process::abort();
-            })
-        };
+        let _watchdog = ferry_testkit::Watchdog::new("the kv test", Duration::from_secs(60));
         let region: HeapRegion = HeapRegion::new(32, 1).unwrap();
         let store = Store::with_capacity(3);
         let stop = AtomicBool::new(false);
@@ -221,7 +208,5 @@ mod tests {
             stop.store(true, Ordering::Relaxed);
         });
         assert_eq!(store.log(), ["hello"]);
-        done.store(true, Ordering::Relaxed);
-        watchdog.join().unwrap();
     }
 }

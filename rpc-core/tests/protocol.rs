@@ -4,11 +4,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Backoff, ThreadWarp};
+use common::Backoff;
 use ferry_core::{
     Error, HeaderWord, HeapRegion, Layout, LayoutError, MailboxKind, Packed, PerPort, SliceSink,
     SpinLimit,
 };
+use ferry_device::sim::SimWarp;
 
 #[test]
 fn layout_is_computed_and_checked() {
@@ -389,7 +390,7 @@ fn a_simulated_warp_fills_every_slot_and_streams_per_lane() {
             }
             port.send_n(|lane| &sink[lane as usize]).unwrap();
         });
-        let handles: Vec<_> = ThreadWarp::lanes(LANES)
+        let handles: Vec<_> = SimWarp::lanes(LANES)
             .into_iter()
             .map(|lanes| {
                 let region = &region;
@@ -473,48 +474,35 @@ fn a_kept_port_is_reused_without_a_search_and_released_with_its_handle() {
     }
 }
 
-/// Lane 0 of a two-lane group, calling alone (as a divergent warp's lanes do).
-struct HalfWarp;
-
-// SAFETY: only lane 0 is ever active, so every operation is trivially uniform over the mask.
-unsafe impl ferry_core::Lanes for HalfWarp {
-    fn lane_size(&self) -> u32 {
-        2
-    }
-    fn lane_id(&self) -> u32 {
-        0
-    }
-    fn active_mask(&self) -> u64 {
-        1
-    }
-    fn broadcast(&self, _mask: u64, value: u32) -> u32 {
-        value
-    }
-    fn ballot(&self, mask: u64, predicate: bool) -> u64 {
-        mask & predicate as u64
-    }
-    fn sync(&self, _mask: u64) {}
-}
-
 #[test]
 fn only_a_full_group_keeps_its_port() {
     let region = HeapRegion::<PerPort>::new(32, 2).unwrap();
-    let server = region.server();
-    let client = region
-        .client_with(HalfWarp, ferry_core::Spin)
-        .unwrap()
-        .keep_port(true);
-    let mut c = client.try_open(1).unwrap();
-    c.send(|s, _| s.words[0] = 1).unwrap();
-    let mut s = server.try_open(()).unwrap();
-    assert_eq!(s.lane_mask(), 1);
-    s.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
-    drop(s);
-    c.recv(|s, _| assert_eq!(s.words[0], 2)).unwrap();
-    drop(c);
-    // Lanes calling apart each hold their own copy of the handle: none may keep a port, or a
-    // divergent warp could hold one per group while idle.
-    assert_eq!(client.take_kept(), None);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let server = region
+                .server_with(ferry_core::Single, Backoff::default())
+                .unwrap();
+            let mut port = server.open(()).unwrap();
+            assert_eq!(port.lane_mask(), 1, "lane 0 called alone");
+            port.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
+        });
+        // Lane 0 of a two-lane warp calls alone, inside a branch lane 1 does not take.
+        SimWarp::run(2, |lanes| {
+            let client = region
+                .client_with(lanes, Backoff::default())
+                .unwrap()
+                .keep_port(true);
+            let lanes = client.lanes();
+            lanes.when(ferry_core::Lanes::lane_id(lanes) == 0, || {
+                let mut c = client.open(1).unwrap();
+                c.send_and_recv(|s, _| s.words[0] = 1, |s, _| assert_eq!(s.words[0], 2))
+                    .unwrap();
+            });
+            // Lanes calling apart each hold their own copy of the handle: none may keep a port,
+            // or a divergent warp could hold one per group while idle.
+            assert_eq!(client.take_kept(), None);
+        });
+    });
     assert_eq!(
         region.client_locks()[0].load(std::sync::atomic::Ordering::Relaxed),
         0

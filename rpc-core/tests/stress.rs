@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{dump_region, Backoff, Watchdog};
+use common::{dump_region, Backoff};
 use ferry_core::{HeapRegion, Mailbox, Packed, PerPort, Single};
+use ferry_testkit::Watchdog;
 
 struct Outcome {
     replies: u64,
@@ -25,7 +26,7 @@ fn stress<M: Mailbox>(ports: u32, clients: u32, servers: u32, calls: u64, keep: 
     let region = Arc::new(HeapRegion::<M>::new(ports, 1).unwrap());
     let progress = Arc::new(AtomicU64::new(0));
     let dump_of = region.clone();
-    let _watchdog = Watchdog::new(
+    let _watchdog = Watchdog::on_progress(
         "stress",
         progress.clone(),
         Duration::from_secs(20),

@@ -4,12 +4,14 @@
 //! under a watchdog: a hang aborts the test binary with a message instead of blocking forever.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use ferry_core::service::{self, status, Bytes, Error, Service, Status, Text};
 use ferry_core::{HeapRegion, Spin};
 use ferry_derive::RpcOpcodes;
+use ferry_device::sim::SimWarp;
+use ferry_testkit::Watchdog;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 /// How `apply` changes a counter: a `#[repr(u8)]` enum argument (1 and 2 are its only values).
@@ -197,20 +199,7 @@ fn with_server(
     lanes: u32,
     test: impl FnOnce(&HeapRegion, &Counters) + Send,
 ) -> Vec<service::Served> {
-    let done = Arc::new(AtomicBool::new(false));
-    let watchdog = {
-        let done = done.clone();
-        std::thread::spawn(move || {
-            for _ in 0..600 {
-                if done.load(Ordering::Relaxed) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            eprintln!("watchdog: a service test hung for a minute");
-            std::process::abort();
-        })
-    };
+    let _watchdog = Watchdog::new("a service test", Duration::from_secs(60));
     let region = HeapRegion::new(32, lanes).unwrap();
     let counters = Counters::default();
     let stop = AtomicBool::new(false);
@@ -232,8 +221,6 @@ fn with_server(
         test(&region, &counters);
         stop.store(true, Ordering::Relaxed);
     });
-    done.store(true, Ordering::Relaxed);
-    watchdog.join().unwrap();
     served.into_inner().unwrap()
 }
 
@@ -600,71 +587,14 @@ fn the_handshake_compares_fingerprints() {
     }));
 }
 
-// A simulated GPU warp: `size` threads acting as the lanes of one group, all active.
-struct ThreadWarp {
-    shared: Arc<(u32, std::sync::Barrier, Vec<AtomicU32>)>,
-    lane: u32,
-}
-
-impl ThreadWarp {
-    fn lanes(size: u32) -> Vec<ThreadWarp> {
-        let scratch = (0..size).map(|_| AtomicU32::new(0)).collect();
-        let shared = Arc::new((size, std::sync::Barrier::new(size as usize), scratch));
-        (0..size)
-            .map(|lane| ThreadWarp {
-                shared: shared.clone(),
-                lane,
-            })
-            .collect()
-    }
-    fn exchange(&self, value: u32) -> Vec<u32> {
-        self.shared.2[self.lane as usize].store(value, Ordering::SeqCst);
-        self.shared.1.wait();
-        let all = self
-            .shared
-            .2
-            .iter()
-            .map(|s| s.load(Ordering::SeqCst))
-            .collect();
-        self.shared.1.wait();
-        all
-    }
-}
-
-// SAFETY: every lane takes part in each call (all lanes are always active), and each call returns
-// the same exchanged values to every lane, between two barrier waits.
-unsafe impl ferry_core::Lanes for ThreadWarp {
-    fn lane_size(&self) -> u32 {
-        self.shared.0
-    }
-    fn lane_id(&self) -> u32 {
-        self.lane
-    }
-    fn active_mask(&self) -> u64 {
-        (1 << self.shared.0) - 1
-    }
-    fn broadcast(&self, mask: u64, value: u32) -> u32 {
-        self.exchange(value)[mask.trailing_zeros() as usize]
-    }
-    fn ballot(&self, mask: u64, predicate: bool) -> u64 {
-        let all = self.exchange(predicate as u32);
-        (0..64)
-            .filter(|&i| i < all.len() && all[i] != 0 && mask & (1 << i) != 0)
-            .fold(0, |m, i| m | 1 << i)
-    }
-    fn sync(&self, _mask: u64) {
-        self.shared.1.wait();
-    }
-}
-
 #[test]
 fn each_lane_of_a_warp_gets_its_own_reply() {
     const LANES: u32 = 4;
     with_server(1, LANES, |region, counters| {
         std::thread::scope(|s| {
-            for lanes in ThreadWarp::lanes(LANES) {
+            for lanes in SimWarp::lanes(LANES) {
                 s.spawn(move || {
-                    let lane = lanes.lane;
+                    let lane = ferry_core::Lanes::lane_id(&lanes);
                     let site = region.client_with(lanes, Spin).unwrap();
                     let c = Counter::client(&site);
                     for round in 0..20u64 {

@@ -1,14 +1,14 @@
 //! Integration tests across crates and processes live in `tests/`; this library holds what they
 //! share (and transport-gpu's tests use too): child processes that are killed when the test lets
-//! go of them, lines read from them under a deadline, a watchdog, so no test can hang forever, and
-//! a writer a test reads back.
+//! go of them, lines read from them under a deadline, the watchdog of `ferry-testkit` (re-exported,
+//! so no test can hang forever), and a writer a test reads back.
 
 #![deny(missing_docs)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -119,34 +119,7 @@ pub fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// Aborts the test process if the test that made it is still running after its limit: a hang
-/// must fail, not stall CI. Disarmed when dropped.
-pub struct Watchdog(Arc<AtomicBool>);
-
-impl Watchdog {
-    /// Arms a watchdog for the test `name`, for `limit`.
-    pub fn new(name: &'static str, limit: Duration) -> Self {
-        let done = Arc::new(AtomicBool::new(false));
-        let flag = done.clone();
-        std::thread::spawn(move || {
-            let start = Instant::now();
-            while !flag.load(Ordering::Relaxed) {
-                if start.elapsed() > limit {
-                    eprintln!("watchdog: {name} still running after {limit:?}");
-                    std::process::abort();
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
-        Watchdog(done)
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
+pub use ferry_testkit::Watchdog;
 
 /// A writer the test reads back (clones share the bytes).
 #[derive(Clone, Default)]

@@ -12,6 +12,7 @@ use ferry_shm::{
     status, ClientConfig, Created, Handler, ServerConfig, ServerPort, ShmClient, ShmError,
     ShmServer,
 };
+use ferry_testkit::Watchdog;
 
 fn unique(tag: &str) -> PathBuf {
     static N: AtomicU32 = AtomicU32::new(0);
@@ -1413,33 +1414,6 @@ fn a_handler_that_never_returns_does_not_hold_up_shutdown() {
     // The caller learns the server is gone instead of waiting for a reply forever.
     assert!(caller.join().unwrap().is_err());
     release_tx.send(()).unwrap();
-}
-
-/// Aborts the test process if a test that could hang is still running after `limit`.
-struct Watchdog(std::sync::Arc<std::sync::atomic::AtomicBool>);
-
-impl Watchdog {
-    fn new(name: &'static str, limit: Duration) -> Watchdog {
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = std::sync::Arc::clone(&done);
-        std::thread::spawn(move || {
-            let start = std::time::Instant::now();
-            while !flag.load(Ordering::Relaxed) {
-                if start.elapsed() > limit {
-                    eprintln!("watchdog: {name} still running after {limit:?}");
-                    std::process::abort();
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        });
-        Watchdog(done)
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
 }
 
 /// Two services whose calls share an opcode are not served together: the server refuses to start

@@ -1,8 +1,8 @@
-//! What the rpc-core integration tests share: a yielding wait policy and a watchdog.
+//! What the rpc-core integration tests share: a yielding wait policy, and a report of a region's
+//! state for a watchdog (`ferry_testkit::Watchdog`).
 #![allow(dead_code)]
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ferry_core::{Stalled, Wait};
@@ -47,54 +47,6 @@ impl Wait for Backoff {
     }
 }
 
-/// Fails the test (printing `dump()`) if `progress` stops moving for `quiet`; stops when dropped.
-pub struct Watchdog {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Watchdog {
-    pub fn new(
-        name: &'static str,
-        progress: Arc<AtomicU64>,
-        quiet: Duration,
-        dump: impl Fn() -> String + Send + 'static,
-    ) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let mut last = progress.load(Ordering::Relaxed);
-            let mut since = Instant::now();
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(50));
-                let now = progress.load(Ordering::Relaxed);
-                if now != last {
-                    last = now;
-                    since = Instant::now();
-                } else if since.elapsed() > quiet {
-                    eprintln!("watchdog: {name} made no progress for {quiet:?} at {now} steps");
-                    eprintln!("{}", dump());
-                    // A hang must end the run: abort rather than wait for stuck threads.
-                    std::process::abort();
-                }
-            }
-        });
-        Watchdog {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// A compact dump of lock words and busy mailboxes, for watchdog reports.
 pub fn dump_region<M: ferry_core::Mailbox>(region: &ferry_core::HeapRegion<M>) -> String {
     let r = region.region();
@@ -117,80 +69,4 @@ pub fn dump_region<M: ferry_core::Mailbox>(region: &ferry_core::HeapRegion<M>) -
         .collect();
     out += &format!("ports owned by the server: {pending:?}\n");
     out
-}
-
-/// A simulated warp: `size` CPU threads acting as the lanes of one group, all always active.
-/// Broadcast and ballot go through shared scratch words between two barrier waits.
-pub struct ThreadWarp {
-    shared: Arc<WarpShared>,
-    lane: u32,
-}
-
-pub struct WarpShared {
-    size: u32,
-    barrier: std::sync::Barrier,
-    scratch: Vec<std::sync::atomic::AtomicU32>,
-}
-
-impl ThreadWarp {
-    /// The `size` lanes of one warp, to be moved one per thread.
-    pub fn lanes(size: u32) -> Vec<ThreadWarp> {
-        let shared = Arc::new(WarpShared {
-            size,
-            barrier: std::sync::Barrier::new(size as usize),
-            scratch: (0..size)
-                .map(|_| std::sync::atomic::AtomicU32::new(0))
-                .collect(),
-        });
-        (0..size)
-            .map(|lane| ThreadWarp {
-                shared: shared.clone(),
-                lane,
-            })
-            .collect()
-    }
-
-    fn exchange(&self, value: u32) -> Vec<u32> {
-        self.shared.scratch[self.lane as usize].store(value, Ordering::SeqCst);
-        self.shared.barrier.wait();
-        let all = self
-            .shared
-            .scratch
-            .iter()
-            .map(|s| s.load(Ordering::SeqCst))
-            .collect();
-        self.shared.barrier.wait();
-        all
-    }
-}
-
-// SAFETY: every lane of the warp takes part in each call (all lanes are always active), and each
-// call returns the same exchanged values to all lanes, between two barrier waits.
-unsafe impl ferry_core::Lanes for ThreadWarp {
-    fn lane_size(&self) -> u32 {
-        self.shared.size
-    }
-    fn lane_id(&self) -> u32 {
-        self.lane
-    }
-    fn active_mask(&self) -> u64 {
-        if self.shared.size == 64 {
-            u64::MAX
-        } else {
-            (1 << self.shared.size) - 1
-        }
-    }
-    fn broadcast(&self, mask: u64, value: u32) -> u32 {
-        self.exchange(value)[mask.trailing_zeros() as usize]
-    }
-    fn ballot(&self, mask: u64, predicate: bool) -> u64 {
-        let all = self.exchange(predicate as u32);
-        all.iter()
-            .enumerate()
-            .filter(|(i, v)| **v != 0 && mask & (1 << i) != 0)
-            .fold(0, |m, (i, _)| m | 1 << i)
-    }
-    fn sync(&self, _mask: u64) {
-        self.shared.barrier.wait();
-    }
 }
