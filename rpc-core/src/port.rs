@@ -111,7 +111,7 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
     }
 
     /// Writes header word `word` (from the first lane), to travel with the next `send`. Only the
-    /// status and owner words are meant for users; the protocol writes the others.
+    /// status word is meant for users; the protocol writes the others.
     pub fn set_header(&mut self, word: HeaderWord, value: u64) {
         debug_assert!(self.owns);
         if self.process.lanes().is_first_lane(self.exec_mask) {

@@ -34,7 +34,7 @@ use core::cell::Cell;
 use core::marker::PhantomData;
 
 use crate::lanes::{Lanes, Single};
-use crate::layout::{HeaderWord, Layout, LayoutError, Slot, PORT_GRANULE};
+use crate::layout::{Layout, LayoutError, Slot, PORT_GRANULE};
 use crate::mailbox::{Mailbox, PerPort};
 use crate::port::Port;
 use crate::service::InlineCall;
@@ -157,16 +157,6 @@ impl<'a, M: Mailbox> Region<'a, M> {
     /// flight). Transports use it to tell idle ports from ports a dead client left mid-call.
     pub fn client_owns(&self, port: u32) -> bool {
         M::load(self.server_outbox, port) == M::load(self.client_outbox, port)
-    }
-
-    /// Reads header word `word` of `port`'s packet without owning it, for diagnostics and for
-    /// transports reading owner tags. The value may be torn or stale; never act on it without
-    /// holding the port.
-    pub fn peek_header(&self, port: u32, word: HeaderWord) -> u64 {
-        // SAFETY: a volatile read of an initialised `u64` inside the region; the caller accepts a
-        // racy value (documented), and no reference to the cell is formed.
-        self.header(port)
-            .with(|h| unsafe { core::ptr::read_volatile((*h).words.as_ptr().add(word as usize)) })
     }
 }
 
