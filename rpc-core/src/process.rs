@@ -37,7 +37,6 @@ use crate::lanes::{Lanes, Single};
 use crate::layout::{Layout, LayoutError, Slot, PORT_GRANULE};
 use crate::mailbox::{Mailbox, PerPort};
 use crate::port::Port;
-use crate::service::InlineCall;
 use crate::sync::{fence, lock_fence, AtomicU32, Ordering, SharedCell};
 use crate::wait::{Spin, Wait};
 
@@ -266,11 +265,6 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// An exclusive handle's copy of its own outbox bits, one word per 32 ports of the whole
     /// region (empty: none); see [`Self::with_outbox_mirror`].
     mirror: &'a [AtomicU32],
-    /// A client's path for small calls outside the packets, if its transport has one
-    /// ([`Self::with_inline`]). Not on GPUs, where no transport gives one: there
-    /// [`Self::inline`] is a constant `None` and the generated calls' check folds away.
-    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-    inline: Option<&'a dyn InlineCall>,
     _side: PhantomData<S>,
 }
 
@@ -301,17 +295,6 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         }
         self.shadow = shadow;
         Ok(self)
-    }
-}
-
-#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-impl<'a, M: Mailbox, W: Wait> Process<'a, Client, Single, M, W> {
-    /// Gives this single-lane client handle its transport's path for small calls outside the
-    /// packets (see [`InlineCall`]): the calls `#[derive(RpcOpcodes)]` generates then try it
-    /// first for a fixed request and reply that both fit in `service::INLINE_BYTES`.
-    pub fn with_inline(mut self, inline: &'a dyn InlineCall) -> Self {
-        self.inline = Some(inline);
-        self
     }
 }
 
@@ -352,8 +335,6 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             #[cfg(target_arch = "nvptx64")]
             shadow: &[],
             mirror: &[],
-            #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-            inline: None,
             _side: PhantomData,
         })
     }
@@ -516,16 +497,6 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// The waiting policy.
     pub fn wait_policy(&self) -> &W {
         &self.wait
-    }
-
-    /// The path for small calls outside the packets that this handle's transport gave it
-    /// ([`Process::with_inline`]), if any.
-    #[inline(always)]
-    pub fn inline(&self) -> Option<&'a dyn InlineCall> {
-        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-        return self.inline;
-        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-        None
     }
 
     /// Opens a port this side owns, if one is free now.
@@ -850,3 +821,4 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Process<'_, S, L, M, W> {
         }
     }
 }
+
