@@ -67,7 +67,7 @@ pub use lanes::{Lanes, Single};
 pub use layout::{HeaderWord, Layout, LayoutError, Slot};
 pub use mailbox::{Mailbox, MailboxKind, Packed, PerPort};
 pub use port::Port;
-pub use process::{Client, ClientProcess, Process, Region, Server, ServerProcess, Side};
+pub use process::{Client, ClientProcess, Held, Process, Region, Server, ServerProcess, Side};
 pub use stream::{SliceSink, StreamSink};
 pub use wait::{Spin, SpinLimit, Stalled, Wait};
 

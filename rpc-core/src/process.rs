@@ -29,6 +29,11 @@
 //! that split the ports never contend for a lock word or a mailbox line), and
 //! [`Process::keep_port`] keeps a closed port locked for the handle's next open, which skips the
 //! search, the lock and the unlock when the handle still owns the packet.
+//!
+//! A transport's housekeeping that must keep one side's handles off a port without opening it
+//! (the shared-memory server's monitor, before it frees a dead client's port) takes the port's
+//! lock with [`Process::try_hold`]: a [`Held`] guard, released on drop, with the same orderings
+//! as the lock of an open.
 
 use core::cell::Cell;
 use core::marker::PhantomData;
@@ -548,6 +553,40 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         }
     }
 
+    /// Takes `port`'s lock of this side without opening the port, if no handle of this side
+    /// holds it now (a handle inside a call on it, or keeping it): `None` if one does. While the
+    /// returned [`Held`] lives, no handle of this side opens the port, so this side's outbox bit
+    /// for it stays as it is; and whatever the port's previous lock holders did (their outbox
+    /// flips included) is visible to the holder: the lock is taken and released with the
+    /// orderings of an open's and a close's. Dropping the guard releases the lock.
+    ///
+    /// For a transport's housekeeping beside this side's handles: the shared-memory server's
+    /// monitor holds a dead client's port this way (as the server side) to learn, with no worker
+    /// on it, whether its packet is at rest before freeing it. A guard opens nothing and moves no
+    /// packet. Not a group operation: one thread calls it (on a GPU, one lane). An
+    /// [`exclusive`](Self::exclusive) handle gets `None`: it holds every lock of its range
+    /// itself, and cannot tell whether it is using the port.
+    ///
+    /// # Panics
+    ///
+    /// If `port` is not a port of the region.
+    pub fn try_hold(&self, port: u32) -> Option<Held<'_, 'a, S, L, M, W>> {
+        assert!(
+            port < self.region.layout.ports(),
+            "port {port} is not a port of the region"
+        );
+        if self.sole || !self.lock(port) {
+            return None;
+        }
+        // SYNC (lock acquire): `lock` fenced after taking the bit; it pairs with the release
+        // fence in the previous holder's `unlock`, so that holder's outbox flip is visible to the
+        // mailbox reads made through the guard.
+        Some(Held {
+            process: self,
+            port,
+        })
+    }
+
     /// Whether this side owns `port`'s packet, given its own outbox bit `out`.
     #[inline(always)]
     pub(crate) fn owns(&self, port: u32, out: u32) -> bool {
@@ -822,3 +861,43 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Process<'_, S, L, M, W> {
     }
 }
 
+/// A port's lock, held by [`Process::try_hold`] without opening the port: while it lives no other
+/// handle of the holder's side opens the port or flips that side's outbox bit for it. Dropping it
+/// releases the lock with the release ordering of a close.
+#[must_use = "dropping a held port releases its lock at once"]
+pub struct Held<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> {
+    process: &'p Process<'a, S, L, M, W>,
+    port: u32,
+}
+
+impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Held<'_, '_, S, L, M, W> {
+    /// The port held.
+    pub fn port(&self) -> u32 {
+        self.port
+    }
+
+    /// Whether the client side owns the port's packet now ([`Region::client_owns`], read with the
+    /// lock held, so after the last flip of every earlier holder of this side's lock).
+    ///
+    /// Held by the server side: `false` (a request is pending) stays `false` while the guard
+    /// lives, since no server handle can answer it and a client flips only a packet it owns;
+    /// `true` stays `true` unless a client sends (a live one may: keeping clients off the port
+    /// is the transport's business).
+    pub fn client_owns(&self) -> bool {
+        self.process.region.client_owns(self.port)
+    }
+}
+
+impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Held<'_, '_, S, L, M, W> {
+    fn drop(&mut self) {
+        // SYNC (lock release): `unlock`'s release fence orders everything the holder did before
+        // the next holder's lock acquire.
+        self.process.unlock(self.port);
+    }
+}
+
+impl<S: Side, L: Lanes, M: Mailbox, W: Wait> core::fmt::Debug for Held<'_, '_, S, L, M, W> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Held").field("port", &self.port).finish()
+    }
+}
