@@ -37,6 +37,8 @@
 //! - `stream`: streams of any size;
 //! - `wait`: what to do while the other side holds the packet;
 //! - `sync`: the atomics facade (swapped for loom under `--cfg loom`).
+//!
+//! How one typed call crosses, hop by hop, on each transport: [`life_of_a_call`].
 
 #![cfg_attr(not(test), no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
@@ -72,6 +74,10 @@ pub use stream::{SliceSink, StreamSink};
 pub use wait::{Spin, SpinLimit, Stalled, Wait};
 
 pub mod service;
+
+#[doc = include_str!("../docs/life-of-a-call.md")]
+pub mod life_of_a_call {}
+
 #[cfg(feature = "derive")]
 pub use ferry_derive::RpcOpcodes;
 #[doc(hidden)]
