@@ -12,9 +12,9 @@
 //! Lock bitmaps are *not* in the region: each side keeps its own, private (`Locks`).
 //!
 //! The header slot of a packet holds, as little-endian `u64` words (`HeaderWord`): the lane mask
-//! of the warp that opened the port, the opcode, a status the sending side may set, the stream
-//! control word the receiver of a stream uses to refuse it, and an owner tag a transport may use to
-//! find ports held by a dead client. The remaining words are reserved and zero.
+//! of the warp that opened the port, the opcode, a status the sending side may set, and the stream
+//! control word the receiver of a stream uses to refuse it. The remaining words are reserved and
+//! zero.
 
 use crate::mailbox::MailboxKind;
 
@@ -69,8 +69,6 @@ pub enum HeaderWord {
     Status = 2,
     /// Stream control: the receiver of a stream writes `STREAM_REJECTED` here to refuse it.
     Stream = 3,
-    /// Owner tag of the client holding the port, for transports that reclaim dead clients' ports.
-    Owner = 4,
 }
 
 /// Why a region layout could not be made.

@@ -37,6 +37,8 @@
 //! - `stream`: streams of any size;
 //! - `wait`: what to do while the other side holds the packet;
 //! - `sync`: the atomics facade (swapped for loom under `--cfg loom`).
+//!
+//! How one typed call crosses, hop by hop, on each transport: [`life_of_a_call`].
 
 #![cfg_attr(not(test), no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
@@ -67,11 +69,15 @@ pub use lanes::{Lanes, Single};
 pub use layout::{HeaderWord, Layout, LayoutError, Slot};
 pub use mailbox::{Mailbox, MailboxKind, Packed, PerPort};
 pub use port::Port;
-pub use process::{Client, ClientProcess, Process, Region, Server, ServerProcess, Side};
+pub use process::{Client, ClientProcess, Held, Process, Region, Server, ServerProcess, Side};
 pub use stream::{SliceSink, StreamSink};
 pub use wait::{Spin, SpinLimit, Stalled, Wait};
 
 pub mod service;
+
+#[doc = include_str!("../docs/life-of-a-call.md")]
+pub mod life_of_a_call {}
+
 #[cfg(feature = "derive")]
 pub use ferry_derive::RpcOpcodes;
 #[doc(hidden)]

@@ -3,8 +3,8 @@
 //! Each side writes only its own outbox and reads the other side's outbox as its inbox. A port's
 //! mailbox value is one bit; flipping its outbox bit hands the packet to the other side.
 //!
-//! Two representations are implemented and measured against each other
-//! (`cargo bench -p ferry-core`, table in `BENCHMARKS.md`):
+//! Two representations are implemented, and `cargo bench -p ferry-core --bench protocol`
+//! compares them (figures: `BENCHMARKS.md`):
 //!
 //! - [`PerPort`]: one `u32` word per port per direction. A flip is a plain store; reading one
 //!   port's inbox is one load; the server's scan of 32 ports costs 64 loads.
@@ -13,13 +13,9 @@
 //!   side flip too.
 //!
 //! **Which is faster depends on who flips**, so both are kept and each transport picks one; the
-//! layout records the kind and both sides check it. Measured in one run of `cargo bench -p
-//! rpc-core --bench protocol` on a 16-core Xeon (the H200 host, 2026-11-29; three runs):
-//!
-//! | hot path | `PerPort` | `Packed` |
-//! |---|---|---|
-//! | no-op round trip between two threads | 796–900 ns | 696–839 ns (3–15 % faster) |
-//! | the server's scan for 1 request among 16384 idle ports | 22.8–25.0 µs | 1.57–1.67 µs (14× faster) |
+//! layout records the kind and both sides check it. Between CPU threads `Packed` is faster on
+//! both hot paths, the round trip and, by an order of magnitude, the server's scan of many idle
+//! ports (`BENCHMARKS-history.md`, "Figures moved out of code comments").
 //!
 //! - Between CPUs (`transport-shm`, heap regions of threads) **`Packed` wins**: the server scans
 //!   32 ports with two loads instead of 64, and the flip's `lock xor` costs little more than the

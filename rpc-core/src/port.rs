@@ -111,7 +111,7 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
     }
 
     /// Writes header word `word` (from the first lane), to travel with the next `send`. Only the
-    /// status and owner words are meant for users; the protocol writes the others.
+    /// status word is meant for users; the protocol writes the others.
     pub fn set_header(&mut self, word: HeaderWord, value: u64) {
         debug_assert!(self.owns);
         if self.process.lanes().is_first_lane(self.exec_mask) {
@@ -306,9 +306,9 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
 ///
 /// On a CPU, a word that already holds `value` is not written: a port reused for the same opcode
 /// then leaves its header line shared in both sides' caches instead of pulling it over to the
-/// writer and back on every call (measured: the largest cost of a call beyond the handoff). On a
-/// GPU the header is in host memory, where a read costs a trip across the bus and a write is
-/// posted, so the word is always written.
+/// writer and back on every call, which costs more than anything else a call adds to the handoff
+/// (`BENCHMARKS-history.md`, rpc-core's first round). On a GPU the header is in host memory,
+/// where a read costs a trip across the bus and a write is posted, so the word is always written.
 #[inline(always)]
 fn store_header_word(word: &mut u64, value: u64) {
     #[cfg(not(target_arch = "nvptx64"))]

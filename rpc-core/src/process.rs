@@ -29,15 +29,19 @@
 //! that split the ports never contend for a lock word or a mailbox line), and
 //! [`Process::keep_port`] keeps a closed port locked for the handle's next open, which skips the
 //! search, the lock and the unlock when the handle still owns the packet.
+//!
+//! A transport's housekeeping that must keep one side's handles off a port without opening it
+//! (the shared-memory server's monitor, before it frees a dead client's port) takes the port's
+//! lock with [`Process::try_hold`]: a [`Held`] guard, released on drop, with the same orderings
+//! as the lock of an open.
 
 use core::cell::Cell;
 use core::marker::PhantomData;
 
 use crate::lanes::{Lanes, Single};
-use crate::layout::{HeaderWord, Layout, LayoutError, Slot, PORT_GRANULE};
+use crate::layout::{Layout, LayoutError, Slot, PORT_GRANULE};
 use crate::mailbox::{Mailbox, PerPort};
 use crate::port::Port;
-use crate::service::InlineCall;
 use crate::sync::{fence, lock_fence, AtomicU32, Ordering, SharedCell};
 use crate::wait::{Spin, Wait};
 
@@ -158,16 +162,6 @@ impl<'a, M: Mailbox> Region<'a, M> {
     pub fn client_owns(&self, port: u32) -> bool {
         M::load(self.server_outbox, port) == M::load(self.client_outbox, port)
     }
-
-    /// Reads header word `word` of `port`'s packet without owning it, for diagnostics and for
-    /// transports reading owner tags. The value may be torn or stale; never act on it without
-    /// holding the port.
-    pub fn peek_header(&self, port: u32, word: HeaderWord) -> u64 {
-        // SAFETY: a volatile read of an initialised `u64` inside the region; the caller accepts a
-        // racy value (documented), and no reference to the cell is formed.
-        self.header(port)
-            .with(|h| unsafe { core::ptr::read_volatile((*h).words.as_ptr().add(word as usize)) })
-    }
 }
 
 /// Which side of the protocol a [`Process`] plays. Sealed: [`Client`] and [`Server`].
@@ -276,11 +270,6 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// An exclusive handle's copy of its own outbox bits, one word per 32 ports of the whole
     /// region (empty: none); see [`Self::with_outbox_mirror`].
     mirror: &'a [AtomicU32],
-    /// A client's path for small calls outside the packets, if its transport has one
-    /// ([`Self::with_inline`]). Not on GPUs, where no transport gives one: there
-    /// [`Self::inline`] is a constant `None` and the generated calls' check folds away.
-    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-    inline: Option<&'a dyn InlineCall>,
     _side: PhantomData<S>,
 }
 
@@ -311,17 +300,6 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         }
         self.shadow = shadow;
         Ok(self)
-    }
-}
-
-#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-impl<'a, M: Mailbox, W: Wait> Process<'a, Client, Single, M, W> {
-    /// Gives this single-lane client handle its transport's path for small calls outside the
-    /// packets (see [`InlineCall`]): the calls `#[derive(RpcOpcodes)]` generates then try it
-    /// first for a fixed request and reply that both fit in `service::INLINE_BYTES`.
-    pub fn with_inline(mut self, inline: &'a dyn InlineCall) -> Self {
-        self.inline = Some(inline);
-        self
     }
 }
 
@@ -362,8 +340,6 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             #[cfg(target_arch = "nvptx64")]
             shadow: &[],
             mirror: &[],
-            #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-            inline: None,
             _side: PhantomData,
         })
     }
@@ -528,16 +504,6 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         &self.wait
     }
 
-    /// The path for small calls outside the packets that this handle's transport gave it
-    /// ([`Process::with_inline`]), if any.
-    #[inline(always)]
-    pub fn inline(&self) -> Option<&'a dyn InlineCall> {
-        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-        return self.inline;
-        #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-        None
-    }
-
     /// Opens a port this side owns, if one is free now.
     ///
     /// A client passes the opcode, which goes into the packet's header; a server passes `()` and
@@ -585,6 +551,40 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             self.wait.pause(polls)?;
             polls = polls.saturating_add(1);
         }
+    }
+
+    /// Takes `port`'s lock of this side without opening the port, if no handle of this side
+    /// holds it now (a handle inside a call on it, or keeping it): `None` if one does. While the
+    /// returned [`Held`] lives, no handle of this side opens the port, so this side's outbox bit
+    /// for it stays as it is; and whatever the port's previous lock holders did (their outbox
+    /// flips included) is visible to the holder: the lock is taken and released with the
+    /// orderings of an open's and a close's. Dropping the guard releases the lock.
+    ///
+    /// For a transport's housekeeping beside this side's handles: the shared-memory server's
+    /// monitor holds a dead client's port this way (as the server side) to learn, with no worker
+    /// on it, whether its packet is at rest before freeing it. A guard opens nothing and moves no
+    /// packet. Not a group operation: one thread calls it (on a GPU, one lane). An
+    /// [`exclusive`](Self::exclusive) handle gets `None`: it holds every lock of its range
+    /// itself, and cannot tell whether it is using the port.
+    ///
+    /// # Panics
+    ///
+    /// If `port` is not a port of the region.
+    pub fn try_hold(&self, port: u32) -> Option<Held<'_, 'a, S, L, M, W>> {
+        assert!(
+            port < self.region.layout.ports(),
+            "port {port} is not a port of the region"
+        );
+        if self.sole || !self.lock(port) {
+            return None;
+        }
+        // SYNC (lock acquire): `lock` fenced after taking the bit; it pairs with the release
+        // fence in the previous holder's `unlock`, so that holder's outbox flip is visible to the
+        // mailbox reads made through the guard.
+        Some(Held {
+            process: self,
+            port,
+        })
     }
 
     /// Whether this side owns `port`'s packet, given its own outbox bit `out`.
@@ -858,5 +858,46 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Process<'_, S, L, M, W> {
                 self.locks[w as usize].fetch_and(0, Ordering::Relaxed);
             }
         }
+    }
+}
+
+/// A port's lock, held by [`Process::try_hold`] without opening the port: while it lives no other
+/// handle of the holder's side opens the port or flips that side's outbox bit for it. Dropping it
+/// releases the lock with the release ordering of a close.
+#[must_use = "dropping a held port releases its lock at once"]
+pub struct Held<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> {
+    process: &'p Process<'a, S, L, M, W>,
+    port: u32,
+}
+
+impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Held<'_, '_, S, L, M, W> {
+    /// The port held.
+    pub fn port(&self) -> u32 {
+        self.port
+    }
+
+    /// Whether the client side owns the port's packet now ([`Region::client_owns`], read with the
+    /// lock held, so after the last flip of every earlier holder of this side's lock).
+    ///
+    /// Held by the server side: `false` (a request is pending) stays `false` while the guard
+    /// lives, since no server handle can answer it and a client flips only a packet it owns;
+    /// `true` stays `true` unless a client sends (a live one may: keeping clients off the port
+    /// is the transport's business).
+    pub fn client_owns(&self) -> bool {
+        self.process.region.client_owns(self.port)
+    }
+}
+
+impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Held<'_, '_, S, L, M, W> {
+    fn drop(&mut self) {
+        // SYNC (lock release): `unlock`'s release fence orders everything the holder did before
+        // the next holder's lock acquire.
+        self.process.unlock(self.port);
+    }
+}
+
+impl<S: Side, L: Lanes, M: Mailbox, W: Wait> core::fmt::Debug for Held<'_, '_, S, L, M, W> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Held").field("port", &self.port).finish()
     }
 }

@@ -658,6 +658,41 @@ impl service::InlineCall for Direct<'_> {
     }
 }
 
+/// A client process with an inline path beside it: a transport's [`service::CallSite`] in
+/// miniature. Calls made on it try `inline` first for what fits, and the process for the rest.
+struct WithInline<'p, I> {
+    process: ferry_core::ClientProcess<'p>,
+    inline: &'p I,
+}
+
+impl<'p, I: service::InlineCall> service::CallSite for WithInline<'p, I> {
+    type Lanes = ferry_core::Single;
+    type Mailbox = ferry_core::PerPort;
+    type Wait = Spin;
+    type Inline = I;
+
+    fn inline(&self) -> Option<&I> {
+        Some(self.inline)
+    }
+
+    fn process(&self) -> &ferry_core::ClientProcess<'_> {
+        &self.process
+    }
+}
+
+/// Its own site: each call runs on it.
+impl<'p, I: service::InlineCall> service::Site for WithInline<'p, I> {
+    type Claim<'a> = WithInline<'p, I>;
+
+    fn call<R, E>(
+        &self,
+        _deadline: Option<Duration>,
+        call: impl FnOnce(&WithInline<'p, I>) -> Result<R, Error<E>>,
+    ) -> Result<R, Error<E>> {
+        call(self)
+    }
+}
+
 #[test]
 fn fixed_calls_go_inline_when_the_client_has_a_path_and_the_rest_through_ports() {
     let served = with_server(1, 1, |region, counters| {
@@ -666,7 +701,10 @@ fn fixed_calls_go_inline_when_the_client_has_a_path_and_the_rest_through_ports()
             carried: AtomicU32::new(0),
             refuse: false,
         };
-        let site = region.client().with_inline(&direct);
+        let site = WithInline {
+            process: region.client(),
+            inline: &direct,
+        };
         let c = Counter::client(&site);
         assert_eq!(c.add(2, 5), Ok(5));
         assert_eq!(c.get(2), Ok(5));
@@ -691,7 +729,10 @@ fn fixed_calls_go_inline_when_the_client_has_a_path_and_the_rest_through_ports()
             carried: AtomicU32::new(0),
             refuse: true,
         };
-        let site = region.client().with_inline(&refusing);
+        let site = WithInline {
+            process: region.client(),
+            inline: &refusing,
+        };
         let c = Counter::client(&site);
         assert_eq!(c.add(2, 1), Ok(7));
         c.ping().unwrap();

@@ -57,7 +57,8 @@ impl<'a> Claimed<'a> {
     }
 
     /// The client process on the claimed port (made on first use): it holds this port and no
-    /// other, and makes small calls inline as the claim does.
+    /// other. Its calls go through the packets: the inline line is the claim's own path (a
+    /// generated client called on the claim itself tries it first), not the process's.
     #[inline]
     pub fn process(this: &Self) -> &ClaimedProcess<'a> {
         this.process.get_or_init(|| {
@@ -70,7 +71,7 @@ impl<'a> Claimed<'a> {
             // uses it, so `port` is locked on this process's behalf alone; the claim's `drop`
             // takes it back (`take_kept`) before the process is dropped, on every path out of
             // the call, unwinding included.
-            unsafe { process.adopt_port(this.inline.port) }.with_inline(this.inline)
+            unsafe { process.adopt_port(this.inline.port) }
         })
     }
 }

@@ -2,10 +2,11 @@
 //!
 //! A call through the packets moves four cache lines between the two processes: the client's
 //! mailbox line and the packet's header and slot lines to the server, the server's mailbox line
-//! and the slot line back (`ferry bench` measures this "layout floor" at about 2.3× a one-line
-//! ping-pong, before any protocol logic). A call whose request and reply are both fixed and at
-//! most [`INLINE_BYTES`] can instead travel in its port's *inline line*, where both sides' sequence
-//! words sit beside the data: the request crosses in one line transfer and the reply in one.
+//! and the slot line back, each transfer a cross-core trip, before any protocol logic (`ferry
+//! bench` measures this "layout floor" against a one-line ping-pong: `BENCHMARKS.md`). A call
+//! whose request and reply are both fixed and at most [`INLINE_BYTES`] can instead travel in its
+//! port's *inline line*, where both sides' sequence words sit beside the data: the request
+//! crosses in one line transfer and the reply in one.
 //!
 //! ```text
 //! u64 word  written by  meaning
@@ -25,10 +26,11 @@
 //! After writing a reply, a worker pushes the line out of its core's private caches into the shared
 //! cache ([`cache::demote`](crate::cache::demote)). Without it,
 //! the line sits modified in the worker's core, and whichever of the client's read of the reply
-//! and the worker's next poll comes first takes it from there, the other then taking it again:
-//! on the H200 host's Xeon a round trip in which either side spends even 10 ns between receiving
-//! and answering costs about one line transfer more than a bare ping-pong (`ferry bench` measures
-//! that ping-pong with work on each side). Demoting on the client side as well measured slower.
+//! and the worker's next poll comes first takes it from there, the other then taking it again: a
+//! round trip in which either side does any work between receiving and answering pays one line
+//! transfer more than a bare ping-pong (`ferry bench` runs that ping-pong with work on each side).
+//! The client demotes nothing: demoting its request, or the line after reading the reply, was
+//! tried and made the call slower (`transport-shm/BENCHMARKS.md`, round 4, has the figures).
 //!
 //! The line is *at rest* when both sequences are equal. The inline area also holds a bitmap, one
 //! bit per port: workers poll only the lines whose bit is set (*armed*), so a port costs them
@@ -275,8 +277,9 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
         // the request word, so the words above are visible to it.
         line.words[word::CLIENT].store((opcode as u64) << 32 | next as u64, Ordering::Release);
         // The first polls spin right here: a reply usually comes within a microsecond, and
-        // calling out to the wait policy on every poll lengthens the loop (measured on the H200
-        // host: 40 ns a call). Then the policy takes over, out of line (deadline, liveness).
+        // calling out to the wait policy on every poll lengthens the loop that a reply is waited
+        // for in, and so every call. Then the policy takes over, out of line (deadline,
+        // liveness).
         let mut polls = SPIN_POLLS;
         let answer = loop {
             // SYNC (inline, take the reply): acquire; pairs with the worker's release store of
@@ -352,7 +355,7 @@ pub(crate) fn disarm(bitmap: &[AtomicU32], port: u32) {
 /// word per port) makes one worker answer each request: a worker holds the port's word while on
 /// it. It is a word per port rather than a bit, so that releasing it is a plain store: a locked
 /// instruction there would wait for the reply's stores, which wait for the line to come back from
-/// the polling client (measured on the H200 host: 40 ns a call). A lone worker passes `None` and
+/// the polling client: a cross-core trip added to every call. A lone worker passes `None` and
 /// takes no lock. The monitor needs none either (see `monitor` in `server`).
 #[inline]
 pub(crate) fn serve_pending(
@@ -402,8 +405,8 @@ pub(crate) fn serve_pending(
                 line.words[word::SERVER]
                     .store((status as u64) << 32 | pending as u64, Ordering::Release);
                 // Push the answered line to the shared cache, so that the client's read of the
-                // reply does not take it from this core (measured on the H200 host's Xeon: 228–273
-                // ns a call against 262–310 without; see BENCHMARKS.md, round 4).
+                // reply does not take it from this core and the next poll take it back (see the
+                // module doc; `transport-shm/BENCHMARKS.md`, round 4).
                 crate::cache::demote(line);
                 answered += 1;
             }

@@ -176,11 +176,12 @@ pub use error::ShmError;
 pub use file::{path_for, Created};
 pub use header::{Geometry, HeaderError};
 pub use inline::ClientInline;
-/// The mailbox representation of shared-memory regions: one bit per port. Measured against one
-/// word per port (`cargo bench -p ferry-core --bench protocol -- round_trip`, BENCHMARKS.md), it makes
-/// the round trip between host threads faster (the server's scan reads two words per 32 ports
-/// instead of 64) and costs nothing here, where both sides are CPUs that can flip bits with a
-/// read-modify-write; GPU regions keep one word per port (see `ferry_core::mailbox`).
+/// The mailbox representation of shared-memory regions: one bit per port. Against one word per
+/// port (`cargo bench -p ferry-core --bench protocol -- round_trip`, figures in
+/// `BENCHMARKS-history.md`) it makes the round trip between host threads faster (the server's
+/// scan reads two words per 32 ports instead of 64) and costs nothing here, where both sides are
+/// CPUs that can flip bits with a read-modify-write; GPU regions keep one word per port (see
+/// `ferry_core::mailbox`).
 pub type ShmMailbox = ferry_core::Packed;
 pub use server::{
     Caller, Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown, MONITOR_THREAD,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ferry_core::{Port, Server, ServerProcess, Single};
+use ferry_core::{Port, Server, ServerProcess, Single, Spin};
 
 use crate::error::ShmError;
 use crate::file::{self, Created, Mapped};
@@ -699,6 +699,17 @@ fn monitor(shared: &Shared) {
     let me = current_holder().ok();
     let mut last = vec![0u64; ports];
     let header = mapped.geometry().encode();
+    // A server handle of the monitor's own on the workers' lock bitmap: it opens no port, it only
+    // holds one (`try_hold`) to keep the workers off it. (`new` checks the bitmap's length
+    // against the region, as for the workers' handles: it does not fail here.)
+    let Ok(server_side) = ServerProcess::<'_, Single, ShmMailbox, Spin>::new(
+        region,
+        &shared.server_locks,
+        Single,
+        Spin,
+    ) else {
+        return;
+    };
     loop {
         // Sleep one interval, waking at once when the server stops (`stop` unparks us; a
         // spurious wake-up parks again for the rest of the interval).
@@ -743,12 +754,11 @@ fn monitor(shared: &Shared) {
             }
             // Take the server side's lock of the port, as a worker would: while we hold it no
             // worker is inside a call on it, and none can start one.
-            let (w, bit) = word_bit(p);
-            if shared.server_locks[w].fetch_or(bit, Ordering::Relaxed) & bit != 0 {
+            // SYNC (lock acquire): `try_hold` takes the lock as a worker's open does, pairing with
+            // the last worker's unlock: its last flip is visible to `client_owns` below.
+            let Some(held) = server_side.try_hold(p as u32) else {
                 continue;
-            }
-            // SYNC (lock acquire): pairs with a worker's unlock; its last flip is visible.
-            std::sync::atomic::fence(Ordering::Acquire);
+            };
             // Only a port at rest with the client side, its inline line at rest too, is freed; a
             // pending request is served first (a worker replies, and the next pass frees it).
             // The inline line needs no lock here: its holder is dead or gave up, so no new request
@@ -756,7 +766,7 @@ fn monitor(shared: &Shared) {
             // access is the store that puts the line at rest).
             // (A server that serves no inline calls ignores the lines: no worker would answer one.)
             let line_at_rest = !serves_inline || lines[p].at_rest();
-            if region.client_owns(p as u32) && line_at_rest {
+            if held.client_owns() && line_at_rest {
                 let free = pack(generation_of(word), 0);
                 // Disarm the line before freeing the port: after the compare-and-swap a new
                 // claimer may arm it, and its bit must stay. (The swap fails only if the word was
@@ -775,11 +785,12 @@ fn monitor(shared: &Shared) {
                 // A request left on the line: make sure a worker polls it (a claimer that found the
                 // line in a state it did not leave gives the port up without arming it), so the
                 // line comes to rest and a later pass frees the port.
+                let (w, bit) = word_bit(p);
                 bitmap[w].fetch_or(bit, Ordering::Relaxed);
             }
-            // SYNC (lock release): as rpc-core's unlock.
-            std::sync::atomic::fence(Ordering::Release);
-            shared.server_locks[w].fetch_and(!bit, Ordering::Relaxed);
+            // SYNC (lock release): dropping the guard releases the lock as a worker's close does;
+            // what we did above happens before the next worker's open of the port.
+            drop(held);
         }
     }
 }

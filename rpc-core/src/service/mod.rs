@@ -96,12 +96,12 @@ pub const INLINE_BYTES: usize = 32;
 /// that both sides poll (`transport-shm`'s inline lines), which moves a quarter of the lines a
 /// packet exchange moves.
 ///
-/// A single-lane client handle gets one with `Process::with_inline`, and any [`CallSite`] may
-/// give one; the client methods `#[derive(RpcOpcodes)]` generates try it first for calls whose
-/// request and reply are fixed (or empty) and both fit, and use the packets when it answers
-/// `None`. On the server, the
-/// generated `dispatch_inline` serves the same calls from bytes. Both paths give the same results
-/// and errors; only the way the bytes travel differs.
+/// A transport gives one through its [`CallSite`] ([`CallSite::inline`]); a bare client
+/// [`Process`] has none ([`NoInline`]). The client methods `#[derive(RpcOpcodes)]` generates try
+/// it first for calls whose request and reply are fixed (or empty) and both fit, and use the
+/// packets when it answers `None`. On the server, the generated `dispatch_inline` serves the same
+/// calls from bytes. Both paths give the same results and errors; only the way the bytes travel
+/// differs.
 pub trait InlineCall {
     /// Makes call `opcode` with `request` (at most [`INLINE_BYTES`]), and writes the first
     /// `reply.len()` bytes of the reply (at most [`INLINE_BYTES`]; the bytes the caller will read)
@@ -146,15 +146,34 @@ pub trait CallSite {
     fn process(&self) -> &Process<'_, Client, Self::Lanes, Self::Mailbox, Self::Wait>;
 }
 
-impl<'a, L: Lanes, M: Mailbox, W: Wait> CallSite for Process<'a, Client, L, M, W> {
+/// The inline path of a [`CallSite`] that has none, such as a bare client [`Process`]: a type with
+/// no values, so [`CallSite::inline`] can only be `None` and the generated calls' check for an
+/// inline path compiles away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoInline {}
+
+impl InlineCall for NoInline {
+    fn call_inline(
+        &self,
+        _opcode: u32,
+        _request: &[u8],
+        _reply: &mut [u8],
+    ) -> Option<Result<u32, ProtocolError>> {
+        match *self {}
+    }
+}
+
+/// A bare client process calls through the packets only: the protocol has no other path (a
+/// transport with one wraps the process in a [`CallSite`] of its own).
+impl<L: Lanes, M: Mailbox, W: Wait> CallSite for Process<'_, Client, L, M, W> {
     type Lanes = L;
     type Mailbox = M;
     type Wait = W;
-    type Inline = dyn InlineCall + 'a;
+    type Inline = NoInline;
 
     #[inline(always)]
-    fn inline(&self) -> Option<&(dyn InlineCall + 'a)> {
-        Process::inline(self)
+    fn inline(&self) -> Option<&NoInline> {
+        None
     }
 
     #[inline(always)]

@@ -15,9 +15,9 @@
 //!
 //! The shared-memory round trips run on the same two CPUs for every row (`--cpus`; by default two
 //! CPUs of different cores chosen here), so that a ratio compares the protocols and not where
-//! the scheduler happened to put the two sides: on the H200 host the ping-pong alone moved
-//! between 103 and 203 ns from run to run unpinned. The socket and the throughput runs are not
-//! pinned.
+//! the scheduler happened to put the two sides: unpinned, the ping-pong alone moves from run to
+//! run by more than the differences being measured (`BENCHMARKS-history.md`). The socket and the
+//! throughput runs are not pinned.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -297,9 +297,9 @@ const WARM_UP: u64 = 2_000;
 
 /// How many places in the raw mapping the raw round trips rotate over, one per run.
 ///
-/// How long a line takes to cross between two cores depends on the line: on the H200 host, the
-/// same ping-pong between the same two CPUs measured 160 ns on some lines and 240 ns on others,
-/// each steadily (its physical address decides where in the processor the line is tracked). A
+/// How long a line takes to cross between two cores depends on the line: the same ping-pong
+/// between the same two CPUs is steadily faster on some lines than on others (its physical
+/// address decides where in the processor the line is tracked; `transport-shm/BENCHMARKS.md`). A
 /// figure from one line would compare the protocols and the luck of two addresses; each run
 /// therefore uses other lines (the raw round trips) or another port (ferry's calls, whose handle
 /// starts its search elsewhere each run), and the medians are over lines as well as runs.
@@ -766,8 +766,9 @@ pub fn run(args: BenchArgs) -> Res<()> {
     if let Some(a) = caller {
         pin_to(&[a])?;
     }
-    // Two baselines: polling with the spin-wait hint (`pause` on x86: 14–20 ns on the H200
-    // host's Xeon), as ferry's polls do, and without it; the ratios are against the faster.
+    // Two baselines: polling with the spin-wait hint (`pause` on x86, long enough to show in a
+    // round trip: `transport-shm/BENCHMARKS.md`), as ferry's polls do, and without it; the
+    // ratios are against the faster.
     let paused = raw_pingpong("/dev/shm", &args, answerer, 0, false, true)?;
     let tight = raw_pingpong("/dev/shm", &args, answerer, 0, false, false)?;
     let raw = paused.min(tight);
@@ -848,8 +849,8 @@ pub fn run(args: BenchArgs) -> Res<()> {
     let threads = in_process(&args, true, answerer);
     let by_hand = in_process(&args, false, answerer);
     // The socket and the throughput runs are left to the scheduler: a blocking read is woken
-    // fastest on the CPU the scheduler picks (pinned to two CPUs, the socket measured 5× slower
-    // on a 2-CPU machine).
+    // fastest on the CPU the scheduler picks (pinned to two CPUs the socket was several times
+    // slower: `BENCHMARKS-history.md`).
     if caller.is_some() && !everywhere.is_empty() {
         pin_to(&everywhere)?;
     }
