@@ -1,5 +1,5 @@
 //! The host services a GPU program expects (`ferry_device::host`), with no GPU: the device API on host
-//! threads against `ferry_gpu::host::LibcHost` served over the shared-memory transport, and on
+//! threads against `ferry_libc::LibcHost` served over the shared-memory transport, and on
 //! simulated warps (`ferry_device::sim::SimWarp`) against the same server over a heap region, as a
 //! kernel's warps would call it. Every service, and its errors: a missing file, a bad handle, a
 //! read past the end, hostile lengths, exit with a code.
@@ -16,7 +16,7 @@ use ferry_core::service::{status, Error, Site, Status};
 use ferry_core::{HeapRegion, Lanes};
 use ferry_device::host::{self, mode, opcode, Handle, HostError, Libc, LibcError, Printer, Target};
 use ferry_device::sim::{SimWarp, Yield};
-use ferry_gpu::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
+use ferry_libc::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
 use ferry_shm::{
     Caller, Claimed, ClaimedProcess, ClientConfig, Handler, ServerConfig, ServerPort, ShmClient,
 };

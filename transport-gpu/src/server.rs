@@ -20,15 +20,16 @@
 //! [`GpuRegion`] for a caller that loads and launches its kernels itself (through cudarc);
 //! [`Program`](crate::launch::Program) does all of it.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ferry_core::service::{Both, Dispatch, Services, Serving};
+use ferry_core::service::{with_stream_buffers, Both, Dispatch, Services, Serving};
 use ferry_core::sync::AtomicU32;
 use ferry_core::{
     LayoutError, PerPort, Port, Region, Server, ServerProcess, Single, Stalled, Wait,
 };
+use ferry_libc::LibcHost;
 
 use crate::region::GpuRegion;
 
@@ -40,21 +41,6 @@ pub trait Handler: Sync {
     /// Serves the request on `port` (its opcode is `port.opcode()`): receives it, replies. The
     /// port is closed after this returns; a request left unanswered goes back to the client.
     fn handle(&self, port: &mut ServerPort<'_, '_>);
-}
-
-thread_local! {
-    /// Where a server thread receives streamed requests; kept between calls.
-    static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` with this thread's buffers for streamed requests (one per lane, grown as needed and
-/// kept between calls: each server thread has its own), or with fresh ones if they are in use (a
-/// handler that serves another call from inside its own).
-pub fn with_stream_buffers<R>(f: impl FnOnce(&mut Vec<Vec<u8>>) -> R) -> R {
-    BUFFERS.with(|buffers| match buffers.try_borrow_mut() {
-        Ok(mut buffers) => f(&mut buffers),
-        Err(_) => f(&mut Vec::new()),
-    })
 }
 
 /// A derived service bound to its handler (`Tally::server(handler)`) is a [`Handler`]: each call
@@ -88,7 +74,16 @@ where
 /// Who calls on a GPU region's ports: the one program running on the GPU, as the caller id a
 /// handler that tells its clients apart uses (`host::LibcHost::dispatch`). A region serves one
 /// program, so every call served here has this id.
-pub const PROGRAM: u64 = 1;
+pub use ferry_libc::PROGRAM;
+
+/// The host's C-library services, every call for the region's one program ([`PROGRAM`]),
+/// counted by [`LibcHost::counts`].
+impl Handler for LibcHost {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) {
+        // A protocol error means the client stalled mid-call; the port goes back as it is.
+        let _ = self.dispatch(PROGRAM, port);
+    }
+}
 
 /// How a server thread waits inside a call (for the next packet of a stream): spin, and give up
 /// after `limit` so a client that died mid-call cannot hang the server.

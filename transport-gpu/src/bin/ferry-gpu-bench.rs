@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use ferry_gpu::cuda::{Cuda, Function, Module};
-use ferry_gpu::{serve, Error, ExitPolicy, GpuRegion, HostServices, PortCount};
+use ferry_gpu::{serve, Error, GpuRegion, LibcConfig, LibcHost, PortCount};
 
 const STAMP_EVERY: u32 = 100;
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -122,7 +122,7 @@ fn call_latency_of(
     let stamps = cuda.alloc_device((iters / STAMP_EVERY + 1) as usize * 8)?;
     let errors = cuda.alloc_device(4)?;
     let services = Timed {
-        inner: HostServices::new(std::io::sink(), ExitPolicy::Record),
+        inner: quiet_host(),
         spans: std::sync::Mutex::new(Vec::with_capacity(iters as usize)),
     };
     let (r, _) = serve(region.region(), region.server_locks(), 1, &services, || {
@@ -151,6 +151,15 @@ fn call_latency_of(
         median(&mut batches(cuda, &stamps, iters)?),
         u32::from_le_bytes(e),
     ))
+}
+
+/// The `Libc` host the benchmark kernels call (their no-ops), its output thrown away.
+fn quiet_host() -> LibcHost {
+    LibcHost::new(LibcConfig {
+        stdout: Box::new(std::io::sink()),
+        stderr: Box::new(std::io::sink()),
+        ..LibcConfig::default()
+    })
 }
 
 /// A handler that records when each call's handling started and ended (one server thread).
@@ -202,7 +211,7 @@ fn call_phases(cuda: &Cuda, module: &Module, iters: u32) -> Result<(Vec<f64>, u3
     region.install(cuda, module)?;
     let phases = cuda.alloc_device(iters as usize * PHASES.len() * 4)?;
     let errors = cuda.alloc_device(4)?;
-    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
+    let services = quiet_host();
     let (r, _) = serve(region.region(), region.server_locks(), 1, &services, || {
         let mut n = iters;
         let mut p_phases = phases.ptr();
@@ -247,7 +256,7 @@ fn throughput(
     servers: u32,
 ) -> Result<(f64, u32, u64), Error> {
     let errors = cuda.alloc_device(4)?;
-    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
+    let services = quiet_host();
     let (r, stats) = serve(
         region.region(),
         region.server_locks(),
