@@ -2,7 +2,8 @@
 //!
 //! [`LibcHost`] serves the trait `#[derive(RpcOpcodes)]` generated from [`Libc`] through the
 //! generated dispatch, over any transport: [`LibcHost::dispatch`] takes any server port (a GPU
-//! region's, a shared-memory file's) and the id of the client calling on it.
+//! region's, a shared-memory file's) and the id of the client calling on it, and `LibcHost` is
+//! a [`Handler`] on any transport (every call for one client, [`PROGRAM`]: a GPU program).
 //!
 //! To serve it with other services on one region, bind the host to its client:
 //! [`LibcHost::for_program`] (a GPU region's one program) or [`LibcHost::for_caller`] give a
@@ -55,8 +56,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use ferry_core::service::{with_stream_buffers, Served, Service};
-use ferry_core::{Lanes, Mailbox, Port, Server, Wait};
+use ferry_core::service::{with_stream_buffers, Handler, Served, Service};
+use ferry_core::{Lanes, Mailbox, Port, Server, Single, Wait};
 
 // The definition, so that a host program finds everything it serves here.
 pub use crate::{
@@ -789,6 +790,23 @@ impl LibcServer for ForCaller<'_> {
             .status()
             .map(|s| s.code().unwrap_or(-1))
             .map_err(|e| io_error(&e))
+    }
+}
+
+/// The host serving every call as [`PROGRAM`]'s (a GPU region's one program), counted by
+/// [`LibcHost::counts`], on any transport: `ferry_gpu::serve(.., &host, ..)`. `Libc` is listed by
+/// name. A server that tells its clients apart passes each call's client to
+/// [`LibcHost::dispatch`] instead (over shared memory: `ferry_shm::Caller::caller`).
+impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
+    fn handle(
+        &self,
+        port: &mut Port<'_, '_, Server, Single, M, W>,
+    ) -> Result<(), ferry_core::Error> {
+        self.dispatch(PROGRAM, port).map(|_| ())
+    }
+
+    fn services(&self) -> Vec<(&'static str, u64)> {
+        vec![(Libc::NAME, Libc::FINGERPRINT)]
     }
 }
 

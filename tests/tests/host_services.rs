@@ -20,7 +20,7 @@ use ferry_libc::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
 use ferry_shm::{
     Caller, Claimed, ClaimedProcess, ClientConfig, Handler, ServerConfig, ServerPort, ShmClient,
 };
-use ferry_shm::{ShmServer, Shutdown};
+use ferry_shm::{ServerWait, ShmMailbox, ShmServer, Shutdown};
 use ferry_tests::{unique_path, Capture};
 
 /// Fails a test of this file that runs for over two minutes.
@@ -67,7 +67,7 @@ struct ShmLibc {
     before: Box<dyn Fn(&ServerPort<'_, '_>) + Send + Sync>,
 }
 
-impl Handler for ShmLibc {
+impl Handler<ShmMailbox, ServerWait> for ShmLibc {
     fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> {
         (self.before)(port);
         self.host.dispatch(port.caller(), port).map(|_| ())

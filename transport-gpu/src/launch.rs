@@ -47,12 +47,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferry_core::service::{Service, Services};
+use ferry_core::PerPort;
 use ferry_libc::{ExitPolicy, Libc};
 
 use crate::cuda::{Cuda, DeviceMemory, Function, Module};
 use crate::host::{Arena, CallCounts, LibcConfig, LibcHost};
 use crate::region::{GpuRegion, PortCount};
-use crate::server::{serve_region, Handler, ServeStats};
+use crate::server::{serve_region, Handler, ServeStats, ServerWait};
 use crate::Error;
 
 /// The default heap `malloc` serves from: 64 MiB of device memory.
@@ -247,7 +248,7 @@ impl<'c> Program<'c> {
     /// [`RunConfig::server_threads`] threads, until it ends and every call it made is answered.
     /// The report's code is the `Libc` exit call's code if the program made one (134 if it
     /// aborted), else the OR of every thread's return value.
-    pub fn run<S: Services + Handler>(
+    pub fn run<S: Services + Handler<PerPort, ServerWait>>(
         &self,
         args: &[String],
         services: &S,

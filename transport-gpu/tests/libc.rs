@@ -13,11 +13,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use ferry_core::service::{Error, Status};
-use ferry_core::{HeapRegion, Lanes, PerPort, Single, SpinLimit};
+use ferry_core::{HeapRegion, Lanes, Mailbox, PerPort, Port, Server, Single, SpinLimit, Wait};
 use ferry_device::host::{self, mode, opcode, Handle, HostError, Libc, Printer, Target};
 use ferry_device::sim::{SimWarp, Yield};
 use ferry_gpu::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
-use ferry_gpu::{serve, Handler, ServerPort};
+use ferry_gpu::{serve, Handler};
 use ferry_tests::{unique_path, Capture, Watchdog};
 
 /// A one-lane client on a host thread, as the tests call the device API.
@@ -61,9 +61,12 @@ impl Drop for Scratch {
 /// `host`, serving every call of a region as client `caller`.
 struct As<'h>(&'h LibcHost, u64);
 
-impl Handler for As<'_> {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) {
-        let _ = self.0.dispatch(self.1, port);
+impl<M: Mailbox, W: Wait> Handler<M, W> for As<'_> {
+    fn handle(
+        &self,
+        port: &mut Port<'_, '_, Server, Single, M, W>,
+    ) -> Result<(), ferry_core::Error> {
+        self.0.dispatch(self.1, port).map(|_| ())
     }
 }
 

@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use ferry_gpu::cuda::{Cuda, Function, Module};
+use ferry_gpu::ferry_core::{Error as ProtocolError, Mailbox, Port, Server, Single, Wait};
+use ferry_gpu::Handler;
 use ferry_gpu::{serve, Error, GpuRegion, LibcConfig, LibcHost, PortCount};
 
 const STAMP_EVERY: u32 = 100;
@@ -168,14 +170,15 @@ struct Timed<H> {
     spans: std::sync::Mutex<Vec<(Instant, Instant)>>,
 }
 
-impl<H: ferry_gpu::server::Handler> ferry_gpu::server::Handler for Timed<H> {
-    fn handle(&self, port: &mut ferry_gpu::server::ServerPort<'_, '_>) {
+impl<M: Mailbox, W: Wait, H: Handler<M, W>> Handler<M, W> for Timed<H> {
+    fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), ProtocolError> {
         let start = Instant::now();
-        self.inner.handle(port);
+        let handled = self.inner.handle(port);
         let end = Instant::now();
         if let Ok(mut spans) = self.spans.lock() {
             spans.push((start, end));
         }
+        handled
     }
 }
 
