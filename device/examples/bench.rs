@@ -2,11 +2,13 @@
 //!
 //! - `pingpong(ping, pong, iters, stamps)`: the raw floor: one thread writes `i` to `ping` in
 //!   mapped host memory (volatile store, `membar.sys`) and spins until the host echoes it in `pong`.
-//! - `call_latency(iters, stamps)`: one warp makes `iters` no-op calls through the protocol.
+//! - `call_latency(iters, stamps)`: one warp makes `iters` no-op calls (`Libc::Noop`, through the
+//!   generated client) through the protocol.
 //! - `call_latency_kept(iters, stamps, errors)`: the same by a client that keeps its port.
 //! - `call_throughput(calls, errors)`: every warp makes `calls` no-op calls and counts wrong replies.
 //! - `call_phases(iters, phases, errors)`: one warp's no-op calls as in `call_latency_kept`, written out
-//!   step by step with the global timer read between the steps (lane 0 records
+//!   step by step as the generated call makes them (the value in the slot's first word each way),
+//!   with the global timer read between the steps (lane 0 records
 //!   `PHASES` durations per call into `phases`), to show where a call's time goes.
 //!
 //! `stamps[k]` is the global timer after `k * STAMP_EVERY` iterations, for per-batch medians.
@@ -15,6 +17,8 @@
 #![feature(abi_ptx, asm_experimental_arch)]
 
 use core::ptr::{read_volatile, write_volatile};
+use ferry_device::ferry_core::service::status;
+use ferry_device::host::{opcode, Libc};
 use ferry_device::nvptx::{global_thread_id, globaltimer, membar_sys};
 
 /// Iterations between two timer stamps.
@@ -68,12 +72,14 @@ unsafe fn latency_loop(
     errors: *mut u32,
 ) {
     let lane = global_thread_id() as u64;
+    let libc = Libc::client(client);
     let mut wrong = 0;
     // SAFETY: `stamps` is valid for `iters / STAMP_EVERY + 1` words (contract).
     unsafe { write_volatile(stamps, globaltimer()) };
     for i in 1..=iters {
         let x = (lane << 32) | i as u64;
-        match ferry_device::services::noop(client, x) {
+        // The generated call: one send and one receive on the port.
+        match libc.noop(x) {
             Ok(y) if y == x + 1 => {}
             _ => wrong += 1,
         }
@@ -156,7 +162,7 @@ pub unsafe extern "ptx-kernel" fn call_phases(iters: u32, phases: *mut u32, erro
         let x = (lane << 32) | i as u64;
         let mut t = [0u64; PHASES + 1];
         t[0] = stamp();
-        let Ok(mut port) = client.open(ferry_device::services::NOOP) else {
+        let Ok(mut port) = client.open(opcode::NOOP) else {
             wrong += 1;
             continue;
         };
@@ -177,7 +183,7 @@ pub unsafe extern "ptx-kernel" fn call_phases(iters: u32, phases: *mut u32, erro
         if sent.is_err() || received.is_err() || reply != x + 1 {
             wrong += 1;
         }
-        if port.status() != ferry_device::services::STATUS_OK {
+        if port.status() != status::OK {
             wrong += 1;
         }
         port.close();
@@ -208,7 +214,7 @@ pub unsafe extern "ptx-kernel" fn call_throughput(calls: u32, errors: *mut u32) 
     let mut wrong = 0;
     for i in 0..calls {
         let x = me | i as u64;
-        match ferry_device::services::noop(&client, x) {
+        match ferry_device::host::noop(&client, x) {
             Ok(y) if y == x + 1 => {}
             _ => wrong += 1,
         }

@@ -11,7 +11,7 @@ ferry_device::entry!(main);
 fn main(args: ferry_device::Args) -> i32 {
     let code = args.get_u32(1).unwrap_or(3) as i32;
     let client = ferry_device::client();
-    match ferry_device::services::exit(&client, code) {
+    match ferry_device::host::exit(&client, code) {
         Ok(()) => 0,
         // A host that could not serve the call: make it visible in the OR of the returns.
         Err(_) => 0x40,

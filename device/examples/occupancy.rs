@@ -18,7 +18,7 @@ fn main(args: ferry_device::Args) -> i32 {
     let mut wrong = 0u32;
     for i in 0..calls {
         let x = me | i as u64;
-        match ferry_device::services::noop(&client, x) {
+        match ferry_device::host::noop(&client, x) {
             Ok(y) if y == x + 1 => {}
             Ok(_) => wrong += 1,
             Err(_) => return 2,

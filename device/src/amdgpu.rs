@@ -50,10 +50,10 @@ pub fn client() -> Client<'static, Wavefront, GpuWait> {
     }
 }
 
-/// A no-op call from every active lane (what `services::noop` does), here so the build of this
+/// A no-op call from every active lane (`host::noop`), here so the build of this
 /// crate generates the wavefront's protocol code, intrinsics included: LLVM checks an intrinsic
 /// only where a generated function calls it.
 #[no_mangle]
 pub extern "C" fn ferry_amdgpu_noop(value: u64) -> u64 {
-    crate::services::noop(&client(), value).unwrap_or(u64::MAX)
+    crate::host::noop(&client(), value).unwrap_or(u64::MAX)
 }

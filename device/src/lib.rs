@@ -4,9 +4,9 @@
 //!   [`ferry_core::Lanes`]: lane id, active mask, ballot, broadcast, sync;
 //! - [`descriptor`]: where the host tells the kernel about the region (the `FERRY_RPC` global the
 //!   loader fills before launch), and the client each warp builds from it at kernel start;
-//! - [`host`]: what a GPU program expects from a C library (print, files, exit, malloc, clock,
-//!   `system`), as the derived service [`host::Libc`] and its device-side API;
-//! - [`services`]: the opcodes the host serves and their device-side calls (a no-op, print, exit);
+//! - [`host`]: what a GPU program expects from a C library (a no-op, print, files, exit, malloc,
+//!   clock, `system`), as the derived service [`host::Libc`] (defined in `ferry-libc`, shared with
+//!   the host) and its device-side API;
 //! - [`wait`]: how a warp waits for the host (spin, then sleep);
 //! - `amdgpu`: the same for AMD GPUs (the descriptor global and a wavefront's client), built
 //!   but never run here;
@@ -16,8 +16,8 @@
 //!   device code, branches and all, runs on the host against a real server in tests.
 //!
 //! On the host the crate builds as an ordinary `no_std` library with one-lane clients
-//! ([`ferry_core::Single`]); transports use its [`descriptor::Descriptor`] and [`services`] opcodes so
-//! both sides agree on them.
+//! ([`ferry_core::Single`]); transports use its [`descriptor::Descriptor`] so both sides agree on
+//! where the region is.
 
 #![cfg_attr(not(test), no_std)]
 #![deny(missing_docs)]
@@ -36,7 +36,6 @@ pub mod host;
 pub mod lanes;
 #[cfg(target_arch = "nvptx64")]
 pub mod nvptx;
-pub mod services;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod wait;
@@ -45,7 +44,6 @@ pub use descriptor::{Client, Descriptor};
 pub use ferry_core;
 pub use ferry_core::service::{Bytes, Text};
 pub use ferry_core::RpcOpcodes;
-pub use services::CallError;
 pub use wait::GpuWait;
 
 #[cfg(target_arch = "nvptx64")]

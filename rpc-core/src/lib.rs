@@ -46,6 +46,8 @@
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
+#[cfg(all(feature = "std", not(test)))]
+extern crate std;
 
 // Lets code derived inside this crate (its tests and doctests) name it as users do.
 extern crate self as ferry_core;

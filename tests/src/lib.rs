@@ -1,7 +1,8 @@
 //! Integration tests across crates and processes live in `tests/`; this library holds what they
 //! share (and transport-gpu's tests use too): child processes that are killed when the test lets
 //! go of them, lines read from them under a deadline, the watchdog of `ferry-testkit` (re-exported,
-//! so no test can hang forever), and a writer a test reads back.
+//! so no test can hang forever), and a writer a test reads back; and what the host services'
+//! tests share (a scratch directory, a captured `LibcHost` configuration).
 
 #![deny(missing_docs)]
 
@@ -139,5 +140,47 @@ impl Capture {
     /// What was written, as text (panics if it is not UTF-8).
     pub fn text(&self) -> String {
         String::from_utf8(self.0.lock().unwrap().clone()).expect("captured text is UTF-8")
+    }
+}
+
+// ---- the host services' tests (tests/tests/host_services.rs, transport-gpu/tests/libc.rs) ----
+
+/// A `LibcHost` configuration printing to `out` and `err` (the rest default).
+pub fn captured(out: &Capture, err: &Capture) -> ferry_libc::LibcConfig {
+    ferry_libc::LibcConfig {
+        stdout: Box::new(out.clone()),
+        stderr: Box::new(err.clone()),
+        ..ferry_libc::LibcConfig::default()
+    }
+}
+
+/// The host's answer `e`, as a device call returns it.
+pub const fn app<T>(e: ferry_libc::HostError) -> Result<T, ferry_libc::LibcError> {
+    Err(ferry_core::service::Error::App(e))
+}
+
+/// A scratch directory under the system's temporary one, removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    /// A fresh directory whose name starts with `tag`.
+    pub fn new(tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!(
+            "ferry-libc-{tag}-{}",
+            unique_path("d").file_name().unwrap().to_str().unwrap()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    /// The path of `name` inside it, as text.
+    pub fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

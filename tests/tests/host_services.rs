@@ -1,8 +1,9 @@
-//! The host services a GPU program expects (`ferry_device::host`), with no GPU: the device API on host
-//! threads against `ferry_gpu::host::LibcHost` served over the shared-memory transport, and on
-//! simulated warps (`ferry_device::sim::SimWarp`) against the same server over a heap region, as a
-//! kernel's warps would call it. Every service, and its errors: a missing file, a bad handle, a
-//! read past the end, hostile lengths, exit with a code.
+//! The host services a GPU program expects (`ferry_libc::Libc`), with no GPU: the device API
+//! (`ferry_device::host`) on host threads against `ferry_libc::LibcHost` served over the
+//! shared-memory transport, between threads and between processes. Every service, and its errors:
+//! a missing file, a bad handle, a read past the end, hostile lengths, exit with a code, clients'
+//! ownership and quotas. (The same host on simulated warps, where lanes of one message ask for
+//! different things, is tested in process in `transport-gpu/tests/libc.rs`.)
 
 // A device call must take a client of any lifetime, which a function path does not: closures.
 #![allow(clippy::redundant_closure)]
@@ -13,50 +14,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferry_core::service::{status, Error, Site, Status};
-use ferry_core::{HeapRegion, Lanes};
-use ferry_device::host::{self, mode, opcode, Handle, HostError, Libc, LibcError, Printer, Target};
-use ferry_device::sim::{SimWarp, Yield};
-use ferry_gpu::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
+use ferry_device::host::{self, mode, opcode, Handle, HostError, Libc, LibcError, Printer};
+use ferry_libc::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
 use ferry_shm::{
     Caller, Claimed, ClaimedProcess, ClientConfig, Handler, ServerConfig, ServerPort, ShmClient,
 };
-use ferry_shm::{ShmServer, Shutdown};
-use ferry_tests::{unique_path, Capture};
+use ferry_shm::{ServerWait, ShmMailbox, ShmServer, Shutdown};
+use ferry_tests::{app, captured, unique_path, Capture, Scratch};
 
 /// Fails a test of this file that runs for over two minutes.
 fn watchdog(name: &'static str) -> ferry_tests::Watchdog {
     ferry_tests::Watchdog::new(name, Duration::from_secs(120))
-}
-
-fn captured(out: &Capture, err: &Capture) -> LibcConfig {
-    LibcConfig {
-        stdout: Box::new(out.clone()),
-        stderr: Box::new(err.clone()),
-        ..LibcConfig::default()
-    }
-}
-
-/// A scratch directory, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!(
-            "ferry-libc-{tag}-{}",
-            unique_path("d").file_name().unwrap().to_str().unwrap()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).to_str().unwrap().to_string()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// `host` served over shared memory: each call for the client process that makes it
@@ -67,7 +35,7 @@ struct ShmLibc {
     before: Box<dyn Fn(&ServerPort<'_, '_>) + Send + Sync>,
 }
 
-impl Handler for ShmLibc {
+impl Handler<ShmMailbox, ServerWait> for ShmLibc {
     fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> {
         (self.before)(port);
         self.host.dispatch(port.caller(), port).map(|_| ())
@@ -126,11 +94,6 @@ impl Dev {
             f(Claimed::process(claim))
         })
     }
-}
-
-/// The host's answer `e`, as a device call returns it.
-const fn app<T>(e: HostError) -> Result<T, LibcError> {
-    Err(Error::App(e))
 }
 
 fn drain(server: ShmServer) {
@@ -238,6 +201,10 @@ fn files_round_trip_and_every_error_is_typed() {
         dev.on(|p| host::open(p, &a, 0)),
         app(HostError::Invalid),
         "no read or write bit"
+    );
+    assert_eq!(
+        dev.on(|p| host::open(p, "", mode::READ)),
+        app(HostError::Invalid)
     );
     let long_path = "/".repeat(host::PATH_LIMIT + 1);
     assert_eq!(
@@ -356,14 +323,30 @@ fn files_round_trip_and_every_error_is_typed() {
         dev.on(|p| host::rename(p, &a, &b)),
         app(HostError::NotFound)
     );
+    assert_eq!(dev.on(|p| host::rename(p, &b, "")), app(HostError::Invalid));
+    let long_to = "/".repeat(host::PATH_LIMIT + 1);
+    assert_eq!(
+        dev.on(|p| host::rename(p, &b, &long_to)),
+        app(HostError::TooLong)
+    );
     dev.on(|p| host::remove(p, &b)).unwrap();
     assert_eq!(dev.on(|p| host::remove(p, &b)), app(HostError::NotFound));
     assert_eq!(dev.on(|p| host::remove(p, "")), app(HostError::Invalid));
     assert!(!Path::new(&b).exists());
+    // Special files do not open.
+    assert_eq!(
+        dev.on(|p| host::open(p, "/dev/zero", mode::READ)),
+        app(HostError::NotAFile)
+    );
+    assert_eq!(
+        dev.on(|p| host::open(p, dir.0.to_str().unwrap(), mode::READ)),
+        app(HostError::NotAFile)
+    );
 
     assert_eq!(host.open_files(), 0);
     drain(server);
     assert_eq!(out.text(), "via handle\n");
+    assert!(err.text().is_empty());
 }
 
 #[test]
@@ -466,6 +449,8 @@ fn hostile_lengths_are_refused_and_the_server_keeps_serving() {
     dev.on(|p| host::close(p, f)).unwrap();
     drain(server);
     assert!(out.text().is_empty() && err.text().is_empty());
+    // Each refused call was still one served message.
+    assert_eq!(host.count(opcode::PRINT), 1);
 }
 
 #[test]
@@ -498,6 +483,7 @@ fn exit_abort_clock_and_system() {
         app(HostError::Disabled)
     );
     drain(server);
+    assert_eq!(host.count(Libc::Exit { code: 0 }.opcode()), 2);
 
     let on = Arc::new(LibcHost::new(LibcConfig {
         allow_system: true,
@@ -506,6 +492,7 @@ fn exit_abort_clock_and_system() {
     let (server, path) = shm_server(&on);
     let dev = Dev::attach(&path);
     assert_eq!(dev.on(|p| host::system(p, "exit 7")).unwrap(), 7);
+    assert_eq!(dev.on(|p| host::system(p, "")), app(HostError::Invalid));
     let long = "x".repeat(host::SYSTEM_LIMIT + 1);
     assert_eq!(dev.on(|p| host::system(p, &long)), app(HostError::TooLong));
     drain(server);
@@ -817,138 +804,4 @@ fn files_and_blocks_belong_to_their_client_process() {
     assert_eq!(host.open_files(), 0);
     assert_eq!(host.heap_free(), Some(4 << 10));
     drain(server);
-}
-
-// ---- simulated warps ----
-
-/// Runs `warps` simulated warps of `lanes` lanes against `host`; `body(client, warp)` runs in
-/// every lane, as a kernel's main does.
-fn on_warps<F>(warps: u32, lanes: u32, host: &LibcHost, body: F)
-where
-    F: Fn(&ferry_device::Client<'_, SimWarp, Yield>, u32) + Sync,
-{
-    let region = HeapRegion::new(32, lanes).unwrap();
-    let desc = ferry_device::sim::descriptor(&region);
-    ferry_gpu::serve(region.region(), region.server_locks(), 2, host, || {
-        std::thread::scope(|s| {
-            for w in 0..warps {
-                for lane in SimWarp::lanes(lanes) {
-                    let body = &body;
-                    s.spawn(move || {
-                        // SAFETY: `desc` names `region`, alive and protocol-only for the scope.
-                        let client = unsafe { desc.client(lane, Yield) }.unwrap().with_cursor(w);
-                        body(&client, w);
-                    });
-                }
-            }
-        })
-    })
-    .unwrap();
-}
-
-#[test]
-fn a_warp_prints_all_its_lanes_in_one_message_each_lane_whole_and_in_order() {
-    let _w = watchdog("warp prints");
-    const WARPS: u32 = 2;
-    const LANES: u32 = 8;
-    const LINES: u32 = 50;
-    let (out, err) = (Capture::default(), Capture::default());
-    let host = LibcHost::new(captured(&out, &err));
-    on_warps(WARPS, LANES, &host, |client, w| {
-        let lane = client.lanes().lane_id();
-        let out = Printer::new(client);
-        for i in 0..LINES {
-            // Lanes print lines of different lengths, each shorter than a message.
-            let pad = "y".repeat(((lane * 97 + i * 13) % 480) as usize);
-            ferry_device::println!(&out, "w{w} l{lane} i{i} {pad}").unwrap();
-        }
-    });
-    let text = out.text();
-    let mut next = [[0u32; LANES as usize]; WARPS as usize];
-    for line in text.lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        let (w, l, i): (usize, usize, u32) = (
-            f[0][1..].parse().unwrap(),
-            f[1][1..].parse().unwrap(),
-            f[2][1..].parse().unwrap(),
-        );
-        assert_eq!(i, next[w][l], "warp {w} lane {l} in order");
-        assert_eq!(f[3], "y".repeat(((l as u32 * 97 + i * 13) % 480) as usize));
-        next[w][l] += 1;
-    }
-    assert_eq!(next, [[LINES; LANES as usize]; WARPS as usize]);
-    // One message carries all lanes of a warp: one message per line of the warp.
-    assert_eq!(host.count(opcode::PRINT), (WARPS * LINES) as u64);
-    assert!(err.text().is_empty());
-}
-
-#[test]
-fn a_warp_writes_and_reads_files_of_different_lengths_per_lane() {
-    let _w = watchdog("warp files");
-    let dir = Scratch::new("warp");
-    let (out, err) = (Capture::default(), Capture::default());
-    let host = LibcHost::new(LibcConfig {
-        heap: Some(Arena {
-            base: 1 << 20,
-            size: 1 << 16,
-        }),
-        ..captured(&out, &err)
-    });
-    let failures = AtomicU32::new(0);
-    let addresses = Mutex::new(Vec::new());
-    let check = |ok: bool| {
-        if !ok {
-            failures.fetch_add(1, Ordering::Relaxed);
-        }
-    };
-    on_warps(1, 8, &host, |c, _| {
-        let lane = c.lanes().lane_id();
-        let name = dir.path(&format!("lane{lane}"));
-        // Lane 3 asks for a missing file; the others create theirs. Nobody is left waiting.
-        let m = if lane == 3 {
-            mode::READ
-        } else {
-            mode::from_c("w+").unwrap()
-        };
-        let f = host::open(c, &name, m);
-        if lane == 3 {
-            check(f == app(HostError::NotFound));
-        }
-        let f = f.unwrap_or(Handle(0));
-        // Lengths from 0 to several chunks: the lanes loop different numbers of times.
-        let len = lane as usize * 333;
-        let data: Vec<u8> = (0..len).map(|i| (i as u32 * 7 + lane) as u8).collect();
-        let wrote = host::write(c, f, &data);
-        check(if lane == 3 {
-            wrote == app(HostError::BadHandle)
-        } else {
-            wrote == Ok(len)
-        });
-        let r = Printer::new(c).print_fmt(Target::File(f), format_args!("\nlane {lane}\n"), false);
-        check(lane == 3 || r.is_ok());
-        let _ = host::seek(c, f, 0, host::SEEK_SET);
-        let mut buf = vec![0u8; len + 64];
-        let got = host::read(c, f, &mut buf);
-        let want = [&data[..], format!("\nlane {lane}\n").as_bytes()].concat();
-        check(if lane == 3 {
-            got == app(HostError::BadHandle)
-        } else {
-            got == Ok(want.len()) && buf[..want.len()] == want[..]
-        });
-        // Every lane allocates at once; the addresses differ.
-        let p = host::malloc(c, 100).unwrap() as u64;
-        check((1 << 20..(1 << 20) + (1 << 16)).contains(&p));
-        addresses.lock().unwrap().push(p);
-        c.lanes().sync(c.lanes().active_mask());
-        check(host::free(c, p as *mut u8).is_ok());
-        let _ = host::close(c, f);
-    });
-    assert_eq!(failures.load(Ordering::Relaxed), 0);
-    let mut addresses = addresses.into_inner().unwrap();
-    addresses.sort_unstable();
-    addresses.dedup();
-    assert_eq!(addresses.len(), 8, "every lane got its own block");
-    assert_eq!(host.open_files(), 0);
-    assert_eq!(host.heap_free(), Some(1 << 16));
-    assert!(out.text().is_empty() && err.text().is_empty());
 }

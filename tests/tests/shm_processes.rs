@@ -10,11 +10,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use ferry_core::service::{Error, Serving, Transport};
+use ferry_core::{Mailbox, Port, Server, Single, Wait};
 use ferry_shm::demo::{Demo, DemoServer, DemoService};
 use ferry_shm::demo::{Echoed, SleepError, Summed};
-use ferry_shm::{
-    ClientConfig, Created, Handler, ServerConfig, ServerPort, ShmClient, ShmError, ShmServer,
-};
+use ferry_shm::{ClientConfig, Created, Handler, ServerConfig, ShmClient, ShmError, ShmServer};
 use ferry_tests::{eventually, unique_path, Peer};
 
 const PEER: &str = env!("CARGO_BIN_EXE_shm-peer");
@@ -247,8 +246,11 @@ struct Blocking {
 
 const BLOCK: u32 = 100;
 
-impl Handler for Blocking {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> {
+impl<M: Mailbox, W: Wait> Handler<M, W> for Blocking {
+    fn handle(
+        &self,
+        port: &mut Port<'_, '_, Server, Single, M, W>,
+    ) -> Result<(), ferry_core::Error> {
         if port.opcode() == BLOCK {
             port.recv(|_, _| {})?;
             let (open, cv) = &*self.gate;
@@ -262,7 +264,7 @@ impl Handler for Blocking {
     }
 
     fn services(&self) -> Vec<(&'static str, u64)> {
-        self.demo.services()
+        Handler::<M, W>::services(&self.demo)
     }
 }
 

@@ -3,10 +3,8 @@
 //!
 //! [`Program`] does it for any services: load the PTX ([`Program::load`]), bind the services
 //! (`Tally::server(mine).and(Libc::server(program.libc().for_program()))`), [`run`](Program::run).
-//! [`run_program`] (the loader, `rpc-gpu-run`) runs one with the loader's services: the `Libc`
-//! calls (`ferry_device::host::Libc`, served by the program's [`LibcHost`]) and the minimal calls of
-//! `ferry_device::services` ([`NOOP`], [`PRINT`], [`EXIT`], served by [`HostServices`] with their own
-//! wire protocol), both printing to the same output under one lock.
+//! [`run_program`] (the loader, `rpc-gpu-run`) runs one with the loader's service: the `Libc`
+//! calls (`ferry_libc::Libc`, served by the program's [`LibcHost`]).
 //!
 //! `malloc` is served from device memory reserved before launch ([`RunConfig::heap`] bytes): the
 //! host only hands out addresses inside it. Growing device memory while a kernel runs can
@@ -48,33 +46,15 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferry_core::service::{Both, Service, Services, Serving};
-use ferry_device::services::{EXIT, NOOP, PRINT};
+use ferry_core::service::{Service, Services};
+use ferry_core::PerPort;
+use ferry_libc::{ExitPolicy, Libc};
 
 use crate::cuda::{Cuda, DeviceMemory, Function, Module};
-use crate::host::{Arena, CallCounts, ForCaller, Libc, LibcConfig, LibcHost};
+use crate::host::{Arena, CallCounts, LibcConfig, LibcHost};
 use crate::region::{GpuRegion, PortCount};
-use crate::server::{serve_region, Handler, ServeStats};
-use crate::services::{ExitPolicy, HostServices};
+use crate::server::{serve_region, Handler, ServeStats, ServerWait};
 use crate::Error;
-
-/// Whether `opcode` is one of the minimal services' (served by [`HostServices`]).
-const fn is_minimal(opcode: u32) -> bool {
-    matches!(opcode, NOOP | PRINT | EXIT)
-}
-
-// No `Libc` call may take a minimal opcode: a call would go to the wrong service.
-const _: () = {
-    let ops = <Libc as Service>::OPCODES;
-    let mut i = 0;
-    while i < ops.len() {
-        assert!(
-            !is_minimal(ops[i]),
-            "a Libc opcode collides with a minimal one"
-        );
-        i += 1;
-    }
-};
 
 /// The default heap `malloc` serves from: 64 MiB of device memory.
 pub const DEFAULT_HEAP: usize = 64 << 20;
@@ -82,7 +62,8 @@ pub const DEFAULT_HEAP: usize = 64 << 20;
 /// The default stack per GPU thread: 8 KiB.
 pub const DEFAULT_STACK: usize = 8 << 10;
 
-/// One output shared by both services, written under one lock.
+/// The program's output, shared with the caller of [`run_program`] (which flushes it at the
+/// end), written under one lock.
 struct SharedOut<O>(Arc<Mutex<O>>);
 
 impl<O> Clone for SharedOut<O> {
@@ -104,15 +85,6 @@ impl<O: Write> Write for SharedOut<O> {
     fn flush(&mut self) -> std::io::Result<()> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).flush()
     }
-}
-
-/// The loader's services: the `Libc` calls first (they also answer the handshake), then the
-/// minimal ones (which answer opcodes neither has).
-fn loader_services<O: Write + Send>(
-    libc: &LibcHost,
-    minimal: HostServices<O>,
-) -> Both<Serving<Libc, ForCaller<'_>>, HostServices<O>> {
-    Libc::server(libc.for_program()).and(minimal)
 }
 
 /// The documented entry kernel: `_start(argc: u32, argv: *const *const u8, ret: *mut i32)`.
@@ -166,9 +138,6 @@ pub struct RunReport {
     pub code: i32,
     /// Server counts.
     pub stats: ServeStats,
-    /// Minimal calls served by opcode: `[0, no-op, print, exit]` (opcodes no service has count in
-    /// the last entry of `libc_calls`).
-    pub calls: [u64; 4],
     /// `Libc` calls served (one per message), by `Libc::OPCODES` index, then opcodes none of the
     /// services served has, and handshakes.
     pub libc_calls: CallCounts,
@@ -279,7 +248,7 @@ impl<'c> Program<'c> {
     /// [`RunConfig::server_threads`] threads, until it ends and every call it made is answered.
     /// The report's code is the `Libc` exit call's code if the program made one (134 if it
     /// aborted), else the OR of every thread's return value.
-    pub fn run<S: Services + Handler>(
+    pub fn run<S: Services + Handler<PerPort, ServerWait>>(
         &self,
         args: &[String],
         services: &S,
@@ -349,7 +318,6 @@ impl<'c> Program<'c> {
         });
         Ok(RunReport {
             code,
-            calls: [0, stats.count(NOOP), stats.count(PRINT), stats.count(EXIT)],
             libc_calls,
             stats,
             ports: self.region.layout().ports(),
@@ -359,8 +327,8 @@ impl<'c> Program<'c> {
 }
 
 /// Runs the PTX program `ptx` with `args` (the program's name first), serving the loader's
-/// services (see the module docs) and printing to `out` (both services' standard output; the
-/// `Libc` service's standard error is this process's).
+/// service (see the module docs) and printing to `out` (the `Libc` service's standard output; its
+/// standard error is this process's).
 pub fn run_program<O: Write + Send + 'static>(
     cuda: &Cuda,
     ptx: &[u8],
@@ -380,41 +348,36 @@ pub fn run_program<O: Write + Send + 'static>(
             ..LibcConfig::default()
         },
     )?;
-    let services = loader_services(program.libc(), HostServices::new(out.clone(), config.exit));
-    let run = program.run(args, &services);
+    let run = program.run(args, &Libc::server(program.libc().for_program()));
     let flushed = out.clone().flush();
-    let mut report = run?;
-    // A minimal exit call's code comes first (as the loader always had it).
-    if let Some(code) = services.1.exit_code() {
-        report.code = code;
-    }
+    let report = run?;
     flushed.map_err(|e| Error::Program(format!("writing the program's output: {e}")))?;
     Ok(report)
 }
 
 #[cfg(test)]
 mod tests {
-    //! The loader's services without a GPU: a heap region served by `serve`, called from a host
-    //! thread with both services' device-side calls.
+    //! The loader's service without a GPU: a heap region served by `serve`, called from a host
+    //! thread with the device-side calls.
 
     use super::*;
     use crate::server::serve;
     use ferry_core::service::status;
     use ferry_core::{HeapRegion, PerPort, Single, SpinLimit};
+    use ferry_libc::opcode;
 
     #[test]
-    fn requests_go_to_the_service_that_owns_their_opcode() {
-        let out = SharedOut(Arc::new(Mutex::new(Vec::<u8>::new())));
+    fn the_loader_serves_libc_and_refuses_other_opcodes() {
         let libc = LibcHost::new(LibcConfig::default());
-        let services = loader_services(&libc, HostServices::new(out.clone(), ExitPolicy::Record));
+        let services = Libc::server(libc.for_program());
         let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
         let (result, stats) = serve(region.region(), region.server_locks(), 1, &services, || {
             let client = region.client_with(Single, SpinLimit(1 << 30)).unwrap();
-            // A minimal call: the no-op answers its value plus one.
-            let noop = ferry_device::services::noop(&client, 41);
-            // A `Libc` call: the clock.
+            // The no-op answers its value plus one.
+            let noop = ferry_device::host::noop(&client, 41);
+            // Another `Libc` call: the clock.
             let clock = ferry_device::host::clock(&client);
-            // An opcode neither service has: an error status, not a hang.
+            // An opcode the service does not have: an error status, not a hang.
             let mut port = client.open(0x0BAD_C0DE).unwrap();
             port.send_and_recv(|s, _| s.words[0] = 1, |_, _| {})
                 .unwrap();
@@ -426,13 +389,8 @@ mod tests {
         assert_eq!(result.0, Ok(42));
         assert!(result.1, "the clock call reached LibcHost");
         assert_eq!(result.2, status::UNKNOWN_OPCODE);
-        assert_eq!(services.1.counts()[NOOP as usize], 1, "one no-op served");
-        assert_eq!(stats.count(NOOP), 1);
-        assert_eq!(
-            stats.count(ferry_device::host::opcode::CLOCK),
-            1,
-            "{stats:?}"
-        );
+        assert_eq!(stats.count(opcode::NOOP), 1);
+        assert_eq!(stats.count(opcode::CLOCK), 1, "{stats:?}");
         assert_eq!(stats.count(0x0BAD_C0DE), 1);
         assert_eq!(stats.calls(), 3);
     }

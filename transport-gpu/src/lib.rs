@@ -11,12 +11,12 @@
 //!   generic over where the region lives, so tests run device code on CPU threads against it.
 //!   Derived services bound to handlers (`Tally::server(h).and(Libc::server(host.for_program()))`)
 //!   are [`Handler`]s; [`serve_region`] serves them while the caller launches its own kernels.
-//! - [`services`]: the host side of `ferry_device::services` (no-op, print, exit).
-//! - [`host`]: the host side of `ferry_device::host` (print, files, exit and abort, malloc from reserved
-//!   memory, a clock, `system` when turned on), served through the derived dispatch.
+//! - [`host`]: the host side of the `Libc` service (a no-op, print, files, exit and abort, malloc
+//!   from reserved memory, a clock, `system` when turned on): `ferry_libc`'s host server,
+//!   re-exported.
 //! - [`launch`]: [`Program`]: load a program, run its entry kernel while serving the caller's
 //!   services, `malloc` from device memory reserved before launch; [`run_program`], the loader's
-//!   core, runs it with `Libc` and the minimal services.
+//!   core, runs it with `Libc`.
 //! - [`hsa`]: AMD's HSA runtime, loaded at run time (`libhsa-runtime64`): fine-grained memory.
 //!
 //! Nothing of CUDA or HSA is needed to build; without a driver the calls return
@@ -25,12 +25,14 @@
 #![deny(missing_docs)]
 
 pub mod cuda;
-pub mod host;
 pub mod hsa;
 pub mod launch;
 pub mod region;
 pub mod server;
-pub mod services;
+
+/// The host side of the `Libc` service (`ferry_libc::host`): [`LibcHost`] and its configuration,
+/// with the service's definition.
+pub use ferry_libc::host;
 
 /// The protocol and the service runtime, for a GPU host program that depends on this crate
 /// alone: `#[derive(RpcOpcodes)]` finds it here.
@@ -38,11 +40,10 @@ pub use ferry_core;
 pub use ferry_core::service::{Bytes, Text};
 pub use ferry_core::RpcOpcodes;
 
-pub use host::{LibcConfig, LibcHost};
+pub use ferry_libc::{ExitPolicy, LibcConfig, LibcHost};
 pub use launch::{run_program, Program, RunConfig, RunReport};
 pub use region::{GpuRegion, PortCount};
 pub use server::{serve, serve_region, Handler, ServeStats, ServerPort};
-pub use services::{ExitPolicy, HostServices};
 
 use std::time::Duration;
 

@@ -20,14 +20,14 @@
 //! [`GpuRegion`] for a caller that loads and launches its kernels itself (through cudarc);
 //! [`Program`](crate::launch::Program) does all of it.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ferry_core::service::{Both, Dispatch, Services, Serving};
+use ferry_core::service::status;
 use ferry_core::sync::AtomicU32;
 use ferry_core::{
-    LayoutError, PerPort, Port, Region, Server, ServerProcess, Single, Stalled, Wait,
+    HeaderWord, LayoutError, PerPort, Port, Region, Server, ServerProcess, Single, Stalled, Wait,
 };
 
 use crate::region::GpuRegion;
@@ -35,60 +35,20 @@ use crate::region::GpuRegion;
 /// A port as a handler sees it: opened by a server thread, its request not yet received.
 pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, PerPort, ServerWait>;
 
-/// What the server does with a request.
-pub trait Handler: Sync {
-    /// Serves the request on `port` (its opcode is `port.opcode()`): receives it, replies. The
-    /// port is closed after this returns; a request left unanswered goes back to the client.
-    fn handle(&self, port: &mut ServerPort<'_, '_>);
-}
-
-thread_local! {
-    /// Where a server thread receives streamed requests; kept between calls.
-    static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Runs `f` with this thread's buffers for streamed requests (one per lane, grown as needed and
-/// kept between calls: each server thread has its own), or with fresh ones if they are in use (a
-/// handler that serves another call from inside its own).
-pub fn with_stream_buffers<R>(f: impl FnOnce(&mut Vec<Vec<u8>>) -> R) -> R {
-    BUFFERS.with(|buffers| match buffers.try_borrow_mut() {
-        Ok(mut buffers) => f(&mut buffers),
-        Err(_) => f(&mut Vec::new()),
-    })
-}
-
-/// A derived service bound to its handler (`Tally::server(handler)`) is a [`Handler`]: each call
-/// goes to the service's generated dispatch, streamed arguments into the serving thread's buffers
-/// ([`with_stream_buffers`]). An opcode the service does not have is answered
-/// `status::UNKNOWN_OPCODE`. A protocol error (the client stalled mid-call) leaves the port as it
-/// is.
-impl<S, H> Handler for Serving<S, H>
-where
-    S: Dispatch<H>,
-    H: Sync,
-{
-    fn handle(&self, port: &mut ServerPort<'_, '_>) {
-        let _ = with_stream_buffers(|buffers| Services::dispatch(self, port, buffers));
-    }
-}
-
-/// Several services served together on one region (`Tally::server(a).and(Libc::server(b))`):
-/// each call goes to the service that has its opcode, one no service has to the last added
-/// (which answers `status::UNKNOWN_OPCODE`).
-impl<A, B> Handler for Both<A, B>
-where
-    A: Services + Sync,
-    B: Services + Sync,
-{
-    fn handle(&self, port: &mut ServerPort<'_, '_>) {
-        let _ = with_stream_buffers(|buffers| Services::dispatch(self, port, buffers));
-    }
-}
+/// What the server serves: `ferry_core`'s one handler trait, for a GPU region's mailbox and this
+/// server's wait policy (`Handler<PerPort, ServerWait>`): derived services bound to their
+/// handlers, `LibcHost`, a closure over a [`ServerPort`], or a hand-written handler implemented
+/// for any mailbox and wait policy (see [`ferry_core::service::Handler`]).
+///
+/// A handler that returns an error (the client stalled mid-call) is counted in
+/// [`ServeStats::failed`]; if it still holds the packet, the packet goes back with
+/// `status::SERVER_ERROR`.
+pub use ferry_core::service::Handler;
 
 /// Who calls on a GPU region's ports: the one program running on the GPU, as the caller id a
 /// handler that tells its clients apart uses (`host::LibcHost::dispatch`). A region serves one
 /// program, so every call served here has this id.
-pub const PROGRAM: u64 = 1;
+pub use ferry_libc::PROGRAM;
 
 /// How a server thread waits inside a call (for the next packet of a stream): spin, and give up
 /// after `limit` so a client that died mid-call cannot hang the server.
@@ -129,6 +89,9 @@ impl Wait for ServerWait {
 pub struct ServeStats {
     /// Requests served by each thread.
     pub per_thread: Vec<u64>,
+    /// Of those, requests whose handler returned an error (a client that stalled mid-call), all
+    /// threads together.
+    pub failed: u64,
     /// Requests served by opcode (one per message, however many lanes it carried; handshakes and
     /// opcodes no service has included), all threads together, in the order first seen.
     pub by_opcode: Vec<(u32, u64)>,
@@ -176,7 +139,7 @@ pub fn serve<R>(
     region: Region<'_, PerPort>,
     locks: &[AtomicU32],
     threads: u32,
-    handler: &impl Handler,
+    handler: &impl Handler<PerPort, ServerWait>,
     body: impl FnOnce() -> R,
 ) -> Result<(R, ServeStats), LayoutError> {
     let words = region.layout().ports() / ferry_core::layout::PORT_GRANULE;
@@ -217,15 +180,21 @@ pub fn serve<R>(
         let guard = StopOnDrop(&stop);
         let result = body();
         drop(guard);
-        let threads: Vec<(u64, Vec<(u32, u64)>)> = workers
+        let threads: Vec<Served> = workers
             .into_iter()
             .map(|w| w.join().expect("a server thread panicked"))
             .collect();
         (result, threads)
     });
     let mut stats = ServeStats::default();
-    for (served, by_opcode) in threads {
+    for Served {
+        served,
+        failed,
+        by_opcode,
+    } in threads
+    {
         stats.per_thread.push(served);
+        stats.failed += failed;
         for (opcode, n) in by_opcode {
             add_count(&mut stats.by_opcode, opcode, n);
         }
@@ -299,7 +268,7 @@ pub fn serve<R>(
 pub fn serve_region<R>(
     region: &GpuRegion,
     threads: u32,
-    services: &impl Handler,
+    services: &impl Handler<PerPort, ServerWait>,
     body: impl FnOnce() -> R,
 ) -> Result<(R, ServeStats), crate::Error> {
     Ok(serve(
@@ -311,12 +280,20 @@ pub fn serve_region<R>(
     )?)
 }
 
+/// What one server thread did.
+struct Served {
+    served: u64,
+    failed: u64,
+    by_opcode: Vec<(u32, u64)>,
+}
+
 fn serve_thread(
     server: &ServerProcess<'_, Single, PerPort, ServerWait>,
-    handler: &impl Handler,
+    handler: &impl Handler<PerPort, ServerWait>,
     stop: &AtomicBool,
-) -> (u64, Vec<(u32, u64)>) {
+) -> Served {
     let mut served = 0u64;
+    let mut failed = 0u64;
     let mut by_opcode = Vec::new();
     let mut idle = 0u32;
     loop {
@@ -326,11 +303,23 @@ fn serve_thread(
         match server.try_open(()) {
             Some(mut port) => {
                 add_count(&mut by_opcode, port.opcode(), 1);
-                handler.handle(&mut port);
+                if handler.handle(&mut port).is_err() {
+                    failed += 1;
+                    if port.owns_packet() {
+                        // Closing hands the packet back; the client reads the status with it.
+                        port.set_header(HeaderWord::Status, status::SERVER_ERROR.into());
+                    }
+                }
                 served += 1;
                 idle = 0;
             }
-            None if stopping => return (served, by_opcode),
+            None if stopping => {
+                return Served {
+                    served,
+                    failed,
+                    by_opcode,
+                }
+            }
             None => {
                 idle = idle.saturating_add(1);
                 if idle > 4096 {

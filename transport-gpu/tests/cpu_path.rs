@@ -1,28 +1,24 @@
 //! Device code on CPU threads against the real server: the `device` crate's clients, built from a
 //! descriptor as a kernel builds them, on simulated warps (`ferry_device::sim::SimWarp`), calling the
-//! same `HostServices` the loader serves, through `ferry_gpu::serve`.
+//! same `LibcHost` the loader serves, through `ferry_gpu::serve`: every warp at once, exit, an
+//! unknown opcode, a refused stream; the descriptor's checks. (Printing from warps is in
+//! `libc.rs`.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ferry_core::{Error, HeapRegion, Lanes};
+use ferry_core::service::{status, Error, Status};
+use ferry_core::{HeapRegion, Lanes};
 use ferry_device::descriptor::Descriptor;
-use ferry_device::services::{self, CallError, PRINT_LIMIT, STATUS_UNKNOWN_OPCODE};
+use ferry_device::host::{self, opcode, Libc, PRINT_CHUNK};
 use ferry_device::sim::{descriptor, SimWarp, Yield};
-use ferry_gpu::{serve, ExitPolicy, HostServices};
-use ferry_tests::Watchdog;
+use ferry_gpu::{serve, LibcConfig, LibcHost};
+use ferry_tests::{Capture, Watchdog};
 
-/// Runs `warps` simulated warps of `lanes` lanes against `services` served by `server_threads`
+/// Runs `warps` simulated warps of `lanes` lanes against `host` served by `server_threads`
 /// threads; `body(client, warp)` runs in every lane, as a kernel's main does.
-fn run<O, F>(
-    ports: u32,
-    warps: u32,
-    lanes: u32,
-    server_threads: u32,
-    services: &HostServices<O>,
-    body: F,
-) where
-    O: std::io::Write + Send,
+fn run<F>(ports: u32, warps: u32, lanes: u32, server_threads: u32, host: &LibcHost, body: F)
+where
     F: Fn(&ferry_device::Client<'_, SimWarp, Yield>, u32) + Sync,
 {
     let region = HeapRegion::new(ports, lanes).unwrap();
@@ -31,7 +27,7 @@ fn run<O, F>(
         region.region(),
         region.server_locks(),
         server_threads,
-        services,
+        host,
         || {
             std::thread::scope(|s| {
                 for w in 0..warps {
@@ -52,55 +48,18 @@ fn run<O, F>(
 }
 
 #[test]
-fn hello_every_lane_prints_one_line() {
-    let _w = Watchdog::new("hello", Duration::from_secs(120));
-    let services = HostServices::new(Vec::new(), ExitPolicy::Record);
-    run(32, 4, 8, 2, &services, |client, warp| {
-        let line = format!("hello from warp {warp} lane {}\n", client.lanes().lane_id());
-        let written = services::print(client, line.as_bytes()).unwrap();
-        assert_eq!(written, line.len() as u64);
-    });
-    let out = String::from_utf8(services.into_output()).unwrap();
-    let mut lines: Vec<&str> = out.lines().collect();
-    lines.sort();
-    let mut want: Vec<String> = (0..4)
-        .flat_map(|w| (0..8).map(move |l| format!("hello from warp {w} lane {l}")))
-        .collect();
-    want.sort();
-    assert_eq!(lines, want);
-}
-
-#[test]
-fn long_lines_stream_across_packets() {
-    let _w = Watchdog::new("long lines", Duration::from_secs(120));
-    let services = HostServices::new(Vec::new(), ExitPolicy::Record);
-    run(32, 1, 4, 1, &services, |client, _| {
-        let lane = client.lanes().lane_id() as usize;
-        // Lane i prints 100 * i + 3 bytes: lanes need different packet counts.
-        let line: Vec<u8> = (0..100 * lane + 2)
-            .map(|i| b'a' + (i % 26) as u8)
-            .chain([b'\n'])
-            .collect();
-        assert_eq!(services::print(client, &line).unwrap(), line.len() as u64);
-    });
-    let out = services.into_output();
-    let lens: Vec<usize> = out.split(|&b| b == b'\n').map(<[u8]>::len).collect();
-    assert_eq!(lens, [2, 102, 202, 302, 0], "lanes print in lane order");
-}
-
-#[test]
 fn every_warp_calls_at_once_and_every_reply_is_right() {
     let _w = Watchdog::new("occupancy", Duration::from_secs(300));
-    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
+    let host = LibcHost::new(LibcConfig::default());
     let wrong = AtomicU64::new(0);
     let (warps, lanes, calls) = (32, 4, 200);
     // As many ports as warps (the GPU default), and then fewer: warps must share.
     for ports in [32, 32 * 2] {
-        run(ports, warps, lanes, 3, &services, |client, warp| {
+        run(ports, warps, lanes, 3, &host, |client, warp| {
             let me = ((warp * lanes + client.lanes().lane_id()) as u64) << 32;
             for i in 0..calls {
                 let x = me | i;
-                if services::noop(client, x) != Ok(x + 1) {
+                if host::noop(client, x) != Ok(x + 1) {
                     wrong.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -108,51 +67,56 @@ fn every_warp_calls_at_once_and_every_reply_is_right() {
     }
     assert_eq!(wrong.load(Ordering::Relaxed), 0);
     // One call per warp per iteration, twice.
-    assert_eq!(services.counts()[1], 2 * warps as u64 * calls);
+    assert_eq!(host.count(opcode::NOOP), 2 * warps as u64 * calls);
 }
 
 #[test]
 fn exit_is_recorded_with_the_first_lanes_code() {
     let _w = Watchdog::new("exit", Duration::from_secs(60));
-    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
-    run(32, 1, 4, 1, &services, |client, _| {
+    let host = LibcHost::new(LibcConfig::default());
+    run(32, 1, 4, 1, &host, |client, _| {
         let code = 7 + client.lanes().lane_id() as i32;
-        services::exit(client, code).unwrap();
+        host::exit(client, code).unwrap();
     });
-    assert_eq!(services.exit_code(), Some(7));
+    assert_eq!(host.exit_code(), Some(7));
 }
 
 #[test]
 fn unknown_opcode_gets_an_error_status() {
     let _w = Watchdog::new("unknown opcode", Duration::from_secs(60));
-    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
-    run(32, 1, 2, 1, &services, |client, _| {
+    let host = LibcHost::new(LibcConfig::default());
+    run(32, 1, 2, 1, &host, |client, _| {
         let mut port = client.open(999).unwrap();
         port.send_and_recv(|s, _| s.words[0] = 1, |_, _| {})
             .unwrap();
-        assert_eq!(port.status(), STATUS_UNKNOWN_OPCODE);
+        assert_eq!(port.status(), status::UNKNOWN_OPCODE);
         drop(port);
         // The port is usable afterwards.
-        assert_eq!(services::noop(client, 41), Ok(42));
+        assert_eq!(host::noop(client, 41), Ok(42));
     });
-    assert_eq!(services.counts(), [1, 1, 0, 0]);
+    assert_eq!(host.count(999), 1);
+    assert_eq!(host.count(opcode::NOOP), 1);
 }
 
 #[test]
 fn oversized_print_is_refused_and_nothing_is_written() {
     let _w = Watchdog::new("oversized print", Duration::from_secs(120));
-    let services = HostServices::new(Vec::new(), ExitPolicy::Record);
-    run(32, 1, 2, 1, &services, |client, _| {
-        let big = vec![b'x'; PRINT_LIMIT as usize + 1];
-        let r = services::print(client, &big);
-        assert_eq!(r, Err(CallError::Protocol(Error::Rejected)));
+    let out = Capture::default();
+    let host = LibcHost::new(LibcConfig {
+        stdout: Box::new(out.clone()),
+        ..LibcConfig::default()
+    });
+    run(32, 1, 2, 1, &host, |client, _| {
+        let big = vec![b'x'; PRINT_CHUNK + 1];
+        let r = Libc::client(client).print(&big);
+        assert_eq!(r, Err(Error::Status(Status::Rejected)));
         assert_eq!(
-            services::noop(client, 1),
+            host::noop(client, 1),
             Ok(2),
             "the port is usable afterwards"
         );
     });
-    assert!(services.into_output().is_empty());
+    assert!(out.text().is_empty());
 }
 
 #[test]

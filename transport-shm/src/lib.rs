@@ -37,8 +37,8 @@
 //!
 //! Modules: `header` (the header and its checks), `file` (creating, stale files, attaching,
 //! mapping, the services table), `owner` (owner words and liveness), `inline` (inline lines),
-//! `wait` (backoff with deadlines), `server`, `client`, `service` (derived services as
-//! handlers), `demo` (the demo service).
+//! `wait` (backoff with deadlines), `server` (serving a [`Handler`]: derived services, closures,
+//! `ferry_core`'s one trait for every transport), `client`, `demo` (the demo service).
 //!
 //! # Who writes what
 //!
@@ -159,7 +159,6 @@ pub mod header;
 mod inline;
 pub mod owner;
 mod server;
-pub mod service;
 pub mod status;
 mod sync;
 mod wait;

@@ -44,7 +44,7 @@ pub trait Caller {
     /// passed) reads as [`owner::ABANDONED`](crate::owner::ABANDONED), never as another client.
     /// A one-way call's client may end its claim as soon as it has sent: such a call may read 0
     /// (free), never another client (no client can claim a port whose packet the server holds).
-    /// Inline calls ([`Handler::handle_inline`]) carry no port: a handler that needs the caller
+    /// Inline calls (`Handler::handle_inline`) carry no port: a handler that needs the caller
     /// serves such calls through the packets.
     fn caller(&self) -> u64;
 }
@@ -62,63 +62,35 @@ impl Caller for ServerPort<'_, '_> {
 /// The name of a server's monitor thread (the thread that reclaims ports; see the crate docs).
 pub const MONITOR_THREAD: &str = "ferry-monitor";
 
-/// Serves one request on an open port: receives it and replies (or fails).
+/// What a server serves: `ferry_core`'s one handler trait, for this transport's mailbox and wait
+/// policy (`Handler<ShmMailbox, ServerWait>`).
 ///
 /// A derived service bound to its handler is one (`Counter::server(handler)`, several with
-/// `.and(..)`; module `service`); a closure over a port is one too (it serves no inline calls
-/// and no service by name).
+/// `.and(..)`): it serves inline calls and is listed by name in the file. A closure over a
+/// [`ServerPort`] is one too (it serves no inline calls and no service by name). A handler
+/// written by hand implements the trait for any mailbox and wait policy
+/// (`impl<M: Mailbox, W: Wait> Handler<M, W> for MyHandler`, see
+/// [`ferry_core::service::Handler`]), or for this transport's alone where it needs
+/// [`Caller`] (`impl Handler<ShmMailbox, ServerWait> for MyHandler`).
 ///
-/// A handler returning an error (or panicking) while it still holds the packet gets
-/// [`status::SERVER_ERROR`] sent back to the client.
-pub trait Handler: Send + Sync + 'static {
-    /// Serves the request waiting on `port`.
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error>;
-
-    /// Serves a call that came inline (one cache line, see the crate docs): `request`'s bytes
-    /// in, the reply's written at the start of `reply`; returns the status to send back and the
-    /// reply's length in bytes, or `None` if this call cannot be served inline (the client then
-    /// makes it through the packets). A derived service forwards to its generated
-    /// `dispatch_inline`. Only called if [`serves_inline`](Self::serves_inline) says so. Never
-    /// return `status::NOT_INLINE` (the client would make the call again): return `None`; a
-    /// handler that returns it is counted failed and answered `status::SERVER_ERROR`.
-    fn handle_inline(
-        &self,
-        opcode: u32,
-        request: &[u8],
-        reply: &mut [u8; ferry_core::service::INLINE_BYTES],
-    ) -> Option<(u32, usize)> {
-        let _ = (opcode, request, reply);
-        None
-    }
-
-    /// Whether this handler answers inline calls; the server says so in the file header, and
-    /// clients of a server that does not make every call through the packets.
-    fn serves_inline(&self) -> bool {
-        false
-    }
-
-    /// The derived services this handler serves, by name and schema fingerprint: the server
-    /// lists them in the file, and clients that expect a service check it there when they
-    /// attach. (A hand-written handler serves none by name.)
-    fn services(&self) -> Vec<(&'static str, u64)> {
-        Vec::new()
-    }
-
-    /// Two of the services this handler serves that share an opcode, if any: the server refuses
-    /// to start ([`ShmError::BadServices`]) rather than send one service's calls to the other.
-    fn collision(&self) -> Option<ferry_core::service::Collision> {
-        None
-    }
-}
-
-impl<F> Handler for F
-where
-    F: Fn(&mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> + Send + Sync + 'static,
-{
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> {
-        self(port)
-    }
-}
+/// Inline calls: never return `status::NOT_INLINE` from
+/// [`handle_inline`](ferry_core::service::Handler::handle_inline) (the client would make the
+/// call again): return `None`; a handler that returns it is counted failed and answered
+/// `status::SERVER_ERROR`. A handler returning an error (or panicking) while it still holds the
+/// packet gets [`status::SERVER_ERROR`] sent back to the client.
+///
+/// ```no_run
+/// use ferry_shm::demo::{Demo, DemoService};
+/// use ferry_shm::{ServerConfig, ServerPort, ShmServer};
+///
+/// let server = ShmServer::start("demo", ServerConfig::default(), Demo::server(DemoService))?;
+/// // A closure: every call's first word back plus one.
+/// let raw = ShmServer::start("raw", ServerConfig::default(), |port: &mut ServerPort| {
+///     port.recv_and_send(|slot, _| slot.words[0] += 1)
+/// })?;
+/// # Ok::<(), ferry_shm::ShmError>(())
+/// ```
+pub use ferry_core::service::Handler;
 
 /// How a server is set up.
 #[derive(Clone, Debug)]
@@ -334,7 +306,7 @@ impl ShmServer {
     pub fn start(
         path: impl AsRef<Path>,
         config: ServerConfig,
-        handler: impl Handler,
+        handler: impl Handler<ShmMailbox, ServerWait> + Send + 'static,
     ) -> Result<ShmServer, ShmError> {
         let path = path.as_ref();
         let pid = std::process::id();
@@ -366,7 +338,7 @@ impl ShmServer {
             counters: (0..=workers).map(|_| Counters::default()).collect(),
             config,
         });
-        let handler: Arc<dyn Handler> = Arc::new(handler);
+        let handler: Arc<dyn Handler<ShmMailbox, ServerWait> + Send> = Arc::new(handler);
         let mut server = ShmServer {
             shared: Arc::clone(&shared),
             workers: Vec::with_capacity(workers),
@@ -546,7 +518,7 @@ impl Drop for ShmServer {
 }
 
 /// A worker: serve ports with requests until told to stop (and then until none is pending).
-fn work(shared: &Shared, handler: &dyn Handler, index: usize, first: u32) {
+fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: usize, first: u32) {
     let counters = &shared.counters[index];
     let mapped = &shared.mapped;
     let wait = ServerWait::new(

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use ferry_core::service::{Bytes, Error, Service, Serving, Status, Transport, SERVICE_NAME_BYTES};
+use ferry_core::{Mailbox, Port, Server, Single, Wait};
 use ferry_shm::demo::{self, Demo, DemoServer, DemoService, Echoed, SleepError, Summed};
 use ferry_shm::header::{Geometry, HEADER_SIZE, SERVICE_ENTRY};
 use ferry_shm::{
@@ -538,8 +539,11 @@ impl DemoServer for Fragile {
 /// clients that expect them attach.
 struct PacketsOnly<H>(H);
 
-impl<H: Handler> Handler for PacketsOnly<H> {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> {
+impl<M: Mailbox, W: Wait, H: Handler<M, W>> Handler<M, W> for PacketsOnly<H> {
+    fn handle(
+        &self,
+        port: &mut Port<'_, '_, Server, Single, M, W>,
+    ) -> Result<(), ferry_core::Error> {
         self.0.handle(port)
     }
     fn services(&self) -> Vec<(&'static str, u64)> {
@@ -838,8 +842,11 @@ struct Gated {
     demo: Serving<Demo, DemoService>,
 }
 
-impl Handler for Gated {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> {
+impl<M: Mailbox, W: Wait> Handler<M, W> for Gated {
+    fn handle(
+        &self,
+        port: &mut Port<'_, '_, Server, Single, M, W>,
+    ) -> Result<(), ferry_core::Error> {
         self.demo.handle(port)
     }
     fn handle_inline(
@@ -855,13 +862,13 @@ impl Handler for Gated {
                 .wait_timeout_while(open.lock().unwrap(), Duration::from_secs(30), |open| !*open)
                 .unwrap();
         }
-        self.demo.handle_inline(opcode, request, reply)
+        Handler::<M, W>::handle_inline(&self.demo, opcode, request, reply)
     }
     fn serves_inline(&self) -> bool {
         true
     }
     fn services(&self) -> Vec<(&'static str, u64)> {
-        self.demo.services()
+        Handler::<M, W>::services(&self.demo)
     }
 }
 

@@ -1,7 +1,7 @@
 //! A user's own service on the GPU, end to end: this host program loads the `tally` kernel
 //! (`device/examples/tally.rs`, built to PTX by `scripts/build-ptx`), serves it the `Tally`
 //! service (`ferry-example-tally`) with its own handler plus the C-library services
-//! (`ferry_device::host::Libc`: the kernel prints through them), runs it, and checks that every total
+//! (`ferry_libc::Libc`: the kernel prints through them), runs it, and checks that every total
 //! the kernel kept agrees with the host's.
 //!
 //! ```text

@@ -17,6 +17,9 @@
 //! - [`Site`], where a generated client makes its calls, and [`CallSite`]/[`InlineCall`], what
 //!   one call runs on;
 //! - [`LaneBuffers`], where a server receives streamed arguments;
+//! - with `std`: `Handler`, what every host transport's server serves (derived services,
+//!   closures over a port, hand-written handlers, one trait for all transports), and
+//!   `with_stream_buffers`, the serving threads' buffers for streams;
 //! - the [`handshake`] a client makes to compare fingerprints with a server over the region.
 //!
 //! # How a typed call crosses
@@ -67,10 +70,14 @@ pub mod status {
 }
 
 mod error;
+#[cfg(feature = "std")]
+mod handler;
 mod serving;
 mod site;
 mod wire;
 pub use error::{Error, Status, Transport};
+#[cfg(feature = "std")]
+pub use handler::{with_stream_buffers, Handler};
 pub use serving::{
     name_fits, opcode_collision, Both, Collision, Services, Serving, SERVICE_NAME_BYTES,
 };

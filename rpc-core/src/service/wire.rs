@@ -118,7 +118,7 @@ pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     }
     let mut port = site.process().open(opcode)?;
     port.send(|slot, _| write_slot(slot, request))?;
-    port.recv(|slot, _| reply.copy_from_slice(&slot.as_bytes()[..R]))?;
+    port.recv(|slot, _| read_slot(slot, &mut reply))?;
     check(port.status(), opcode)?;
     Ok(reply)
 }
@@ -148,18 +148,34 @@ pub fn call_stream<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     send_parts(&mut port, prefix, body, oneway)?;
     let mut reply = [0u8; R];
     if !oneway {
-        port.recv(|slot, _| reply.copy_from_slice(&slot.as_bytes()[..R]))?;
+        port.recv(|slot, _| read_slot(slot, &mut reply))?;
         check(port.status(), opcode)?;
     }
     Ok(reply)
 }
 
 /// Writes `request` at the start of `slot`, the rest zero (no stale bytes cross).
+///
+/// A word at a time, built in registers first: on a GPU the slot is host memory across PCIe, and a
+/// copy of bytes into it would be a store per byte.
 #[inline(always)]
 fn write_slot(slot: &mut crate::Slot, request: &[u8]) {
-    slot.words = [0; 8];
+    let mut words = [0u64; 8];
     let n = request.len().min(SLOT_BYTES);
-    slot.as_bytes_mut()[..n].copy_from_slice(&request[..n]);
+    words.as_mut_bytes()[..n].copy_from_slice(&request[..n]);
+    slot.words = words;
+}
+
+/// Reads the first `R` bytes of `slot` into `reply`, a word at a time (on a GPU each load of host
+/// memory is a PCIe read: one per word, not one per byte).
+#[inline(always)]
+fn read_slot<const R: usize>(slot: &crate::Slot, reply: &mut [u8; R]) {
+    let mut at = 0;
+    for word in &slot.words[..R.div_ceil(8).min(8)] {
+        let n = (R - at).min(8);
+        reply[at..at + n].copy_from_slice(&word.to_ne_bytes()[..n]);
+        at += n;
+    }
 }
 
 /// Streams a request. A refusal ends the call: an unknown opcode at once; a refusal by a server

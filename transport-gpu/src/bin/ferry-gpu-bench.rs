@@ -22,7 +22,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use ferry_gpu::cuda::{Cuda, Function, Module};
-use ferry_gpu::{serve, Error, ExitPolicy, GpuRegion, HostServices, PortCount};
+use ferry_gpu::ferry_core::{Error as ProtocolError, Mailbox, Port, Server, Single, Wait};
+use ferry_gpu::Handler;
+use ferry_gpu::{serve, Error, GpuRegion, LibcConfig, LibcHost, PortCount};
 
 const STAMP_EVERY: u32 = 100;
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -122,7 +124,7 @@ fn call_latency_of(
     let stamps = cuda.alloc_device((iters / STAMP_EVERY + 1) as usize * 8)?;
     let errors = cuda.alloc_device(4)?;
     let services = Timed {
-        inner: HostServices::new(std::io::sink(), ExitPolicy::Record),
+        inner: quiet_host(),
         spans: std::sync::Mutex::new(Vec::with_capacity(iters as usize)),
     };
     let (r, _) = serve(region.region(), region.server_locks(), 1, &services, || {
@@ -153,20 +155,30 @@ fn call_latency_of(
     ))
 }
 
+/// The `Libc` host the benchmark kernels call (their no-ops), its output thrown away.
+fn quiet_host() -> LibcHost {
+    LibcHost::new(LibcConfig {
+        stdout: Box::new(std::io::sink()),
+        stderr: Box::new(std::io::sink()),
+        ..LibcConfig::default()
+    })
+}
+
 /// A handler that records when each call's handling started and ended (one server thread).
 struct Timed<H> {
     inner: H,
     spans: std::sync::Mutex<Vec<(Instant, Instant)>>,
 }
 
-impl<H: ferry_gpu::server::Handler> ferry_gpu::server::Handler for Timed<H> {
-    fn handle(&self, port: &mut ferry_gpu::server::ServerPort<'_, '_>) {
+impl<M: Mailbox, W: Wait, H: Handler<M, W>> Handler<M, W> for Timed<H> {
+    fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), ProtocolError> {
         let start = Instant::now();
-        self.inner.handle(port);
+        let handled = self.inner.handle(port);
         let end = Instant::now();
         if let Ok(mut spans) = self.spans.lock() {
             spans.push((start, end));
         }
+        handled
     }
 }
 
@@ -202,7 +214,7 @@ fn call_phases(cuda: &Cuda, module: &Module, iters: u32) -> Result<(Vec<f64>, u3
     region.install(cuda, module)?;
     let phases = cuda.alloc_device(iters as usize * PHASES.len() * 4)?;
     let errors = cuda.alloc_device(4)?;
-    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
+    let services = quiet_host();
     let (r, _) = serve(region.region(), region.server_locks(), 1, &services, || {
         let mut n = iters;
         let mut p_phases = phases.ptr();
@@ -247,7 +259,7 @@ fn throughput(
     servers: u32,
 ) -> Result<(f64, u32, u64), Error> {
     let errors = cuda.alloc_device(4)?;
-    let services = HostServices::new(std::io::sink(), ExitPolicy::Record);
+    let services = quiet_host();
     let (r, stats) = serve(
         region.region(),
         region.server_locks(),

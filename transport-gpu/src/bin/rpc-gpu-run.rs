@@ -19,8 +19,8 @@
 //! descriptor global. Every thread runs `main`; the exit code is an `exit` call's code, else the
 //! bitwise OR of every thread's return value. Errors of the loader itself exit with 125.
 //!
-//! The loader serves the minimal services (`ferry_device::services`) and the C-library ones
-//! (`ferry_device::host::Libc`: print, files, exit, malloc from the reserved heap, clock). Standard
+//! The loader serves the C-library services (`ferry_libc::Libc`: a no-op, print, files, exit,
+//! malloc from the reserved heap, clock; `system` stays off). Standard
 //! output is line-buffered on a terminal and block-buffered otherwise (as C's stdio), flushed at
 //! exit and at the end.
 
@@ -125,14 +125,13 @@ fn main() -> ExitCode {
     match run_program(&cuda, &ptx, &argv, &config, out) {
         Ok(report) => {
             if stats {
-                let libc: u64 = report.libc_calls.iter().sum();
-                let libc_print = report.libc_calls[libc_index(opcode::PRINT)];
+                let count = |op| report.libc_calls[libc_index(op)];
                 eprintln!(
                     "rpc-gpu-run: {} ({} SMs), {} ports, {} blocks x {} threads, kernel {:.3} s, \
-                     calls served {} (no-op {}, print {}, exit {}, unknown {}; libc {}, of which print {}, unknown {}) by {} server threads {:?}, exit code {}",
+                     calls served {} (no-op {}, print {}, exit {}, unknown {}) by {} server threads {:?}, exit code {}",
                     cuda.name, cuda.sms, report.ports, config.blocks, config.threads,
-                    report.elapsed.as_secs_f64(), report.stats.calls(), report.calls[1],
-                    report.calls[2], report.calls[3], report.calls[0], libc, libc_print,
+                    report.elapsed.as_secs_f64(), report.stats.calls(), count(opcode::NOOP),
+                    count(opcode::PRINT), count(opcode::EXIT),
                     report.libc_calls[Libc::CALLS], config.server_threads,
                     report.stats.per_thread, report.code
                 );

@@ -1,16 +1,15 @@
-//! The host side of `ferry_device::host`: the [`LibcServer`] a GPU program's C-library calls reach.
+//! The host side of [`Libc`]: the [`LibcServer`] a GPU program's C-library calls reach.
 //!
-//! [`LibcHost`] serves the trait `#[derive(RpcOpcodes)]` generated from `ferry_device::host::Libc`
-//! through the generated dispatch, over any transport: [`LibcHost::dispatch`] takes any server
-//! port (a GPU region's, a shared-memory file's) and the id of the client calling on it, and
-//! `LibcHost` is a [`Handler`] for [`serve`](crate::serve) (whose calls all come from one
-//! client, the GPU program: [`PROGRAM`]).
+//! [`LibcHost`] serves the trait `#[derive(RpcOpcodes)]` generated from [`Libc`] through the
+//! generated dispatch, over any transport: [`LibcHost::dispatch`] takes any server port (a GPU
+//! region's, a shared-memory file's) and the id of the client calling on it, and `LibcHost` is
+//! a [`Handler`] on any transport (every call for one client, [`PROGRAM`]: a GPU program).
 //!
 //! To serve it with other services on one region, bind the host to its client:
 //! [`LibcHost::for_program`] (a GPU region's one program) or [`LibcHost::for_caller`] give a
 //! [`ForCaller`], which implements [`LibcServer`], so `Libc::server(host.for_program())` serves it
 //! (`Tally::server(mine).and(Libc::server(host.for_program()))`). Calls served that way are counted
-//! by the server ([`ServeStats::by_opcode`](crate::ServeStats)), not by [`LibcHost::counts`],
+//! by the server (`ferry_gpu::ServeStats::by_opcode`), not by [`LibcHost::counts`],
 //! which counts the calls [`LibcHost::dispatch`] serves.
 //!
 //! What it owns:
@@ -57,15 +56,28 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use ferry_core::service::{Served, Service};
-use ferry_core::{Lanes, Mailbox, Port, Server, Wait};
-pub use ferry_device::host::{
+use ferry_core::service::{with_stream_buffers, Handler, Served, Service};
+use ferry_core::{Lanes, Mailbox, Port, Server, Single, Wait};
+
+// The definition, so that a host program finds everything it serves here.
+pub use crate::{
     mode, opcode, ClockReading, Handle, HostError, Libc, LibcClient, LibcError, LibcServer,
-    IO_CHUNK, PATH_LIMIT, SEEK_CUR, SEEK_END, SEEK_SET, STDERR, STDOUT, SYSTEM_LIMIT,
+    IO_CHUNK, PATH_LIMIT, PRINT_CHUNK, SEEK_CUR, SEEK_END, SEEK_SET, STDERR, STDOUT, SYSTEM_LIMIT,
 };
 
-use crate::server::{with_stream_buffers, Handler, ServerPort, PROGRAM};
-use crate::services::ExitPolicy;
+/// Who calls on a GPU region's ports: the one program running on the GPU, as the caller id
+/// [`LibcHost::dispatch`] is given by a server that does not tell its clients apart. A region
+/// serves one program, so every call served there has this id.
+pub const PROGRAM: u64 = 1;
+
+/// What to do when the program asks to exit or abort.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitPolicy {
+    /// Flush the output and end this process with the program's code (the loader).
+    Process,
+    /// Record the code (the first one wins) and answer the call (tests, embedders).
+    Record,
+}
 
 /// The first handle index of a file (0 is never a handle, 1 and 2 are the output streams).
 const FIRST_FILE: u64 = 3;
@@ -609,6 +621,10 @@ fn open_regular(m: u32, path: &str) -> Result<File, HostError> {
 }
 
 impl LibcServer for ForCaller<'_> {
+    fn noop(&self, value: u64) -> u64 {
+        value.wrapping_add(1)
+    }
+
     fn print(&self, text: &[u8]) {
         let mut out = self.stdout.lock().unwrap_or_else(|e| e.into_inner());
         // One-way: nobody to tell about a failed write.
@@ -777,10 +793,20 @@ impl LibcServer for ForCaller<'_> {
     }
 }
 
-impl Handler for LibcHost {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) {
-        // A protocol error means the client stalled mid-call; the port goes back as it is.
-        let _ = self.dispatch(PROGRAM, port);
+/// The host serving every call as [`PROGRAM`]'s (a GPU region's one program), counted by
+/// [`LibcHost::counts`], on any transport: `ferry_gpu::serve(.., &host, ..)`. `Libc` is listed by
+/// name. A server that tells its clients apart passes each call's client to
+/// [`LibcHost::dispatch`] instead (over shared memory: `ferry_shm::Caller::caller`).
+impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
+    fn handle(
+        &self,
+        port: &mut Port<'_, '_, Server, Single, M, W>,
+    ) -> Result<(), ferry_core::Error> {
+        self.dispatch(PROGRAM, port).map(|_| ())
+    }
+
+    fn services(&self) -> Vec<(&'static str, u64)> {
+        vec![(Libc::NAME, Libc::FINGERPRINT)]
     }
 }
 

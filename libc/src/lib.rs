@@ -1,0 +1,403 @@
+//! The host services a GPU program expects from a C library, as one derived ferry service:
+//! [`Libc`], its wire types, and (feature `host`) the host server `LibcHost`.
+//!
+//! Both sides build from this one definition: the device side (`ferry_device::host`, `no_std`)
+//! calls through the generated [`LibcClient`] and wraps it in functions that take care of
+//! chunking, lane convergence and local checks; the host side implements the generated
+//! [`LibcServer`] in `host::LibcHost` (feature `host`, with `std`), served over any transport:
+//! a GPU region (`ferry_gpu`, the loader `rpc-gpu-run`) or a shared-memory file (`ferry_shm`).
+//!
+//! | call | arguments, per lane | reply, per lane |
+//! |---|---|---|
+//! | [`Libc::Noop`] | a value | the value plus one (the benchmarks' unit) |
+//! | [`Libc::Print`], [`Libc::EPrint`] | the bytes (≤ [`PRINT_CHUNK`]), streamed | none: one-way |
+//! | [`Libc::Open`] | mode ([`mode`]), path (text, ≤ [`PATH_LIMIT`]) | the [`Handle`] |
+//! | [`Libc::Read`], [`Libc::Gets`] | handle, most bytes wanted | the bytes (≤ [`IO_CHUNK`]), streamed |
+//! | [`Libc::Write`] | handle, the bytes (≤ [`IO_CHUNK`]) | bytes written |
+//! | [`Libc::Seek`] | handle, offset, whence | the new position |
+//! | [`Libc::Tell`] | handle | the position |
+//! | [`Libc::Flush`], [`Libc::Close`] | handle | nothing |
+//! | [`Libc::Remove`] | the path (text) | nothing |
+//! | [`Libc::Rename`] | `from`'s length, `from` ++ `to` (text) | nothing |
+//! | [`Libc::Exit`] | the code | nothing (the loader ends the process instead) |
+//! | [`Libc::Abort`] | nothing | nothing (the loader aborts instead) |
+//! | [`Libc::Malloc`], [`Libc::Free`] | size / address | the address / nothing |
+//! | [`Libc::Clock`] | nothing | [`ClockReading`] |
+//! | [`Libc::System`] | the command (text, ≤ [`SYSTEM_LIMIT`]) | its exit status |
+//!
+//! Every call that can fail on the host carries [`HostError`] (`#[rpc(error = HostError)]`): a
+//! call returns `Result<T, LibcError>`, where [`LibcError`] is the service layer's
+//! `Error<HostError>`: [`Error::App`] is the host's answer (a missing file, a bad handle...),
+//! `Error::Status` and `Error::Transport` are the server refusing the call or the exchange
+//! failing. **Rename** sends both paths in its one text stream, `from` then `to`, with `from`'s
+//! length as a fixed argument (a call has at most one stream; two calls would leave a half-done
+//! rename between them).
+//!
+//! **Handles** are opaque: the host hands out ids (index and generation) and checks every id it
+//! is given; [`STDOUT`] and [`STDERR`] name its output streams. **Addresses** from
+//! [`Libc::Malloc`] point into memory the host reserved before launch; the host hands out offsets
+//! into it and never dereferences anything the device sends. Both belong to the client that got
+//! them (a GPU program; over shared memory, a client process): another client's handle is
+//! [`HostError::BadHandle`], another client's address [`HostError::BadPointer`]. Only regular
+//! files open ([`HostError::NotAFile`]), and each client has a quota of open files
+//! ([`HostError::TooManyOpen`]).
+
+#![cfg_attr(not(any(test, feature = "host")), no_std)]
+#![deny(missing_docs)]
+
+use core::fmt;
+
+use ferry_core::service::{Bytes, Error, Service, Text};
+use ferry_core::RpcOpcodes;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
+
+#[cfg(feature = "host")]
+pub mod host;
+
+#[cfg(feature = "host")]
+pub use host::{ExitPolicy, LibcConfig, LibcHost, PROGRAM};
+
+/// The most bytes one lane prints in one message (the `limit` of print calls).
+pub const PRINT_CHUNK: usize = 512;
+/// The most bytes one lane reads or writes in one call.
+pub const IO_CHUNK: usize = 512;
+/// The longest path the host accepts, in bytes.
+pub const PATH_LIMIT: usize = 512;
+/// The longest command [`Libc::System`] carries, in bytes.
+pub const SYSTEM_LIMIT: usize = 4096;
+
+// A device-side printer writes one message to a file with one `Write`.
+const _: () = assert!(PRINT_CHUNK <= IO_CHUNK);
+
+/// The host's standard output, as a handle.
+pub const STDOUT: Handle = Handle(1);
+/// The host's standard error, as a handle.
+pub const STDERR: Handle = Handle(2);
+
+/// An open file on the host: an opaque id the host validates on every call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(transparent)]
+pub struct Handle(pub u64);
+
+/// Open modes ([`Libc::Open`]'s `mode`), combined with `|`.
+pub mod mode {
+    /// Open for reading.
+    pub const READ: u32 = 1;
+    /// Open for writing.
+    pub const WRITE: u32 = 2;
+    /// Every write goes to the end.
+    pub const APPEND: u32 = 4;
+    /// Create the file if it does not exist.
+    pub const CREATE: u32 = 8;
+    /// Empty the file on open.
+    pub const TRUNCATE: u32 = 16;
+    /// Fail if the file exists (with [`CREATE`]).
+    pub const EXCLUSIVE: u32 = 32;
+    /// Every bit the host knows; others are refused.
+    pub const ALL: u32 = 63;
+
+    /// The mode of a C `fopen` mode string (`"r"`, `"w"`, `"a"`, `"r+"`, `"w+"`, `"a+"`, any of
+    /// them with `b`, `"wx"`...), or `None`.
+    pub fn from_c(s: &str) -> Option<u32> {
+        let b = s.as_bytes();
+        let plus = b.contains(&b'+');
+        let x = b.contains(&b'x');
+        if b.iter()
+            .any(|c| !matches!(c, b'r' | b'w' | b'a' | b'+' | b'b' | b'x'))
+        {
+            return None;
+        }
+        let m = match b.first()? {
+            b'r' if !x => READ | if plus { WRITE } else { 0 },
+            b'w' => WRITE | CREATE | TRUNCATE | if plus { READ } else { 0 },
+            b'a' if !x => WRITE | CREATE | APPEND | if plus { READ } else { 0 },
+            _ => return None,
+        };
+        Some(m | if x { EXCLUSIVE } else { 0 })
+    }
+}
+
+/// Seek from the start.
+pub const SEEK_SET: u32 = 0;
+/// Seek from the current position.
+pub const SEEK_CUR: u32 = 1;
+/// Seek from the end.
+pub const SEEK_END: u32 = 2;
+
+/// [`Libc::Clock`]'s reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct ClockReading {
+    /// Nanoseconds since the Unix epoch (the host's wall clock).
+    pub realtime_ns: u64,
+    /// Nanoseconds since the host started serving (monotonic).
+    pub monotonic_ns: u64,
+}
+
+/// Why the host refused a call: the error of every [`Libc`] call that can fail, as the handler
+/// returns it and the device receives it ([`Error::App`]). The discriminants are the codes the
+/// service has always used; a code this side does not know arrives as
+/// [`Status::BadResponse`](ferry_core::service::Status::BadResponse).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, TryFromBytes, IntoBytes, Immutable, KnownLayout,
+)]
+#[repr(u32)]
+pub enum HostError {
+    /// No such file or directory.
+    NotFound = 1,
+    /// Permission denied.
+    Denied = 2,
+    /// The handle is not one the host handed out to this client, or was closed.
+    BadHandle = 3,
+    /// A path or request over the limits (checked on the device before sending).
+    TooLong = 4,
+    /// An argument the host refuses (bad mode, empty path or one with a NUL, seek before the
+    /// start...).
+    Invalid = 5,
+    /// Too many files open: this client's quota of open files, or the host's whole table, is
+    /// full.
+    TooManyOpen = 6,
+    /// The reserved heap has no block that large.
+    OutOfMemory = 7,
+    /// `free` of an address the host did not hand out to this client (or already freed).
+    BadPointer = 8,
+    /// The call is turned off on this host (`system`).
+    Disabled = 9,
+    /// The file exists.
+    Exists = 10,
+    /// Another I/O error on the host.
+    Io = 11,
+    /// The path names something other than a regular file (a FIFO, a device, a socket, a
+    /// directory): the host opens regular files only, so that no call waits on another party.
+    NotAFile = 12,
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HostError::NotFound => "no such file",
+            HostError::Denied => "permission denied",
+            HostError::BadHandle => "not an open file handle",
+            HostError::TooLong => "too long",
+            HostError::Invalid => "invalid argument",
+            HostError::TooManyOpen => "too many open files",
+            HostError::OutOfMemory => "out of reserved memory",
+            HostError::BadPointer => "not an address malloc returned",
+            HostError::Disabled => "turned off on this host",
+            HostError::Exists => "the file exists",
+            HostError::Io => "I/O error on the host",
+            HostError::NotAFile => "not a regular file",
+        })
+    }
+}
+
+impl core::error::Error for HostError {}
+
+/// How a [`Libc`] call fails on the device: the host's [`HostError`] ([`Error::App`]), the
+/// server's refusal ([`Error::Status`]) or the transport's failure ([`Error::Transport`]).
+pub type LibcError = Error<HostError>;
+
+/// The host services, one variant per call (see the module docs for what crosses).
+/// The host services, one variant per call (see the crate docs for what crosses).
+#[derive(RpcOpcodes)]
+#[rpc(service = "ferry.libc")]
+pub enum Libc {
+    /// Replies its value plus one (wrapping): a call that does nothing, the unit the benchmarks
+    /// time (LLVM libc's `RPC_NOOP`).
+    #[rpc(response = u64)]
+    Noop {
+        /// The value.
+        value: u64,
+    },
+    /// Writes the bytes to the host's standard output.
+    #[rpc(oneway, limit = PRINT_CHUNK)]
+    Print {
+        /// What to write.
+        text: Bytes,
+    },
+    /// Writes the bytes to the host's standard error.
+    #[rpc(oneway, limit = PRINT_CHUNK)]
+    EPrint {
+        /// What to write.
+        text: Bytes,
+    },
+    /// Opens the regular file at `path`; replies its handle.
+    #[rpc(response = Handle, error = HostError, limit = PATH_LIMIT)]
+    Open {
+        /// Bits of [`mode`].
+        mode: u32,
+        /// The file.
+        path: Text,
+    },
+    /// Reads up to `len` bytes; none at the end of the file.
+    #[rpc(response = Bytes, error = HostError, limit = IO_CHUNK)]
+    Read {
+        /// The file.
+        handle: Handle,
+        /// The most bytes wanted (the host serves at most [`IO_CHUNK`]).
+        len: u32,
+    },
+    /// Reads up to `len` bytes, stopping after a newline; none at the end of the file.
+    #[rpc(response = Bytes, error = HostError, limit = IO_CHUNK)]
+    Gets {
+        /// The file.
+        handle: Handle,
+        /// The most bytes wanted (the host serves at most [`IO_CHUNK`]).
+        len: u32,
+    },
+    /// Writes the bytes; replies how many were written.
+    #[rpc(response = u32, error = HostError, limit = IO_CHUNK)]
+    Write {
+        /// The file, or [`STDOUT`], [`STDERR`].
+        handle: Handle,
+        /// What to write.
+        data: Bytes,
+    },
+    /// Moves the position; replies the new one.
+    #[rpc(response = u64, error = HostError)]
+    Seek {
+        /// The file.
+        handle: Handle,
+        /// The offset from `whence`.
+        offset: i64,
+        /// [`SEEK_SET`], [`SEEK_CUR`] or [`SEEK_END`].
+        whence: u32,
+    },
+    /// Replies the position.
+    #[rpc(response = u64, error = HostError)]
+    Tell {
+        /// The file.
+        handle: Handle,
+    },
+    /// Flushes the file's host buffers.
+    #[rpc(error = HostError)]
+    Flush {
+        /// The file, or [`STDOUT`], [`STDERR`].
+        handle: Handle,
+    },
+    /// Closes the file; its handle is never valid again.
+    #[rpc(error = HostError)]
+    Close {
+        /// The file.
+        handle: Handle,
+    },
+    /// Removes a file.
+    #[rpc(error = HostError, limit = PATH_LIMIT)]
+    Remove {
+        /// The file.
+        path: Text,
+    },
+    /// Renames a file.
+    #[rpc(error = HostError, limit = 2 * PATH_LIMIT)]
+    Rename {
+        /// The length of the old path, in bytes.
+        from_len: u32,
+        /// The old path then the new one.
+        paths: Text,
+    },
+    /// Ends the program with the code (the lowest lane's, the first call's).
+    Exit {
+        /// The exit code.
+        code: i32,
+    },
+    /// Ends the program abnormally.
+    Abort,
+    /// Allocates from the memory reserved before launch; replies the address.
+    #[rpc(response = u64, error = HostError)]
+    Malloc {
+        /// The bytes wanted.
+        size: u64,
+    },
+    /// Frees an address [`Libc::Malloc`] returned (0 is ignored).
+    #[rpc(error = HostError)]
+    Free {
+        /// The address.
+        address: u64,
+    },
+    /// The host's clocks.
+    #[rpc(response = ClockReading)]
+    Clock,
+    /// Runs a shell command on the host, if the host turned `system` on; replies its exit status
+    /// (-1: killed by a signal).
+    #[rpc(response = i32, error = HostError, limit = SYSTEM_LIMIT)]
+    System {
+        /// The command, for `/bin/sh -c`.
+        command: Text,
+    },
+}
+
+impl Libc {
+    /// How many calls the service has.
+    pub const CALLS: usize = <Libc as Service>::OPCODES.len();
+}
+
+/// The opcode of each [`Libc`] call, by name: a call whose variant has a stream (`Bytes`,
+/// `Text`) cannot be built as a value to ask for its `opcode()` (the derive's constants, by
+/// their short names).
+pub mod opcode {
+    use super::Libc;
+
+    /// [`Libc::Noop`].
+    pub const NOOP: u32 = Libc::OPCODE_NOOP;
+    /// [`Libc::Print`].
+    pub const PRINT: u32 = Libc::OPCODE_PRINT;
+    /// [`Libc::EPrint`].
+    pub const E_PRINT: u32 = Libc::OPCODE_E_PRINT;
+    /// [`Libc::Open`].
+    pub const OPEN: u32 = Libc::OPCODE_OPEN;
+    /// [`Libc::Read`].
+    pub const READ: u32 = Libc::OPCODE_READ;
+    /// [`Libc::Gets`].
+    pub const GETS: u32 = Libc::OPCODE_GETS;
+    /// [`Libc::Write`].
+    pub const WRITE: u32 = Libc::OPCODE_WRITE;
+    /// [`Libc::Seek`].
+    pub const SEEK: u32 = Libc::OPCODE_SEEK;
+    /// [`Libc::Tell`].
+    pub const TELL: u32 = Libc::OPCODE_TELL;
+    /// [`Libc::Flush`].
+    pub const FLUSH: u32 = Libc::OPCODE_FLUSH;
+    /// [`Libc::Close`].
+    pub const CLOSE: u32 = Libc::OPCODE_CLOSE;
+    /// [`Libc::Remove`].
+    pub const REMOVE: u32 = Libc::OPCODE_REMOVE;
+    /// [`Libc::Rename`].
+    pub const RENAME: u32 = Libc::OPCODE_RENAME;
+    /// [`Libc::Exit`].
+    pub const EXIT: u32 = Libc::OPCODE_EXIT;
+    /// [`Libc::Abort`].
+    pub const ABORT: u32 = Libc::OPCODE_ABORT;
+    /// [`Libc::Malloc`].
+    pub const MALLOC: u32 = Libc::OPCODE_MALLOC;
+    /// [`Libc::Free`].
+    pub const FREE: u32 = Libc::OPCODE_FREE;
+    /// [`Libc::Clock`].
+    pub const CLOCK: u32 = Libc::OPCODE_CLOCK;
+    /// [`Libc::System`].
+    pub const SYSTEM: u32 = Libc::OPCODE_SYSTEM;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_modes() {
+        assert_eq!(mode::from_c("r"), Some(mode::READ));
+        assert_eq!(
+            mode::from_c("w+"),
+            Some(mode::READ | mode::WRITE | mode::CREATE | mode::TRUNCATE)
+        );
+        assert_eq!(
+            mode::from_c("ab"),
+            Some(mode::WRITE | mode::CREATE | mode::APPEND)
+        );
+        assert_eq!(
+            mode::from_c("wx"),
+            Some(mode::WRITE | mode::CREATE | mode::TRUNCATE | mode::EXCLUSIVE)
+        );
+        assert_eq!(mode::from_c("q"), None);
+        assert_eq!(mode::from_c(""), None);
+        assert_eq!(mode::from_c("rx"), None);
+    }
+}

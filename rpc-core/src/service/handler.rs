@@ -1,0 +1,177 @@
+//! What a host transport's server serves (feature `std`): a [`Handler`], one trait for every
+//! transport, and the buffers each serving thread receives streamed requests into.
+//!
+//! A transport's server opens a port with a request on it and hands it to its handler; the
+//! handler receives the request and replies. Derived services bound to their handlers
+//! (`Counter::server(h)`, several with `.and(..)`: [`Serving`], [`Both`]) are handlers on every
+//! transport, and so is a closure over the transport's server port. The trait is generic over
+//! the transport's mailbox `M` and wait policy `W`, so one impl serves them all; each transport
+//! names its own port type (`ferry_shm::ServerPort`, `ferry_gpu::ServerPort`) for closures.
+//!
+//! A handler written by hand implements the trait for every transport at once, never naming a
+//! transport's types (`M` and `W` stay parameters):
+//!
+//! ```
+//! use ferry_core::service::Handler;
+//! use ferry_core::{Mailbox, Port, Server, Single, Wait};
+//!
+//! /// Answers every call with its first word plus one.
+//! struct AddOne;
+//!
+//! impl<M: Mailbox, W: Wait> Handler<M, W> for AddOne {
+//!     fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), ferry_core::Error> {
+//!         port.recv_and_send(|slot, _| slot.words[0] += 1)
+//!     }
+//! }
+//! # fn takes<M: Mailbox, W: Wait>(_: &impl Handler<M, W>) {}
+//! # takes::<ferry_core::PerPort, ferry_core::Spin>(&AddOne);
+//! ```
+//!
+//! (A handler that needs one transport's own view of the port, such as `ferry_shm::Caller`,
+//! implements the trait for that transport's mailbox and wait policy, or is a closure over its
+//! `ServerPort`.)
+
+use std::cell::RefCell;
+use std::vec::Vec;
+
+use super::{opcode_collision, Both, Collision, Dispatch, Services, Serving, INLINE_BYTES};
+use crate::mailbox::Mailbox;
+use crate::port::Port;
+use crate::process::Server;
+use crate::wait::Wait;
+use crate::{Error, Single};
+
+/// What a server does with a request: receives it on the port and replies (see the module docs).
+///
+/// A handler returning an error (the client stalled or died mid-call) is counted as failed by
+/// the transport; if it still holds the packet, the transport sends it back with
+/// [`status::SERVER_ERROR`](super::status::SERVER_ERROR).
+pub trait Handler<M: Mailbox, W: Wait>: Sync {
+    /// Serves the request waiting on `port` (its opcode is `port.opcode()`). The port is closed
+    /// after this returns; a packet still held goes back to the client.
+    fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), Error>;
+
+    /// Serves a call that came inline (one cache line, on transports that have such a path):
+    /// `request`'s bytes in, the reply's written at the start of `reply`; returns the status to
+    /// send back and the reply's length in bytes, or `None` if this call cannot be served inline
+    /// (the client then makes it through the packets). A derived service forwards to its
+    /// generated `dispatch_inline`. Only called if [`serves_inline`](Self::serves_inline) says
+    /// so.
+    #[inline]
+    fn handle_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8; INLINE_BYTES],
+    ) -> Option<(u32, usize)> {
+        let _ = (opcode, request, reply);
+        None
+    }
+
+    /// Whether this handler answers inline calls.
+    fn serves_inline(&self) -> bool {
+        false
+    }
+
+    /// The derived services this handler serves, by name and schema fingerprint (a transport
+    /// lists them for clients to check when they connect). A hand-written handler serves none by
+    /// name.
+    fn services(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
+    /// Two of the services this handler serves that share an opcode, if any: a server refuses to
+    /// start rather than send one service's calls to the other.
+    fn collision(&self) -> Option<Collision> {
+        None
+    }
+}
+
+/// A closure over a server port is a handler (it serves no inline calls and no service by name):
+/// `|port: &mut ferry_shm::ServerPort| port.recv_and_send(|slot, _| slot.words[0] += 1)`.
+impl<F, M: Mailbox, W: Wait> Handler<M, W> for F
+where
+    F: Fn(&mut Port<'_, '_, Server, Single, M, W>) -> Result<(), Error> + Sync,
+{
+    fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), Error> {
+        self(port)
+    }
+}
+
+/// The items of a set of derived services ([`Serving`], [`Both`]): calls through the packets to
+/// [`Services::dispatch`], streamed arguments into this thread's buffers
+/// ([`with_stream_buffers`]); inline calls to [`Services::dispatch_inline`]; the services listed
+/// by name.
+macro_rules! services_handler {
+    () => {
+        #[inline]
+        fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), Error> {
+            with_stream_buffers(|buffers| Services::dispatch(self, port, buffers)).map(|_| ())
+        }
+
+        #[inline]
+        fn handle_inline(
+            &self,
+            opcode: u32,
+            request: &[u8],
+            reply: &mut [u8; INLINE_BYTES],
+        ) -> Option<(u32, usize)> {
+            Services::dispatch_inline(self, opcode, request, reply)
+        }
+
+        fn serves_inline(&self) -> bool {
+            true
+        }
+
+        fn services(&self) -> Vec<(&'static str, u64)> {
+            listed(self)
+        }
+
+        fn collision(&self) -> Option<Collision> {
+            opcode_collision(self)
+        }
+    };
+}
+
+/// A derived service bound to its handler (`Counter::server(handler)`) is a [`Handler`]: each
+/// call goes to the service's generated dispatch; an opcode the service does not have is answered
+/// `status::UNKNOWN_OPCODE`.
+impl<S, H, M: Mailbox, W: Wait> Handler<M, W> for Serving<S, H>
+where
+    S: Dispatch<H>,
+    H: Sync,
+{
+    services_handler!();
+}
+
+/// Several services served together (`Counter::server(a).and(Libc::server(b))`): each call goes to
+/// the service that has its opcode, one no service has to the last added (which answers
+/// `status::UNKNOWN_OPCODE`).
+impl<A, B, M: Mailbox, W: Wait> Handler<M, W> for Both<A, B>
+where
+    A: Services + Sync,
+    B: Services + Sync,
+{
+    services_handler!();
+}
+
+fn listed(services: &impl Services) -> Vec<(&'static str, u64)> {
+    let mut out = Vec::new();
+    services.each(&mut |name, fingerprint, _| out.push((name, fingerprint)));
+    out
+}
+
+std::thread_local! {
+    /// Where a serving thread receives streamed requests; kept between calls.
+    static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's buffers for streamed requests (one per lane, grown as needed and
+/// kept between calls: each serving thread has its own), or with fresh ones if they are in use
+/// (a handler that serves another call from inside its own).
+pub fn with_stream_buffers<R>(f: impl FnOnce(&mut Vec<Vec<u8>>) -> R) -> R {
+    BUFFERS.with(|buffers| match buffers.try_borrow_mut() {
+        Ok(mut buffers) => f(&mut buffers),
+        Err(_) => f(&mut Vec::new()),
+    })
+}
