@@ -360,6 +360,8 @@ pub struct LibcHost {
     client_alive: fn(u64) -> bool,
     start: Instant,
     counts: [AtomicU64; Libc::CALLS + 1],
+    /// `(opcode, index in Libc::OPCODES)`, sorted by opcode: where a served call is counted.
+    by_opcode: [(u32, usize); Libc::CALLS],
 }
 
 impl std::fmt::Debug for LibcHost {
@@ -409,6 +411,12 @@ impl LibcHost {
             client_alive: config.client_alive,
             start: Instant::now(),
             counts: Default::default(),
+            by_opcode: {
+                let mut order: [(u32, usize); Libc::CALLS] =
+                    core::array::from_fn(|i| (<Libc as Service>::OPCODES[i], i));
+                order.sort_unstable();
+                order
+            },
         }
     }
 
@@ -425,10 +433,10 @@ impl LibcHost {
     ) -> Result<Served, ferry_core::Error> {
         let call = self.for_caller(caller);
         let served = with_stream_buffers(|buffers| Libc::dispatch(&call, port, buffers))?;
-        let i = <Libc as Service>::OPCODES
-            .iter()
-            .position(|&o| o == served.opcode)
-            .unwrap_or(Libc::CALLS);
+        let i = self
+            .by_opcode
+            .binary_search_by_key(&served.opcode, |&(opcode, _)| opcode)
+            .map_or(Libc::CALLS, |at| self.by_opcode[at].1);
         self.counts[i].fetch_add(1, Ordering::Relaxed);
         Ok(served)
     }
