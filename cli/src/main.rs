@@ -332,7 +332,9 @@ extern "C" fn on_signal(signal: nix::libc::c_int) {
 }
 
 /// From now on SIGINT, SIGTERM and SIGHUP only record themselves, for [`signalled`]: the
-/// caller's loop sees it, stops, removes its file, and `main` exits with 128 + its number.
+/// caller's loop sees it, stops, removes its file, and `main` exits with 128 + its number. A
+/// signal ignored when ferry started (SIGHUP under `nohup`, SIGINT in a script's background job)
+/// stays ignored, as whoever started it asked.
 fn catch_signals() -> Res<()> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
     let action = SigAction::new(
@@ -341,9 +343,22 @@ fn catch_signals() -> Res<()> {
         SigSet::empty(),
     );
     for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // Blocked while its action is swapped and looked at: one sent meanwhile to an ignored
+        // signal stays pending, and is discarded when the ignore is put back.
+        let mut only = SigSet::empty();
+        only.add(signal);
+        only.thread_block()?;
         // SAFETY: `on_signal` only does a compare-and-swap on a lock-free atomic, which is
-        // async-signal-safe; the action replaced is the default one (or one set by this function).
-        unsafe { sigaction(signal, &action) }?;
+        // async-signal-safe; the action replaced is the default one, an ignore (put back just
+        // below), or one set by this function.
+        let old = unsafe { sigaction(signal, &action) };
+        let kept = match old {
+            // SAFETY: ignoring a signal installs no handler; it is the action just replaced.
+            Ok(old) if old.handler() == SigHandler::SigIgn => unsafe { sigaction(signal, &old) },
+            other => other,
+        };
+        only.thread_unblock()?;
+        kept?;
     }
     Ok(())
 }

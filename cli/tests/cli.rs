@@ -487,3 +487,66 @@ fn demo_removes_its_file_and_stops_its_clients_on_sigterm() {
 fn demo_removes_its_file_and_stops_its_clients_on_sigint() {
     demo_stops_on("INT", 130);
 }
+
+#[test]
+fn demo_removes_its_file_and_stops_its_clients_on_sighup() {
+    demo_stops_on("HUP", 129);
+}
+
+/// Ctrl-C in a terminal signals the whole foreground process group: the demo and its clients
+/// at once. The demo, under its default name (`demo-<pid>`), still removes its file.
+#[test]
+fn ctrl_c_to_the_demo_and_its_clients_removes_the_default_file() {
+    let mut child = spawn(
+        &["demo", "--clients", "2", "--calls", "100000000"],
+        Stdio::null(),
+    );
+    let name = format!("demo-{}", child.id());
+    let err = drain(child.stderr.take());
+    wait_for_file(&mut child, &shm(&name));
+    let until = Instant::now() + LIMIT;
+    while !processes_with(&format!("ferry-{name}"))
+        .iter()
+        .any(|c| c.contains(" call "))
+    {
+        assert!(Instant::now() < until, "no client process started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The group's id is the demo's pid (`spawn` starts it in a group of its own).
+    let status = Command::new("kill")
+        .args(["-INT", "--", &format!("-{}", child.id())])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = wait(&mut child, "ferry demo after Ctrl-C");
+    let stderr = err.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}, stderr {stderr:?}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!shm(&name).exists(), "Ctrl-C left {}", shm(&name).display());
+    assert_eq!(leftovers(&name, Some(child.id())), Vec::<String>::new());
+}
+
+/// `nohup ferry serve` keeps serving through a hangup: a signal ignored when ferry starts stays
+/// ignored.
+#[test]
+fn serve_under_nohup_ignores_sighup() {
+    let t = token("nohup");
+    let mut child = Running(
+        Command::new("nohup")
+            .arg(env!("CARGO_BIN_EXE_ferry"))
+            .args(["serve", "--name", &t])
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_file(&mut child, &shm(&t));
+    signal(&child, "HUP");
+    // Still serving after the hangup: a call is answered.
+    let call = run(&["call", "--name", &t, "--calls", "10"]);
+    assert!(call.status.success(), "{:?} {}", call.status, call.stderr);
+    assert!(child.try_wait().unwrap().is_none(), "SIGHUP stopped it");
+    stop_serve(child, &t, "TERM", 143);
+}
