@@ -274,6 +274,23 @@ fn check_name(name: &str) -> Result<(), String> {
             "--name is empty: give a name (the file is /dev/shm/ferry-<name>) or a path".into(),
         );
     }
+    if name.contains('\0') {
+        return Err("--name contains a NUL byte, which no file name may".into());
+    }
+    // The longest file name Linux file systems take (NAME_MAX).
+    const NAME_MAX: usize = 255;
+    let file = path_for(name);
+    let file_name = file.file_name().map_or(0, |f| f.len());
+    if file_name > NAME_MAX {
+        return Err(format!(
+            "--name: {file_name} bytes long as a file name ({}), at most {NAME_MAX}",
+            if name.contains('/') {
+                "its last part"
+            } else {
+                "ferry-<name>"
+            }
+        ));
+    }
     if !name.contains('/') {
         return Ok(());
     }

@@ -337,7 +337,19 @@ fn bad_names_are_refused() {
     let relative = format!("{}-nodir/x", &*t);
     // The empty name must not become /dev/shm/ferry- (removed after the test if it does).
     let empty = (!shm("").exists()).then(|| RemoveOnDrop(shm("")));
-    for name in ["", "/", "/tmp/", "/tmp/..", &missing_dir, &relative] {
+    // Longer than a file name may be (255 bytes), as ferry-<name> and as a path's last part.
+    let long = format!("{}-{}", &*t, "x".repeat(250));
+    let long_path = format!("/tmp/{}", "x".repeat(256));
+    for name in [
+        "",
+        "/",
+        "/tmp/",
+        "/tmp/..",
+        &missing_dir,
+        &relative,
+        &long,
+        &long_path,
+    ] {
         for command in ["serve", "call", "demo"] {
             assert_refused(&[command, "--name", name], "--name", &t);
         }
