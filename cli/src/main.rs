@@ -517,10 +517,7 @@ fn call_loop(args: &CallArgs, progress: bool) -> Res<Report> {
                 if r.errors == 1 {
                     eprintln!("ferry call {}: {e}", args.id);
                 }
-                if matches!(
-                    e,
-                    ferry_core::service::Error::Transport(ferry_core::service::Transport::NoServer)
-                ) {
+                if matches!(e, ferry_core::service::Error::Transport(_)) {
                     break;
                 }
             }

@@ -538,6 +538,22 @@ fn ctrl_c_to_the_demo_and_its_clients_removes_the_default_file() {
     assert_eq!(leftovers(&name, Some(child.id())), Vec::<String>::new());
 }
 
+/// A server that does not answer (stopped) makes `call` fail once, after `--deadline`: it does
+/// not wait the deadline out again for every call it was asked to make.
+#[test]
+fn call_to_a_server_that_does_not_answer_fails_at_the_first_deadline() {
+    let t = token("stopped");
+    let mut server = spawn_serve(&t, &[]);
+    wait_for_file(&mut server, &shm(&t));
+    signal(&server, "STOP");
+    let r = run(&["call", "--name", &t, "--calls", "1000", "--deadline", "1"]);
+    signal(&server, "CONT");
+    let what = format!("{:?}, stderr {:?}", r.status, r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{what}");
+    assert!(r.stderr.contains("1 of 1 calls failed"), "{what}");
+    stop_serve(server, &t, "TERM", 143);
+}
+
 /// `nohup ferry serve` keeps serving through a hangup: a signal ignored when ferry starts stays
 /// ignored.
 #[test]
