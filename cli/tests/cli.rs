@@ -578,3 +578,32 @@ fn serve_under_nohup_ignores_sighup() {
     assert!(child.try_wait().unwrap().is_none(), "SIGHUP stopped it");
     stop_serve(child, &t, "TERM", 143);
 }
+
+/// One row of `ferry demo`'s table: calls, errors, wrong, then p50, p90, p99, max in µs.
+fn row(stdout: &str, name: &str) -> (u64, [f64; 4]) {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no row {name:?} in {stdout}"));
+    let f: Vec<&str> = line[name.len()..].split_whitespace().collect();
+    let pct = [3, 4, 5, 6].map(|i| f[i].parse::<f64>().unwrap());
+    (f[0].parse().unwrap(), pct)
+}
+
+/// The `all` row counts every client's calls, and its percentiles are of all of them together:
+/// each between the clients' lowest and highest, the maximum the highest.
+#[test]
+fn demo_all_row_is_every_call_together() {
+    let t = token("all");
+    let r = run(&["demo", "--name", &t, "--clients", "2", "--calls", "3000"]);
+    assert!(r.status.success(), "{:?} {}", r.status, r.stderr);
+    let (c0, p0) = row(&r.stdout, "client 0");
+    let (c1, p1) = row(&r.stdout, "client 1");
+    let (all, pa) = row(&r.stdout, "all");
+    assert_eq!((c0, c1, all), (3000, 3000, 6000), "{}", r.stdout);
+    for k in 0..4 {
+        let (lo, hi) = (p0[k].min(p1[k]), p0[k].max(p1[k]));
+        assert!(lo <= pa[k] && pa[k] <= hi, "column {k}: {}", r.stdout);
+    }
+    assert_eq!(pa[3], p0[3].max(p1[3]), "{}", r.stdout);
+}
