@@ -2,8 +2,8 @@
 //!
 //! A server creates the file (in `/dev/shm` by default, any path allowed) and serves it from
 //! several worker threads; client processes attach to it and make calls. It is the way to use the
-//! framework, and to test device code, on a machine without a GPU. The `ferry` command
-//! (`src/bin/ferry/`) runs the demo service with client processes and prints a summary.
+//! framework, and to test device code, on a machine without a GPU. The `ferry` command (package
+//! `ferry-cli`, folder `cli/`) runs the demo service with client processes and prints a summary.
 //!
 //! ```no_run
 //! use ferry_shm::demo::{Demo, DemoService};

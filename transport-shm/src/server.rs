@@ -25,7 +25,7 @@ use crate::owner::{
 };
 use crate::status;
 use crate::sync::{word_bit, AtomicBool, AtomicU32, AtomicU64, Ordering};
-use crate::wait::ServerWait;
+use crate::wait::{IdleWait, ServerWait};
 use crate::ShmMailbox;
 use ferry_core::service::INLINE_BYTES;
 
@@ -531,9 +531,7 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
             Ok(p) => p.with_cursor(first),
             Err(_) => return,
         };
-    let mut idle_polls = 0u32;
-    let mut idle_since = Instant::now();
-    let mut phase = Idle::Hot;
+    let mut idle = IdleWait::new();
     let serves_inline = mapped.geometry().serves_inline();
     let (bitmap, lines) = (mapped.inline_bitmap(), mapped.inline_lines());
     // A lone worker has no other worker to keep off its lines.
@@ -585,7 +583,7 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
         // A look at the mailbox and lock words first: a pass that finds no packet (every pass of
         // a stream of inline calls) skips the search.
         if let Some(mut port) = process.may_open().then(|| process.try_open(())).flatten() {
-            idle_polls = 0;
+            idle.reset();
             let index = port.index();
             process.wait_policy().watch(index);
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| handler.handle(&mut port)));
@@ -604,56 +602,23 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
             continue;
         }
         if answered != 0 {
-            idle_polls = 0;
+            idle.reset();
             continue;
         }
         if shared.stop.load(Ordering::Relaxed) {
             return;
         }
-        // Idle: poll hot for a while (a request usually follows soon), then yield, then sleep,
-        // so an idle server does not burn a core. The clock is read every 64 polls, the first
-        // time after 64 (a busy worker, idle between calls only, never reads it).
-        if idle_polls == 0 {
-            phase = Idle::Hot;
-        }
-        idle_polls = idle_polls.wrapping_add(1);
-        if idle_polls == 64 {
-            idle_since = Instant::now();
-        } else if idle_polls.is_multiple_of(64) {
-            let idle = idle_since.elapsed();
-            phase = if idle < HOT {
-                Idle::Hot
-            } else if idle < YIELDING {
-                Idle::Yield
-            } else {
-                Idle::Sleep
-            };
-        }
-        match phase {
-            Idle::Hot => std::hint::spin_loop(),
-            Idle::Yield => std::thread::yield_now(),
-            Idle::Sleep => std::thread::sleep(Duration::from_micros(200)),
-        }
+        // Idle: poll hot for a while (a request usually follows soon), then yield, then sleep
+        // longer and longer up to a bound, so an idle server does not burn a core (`IdleWait`).
+        idle.pause();
     }
 }
 
 /// Every how many passes a worker polls every armed inline line, not only its own share.
 const SWEEP: u32 = 16;
 
-/// How an idle worker waits before its next poll.
-#[derive(Clone, Copy)]
-enum Idle {
-    Hot,
-    Yield,
-    Sleep,
-}
-
 /// How long a drain waits for a sticky client idle at rest before counting its claim finished.
 const STICKY_GRACE: Duration = Duration::from_millis(20);
-
-/// How long an idle worker polls hot, then yields between polls.
-const HOT: Duration = Duration::from_micros(100);
-const YIELDING: Duration = Duration::from_millis(2);
 
 /// The monitor: frees ports whose holder died (or gave up), once no worker is on them; disarms
 /// the inline lines of ports left free for a whole interval, under a claim of its own.

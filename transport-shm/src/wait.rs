@@ -1,6 +1,9 @@
 //! Waiting for the other process: spin, then yield, then sleep, with a deadline and a liveness
 //! check, so a dead peer becomes [`ferry_core::Error::Stalled`] instead of a hang, and an idle side
-//! does not burn a core.
+//! does not burn a core. Three policies: [`ClientWait`] (a client waiting for its reply),
+//! [`ServerWait`] (a worker inside a call, waiting for the client's next packet) and `IdleWait` (a
+//! worker between calls, waiting for a request: no deadline, backing off to sleeps of at most
+//! `IDLE_MAX_SLEEP`).
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -169,5 +172,116 @@ impl Wait for ServerWait {
             return Err(Stalled);
         }
         Ok(())
+    }
+}
+
+/// How long an idle worker polls hot (a request usually follows soon after the last).
+const IDLE_HOT: Duration = Duration::from_micros(100);
+/// How long since its last request an idle worker yields between polls, before it sleeps.
+const IDLE_YIELDING: Duration = Duration::from_millis(2);
+/// An idle worker's first sleep; each later one doubles, up to `IDLE_MAX_SLEEP`.
+const IDLE_FIRST_SLEEP: Duration = Duration::from_micros(50);
+/// The longest sleep of an idle worker between two polls: the most a request that comes to a
+/// server idle for long waits before a worker sees it.
+const IDLE_MAX_SLEEP: Duration = Duration::from_millis(2);
+/// Idle polls between two readings of the clock.
+const IDLE_CLOCK_EVERY: u32 = 64;
+
+/// A server worker's waiting policy between calls, when it finds no request: it polls hot for
+/// `IDLE_HOT`, yields between polls until `IDLE_YIELDING`, then sleeps, each sleep twice the last,
+/// from `IDLE_FIRST_SLEEP` up to `IDLE_MAX_SLEEP`. Work starts it over ([`IdleWait::reset`]), so a
+/// request after a short gap finds the worker polling, and only one after a long gap waits (at
+/// most one sleep). The clock is read every `IDLE_CLOCK_EVERY` polls, the first time after that
+/// many: a busy worker, idle between calls only, never reads it.
+#[derive(Debug)]
+pub(crate) struct IdleWait {
+    /// Polls since the last work (wrapping; only compared while below `IDLE_CLOCK_EVERY`).
+    polls: u32,
+    /// When the idle spell began (read at the `IDLE_CLOCK_EVERY`th poll).
+    since: Instant,
+    phase: Idle,
+    /// The next sleep, in the sleeping phase.
+    sleep: Duration,
+}
+
+/// How an idle worker waits before its next poll.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Idle {
+    Hot,
+    Yield,
+    Sleep,
+}
+
+impl IdleWait {
+    pub(crate) fn new() -> Self {
+        IdleWait {
+            polls: 0,
+            since: Instant::now(),
+            phase: Idle::Hot,
+            sleep: IDLE_FIRST_SLEEP,
+        }
+    }
+
+    /// The worker found work: the next idle spell starts hot.
+    #[inline]
+    pub(crate) fn reset(&mut self) {
+        self.polls = 0;
+    }
+
+    /// The worker found no work: waits before its next poll.
+    pub(crate) fn pause(&mut self) {
+        if self.polls == 0 {
+            self.phase = Idle::Hot;
+            self.sleep = IDLE_FIRST_SLEEP;
+        }
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls == IDLE_CLOCK_EVERY {
+            self.since = Instant::now();
+        } else if self.phase != Idle::Sleep && self.polls.is_multiple_of(IDLE_CLOCK_EVERY) {
+            // (Sleeping lasts until the next work: the clock need not be read again.)
+            let idle = self.since.elapsed();
+            self.phase = if idle < IDLE_HOT {
+                Idle::Hot
+            } else if idle < IDLE_YIELDING {
+                Idle::Yield
+            } else {
+                Idle::Sleep
+            };
+        }
+        match self.phase {
+            Idle::Hot => std::hint::spin_loop(),
+            Idle::Yield => std::thread::yield_now(),
+            Idle::Sleep => {
+                std::thread::sleep(self.sleep);
+                self.sleep = (self.sleep * 2).min(IDLE_MAX_SLEEP);
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// An idle worker's sleeps grow to the bound and stay there; work starts it over, hot.
+    #[test]
+    fn idle_wait_backs_off_to_bounded_sleeps_and_resets_on_work() {
+        let mut idle = IdleWait::new();
+        let start = Instant::now();
+        while idle.phase != Idle::Sleep {
+            idle.pause();
+            assert!(start.elapsed() < Duration::from_secs(60), "never slept");
+        }
+        assert!(start.elapsed() >= IDLE_YIELDING);
+        let mut sleeps = vec![idle.sleep];
+        for _ in 0..12 {
+            idle.pause();
+            sleeps.push(idle.sleep);
+        }
+        assert!(sleeps.windows(2).all(|w| w[1] >= w[0]), "{sleeps:?}");
+        assert_eq!(*sleeps.last().unwrap(), IDLE_MAX_SLEEP, "{sleeps:?}");
+        idle.reset();
+        idle.pause();
+        assert_eq!((idle.phase, idle.sleep), (Idle::Hot, IDLE_FIRST_SLEEP));
     }
 }

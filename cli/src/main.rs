@@ -12,9 +12,9 @@
 
 mod bench;
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -274,6 +274,23 @@ fn check_name(name: &str) -> Result<(), String> {
             "--name is empty: give a name (the file is /dev/shm/ferry-<name>) or a path".into(),
         );
     }
+    if name.contains('\0') {
+        return Err("--name contains a NUL byte, which no file name may".into());
+    }
+    // The longest file name Linux file systems take (NAME_MAX).
+    const NAME_MAX: usize = 255;
+    let file = path_for(name);
+    let file_name = file.file_name().map_or(0, |f| f.len());
+    if file_name > NAME_MAX {
+        return Err(format!(
+            "--name: {file_name} bytes long as a file name ({}), at most {NAME_MAX}",
+            if name.contains('/') {
+                "its last part"
+            } else {
+                "ferry-<name>"
+            }
+        ));
+    }
     if !name.contains('/') {
         return Ok(());
     }
@@ -332,7 +349,9 @@ extern "C" fn on_signal(signal: nix::libc::c_int) {
 }
 
 /// From now on SIGINT, SIGTERM and SIGHUP only record themselves, for [`signalled`]: the
-/// caller's loop sees it, stops, removes its file, and `main` exits with 128 + its number.
+/// caller's loop sees it, stops, removes its file, and `main` exits with 128 + its number. A
+/// signal ignored when ferry started (SIGHUP under `nohup`, SIGINT in a script's background job)
+/// stays ignored, as whoever started it asked.
 fn catch_signals() -> Res<()> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
     let action = SigAction::new(
@@ -341,9 +360,22 @@ fn catch_signals() -> Res<()> {
         SigSet::empty(),
     );
     for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // Blocked while its action is swapped and looked at: one sent meanwhile to an ignored
+        // signal stays pending, and is discarded when the ignore is put back.
+        let mut only = SigSet::empty();
+        only.add(signal);
+        only.thread_block()?;
         // SAFETY: `on_signal` only does a compare-and-swap on a lock-free atomic, which is
-        // async-signal-safe; the action replaced is the default one (or one set by this function).
-        unsafe { sigaction(signal, &action) }?;
+        // async-signal-safe; the action replaced is the default one, an ignore (put back just
+        // below), or one set by this function.
+        let old = unsafe { sigaction(signal, &action) };
+        let kept = match old {
+            // SAFETY: ignoring a signal installs no handler; it is the action just replaced.
+            Ok(old) if old.handler() == SigHandler::SigIgn => unsafe { sigaction(signal, &old) },
+            other => other,
+        };
+        only.thread_unblock()?;
+        kept?;
     }
     Ok(())
 }
@@ -367,14 +399,73 @@ struct Report {
     pct: [u64; 4],
 }
 
+/// The ranks of the p50, p90, p99 and max in a sorted sample of `n` (at least one) values.
+fn ranks(n: u64) -> [u64; 4] {
+    let at = |p: f64| ((n - 1) as f64 * p).round() as u64;
+    [at(0.5), at(0.9), at(0.99), n - 1]
+}
+
 /// The p50, p90, p99 and max of `sample`.
 fn percentiles(sample: &mut [u64]) -> [u64; 4] {
     if sample.is_empty() {
         return [0; 4];
     }
     sample.sort_unstable();
-    let at = |p: f64| sample[((sample.len() - 1) as f64 * p).round() as usize];
-    [at(0.5), at(0.9), at(0.99), sample[sample.len() - 1]]
+    ranks(sample.len() as u64).map(|r| sample[r as usize])
+}
+
+/// The p50, p90, p99 and max of the union of `runs`, each sorted (ascending) and `total` long
+/// together: the percentiles of all the values as one sample, read in one merging pass, never
+/// holding them all at once. (A run that ends early counts as ended; ranks past the values read
+/// stay 0.)
+fn merged_percentiles(mut runs: Vec<impl Iterator<Item = u64>>, total: u64) -> [u64; 4] {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut pct = [0; 4];
+    if total == 0 {
+        return pct;
+    }
+    let wanted = ranks(total);
+    let mut heads: BinaryHeap<Reverse<(u64, usize)>> = runs
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, run)| Some(Reverse((run.next()?, i))))
+        .collect();
+    let mut rank = 0u64;
+    while let Some(Reverse((value, i))) = heads.pop() {
+        for (k, &r) in wanted.iter().enumerate() {
+            if r == rank {
+                pct[k] = value;
+            }
+        }
+        if rank == wanted[3] {
+            break;
+        }
+        rank += 1;
+        if let Some(next) = runs[i].next() {
+            heads.push(Reverse((next, i)));
+        }
+    }
+    pct
+}
+
+/// A client's latency sample as `call --report` writes it after its report line: the values,
+/// sorted, as little-endian `u64`s.
+fn write_sample(out: &mut impl Write, sorted: &[u64]) -> std::io::Result<()> {
+    for v in sorted {
+        out.write_all(&v.to_le_bytes())?;
+    }
+    Ok(())
+}
+
+/// Reads at most `n` values written by [`write_sample`] (fewer if the stream ends first).
+fn read_sample(input: &mut impl Read, n: u64) -> impl Iterator<Item = u64> + '_ {
+    std::iter::from_fn(move || {
+        let mut word = [0; 8];
+        input.read_exact(&mut word).ok()?;
+        Some(u64::from_le_bytes(word))
+    })
+    .take(n as usize)
 }
 
 impl Report {
@@ -451,7 +542,10 @@ fn attach(args: &CallArgs) -> Res<ShmClient> {
     }
 }
 
-fn call_loop(args: &CallArgs, progress: bool) -> Res<Report> {
+/// Makes the calls; returns what they measured and their latencies, sorted. Stops at the first
+/// failure of the transport (no server, or none answering by `--deadline`): the calls after it
+/// would each wait out the deadline again.
+fn call_loop(args: &CallArgs, progress: bool) -> Res<(Report, Vec<u64>)> {
     let shm = attach(args)?;
     let client = Demo::client(&shm);
     let data: Vec<u8> = (0..args.size)
@@ -485,10 +579,7 @@ fn call_loop(args: &CallArgs, progress: bool) -> Res<Report> {
                 if r.errors == 1 {
                     eprintln!("ferry call {}: {e}", args.id);
                 }
-                if matches!(
-                    e,
-                    ferry_core::service::Error::Transport(ferry_core::service::Transport::NoServer)
-                ) {
+                if matches!(e, ferry_core::service::Error::Transport(_)) {
                     break;
                 }
             }
@@ -500,13 +591,16 @@ fn call_loop(args: &CallArgs, progress: bool) -> Res<Report> {
     }
     r.elapsed = start.elapsed();
     r.pct = percentiles(&mut latencies);
-    Ok(r)
+    Ok((r, latencies))
 }
 
 fn call(args: CallArgs) -> Res<()> {
-    let r = call_loop(&args, !args.report)?;
+    let (r, sample) = call_loop(&args, !args.report)?;
     if args.report {
-        println!("{}", r.line());
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        writeln!(out, "{}", r.line())?;
+        write_sample(&mut out, &sample)?;
+        out.flush()?;
     } else {
         print_table(&[(format!("client {}", args.id), r.clone())], &r);
         if r.errors + r.wrong > 0 {
@@ -596,7 +690,7 @@ fn run_demo(args: DemoArgs) -> Res<()> {
     // Progress on long runs, from the server's counter.
     let total = args.calls * args.clients as u64;
     let done = AtomicBool::new(false);
-    let reports = std::thread::scope(|s| {
+    let (reports, merged) = std::thread::scope(|s| {
         s.spawn(|| {
             let mut last = Instant::now();
             while !done.load(Ordering::Relaxed) {
@@ -616,17 +710,34 @@ fn run_demo(args: DemoArgs) -> Res<()> {
                 }
             }
         });
-        let mut reports = Vec::new();
-        for (id, output) in outputs.into_iter().enumerate() {
+        // Each client's report line, then (all of them read together) their latency samples,
+        // merged for the percentiles of all calls.
+        let mut outputs: Vec<Option<BufReader<ChildStdout>>> =
+            outputs.into_iter().map(|o| o.map(BufReader::new)).collect();
+        let mut reports: Vec<Option<Report>> = Vec::new();
+        for output in &mut outputs {
+            let mut line = String::new();
+            if let Some(out) = output {
+                let _ = out.read_line(&mut line);
+            }
+            reports.push(Report::parse(line.trim()));
+        }
+        let samples = outputs
+            .iter_mut()
+            .zip(&reports)
+            .filter_map(|(out, r)| Some(read_sample(out.as_mut()?, r.as_ref()?.calls)))
+            .collect();
+        let total = reports.iter().flatten().map(|r| r.calls).sum();
+        let merged = merged_percentiles(samples, total);
+        let mut rows = Vec::new();
+        for (id, (output, report)) in outputs.into_iter().zip(reports).enumerate() {
             // Read to the end (the child's exit) before taking its lock to wait for it, so
             // that the lock is never held while the child runs.
-            let mut text = String::new();
             if let Some(mut out) = output {
-                let _ = out.read_to_string(&mut text);
+                let _ = std::io::copy(&mut out, &mut std::io::sink());
             }
             let status = lock(&children[id]).wait();
-            let line = text.lines().next().unwrap_or_default();
-            let report = Report::parse(line.trim()).unwrap_or_else(|| {
+            let report = report.unwrap_or_else(|| {
                 if signalled().is_none() {
                     eprintln!("client {id} gave no report ({status:?})");
                 }
@@ -635,10 +746,10 @@ fn run_demo(args: DemoArgs) -> Res<()> {
                     ..Report::default()
                 }
             });
-            reports.push((format!("client {id}"), report));
+            rows.push((format!("client {id}"), report));
         }
         done.store(true, Ordering::Relaxed);
-        reports
+        (rows, merged)
     });
     if let Some(signal) = signalled() {
         drop(server);
@@ -658,10 +769,8 @@ fn run_demo(args: DemoArgs) -> Res<()> {
         all.errors += r.errors;
         all.wrong += r.wrong;
     }
-    // The total's percentiles: the worst of the clients' (exact per client, an upper bound overall).
-    for k in 0..4 {
-        all.pct[k] = reports.iter().map(|(_, r)| r.pct[k]).max().unwrap_or(0);
-    }
+    // The total's percentiles: those of all the clients' calls as one sample.
+    all.pct = merged;
     print_table(&reports, &all);
     let stats = server.shutdown(Duration::from_secs(5)).stats;
     println!(
@@ -725,4 +834,47 @@ fn serve(args: ServeArgs) -> Res<()> {
         }
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The merged percentiles are those of all the values as one sample, not the worst client's.
+    #[test]
+    fn merged_percentiles_are_those_of_the_union() {
+        // Many fast calls in one client, a few slow ones in another.
+        let fast: Vec<u64> = (0..1000).map(|i| 100 + i % 7).collect();
+        let slow: Vec<u64> = (0..20).map(|i| 50_000 + i).collect();
+        let (mut fast_sorted, mut slow_sorted) = (fast.clone(), slow.clone());
+        let worst_p50 = percentiles(&mut fast_sorted)[0].max(percentiles(&mut slow_sorted)[0]);
+        let mut union = [fast.clone(), slow.clone()].concat();
+        let want = percentiles(&mut union);
+        let got = merged_percentiles(
+            vec![fast_sorted.into_iter(), slow_sorted.into_iter()],
+            union.len() as u64,
+        );
+        assert_eq!(got, want);
+        assert!(got[0] < 200 && worst_p50 >= 50_000, "{got:?}");
+        assert_eq!(got[3], 50_019);
+    }
+
+    #[test]
+    fn merged_percentiles_of_one_value_and_of_none() {
+        assert_eq!(merged_percentiles(vec![vec![7u64].into_iter()], 1), [7; 4]);
+        assert_eq!(
+            merged_percentiles(Vec::<std::vec::IntoIter<u64>>::new(), 0),
+            [0; 4]
+        );
+    }
+
+    /// A sample crosses the pipe as written.
+    #[test]
+    fn samples_round_trip_through_their_encoding() {
+        let sample = [1u64, 5, 5, u64::MAX];
+        let mut bytes = Vec::new();
+        write_sample(&mut bytes, &sample).unwrap();
+        let mut input = &bytes[..];
+        assert_eq!(read_sample(&mut input, 10).collect::<Vec<_>>(), sample);
+    }
 }

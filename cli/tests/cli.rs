@@ -337,7 +337,19 @@ fn bad_names_are_refused() {
     let relative = format!("{}-nodir/x", &*t);
     // The empty name must not become /dev/shm/ferry- (removed after the test if it does).
     let empty = (!shm("").exists()).then(|| RemoveOnDrop(shm("")));
-    for name in ["", "/", "/tmp/", "/tmp/..", &missing_dir, &relative] {
+    // Longer than a file name may be (255 bytes), as ferry-<name> and as a path's last part.
+    let long = format!("{}-{}", &*t, "x".repeat(250));
+    let long_path = format!("/tmp/{}", "x".repeat(256));
+    for name in [
+        "",
+        "/",
+        "/tmp/",
+        "/tmp/..",
+        &missing_dir,
+        &relative,
+        &long,
+        &long_path,
+    ] {
         for command in ["serve", "call", "demo"] {
             assert_refused(&[command, "--name", name], "--name", &t);
         }
@@ -486,4 +498,112 @@ fn demo_removes_its_file_and_stops_its_clients_on_sigterm() {
 #[test]
 fn demo_removes_its_file_and_stops_its_clients_on_sigint() {
     demo_stops_on("INT", 130);
+}
+
+#[test]
+fn demo_removes_its_file_and_stops_its_clients_on_sighup() {
+    demo_stops_on("HUP", 129);
+}
+
+/// Ctrl-C in a terminal signals the whole foreground process group: the demo and its clients
+/// at once. The demo, under its default name (`demo-<pid>`), still removes its file.
+#[test]
+fn ctrl_c_to_the_demo_and_its_clients_removes_the_default_file() {
+    let mut child = spawn(
+        &["demo", "--clients", "2", "--calls", "100000000"],
+        Stdio::null(),
+    );
+    let name = format!("demo-{}", child.id());
+    let err = drain(child.stderr.take());
+    wait_for_file(&mut child, &shm(&name));
+    let until = Instant::now() + LIMIT;
+    while !processes_with(&format!("ferry-{name}"))
+        .iter()
+        .any(|c| c.contains(" call "))
+    {
+        assert!(Instant::now() < until, "no client process started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The group's id is the demo's pid (`spawn` starts it in a group of its own).
+    let status = Command::new("kill")
+        .args(["-INT", "--", &format!("-{}", child.id())])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = wait(&mut child, "ferry demo after Ctrl-C");
+    let stderr = err.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}, stderr {stderr:?}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!shm(&name).exists(), "Ctrl-C left {}", shm(&name).display());
+    assert_eq!(leftovers(&name, Some(child.id())), Vec::<String>::new());
+}
+
+/// A server that does not answer (stopped) makes `call` fail once, after `--deadline`: it does
+/// not wait the deadline out again for every call it was asked to make.
+#[test]
+fn call_to_a_server_that_does_not_answer_fails_at_the_first_deadline() {
+    let t = token("stopped");
+    let mut server = spawn_serve(&t, &[]);
+    wait_for_file(&mut server, &shm(&t));
+    signal(&server, "STOP");
+    let r = run(&["call", "--name", &t, "--calls", "1000", "--deadline", "1"]);
+    signal(&server, "CONT");
+    let what = format!("{:?}, stderr {:?}", r.status, r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{what}");
+    assert!(r.stderr.contains("1 of 1 calls failed"), "{what}");
+    stop_serve(server, &t, "TERM", 143);
+}
+
+/// `nohup ferry serve` keeps serving through a hangup: a signal ignored when ferry starts stays
+/// ignored.
+#[test]
+fn serve_under_nohup_ignores_sighup() {
+    let t = token("nohup");
+    let mut child = Running(
+        Command::new("nohup")
+            .arg(env!("CARGO_BIN_EXE_ferry"))
+            .args(["serve", "--name", &t])
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for_file(&mut child, &shm(&t));
+    signal(&child, "HUP");
+    // Still serving after the hangup: a call is answered.
+    let call = run(&["call", "--name", &t, "--calls", "10"]);
+    assert!(call.status.success(), "{:?} {}", call.status, call.stderr);
+    assert!(child.try_wait().unwrap().is_none(), "SIGHUP stopped it");
+    stop_serve(child, &t, "TERM", 143);
+}
+
+/// One row of `ferry demo`'s table: calls, errors, wrong, then p50, p90, p99, max in µs.
+fn row(stdout: &str, name: &str) -> (u64, [f64; 4]) {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no row {name:?} in {stdout}"));
+    let f: Vec<&str> = line[name.len()..].split_whitespace().collect();
+    let pct = [3, 4, 5, 6].map(|i| f[i].parse::<f64>().unwrap());
+    (f[0].parse().unwrap(), pct)
+}
+
+/// The `all` row counts every client's calls, and its percentiles are of all of them together:
+/// each between the clients' lowest and highest, the maximum the highest.
+#[test]
+fn demo_all_row_is_every_call_together() {
+    let t = token("all");
+    let r = run(&["demo", "--name", &t, "--clients", "2", "--calls", "3000"]);
+    assert!(r.status.success(), "{:?} {}", r.status, r.stderr);
+    let (c0, p0) = row(&r.stdout, "client 0");
+    let (c1, p1) = row(&r.stdout, "client 1");
+    let (all, pa) = row(&r.stdout, "all");
+    assert_eq!((c0, c1, all), (3000, 3000, 6000), "{}", r.stdout);
+    for k in 0..4 {
+        let (lo, hi) = (p0[k].min(p1[k]), p0[k].max(p1[k]));
+        assert!(lo <= pa[k] && pa[k] <= hi, "column {k}: {}", r.stdout);
+    }
+    assert_eq!(pa[3], p0[3].max(p1[3]), "{}", r.stdout);
 }
