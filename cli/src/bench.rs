@@ -441,7 +441,7 @@ fn peer_wait(
 /// cost of the generated code shows as the difference.
 fn in_process(args: &BenchArgs, typed: bool, server_cpu: Option<usize>) -> f64 {
     let region =
-        ferry_core::HeapRegion::<ferry_shm::ShmMailbox>::new(64, 1).expect("a valid layout");
+        ferry_rpc::HeapRegion::<ferry_shm::ShmMailbox>::new(64, 1).expect("a valid layout");
     let stop = std::sync::atomic::AtomicBool::new(false);
     let opcode = Demo::Echo { id: 0 }.opcode();
     std::thread::scope(|s| {

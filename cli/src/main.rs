@@ -330,7 +330,7 @@ fn check_workers(workers: usize, ports: u32) -> Result<(), String> {
 
 impl ServerOpts {
     fn check(&self) -> Result<(), String> {
-        use ferry_core::layout::{MAX_PORTS, PORT_GRANULE};
+        use ferry_rpc::layout::{MAX_PORTS, PORT_GRANULE};
         let p = self.ports;
         if p == 0 || !p.is_multiple_of(PORT_GRANULE) || p > MAX_PORTS {
             return Err(format!(
@@ -579,7 +579,7 @@ fn call_loop(args: &CallArgs, progress: bool) -> Res<(Report, Vec<u64>)> {
                 if r.errors == 1 {
                     eprintln!("ferry call {}: {e}", args.id);
                 }
-                if matches!(e, ferry_core::service::Error::Transport(_)) {
+                if matches!(e, ferry_rpc::service::Error::Transport(_)) {
                     break;
                 }
             }

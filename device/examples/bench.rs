@@ -17,7 +17,7 @@
 #![feature(abi_ptx, asm_experimental_arch)]
 
 use core::ptr::{read_volatile, write_volatile};
-use ferry_device::ferry_core::service::status;
+use ferry_device::ferry_rpc::service::status;
 use ferry_device::host::{opcode, Libc};
 use ferry_device::nvptx::{global_thread_id, globaltimer, membar_sys};
 
@@ -95,7 +95,7 @@ unsafe fn latency_loop(
 /// # Safety
 ///
 /// As `call_latency`: one warp's no-op calls, by a client that keeps its port between calls
-/// (`ferry_core::Process::keep_port`): no lock, unlock or search per call.
+/// (`ferry_rpc::Process::keep_port`): no lock, unlock or search per call.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn call_latency_kept(
     iters: u32,
@@ -122,7 +122,7 @@ pub unsafe extern "ptx-kernel" fn call_latency_lane0(
     stamps: *mut u64,
     errors: *mut u32,
 ) {
-    if ferry_device::ferry_core::Lanes::lane_id(&ferry_device::lanes::Warp) == 0 {
+    if ferry_device::ferry_rpc::Lanes::lane_id(&ferry_device::lanes::Warp) == 0 {
         // SAFETY: the caller's contract is the one `latency_loop` needs.
         unsafe { latency_loop(&ferry_device::client(), iters, stamps, errors) };
     }

@@ -19,7 +19,7 @@
 
 use core::fmt::Write;
 
-use ferry_device::ferry_core::Lanes;
+use ferry_device::ferry_rpc::Lanes;
 use ferry_device::host::{self, mode, Printer, SEEK_SET};
 use ferry_device::nvptx::{block_idx, global_thread_id, thread_idx};
 

@@ -28,7 +28,7 @@ extern "C" {
 /// the workgroup's 16 wavefront slots of 64 lanes, then the wavefront within it.
 #[inline(always)]
 pub fn global_wave_id() -> u32 {
-    let size = ferry_core::Lanes::lane_size(&Wavefront);
+    let size = ferry_rpc::Lanes::lane_size(&Wavefront);
     // SAFETY: read the dispatch's special registers; no memory is touched.
     unsafe { workgroup_id_x() * (1024 / size) + workitem_id_x() / size }
 }

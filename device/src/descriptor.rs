@@ -6,9 +6,9 @@
 //! mapped pinned host memory, the client's lock bitmap in device memory, and the port count and
 //! lane count are the host's choice (`Layout`), so the GPU code has no compiled-in sizes.
 
-use ferry_core::mailbox::MailboxKind;
-use ferry_core::sync::AtomicU32;
-use ferry_core::{ClientProcess, Lanes, Layout, LayoutError, PerPort, Region, Wait};
+use ferry_rpc::mailbox::MailboxKind;
+use ferry_rpc::sync::AtomicU32;
+use ferry_rpc::{ClientProcess, Lanes, Layout, LayoutError, PerPort, Region, Wait};
 
 /// The name of the program's descriptor global, as the host looks it up.
 pub const SYMBOL: &str = "FERRY_RPC";
@@ -17,7 +17,7 @@ pub const SYMBOL: &str = "FERRY_RPC";
 pub const MAGIC: u32 = 0x4652_5259;
 
 /// [`Descriptor::mailbox`] flag: each warp's client keeps its port between calls
-/// (`ferry_core::Process::keep_port`). The host sets it only when the region has a port for every
+/// (`ferry_rpc::Process::keep_port`). The host sets it only when the region has a port for every
 /// warp of the launch, so no warp can wait for a port another warp keeps while idle.
 pub const FLAG_KEEP_PORTS: u32 = 1 << 16;
 

@@ -44,8 +44,8 @@
 
 use core::fmt;
 
-use ferry_core::service::{Error, Status, Transport};
-use ferry_core::{Lanes, Mailbox, Process, Wait};
+use ferry_rpc::service::{Error, Status, Transport};
+use ferry_rpc::{Lanes, Mailbox, Process, Wait};
 
 // The service's definition lives in `ferry-libc`, shared with the host; device programs name it
 // here.
@@ -55,7 +55,7 @@ pub use ferry_libc::{
 };
 
 /// A client process as the functions here take it: any lanes, mailbox and wait policy.
-pub type HostClient<'a, L, M, W> = Process<'a, ferry_core::Client, L, M, W>;
+pub type HostClient<'a, L, M, W> = Process<'a, ferry_rpc::Client, L, M, W>;
 
 /// Whether `pred` holds in any active lane (the same answer in every lane).
 #[inline(always)]
@@ -139,7 +139,7 @@ impl<'c, 'a, L: Lanes, M: Mailbox, W: Wait> Printer<'c, 'a, L, M, W> {
     /// Sends one print message (every active lane together): waits until the previous one was
     /// taken, then streams `bytes` one-way.
     fn send(&self, opcode: u32, bytes: &[u8]) -> Result<(), LibcError> {
-        let stalled = Error::Transport(Transport::Protocol(ferry_core::Error::Stalled));
+        let stalled = Error::Transport(Transport::Protocol(ferry_rpc::Error::Stalled));
         if let Some(last) = self.last.get() {
             let mut polls = 0u32;
             while !self.client.region().client_owns(last) {
@@ -156,8 +156,8 @@ impl<'c, 'a, L: Lanes, M: Mailbox, W: Wait> Printer<'c, 'a, L, M, W> {
             Ok(()) => Ok(()),
             // A refusal hands the packet back with the server's status (unknown opcode), or
             // none (the stream was over the limit).
-            Err(ferry_core::Error::Rejected) => Err(Error::Status(match port.status() {
-                ferry_core::service::status::OK => Status::Rejected,
+            Err(ferry_rpc::Error::Rejected) => Err(Error::Status(match port.status() {
+                ferry_rpc::service::status::OK => Status::Rejected,
                 s => Status::from_code(s, opcode),
             })),
             Err(e) => Err(e.into()),

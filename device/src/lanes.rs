@@ -1,4 +1,4 @@
-//! The lanes of a GPU warp, behind [`ferry_core::Lanes`].
+//! The lanes of a GPU warp, behind [`ferry_rpc::Lanes`].
 //!
 //! - `Warp` (NVPTX): 32 lanes; lane id from `%laneid`, the active mask from `activemask`,
 //!   ballot from `vote.sync.ballot`, broadcast from `shfl.sync.idx` (this is how the port index the
@@ -8,15 +8,15 @@
 //!   from `readlane`, sync from `wave.barrier`. It builds for `amdgcn-amd-amdhsa` here (Debian's
 //!   rustc 1.96, `-Zbuild-std=core`, `-Ctarget-cpu=gfx90a`; `.ci/amdgpu.sh`); with no AMD GPU on
 //!   these machines it has never run.
-//! - On the host: [`ferry_core::Single`] (one lane) and, with feature `sim`, `sim::SimWarp` (a warp
+//! - On the host: [`ferry_rpc::Single`] (one lane) and, with feature `sim`, `sim::SimWarp` (a warp
 //!   of CPU threads, which can diverge).
 
-pub use ferry_core::Single;
+pub use ferry_rpc::Single;
 
 /// An NVIDIA warp: up to 32 lanes executing together.
 ///
 /// Every protocol operation must be called convergently by the lanes of the warp's active mask
-/// (the same lanes, at the same call), as `ferry_core` requires.
+/// (the same lanes, at the same call), as `ferry_rpc` requires.
 #[cfg(target_arch = "nvptx64")]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Warp;
@@ -30,7 +30,7 @@ mod nvptx_warp {
     // `vote.sync.ballot` the same ballot to every lane of the mask; `bar.warp.sync` returns in no
     // lane of the mask before all have reached it, and orders their memory accesses. Callers are
     // convergent (documented on `Warp`), so the mask names exactly the lanes that call.
-    unsafe impl ferry_core::Lanes for Warp {
+    unsafe impl ferry_rpc::Lanes for Warp {
         #[inline(always)]
         fn lane_size(&self) -> u32 {
             32
@@ -130,7 +130,7 @@ mod amdgpu_wavefront {
     // mask of lanes (a subset of `exec`) to every lane; the lanes of a wavefront execute in
     // lockstep, and `wave.barrier` keeps the compiler from moving memory accesses across the
     // group's sync point. Callers are convergent (documented on `Wavefront`).
-    unsafe impl ferry_core::Lanes for Wavefront {
+    unsafe impl ferry_rpc::Lanes for Wavefront {
         #[inline(always)]
         fn lane_size(&self) -> u32 {
             // SAFETY: a constant of the target.

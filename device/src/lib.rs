@@ -1,7 +1,7 @@
 //! The GPU side of ferry: what a kernel needs to call its host.
 //!
 //! - [`lanes`]: the lanes of a warp (NVIDIA, inline PTX) or wavefront (AMD), behind
-//!   [`ferry_core::Lanes`]: lane id, active mask, ballot, broadcast, sync;
+//!   [`ferry_rpc::Lanes`]: lane id, active mask, ballot, broadcast, sync;
 //! - [`descriptor`]: where the host tells the kernel about the region (the `FERRY_RPC` global the
 //!   loader fills before launch), and the client each warp builds from it at kernel start;
 //! - [`host`]: what a GPU program expects from a C library (a no-op, print, files, exit, malloc,
@@ -16,7 +16,7 @@
 //!   device code, branches and all, runs on the host against a real server in tests.
 //!
 //! On the host the crate builds as an ordinary `no_std` library with one-lane clients
-//! ([`ferry_core::Single`]); transports use its [`descriptor::Descriptor`] so both sides agree on
+//! ([`ferry_rpc::Single`]); transports use its [`descriptor::Descriptor`] so both sides agree on
 //! where the region is.
 
 #![cfg_attr(not(test), no_std)]
@@ -41,9 +41,9 @@ pub mod sim;
 pub mod wait;
 
 pub use descriptor::{Client, Descriptor};
-pub use ferry_core;
-pub use ferry_core::service::{Bytes, Text};
-pub use ferry_core::RpcOpcodes;
+pub use ferry_rpc;
+pub use ferry_rpc::service::{Bytes, Text};
+pub use ferry_rpc::RpcOpcodes;
 pub use wait::GpuWait;
 
 #[cfg(target_arch = "nvptx64")]

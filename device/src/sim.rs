@@ -2,7 +2,7 @@
 //! [`services`](crate::services) calls a kernel makes, or a user's own derived service) runs on
 //! the host against a real server, divergent branches included.
 //!
-//! Each lane is one thread holding a [`SimWarp`], which implements [`ferry_core::Lanes`] as an
+//! Each lane is one thread holding a [`SimWarp`], which implements [`ferry_rpc::Lanes`] as an
 //! NVIDIA warp does under independent thread scheduling (`shfl.sync`, `vote.sync.ballot`,
 //! `bar.warp.sync`): a ballot, broadcast or sync over `mask` is a meeting of exactly the lanes of
 //! `mask`; it returns in none of them before all have reached it, and hands all the same values.
@@ -39,7 +39,7 @@
 //! own call (its own opcode and arguments) while the other half makes its own:
 //!
 //! ```
-//! use ferry_core::{HeapRegion, Lanes};
+//! use ferry_rpc::{HeapRegion, Lanes};
 //! use ferry_device::sim::{SimWarp, Yield};
 //!
 //! let region: HeapRegion = HeapRegion::new(32, 4).unwrap();
@@ -362,7 +362,7 @@ fn lanes_of(mask: u64) -> impl Iterator<Item = u32> {
 // also orders the lanes' memory accesses, as `bar.warp.sync` does). So broadcast and ballot are
 // uniform over `mask`, and `sync` returns in no lane of `mask` before all have reached it. A mask
 // naming a lane that is not active, which could never fill, panics instead.
-unsafe impl ferry_core::Lanes for SimWarp {
+unsafe impl ferry_rpc::Lanes for SimWarp {
     fn lane_size(&self) -> u32 {
         self.shared.size
     }
@@ -389,13 +389,13 @@ unsafe impl ferry_core::Lanes for SimWarp {
 /// The descriptor a host installs for `region`, a region in this process's heap (as
 /// `transport-gpu`'s `GpuRegion::descriptor` does for mapped memory), so simulated warps build
 /// their clients from it as a kernel does.
-pub fn descriptor(region: &ferry_core::HeapRegion) -> crate::Descriptor {
+pub fn descriptor(region: &ferry_rpc::HeapRegion) -> crate::Descriptor {
     let r = region.region();
     crate::Descriptor {
         magic: crate::descriptor::MAGIC,
         ports: r.layout().ports(),
         lanes: r.layout().lanes(),
-        mailbox: ferry_core::MailboxKind::PerPort as u32,
+        mailbox: ferry_rpc::MailboxKind::PerPort as u32,
         region: r.client_outbox().as_ptr() as u64,
         locks: region.client_locks().as_ptr() as u64,
     }
@@ -410,8 +410,8 @@ std::thread_local! {
     static SINCE: core::cell::Cell<Option<std::time::Instant>> = const { core::cell::Cell::new(None) };
 }
 
-impl ferry_core::Wait for Yield {
-    fn pause(&self, polls: u32) -> Result<(), ferry_core::Stalled> {
+impl ferry_rpc::Wait for Yield {
+    fn pause(&self, polls: u32) -> Result<(), ferry_rpc::Stalled> {
         if polls == 0 {
             SINCE.with(|s| s.set(Some(std::time::Instant::now())));
         }
@@ -423,7 +423,7 @@ impl ferry_core::Wait for Yield {
             .with(|s| s.get())
             .unwrap_or_else(std::time::Instant::now);
         if since.elapsed() > std::time::Duration::from_secs(60) {
-            return Err(ferry_core::Stalled);
+            return Err(ferry_rpc::Stalled);
         }
         std::thread::yield_now();
         Ok(())
@@ -433,7 +433,7 @@ impl ferry_core::Wait for Yield {
 #[cfg(test)]
 mod tests {
     use super::SimWarp;
-    use ferry_core::Lanes;
+    use ferry_rpc::Lanes;
     use std::panic::{catch_unwind, AssertUnwindSafe};
 
     /// The panic message of `f`, which must panic.

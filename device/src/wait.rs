@@ -6,7 +6,7 @@
 //! (`nanosleep`), doubling the pause up to [`GpuWait::max_sleep_ns`]. A GPU has no one to
 //! report a stall to, so it never gives up.
 
-use ferry_core::{Stalled, Wait};
+use ferry_rpc::{Stalled, Wait};
 
 /// The GPU waiting policy.
 #[derive(Clone, Copy, Debug)]

@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
-use ferry_core::service::{Bytes, Text};
-use ferry_core::RpcOpcodes;
+use ferry_rpc::service::{Bytes, Text};
+use ferry_rpc::RpcOpcodes;
 use zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 /// The longest value the store takes, and the longest `get` replies.
@@ -149,8 +149,8 @@ impl KvServer for Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferry_core::service::{Error, Status};
-    use ferry_core::HeapRegion;
+    use ferry_rpc::service::{Error, Status};
+    use ferry_rpc::HeapRegion;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 

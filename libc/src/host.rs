@@ -56,8 +56,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use ferry_core::service::{with_stream_buffers, Handler, Served, Service};
-use ferry_core::{Lanes, Mailbox, Port, Server, Single, Wait};
+use ferry_rpc::service::{with_stream_buffers, Handler, Served, Service};
+use ferry_rpc::{Lanes, Mailbox, Port, Server, Single, Wait};
 
 // The definition, so that a host program finds everything it serves here.
 pub use crate::{
@@ -430,7 +430,7 @@ impl LibcHost {
         &self,
         caller: u64,
         port: &mut Port<'_, '_, Server, L, M, W>,
-    ) -> Result<Served, ferry_core::Error> {
+    ) -> Result<Served, ferry_rpc::Error> {
         let call = self.for_caller(caller);
         let served = with_stream_buffers(|buffers| Libc::dispatch(&call, port, buffers))?;
         let i = self
@@ -809,7 +809,7 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
     fn handle(
         &self,
         port: &mut Port<'_, '_, Server, Single, M, W>,
-    ) -> Result<(), ferry_core::Error> {
+    ) -> Result<(), ferry_rpc::Error> {
         self.dispatch(PROGRAM, port).map(|_| ())
     }
 

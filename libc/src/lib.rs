@@ -47,8 +47,8 @@
 
 use core::fmt;
 
-use ferry_core::service::{Bytes, Error, Service, Text};
-use ferry_core::RpcOpcodes;
+use ferry_rpc::service::{Bytes, Error, Service, Text};
+use ferry_rpc::RpcOpcodes;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 #[cfg(feature = "host")]
@@ -137,7 +137,7 @@ pub struct ClockReading {
 /// Why the host refused a call: the error of every [`Libc`] call that can fail, as the handler
 /// returns it and the device receives it ([`Error::App`]). The discriminants are the codes the
 /// service has always used; a code this side does not know arrives as
-/// [`Status::BadResponse`](ferry_core::service::Status::BadResponse).
+/// [`Status::BadResponse`](ferry_rpc::service::Status::BadResponse).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, TryFromBytes, IntoBytes, Immutable, KnownLayout,
 )]

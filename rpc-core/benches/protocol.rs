@@ -1,6 +1,6 @@
 //! Protocol benchmarks, each against a baseline measured in the same run, as medians of batches.
 //!
-//! `cargo bench -p ferry-core --bench protocol` prints a Markdown table (copied into BENCHMARKS.md).
+//! `cargo bench -p ferry-rpc --bench protocol` prints a Markdown table (copied into BENCHMARKS.md).
 //! A custom harness rather than criterion/divan: every row is a ratio of two measurements taken
 //! back to back in one process, which those harnesses do not report.
 
@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
-use ferry_core::{HeapRegion, Mailbox, Packed, PerPort, SliceSink};
+use ferry_rpc::{HeapRegion, Mailbox, Packed, PerPort, SliceSink};
 
 const BATCHES: usize = 15;
 
@@ -337,7 +337,7 @@ fn main() {
         black_box(stream(4096));
         return;
     }
-    // `cargo bench -p ferry-core --bench protocol -- NAME` runs only the groups whose name contains
+    // `cargo bench -p ferry-rpc --bench protocol -- NAME` runs only the groups whose name contains
     // NAME: round_trip, try_open, server_scan, stream.
     let filter = std::env::args()
         .skip(1)

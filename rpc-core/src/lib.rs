@@ -9,9 +9,9 @@
 //! [`HeapRegion`] for regions in the heap.
 //!
 //! ```
-//! use ferry_core::HeapRegion;
+//! use ferry_rpc::HeapRegion;
 //!
-//! let region = HeapRegion::<ferry_core::PerPort>::new(32, 1).unwrap();
+//! let region = HeapRegion::<ferry_rpc::PerPort>::new(32, 1).unwrap();
 //! std::thread::scope(|s| {
 //!     s.spawn(|| {
 //!         // The server: wait for one request, add one, reply.
@@ -50,7 +50,7 @@ extern crate alloc;
 extern crate std;
 
 // Lets code derived inside this crate (its tests and doctests) name it as users do.
-extern crate self as ferry_core;
+extern crate self as ferry_rpc;
 
 mod error;
 #[cfg(feature = "alloc")]
@@ -87,7 +87,7 @@ pub use service::__private;
 /// The crate whose traits an argument, reply or error type derives to cross the wire
 /// (`TryFromBytes`, `IntoBytes`, `Immutable`, `KnownLayout`). A crate that does not depend on
 /// zerocopy itself derives them through this path:
-/// `#[zerocopy(crate = "ferry_shm::ferry_core::zerocopy")]` on the type (or the path through
+/// `#[zerocopy(crate = "ferry_shm::ferry_rpc::zerocopy")]` on the type (or the path through
 /// whichever ferry crate it depends on).
 pub use zerocopy;
 

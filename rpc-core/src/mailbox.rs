@@ -3,7 +3,7 @@
 //! Each side writes only its own outbox and reads the other side's outbox as its inbox. A port's
 //! mailbox value is one bit; flipping its outbox bit hands the packet to the other side.
 //!
-//! Two representations are implemented, and `cargo bench -p ferry-core --bench protocol`
+//! Two representations are implemented, and `cargo bench -p ferry-rpc --bench protocol`
 //! compares them (figures: `BENCHMARKS.md`):
 //!
 //! - [`PerPort`]: one `u32` word per port per direction. A flip is a plain store; reading one

@@ -1,5 +1,5 @@
 //! loom models of the protocol's small cases. Run with
-//! `RUSTFLAGS="--cfg loom" cargo test -p ferry-core --test loom --release`.
+//! `RUSTFLAGS="--cfg loom" cargo test -p ferry-rpc --test loom --release`.
 //!
 //! loom explores every interleaving (and every value a relaxed load may return) up to a
 //! preemption bound; its tracked cells report any packet access the mailbox handoff does not
@@ -8,7 +8,7 @@
 //! checked in its host form, an acquire load (see `sync::MAILBOX_LOAD`).
 #![cfg(loom)]
 
-use ferry_core::{Error, HeapRegion, Mailbox, Packed, PerPort};
+use ferry_rpc::{Error, HeapRegion, Mailbox, Packed, PerPort};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -48,10 +48,7 @@ fn serve<M: Mailbox>(region: &HeapRegion<M>, calls: usize) {
 }
 
 /// `serve` through the server handle `server`.
-fn serve_on<M: Mailbox>(
-    server: &ferry_core::ServerProcess<'_, ferry_core::Single, M>,
-    calls: usize,
-) {
+fn serve_on<M: Mailbox>(server: &ferry_rpc::ServerProcess<'_, ferry_rpc::Single, M>, calls: usize) {
     let mut served = 0;
     while served < calls {
         match server.try_open(()) {
@@ -66,8 +63,8 @@ fn serve_on<M: Mailbox>(
 
 /// Waits (yielding to loom's other threads) until `server` opens a port with a request.
 fn next_request<'p, 'a>(
-    server: &'p ferry_core::ServerProcess<'a>,
-) -> ferry_core::Port<'p, 'a, ferry_core::Server, ferry_core::Single, PerPort, ferry_core::Spin> {
+    server: &'p ferry_rpc::ServerProcess<'a>,
+) -> ferry_rpc::Port<'p, 'a, ferry_rpc::Server, ferry_rpc::Single, PerPort, ferry_rpc::Spin> {
     loop {
         match server.try_open(()) {
             Some(p) => return p,
@@ -82,7 +79,7 @@ fn call<M: Mailbox>(region: &HeapRegion<M>, value: u64) -> u64 {
 
 /// One call with `value` through the client handle `client`; returns the reply.
 fn call_on<M: Mailbox>(
-    client: &ferry_core::ClientProcess<'_, ferry_core::Single, M>,
+    client: &ferry_rpc::ClientProcess<'_, ferry_rpc::Single, M>,
     value: u64,
 ) -> u64 {
     let mut port = client.open(1).unwrap();

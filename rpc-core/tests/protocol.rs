@@ -5,11 +5,11 @@ mod common;
 use std::time::Duration;
 
 use common::Backoff;
-use ferry_core::{
+use ferry_device::sim::SimWarp;
+use ferry_rpc::{
     Error, HeaderWord, HeapRegion, Layout, LayoutError, MailboxKind, Packed, PerPort, SliceSink,
     SpinLimit,
 };
-use ferry_device::sim::SimWarp;
 
 #[test]
 fn layout_is_computed_and_checked() {
@@ -45,7 +45,7 @@ fn layout_is_computed_and_checked() {
     assert!(HeapRegion::<Packed>::new(32, 1).is_ok());
 }
 
-fn call_in_one_thread<M: ferry_core::Mailbox>() {
+fn call_in_one_thread<M: ferry_rpc::Mailbox>() {
     let region = HeapRegion::<M>::new(64, 1).unwrap();
     let client = region.client();
     let server = region.server();
@@ -69,7 +69,7 @@ fn call_in_one_thread<M: ferry_core::Mailbox>() {
 /// only then: for the server (a request waits on a port no server handle holds), for the client
 /// (a port no client handle holds), for a server restricted to a range, and for an exclusive
 /// server with an outbox mirror.
-fn may_open_agrees_with_try_open<M: ferry_core::Mailbox>() {
+fn may_open_agrees_with_try_open<M: ferry_rpc::Mailbox>() {
     let region = HeapRegion::<M>::new(64, 1).unwrap();
     let client = region.client();
     let (server, other) = (region.server(), region.server());
@@ -223,7 +223,7 @@ fn stream_round_trip(len: usize, limit: u64) -> (Result<(), Error>, Result<(), E
     std::thread::scope(|scope| {
         let server = scope.spawn(|| {
             let server = region
-                .server_with(ferry_core::Single, Backoff::default())
+                .server_with(ferry_rpc::Single, Backoff::default())
                 .unwrap();
             let mut port = server.open(()).unwrap();
             let mut sink: Vec<Vec<u8>> = Vec::new();
@@ -234,7 +234,7 @@ fn stream_round_trip(len: usize, limit: u64) -> (Result<(), Error>, Result<(), E
             (got, sink.pop().unwrap_or_default())
         });
         let client = region
-            .client_with(ferry_core::Single, Backoff::default())
+            .client_with(ferry_rpc::Single, Backoff::default())
             .unwrap();
         let mut port = client.open(11).unwrap();
         let sent = port.send_n(|_| &data);
@@ -316,7 +316,7 @@ fn a_hostile_length_allocates_nothing() {
     c.recv(|_, _| {}).unwrap();
     assert_eq!(
         c.header(HeaderWord::Stream),
-        ferry_core::stream::STREAM_REJECTED
+        ferry_rpc::stream::STREAM_REJECTED
     );
 }
 
@@ -347,7 +347,7 @@ fn a_sink_too_small_refuses_the_stream() {
 fn a_dead_server_is_a_stalled_error_not_a_hang() {
     let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
     let client = region
-        .client_with(ferry_core::Single, SpinLimit(10_000))
+        .client_with(ferry_rpc::Single, SpinLimit(10_000))
         .unwrap();
     let mut c = client.try_open(4).unwrap();
     let index = c.index();
@@ -373,7 +373,7 @@ fn a_simulated_warp_fills_every_slot_and_streams_per_lane() {
     std::thread::scope(|scope| {
         scope.spawn(|| {
             let server = region
-                .server_with(ferry_core::Single, Backoff::default())
+                .server_with(ferry_rpc::Single, Backoff::default())
                 .unwrap();
             // A plain call: each lane's value plus its lane index.
             let mut port = server.open(()).unwrap();
@@ -395,7 +395,7 @@ fn a_simulated_warp_fills_every_slot_and_streams_per_lane() {
             .map(|lanes| {
                 let region = &region;
                 scope.spawn(move || {
-                    let lane = ferry_core::Lanes::lane_id(&lanes) as u64;
+                    let lane = ferry_rpc::Lanes::lane_id(&lanes) as u64;
                     let client = region.client_with(lanes, Backoff::default()).unwrap();
                     let mut port = client.open(8).unwrap();
                     let mut got = 0;
@@ -480,7 +480,7 @@ fn only_a_full_group_keeps_its_port() {
     std::thread::scope(|s| {
         s.spawn(|| {
             let server = region
-                .server_with(ferry_core::Single, Backoff::default())
+                .server_with(ferry_rpc::Single, Backoff::default())
                 .unwrap();
             let mut port = server.open(()).unwrap();
             assert_eq!(port.lane_mask(), 1, "lane 0 called alone");
@@ -493,7 +493,7 @@ fn only_a_full_group_keeps_its_port() {
                 .unwrap()
                 .keep_port(true);
             let lanes = client.lanes();
-            lanes.when(ferry_core::Lanes::lane_id(lanes) == 0, || {
+            lanes.when(ferry_rpc::Lanes::lane_id(lanes) == 0, || {
                 let mut c = client.open(1).unwrap();
                 c.send_and_recv(|s, _| s.words[0] = 1, |s, _| assert_eq!(s.words[0], 2))
                     .unwrap();

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ferry_core::{HeapRegion, LayoutError, PerPort, SpinLimit};
+use ferry_rpc::{HeapRegion, LayoutError, PerPort, SpinLimit};
 
 #[test]
 fn ranges_are_checked() {
@@ -108,12 +108,12 @@ fn servers_together_serve_every_port(exclusive: bool) {
             s.spawn(move || {
                 let half = PORTS / 2;
                 let server = region
-                    .server_with(ferry_core::Single, SpinLimit(1 << 24))
+                    .server_with(ferry_rpc::Single, SpinLimit(1 << 24))
                     .unwrap()
                     .restrict(t as u32 * half, half)
                     .unwrap();
-                let mirror: Vec<ferry_core::sync::AtomicU32> = (0..PORTS / 32)
-                    .map(|_| ferry_core::sync::AtomicU32::new(0))
+                let mirror: Vec<ferry_rpc::sync::AtomicU32> = (0..PORTS / 32)
+                    .map(|_| ferry_rpc::sync::AtomicU32::new(0))
                     .collect();
                 let server = match exclusive {
                     true => server
@@ -150,7 +150,7 @@ fn servers_together_serve_every_port(exclusive: bool) {
             for round in 0..ROUNDS {
                 for p in 0..PORTS {
                     let client = region
-                        .client_with(ferry_core::Single, SpinLimit(1 << 26))
+                        .client_with(ferry_rpc::Single, SpinLimit(1 << 26))
                         .unwrap()
                         .with_cursor(p);
                     let mut port = client.try_open(1).expect("a free port");
@@ -225,9 +225,8 @@ fn an_exclusive_server_holds_its_range_and_serves_it_without_locking() {
         locks.iter().all(|w| w.load(Ordering::Relaxed) == 0),
         "released on drop"
     );
-    let mirror: Vec<ferry_core::sync::AtomicU32> = (0..3)
-        .map(|_| ferry_core::sync::AtomicU32::new(0))
-        .collect();
+    let mirror: Vec<ferry_rpc::sync::AtomicU32> =
+        (0..3).map(|_| ferry_rpc::sync::AtomicU32::new(0)).collect();
     assert!(
         region.server().with_outbox_mirror(&mirror).is_err(),
         "a mirror needs an exclusive handle"

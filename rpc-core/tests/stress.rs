@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{dump_region, Backoff};
-use ferry_core::{HeapRegion, Mailbox, Packed, PerPort, Single};
+use ferry_rpc::{HeapRegion, Mailbox, Packed, PerPort, Single};
 use ferry_testkit::Watchdog;
 
 struct Outcome {

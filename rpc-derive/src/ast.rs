@@ -77,7 +77,7 @@ impl<'a> Wire<'a> {
 }
 
 /// Whether `ty` is a path whose last segment is `name`, with no generic arguments (`Bytes`,
-/// `ferry_core::service::Bytes`).
+/// `ferry_rpc::service::Bytes`).
 fn last_ident(ty: &Type, name: &str) -> bool {
     match ty {
         Type::Path(p) if p.qself.is_none() => p
@@ -224,7 +224,7 @@ pub fn combine(errors: &mut Option<syn::Error>, e: syn::Error) {
     }
 }
 
-/// FNV-1a 32 (must match `ferry_core::service::fnv1a_32`).
+/// FNV-1a 32 (must match `ferry_rpc::service::fnv1a_32`).
 fn fnv1a_32(mut state: u32, bytes: &[u8]) -> u32 {
     for &b in bytes {
         state ^= b as u32;
@@ -233,7 +233,7 @@ fn fnv1a_32(mut state: u32, bytes: &[u8]) -> u32 {
     state
 }
 
-/// The hash scheme (must match `ferry_core::service::hash_opcode`).
+/// The hash scheme (must match `ferry_rpc::service::hash_opcode`).
 pub fn hash_opcode(service: &str, call: &str) -> u32 {
     let mut h = fnv1a_32(0x811c_9dc5, service.as_bytes());
     h = fnv1a_32(h, b"::");

@@ -1,6 +1,6 @@
-//! Code generation from a checked model. Everything generated names only `core` and `ferry_core`
-//! (zerocopy through `ferry_core::__private`), so `no_std` crates can derive services; `krate`
-//! then puts the user's path to `ferry_core` in place of `::ferry_core`.
+//! Code generation from a checked model. Everything generated names only `core` and `ferry_rpc`
+//! (zerocopy through `ferry_rpc::__private`), so `no_std` crates can derive services; `krate`
+//! then puts the user's path to `ferry_rpc` in place of `::ferry_rpc`.
 
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
@@ -18,7 +18,7 @@ pub fn derive(input: TokenStream) -> TokenStream {
     };
     let (path, error) = match krate::path(&input.attrs) {
         Ok(path) => (path, None),
-        Err(e) => (quote!(::ferry_core), Some(e)),
+        Err(e) => (quote!(::ferry_rpc), Some(e)),
     };
     let tokens = match (expand(&input), error) {
         (Ok(tokens), None) => tokens,
@@ -55,10 +55,10 @@ fn opcode_lit(call: &Call) -> TokenStream {
 /// How a type crosses, for the fingerprint.
 fn shape(wire: &Wire) -> TokenStream {
     match wire {
-        Wire::Unit => quote!(::ferry_core::service::Shape::of::<()>()),
-        Wire::Fixed(ty) => quote!(::ferry_core::service::Shape::of::<#ty>()),
-        Wire::Bytes => quote!(::ferry_core::service::Shape::Bytes),
-        Wire::Text => quote!(::ferry_core::service::Shape::Text),
+        Wire::Unit => quote!(::ferry_rpc::service::Shape::of::<()>()),
+        Wire::Fixed(ty) => quote!(::ferry_rpc::service::Shape::of::<#ty>()),
+        Wire::Bytes => quote!(::ferry_rpc::service::Shape::Bytes),
+        Wire::Text => quote!(::ferry_rpc::service::Shape::Text),
     }
 }
 
@@ -76,7 +76,7 @@ fn fingerprint(call: &Call) -> TokenStream {
         quote!(.arg(#n, #t, #sh))
     });
     let reply = match (call.response(), &call.attrs.response) {
-        (None, _) => quote!(.reply("", ::ferry_core::service::Shape::None)),
+        (None, _) => quote!(.reply("", ::ferry_rpc::service::Shape::None)),
         (Some(w), Some(r)) => {
             let (t, sh) = (written(&r.value), shape(&w));
             quote!(.reply(#t, #sh))
@@ -88,7 +88,7 @@ fn fingerprint(call: &Call) -> TokenStream {
     };
     let error = call.error().map(|e| {
         let t = written(e);
-        quote!(.error(#t, ::ferry_core::service::Shape::of::<#e>()))
+        quote!(.error(#t, ::ferry_rpc::service::Shape::of::<#e>()))
     });
     quote!(.begin_call(#name, #opcode) #(#args)* #reply #error)
 }
@@ -118,7 +118,7 @@ fn reply_size(call: &Call) -> TokenStream {
     };
     match call.error() {
         Some(e) => {
-            quote!(1usize + ::ferry_core::__private::max(#value, ::core::mem::size_of::<#e>()))
+            quote!(1usize + ::ferry_rpc::__private::max(#value, ::core::mem::size_of::<#e>()))
         }
         None => value,
     }
@@ -135,14 +135,14 @@ fn reply_type(call: &Call) -> TokenStream {
 /// The client's error type.
 fn error_type(call: &Call) -> TokenStream {
     match call.error() {
-        Some(e) => quote!(::ferry_core::service::Error<#e>),
-        None => quote!(::ferry_core::service::Error),
+        Some(e) => quote!(::ferry_rpc::service::Error<#e>),
+        None => quote!(::ferry_rpc::service::Error),
     }
 }
 
 /// Code that decodes the fixed arguments from `bytes` into an `Option` of their tuple.
 fn decode_args(call: &Call, bytes: &Ident) -> TokenStream {
-    let p = quote!(::ferry_core::__private);
+    let p = quote!(::ferry_rpc::__private);
     let tys: Vec<&syn::Type> = call.fixed_args().map(|a| a.ty).collect();
     let offs = offsets(call);
     quote! {
@@ -289,10 +289,10 @@ fn generate(service: &Service) -> TokenStream {
                 }
             }
 
-            /// The schema fingerprint (`ferry_core::service::Service::FINGERPRINT`).
-            pub const FINGERPRINT: u64 = <Self as ::ferry_core::service::Service>::FINGERPRINT;
+            /// The schema fingerprint (`ferry_rpc::service::Service::FINGERPRINT`).
+            pub const FINGERPRINT: u64 = <Self as ::ferry_rpc::service::Service>::FINGERPRINT;
 
-            /// The service's name (`ferry_core::service::Service::NAME`).
+            /// The service's name (`ferry_rpc::service::Service::NAME`).
             pub const NAME: &'static str = #name;
 
             #( #opcode_consts )*
@@ -301,12 +301,12 @@ fn generate(service: &Service) -> TokenStream {
             /// transport's server serves; `.and(Other::server(h))` serves another beside it.
             pub fn server<__RpcH: #server>(
                 handler: __RpcH,
-            ) -> ::ferry_core::service::Serving<Self, __RpcH> {
-                ::ferry_core::service::Serving::new(handler)
+            ) -> ::ferry_rpc::service::Serving<Self, __RpcH> {
+                ::ferry_rpc::service::Serving::new(handler)
             }
 
             /// The client of this service over `site` (a call site of any transport).
-            pub fn client<__RpcS: ::ferry_core::service::Site>(site: __RpcS) -> #client<__RpcS> {
+            pub fn client<__RpcS: ::ferry_rpc::service::Site>(site: __RpcS) -> #client<__RpcS> {
                 #client { site, deadline: ::core::option::Option::None }
             }
 
@@ -321,29 +321,29 @@ fn generate(service: &Service) -> TokenStream {
             /// Returns what was served, or the protocol error (the client stalled).
             pub fn dispatch<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
                 handler: &__RpcH,
-                port: &mut ::ferry_core::Port<'_, '_, ::ferry_core::Server, __RpcL, __RpcM, __RpcW>,
+                port: &mut ::ferry_rpc::Port<'_, '_, ::ferry_rpc::Server, __RpcL, __RpcM, __RpcW>,
                 buffers: &mut __RpcB,
-            ) -> ::core::result::Result<::ferry_core::service::Served, ::ferry_core::Error>
+            ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error>
             where
                 __RpcH: #server + ?::core::marker::Sized,
-                __RpcL: ::ferry_core::Lanes,
-                __RpcM: ::ferry_core::Mailbox,
-                __RpcW: ::ferry_core::Wait,
-                __RpcB: ::ferry_core::service::LaneBuffers,
+                __RpcL: ::ferry_rpc::Lanes,
+                __RpcM: ::ferry_rpc::Mailbox,
+                __RpcW: ::ferry_rpc::Wait,
+                __RpcB: ::ferry_rpc::service::LaneBuffers,
             {
                 let _ = (&handler, &buffers);
                 match port.opcode() {
                     #( #arms )*
-                    ::ferry_core::service::HANDSHAKE => ::ferry_core::__private::serve_handshake(
+                    ::ferry_rpc::service::HANDSHAKE => ::ferry_rpc::__private::serve_handshake(
                         port,
-                        <#ident as ::ferry_core::service::Service>::FINGERPRINT,
+                        <#ident as ::ferry_rpc::service::Service>::FINGERPRINT,
                     ),
-                    _ => ::ferry_core::__private::reply_unknown(port),
+                    _ => ::ferry_rpc::__private::reply_unknown(port),
                 }
             }
 
             /// Serves a call that came through a transport's inline path
-            /// (`ferry_core::service::InlineCall`) rather than a port: decodes `request`, calls the
+            /// (`ferry_rpc::service::InlineCall`) rather than a port: decodes `request`, calls the
             /// handler, writes its reply at the start of `reply` and returns the status to send
             /// back with the reply's length in bytes (`status::BAD_REQUEST` for arguments that do
             /// not decode, `status::UNKNOWN_OPCODE` for a call the service does not have, both
@@ -354,14 +354,14 @@ fn generate(service: &Service) -> TokenStream {
                 handler: &__RpcH,
                 opcode: u32,
                 request: &[u8],
-                reply: &mut [u8; ::ferry_core::service::INLINE_BYTES],
+                reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
             ) -> ::core::option::Option<(u32, usize)> {
                 let _ = (&handler, &request, &reply);
                 match opcode {
                     #( #inline_arms )*
-                    ::ferry_core::service::HANDSHAKE => ::core::option::Option::None,
+                    ::ferry_rpc::service::HANDSHAKE => ::core::option::Option::None,
                     _ => ::core::option::Option::Some((
-                        ::ferry_core::service::status::UNKNOWN_OPCODE,
+                        ::ferry_rpc::service::status::UNKNOWN_OPCODE,
                         0,
                     )),
                 }
@@ -371,18 +371,18 @@ fn generate(service: &Service) -> TokenStream {
             /// it and closes it. `Ok(None)` when no call was pending.
             pub fn serve_one<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
                 handler: &__RpcH,
-                server: &::ferry_core::Process<'_, ::ferry_core::Server, __RpcL, __RpcM, __RpcW>,
+                server: &::ferry_rpc::Process<'_, ::ferry_rpc::Server, __RpcL, __RpcM, __RpcW>,
                 buffers: &mut __RpcB,
             ) -> ::core::result::Result<
-                ::core::option::Option<::ferry_core::service::Served>,
-                ::ferry_core::Error,
+                ::core::option::Option<::ferry_rpc::service::Served>,
+                ::ferry_rpc::Error,
             >
             where
                 __RpcH: #server + ?::core::marker::Sized,
-                __RpcL: ::ferry_core::Lanes,
-                __RpcM: ::ferry_core::Mailbox,
-                __RpcW: ::ferry_core::Wait,
-                __RpcB: ::ferry_core::service::LaneBuffers,
+                __RpcL: ::ferry_rpc::Lanes,
+                __RpcM: ::ferry_rpc::Mailbox,
+                __RpcW: ::ferry_rpc::Wait,
+                __RpcB: ::ferry_rpc::service::LaneBuffers,
             {
                 match server.try_open(()) {
                     ::core::option::Option::Some(mut port) => {
@@ -396,7 +396,7 @@ fn generate(service: &Service) -> TokenStream {
             }
         }
 
-        impl<__RpcH: #server + ?::core::marker::Sized> ::ferry_core::service::Dispatch<__RpcH>
+        impl<__RpcH: #server + ?::core::marker::Sized> ::ferry_rpc::service::Dispatch<__RpcH>
             for #ident
         {
             #[inline]
@@ -407,14 +407,14 @@ fn generate(service: &Service) -> TokenStream {
             #[inline]
             fn dispatch<__RpcL, __RpcM, __RpcW, __RpcB>(
                 handler: &__RpcH,
-                port: &mut ::ferry_core::Port<'_, '_, ::ferry_core::Server, __RpcL, __RpcM, __RpcW>,
+                port: &mut ::ferry_rpc::Port<'_, '_, ::ferry_rpc::Server, __RpcL, __RpcM, __RpcW>,
                 buffers: &mut __RpcB,
-            ) -> ::core::result::Result<::ferry_core::service::Served, ::ferry_core::Error>
+            ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error>
             where
-                __RpcL: ::ferry_core::Lanes,
-                __RpcM: ::ferry_core::Mailbox,
-                __RpcW: ::ferry_core::Wait,
-                __RpcB: ::ferry_core::service::LaneBuffers,
+                __RpcL: ::ferry_rpc::Lanes,
+                __RpcM: ::ferry_rpc::Mailbox,
+                __RpcW: ::ferry_rpc::Wait,
+                __RpcB: ::ferry_rpc::service::LaneBuffers,
             {
                 #ident::dispatch(handler, port, buffers)
             }
@@ -424,15 +424,15 @@ fn generate(service: &Service) -> TokenStream {
                 handler: &__RpcH,
                 opcode: u32,
                 request: &[u8],
-                reply: &mut [u8; ::ferry_core::service::INLINE_BYTES],
+                reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
             ) -> ::core::option::Option<(u32, usize)> {
                 #ident::dispatch_inline(handler, opcode, request, reply)
             }
         }
 
-        impl ::ferry_core::service::Service for #ident {
+        impl ::ferry_rpc::service::Service for #ident {
             const NAME: &'static str = #name;
-            const FINGERPRINT: u64 = ::ferry_core::service::Fingerprint::new(#name)
+            const FINGERPRINT: u64 = ::ferry_rpc::service::Fingerprint::new(#name)
                 #( #prints )*
                 .finish();
             const OPCODES: &'static [u32] = &[ #( #opcodes ),* ];
@@ -445,7 +445,7 @@ fn generate(service: &Service) -> TokenStream {
             deadline: ::core::option::Option<::core::time::Duration>,
         }
 
-        impl<__RpcS: ::ferry_core::service::Site> #client<__RpcS> {
+        impl<__RpcS: ::ferry_rpc::service::Site> #client<__RpcS> {
             /// This client with every call waiting at most `deadline` for the other side (on
             /// transports that keep time: between processes; a bare process waits under its own
             /// wait policy).
@@ -496,7 +496,7 @@ fn assertions(service: &Service) -> TokenStream {
             };
             let span = ty.span();
             wire.push(quote_spanned! {span=>
-                let _: ::core::marker::PhantomData<::ferry_core::service::#marker> =
+                let _: ::core::marker::PhantomData<::ferry_rpc::service::#marker> =
                     ::core::marker::PhantomData::<#ty>;
             });
         }
@@ -508,7 +508,7 @@ fn assertions(service: &Service) -> TokenStream {
         );
         let span = call.ident.span();
         sizes.push(quote_spanned! {span=>
-            ::core::assert!(::ferry_core::__private::fits_slot(#size), #message);
+            ::core::assert!(::ferry_rpc::__private::fits_slot(#size), #message);
         });
         if matches!(call.response(), Some(Wire::Fixed(_))) || call.error().is_some() {
             let size = reply_size(call);
@@ -528,7 +528,7 @@ fn assertions(service: &Service) -> TokenStream {
                 .as_ref()
                 .map_or(call.ident.span(), |r| r.value.span());
             sizes.push(quote_spanned! {span=>
-                ::core::assert!(::ferry_core::__private::fits_slot(#size), #message);
+                ::core::assert!(::ferry_rpc::__private::fits_slot(#size), #message);
             });
         }
     }
@@ -538,13 +538,13 @@ fn assertions(service: &Service) -> TokenStream {
          served services hold: give a shorter `#[rpc(service = \"...\")]`"
     );
     quote! {
-        ::core::assert!(::ferry_core::service::name_fits(#name), #name_message);
+        ::core::assert!(::ferry_rpc::service::name_fits(#name), #name_message);
         #[allow(dead_code)]
         fn __rpc_assert_wire<T>()
         where
-            T: ::ferry_core::__private::zerocopy::IntoBytes
-                + ::ferry_core::__private::zerocopy::TryFromBytes
-                + ::ferry_core::__private::zerocopy::Immutable,
+            T: ::ferry_rpc::__private::zerocopy::IntoBytes
+                + ::ferry_rpc::__private::zerocopy::TryFromBytes
+                + ::ferry_rpc::__private::zerocopy::Immutable,
         {
         }
         #[allow(dead_code)]
@@ -639,8 +639,8 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
     let docs = docs(call, "Calls");
     let params = params(call);
     let opcode = opcode_lit(call);
-    let p = quote!(::ferry_core::__private);
-    let s = quote!(::ferry_core::service);
+    let p = quote!(::ferry_rpc::__private);
+    let s = quote!(::ferry_rpc::service);
     let err = error_type(call);
     let q = args_size(call);
     let offs = offsets(call);
@@ -729,7 +729,7 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
                 call.method
             );
             quote! {
-                ::ferry_core::__rpc_if_alloc! {
+                ::ferry_rpc::__rpc_if_alloc! {
                     #docs
                     pub fn #method(&self #params) -> ::core::result::Result<#ret_own, #err> {
                         #pack
@@ -786,8 +786,8 @@ fn inline_arm(call: &Call, server: &Ident) -> TokenStream {
         return quote!(#opcode => ::core::option::Option::None,);
     }
     let method = method_ident(call);
-    let p = quote!(::ferry_core::__private);
-    let s = quote!(::ferry_core::service);
+    let p = quote!(::ferry_rpc::__private);
+    let s = quote!(::ferry_rpc::service);
     let q = args_size(call);
     let r = reply_size(call);
     let bytes = format_ident!("request");
@@ -846,8 +846,8 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let method = method_ident(call);
     let oneway = call.oneway();
     let tagged = call.error().is_some();
-    let p = quote!(::ferry_core::__private);
-    let s = quote!(::ferry_core::service);
+    let p = quote!(::ferry_rpc::__private);
+    let s = quote!(::ferry_rpc::service);
     let served = |status: TokenStream| {
         quote! {
             ::core::result::Result::Ok(#s::Served { opcode: #opcode, status: #status })
@@ -996,7 +996,7 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
                 ::core::result::Result::Ok(()) => {}
                 // The client refused the reply (longer than it takes); it knows, and gets the
                 // packet back when the port closes.
-                ::core::result::Result::Err(::ferry_core::Error::Rejected) => return #rejected,
+                ::core::result::Result::Err(::ferry_rpc::Error::Rejected) => return #rejected,
                 ::core::result::Result::Err(e) => return ::core::result::Result::Err(e),
             }
         }

@@ -17,7 +17,7 @@ pub fn expand(input: &DeriveInput, error: syn::Error) -> TokenStream {
     let name = ident.to_string();
     let service = if input.generics.params.is_empty() {
         quote! {
-            impl ::ferry_core::service::Service for #ident {
+            impl ::ferry_rpc::service::Service for #ident {
                 const NAME: &'static str = #name;
                 const FINGERPRINT: u64 = 0;
                 const OPCODES: &'static [u32] = &[];

@@ -1,14 +1,14 @@
-//! Where the generated code finds the service runtime: the path that stands for `ferry_core` in
+//! Where the generated code finds the service runtime: the path that stands for `ferry_rpc` in
 //! the user's crate.
 //!
 //! A user depends on one ferry crate for their use (`ferry-shm` between processes, `ferry-device`
-//! in GPU code, `ferry-gpu` in a GPU host program, or `ferry-core` itself), and each of those
-//! re-exports `ferry_core`. The derive looks in the user's `Cargo.toml` (through
+//! in GPU code, `ferry-gpu` in a GPU host program, or `ferry-rpc` itself), and each of those
+//! re-exports `ferry_rpc`. The derive looks in the user's `Cargo.toml` (through
 //! `proc-macro-crate`, which follows renames and workspace inheritance) for the first of them it
 //! finds, in that order, and `#[rpc(crate = "path")]` on the enum names the path outright (for a
 //! crate that re-exports ferry under another name).
 //!
-//! Code is generated against `::ferry_core` and the path is substituted afterwards, so every
+//! Code is generated against `::ferry_rpc` and the path is substituted afterwards, so every
 //! generated item names the runtime the same way.
 
 use proc_macro2::{Group, Spacing, TokenStream, TokenTree};
@@ -18,10 +18,10 @@ use syn::{Attribute, LitStr};
 
 /// The packages that re-export the runtime, and the path to it inside each.
 const FACADES: [(&str, Option<&str>); 4] = [
-    ("ferry-core", None),
-    ("ferry-shm", Some("ferry_core")),
-    ("ferry-device", Some("ferry_core")),
-    ("ferry-gpu", Some("ferry_core")),
+    ("ferry-rpc", None),
+    ("ferry-shm", Some("ferry_rpc")),
+    ("ferry-device", Some("ferry_rpc")),
+    ("ferry-gpu", Some("ferry_rpc")),
 ];
 
 /// The path to the runtime for the crate being compiled: `#[rpc(crate = "...")]` if written,
@@ -34,8 +34,8 @@ pub fn path(attrs: &[Attribute]) -> syn::Result<TokenStream> {
         let Ok(found) = crate_name(package) else {
             continue;
         };
-        // A crate compiling itself (ferry-core's own tests and doctests reach it by name too:
-        // it declares `extern crate self as ferry_core`).
+        // A crate compiling itself (ferry-rpc's own tests and doctests reach it by name too:
+        // it declares `extern crate self as ferry_rpc`).
         let root = match found {
             FoundCrate::Itself => format_ident!("{}", package.replace('-', "_")),
             FoundCrate::Name(name) => format_ident!("{}", name),
@@ -52,7 +52,7 @@ pub fn path(attrs: &[Attribute]) -> syn::Result<TokenStream> {
         proc_macro2::Span::call_site(),
         "#[derive(RpcOpcodes)] found no ferry crate among this crate's dependencies: add \
          `ferry-shm` (between processes), `ferry-device` (GPU code), `ferry-gpu` (a GPU host \
-         program) or `ferry-core`, or name the path with `#[rpc(crate = \"path::to::ferry_core\")]`",
+         program) or `ferry-rpc`, or name the path with `#[rpc(crate = \"path::to::ferry_rpc\")]`",
     ))
 }
 
@@ -75,7 +75,7 @@ fn written(attrs: &[Attribute]) -> syn::Result<Option<TokenStream>> {
     Ok(out)
 }
 
-/// `tokens` with every `::ferry_core` replaced by `path`.
+/// `tokens` with every `::ferry_rpc` replaced by `path`.
 pub fn substitute(tokens: TokenStream, path: &TokenStream) -> TokenStream {
     let trees: Vec<TokenTree> = tokens.into_iter().collect();
     let mut out = TokenStream::new();
@@ -85,7 +85,7 @@ pub fn substitute(tokens: TokenStream, path: &TokenStream) -> TokenStream {
             (&trees[i], trees.get(i + 1), trees.get(i + 2)),
             (TokenTree::Punct(a), Some(TokenTree::Punct(b)), Some(TokenTree::Ident(id)))
                 if a.as_char() == ':' && a.spacing() == Spacing::Joint
-                    && b.as_char() == ':' && id == "ferry_core"
+                    && b.as_char() == ':' && id == "ferry_rpc"
         );
         if at_path {
             out.extend(path.clone());

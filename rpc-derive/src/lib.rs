@@ -4,13 +4,13 @@
 //! and `#[rpc(...)]` says what comes back. The derive generates the opcodes, a client type with
 //! one method per call over any call site, a server trait with one handler per call, the dispatch
 //! that serves it (on the enum), and the schema fingerprint. Use it through `rpc-core` (feature
-//! `derive`, `ferry_core::RpcOpcodes`) or directly.
+//! `derive`, `ferry_rpc::RpcOpcodes`) or directly.
 //!
 //! # A whole service
 //!
 //! ```
-//! use ferry_core::service::{Bytes, Error, Service, Status, Text};
-//! use ferry_core::{HeapRegion, Single, SpinLimit};
+//! use ferry_rpc::service::{Bytes, Error, Service, Status, Text};
+//! use ferry_rpc::{HeapRegion, Single, SpinLimit};
 //! use ferry_derive::RpcOpcodes;
 //! use std::collections::HashMap;
 //! use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -97,7 +97,7 @@
 //!     // server (a transport's client is a site too).
 //!     let site = region.client_with(Single, SpinLimit(u32::MAX)).unwrap();
 //!     // Compare schemas first (transports do this when the two sides connect).
-//!     ferry_core::service::handshake::<Counter, _, _, _>(&site).unwrap();
+//!     ferry_rpc::service::handshake::<Counter, _, _, _>(&site).unwrap();
 //!     let c = Counter::client(&site);
 //!     assert_eq!(c.add(5), Ok(5));
 //!     assert_eq!(c.add(2), Ok(7));
@@ -125,7 +125,7 @@
 //! });
 //! assert_ne!(Counter::FINGERPRINT, 0);
 //! assert_eq!(<Counter as Service>::OPCODES.len(), 5);
-//! assert_eq!(Counter::Add { n: 1 }.opcode(), ferry_core::service::hash_opcode("counter", "Add"));
+//! assert_eq!(Counter::Add { n: 1 }.opcode(), ferry_rpc::service::hash_opcode("counter", "Add"));
 //! ```
 //!
 //! # Defining calls
@@ -136,7 +136,7 @@
 //! | setting | meaning |
 //! |---|---|
 //! | field `name: T` | a fixed argument: `T` is zerocopy (`IntoBytes + TryFromBytes + Immutable`: integers, `bool`, arrays, `#[repr(C)]` structs, `#[repr(u8)]` enums); all fixed arguments are packed without padding into one 64-byte slot |
-//! | field `name: Bytes` / `name: Text` | bytes or UTF-8 text of any length, streamed after the fixed arguments (`ferry_core::service::{Bytes, Text}`); at most one per call, its last field |
+//! | field `name: Bytes` / `name: Text` | bytes or UTF-8 text of any length, streamed after the fixed arguments (`ferry_rpc::service::{Bytes, Text}`); at most one per call, its last field |
 //! | `response = T` | the reply is a fixed `T` (at most a slot); without `response` the call replies `()` and the client still waits for it |
 //! | `response = Bytes` / `Text` | the reply is bytes or text of any length, streamed |
 //! | `error = E` | the handler returns `Result<_, E>`; `E` is a fixed zerocopy value, carried back in a tagged reply (one tag byte, then the value or the error: with a fixed reply, `1 + max(size_of T, size_of E)` must fit a slot) |
@@ -151,9 +151,9 @@
 //! # Opcodes
 //!
 //! By default an opcode is `0x8000_0000 | fnv1a_32("{service}::{Variant}") & 0x7FFF_FFFF`
-//! (`ferry_core::service::hash_opcode`): stable under reordering and additions. With `class = N`
+//! (`ferry_rpc::service::hash_opcode`): stable under reordering and additions. With `class = N`
 //! (below `0x8000`) call `i` in declaration order gets `N << 16 | i`
-//! (`ferry_core::service::class_opcode`): the top bit is clear, so the schemes never collide; append
+//! (`ferry_rpc::service::class_opcode`): the top bit is clear, so the schemes never collide; append
 //! calls to keep opcodes stable. Opcodes `0xFFFF_FF00` and up are the protocol's (the handshake is
 //! `u32::MAX`). Two calls with the same opcode are a compile error.
 //!
@@ -165,12 +165,12 @@
 //!   opened), `Kv::serve_one(&handler, &server, &mut buffers)` (opens, dispatches, closes;
 //!   `Ok(None)` when no call was waiting) and `Kv::dispatch_inline(&handler, opcode, request,
 //!   &mut reply)` (a call that came through a transport's inline path; `None` for a call that
-//!   cannot travel inline). `impl ferry_core::service::Service for Kv` (`NAME`, `FINGERPRINT`,
+//!   cannot travel inline). `impl ferry_rpc::service::Service for Kv` (`NAME`, `FINGERPRINT`,
 //!   `OPCODES`).
-//! - `struct KvClient<S>`, made by `Kv::client(site)` over any `ferry_core::service::Site`: a client
-//!   `ferry_core::Process` (in-process, or a GPU warp's), a reference to one, or a transport's
+//! - `struct KvClient<S>`, made by `Kv::client(site)` over any `ferry_rpc::service::Site`: a client
+//!   `ferry_rpc::Process` (in-process, or a GPU warp's), a reference to one, or a transport's
 //!   client. One method per call, taking the arguments (`&[u8]` for `Bytes`, `&str` for `Text`)
-//!   and returning `Result<T, ferry_core::service::Error<E>>` (`E` is the call's `error`, else
+//!   and returning `Result<T, ferry_rpc::service::Error<E>>` (`E` is the call's `error`, else
 //!   `Infallible`). A streamed reply has two methods: `name(..)` returns a `Vec<u8>` or `String`
 //!   (where rpc-core has `alloc`), `name_into(.., &mut buf)` writes into `buf` and returns the
 //!   part written (`&mut [u8]` or `&str`). `with_deadline(d)` bounds every call's waits on
@@ -185,7 +185,7 @@
 //!
 //! # Errors
 //!
-//! A call returns `ferry_core::service::Error<E>`: `App(E)` is the handler's own error;
+//! A call returns `ferry_rpc::service::Error<E>`: `App(E)` is the handler's own error;
 //! `Status(..)` is a refusal; `Transport(..)` is the call not completing (a stalled server, a
 //! deadline, a lost port). A server that does not know an opcode answers
 //! `Status::UnknownOpcode` and keeps serving, whatever kind of call was made: never a hang. A
@@ -209,9 +209,9 @@
 //! Values are read back with `TryFromBytes`: bytes that are not a valid value never become one.
 //! The fingerprint hashes the service name and, per call, its name, opcode, each argument's
 //! name, written type and layout, and the reply's and error's written type and layout; the
-//! handshake (`ferry_core::service::handshake`) compares it with the server's.
+//! handshake (`ferry_rpc::service::handshake`) compares it with the server's.
 //!
-//! The generated code names only `core` and `ferry_core`, so a `no_std` crate can derive services.
+//! The generated code names only `core` and `ferry_rpc`, so a `no_std` crate can derive services.
 //!
 //! # How the macro is built
 //!

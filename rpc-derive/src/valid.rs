@@ -9,7 +9,7 @@ use syn::Type;
 
 use crate::ast::{combine, Call, Service, Wire};
 
-/// Opcodes from here up belong to the protocol (`ferry_core::service::RESERVED_OPCODES`).
+/// Opcodes from here up belong to the protocol (`ferry_rpc::service::RESERVED_OPCODES`).
 const RESERVED_OPCODES: u32 = 0xFFFF_FF00;
 
 /// Method names a call cannot take: the generated client's own method. (The server trait has

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ferry_core::service::{Bytes, Error, Status, Text};
-use ferry_core::{HeapRegion, Single, SpinLimit};
 use ferry_derive::RpcOpcodes;
+use ferry_rpc::service::{Bytes, Error, Status, Text};
+use ferry_rpc::{HeapRegion, Single, SpinLimit};
 use zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 const MAX_NAME: u64 = 2 * 64;

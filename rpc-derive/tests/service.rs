@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ferry_core::service::{self, status, Bytes, Error, Service, Status, Text};
-use ferry_core::{HeapRegion, Spin};
 use ferry_derive::RpcOpcodes;
 use ferry_device::sim::SimWarp;
+use ferry_rpc::service::{self, status, Bytes, Error, Service, Status, Text};
+use ferry_rpc::{HeapRegion, Spin};
 use ferry_testkit::Watchdog;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
@@ -594,7 +594,7 @@ fn each_lane_of_a_warp_gets_its_own_reply() {
         std::thread::scope(|s| {
             for lanes in SimWarp::lanes(LANES) {
                 s.spawn(move || {
-                    let lane = ferry_core::Lanes::lane_id(&lanes);
+                    let lane = ferry_rpc::Lanes::lane_id(&lanes);
                     let site = region.client_with(lanes, Spin).unwrap();
                     let c = Counter::client(&site);
                     for round in 0..20u64 {
@@ -644,7 +644,7 @@ impl service::InlineCall for Direct<'_> {
         opcode: u32,
         request: &[u8],
         reply: &mut [u8],
-    ) -> Option<Result<u32, ferry_core::Error>> {
+    ) -> Option<Result<u32, ferry_rpc::Error>> {
         if self.refuse {
             return None;
         }
@@ -661,13 +661,13 @@ impl service::InlineCall for Direct<'_> {
 /// A client process with an inline path beside it: a transport's [`service::CallSite`] in
 /// miniature. Calls made on it try `inline` first for what fits, and the process for the rest.
 struct WithInline<'p, I> {
-    process: ferry_core::ClientProcess<'p>,
+    process: ferry_rpc::ClientProcess<'p>,
     inline: &'p I,
 }
 
 impl<'p, I: service::InlineCall> service::CallSite for WithInline<'p, I> {
-    type Lanes = ferry_core::Single;
-    type Mailbox = ferry_core::PerPort;
+    type Lanes = ferry_rpc::Single;
+    type Mailbox = ferry_rpc::PerPort;
     type Wait = Spin;
     type Inline = I;
 
@@ -675,7 +675,7 @@ impl<'p, I: service::InlineCall> service::CallSite for WithInline<'p, I> {
         Some(self.inline)
     }
 
-    fn process(&self) -> &ferry_core::ClientProcess<'_> {
+    fn process(&self) -> &ferry_rpc::ClientProcess<'_> {
         &self.process
     }
 }
@@ -812,7 +812,7 @@ fn dispatch_inline_answers_bad_bytes_unknown_calls_and_streams() {
 /// A crate that re-exports ferry under a path of its own names it with `#[rpc(crate = "...")]`.
 mod facade {
     pub mod reexported {
-        pub use ferry_core as runtime;
+        pub use ferry_rpc as runtime;
     }
 }
 

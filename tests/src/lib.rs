@@ -156,7 +156,7 @@ pub fn captured(out: &Capture, err: &Capture) -> ferry_libc::LibcConfig {
 
 /// The host's answer `e`, as a device call returns it.
 pub const fn app<T>(e: ferry_libc::HostError) -> Result<T, ferry_libc::LibcError> {
-    Err(ferry_core::service::Error::App(e))
+    Err(ferry_rpc::service::Error::App(e))
 }
 
 /// A scratch directory under the system's temporary one, removed when dropped.

@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::Duration;
 
-use ferry_core::service::Text;
-use ferry_core::{HeapRegion, Lanes, RpcOpcodes};
 use ferry_device::sim::{self, SimWarp, Yield};
+use ferry_rpc::service::Text;
+use ferry_rpc::{HeapRegion, Lanes, RpcOpcodes};
 use ferry_tests::Watchdog;
 
 /// The host side of the calls a divergent warp makes.

@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ferry_core::service::{status, Error, Site, Status};
 use ferry_device::host::{self, mode, opcode, Handle, HostError, Libc, LibcError, Printer};
 use ferry_libc::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
+use ferry_rpc::service::{status, Error, Site, Status};
 use ferry_shm::{
     Caller, Claimed, ClaimedProcess, ClientConfig, Handler, ServerConfig, ServerPort, ShmClient,
 };
@@ -36,7 +36,7 @@ struct ShmLibc {
 }
 
 impl Handler<ShmMailbox, ServerWait> for ShmLibc {
-    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_core::Error> {
+    fn handle(&self, port: &mut ServerPort<'_, '_>) -> Result<(), ferry_rpc::Error> {
         (self.before)(port);
         self.host.dispatch(port.caller(), port).map(|_| ())
     }

@@ -9,8 +9,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use ferry_core::service::{Error, Serving, Transport};
-use ferry_core::{Mailbox, Port, Server, Single, Wait};
+use ferry_rpc::service::{Error, Serving, Transport};
+use ferry_rpc::{Mailbox, Port, Server, Single, Wait};
 use ferry_shm::demo::{Demo, DemoServer, DemoService};
 use ferry_shm::demo::{Echoed, SleepError, Summed};
 use ferry_shm::{ClientConfig, Created, Handler, ServerConfig, ShmClient, ShmError, ShmServer};
@@ -250,7 +250,7 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for Blocking {
     fn handle(
         &self,
         port: &mut Port<'_, '_, Server, Single, M, W>,
-    ) -> Result<(), ferry_core::Error> {
+    ) -> Result<(), ferry_rpc::Error> {
         if port.opcode() == BLOCK {
             port.recv(|_, _| {})?;
             let (open, cv) = &*self.gate;
@@ -318,7 +318,7 @@ fn second_server_is_refused_and_a_killed_servers_file_is_replaced() {
     assert!(path.exists(), "SIGKILL leaves the file behind");
     match c.echo(1) {
         Err(Error::Transport(
-            Transport::NoServer | Transport::Protocol(ferry_core::Error::Stalled),
+            Transport::NoServer | Transport::Protocol(ferry_rpc::Error::Stalled),
         )) => {}
         other => panic!("expected the dead server to be noticed, got {other:?}"),
     }

@@ -364,15 +364,13 @@ impl FineGrained<'_> {
 
     /// The protocol's region laid out by `layout` over this memory (which must hold
     /// `layout.size()` bytes).
-    pub fn region(&self, layout: ferry_core::Layout) -> Result<ferry_core::Region<'_>, Error> {
+    pub fn region(&self, layout: ferry_rpc::Layout) -> Result<ferry_rpc::Region<'_>, Error> {
         if layout.size() > self.size || !(self.ptr.as_ptr() as usize).is_multiple_of(64) {
-            return Err(Error::Layout(ferry_core::LayoutError::Ports(
-                layout.ports(),
-            )));
+            return Err(Error::Layout(ferry_rpc::LayoutError::Ports(layout.ports())));
         }
         // SAFETY: the memory is ours for the borrow, large enough and 64-byte aligned (checked),
         // zeroed at allocation, and reached only through the protocol by us and the GPU.
-        unsafe { ferry_core::Region::from_raw(self.ptr.as_ptr(), layout) }.map_err(Error::Layout)
+        unsafe { ferry_rpc::Region::from_raw(self.ptr.as_ptr(), layout) }.map_err(Error::Layout)
     }
 }
 

@@ -12,7 +12,7 @@
 //! after launch.
 //!
 //! ```no_run
-//! use ferry_core::RpcOpcodes;
+//! use ferry_rpc::RpcOpcodes;
 //! use ferry_gpu::cuda::Cuda;
 //! use ferry_gpu::host::Libc;
 //! use ferry_gpu::{ExitPolicy, Program, RunConfig};
@@ -46,9 +46,9 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferry_core::service::{Service, Services};
-use ferry_core::PerPort;
 use ferry_libc::{ExitPolicy, Libc};
+use ferry_rpc::service::{Service, Services};
+use ferry_rpc::PerPort;
 
 use crate::cuda::{Cuda, DeviceMemory, Function, Module};
 use crate::host::{Arena, CallCounts, LibcConfig, LibcHost};
@@ -253,7 +253,7 @@ impl<'c> Program<'c> {
         args: &[String],
         services: &S,
     ) -> Result<RunReport, Error> {
-        if let Some(collision) = ferry_core::service::opcode_collision(services) {
+        if let Some(collision) = ferry_rpc::service::opcode_collision(services) {
             return Err(Error::Program(collision.to_string()));
         }
         let cuda = self.cuda;
@@ -362,9 +362,9 @@ mod tests {
 
     use super::*;
     use crate::server::serve;
-    use ferry_core::service::status;
-    use ferry_core::{HeapRegion, PerPort, Single, SpinLimit};
     use ferry_libc::opcode;
+    use ferry_rpc::service::status;
+    use ferry_rpc::{HeapRegion, PerPort, Single, SpinLimit};
 
     #[test]
     fn the_loader_serves_libc_and_refuses_other_opcodes() {

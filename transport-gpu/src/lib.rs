@@ -36,9 +36,9 @@ pub use ferry_libc::host;
 
 /// The protocol and the service runtime, for a GPU host program that depends on this crate
 /// alone: `#[derive(RpcOpcodes)]` finds it here.
-pub use ferry_core;
-pub use ferry_core::service::{Bytes, Text};
-pub use ferry_core::RpcOpcodes;
+pub use ferry_rpc;
+pub use ferry_rpc::service::{Bytes, Text};
+pub use ferry_rpc::RpcOpcodes;
 
 pub use ferry_libc::{ExitPolicy, LibcConfig, LibcHost};
 pub use launch::{run_program, Program, RunConfig, RunReport};
@@ -69,7 +69,7 @@ pub enum Error {
         code: u32,
     },
     /// The region could not be laid out.
-    Layout(ferry_core::LayoutError),
+    Layout(ferry_rpc::LayoutError),
     /// The program is not what the loader expects (no entry kernel, no descriptor).
     Program(String),
     /// The kernel did not finish in time.
@@ -95,8 +95,8 @@ impl std::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-impl From<ferry_core::LayoutError> for Error {
-    fn from(e: ferry_core::LayoutError) -> Self {
+impl From<ferry_rpc::LayoutError> for Error {
+    fn from(e: ferry_rpc::LayoutError) -> Self {
         Error::Layout(e)
     }
 }

@@ -1,9 +1,9 @@
 //! The region a kernel and its host share, on a CUDA device.
 
-use ferry_core::layout::PORT_GRANULE;
-use ferry_core::sync::AtomicU32;
-use ferry_core::{Layout, MailboxKind, PerPort, Region};
 use ferry_device::descriptor::{self, Descriptor};
+use ferry_rpc::layout::PORT_GRANULE;
+use ferry_rpc::sync::AtomicU32;
+use ferry_rpc::{Layout, MailboxKind, PerPort, Region};
 
 use crate::cuda::{Cuda, DeviceMemory, MappedMemory, Module};
 use crate::Error;

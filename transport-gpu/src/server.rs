@@ -15,7 +15,7 @@
 //! host memory and a heap region that simulated warps call in tests.
 //!
 //! What it serves is a [`Handler`]: derived services bound to their handlers
-//! (`Tally::server(handler)`, several with `.and(..)`: `ferry_core::service::Serving` and `Both`)
+//! (`Tally::server(handler)`, several with `.and(..)`: `ferry_rpc::service::Serving` and `Both`)
 //! are handlers, and so are the hand-written ones of this crate. [`serve_region`] serves a
 //! [`GpuRegion`] for a caller that loads and launches its kernels itself (through cudarc);
 //! [`Program`](crate::launch::Program) does all of it.
@@ -24,9 +24,9 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ferry_core::service::status;
-use ferry_core::sync::AtomicU32;
-use ferry_core::{
+use ferry_rpc::service::status;
+use ferry_rpc::sync::AtomicU32;
+use ferry_rpc::{
     HeaderWord, LayoutError, PerPort, Port, Region, Server, ServerProcess, Single, Stalled, Wait,
 };
 
@@ -35,15 +35,15 @@ use crate::region::GpuRegion;
 /// A port as a handler sees it: opened by a server thread, its request not yet received.
 pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, PerPort, ServerWait>;
 
-/// What the server serves: `ferry_core`'s one handler trait, for a GPU region's mailbox and this
+/// What the server serves: `ferry_rpc`'s one handler trait, for a GPU region's mailbox and this
 /// server's wait policy (`Handler<PerPort, ServerWait>`): derived services bound to their
 /// handlers, `LibcHost`, a closure over a [`ServerPort`], or a hand-written handler implemented
-/// for any mailbox and wait policy (see [`ferry_core::service::Handler`]).
+/// for any mailbox and wait policy (see [`ferry_rpc::service::Handler`]).
 ///
 /// A handler that returns an error (the client stalled mid-call) is counted in
 /// [`ServeStats::failed`]; if it still holds the packet, the packet goes back with
 /// `status::SERVER_ERROR`.
-pub use ferry_core::service::Handler;
+pub use ferry_rpc::service::Handler;
 
 /// Who calls on a GPU region's ports: the one program running on the GPU, as the caller id a
 /// handler that tells its clients apart uses (`host::LibcHost::dispatch`). A region serves one
@@ -142,7 +142,7 @@ pub fn serve<R>(
     handler: &impl Handler<PerPort, ServerWait>,
     body: impl FnOnce() -> R,
 ) -> Result<(R, ServeStats), LayoutError> {
-    let words = region.layout().ports() / ferry_core::layout::PORT_GRANULE;
+    let words = region.layout().ports() / ferry_rpc::layout::PORT_GRANULE;
     let threads = threads.clamp(1, words);
     // Check the locks before starting anything.
     ServerProcess::new(region, locks, Single, ServerWait::new(CALL_LIMIT))?;
@@ -157,8 +157,8 @@ pub fn serve<R>(
                         ServerProcess::new(region, locks, Single, ServerWait::new(CALL_LIMIT))
                             .and_then(|s| {
                                 s.restrict(
-                                    first * ferry_core::layout::PORT_GRANULE,
-                                    (end - first) * ferry_core::layout::PORT_GRANULE,
+                                    first * ferry_rpc::layout::PORT_GRANULE,
+                                    (end - first) * ferry_rpc::layout::PORT_GRANULE,
                                 )
                             })
                             .expect("checked above");
@@ -218,7 +218,7 @@ pub fn serve<R>(
 /// use std::ffi::{c_void, CString};
 ///
 /// use cudarc::driver::result;
-/// use ferry_core::RpcOpcodes;
+/// use ferry_rpc::RpcOpcodes;
 /// use ferry_gpu::cuda::Cuda;
 /// use ferry_gpu::host::{Libc, LibcConfig, LibcHost};
 /// use ferry_gpu::{serve_region, GpuRegion, PortCount};

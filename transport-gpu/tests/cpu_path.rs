@@ -7,12 +7,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ferry_core::service::{status, Error, Status};
-use ferry_core::{HeapRegion, Lanes};
 use ferry_device::descriptor::Descriptor;
 use ferry_device::host::{self, opcode, Libc, PRINT_CHUNK};
 use ferry_device::sim::{descriptor, SimWarp, Yield};
 use ferry_gpu::{serve, LibcConfig, LibcHost};
+use ferry_rpc::service::{status, Error, Status};
+use ferry_rpc::{HeapRegion, Lanes};
 use ferry_tests::{Capture, Watchdog};
 
 /// Runs `warps` simulated warps of `lanes` lanes against `host` served by `server_threads`
@@ -136,7 +136,7 @@ fn a_corrupt_descriptor_is_refused() {
         Descriptor { region: 0, ..good },
     ] {
         // SAFETY: each descriptor is refused before any memory it names is touched.
-        let client = unsafe { bad.client(ferry_core::Single, Yield) };
+        let client = unsafe { bad.client(ferry_rpc::Single, Yield) };
         assert!(client.is_err(), "{bad:?}");
     }
 }
@@ -153,7 +153,7 @@ fn the_keep_ports_flag_reaches_the_clients() {
     assert_eq!(keep.layout(), plain.layout());
     // SAFETY: the descriptor names `region`'s memory and its client lock bitmap, alive for the
     // test and used only through the protocol.
-    let client = unsafe { keep.client(ferry_core::Single, Yield) }.unwrap();
+    let client = unsafe { keep.client(ferry_rpc::Single, Yield) }.unwrap();
     let locks = region.client_locks();
     let served = std::thread::scope(|s| {
         let server = s.spawn(|| {

@@ -9,11 +9,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ferry_core::{HeapRegion, Lanes};
 use ferry_device::host::{self, mode, opcode, Handle, HostError, Printer, Target};
 use ferry_device::sim::{SimWarp, Yield};
 use ferry_gpu::host::{Arena, LibcConfig, LibcHost};
 use ferry_gpu::serve;
+use ferry_rpc::{HeapRegion, Lanes};
 use ferry_tests::{app, captured, Capture, Scratch, Watchdog};
 
 fn watchdog(name: &'static str) -> Watchdog {

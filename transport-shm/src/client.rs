@@ -16,8 +16,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_core::service::{self, CallSite, Service, Site, Transport};
-use ferry_core::{Client, ClientProcess, Port, Single};
+use ferry_rpc::service::{self, CallSite, Service, Site, Transport};
+use ferry_rpc::{Client, ClientProcess, Port, Single};
 
 use crate::error::ShmError;
 use crate::file::{self, Mapped};
@@ -35,7 +35,7 @@ pub type ClientPort<'p, 'a> = Port<'p, 'a, Client, Single, ShmMailbox, &'a Clien
 pub type ClaimedProcess<'a> = ClientProcess<'a, Single, ShmMailbox, &'a ClientWait>;
 
 /// A claimed port: what one call of a derived service's client runs on when it calls through an
-/// [`ShmClient`] (its [`ferry_core::service::Site`]). It is an [`ferry_core::service::CallSite`]: a
+/// [`ShmClient`] (its [`ferry_rpc::service::Site`]). It is an [`ferry_rpc::service::CallSite`]: a
 /// call that fits the port's inline line goes there directly, and a client process on the port
 /// ([`ClaimedProcess`], also reached by dereferencing) is made only when a call needs the
 /// packets, once per claim.
@@ -278,14 +278,14 @@ impl ShmClient {
     pub fn call<R>(
         &self,
         opcode: u32,
-        exchange: impl FnOnce(&mut ClientPort<'_, '_>) -> Result<R, ferry_core::Error>,
+        exchange: impl FnOnce(&mut ClientPort<'_, '_>) -> Result<R, ferry_rpc::Error>,
     ) -> Result<R, ShmError> {
         let result: Result<R, service::Error> = self.claimed(None, |claim| {
             match Claimed::process(claim).try_open(opcode) {
                 Some(mut port) => exchange(&mut port).map_err(service::Error::from),
                 // We checked the client side owned the packet before claiming, and only a claim
                 // holder can change that: the file was tampered with.
-                None => Err(ferry_core::Error::Stalled.into()),
+                None => Err(ferry_rpc::Error::Stalled.into()),
             }
         });
         result.map_err(|e| self.shm_error(e))

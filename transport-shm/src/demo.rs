@@ -15,8 +15,8 @@
 //! # Ok::<(), ferry_shm::ShmError>(())
 //! ```
 
-use ferry_core::service::Bytes;
-use ferry_core::RpcOpcodes;
+use ferry_rpc::service::Bytes;
+use ferry_rpc::RpcOpcodes;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 /// The longest stream [`Demo::Sum`] accepts (its `limit`).

@@ -84,9 +84,9 @@ pub enum ShmError {
     /// served twice, a name too long).
     BadServices(String),
     /// The region could not be laid out.
-    Layout(ferry_core::LayoutError),
+    Layout(ferry_rpc::LayoutError),
     /// The call failed in the protocol (for example the server did not answer in time).
-    Call(ferry_core::Error),
+    Call(ferry_rpc::Error),
 }
 
 impl std::fmt::Display for ShmError {
@@ -169,14 +169,14 @@ impl std::error::Error for ShmError {
     }
 }
 
-impl From<ferry_core::Error> for ShmError {
-    fn from(e: ferry_core::Error) -> Self {
+impl From<ferry_rpc::Error> for ShmError {
+    fn from(e: ferry_rpc::Error) -> Self {
         ShmError::Call(e)
     }
 }
 
-impl From<ferry_core::LayoutError> for ShmError {
-    fn from(e: ferry_core::LayoutError) -> Self {
+impl From<ferry_rpc::LayoutError> for ShmError {
+    fn from(e: ferry_rpc::LayoutError) -> Self {
         ShmError::Layout(e)
     }
 }

@@ -26,7 +26,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use ferry_core::Region;
+use ferry_rpc::Region;
 
 use crate::ShmMailbox;
 use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, CWD};
@@ -37,7 +37,7 @@ use crate::header::{
 };
 use crate::owner::process_alive;
 use crate::sync::{AtomicU32, AtomicU64};
-use ferry_core::service::SERVICE_NAME_BYTES;
+use ferry_rpc::service::SERVICE_NAME_BYTES;
 
 /// The directory a bare name is placed in.
 pub const DEFAULT_DIR: &str = "/dev/shm";
@@ -75,7 +75,7 @@ pub(crate) fn table_bytes(services: &[(&str, u64)]) -> Vec<u8> {
 
 /// The hash of a services table, kept in the header (so the header's checksum protects it).
 pub(crate) fn table_hash(table: &[u8]) -> u64 {
-    ferry_core::service::fnv1a_64(ferry_core::service::FNV64_OFFSET, table)
+    ferry_rpc::service::fnv1a_64(ferry_rpc::service::FNV64_OFFSET, table)
 }
 
 /// The entries of a services table whose hash is `hash`; `None` if the bytes do not hash to it

@@ -5,12 +5,12 @@
 //!      0     8  magic          b"FERRYSHM"
 //!      8     4  version        FORMAT_VERSION; the layout of everything below depends on it
 //!     12     4  header_size    HEADER_SIZE
-//!     16     4  ports          port count (a multiple of 32, ferry_core::Layout checks it)
+//!     16     4  ports          port count (a multiple of 32, ferry_rpc::Layout checks it)
 //!     20     4  lanes          slots per packet
-//!     24     4  mailbox        ferry_core::MailboxKind wire number (Packed = 1)
+//!     24     4  mailbox        ferry_rpc::MailboxKind wire number (Packed = 1)
 //!     28     4  reserved       zero
-//!     32     8  region_offset  where the ferry_core region starts (64-byte aligned)
-//!     40     8  region_size    ferry_core::Layout::size()
+//!     32     8  region_offset  where the ferry_rpc region starts (64-byte aligned)
+//!     40     8  region_size    ferry_rpc::Layout::size()
 //!     48     8  owners_offset  where the owner words start (64-byte aligned), see `owner`
 //!     56     8  owners_size    8 bytes per port
 //!     64     8  file_size      the whole file; must equal the file's real size
@@ -29,7 +29,7 @@
 //!
 //! The **services table** follows the inline area (at the next 64-byte boundary), one 64-byte
 //! entry per service the server serves: its name (UTF-8, at most
-//! `ferry_core::service::SERVICE_NAME_BYTES`, zero-padded to 48 bytes), then its schema fingerprint
+//! `ferry_rpc::service::SERVICE_NAME_BYTES`, zero-padded to 48 bytes), then its schema fingerprint
 //! (`u64`), then 8 zero bytes. A client that expects a service finds it here by name and compares
 //! fingerprints before its first call.
 //!
@@ -37,7 +37,7 @@
 //! and the file's real size, so it is fuzzed directly (`tests/header_fuzz.rs`): whatever the bytes,
 //! it returns a geometry whose every part lies inside the file, or an error naming the field.
 
-use ferry_core::{Layout, LayoutError, Mailbox};
+use ferry_rpc::{Layout, LayoutError, Mailbox};
 
 use crate::ShmMailbox;
 
@@ -101,9 +101,9 @@ fn bad(field: &'static str, found: u64, expected: impl Into<String>) -> HeaderEr
 /// The checksum of a header: FNV-1a 64 (rpc-core's) of its fixed fields, all but the state word
 /// and the checksum itself. It catches corruption, it does not authenticate.
 fn checksum(h: &[u8]) -> u64 {
-    use ferry_core::service::fnv1a_64;
+    use ferry_rpc::service::fnv1a_64;
     fnv1a_64(
-        fnv1a_64(ferry_core::service::FNV64_OFFSET, &h[..STATE_OFFSET]),
+        fnv1a_64(ferry_rpc::service::FNV64_OFFSET, &h[..STATE_OFFSET]),
         &h[TAIL..HEADER_SIZE],
     )
 }

@@ -62,8 +62,8 @@
 
 use std::cell::Cell;
 
-use ferry_core::service::{InlineCall, INLINE_BYTES};
-use ferry_core::Wait;
+use ferry_rpc::service::{InlineCall, INLINE_BYTES};
+use ferry_rpc::Wait;
 
 use crate::owner::{generation_of, pack, release, try_claim};
 use crate::status;
@@ -182,7 +182,7 @@ const SPIN_POLLS: u32 = 1024;
 
 /// A claimed port's inline path (see the module docs of `ferry_shm` on inline calls): what
 /// a [`Claimed`](crate::Claimed) port hands the generated client calls as its
-/// [`CallSite::Inline`](ferry_core::service::CallSite::Inline), so that they are compiled against
+/// [`CallSite::Inline`](ferry_rpc::service::CallSite::Inline), so that they are compiled against
 /// it. It has no methods of its own beyond [`InlineCall`].
 pub struct ClientInline<'a, W: Wait = crate::ClientWait> {
     /// The port's inline line.
@@ -228,7 +228,7 @@ impl<'a, W: Wait> ClientInline<'a, W> {
 /// short.
 #[cold]
 #[inline(never)]
-fn wait_for_reply(line: &Line, next: u32, wait: &impl Wait) -> Result<u64, ferry_core::Error> {
+fn wait_for_reply(line: &Line, next: u32, wait: &impl Wait) -> Result<u64, ferry_rpc::Error> {
     let mut polls = 0u32;
     loop {
         // SYNC (inline, take the reply): as in `call_inline`.
@@ -237,7 +237,7 @@ fn wait_for_reply(line: &Line, next: u32, wait: &impl Wait) -> Result<u64, ferry
             return Ok(answer);
         }
         if wait.pause(polls).is_err() {
-            return Err(ferry_core::Error::Stalled);
+            return Err(ferry_rpc::Error::Stalled);
         }
         polls = polls.saturating_add(1);
     }
@@ -250,7 +250,7 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
         opcode: u32,
         request: &[u8],
         reply: &mut [u8],
-    ) -> Option<Result<u32, ferry_core::Error>> {
+    ) -> Option<Result<u32, ferry_rpc::Error>> {
         if !self.serves || request.len() > INLINE_BYTES || reply.len() > INLINE_BYTES {
             return None;
         }
@@ -261,7 +261,7 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
         if seq(line.words[word::CLIENT].load(Ordering::Relaxed)) != last {
             // Only this claim's holder writes the request sequence, and it waits for every reply:
             // the file was tampered with. Fail the call; the claim is abandoned.
-            return Some(Err(ferry_core::Error::Stalled));
+            return Some(Err(ferry_rpc::Error::Stalled));
         }
         if !self.armed.get() {
             // Tells the workers to poll this line. Relaxed: a worker that sees the request before
@@ -482,7 +482,7 @@ mod tests {
 mod model {
     use super::*;
     use crate::sync::AtomicBool;
-    use ferry_core::Stalled;
+    use ferry_rpc::Stalled;
     use loom::sync::Arc;
     use loom::thread;
 

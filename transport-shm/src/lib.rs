@@ -3,7 +3,7 @@
 //! A server creates the file (in `/dev/shm` by default, any path allowed) and serves it from
 //! several worker threads; client processes attach to it and make calls. It is the way to use the
 //! framework, and to test device code, on a machine without a GPU. The `ferry` command (package
-//! `ferry-cli`, folder `cli/`) runs the demo service with client processes and prints a summary.
+//! `ferry-rpc-cli`, folder `cli/`) runs the demo service with client processes and prints a summary.
 //!
 //! ```no_run
 //! use ferry_shm::demo::{Demo, DemoService};
@@ -21,7 +21,7 @@
 //! ```text
 //! offset 0           header (128 bytes): magic, version, geometry, the services table's hash,
 //!                    server pid and start time, state, flags, the number of services
-//! region_offset      the ferry_core region: mailboxes and packets (ferry_core::Layout, packed mailboxes)
+//! region_offset      the ferry_rpc region: mailboxes and packets (ferry_rpc::Layout, packed mailboxes)
 //! owners_offset      one u64 owner word per port: generation << 32 | holder (0: free)
 //! inline_offset      the inline bitmap (one bit per port), then one 64-byte inline line per port
 //! services_offset    the services table: one 64-byte entry (name, fingerprint) per service
@@ -38,7 +38,7 @@
 //! Modules: `header` (the header and its checks), `file` (creating, stale files, attaching,
 //! mapping, the services table), `owner` (owner words and liveness), `inline` (inline lines),
 //! `wait` (backoff with deadlines), `server` (serving a [`Handler`]: derived services, closures,
-//! `ferry_core`'s one trait for every transport), `client`, `demo` (the demo service).
+//! `ferry_rpc`'s one trait for every transport), `client`, `demo` (the demo service).
 //!
 //! # Who writes what
 //!
@@ -164,11 +164,11 @@ mod sync;
 mod wait;
 
 /// The protocol and the service runtime, for a user who depends on this crate alone:
-/// `#[derive(RpcOpcodes)]` finds it here, and `ferry_shm::ferry_core::service` has the error
+/// `#[derive(RpcOpcodes)]` finds it here, and `ferry_shm::ferry_rpc::service` has the error
 /// and marker types that generated clients use.
-pub use ferry_core;
-pub use ferry_core::service::{Bytes, Text};
-pub use ferry_core::RpcOpcodes;
+pub use ferry_rpc;
+pub use ferry_rpc::service::{Bytes, Text};
+pub use ferry_rpc::RpcOpcodes;
 
 pub use client::{Claimed, ClaimedProcess, ClientConfig, ClientPort, ShmClient};
 pub use error::ShmError;
@@ -176,12 +176,12 @@ pub use file::{path_for, Created};
 pub use header::{Geometry, HeaderError};
 pub use inline::ClientInline;
 /// The mailbox representation of shared-memory regions: one bit per port. Against one word per
-/// port (`cargo bench -p ferry-core --bench protocol -- round_trip`, figures in
+/// port (`cargo bench -p ferry-rpc --bench protocol -- round_trip`, figures in
 /// `BENCHMARKS-history.md`) it makes the round trip between host threads faster (the server's
 /// scan reads two words per 32 ports instead of 64) and costs nothing here, where both sides are
 /// CPUs that can flip bits with a read-modify-write; GPU regions keep one word per port (see
-/// `ferry_core::mailbox`).
-pub type ShmMailbox = ferry_core::Packed;
+/// `ferry_rpc::mailbox`).
+pub type ShmMailbox = ferry_rpc::Packed;
 pub use server::{
     Caller, Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown, MONITOR_THREAD,
     STOP_GRACE,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ferry_core::{Port, Server, ServerProcess, Single, Spin};
+use ferry_rpc::{Port, Server, ServerProcess, Single, Spin};
 
 use crate::error::ShmError;
 use crate::file::{self, Created, Mapped};
@@ -27,7 +27,7 @@ use crate::status;
 use crate::sync::{word_bit, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::wait::{IdleWait, ServerWait};
 use crate::ShmMailbox;
-use ferry_core::service::INLINE_BYTES;
+use ferry_rpc::service::INLINE_BYTES;
 
 /// An open port on the server side, as a handler sees it.
 pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, ShmMailbox, ServerWait>;
@@ -62,7 +62,7 @@ impl Caller for ServerPort<'_, '_> {
 /// The name of a server's monitor thread (the thread that reclaims ports; see the crate docs).
 pub const MONITOR_THREAD: &str = "ferry-monitor";
 
-/// What a server serves: `ferry_core`'s one handler trait, for this transport's mailbox and wait
+/// What a server serves: `ferry_rpc`'s one handler trait, for this transport's mailbox and wait
 /// policy (`Handler<ShmMailbox, ServerWait>`).
 ///
 /// A derived service bound to its handler is one (`Counter::server(handler)`, several with
@@ -70,11 +70,11 @@ pub const MONITOR_THREAD: &str = "ferry-monitor";
 /// [`ServerPort`] is one too (it serves no inline calls and no service by name). A handler
 /// written by hand implements the trait for any mailbox and wait policy
 /// (`impl<M: Mailbox, W: Wait> Handler<M, W> for MyHandler`, see
-/// [`ferry_core::service::Handler`]), or for this transport's alone where it needs
+/// [`ferry_rpc::service::Handler`]), or for this transport's alone where it needs
 /// [`Caller`] (`impl Handler<ShmMailbox, ServerWait> for MyHandler`).
 ///
 /// Inline calls: never return `status::NOT_INLINE` from
-/// [`handle_inline`](ferry_core::service::Handler::handle_inline) (the client would make the
+/// [`handle_inline`](ferry_rpc::service::Handler::handle_inline) (the client would make the
 /// call again): return `None`; a handler that returns it is counted failed and answered
 /// `status::SERVER_ERROR`. A handler returning an error (or panicking) while it still holds the
 /// packet gets [`status::SERVER_ERROR`] sent back to the client.
@@ -90,7 +90,7 @@ pub const MONITOR_THREAD: &str = "ferry-monitor";
 /// })?;
 /// # Ok::<(), ferry_shm::ShmError>(())
 /// ```
-pub use ferry_core::service::Handler;
+pub use ferry_rpc::service::Handler;
 
 /// How a server is set up.
 #[derive(Clone, Debug)]
@@ -202,10 +202,10 @@ fn check_services(services: &[(&'static str, u64)]) -> Result<(), ShmError> {
         )));
     }
     for (i, (name, _)) in services.iter().enumerate() {
-        if !ferry_core::service::name_fits(name) {
+        if !ferry_rpc::service::name_fits(name) {
             return Err(ShmError::BadServices(format!(
                 "service name `{name}` is empty or longer than {} bytes",
-                ferry_core::service::SERVICE_NAME_BYTES
+                ferry_rpc::service::SERVICE_NAME_BYTES
             )));
         }
         if services[..i].iter().any(|(n, _)| n == name) {
@@ -594,7 +594,7 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
             };
             if !matches!(outcome, Ok(Ok(()))) && port.owns_packet() {
                 // Closing hands the packet back; the client reads the status with it.
-                port.set_header(ferry_core::HeaderWord::Status, status::SERVER_ERROR.into());
+                port.set_header(ferry_rpc::HeaderWord::Status, status::SERVER_ERROR.into());
             }
             // Counted before the port closes, so a client that has its reply sees the count.
             bump(counter);

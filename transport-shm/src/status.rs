@@ -1,9 +1,9 @@
 //! Status codes a server sends in the packet header's status word: rpc-core's
-//! ([`ferry_core::service::status`], re-exported here, `SERVER_ERROR` among them: a handler that
+//! ([`ferry_rpc::service::status`], re-exported here, `SERVER_ERROR` among them: a handler that
 //! failed or panicked, which a typed client sees as `Status::ServerError`) and the one this
 //! transport adds.
 
-pub use ferry_core::service::status::*;
+pub use ferry_rpc::service::status::*;
 
 /// An inline call (`inline`) the server's handler cannot serve inline (a call of another schema
 /// with a stream, say): the client makes the call again through the packets. Never reaches a

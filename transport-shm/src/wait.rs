@@ -1,5 +1,5 @@
 //! Waiting for the other process: spin, then yield, then sleep, with a deadline and a liveness
-//! check, so a dead peer becomes [`ferry_core::Error::Stalled`] instead of a hang, and an idle side
+//! check, so a dead peer becomes [`ferry_rpc::Error::Stalled`] instead of a hang, and an idle side
 //! does not burn a core. Three policies: [`ClientWait`] (a client waiting for its reply),
 //! [`ServerWait`] (a worker inside a call, waiting for the client's next packet) and `IdleWait` (a
 //! worker between calls, waiting for a request: no deadline, backing off to sleeps of at most
@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_core::{Stalled, Wait};
+use ferry_rpc::{Stalled, Wait};
 
 use crate::file::Mapped;
 use crate::header::STATE_STOPPED;

@@ -2,7 +2,7 @@
 //! returns an error or a geometry whose every part lies inside the file, and attaching to a file
 //! with such a header is an error or a working attachment, never a crash.
 
-use ferry_core::service::{fnv1a_64, FNV64_OFFSET, SERVICE_NAME_BYTES};
+use ferry_rpc::service::{fnv1a_64, FNV64_OFFSET, SERVICE_NAME_BYTES};
 use ferry_shm::header::{Geometry, HEADER_SIZE, SERVICE_ENTRY};
 use ferry_shm::{ClientConfig, ShmClient};
 use proptest::prelude::*;

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use ferry_core::service::{Bytes, Error, Service, Serving, Status, Transport, SERVICE_NAME_BYTES};
-use ferry_core::{Mailbox, Port, Server, Single, Wait};
+use ferry_rpc::service::{Bytes, Error, Service, Serving, Status, Transport, SERVICE_NAME_BYTES};
+use ferry_rpc::{Mailbox, Port, Server, Single, Wait};
 use ferry_shm::demo::{self, Demo, DemoServer, DemoService, Echoed, SleepError, Summed};
 use ferry_shm::header::{Geometry, HEADER_SIZE, SERVICE_ENTRY};
 use ferry_shm::{
@@ -109,7 +109,7 @@ fn failing_and_panicking_handlers_answer_with_an_error_status() {
             if port.opcode() == 1 {
                 panic!("handler panics on purpose");
             }
-            Err(ferry_core::Error::Rejected)
+            Err(ferry_rpc::Error::Rejected)
         },
     )
     .unwrap();
@@ -216,7 +216,7 @@ fn table(services: &[(&str, u64)]) -> Vec<u8> {
 
 /// The hash of a services table, as the header keeps it.
 fn table_hash(table: &[u8]) -> u64 {
-    ferry_core::service::fnv1a_64(ferry_core::service::FNV64_OFFSET, table)
+    ferry_rpc::service::fnv1a_64(ferry_rpc::service::FNV64_OFFSET, table)
 }
 
 /// The geometry of a 64-port, one-lane file served by `pid` that lists `services`.
@@ -400,7 +400,7 @@ fn shutdown_refuses_new_calls() {
 }
 
 /// Another service, for the tests of a client built for a service the server does not serve.
-#[derive(ferry_core::RpcOpcodes)]
+#[derive(ferry_rpc::RpcOpcodes)]
 #[rpc(service = "ferry.other")]
 // The fields name the arguments; no code reads them as values (the client takes arguments).
 #[allow(dead_code)]
@@ -415,7 +415,7 @@ enum Other {
 
 /// The demo service as a client built from another definition knows it: the same name, another
 /// schema (`Add` takes one argument).
-#[derive(ferry_core::RpcOpcodes)]
+#[derive(ferry_rpc::RpcOpcodes)]
 #[rpc(service = "ferry.demo")]
 // The fields name the arguments; no code reads them as values (the client takes arguments).
 #[allow(dead_code)]
@@ -543,7 +543,7 @@ impl<M: Mailbox, W: Wait, H: Handler<M, W>> Handler<M, W> for PacketsOnly<H> {
     fn handle(
         &self,
         port: &mut Port<'_, '_, Server, Single, M, W>,
-    ) -> Result<(), ferry_core::Error> {
+    ) -> Result<(), ferry_rpc::Error> {
         self.0.handle(port)
     }
     fn services(&self) -> Vec<(&'static str, u64)> {
@@ -846,14 +846,14 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for Gated {
     fn handle(
         &self,
         port: &mut Port<'_, '_, Server, Single, M, W>,
-    ) -> Result<(), ferry_core::Error> {
+    ) -> Result<(), ferry_rpc::Error> {
         self.demo.handle(port)
     }
     fn handle_inline(
         &self,
         opcode: u32,
         request: &[u8],
-        reply: &mut [u8; ferry_core::service::INLINE_BYTES],
+        reply: &mut [u8; ferry_rpc::service::INLINE_BYTES],
     ) -> Option<(u32, usize)> {
         if opcode == (Demo::Add { a: 0, b: 0 }).opcode() && request.first() == Some(&0xe7) {
             let (open, cv) = &*self.gate;
@@ -1016,7 +1016,7 @@ fn handles_that_claim_a_port_per_call_never_stall_while_the_monitor_disarms_idle
 }
 
 /// A service of the test's own.
-#[derive(ferry_core::RpcOpcodes)]
+#[derive(ferry_rpc::RpcOpcodes)]
 #[rpc(service = "test.tally")]
 // The fields name the arguments; no code reads them as values (the client takes arguments).
 #[allow(dead_code)]
@@ -1426,7 +1426,7 @@ fn a_handler_that_never_returns_does_not_hold_up_shutdown() {
 /// Two services whose calls share an opcode are not served together: the server refuses to start
 /// rather than send one service's calls to the other.
 mod colliding {
-    use ferry_core::RpcOpcodes;
+    use ferry_rpc::RpcOpcodes;
 
     #[derive(RpcOpcodes)]
     #[rpc(service = "first")]

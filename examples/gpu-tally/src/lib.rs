@@ -12,8 +12,8 @@
 #![no_std]
 #![deny(missing_docs)]
 
-use ferry_core::service::Text;
-use ferry_core::RpcOpcodes;
+use ferry_rpc::service::Text;
+use ferry_rpc::RpcOpcodes;
 
 /// The longest description [`Tally::Describe`] replies, in bytes.
 pub const DESCRIBE_LIMIT: u64 = 96;

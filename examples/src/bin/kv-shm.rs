@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ferry_core::service::{Error, Status};
 use ferry_examples::kv::{Kv, KvError, Store};
+use ferry_rpc::service::{Error, Status};
 use ferry_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 const CLIENTS: u64 = 4;

@@ -7,9 +7,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use ferry_core::service::{Error, Service};
-use ferry_core::{HeapRegion, Single, Stalled, Wait};
 use ferry_examples::kv::{Kv, KvError, Store};
+use ferry_rpc::service::{Error, Service};
+use ferry_rpc::{HeapRegion, Single, Stalled, Wait};
 
 /// Spins briefly, then yields the processor: with more threads than cores, a client spinning on
 /// its reply would otherwise hold the core its server needs.

@@ -8,9 +8,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ferry_core::service::Site;
 use ferry_example_tally::{amount, expected_total, Tally, DEFAULT_ROUNDS};
 use ferry_examples::tally::HostTally;
+use ferry_rpc::service::Site;
 use ferry_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 /// Callers (threads, then processes), and keys per caller.
@@ -32,7 +32,7 @@ fn main() -> Res<()> {
     }
 
     // In-process: the handler serves a heap region; each caller thread is a client process of it.
-    let region: ferry_core::HeapRegion = ferry_core::HeapRegion::new(32, 1)?;
+    let region: ferry_rpc::HeapRegion = ferry_rpc::HeapRegion::new(32, 1)?;
     let host = HostTally::default();
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| -> Res<()> {

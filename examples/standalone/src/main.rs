@@ -7,14 +7,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ferry_shm::ferry_core::service::Error;
-use ferry_shm::ferry_core::zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
+use ferry_shm::ferry_rpc::service::Error;
+use ferry_shm::ferry_rpc::zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
 use ferry_shm::{path_for, ClientConfig, RpcOpcodes, ServerConfig, ShmClient, ShmServer, Text};
 
 /// A point: an argument type of the user's own, which crosses as its bytes. zerocopy comes
 /// through ferry-shm, so the derive is told where it is.
 #[derive(Clone, Copy, Debug, PartialEq, TryFromBytes, IntoBytes, Immutable, KnownLayout)]
-#[zerocopy(crate = "ferry_shm::ferry_core::zerocopy")]
+#[zerocopy(crate = "ferry_shm::ferry_rpc::zerocopy")]
 #[repr(C)]
 struct Point {
     x: i32,

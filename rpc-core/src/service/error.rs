@@ -15,7 +15,7 @@ use super::status;
 /// exchange.
 ///
 /// ```
-/// use ferry_core::service::{Error, Status};
+/// use ferry_rpc::service::{Error, Status};
 /// let e: Error<&str> = Error::App("full");
 /// assert_eq!(e.to_string(), "the call failed: full");
 /// let e: Error = Error::Status(Status::Rejected);

@@ -12,19 +12,19 @@
 //! transport's types (`M` and `W` stay parameters):
 //!
 //! ```
-//! use ferry_core::service::Handler;
-//! use ferry_core::{Mailbox, Port, Server, Single, Wait};
+//! use ferry_rpc::service::Handler;
+//! use ferry_rpc::{Mailbox, Port, Server, Single, Wait};
 //!
 //! /// Answers every call with its first word plus one.
 //! struct AddOne;
 //!
 //! impl<M: Mailbox, W: Wait> Handler<M, W> for AddOne {
-//!     fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), ferry_core::Error> {
+//!     fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), ferry_rpc::Error> {
 //!         port.recv_and_send(|slot, _| slot.words[0] += 1)
 //!     }
 //! }
 //! # fn takes<M: Mailbox, W: Wait>(_: &impl Handler<M, W>) {}
-//! # takes::<ferry_core::PerPort, ferry_core::Spin>(&AddOne);
+//! # takes::<ferry_rpc::PerPort, ferry_rpc::Spin>(&AddOne);
 //! ```
 //!
 //! (A handler that needs one transport's own view of the port, such as `ferry_shm::Caller`,

@@ -292,7 +292,7 @@ impl Shape {
 /// changing an opcode, a written type, or a type's size or alignment changes it.
 ///
 /// ```
-/// use ferry_core::service::{Fingerprint, Shape};
+/// use ferry_rpc::service::{Fingerprint, Shape};
 /// const A: u64 = Fingerprint::new("kv")
 ///     .begin_call("Get", 1)
 ///     .arg("key", "u64", Shape::of::<u64>())

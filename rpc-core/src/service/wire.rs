@@ -1,6 +1,6 @@
 //! How the arguments and replies of a derived call cross, and the client's side of a call: the
 //! runtime `#[derive(RpcOpcodes)]` generates code against. Not a stable API (reached through
-//! `ferry_core::__private`).
+//! `ferry_rpc::__private`).
 //!
 //! ```text
 //!  fixed arguments  : their bytes one after another (no padding), in one slot, or inline

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use ferry_core::{Stalled, Wait};
+use ferry_rpc::{Stalled, Wait};
 
 /// Spins briefly, then yields: lets many more threads than cores make progress. Gives up after
 /// `limit` so a lost handoff becomes an error, not a hang.
@@ -48,10 +48,10 @@ impl Wait for Backoff {
 }
 
 /// A compact dump of lock words and busy mailboxes, for watchdog reports.
-pub fn dump_region<M: ferry_core::Mailbox>(region: &ferry_core::HeapRegion<M>) -> String {
+pub fn dump_region<M: ferry_rpc::Mailbox>(region: &ferry_rpc::HeapRegion<M>) -> String {
     let r = region.region();
     let mut out = String::new();
-    let locked = |words: &[ferry_core::sync::AtomicU32]| {
+    let locked = |words: &[ferry_rpc::sync::AtomicU32]| {
         words
             .iter()
             .enumerate()

@@ -1,14 +1,14 @@
 const _: () = {
     ::core::assert!(
-        ::ferry_core::service::name_fits("counter"),
+        ::ferry_rpc::service::name_fits("counter"),
         "service name `counter` is longer than the 48 bytes (or empty) that transports' tables of served services hold: give a shorter `#[rpc(service = \"...\")]`"
     );
     #[allow(dead_code)]
     fn __rpc_assert_wire<T>()
     where
-        T: ::ferry_core::__private::zerocopy::IntoBytes
-            + ::ferry_core::__private::zerocopy::TryFromBytes
-            + ::ferry_core::__private::zerocopy::Immutable,
+        T: ::ferry_rpc::__private::zerocopy::IntoBytes
+            + ::ferry_rpc::__private::zerocopy::TryFromBytes
+            + ::ferry_rpc::__private::zerocopy::Immutable,
     {}
     #[allow(dead_code)]
     fn __rpc_assert_all() {
@@ -17,49 +17,49 @@ const _: () = {
         __rpc_assert_wire::<u32>();
         __rpc_assert_wire::<u64>();
         __rpc_assert_wire::<StoreError>();
-        let _: ::core::marker::PhantomData<::ferry_core::service::Bytes> = ::core::marker::PhantomData::<
+        let _: ::core::marker::PhantomData<::ferry_rpc::service::Bytes> = ::core::marker::PhantomData::<
             Bytes,
         >;
         __rpc_assert_wire::<u32>();
         __rpc_assert_wire::<StoreError>();
-        let _: ::core::marker::PhantomData<::ferry_core::service::Text> = ::core::marker::PhantomData::<
+        let _: ::core::marker::PhantomData<::ferry_rpc::service::Text> = ::core::marker::PhantomData::<
             Text,
         >;
         __rpc_assert_wire::<u32>();
     }
     ::core::assert!(
-        ::ferry_core::__private::fits_slot(0usize + ::core::mem::size_of:: < u64 > ()),
+        ::ferry_rpc::__private::fits_slot(0usize + ::core::mem::size_of:: < u64 > ()),
         "the fixed arguments of call `Add` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
     );
     ::core::assert!(
-        ::ferry_core::__private::fits_slot(::core::mem::size_of:: < u64 > ()),
+        ::ferry_rpc::__private::fits_slot(::core::mem::size_of:: < u64 > ()),
         "the reply of call `Add` (its value) takes more than a 64-byte slot: make it smaller, or reply `Bytes`"
     );
     ::core::assert!(
-        ::ferry_core::__private::fits_slot(0usize + ::core::mem::size_of:: < u32 > ()),
+        ::ferry_rpc::__private::fits_slot(0usize + ::core::mem::size_of:: < u32 > ()),
         "the fixed arguments of call `Put` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
     );
     ::core::assert!(
-        ::ferry_core::__private::fits_slot(1usize +
-        ::ferry_core::__private::max(::core::mem::size_of:: < u64 > (),
+        ::ferry_rpc::__private::fits_slot(1usize +
+        ::ferry_rpc::__private::max(::core::mem::size_of:: < u64 > (),
         ::core::mem::size_of:: < StoreError > ())),
         "the reply of call `Put` (its value, or its error, and a tag byte) takes more than a 64-byte slot: make it smaller, or reply `Bytes`"
     );
     ::core::assert!(
-        ::ferry_core::__private::fits_slot(0usize + ::core::mem::size_of:: < u32 > ()),
+        ::ferry_rpc::__private::fits_slot(0usize + ::core::mem::size_of:: < u32 > ()),
         "the fixed arguments of call `Name` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
     );
     ::core::assert!(
-        ::ferry_core::__private::fits_slot(1usize + ::ferry_core::__private::max(0usize,
+        ::ferry_rpc::__private::fits_slot(1usize + ::ferry_rpc::__private::max(0usize,
         ::core::mem::size_of:: < StoreError > ())),
         "the reply of call `Name` (its value, or its error, and a tag byte) takes more than a 64-byte slot: make it smaller, or reply `Bytes`"
     );
     ::core::assert!(
-        ::ferry_core::__private::fits_slot(0usize + ::core::mem::size_of:: < u32 > ()),
+        ::ferry_rpc::__private::fits_slot(0usize + ::core::mem::size_of:: < u32 > ()),
         "the fixed arguments of call `Touch` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
     );
     ::core::assert!(
-        ::ferry_core::__private::fits_slot(0usize),
+        ::ferry_rpc::__private::fits_slot(0usize),
         "the fixed arguments of call `Reset` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
     );
     #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
@@ -113,9 +113,9 @@ impl Counter {
             Self::Reset => 0x00000007u32,
         }
     }
-    /// The schema fingerprint (`ferry_core::service::Service::FINGERPRINT`).
-    pub const FINGERPRINT: u64 = <Self as ::ferry_core::service::Service>::FINGERPRINT;
-    /// The service's name (`ferry_core::service::Service::NAME`).
+    /// The schema fingerprint (`ferry_rpc::service::Service::FINGERPRINT`).
+    pub const FINGERPRINT: u64 = <Self as ::ferry_rpc::service::Service>::FINGERPRINT;
+    /// The service's name (`ferry_rpc::service::Service::NAME`).
     pub const NAME: &'static str = "counter";
     ///The opcode of call `Add`.
     pub const OPCODE_ADD: u32 = 0xe06cac36u32;
@@ -131,11 +131,11 @@ impl Counter {
     /// transport's server serves; `.and(Other::server(h))` serves another beside it.
     pub fn server<__RpcH: CounterServer>(
         handler: __RpcH,
-    ) -> ::ferry_core::service::Serving<Self, __RpcH> {
-        ::ferry_core::service::Serving::new(handler)
+    ) -> ::ferry_rpc::service::Serving<Self, __RpcH> {
+        ::ferry_rpc::service::Serving::new(handler)
     }
     /// The client of this service over `site` (a call site of any transport).
-    pub fn client<__RpcS: ::ferry_core::service::Site>(
+    pub fn client<__RpcS: ::ferry_rpc::service::Site>(
         site: __RpcS,
     ) -> CounterClient<__RpcS> {
         CounterClient {
@@ -154,22 +154,22 @@ impl Counter {
     /// Returns what was served, or the protocol error (the client stalled).
     pub fn dispatch<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
         handler: &__RpcH,
-        port: &mut ::ferry_core::Port<
+        port: &mut ::ferry_rpc::Port<
             '_,
             '_,
-            ::ferry_core::Server,
+            ::ferry_rpc::Server,
             __RpcL,
             __RpcM,
             __RpcW,
         >,
         buffers: &mut __RpcB,
-    ) -> ::core::result::Result<::ferry_core::service::Served, ::ferry_core::Error>
+    ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error>
     where
         __RpcH: CounterServer + ?::core::marker::Sized,
-        __RpcL: ::ferry_core::Lanes,
-        __RpcM: ::ferry_core::Mailbox,
-        __RpcW: ::ferry_core::Wait,
-        __RpcB: ::ferry_core::service::LaneBuffers,
+        __RpcL: ::ferry_rpc::Lanes,
+        __RpcM: ::ferry_rpc::Mailbox,
+        __RpcW: ::ferry_rpc::Wait,
+        __RpcB: ::ferry_rpc::service::LaneBuffers,
     {
         let _ = (&handler, &buffers);
         match port.opcode() {
@@ -181,25 +181,25 @@ impl Counter {
                     let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
                     __rpc_bad
                         |= (|| ::core::option::Option::Some((
-                            ::ferry_core::__private::take::<u64>(__rpc_bytes, 0usize)?,
+                            ::ferry_rpc::__private::take::<u64>(__rpc_bytes, 0usize)?,
                         )))()
                             .is_none();
                 })?;
                 if __rpc_bad {
-                    ::ferry_core::__private::reply_error(
+                    ::ferry_rpc::__private::reply_error(
                         port,
-                        ::ferry_core::service::status::BAD_REQUEST,
+                        ::ferry_rpc::service::status::BAD_REQUEST,
                     )?;
-                    return ::core::result::Result::Ok(::ferry_core::service::Served {
+                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
                         opcode: 0xe06cac36u32,
-                        status: ::ferry_core::service::status::BAD_REQUEST,
+                        status: ::ferry_rpc::service::status::BAD_REQUEST,
                     });
                 }
-                port.set_status(::ferry_core::service::status::OK);
+                port.set_status(::ferry_rpc::service::status::OK);
                 port.send(|slot, _| {
                     let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
                     let __rpc_args = (|| ::core::option::Option::Some((
-                        ::ferry_core::__private::take::<u64>(__rpc_bytes, 0usize)?,
+                        ::ferry_rpc::__private::take::<u64>(__rpc_bytes, 0usize)?,
                     )))();
                     slot.words = [0; 8];
                     if let ::core::option::Option::Some((__rpc_arg0,)) = __rpc_args {
@@ -209,32 +209,32 @@ impl Counter {
                             __rpc_arg0,
                         );
                         let mut __rpc_buf = [0u8; __RPC_R];
-                        ::ferry_core::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
+                        ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
                         slot.as_bytes_mut()[..__RPC_R].copy_from_slice(&__rpc_buf);
                     }
                 })?;
-                ::core::result::Result::Ok(::ferry_core::service::Served {
+                ::core::result::Result::Ok(::ferry_rpc::service::Served {
                     opcode: 0xe06cac36u32,
-                    status: ::ferry_core::service::status::OK,
+                    status: ::ferry_rpc::service::status::OK,
                 })
             }
             0xeb709090u32 => {
                 const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
                 const __RPC_R: usize = 1usize
-                    + ::ferry_core::__private::max(
+                    + ::ferry_rpc::__private::max(
                         ::core::mem::size_of::<u64>(),
                         ::core::mem::size_of::<StoreError>(),
                     );
-                let __rpc_lanes = ::ferry_core::__private::handled_lanes(port);
-                if !::ferry_core::__private::recv_stream_request(
+                let __rpc_lanes = ::ferry_rpc::__private::handled_lanes(port);
+                if !::ferry_rpc::__private::recv_stream_request(
                     port,
                     65536u64.saturating_add(__RPC_Q as u64),
                     buffers,
                     false,
                 )? {
-                    return ::core::result::Result::Ok(::ferry_core::service::Served {
+                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
                         opcode: 0xeb709090u32,
-                        status: ::ferry_core::service::status::REJECTED,
+                        status: ::ferry_rpc::service::status::REJECTED,
                     });
                 }
                 let mut __rpc_args: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
@@ -245,7 +245,7 @@ impl Counter {
                 while __rpc_mask != 0 {
                     let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
                     __rpc_mask &= __rpc_mask - 1;
-                    let __rpc_all = ::ferry_core::service::LaneBuffers::lane(
+                    let __rpc_all = ::ferry_rpc::service::LaneBuffers::lane(
                         &*buffers,
                         __rpc_lane as u32,
                     );
@@ -255,7 +255,7 @@ impl Counter {
                     }
                     let (__rpc_bytes, __rpc_body) = __rpc_all.split_at(__RPC_Q);
                     match (|| ::core::option::Option::Some((
-                        ::ferry_core::__private::take::<u32>(__rpc_bytes, 0usize)?,
+                        ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
                     )))() {
                         ::core::option::Option::Some((__rpc_arg0,)) => {
                             __rpc_args[__rpc_lane] = ::core::option::Option::Some((
@@ -267,13 +267,13 @@ impl Counter {
                     }
                 }
                 if __rpc_bad {
-                    ::ferry_core::__private::reply_error(
+                    ::ferry_rpc::__private::reply_error(
                         port,
-                        ::ferry_core::service::status::BAD_REQUEST,
+                        ::ferry_rpc::service::status::BAD_REQUEST,
                     )?;
-                    return ::core::result::Result::Ok(::ferry_core::service::Served {
+                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
                         opcode: 0xeb709090u32,
-                        status: ::ferry_core::service::status::BAD_REQUEST,
+                        status: ::ferry_rpc::service::status::BAD_REQUEST,
                     });
                 }
                 let mut __rpc_replies: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
@@ -295,25 +295,25 @@ impl Counter {
                         );
                     }
                 }
-                port.set_status(::ferry_core::service::status::OK);
+                port.set_status(::ferry_rpc::service::status::OK);
                 port.send(|slot, lane| {
                     slot.words = [0; 8];
                     if let ::core::option::Option::Some(reply) = &__rpc_replies[lane
                         as usize]
                     {
                         let mut __rpc_buf = [0u8; __RPC_R];
-                        ::ferry_core::__private::put_result(&mut __rpc_buf, reply);
+                        ::ferry_rpc::__private::put_result(&mut __rpc_buf, reply);
                         slot.as_bytes_mut()[..__RPC_R].copy_from_slice(&__rpc_buf);
                     }
                 })?;
-                ::core::result::Result::Ok(::ferry_core::service::Served {
+                ::core::result::Result::Ok(::ferry_rpc::service::Served {
                     opcode: 0xeb709090u32,
-                    status: ::ferry_core::service::status::OK,
+                    status: ::ferry_rpc::service::status::OK,
                 })
             }
             0x8a8506d8u32 => {
                 const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
-                let __rpc_lanes = ::ferry_core::__private::handled_lanes(port);
+                let __rpc_lanes = ::ferry_rpc::__private::handled_lanes(port);
                 let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
                 port.recv(|slot, lane| {
                     __rpc_reqs[lane as usize]
@@ -330,7 +330,7 @@ impl Counter {
                     let __rpc_bytes: &[u8] = &__rpc_reqs[__rpc_lane];
                     let __rpc_body = ();
                     match (|| ::core::option::Option::Some((
-                        ::ferry_core::__private::take::<u32>(__rpc_bytes, 0usize)?,
+                        ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
                     )))() {
                         ::core::option::Option::Some((__rpc_arg0,)) => {
                             __rpc_args[__rpc_lane] = ::core::option::Option::Some((
@@ -342,13 +342,13 @@ impl Counter {
                     }
                 }
                 if __rpc_bad {
-                    ::ferry_core::__private::reply_error(
+                    ::ferry_rpc::__private::reply_error(
                         port,
-                        ::ferry_core::service::status::BAD_REQUEST,
+                        ::ferry_rpc::service::status::BAD_REQUEST,
                     )?;
-                    return ::core::result::Result::Ok(::ferry_core::service::Served {
+                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
                         opcode: 0x8a8506d8u32,
-                        status: ::ferry_core::service::status::BAD_REQUEST,
+                        status: ::ferry_rpc::service::status::BAD_REQUEST,
                     });
                 }
                 let mut __rpc_replies: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
@@ -376,10 +376,10 @@ impl Counter {
                         ::core::result::Result::Err(e),
                     ) = reply {
                         __rpc_heads[lane][0] = 1;
-                        ::ferry_core::__private::put(&mut __rpc_heads[lane], 1, e);
+                        ::ferry_rpc::__private::put(&mut __rpc_heads[lane], 1, e);
                     }
                 }
-                port.set_status(::ferry_core::service::status::OK);
+                port.set_status(::ferry_rpc::service::status::OK);
                 let sent = port
                     .send_parts(|lane| match &__rpc_replies[lane as usize] {
                         ::core::option::Option::Some(reply) => {
@@ -399,19 +399,19 @@ impl Counter {
                     });
                 match sent {
                     ::core::result::Result::Ok(()) => {}
-                    ::core::result::Result::Err(::ferry_core::Error::Rejected) => {
-                        return ::core::result::Result::Ok(::ferry_core::service::Served {
+                    ::core::result::Result::Err(::ferry_rpc::Error::Rejected) => {
+                        return ::core::result::Result::Ok(::ferry_rpc::service::Served {
                             opcode: 0x8a8506d8u32,
-                            status: ::ferry_core::service::status::REJECTED,
+                            status: ::ferry_rpc::service::status::REJECTED,
                         });
                     }
                     ::core::result::Result::Err(e) => {
                         return ::core::result::Result::Err(e);
                     }
                 }
-                ::core::result::Result::Ok(::ferry_core::service::Served {
+                ::core::result::Result::Ok(::ferry_rpc::service::Served {
                     opcode: 0x8a8506d8u32,
-                    status: ::ferry_core::service::status::OK,
+                    status: ::ferry_rpc::service::status::OK,
                 })
             }
             0xb61020fau32 => {
@@ -422,25 +422,25 @@ impl Counter {
                     let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
                     __rpc_bad
                         |= (|| ::core::option::Option::Some((
-                            ::ferry_core::__private::take::<u32>(__rpc_bytes, 0usize)?,
+                            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
                         )))()
                             .is_none();
                 })?;
                 if __rpc_bad {
-                    ::ferry_core::__private::reply_error(
+                    ::ferry_rpc::__private::reply_error(
                         port,
-                        ::ferry_core::service::status::BAD_REQUEST,
+                        ::ferry_rpc::service::status::BAD_REQUEST,
                     )?;
-                    return ::core::result::Result::Ok(::ferry_core::service::Served {
+                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
                         opcode: 0xb61020fau32,
-                        status: ::ferry_core::service::status::BAD_REQUEST,
+                        status: ::ferry_rpc::service::status::BAD_REQUEST,
                     });
                 }
-                port.set_status(::ferry_core::service::status::OK);
+                port.set_status(::ferry_rpc::service::status::OK);
                 port.send(|slot, _| {
                     let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
                     let __rpc_args = (|| ::core::option::Option::Some((
-                        ::ferry_core::__private::take::<u32>(__rpc_bytes, 0usize)?,
+                        ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
                     )))();
                     slot.words = [0; 8];
                     if let ::core::option::Option::Some((__rpc_arg0,)) = __rpc_args {
@@ -450,18 +450,18 @@ impl Counter {
                             __rpc_arg0,
                         );
                         let mut __rpc_buf = [0u8; __RPC_R];
-                        ::ferry_core::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
+                        ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
                         slot.as_bytes_mut()[..__RPC_R].copy_from_slice(&__rpc_buf);
                     }
                 })?;
-                ::core::result::Result::Ok(::ferry_core::service::Served {
+                ::core::result::Result::Ok(::ferry_rpc::service::Served {
                     opcode: 0xb61020fau32,
-                    status: ::ferry_core::service::status::OK,
+                    status: ::ferry_rpc::service::status::OK,
                 })
             }
             0x00000007u32 => {
                 const __RPC_Q: usize = 0usize;
-                let __rpc_lanes = ::ferry_core::__private::handled_lanes(port);
+                let __rpc_lanes = ::ferry_rpc::__private::handled_lanes(port);
                 let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
                 port.recv(|slot, lane| {
                     __rpc_reqs[lane as usize]
@@ -488,9 +488,9 @@ impl Counter {
                     }
                 }
                 if __rpc_bad {
-                    return ::core::result::Result::Ok(::ferry_core::service::Served {
+                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
                         opcode: 0x00000007u32,
-                        status: ::ferry_core::service::status::BAD_REQUEST,
+                        status: ::ferry_rpc::service::status::BAD_REQUEST,
                     });
                 }
                 for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate() {
@@ -501,22 +501,22 @@ impl Counter {
                         <__RpcH as CounterServer>::reset(handler);
                     }
                 }
-                ::core::result::Result::Ok(::ferry_core::service::Served {
+                ::core::result::Result::Ok(::ferry_rpc::service::Served {
                     opcode: 0x00000007u32,
-                    status: ::ferry_core::service::status::OK,
+                    status: ::ferry_rpc::service::status::OK,
                 })
             }
-            ::ferry_core::service::HANDSHAKE => {
-                ::ferry_core::__private::serve_handshake(
+            ::ferry_rpc::service::HANDSHAKE => {
+                ::ferry_rpc::__private::serve_handshake(
                     port,
-                    <Counter as ::ferry_core::service::Service>::FINGERPRINT,
+                    <Counter as ::ferry_rpc::service::Service>::FINGERPRINT,
                 )
             }
-            _ => ::ferry_core::__private::reply_unknown(port),
+            _ => ::ferry_rpc::__private::reply_unknown(port),
         }
     }
     /// Serves a call that came through a transport's inline path
-    /// (`ferry_core::service::InlineCall`) rather than a port: decodes `request`, calls the
+    /// (`ferry_rpc::service::InlineCall`) rather than a port: decodes `request`, calls the
     /// handler, writes its reply at the start of `reply` and returns the status to send
     /// back with the reply's length in bytes (`status::BAD_REQUEST` for arguments that do
     /// not decode, `status::UNKNOWN_OPCODE` for a call the service does not have, both
@@ -527,77 +527,71 @@ impl Counter {
         handler: &__RpcH,
         opcode: u32,
         request: &[u8],
-        reply: &mut [u8; ::ferry_core::service::INLINE_BYTES],
+        reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
     ) -> ::core::option::Option<(u32, usize)> {
         let _ = (&handler, &request, &reply);
         match opcode {
             0xe06cac36u32 => {
                 const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
                 const __RPC_R: usize = ::core::mem::size_of::<u64>();
-                if __RPC_Q > ::ferry_core::service::INLINE_BYTES
-                    || __RPC_R > ::ferry_core::service::INLINE_BYTES
+                if __RPC_Q > ::ferry_rpc::service::INLINE_BYTES
+                    || __RPC_R > ::ferry_rpc::service::INLINE_BYTES
                 {
                     return ::core::option::Option::None;
                 }
                 let bad = ::core::option::Option::Some((
-                    ::ferry_core::service::status::BAD_REQUEST,
+                    ::ferry_rpc::service::status::BAD_REQUEST,
                     0,
                 ));
                 if request.len() != __RPC_Q {
                     return bad;
                 }
                 let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
-                    ::ferry_core::__private::take::<u64>(request, 0usize)?,
+                    ::ferry_rpc::__private::take::<u64>(request, 0usize)?,
                 )))() else {
                     return bad;
                 };
                 #[allow(clippy::let_unit_value)]
                 let __rpc_reply = <__RpcH as CounterServer>::add(handler, __rpc_arg0);
                 let mut __rpc_buf = [0u8; __RPC_R];
-                ::ferry_core::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
+                ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
                 reply[..__RPC_R].copy_from_slice(&__rpc_buf);
-                ::core::option::Option::Some((
-                    ::ferry_core::service::status::OK,
-                    __RPC_R,
-                ))
+                ::core::option::Option::Some((::ferry_rpc::service::status::OK, __RPC_R))
             }
             0xeb709090u32 => ::core::option::Option::None,
             0x8a8506d8u32 => ::core::option::Option::None,
             0xb61020fau32 => {
                 const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
                 const __RPC_R: usize = 0usize;
-                if __RPC_Q > ::ferry_core::service::INLINE_BYTES
-                    || __RPC_R > ::ferry_core::service::INLINE_BYTES
+                if __RPC_Q > ::ferry_rpc::service::INLINE_BYTES
+                    || __RPC_R > ::ferry_rpc::service::INLINE_BYTES
                 {
                     return ::core::option::Option::None;
                 }
                 let bad = ::core::option::Option::Some((
-                    ::ferry_core::service::status::BAD_REQUEST,
+                    ::ferry_rpc::service::status::BAD_REQUEST,
                     0,
                 ));
                 if request.len() != __RPC_Q {
                     return bad;
                 }
                 let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
-                    ::ferry_core::__private::take::<u32>(request, 0usize)?,
+                    ::ferry_rpc::__private::take::<u32>(request, 0usize)?,
                 )))() else {
                     return bad;
                 };
                 #[allow(clippy::let_unit_value)]
                 let __rpc_reply = <__RpcH as CounterServer>::touch(handler, __rpc_arg0);
                 let mut __rpc_buf = [0u8; __RPC_R];
-                ::ferry_core::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
+                ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
                 reply[..__RPC_R].copy_from_slice(&__rpc_buf);
-                ::core::option::Option::Some((
-                    ::ferry_core::service::status::OK,
-                    __RPC_R,
-                ))
+                ::core::option::Option::Some((::ferry_rpc::service::status::OK, __RPC_R))
             }
             0x00000007u32 => ::core::option::Option::None,
-            ::ferry_core::service::HANDSHAKE => ::core::option::Option::None,
+            ::ferry_rpc::service::HANDSHAKE => ::core::option::Option::None,
             _ => {
                 ::core::option::Option::Some((
-                    ::ferry_core::service::status::UNKNOWN_OPCODE,
+                    ::ferry_rpc::service::status::UNKNOWN_OPCODE,
                     0,
                 ))
             }
@@ -607,18 +601,18 @@ impl Counter {
     /// it and closes it. `Ok(None)` when no call was pending.
     pub fn serve_one<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
         handler: &__RpcH,
-        server: &::ferry_core::Process<'_, ::ferry_core::Server, __RpcL, __RpcM, __RpcW>,
+        server: &::ferry_rpc::Process<'_, ::ferry_rpc::Server, __RpcL, __RpcM, __RpcW>,
         buffers: &mut __RpcB,
     ) -> ::core::result::Result<
-        ::core::option::Option<::ferry_core::service::Served>,
-        ::ferry_core::Error,
+        ::core::option::Option<::ferry_rpc::service::Served>,
+        ::ferry_rpc::Error,
     >
     where
         __RpcH: CounterServer + ?::core::marker::Sized,
-        __RpcL: ::ferry_core::Lanes,
-        __RpcM: ::ferry_core::Mailbox,
-        __RpcW: ::ferry_core::Wait,
-        __RpcB: ::ferry_core::service::LaneBuffers,
+        __RpcL: ::ferry_rpc::Lanes,
+        __RpcM: ::ferry_rpc::Mailbox,
+        __RpcW: ::ferry_rpc::Wait,
+        __RpcB: ::ferry_rpc::service::LaneBuffers,
     {
         match server.try_open(()) {
             ::core::option::Option::Some(mut port) => {
@@ -633,7 +627,7 @@ impl Counter {
 }
 impl<
     __RpcH: CounterServer + ?::core::marker::Sized,
-> ::ferry_core::service::Dispatch<__RpcH> for Counter {
+> ::ferry_rpc::service::Dispatch<__RpcH> for Counter {
     #[inline]
     fn has_opcode(opcode: u32) -> bool {
         ::core::matches!(
@@ -644,21 +638,21 @@ impl<
     #[inline]
     fn dispatch<__RpcL, __RpcM, __RpcW, __RpcB>(
         handler: &__RpcH,
-        port: &mut ::ferry_core::Port<
+        port: &mut ::ferry_rpc::Port<
             '_,
             '_,
-            ::ferry_core::Server,
+            ::ferry_rpc::Server,
             __RpcL,
             __RpcM,
             __RpcW,
         >,
         buffers: &mut __RpcB,
-    ) -> ::core::result::Result<::ferry_core::service::Served, ::ferry_core::Error>
+    ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error>
     where
-        __RpcL: ::ferry_core::Lanes,
-        __RpcM: ::ferry_core::Mailbox,
-        __RpcW: ::ferry_core::Wait,
-        __RpcB: ::ferry_core::service::LaneBuffers,
+        __RpcL: ::ferry_rpc::Lanes,
+        __RpcM: ::ferry_rpc::Mailbox,
+        __RpcW: ::ferry_rpc::Wait,
+        __RpcB: ::ferry_rpc::service::LaneBuffers,
     {
         Counter::dispatch(handler, port, buffers)
     }
@@ -667,31 +661,31 @@ impl<
         handler: &__RpcH,
         opcode: u32,
         request: &[u8],
-        reply: &mut [u8; ::ferry_core::service::INLINE_BYTES],
+        reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
     ) -> ::core::option::Option<(u32, usize)> {
         Counter::dispatch_inline(handler, opcode, request, reply)
     }
 }
-impl ::ferry_core::service::Service for Counter {
+impl ::ferry_rpc::service::Service for Counter {
     const NAME: &'static str = "counter";
-    const FINGERPRINT: u64 = ::ferry_core::service::Fingerprint::new("counter")
+    const FINGERPRINT: u64 = ::ferry_rpc::service::Fingerprint::new("counter")
         .begin_call("Add", 0xe06cac36u32)
-        .arg("n", "u64", ::ferry_core::service::Shape::of::<u64>())
-        .reply("u64", ::ferry_core::service::Shape::of::<u64>())
+        .arg("n", "u64", ::ferry_rpc::service::Shape::of::<u64>())
+        .reply("u64", ::ferry_rpc::service::Shape::of::<u64>())
         .begin_call("Put", 0xeb709090u32)
-        .arg("key", "u32", ::ferry_core::service::Shape::of::<u32>())
-        .arg("value", "Bytes", ::ferry_core::service::Shape::Bytes)
-        .reply("u64", ::ferry_core::service::Shape::of::<u64>())
-        .error("StoreError", ::ferry_core::service::Shape::of::<StoreError>())
+        .arg("key", "u32", ::ferry_rpc::service::Shape::of::<u32>())
+        .arg("value", "Bytes", ::ferry_rpc::service::Shape::Bytes)
+        .reply("u64", ::ferry_rpc::service::Shape::of::<u64>())
+        .error("StoreError", ::ferry_rpc::service::Shape::of::<StoreError>())
         .begin_call("Name", 0x8a8506d8u32)
-        .arg("key", "u32", ::ferry_core::service::Shape::of::<u32>())
-        .reply("Text", ::ferry_core::service::Shape::Text)
-        .error("StoreError", ::ferry_core::service::Shape::of::<StoreError>())
+        .arg("key", "u32", ::ferry_rpc::service::Shape::of::<u32>())
+        .reply("Text", ::ferry_rpc::service::Shape::Text)
+        .error("StoreError", ::ferry_rpc::service::Shape::of::<StoreError>())
         .begin_call("Touch", 0xb61020fau32)
-        .arg("arg0", "u32", ::ferry_core::service::Shape::of::<u32>())
-        .reply("()", ::ferry_core::service::Shape::of::<()>())
+        .arg("arg0", "u32", ::ferry_rpc::service::Shape::of::<u32>())
+        .reply("()", ::ferry_rpc::service::Shape::of::<()>())
         .begin_call("Reset", 0x00000007u32)
-        .reply("", ::ferry_core::service::Shape::None)
+        .reply("", ::ferry_rpc::service::Shape::None)
         .finish();
     const OPCODES: &'static [u32] = &[
         0xe06cac36u32, 0xeb709090u32, 0x8a8506d8u32, 0xb61020fau32, 0x00000007u32,
@@ -705,7 +699,7 @@ pub struct CounterClient<__RpcS> {
     site: __RpcS,
     deadline: ::core::option::Option<::core::time::Duration>,
 }
-impl<__RpcS: ::ferry_core::service::Site> CounterClient<__RpcS> {
+impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
     /// This client with every call waiting at most `deadline` for the other side (on
     /// transports that keep time: between processes; a bare process waits under its own
     /// wait policy).
@@ -722,22 +716,22 @@ impl<__RpcS: ::ferry_core::service::Site> CounterClient<__RpcS> {
     pub fn add(
         &self,
         n: u64,
-    ) -> ::core::result::Result<u64, ::ferry_core::service::Error> {
+    ) -> ::core::result::Result<u64, ::ferry_rpc::service::Error> {
         const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
         let mut __rpc_q = [0u8; __RPC_Q];
-        ::ferry_core::__private::put(&mut __rpc_q, 0usize, &n);
+        ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &n);
         const __RPC_R: usize = ::core::mem::size_of::<u64>();
-        ::ferry_core::service::Site::call(
+        ::ferry_rpc::service::Site::call(
             &self.site,
             self.deadline,
             move |__rpc_c| {
-                let __rpc_r = ::ferry_core::__private::call_fixed::<
+                let __rpc_r = ::ferry_rpc::__private::call_fixed::<
                     _,
                     __RPC_Q,
                     __RPC_R,
                 >(__rpc_c, 0xe06cac36u32, &__rpc_q)
-                    .map_err(::ferry_core::service::Error::widen)?;
-                ::ferry_core::__private::take_value(&__rpc_r)
+                    .map_err(::ferry_rpc::service::Error::widen)?;
+                ::ferry_rpc::__private::take_value(&__rpc_r)
             },
         )
     }
@@ -749,60 +743,57 @@ impl<__RpcS: ::ferry_core::service::Site> CounterClient<__RpcS> {
         &self,
         key: u32,
         value: &[u8],
-    ) -> ::core::result::Result<u64, ::ferry_core::service::Error<StoreError>> {
+    ) -> ::core::result::Result<u64, ::ferry_rpc::service::Error<StoreError>> {
         const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
         let mut __rpc_q = [0u8; __RPC_Q];
-        ::ferry_core::__private::put(&mut __rpc_q, 0usize, &key);
+        ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &key);
         const __RPC_R: usize = 1usize
-            + ::ferry_core::__private::max(
+            + ::ferry_rpc::__private::max(
                 ::core::mem::size_of::<u64>(),
                 ::core::mem::size_of::<StoreError>(),
             );
-        ::ferry_core::service::Site::call(
+        ::ferry_rpc::service::Site::call(
             &self.site,
             self.deadline,
             move |__rpc_c| {
-                let __rpc_r = ::ferry_core::__private::call_stream::<
+                let __rpc_r = ::ferry_rpc::__private::call_stream::<
                     _,
                     __RPC_Q,
                     __RPC_R,
                 >(__rpc_c, 0xeb709090u32, &__rpc_q, value, false)
-                    .map_err(::ferry_core::service::Error::widen)?;
-                ::ferry_core::__private::take_result(&__rpc_r)
+                    .map_err(::ferry_rpc::service::Error::widen)?;
+                ::ferry_rpc::__private::take_result(&__rpc_r)
             },
         )
     }
-    ::ferry_core::__rpc_if_alloc! {
+    ::ferry_rpc::__rpc_if_alloc! {
         #[doc = " A key's name, as text."] #[doc = ""] #[doc =
         "Calls `Name` (opcode `0x8a8506d8`)."] pub fn name(& self, key : u32) ->
-        ::core::result::Result < ::ferry_core::__private::String,
-        ::ferry_core::service::Error < StoreError > > { const __RPC_Q : usize = 0usize +
+        ::core::result::Result < ::ferry_rpc::__private::String,
+        ::ferry_rpc::service::Error < StoreError > > { const __RPC_Q : usize = 0usize +
         ::core::mem::size_of:: < u32 > (); let mut __rpc_q = [0u8; __RPC_Q];
-        ::ferry_core::__private::put(& mut __rpc_q, 0usize, & key);
-        ::ferry_core::service::Site::call(& self.site, self.deadline, move | __rpc_c | {
-        let __rpc_r = ::ferry_core::__private::call_vec:: < _, __RPC_Q > (__rpc_c,
+        ::ferry_rpc::__private::put(& mut __rpc_q, 0usize, & key);
+        ::ferry_rpc::service::Site::call(& self.site, self.deadline, move | __rpc_c | {
+        let __rpc_r = ::ferry_rpc::__private::call_vec:: < _, __RPC_Q > (__rpc_c,
         0x8a8506d8u32, & __rpc_q, ::core::option::Option::None, Counter::__RPC_LIMIT_2,
-        true,).map_err(::ferry_core::service::Error::widen) ?; let __rpc_b =
-        ::ferry_core::__private::reply_bytes(__rpc_r) ?;
-        ::ferry_core::__private::string(__rpc_b) }) }
+        true,).map_err(::ferry_rpc::service::Error::widen) ?; let __rpc_b =
+        ::ferry_rpc::__private::reply_bytes(__rpc_r) ?;
+        ::ferry_rpc::__private::string(__rpc_b) }) }
     }
     ///As [`name`](Self::name), the reply written into `out` (no allocation): a reply longer than `out` is `Status::ReplyTooLarge`, and the port is left at rest.
     pub fn name_into<'__rpc_b>(
         &self,
         key: u32,
         __rpc_out: &'__rpc_b mut [u8],
-    ) -> ::core::result::Result<
-        &'__rpc_b str,
-        ::ferry_core::service::Error<StoreError>,
-    > {
+    ) -> ::core::result::Result<&'__rpc_b str, ::ferry_rpc::service::Error<StoreError>> {
         const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
         let mut __rpc_q = [0u8; __RPC_Q];
-        ::ferry_core::__private::put(&mut __rpc_q, 0usize, &key);
-        ::ferry_core::service::Site::call(
+        ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &key);
+        ::ferry_rpc::service::Site::call(
             &self.site,
             self.deadline,
             move |__rpc_c| {
-                let __rpc_r = ::ferry_core::__private::call_into::<
+                let __rpc_r = ::ferry_rpc::__private::call_into::<
                     _,
                     __RPC_Q,
                 >(
@@ -814,9 +805,9 @@ impl<__RpcS: ::ferry_core::service::Site> CounterClient<__RpcS> {
                         Counter::__RPC_LIMIT_2,
                         true,
                     )
-                    .map_err(::ferry_core::service::Error::widen)?;
-                let __rpc_b = ::ferry_core::__private::reply_bytes(__rpc_r)?;
-                ::ferry_core::__private::text(__rpc_b)
+                    .map_err(::ferry_rpc::service::Error::widen)?;
+                let __rpc_b = ::ferry_rpc::__private::reply_bytes(__rpc_r)?;
+                ::ferry_rpc::__private::text(__rpc_b)
             },
         )
     }
@@ -827,36 +818,36 @@ impl<__RpcS: ::ferry_core::service::Site> CounterClient<__RpcS> {
     pub fn touch(
         &self,
         arg0: u32,
-    ) -> ::core::result::Result<(), ::ferry_core::service::Error> {
+    ) -> ::core::result::Result<(), ::ferry_rpc::service::Error> {
         const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
         let mut __rpc_q = [0u8; __RPC_Q];
-        ::ferry_core::__private::put(&mut __rpc_q, 0usize, &arg0);
+        ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &arg0);
         const __RPC_R: usize = 0usize;
-        ::ferry_core::service::Site::call(
+        ::ferry_rpc::service::Site::call(
             &self.site,
             self.deadline,
             move |__rpc_c| {
-                let __rpc_r = ::ferry_core::__private::call_fixed::<
+                let __rpc_r = ::ferry_rpc::__private::call_fixed::<
                     _,
                     __RPC_Q,
                     __RPC_R,
                 >(__rpc_c, 0xb61020fau32, &__rpc_q)
-                    .map_err(::ferry_core::service::Error::widen)?;
-                ::ferry_core::__private::take_value(&__rpc_r)
+                    .map_err(::ferry_rpc::service::Error::widen)?;
+                ::ferry_rpc::__private::take_value(&__rpc_r)
             },
         )
     }
     /// Resets; the client does not wait.
     ///
     ///Calls `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it).
-    pub fn reset(&self) -> ::core::result::Result<(), ::ferry_core::service::Error> {
+    pub fn reset(&self) -> ::core::result::Result<(), ::ferry_rpc::service::Error> {
         const __RPC_Q: usize = 0usize;
         let mut __rpc_q = [0u8; __RPC_Q];
-        ::ferry_core::service::Site::call(
+        ::ferry_rpc::service::Site::call(
             &self.site,
             self.deadline,
             move |__rpc_c| {
-                ::ferry_core::__private::call_oneway::<
+                ::ferry_rpc::__private::call_oneway::<
                     _,
                     __RPC_Q,
                 >(__rpc_c, 0x00000007u32, &__rpc_q)

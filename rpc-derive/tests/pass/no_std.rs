@@ -1,9 +1,9 @@
-// A service derived in a `no_std` crate: the generated code names only `core` and `ferry_core`.
+// A service derived in a `no_std` crate: the generated code names only `core` and `ferry_rpc`.
 #![no_std]
 
 extern crate std;
 
-use ferry_core::service::{Bytes, Text};
+use ferry_rpc::service::{Bytes, Text};
 use ferry_derive::RpcOpcodes;
 use zerocopy::{Immutable, IntoBytes, TryFromBytes};
 
@@ -48,7 +48,7 @@ impl DeviceServer for Dev {
 }
 
 /// A client over any site, using only the allocation-free methods.
-pub fn use_client<S: ferry_core::service::Site>(site: S) -> u64 {
+pub fn use_client<S: ferry_rpc::service::Site>(site: S) -> u64 {
     let c = Device::client(site);
     let mut buf = [0u8; 16];
     let _ = c.echo_into(1, b"x", &mut buf);

@@ -1,4 +1,4 @@
-use ferry_core::service::Bytes;
+use ferry_rpc::service::Bytes;
 use ferry_derive::RpcOpcodes;
 
 #[derive(RpcOpcodes)]

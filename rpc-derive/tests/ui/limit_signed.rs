@@ -1,5 +1,5 @@
 use ferry_derive::RpcOpcodes;
-use ferry_core::service::Bytes;
+use ferry_rpc::service::Bytes;
 
 const MAX: i32 = -1;
 

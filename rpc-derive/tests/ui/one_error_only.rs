@@ -11,8 +11,8 @@ struct Store;
 impl KvServer for Store {}
 
 fn main() {
-    let region: ferry_core::HeapRegion = ferry_core::HeapRegion::new(32, 1).unwrap();
+    let region: ferry_rpc::HeapRegion = ferry_rpc::HeapRegion::new(32, 1).unwrap();
     let site = region.client();
     let _client: KvClient<_> = Kv::client(&site);
-    let _ = <Kv as ferry_core::service::Service>::FINGERPRINT;
+    let _ = <Kv as ferry_rpc::service::Service>::FINGERPRINT;
 }

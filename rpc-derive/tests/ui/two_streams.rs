@@ -1,4 +1,4 @@
-use ferry_core::service::{Bytes, Text};
+use ferry_rpc::service::{Bytes, Text};
 use ferry_derive::RpcOpcodes;
 
 #[derive(RpcOpcodes)]

@@ -1,4 +1,4 @@
-//! What every ferry test crate shares, and nothing that depends on ferry itself (so ferry-core's
+//! What every ferry test crate shares, and nothing that depends on ferry itself (so ferry-rpc's
 //! own tests can use it without a dependency cycle): a [`Watchdog`] that turns a hang into a
 //! failure.
 //!

@@ -73,7 +73,7 @@ fn main() {
                 let tx = tx.clone();
                 std::thread::spawn(move || {
                     let echo = Demo::Echo { id: 0 }.opcode();
-                    let _ = c.call(echo, |port| -> Result<(), ferry_core::Error> {
+                    let _ = c.call(echo, |port| -> Result<(), ferry_rpc::Error> {
                         let _ = tx.send(port.index());
                         forever()
                     });
@@ -100,7 +100,7 @@ fn main() {
         "stream" => {
             let c = client(path);
             let sum = Demo::OPCODE_SUM;
-            let _ = c.call(sum, |port| -> Result<(), ferry_core::Error> {
+            let _ = c.call(sum, |port| -> Result<(), ferry_rpc::Error> {
                 // The first packet of a 10 000-byte stream; the rest never comes.
                 port.send(|s, _| s.words[0] = 10_000)?;
                 say(format!("streaming {}", port.index()));

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use ferry_gpu::cuda::{Cuda, Function, Module};
-use ferry_gpu::ferry_core::{Error as ProtocolError, Mailbox, Port, Server, Single, Wait};
+use ferry_gpu::ferry_rpc::{Error as ProtocolError, Mailbox, Port, Server, Single, Wait};
 use ferry_gpu::Handler;
 use ferry_gpu::{serve, Error, GpuRegion, LibcConfig, LibcHost, PortCount};
 

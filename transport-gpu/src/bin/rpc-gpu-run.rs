@@ -144,7 +144,7 @@ fn main() -> ExitCode {
 
 /// The index of the call with `opcode` in the counts.
 fn libc_index(opcode: u32) -> usize {
-    use ferry_core::service::Service;
+    use ferry_rpc::service::Service;
     <Libc as Service>::OPCODES
         .iter()
         .position(|&o| o == opcode)
