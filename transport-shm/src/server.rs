@@ -111,6 +111,12 @@ pub struct ServerConfig {
     /// Whether small calls may travel inline (one cache line; the crate docs), where the handler
     /// serves them. Off, every call goes through the packets (to measure or test that path).
     pub inline: bool,
+    /// The longest a worker with nothing to do sleeps between two looks for work, once idle for
+    /// a while (it polls, then yields, for the first 2 ms after its last call; then sleeps, each
+    /// sleep twice the last, up to this). It bounds how long the first call after a long idle
+    /// spell waits before a worker sees it; smaller answers that call sooner and costs more CPU
+    /// while idle. Zero: never sleep (yield instead: lowest latency, a busy-looking idle server).
+    pub idle_sleep: Duration,
 }
 
 impl Default for ServerConfig {
@@ -122,6 +128,7 @@ impl Default for ServerConfig {
             reclaim_interval: Duration::from_millis(10),
             call_deadline: Duration::from_secs(30),
             inline: true,
+            idle_sleep: crate::wait::IDLE_MAX_SLEEP,
         }
     }
 }
@@ -531,7 +538,7 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
             Ok(p) => p.with_cursor(first),
             Err(_) => return,
         };
-    let mut idle = IdleWait::new();
+    let mut idle = IdleWait::new(shared.config.idle_sleep);
     let serves_inline = mapped.geometry().serves_inline();
     let (bitmap, lines) = (mapped.inline_bitmap(), mapped.inline_lines());
     // A lone worker has no other worker to keep off its lines.

@@ -181,15 +181,15 @@ const IDLE_HOT: Duration = Duration::from_micros(100);
 const IDLE_YIELDING: Duration = Duration::from_millis(2);
 /// An idle worker's first sleep; each later one doubles, up to `IDLE_MAX_SLEEP`.
 const IDLE_FIRST_SLEEP: Duration = Duration::from_micros(50);
-/// The longest sleep of an idle worker between two polls: the most a request that comes to a
-/// server idle for long waits before a worker sees it.
-const IDLE_MAX_SLEEP: Duration = Duration::from_millis(2);
+/// The longest sleep of an idle worker between two polls by default (`ServerConfig::idle_sleep`):
+/// the most a request that comes to a server idle for long waits before a worker sees it.
+pub(crate) const IDLE_MAX_SLEEP: Duration = Duration::from_millis(2);
 /// Idle polls between two readings of the clock.
 const IDLE_CLOCK_EVERY: u32 = 64;
 
 /// A server worker's waiting policy between calls, when it finds no request: it polls hot for
 /// `IDLE_HOT`, yields between polls until `IDLE_YIELDING`, then sleeps, each sleep twice the last,
-/// from `IDLE_FIRST_SLEEP` up to `IDLE_MAX_SLEEP`. Work starts it over ([`IdleWait::reset`]), so a
+/// from `IDLE_FIRST_SLEEP` (or the bound, if smaller) up to a bound (`IDLE_MAX_SLEEP` by default). Work starts it over ([`IdleWait::reset`]), so a
 /// request after a short gap finds the worker polling, and only one after a long gap waits (at
 /// most one sleep). The clock is read every `IDLE_CLOCK_EVERY` polls, the first time after that
 /// many: a busy worker, idle between calls only, never reads it.
@@ -202,6 +202,8 @@ pub(crate) struct IdleWait {
     phase: Idle,
     /// The next sleep, in the sleeping phase.
     sleep: Duration,
+    /// The longest sleep; zero: yield instead of sleeping.
+    max_sleep: Duration,
 }
 
 /// How an idle worker waits before its next poll.
@@ -213,12 +215,14 @@ enum Idle {
 }
 
 impl IdleWait {
-    pub(crate) fn new() -> Self {
+    /// A policy whose sleeps grow up to `max_sleep` (zero: an idle worker yields, never sleeps).
+    pub(crate) fn new(max_sleep: Duration) -> Self {
         IdleWait {
             polls: 0,
             since: Instant::now(),
             phase: Idle::Hot,
-            sleep: IDLE_FIRST_SLEEP,
+            sleep: IDLE_FIRST_SLEEP.min(max_sleep),
+            max_sleep,
         }
     }
 
@@ -232,7 +236,7 @@ impl IdleWait {
     pub(crate) fn pause(&mut self) {
         if self.polls == 0 {
             self.phase = Idle::Hot;
-            self.sleep = IDLE_FIRST_SLEEP;
+            self.sleep = IDLE_FIRST_SLEEP.min(self.max_sleep);
         }
         self.polls = self.polls.wrapping_add(1);
         if self.polls == IDLE_CLOCK_EVERY {
@@ -251,9 +255,10 @@ impl IdleWait {
         match self.phase {
             Idle::Hot => std::hint::spin_loop(),
             Idle::Yield => std::thread::yield_now(),
+            Idle::Sleep if self.max_sleep.is_zero() => std::thread::yield_now(),
             Idle::Sleep => {
                 std::thread::sleep(self.sleep);
-                self.sleep = (self.sleep * 2).min(IDLE_MAX_SLEEP);
+                self.sleep = (self.sleep * 2).min(self.max_sleep);
             }
         }
     }
@@ -266,7 +271,7 @@ mod tests {
     /// An idle worker's sleeps grow to the bound and stay there; work starts it over, hot.
     #[test]
     fn idle_wait_backs_off_to_bounded_sleeps_and_resets_on_work() {
-        let mut idle = IdleWait::new();
+        let mut idle = IdleWait::new(IDLE_MAX_SLEEP);
         let start = Instant::now();
         while idle.phase != Idle::Sleep {
             idle.pause();
@@ -283,5 +288,28 @@ mod tests {
         idle.reset();
         idle.pause();
         assert_eq!((idle.phase, idle.sleep), (Idle::Hot, IDLE_FIRST_SLEEP));
+    }
+
+    /// A bound below the first sleep is the first sleep too; a zero bound never sleeps.
+    #[test]
+    fn a_smaller_bound_caps_every_sleep_and_zero_only_yields() {
+        let short = Duration::from_micros(20);
+        let mut idle = IdleWait::new(short);
+        assert_eq!(idle.sleep, short);
+        let mut never = IdleWait::new(Duration::ZERO);
+        let start = Instant::now();
+        while never.phase != Idle::Sleep {
+            never.pause();
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "never reached the sleeping phase"
+            );
+        }
+        for _ in 0..100 {
+            never.pause();
+            idle.pause();
+        }
+        assert_eq!(never.sleep, Duration::ZERO);
+        assert!(idle.sleep <= short);
     }
 }
