@@ -880,10 +880,29 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let fixed_reply = matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit));
     if call.stream_arg().is_none() && fixed_reply {
         let encode = encode_into(quote!(&mut __rpc_buf), quote!(&__rpc_reply));
+        let tys: Vec<&syn::Type> = call.fixed_args().map(|a| a.ty).collect();
         return quote! {
             #opcode => {
                 const __RPC_Q: usize = #q;
                 const __RPC_R: usize = #r;
+                // Arguments that cannot fail to decode (every byte pattern a value): one pass,
+                // each slot turned into its reply in place.
+                #[allow(unused_imports)]
+                use #p::{IsFallible as _, IsInfallible as _};
+                if true #( && (&#p::Infallible::<#tys>::new()).infallible() )* {
+                    port.set_status(#s::status::OK);
+                    port.recv_and_send(|slot, _| {
+                        let #slot_bytes = &slot.as_bytes()[..__RPC_Q];
+                        if let ::core::option::Option::Some(#pat) = #decode {
+                            #[allow(clippy::let_unit_value)]
+                            let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)*);
+                            let mut __rpc_buf = [0u8; __RPC_R];
+                            #encode;
+                            #p::write_slot(slot, &__rpc_buf);
+                        }
+                    })?;
+                    return #ok;
+                }
                 let mut __rpc_bad = false;
                 port.recv(|slot, _| {
                     let #slot_bytes = &slot.as_bytes()[..__RPC_Q];
@@ -896,14 +915,13 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
                 port.set_status(#s::status::OK);
                 port.send(|slot, _| {
                     let #slot_bytes = &slot.as_bytes()[..__RPC_Q];
-                    let __rpc_args = #decode;
-                    slot.words = [0; 8];
-                    if let ::core::option::Option::Some(#pat) = __rpc_args {
+                    // (Every lane's arguments decoded above.)
+                    if let ::core::option::Option::Some(#pat) = #decode {
                         #[allow(clippy::let_unit_value)]
                         let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)*);
                         let mut __rpc_buf = [0u8; __RPC_R];
                         #encode;
-                        slot.as_bytes_mut()[..__RPC_R].copy_from_slice(&__rpc_buf);
+                        #p::write_slot(slot, &__rpc_buf);
                     }
                 })?;
                 #ok
@@ -1012,11 +1030,10 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
             quote! {
                 port.set_status(#s::status::OK);
                 port.send(|slot, lane| {
-                    slot.words = [0; 8];
                     if let ::core::option::Option::Some(reply) = &__rpc_replies[lane as usize] {
                         let mut __rpc_buf = [0u8; __RPC_R];
                         #encode;
-                        slot.as_bytes_mut()[..__RPC_R].copy_from_slice(&__rpc_buf);
+                        #p::write_slot(slot, &__rpc_buf);
                     }
                 })?;
             }

@@ -852,3 +852,15 @@ fn a_service_can_name_the_runtime_through_a_reexport() {
     });
     assert_eq!(<Renamed as Service>::NAME, "Renamed");
 }
+
+/// The generated server serves a call in one pass only when no argument can fail to decode: the
+/// probe it asks says so for types whose every byte pattern is a value, and not for others.
+#[test]
+fn the_one_pass_probe_tells_infallible_argument_types_from_others() {
+    use ferry_rpc::__private::{Infallible, IsFallible as _, IsInfallible as _};
+    assert!((&Infallible::<u64>::new()).infallible());
+    assert!((&Infallible::<[u8; 12]>::new()).infallible());
+    assert!(!(&Infallible::<bool>::new()).infallible());
+    assert!(!(&Infallible::<Mode>::new()).infallible());
+    assert!(!(&Infallible::<char>::new()).infallible());
+}

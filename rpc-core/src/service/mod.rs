@@ -471,6 +471,54 @@ pub mod __private {
 
     use super::*;
 
+    /// Asks, of a concrete type, whether every byte pattern of its size is a value of it
+    /// (zerocopy's `FromBytes`): `(&Infallible::<T>::new()).infallible()` is `true` for such a
+    /// type and `false` for any other (the first method found needs `T: FromBytes`; without it,
+    /// lookup takes one more reference and finds the second). A call whose arguments all are
+    /// cannot be refused as a bad request, so the generated server serves it in one pass over
+    /// the slots. Only for the concrete types a derive writes; generic code always gets `false`.
+    pub struct Infallible<T: ?Sized>(core::marker::PhantomData<T>);
+
+    impl<T: ?Sized> Infallible<T> {
+        /// The probe.
+        #[inline(always)]
+        pub const fn new() -> Self {
+            Infallible(core::marker::PhantomData)
+        }
+    }
+
+    impl<T: ?Sized> Default for Infallible<T> {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    /// The answer for a type whose every byte pattern is a value.
+    pub trait IsInfallible {
+        /// `true`.
+        fn infallible(&self) -> bool;
+    }
+
+    impl<T: zerocopy::FromBytes + ?Sized> IsInfallible for Infallible<T> {
+        #[inline(always)]
+        fn infallible(&self) -> bool {
+            true
+        }
+    }
+
+    /// The answer for any other type.
+    pub trait IsFallible {
+        /// `false`.
+        fn infallible(&self) -> bool;
+    }
+
+    impl<T: ?Sized> IsFallible for &Infallible<T> {
+        #[inline(always)]
+        fn infallible(&self) -> bool {
+            false
+        }
+    }
+
     /// The lanes of the packet this executing lane handles (a host server: all of them).
     pub fn handled_lanes<S: crate::Side, L: Lanes, M: Mailbox, W: Wait>(
         port: &Port<'_, '_, S, L, M, W>,

@@ -154,15 +154,15 @@ pub fn call_stream<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     Ok(reply)
 }
 
-/// Writes the `Q` bytes of `request` at the start of `slot`, in the words they cover (the last
-/// one zero-padded); the rest of the slot is left as it is: the server reads only the request's
+/// Writes the `Q` bytes of `request` (or a reply) at the start of `slot`, in the words they cover (the last
+/// one zero-padded); the rest of the slot is left as it is: the other side reads only those
 /// bytes, and a slot's old bytes are no secret from anyone who maps the region.
 ///
 /// A word at a time, built in registers first: on a GPU the slot is host memory across PCIe, and a
 /// copy of bytes into it would be a store per byte, and a store of the whole slot eight stores
 /// where a small request needs one.
 #[inline(always)]
-fn write_slot<const Q: usize>(slot: &mut crate::Slot, request: &[u8; Q]) {
+pub fn write_slot<const Q: usize>(slot: &mut crate::Slot, request: &[u8; Q]) {
     let mut words = [0u64; 8];
     let n = Q.min(SLOT_BYTES);
     words.as_mut_bytes()[..n].copy_from_slice(&request[..n]);

@@ -176,6 +176,32 @@ impl Counter {
             0xe06cac36u32 => {
                 const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
                 const __RPC_R: usize = ::core::mem::size_of::<u64>();
+                #[allow(unused_imports)]
+                use ::ferry_rpc::__private::{IsFallible as _, IsInfallible as _};
+                if true
+                    && (&::ferry_rpc::__private::Infallible::<u64>::new()).infallible()
+                {
+                    port.set_status(::ferry_rpc::service::status::OK);
+                    port.recv_and_send(|slot, _| {
+                        let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
+                        if let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
+                            ::ferry_rpc::__private::take::<u64>(__rpc_bytes, 0usize)?,
+                        )))() {
+                            #[allow(clippy::let_unit_value)]
+                            let __rpc_reply = <__RpcH as CounterServer>::add(
+                                handler,
+                                __rpc_arg0,
+                            );
+                            let mut __rpc_buf = [0u8; __RPC_R];
+                            ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
+                            ::ferry_rpc::__private::write_slot(slot, &__rpc_buf);
+                        }
+                    })?;
+                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
+                        opcode: 0xe06cac36u32,
+                        status: ::ferry_rpc::service::status::OK,
+                    });
+                }
                 let mut __rpc_bad = false;
                 port.recv(|slot, _| {
                     let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
@@ -198,11 +224,9 @@ impl Counter {
                 port.set_status(::ferry_rpc::service::status::OK);
                 port.send(|slot, _| {
                     let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
-                    let __rpc_args = (|| ::core::option::Option::Some((
+                    if let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
                         ::ferry_rpc::__private::take::<u64>(__rpc_bytes, 0usize)?,
-                    )))();
-                    slot.words = [0; 8];
-                    if let ::core::option::Option::Some((__rpc_arg0,)) = __rpc_args {
+                    )))() {
                         #[allow(clippy::let_unit_value)]
                         let __rpc_reply = <__RpcH as CounterServer>::add(
                             handler,
@@ -210,7 +234,7 @@ impl Counter {
                         );
                         let mut __rpc_buf = [0u8; __RPC_R];
                         ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
-                        slot.as_bytes_mut()[..__RPC_R].copy_from_slice(&__rpc_buf);
+                        ::ferry_rpc::__private::write_slot(slot, &__rpc_buf);
                     }
                 })?;
                 ::core::result::Result::Ok(::ferry_rpc::service::Served {
@@ -297,13 +321,12 @@ impl Counter {
                 }
                 port.set_status(::ferry_rpc::service::status::OK);
                 port.send(|slot, lane| {
-                    slot.words = [0; 8];
                     if let ::core::option::Option::Some(reply) = &__rpc_replies[lane
                         as usize]
                     {
                         let mut __rpc_buf = [0u8; __RPC_R];
                         ::ferry_rpc::__private::put_result(&mut __rpc_buf, reply);
-                        slot.as_bytes_mut()[..__RPC_R].copy_from_slice(&__rpc_buf);
+                        ::ferry_rpc::__private::write_slot(slot, &__rpc_buf);
                     }
                 })?;
                 ::core::result::Result::Ok(::ferry_rpc::service::Served {
@@ -417,6 +440,32 @@ impl Counter {
             0xb61020fau32 => {
                 const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
                 const __RPC_R: usize = 0usize;
+                #[allow(unused_imports)]
+                use ::ferry_rpc::__private::{IsFallible as _, IsInfallible as _};
+                if true
+                    && (&::ferry_rpc::__private::Infallible::<u32>::new()).infallible()
+                {
+                    port.set_status(::ferry_rpc::service::status::OK);
+                    port.recv_and_send(|slot, _| {
+                        let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
+                        if let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
+                            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
+                        )))() {
+                            #[allow(clippy::let_unit_value)]
+                            let __rpc_reply = <__RpcH as CounterServer>::touch(
+                                handler,
+                                __rpc_arg0,
+                            );
+                            let mut __rpc_buf = [0u8; __RPC_R];
+                            ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
+                            ::ferry_rpc::__private::write_slot(slot, &__rpc_buf);
+                        }
+                    })?;
+                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
+                        opcode: 0xb61020fau32,
+                        status: ::ferry_rpc::service::status::OK,
+                    });
+                }
                 let mut __rpc_bad = false;
                 port.recv(|slot, _| {
                     let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
@@ -439,11 +488,9 @@ impl Counter {
                 port.set_status(::ferry_rpc::service::status::OK);
                 port.send(|slot, _| {
                     let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
-                    let __rpc_args = (|| ::core::option::Option::Some((
+                    if let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
                         ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-                    )))();
-                    slot.words = [0; 8];
-                    if let ::core::option::Option::Some((__rpc_arg0,)) = __rpc_args {
+                    )))() {
                         #[allow(clippy::let_unit_value)]
                         let __rpc_reply = <__RpcH as CounterServer>::touch(
                             handler,
@@ -451,7 +498,7 @@ impl Counter {
                         );
                         let mut __rpc_buf = [0u8; __RPC_R];
                         ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
-                        slot.as_bytes_mut()[..__RPC_R].copy_from_slice(&__rpc_buf);
+                        ::ferry_rpc::__private::write_slot(slot, &__rpc_buf);
                     }
                 })?;
                 ::core::result::Result::Ok(::ferry_rpc::service::Served {
