@@ -856,6 +856,8 @@ fn a_service_can_name_the_runtime_through_a_reexport() {
 /// The generated server serves a call in one pass only when no argument can fail to decode: the
 /// probe it asks says so for types whose every byte pattern is a value, and not for others.
 #[test]
+// The borrows are the probe: method lookup on `&Infallible<T>` picks the answer.
+#[allow(clippy::needless_borrow)]
 fn the_one_pass_probe_tells_infallible_argument_types_from_others() {
     use ferry_rpc::__private::{Infallible, IsFallible as _, IsInfallible as _};
     assert!((&Infallible::<u64>::new()).infallible());
