@@ -342,6 +342,17 @@ impl Heap {
     }
 }
 
+/// Slots of the table that finds a served opcode's counter.
+const COUNT_SLOTS: usize = 256;
+
+/// An opcode's slot in that table: its bytes folded together (the hash opcodes differ in all of
+/// them).
+#[inline(always)]
+fn fold(opcode: u32) -> usize {
+    let x = opcode ^ (opcode >> 16);
+    ((x ^ (x >> 8)) & (COUNT_SLOTS as u32 - 1)) as usize
+}
+
 /// What each call was served, by [`Libc::OPCODES`] index; the last entry counts unknown opcodes
 /// and handshakes.
 pub type CallCounts = [u64; Libc::CALLS + 1];
@@ -360,8 +371,10 @@ pub struct LibcHost {
     client_alive: fn(u64) -> bool,
     start: Instant,
     counts: [AtomicU64; Libc::CALLS + 1],
-    /// `(opcode, index in Libc::OPCODES)`, sorted by opcode: where a served call is counted.
-    by_opcode: [(u32, usize); Libc::CALLS],
+    /// Where a served call is counted: `slots[fold(opcode)]` is 1 + the opcode's index in
+    /// `Libc::OPCODES` (0: none), checked against the opcode itself; an opcode whose slot
+    /// another took is found by search (`COUNT_SLOTS` is far above the call count, so rarely).
+    count_slots: [u8; COUNT_SLOTS],
 }
 
 impl std::fmt::Debug for LibcHost {
@@ -411,11 +424,15 @@ impl LibcHost {
             client_alive: config.client_alive,
             start: Instant::now(),
             counts: Default::default(),
-            by_opcode: {
-                let mut order: [(u32, usize); Libc::CALLS] =
-                    core::array::from_fn(|i| (<Libc as Service>::OPCODES[i], i));
-                order.sort_unstable();
-                order
+            count_slots: {
+                let mut slots = [0u8; COUNT_SLOTS];
+                for (i, &opcode) in <Libc as Service>::OPCODES.iter().enumerate() {
+                    let slot = &mut slots[fold(opcode)];
+                    if *slot == 0 {
+                        *slot = i as u8 + 1;
+                    }
+                }
+                slots
             },
         }
     }
@@ -433,12 +450,23 @@ impl LibcHost {
     ) -> Result<Served, ferry_rpc::Error> {
         let call = self.for_caller(caller);
         let served = with_stream_buffers(|buffers| Libc::dispatch(&call, port, buffers))?;
-        let i = self
-            .by_opcode
-            .binary_search_by_key(&served.opcode, |&(opcode, _)| opcode)
-            .map_or(Libc::CALLS, |at| self.by_opcode[at].1);
+        let i = self.count_index(served.opcode);
         self.counts[i].fetch_add(1, Ordering::Relaxed);
         Ok(served)
+    }
+
+    /// The index in [`counts`](Self::counts) of a served call's opcode (the last: unknown).
+    #[inline]
+    fn count_index(&self, opcode: u32) -> usize {
+        let opcodes = <Libc as Service>::OPCODES;
+        match self.count_slots[fold(opcode)] {
+            0 => Libc::CALLS,
+            slot if opcodes[slot as usize - 1] == opcode => slot as usize - 1,
+            _ => opcodes
+                .iter()
+                .position(|&o| o == opcode)
+                .unwrap_or(Libc::CALLS),
+        }
     }
 
     /// The host acting for client `caller`, as a [`LibcServer`]: `Libc::server(host.for_caller(id))`
@@ -821,6 +849,32 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_call_is_counted_under_its_own_index_and_others_as_unknown() {
+        let host = LibcHost::new(LibcConfig::default());
+        for (i, &opcode) in <Libc as Service>::OPCODES.iter().enumerate() {
+            assert_eq!(host.count_index(opcode), i, "opcode {opcode:#x}");
+        }
+        for opcode in [
+            0,
+            1,
+            u32::MAX,
+            ferry_rpc::service::HANDSHAKE - 1,
+            0x8000_0000,
+        ] {
+            if !<Libc as Service>::OPCODES.contains(&opcode) {
+                assert_eq!(host.count_index(opcode), Libc::CALLS);
+            }
+        }
+        // An opcode whose slot another took is still found.
+        let taken = <Libc as Service>::OPCODES[0];
+        let twin = (1..)
+            .map(|k: u32| taken ^ (k << 8))
+            .find(|&t| fold(t) == fold(taken) && !<Libc as Service>::OPCODES.contains(&t))
+            .unwrap();
+        assert_eq!(host.count_index(twin), Libc::CALLS);
+    }
 
     #[test]
     fn heap_hands_out_disjoint_aligned_blocks_and_merges_on_free() {
