@@ -11,7 +11,11 @@
 //!   a port for each call, and the same call through the packets (a server whose handler serves
 //!   no inline calls);
 //! - socket: an 8-byte request and reply over a Unix-domain stream socket between two processes;
-//! - throughput: `echo` calls per second with 1, 2, 4, 8 client processes.
+//! - throughput: `echo` calls per second with 1, 2, 4, 8 client processes;
+//! - bulk: a request of N bytes (4 KiB, 64 KiB, 1 MiB by default) and an 8-byte reply, between
+//!   two processes, the handler reading every byte where it lies (the bulk area, sized to the
+//!   largest request so each crosses in one handoff), against a memcpy of the same N bytes
+//!   timed in the client process in the same run, and against the inline call.
 //!
 //! The shared-memory round trips run on the same two CPUs for every row (`--cpus`; by default two
 //! CPUs of different cores chosen here), so that a ratio compares the protocols and not where
@@ -53,6 +57,74 @@ pub struct BenchArgs {
     /// leaves placement to the scheduler.
     #[arg(long, default_value = "auto")]
     cpus: String,
+    /// Request sizes of the bulk rows, in bytes (suffixes K and M: 4K, 1M); `none` skips them.
+    #[arg(long, value_delimiter = ',', default_value = "4K,64K,1M")]
+    bulk: Vec<String>,
+}
+
+/// The largest request the bulk rows send (the bench service's limit).
+const BULK_LIMIT: u64 = 64 << 20;
+
+/// The bulk rows' service: the request's bytes read once, an 8-byte reply.
+#[derive(ferry_shm::RpcOpcodes)]
+#[rpc(service = "ferry.bench.bulk")]
+enum BulkBench {
+    /// A fold of the request's 8-byte words (a read of every byte at about the speed of reading
+    /// them: the handler's own work should not hide the transport's).
+    #[rpc(response = u64, limit = BULK_LIMIT)]
+    Take { data: ferry_shm::Bytes },
+    /// The request's length only: what a transport costs when the handler reads none of the
+    /// bytes (as a peer's benchmark that only receives its request measures).
+    #[rpc(response = u64, limit = BULK_LIMIT)]
+    Len { data: ferry_shm::Bytes },
+}
+
+struct Taker;
+
+impl BulkBenchServer for Taker {
+    fn take(&self, data: &[u8]) -> u64 {
+        fold(data)
+    }
+    fn len(&self, data: &[u8]) -> u64 {
+        data.len() as u64
+    }
+}
+
+/// What [`BulkBench::Take`] replies: a fold of the bytes, eight at a time.
+fn fold(bytes: &[u8]) -> u64 {
+    let words = bytes.chunks_exact(8);
+    let tail = words.remainder().iter().fold(0u64, |a, &b| a ^ b as u64);
+    words.fold(tail, |a, w| {
+        a ^ u64::from_ne_bytes(w.try_into().expect("8 bytes"))
+    })
+}
+
+/// `4K`, `64K`, `1M`, `100` as bytes.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (digits, unit) = match s.as_bytes().last() {
+        Some(b'K' | b'k') => (&s[..s.len() - 1], 1 << 10),
+        Some(b'M' | b'm') => (&s[..s.len() - 1], 1 << 20),
+        _ => (s, 1),
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("--bulk: {s:?} is not a size (4096, 4K, 1M)"))?;
+    match n.checked_mul(unit) {
+        Some(b) if b > 0 && b as u64 <= BULK_LIMIT => Ok(b),
+        _ => Err(format!(
+            "--bulk: {s:?} is not between 1 byte and {} MiB",
+            BULK_LIMIT >> 20
+        )),
+    }
+}
+
+/// The bulk rows' sizes (none for `--bulk none`).
+fn bulk_sizes(args: &BenchArgs) -> Result<Vec<usize>, String> {
+    if args.bulk.len() == 1 && args.bulk[0] == "none" {
+        return Ok(Vec::new());
+    }
+    args.bulk.iter().map(|s| parse_size(s)).collect()
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -69,6 +141,8 @@ pub enum Role {
     RpcFree,
     /// Wait for "go" on stdin, make the calls, print "done".
     Load,
+    /// Time bulk calls and a memcpy of each size, print one line per size.
+    Bulk,
 }
 
 #[derive(clap::Args, Debug)]
@@ -95,6 +169,9 @@ pub struct PeerArgs {
     /// Poll without a pause instruction between polls (ping-pong).
     #[arg(long)]
     no_pause: bool,
+    /// Request sizes in bytes (bulk).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
 }
 
 /// Checks the counts before anything runs (see `crate::check`).
@@ -104,6 +181,7 @@ pub fn check(args: &BenchArgs) -> Result<(), String> {
     crate::at_least_one("--load-calls", args.load_calls)?;
     let ports = ServerConfig::default().ports;
     crate::check_workers(args.workers, ports)?;
+    bulk_sizes(args)?;
     if args.clients.is_empty() {
         return Err("--clients: give at least one count".into());
     }
@@ -489,6 +567,70 @@ fn in_process(args: &BenchArgs, typed: bool, server_cpu: Option<usize>) -> f64 {
     })
 }
 
+/// The floor of a bulk call whose handler reads every byte, with no protocol: two threads on
+/// the caller's and the answering side's CPUs; one writes `n` bytes into a shared area and
+/// flips a word, the other folds the bytes where they lie, writes the fold and flips back.
+/// Median ns of a round trip.
+fn bulk_floor(n: usize, args: &BenchArgs, cpus: (Option<usize>, Option<usize>)) -> f64 {
+    /// One cache line of 64 bytes: the area's unit, aligned as a bulk area is.
+    #[repr(C, align(64))]
+    struct Line([u64; 8]);
+    let area: Vec<Line> = (0..n.div_ceil(64)).map(|_| Line([0; 8])).collect();
+    let base = area.as_ptr() as usize;
+    let flag = AtomicU64::new(0);
+    let reply = AtomicU64::new(0);
+    let data: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
+    let want = fold(&data);
+    let per_run = ((256usize << 20) / n.max(1)).clamp(20, 2000);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(b) = cpus.1 {
+                let _ = pin_to(&[b]);
+            }
+            let mut seen = 0;
+            loop {
+                let v = flag.load(Ordering::Acquire);
+                if v == seen || v.is_multiple_of(2) {
+                    if v == u64::MAX - 1 {
+                        return;
+                    }
+                    std::hint::spin_loop();
+                    continue;
+                }
+                // SAFETY: the writer wrote `n` bytes of the area (which holds at least `n`)
+                // before its release of `flag`, acquired above, and writes nothing more until
+                // our reply.
+                let bytes = unsafe { std::slice::from_raw_parts(base as *const u8, n) };
+                reply.store(fold(bytes), Ordering::Relaxed);
+                seen = v + 1;
+                flag.store(seen, Ordering::Release);
+            }
+        });
+        let mut v = 0;
+        let mut times = Vec::new();
+        for run in 0..=args.runs {
+            for _ in 0..per_run {
+                let t = Instant::now();
+                // SAFETY: the reader reads the area only between our release and its reply.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), base as *mut u8, n) };
+                v += 1;
+                flag.store(v, Ordering::Release);
+                v += 1;
+                while flag.load(Ordering::Acquire) != v {
+                    std::hint::spin_loop();
+                }
+                let ns = t.elapsed().as_nanos() as f64;
+                assert_eq!(reply.load(Ordering::Relaxed), want, "the floor's fold");
+                if run > 0 {
+                    times.push(ns);
+                }
+            }
+        }
+        flag.store(u64::MAX - 1, Ordering::Release);
+        median(times)
+    })
+}
+
 /// `steps` steps of a dependent chain of arithmetic: work a side does between receiving and
 /// answering, without touching memory.
 fn work(steps: u64) {
@@ -846,6 +988,30 @@ pub fn run(args: BenchArgs) -> Res<()> {
         server.shutdown(Duration::from_secs(5));
         ns
     };
+    // Bulk: a server whose bulk area holds the largest request, one worker pinned as above.
+    let sizes = bulk_sizes(&args)?;
+    let bulk_rows = if sizes.is_empty() {
+        Vec::new()
+    } else {
+        let path = path_for(&format!("bench-bulk-{}", std::process::id()));
+        let bulk_config = ServerConfig {
+            bulk: sizes.iter().copied().max().unwrap_or(0),
+            ..config.clone()
+        };
+        let server = start_pinned(&mut || {
+            Ok(ShmServer::start(
+                &path,
+                bulk_config.clone(),
+                BulkBench::server(Taker),
+            )?)
+        })?;
+        let mut rows = bulk(&path, &sizes, &args, caller)?;
+        server.shutdown(Duration::from_secs(5));
+        for row in &mut rows {
+            row.floor = bulk_floor(row.size, &args, (caller, answerer));
+        }
+        rows
+    };
     let threads = in_process(&args, true, answerer);
     let by_hand = in_process(&args, false, answerer);
     // The socket and the throughput runs are left to the scheduler: a blocking read is woken
@@ -922,6 +1088,27 @@ pub fn run(args: BenchArgs) -> Res<()> {
         let base = *one.get_or_insert(rate);
         println!("| {n} | {rate:.0} | {:.2} |", rate / base);
     }
+    if !bulk_rows.is_empty() {
+        println!();
+        println!(
+            "| bulk: request of N bytes + 8-byte reply | memcpy of N bytes (ns) | handler reads the length only (ns) | ratio to the memcpy | the same, minus the inline call, in memcpys | handler reads every byte (ns) | ratio to the memcpy | floor: written, handed over, read, no protocol (ns) | ratio to the floor |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &bulk_rows {
+            println!(
+                "| {} | {:.0} | {:.0} | {:.2}× | {:.2} | {:.0} | {:.2}× | {:.0} | {:.2}× |",
+                size_name(r.size),
+                r.memcpy,
+                r.len,
+                r.len / r.memcpy,
+                (r.len - call) / r.memcpy,
+                r.read,
+                r.read / r.memcpy,
+                r.floor,
+                r.read / r.floor,
+            );
+        }
+    }
     let stats = server.shutdown(Duration::from_secs(5)).stats;
     println!();
     println!(
@@ -932,6 +1119,74 @@ pub fn run(args: BenchArgs) -> Res<()> {
         stats.failed
     );
     Ok(())
+}
+
+/// `4 KiB`, `1 MiB`, `100 B`.
+fn size_name(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 && n.is_multiple_of(1 << 20) => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n.is_multiple_of(1 << 10) => format!("{} KiB", n >> 10),
+        n => format!("{n} B"),
+    }
+}
+
+/// One size's bulk figures (medians, ns).
+struct BulkRow {
+    size: usize,
+    /// The call whose handler reads every byte.
+    read: f64,
+    /// The call whose handler reads only the length.
+    len: f64,
+    /// A memcpy of `size` bytes in the client process.
+    memcpy: f64,
+    /// The floor of `read`: the same bytes written, handed over and read, with no protocol.
+    floor: f64,
+}
+
+/// Times bulk calls of each size from a client process on CPU `client_cpu` to the server at
+/// `path`, with a memcpy of each size in that process.
+fn bulk(
+    path: &Path,
+    sizes: &[usize],
+    args: &BenchArgs,
+    client_cpu: Option<usize>,
+) -> Res<Vec<BulkRow>> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .args(["peer", "bulk"])
+        .arg(path)
+        .args(["--runs", &args.runs.to_string()]);
+    let list: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
+    command.args(["--sizes", &list.join(",")]);
+    if let Some(cpu) = client_cpu {
+        command.args(["--cpu", &cpu.to_string()]);
+    }
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    let mut rows = Vec::new();
+    for line in out.lines() {
+        let line = line?;
+        if let Some(rest) = line.strip_prefix("BULK ") {
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            if f.len() != 4 {
+                return Err(format!("the bulk peer said {line:?}").into());
+            }
+            rows.push(BulkRow {
+                size: f[0].parse()?,
+                read: f[1].parse()?,
+                len: f[2].parse()?,
+                memcpy: f[3].parse()?,
+                floor: 0.0,
+            });
+        }
+    }
+    if !child.wait()?.success() || rows.len() != sizes.len() {
+        return Err("the bulk peer failed".into());
+    }
+    Ok(rows)
 }
 
 pub fn peer(args: PeerArgs) -> Res<()> {
@@ -1029,6 +1284,61 @@ pub fn peer(args: PeerArgs) -> Res<()> {
                 }
             }
             println!("done");
+            Ok(())
+        }
+        Role::Bulk => {
+            let config = ClientConfig::default().service::<BulkBench>().sticky(true);
+            let shm = ShmClient::attach(&args.path, config)?;
+            let c = BulkBench::client(&shm);
+            for &n in &args.sizes {
+                let data: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
+                let want = fold(&data);
+                let mut copy = vec![0u8; n];
+                // Enough calls for a steady median, about 256 MiB a run at most.
+                let per_run = ((256usize << 20) / n.max(1)).clamp(20, 2000);
+                let (mut calls, mut lens, mut copies) = (Vec::new(), Vec::new(), Vec::new());
+                // Each kind in a loop of its own, so that one does not leave the area's lines
+                // where the other would not find them (the first run warms up).
+                for run in 0..=args.runs {
+                    for _ in 0..per_run {
+                        let t = Instant::now();
+                        let got = c.take(&data)?;
+                        let ns = t.elapsed().as_nanos() as f64;
+                        if got != want {
+                            return Err("a wrong reply".into());
+                        }
+                        if run > 0 {
+                            calls.push(ns);
+                        }
+                    }
+                    for _ in 0..per_run {
+                        let t = Instant::now();
+                        let got = c.len(&data)?;
+                        let ns = t.elapsed().as_nanos() as f64;
+                        if got != n as u64 {
+                            return Err("a wrong reply".into());
+                        }
+                        if run > 0 {
+                            lens.push(ns);
+                        }
+                    }
+                    for _ in 0..per_run {
+                        let t = Instant::now();
+                        copy.copy_from_slice(std::hint::black_box(&data));
+                        std::hint::black_box(&mut copy);
+                        let ns = t.elapsed().as_nanos() as f64;
+                        if run > 0 {
+                            copies.push(ns);
+                        }
+                    }
+                }
+                println!(
+                    "BULK {n} {} {} {}",
+                    median(calls),
+                    median(lens),
+                    median(copies)
+                );
+            }
             Ok(())
         }
     }

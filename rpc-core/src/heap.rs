@@ -21,6 +21,7 @@ pub struct HeapRegion<M: Mailbox = PerPort> {
         Box<[AtomicU32]>,
         Box<[AtomicU32]>,
         Box<[crate::sync::SharedCell<crate::layout::Slot>]>,
+        Box<[crate::sync::SharedCell<crate::layout::Slot>]>,
     ),
     client_locks: LockBitmap,
     server_locks: LockBitmap,
@@ -87,8 +88,19 @@ fn words(n: usize) -> Box<[AtomicU32]> {
 impl<M: Mailbox> HeapRegion<M> {
     /// A zeroed region of `ports` ports (a multiple of 32) and `lanes` lanes per packet.
     pub fn new(ports: u32, lanes: u32) -> Result<Self, LayoutError> {
-        let layout = Layout::new(ports, lanes, M::KIND)?;
-        Ok(HeapRegion {
+        Ok(Self::from_layout(Layout::new(ports, lanes, M::KIND)?))
+    }
+
+    /// As [`new`](Self::new), with a bulk area per port of `share` bytes per lane (see
+    /// [`Layout::with_bulk`]).
+    pub fn with_bulk(ports: u32, lanes: u32, share: u64) -> Result<Self, LayoutError> {
+        Ok(Self::from_layout(
+            Layout::new(ports, lanes, M::KIND)?.with_bulk(share)?,
+        ))
+    }
+
+    fn from_layout(layout: Layout) -> Self {
+        HeapRegion {
             layout,
             #[cfg(not(loom))]
             base: {
@@ -107,11 +119,14 @@ impl<M: Mailbox> HeapRegion<M> {
                 (0..layout.ports() as usize * layout.slots_per_packet())
                     .map(|_| crate::sync::SharedCell::new(crate::layout::Slot::default()))
                     .collect(),
+                (0..layout.bulk_slots())
+                    .map(|_| crate::sync::SharedCell::new(crate::layout::Slot::default()))
+                    .collect(),
             ),
             client_locks: LockBitmap::new(layout.lock_words()),
             server_locks: LockBitmap::new(layout.lock_words()),
             _mailbox: PhantomData,
-        })
+        }
     }
 
     #[cfg(not(loom))]
@@ -132,7 +147,13 @@ impl<M: Mailbox> HeapRegion<M> {
         // as long as `self`, reached only through `Region`s.
         let region = unsafe { Region::from_raw(self.base.as_ptr(), self.layout) };
         #[cfg(loom)]
-        let region = Region::from_parts(self.layout, &self.parts.0, &self.parts.1, &self.parts.2);
+        let region = Region::from_parts(
+            self.layout,
+            &self.parts.0,
+            &self.parts.1,
+            &self.parts.2,
+            &self.parts.3,
+        );
         region.expect("a region built from its own layout matches it")
     }
 

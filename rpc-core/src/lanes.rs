@@ -18,6 +18,10 @@
 /// lane of `mask` before every lane of `mask` has reached it. The protocol relies on this to let one
 /// lane act for the warp.
 pub unsafe trait Lanes {
+    /// Whether a group is always one lane (a host thread): a caller may then decide alone what
+    /// a warp's lanes must decide together.
+    const ONE: bool = false;
+
     /// How many lanes execute together (1 on the host, 32 on an NVIDIA warp).
     fn lane_size(&self) -> u32;
 
@@ -58,6 +62,8 @@ pub struct Single;
 
 // SAFETY: with one lane every operation is trivially uniform.
 unsafe impl Lanes for Single {
+    const ONE: bool = true;
+
     #[inline(always)]
     fn lane_size(&self) -> u32 {
         1

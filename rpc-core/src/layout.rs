@@ -7,7 +7,14 @@
 //! client_outbox + ...    server outbox  (the client's inbox): the same number of words
 //! packets                P packets, each one header slot + L lane slots of 64 bytes:
 //!                        [ header | slot 0 | slot 1 | ... | slot L-1 ]
+//! bulk                   optional (`Layout::with_bulk`): P bulk areas, one per port, each L lane
+//!                        shares of B bytes: [ lane 0's B bytes | ... | lane L-1's B bytes ]
 //! ```
+//!
+//! A port's bulk area belongs to whichever side holds the port's packet, exactly as the packet's
+//! slots do: it moves with the packet and needs no rule of its own. Streams use it for everything
+//! longer than a slot (see `stream`), so a large payload crosses in one handoff per B bytes
+//! instead of one per 64.
 //!
 //! Lock bitmaps are *not* in the region: each side keeps its own, private (`Locks`).
 //!
@@ -29,6 +36,9 @@ pub const MAX_PORTS: u32 = 1 << 20;
 
 /// The largest lane count of a packet: lane masks are 64 bits wide.
 pub const MAX_LANES: u32 = 64;
+
+/// The largest bulk share of one lane, in bytes (1 GiB).
+pub const MAX_BULK_SHARE: u64 = 1 << 30;
 
 /// One 64-byte slot: a lane's share of a packet, or a packet's header.
 #[repr(C, align(64))]
@@ -80,6 +90,9 @@ pub enum LayoutError {
     Lanes(u32),
     /// The region uses another mailbox representation than the one asked for.
     Mailbox(MailboxKind),
+    /// A lane's bulk share (bytes) is not a multiple of 64 up to `MAX_BULK_SHARE`, or the region
+    /// with it would not fit in memory.
+    Bulk(u64),
 }
 
 impl core::fmt::Display for LayoutError {
@@ -91,6 +104,10 @@ impl core::fmt::Display for LayoutError {
             ),
             LayoutError::Lanes(l) => write!(f, "lane count {l} is not between 1 and {MAX_LANES}"),
             LayoutError::Mailbox(k) => write!(f, "the region's mailboxes are {k:?}, not the kind asked for"),
+            LayoutError::Bulk(b) => write!(
+                f,
+                "bulk share of {b} bytes per lane is not a multiple of {SLOT_BYTES} up to {MAX_BULK_SHARE}, or the region would not fit in memory"
+            ),
         }
     }
 }
@@ -109,6 +126,8 @@ pub struct Layout {
     mailbox_words: usize,
     server_outbox: usize,
     packets: usize,
+    bulk: usize,
+    bulk_share: usize,
     size: usize,
 }
 
@@ -138,8 +157,48 @@ impl Layout {
             mailbox_words,
             server_outbox,
             packets,
+            bulk: size,
+            bulk_share: 0,
             size,
         })
+    }
+
+    /// This layout with a bulk area per port of `share` bytes for each lane (a multiple of 64, at
+    /// most [`MAX_BULK_SHARE`]; 0: none), laid after the packets.
+    pub const fn with_bulk(self, share: u64) -> Result<Layout, LayoutError> {
+        if !share.is_multiple_of(SLOT_BYTES as u64) || share > MAX_BULK_SHARE {
+            return Err(LayoutError::Bulk(share));
+        }
+        let per_port = share * self.lanes as u64;
+        let Some(bytes) = per_port.checked_mul(self.ports as u64) else {
+            return Err(LayoutError::Bulk(share));
+        };
+        let Some(size) = (self.bulk as u64).checked_add(bytes) else {
+            return Err(LayoutError::Bulk(share));
+        };
+        if size > isize::MAX as u64 {
+            return Err(LayoutError::Bulk(share));
+        }
+        Ok(Layout {
+            bulk_share: share as usize,
+            size: size as usize,
+            ..self
+        })
+    }
+
+    /// Offset of the first port's bulk area (the end of the packets).
+    pub const fn bulk_offset(&self) -> usize {
+        self.bulk
+    }
+
+    /// Bytes of each lane's share of a port's bulk area (0: the region has no bulk areas).
+    pub const fn bulk_share(&self) -> usize {
+        self.bulk_share
+    }
+
+    /// Slots (64-byte units) in all the bulk areas together.
+    pub const fn bulk_slots(&self) -> usize {
+        self.ports as usize * self.lanes as usize * (self.bulk_share / SLOT_BYTES)
     }
 
     /// Number of ports.

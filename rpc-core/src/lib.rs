@@ -68,7 +68,7 @@ pub use error::Error;
 #[cfg(feature = "alloc")]
 pub use heap::HeapRegion;
 pub use lanes::{Lanes, Single};
-pub use layout::{HeaderWord, Layout, LayoutError, Slot};
+pub use layout::{HeaderWord, Layout, LayoutError, Slot, MAX_BULK_SHARE};
 pub use mailbox::{Mailbox, MailboxKind, Packed, PerPort};
 pub use port::Port;
 pub use process::{Client, ClientProcess, Held, Process, Region, Server, ServerProcess, Side};

@@ -10,7 +10,7 @@
 use crate::lanes::Lanes;
 use crate::layout::{HeaderWord, Slot};
 use crate::mailbox::Mailbox;
-use crate::process::{Process, Side};
+use crate::process::{Process, Region, Side};
 use crate::sync::{fence, Ordering, SharedCell};
 use crate::wait::Wait;
 use crate::Error;
@@ -84,6 +84,11 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
     /// The lanes of this side.
     pub fn lanes(&self) -> &L {
         self.process.lanes()
+    }
+
+    /// The region the port is in.
+    pub(crate) fn region(&self) -> &Region<'a, M> {
+        self.process.region()
     }
 
     /// The waiting policy of the process that opened the port. A transport may keep there what

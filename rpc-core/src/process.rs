@@ -51,6 +51,7 @@ pub struct Region<'a, M: Mailbox = PerPort> {
     client_outbox: &'a [AtomicU32],
     server_outbox: &'a [AtomicU32],
     packets: &'a [SharedCell<Slot>],
+    bulk: &'a [SharedCell<Slot>],
     _mailbox: PhantomData<M>,
 }
 
@@ -70,12 +71,14 @@ impl<M: Mailbox> core::fmt::Debug for Region<'_, M> {
 }
 
 impl<'a, M: Mailbox> Region<'a, M> {
-    /// A region from its parts, checked against `layout`.
+    /// A region from its parts, checked against `layout`: the two outboxes, the packets, and the
+    /// bulk areas (`layout.bulk_slots()` slots; empty for a layout without them).
     pub fn from_parts(
         layout: Layout,
         client_outbox: &'a [AtomicU32],
         server_outbox: &'a [AtomicU32],
         packets: &'a [SharedCell<Slot>],
+        bulk: &'a [SharedCell<Slot>],
     ) -> Result<Self, LayoutError> {
         if layout.mailbox() != M::KIND {
             return Err(LayoutError::Mailbox(layout.mailbox()));
@@ -85,11 +88,15 @@ impl<'a, M: Mailbox> Region<'a, M> {
         if client_outbox.len() != words || server_outbox.len() != words || packets.len() != slots {
             return Err(LayoutError::Ports(layout.ports()));
         }
+        if bulk.len() != layout.bulk_slots() {
+            return Err(LayoutError::Bulk(layout.bulk_share() as u64));
+        }
         Ok(Region {
             layout,
             client_outbox,
             server_outbox,
             packets,
+            bulk,
             _mailbox: PhantomData,
         })
     }
@@ -111,7 +118,7 @@ impl<'a, M: Mailbox> Region<'a, M> {
         // layout puts each part inside it, 64-byte aligned, without overlap; `AtomicU32` and
         // `SharedCell<Slot>` (a transparent `UnsafeCell<Slot>`) accept any bit pattern, and the
         // memory is shared only through atomics and the ownership protocol.
-        let (client_outbox, server_outbox, packets) = unsafe {
+        let (client_outbox, server_outbox, packets, bulk) = unsafe {
             (
                 core::slice::from_raw_parts(
                     base.add(layout.client_outbox_offset()).cast::<AtomicU32>(),
@@ -125,9 +132,13 @@ impl<'a, M: Mailbox> Region<'a, M> {
                     base.add(layout.packets_offset()).cast::<SharedCell<Slot>>(),
                     slots,
                 ),
+                core::slice::from_raw_parts(
+                    base.add(layout.bulk_offset()).cast::<SharedCell<Slot>>(),
+                    layout.bulk_slots(),
+                ),
             )
         };
-        Self::from_parts(layout, client_outbox, server_outbox, packets)
+        Self::from_parts(layout, client_outbox, server_outbox, packets, bulk)
     }
 
     /// The layout.
@@ -155,6 +166,29 @@ impl<'a, M: Mailbox> Region<'a, M> {
     #[inline(always)]
     pub(crate) fn slot(&self, port: u32, lane: u32) -> &'a SharedCell<Slot> {
         &self.packets[port as usize * self.layout.slots_per_packet() + 1 + lane as usize]
+    }
+
+    /// Lane `lane`'s share of `port`'s bulk area (empty if the region has none), as slots.
+    #[inline(always)]
+    pub(crate) fn bulk(&self, port: u32, lane: u32) -> &'a [SharedCell<Slot>] {
+        let per_lane = self.layout.bulk_share() / crate::layout::SLOT_BYTES;
+        let at = (port as usize * self.layout.lanes() as usize + lane as usize) * per_lane;
+        &self.bulk[at..at + per_lane]
+    }
+
+    /// The address and length in bytes of lane `lane`'s share of `port`'s bulk area (length 0:
+    /// the region has none), for a transport that lends the area by a rule of its own, outside
+    /// a port (`transport-shm` lends it with an inline request). Reading or writing through it is
+    /// the caller's to justify: the area belongs to whichever side the protocol gives it to, as
+    /// the packet does. Panics if `port` or `lane` is out of range.
+    #[cfg(not(loom))]
+    pub fn bulk_raw(&self, port: u32, lane: u32) -> (*mut u8, usize) {
+        assert!(port < self.layout.ports() && lane < self.layout.lanes());
+        let area = self.bulk(port, lane);
+        (
+            area.as_ptr() as *mut u8,
+            area.len() * crate::layout::SLOT_BYTES,
+        )
     }
 
     /// Whether a client could open `port` now: the client owns its packet (a request is not in

@@ -148,6 +148,34 @@ fn send_n_across_packets() {
     });
 }
 
+/// A stream through a bulk area of 64 bytes per lane, across three handoffs, then a streamed
+/// reply through the same area the other way: every access to the area must be ordered by the
+/// handoffs (loom tracks each of its slots).
+#[test]
+fn bulk_stream_both_ways() {
+    model(3, None, || {
+        let region = Arc::new(HeapRegion::<PerPort>::with_bulk(32, 1, 64).unwrap());
+        let r = region.clone();
+        let server = thread::spawn(move || {
+            let server = r.server();
+            let mut port = next_request(&server);
+            let mut sink: Vec<Vec<u8>> = Vec::new();
+            port.recv_n(1024, &mut sink).unwrap();
+            let reply: Vec<u8> = sink[0].iter().rev().copied().collect();
+            port.send_n(|_| &reply).unwrap();
+        });
+        let data: Vec<u8> = (0..150u32).map(|i| i as u8).collect();
+        let client = region.client();
+        let mut port = client.open(2).unwrap();
+        port.send_n(|_| &data).unwrap();
+        let mut back: Vec<Vec<u8>> = Vec::new();
+        port.recv_n(1024, &mut back).unwrap();
+        assert_eq!(back[0], data.iter().rev().copied().collect::<Vec<u8>>());
+        drop(port);
+        server.join().unwrap();
+    });
+}
+
 /// A stream refused after its first packet: both sides stop in step.
 #[test]
 fn refused_stream() {

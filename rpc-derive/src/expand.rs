@@ -245,7 +245,7 @@ fn generate(service: &Service) -> TokenStream {
     let inline_arms: Vec<TokenStream> = service
         .calls
         .iter()
-        .map(|c| inline_arm(c, &server))
+        .map(|c| inline_arm(ident, c, &server))
         .collect();
 
     let client_doc = format!(
@@ -343,20 +343,24 @@ fn generate(service: &Service) -> TokenStream {
             }
 
             /// Serves a call that came through a transport's inline path
-            /// (`ferry_rpc::service::InlineCall`) rather than a port: decodes `request`, calls the
-            /// handler, writes its reply at the start of `reply` and returns the status to send
-            /// back with the reply's length in bytes (`status::BAD_REQUEST` for arguments that do
-            /// not decode, `status::UNKNOWN_OPCODE` for a call the service does not have, both
-            /// with no reply bytes). `None` for a call that cannot travel inline (a stream, a
-            /// one-way call, arguments or a reply over `INLINE_BYTES`): the transport tells the
-            /// client to use a port.
+            /// (`ferry_rpc::service::InlineCall`) rather than a port: decodes `request` (and
+            /// `body`, the streamed argument of a call that has one, read where it lies; empty
+            /// for the others), calls the handler, writes its reply at the start of `reply` and
+            /// returns the status to send back with the reply's length in bytes
+            /// (`status::BAD_REQUEST` for arguments that do not decode or a body the call does
+            /// not take, `status::REJECTED` for a body over the call's limit,
+            /// `status::UNKNOWN_OPCODE` for a call the service does not have, all with no reply
+            /// bytes). `None` for a call that cannot travel inline (a streamed reply, a one-way
+            /// call, arguments or a reply over `INLINE_BYTES`): the transport tells the client to
+            /// use a port.
             pub fn dispatch_inline<__RpcH: #server + ?::core::marker::Sized>(
                 handler: &__RpcH,
                 opcode: u32,
                 request: &[u8],
+                body: &[u8],
                 reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
             ) -> ::core::option::Option<(u32, usize)> {
-                let _ = (&handler, &request, &reply);
+                let _ = (&handler, &request, &body, &reply);
                 match opcode {
                     #( #inline_arms )*
                     ::ferry_rpc::service::HANDSHAKE => ::core::option::Option::None,
@@ -424,9 +428,10 @@ fn generate(service: &Service) -> TokenStream {
                 handler: &__RpcH,
                 opcode: u32,
                 request: &[u8],
+                body: &[u8],
                 reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
             ) -> ::core::option::Option<(u32, usize)> {
-                #ident::dispatch_inline(handler, opcode, request, reply)
+                #ident::dispatch_inline(handler, opcode, request, body, reply)
             }
         }
 
@@ -645,11 +650,6 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
     let q = args_size(call);
     let offs = offsets(call);
     let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
-    let pack = quote! {
-        const __RPC_Q: usize = #q;
-        let mut __rpc_q = [0u8; __RPC_Q];
-        #( #p::put(&mut __rpc_q, #offs, &#names); )*
-    };
     let body = call.stream_arg().map(|a| {
         let n = &a.ident;
         match a.wire {
@@ -659,9 +659,22 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
     });
     let tagged = call.error().is_some();
     let lim = limit(service, call);
+    // A streamed argument over the call's limit is refused before anything is sent, by a
+    // one-lane caller (the server refuses it too, for a client that does not check): a one-way
+    // call could not otherwise learn of it.
+    let check = body.as_ref().map(|b| {
+        quote! {
+            #p::check_limit(__rpc_c, (#b).len(), #lim).map_err(#s::Error::widen)?;
+        }
+    });
+    let pack = quote! {
+        const __RPC_Q: usize = #q;
+        let mut __rpc_q = [0u8; __RPC_Q];
+        #( #p::put(&mut __rpc_q, #offs, &#names); )*
+    };
     let run = |inner: TokenStream| {
         quote! {
-            #s::Site::call(&self.site, self.deadline, move |__rpc_c| { #inner })
+            #s::Site::call(&self.site, self.deadline, move |__rpc_c| { #check #inner })
         }
     };
     match call.response() {
@@ -779,10 +792,10 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
 }
 
 /// A call's arm in `dispatch_inline`.
-fn inline_arm(call: &Call, server: &Ident) -> TokenStream {
+fn inline_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let opcode = opcode_lit(call);
     let fixed_reply = matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit));
-    if call.stream_arg().is_some() || !fixed_reply {
+    if !fixed_reply {
         return quote!(#opcode => ::core::option::Option::None,);
     }
     let method = method_ident(call);
@@ -799,6 +812,39 @@ fn inline_arm(call: &Call, server: &Ident) -> TokenStream {
     } else {
         quote!(#p::put(&mut __rpc_buf, 0, &__rpc_reply))
     };
+    // The body: a call with a streamed argument takes it (bounded by its limit, text checked);
+    // any other refuses one.
+    let (take_body, body_arg) = match call.stream_arg() {
+        None => (
+            quote! {
+                if !body.is_empty() {
+                    return bad;
+                }
+            },
+            quote!(),
+        ),
+        Some(a) => {
+            let lim = limit(service, call);
+            let as_text = if matches!(a.wire, Wire::Text) {
+                quote! {
+                    let ::core::result::Result::Ok(body) = ::core::str::from_utf8(body) else {
+                        return bad;
+                    };
+                }
+            } else {
+                quote!()
+            };
+            (
+                quote! {
+                    if body.len() as u64 > #lim {
+                        return ::core::option::Option::Some((#s::status::REJECTED, 0));
+                    }
+                    #as_text
+                },
+                quote!(, body),
+            )
+        }
+    };
     quote! {
         #opcode => {
             const __RPC_Q: usize = #q;
@@ -810,11 +856,12 @@ fn inline_arm(call: &Call, server: &Ident) -> TokenStream {
             if request.len() != __RPC_Q {
                 return bad;
             }
+            #take_body
             let ::core::option::Option::Some(#pat) = #decode else {
                 return bad;
             };
             #[allow(clippy::let_unit_value)]
-            let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)*);
+            let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)* #body_arg);
             let mut __rpc_buf = [0u8; __RPC_R];
             #encode;
             reply[..__RPC_R].copy_from_slice(&__rpc_buf);
@@ -932,6 +979,7 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     // Everything else: every handled lane's arguments received and decoded, then the handlers,
     // then the replies.
     let stream = call.stream_arg();
+    let in_place = !matches!(call.response(), Some(Wire::Bytes | Wire::Text));
     let receive = match stream {
         None => quote! {
             let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
@@ -947,6 +995,7 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
                     #lim.saturating_add(__RPC_Q as u64),
                     buffers,
                     #oneway,
+                    #in_place,
                 )? {
                     return #rejected;
                 }
@@ -971,9 +1020,16 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
             } else {
                 quote!()
             };
+            // A request read in place borrows the port until its handler returns; a streamed
+            // reply may borrow the request (`-> impl AsRef<[u8]>` can return it), and is
+            // written into the same bulk area, so those calls take their request as a copy.
+            let bytes = if in_place {
+                quote!(#p::lane_bytes(&*port, &*buffers, __rpc_lane as u32))
+            } else {
+                quote!(#s::LaneBuffers::lane(&*buffers, __rpc_lane as u32))
+            };
             quote! {
-                let __rpc_all =
-                    #s::LaneBuffers::lane(&*buffers, __rpc_lane as u32);
+                let __rpc_all = #bytes;
                 // (The stream as a whole was bounded by `limit` + the fixed arguments' bytes.)
                 if __rpc_all.len() < __RPC_Q {
                     __rpc_bad = true;
@@ -987,7 +1043,7 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let body_arg = stream.map(|_| quote!(, __rpc_body));
     let handle = quote!(<__RpcH as #server>::#method(handler #(, #names)* #body_arg));
     let keeps_reply = call.response().is_some();
-    let (replies, invoke) = if keeps_reply {
+    let (replies, invoke, replies_out) = if keeps_reply {
         (
             quote! {
                 let mut __rpc_replies: [::core::option::Option<_>; 64] =
@@ -998,9 +1054,10 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
                 let __rpc_reply = #handle;
                 __rpc_replies[__rpc_lane] = ::core::option::Option::Some(__rpc_reply);
             },
+            quote!(__rpc_replies),
         )
     } else {
-        (quote!(), quote!(#handle;))
+        (quote!(), quote!(#handle;), quote!(()))
     };
     let stream_reply = |head: TokenStream, bytes: TokenStream| {
         quote! {
@@ -1076,31 +1133,40 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
             #reply_size_const
             let __rpc_lanes = #p::handled_lanes(port);
             #receive
-            let mut __rpc_args: [::core::option::Option<_>; 64] =
-                ::core::array::from_fn(|_| ::core::option::Option::None);
-            let mut __rpc_bad = false;
-            let mut __rpc_mask = __rpc_lanes;
-            while __rpc_mask != 0 {
-                let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
-                __rpc_mask &= __rpc_mask - 1;
-                #lane_bytes
-                match #decode {
-                    ::core::option::Option::Some(#pat) => {
-                        __rpc_args[__rpc_lane] = ::core::option::Option::Some((#pat, __rpc_body));
+            // The arguments (and streamed bodies, which may be read in place, borrowing the
+            // port) live in this block only: the port is free again for the reply.
+            #[allow(clippy::let_unit_value)]
+            let (__rpc_bad, __rpc_replies) = {
+                let mut __rpc_args: [::core::option::Option<_>; 64] =
+                    ::core::array::from_fn(|_| ::core::option::Option::None);
+                let mut __rpc_bad = false;
+                let mut __rpc_mask = __rpc_lanes;
+                while __rpc_mask != 0 {
+                    let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
+                    __rpc_mask &= __rpc_mask - 1;
+                    #lane_bytes
+                    match #decode {
+                        ::core::option::Option::Some(#pat) => {
+                            __rpc_args[__rpc_lane] =
+                                ::core::option::Option::Some((#pat, __rpc_body));
+                        }
+                        ::core::option::Option::None => __rpc_bad = true,
                     }
-                    ::core::option::Option::None => __rpc_bad = true,
                 }
-            }
+                #replies
+                if !__rpc_bad {
+                    for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate() {
+                        if let ::core::option::Option::Some((#pat, __rpc_body)) = __rpc_arg.take() {
+                            let _ = &__rpc_body;
+                            #invoke
+                        }
+                    }
+                }
+                (__rpc_bad, #replies_out)
+            };
             if __rpc_bad {
                 #refuse_bad
                 return #bad_request;
-            }
-            #replies
-            for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate() {
-                if let ::core::option::Option::Some((#pat, __rpc_body)) = __rpc_arg.take() {
-                    let _ = &__rpc_body;
-                    #invoke
-                }
             }
             #reply
             #ok

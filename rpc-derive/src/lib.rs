@@ -164,8 +164,8 @@
 //!   `Kv::dispatch(&handler, &mut port, &mut buffers)` (serves one call on a port a server
 //!   opened), `Kv::serve_one(&handler, &server, &mut buffers)` (opens, dispatches, closes;
 //!   `Ok(None)` when no call was waiting) and `Kv::dispatch_inline(&handler, opcode, request,
-//!   &mut reply)` (a call that came through a transport's inline path; `None` for a call that
-//!   cannot travel inline). `impl ferry_rpc::service::Service for Kv` (`NAME`, `FINGERPRINT`,
+//!   body, &mut reply)` (a call that came through a transport's inline path, `body` its streamed
+//!   argument if it has one; `None` for a call that cannot travel inline). `impl ferry_rpc::service::Service for Kv` (`NAME`, `FINGERPRINT`,
 //!   `OPCODES`).
 //! - `struct KvClient<S>`, made by `Kv::client(site)` over any `ferry_rpc::service::Site`: a client
 //!   `ferry_rpc::Process` (in-process, or a GPU warp's), a reference to one, or a transport's

@@ -340,6 +340,7 @@ impl ShmClient {
                 index,
                 &self.wait,
                 &self.inline_armed,
+                self.mapped.bulk_areas(),
             );
             let claimed = Claimed {
                 inline: &inline,
@@ -555,7 +556,8 @@ mod tests {
     }
 
     /// The claim's process is made only for calls that need the packets: an inline call makes
-    /// none (what keeps a sticky inline call cheap), a stream call makes one.
+    /// none (what keeps a sticky inline call cheap), nor does a stream that fits the bulk area
+    /// (it travels inline beside the request); a longer stream makes one.
     #[test]
     fn a_claim_makes_its_process_only_for_the_packets() {
         let (server, client) = demo("claim-process", true);
@@ -579,7 +581,24 @@ mod tests {
                 })
                 .unwrap();
             assert_eq!((summed.len, summed.sum), (3, 6));
-            assert!(made, "a stream call went without a process (round {round})");
+            assert!(
+                !made,
+                "a stream in the bulk area made a process (round {round})"
+            );
+            let long = vec![1u8; crate::DEFAULT_BULK + 1];
+            let (summed, made) = client
+                .claimed(None, |p| {
+                    Ok::<_, service::Error>((
+                        Demo::client(p).sum(&long)?,
+                        p.process.get().is_some(),
+                    ))
+                })
+                .unwrap();
+            assert_eq!(summed.sum, long.len() as u64);
+            assert!(
+                made,
+                "a stream longer than the bulk area went without a process"
+            );
         }
         drop(client);
         assert!(server.shutdown(Duration::from_secs(5)).drained);

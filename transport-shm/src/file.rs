@@ -190,6 +190,33 @@ impl Mapped {
         region.expect("the geometry's layout matches itself")
     }
 
+    /// Where the ports' bulk areas lie (lane 0's share of each), for inline calls.
+    #[cfg(not(loom))]
+    pub(crate) fn bulk_areas(&self) -> crate::inline::BulkAreas {
+        let g = &self.geometry;
+        let layout = g.layout();
+        if layout.bulk_share() == 0 {
+            return crate::inline::BulkAreas::NONE;
+        }
+        crate::inline::BulkAreas {
+            // SAFETY: the bulk areas are the region's last `bulk_slots() * 64` bytes, at
+            // `bulk_offset()` within it, inside the mapping (as for `region`).
+            base: unsafe {
+                self.map
+                    .as_mut_ptr()
+                    .add(g.region_offset() + layout.bulk_offset())
+            },
+            share: layout.bulk_share(),
+            stride: layout.lanes() as usize * layout.bulk_share(),
+        }
+    }
+
+    /// Where the ports' bulk areas lie: none under loom, whose model maps no file.
+    #[cfg(loom)]
+    pub(crate) fn bulk_areas(&self) -> crate::inline::BulkAreas {
+        crate::inline::BulkAreas::NONE
+    }
+
     /// The owner words, one per port.
     pub(crate) fn owners(&self) -> &[AtomicU64] {
         let g = &self.geometry;

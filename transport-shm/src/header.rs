@@ -8,7 +8,8 @@
 //!     16     4  ports          port count (a multiple of 32, ferry_rpc::Layout checks it)
 //!     20     4  lanes          slots per packet
 //!     24     4  mailbox        ferry_rpc::MailboxKind wire number (Packed = 1)
-//!     28     4  reserved       zero
+//!     28     4  bulk           bytes of each port's bulk area (ferry_rpc::Layout::with_bulk;
+//!                              a multiple of 64, 0: none), the region's last part
 //!     32     8  region_offset  where the ferry_rpc region starts (64-byte aligned)
 //!     40     8  region_size    ferry_rpc::Layout::size()
 //!     48     8  owners_offset  where the owner words start (64-byte aligned), see `owner`
@@ -44,7 +45,7 @@ use crate::ShmMailbox;
 /// The file's first eight bytes.
 pub const MAGIC: [u8; 8] = *b"FERRYSHM";
 /// The header format this crate writes and reads.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// The most services one file's table lists.
 pub const MAX_SERVICES: u32 = 64;
 /// Bytes of one services table entry.
@@ -145,13 +146,41 @@ impl Geometry {
         fingerprint: u64,
         server_pid: u32,
     ) -> Result<Geometry, LayoutError> {
-        let layout = Layout::new(ports, lanes, <ShmMailbox as Mailbox>::KIND)?;
+        Ok(Self::laid_out(
+            Layout::new(ports, lanes, <ShmMailbox as Mailbox>::KIND)?,
+            fingerprint,
+            server_pid,
+        ))
+    }
+
+    /// The same geometry with a bulk area of `share` bytes per port and lane (see
+    /// `ferry_rpc::Layout::with_bulk`), which moves everything after the region.
+    pub fn with_bulk(self, share: u64) -> Result<Geometry, LayoutError> {
+        let layout = Layout::new(
+            self.layout.ports(),
+            self.layout.lanes(),
+            self.layout.mailbox(),
+        )?
+        .with_bulk(share)?;
+        Ok(Self::laid_out(layout, self.fingerprint, self.server_pid)
+            .with_server_start(self.server_start)
+            .with_inline(self.serves_inline())
+            .with_services(self.services))
+    }
+
+    /// Bytes of each port's bulk area per lane (0: none).
+    pub fn bulk(&self) -> usize {
+        self.layout.bulk_share()
+    }
+
+    fn laid_out(layout: Layout, fingerprint: u64, server_pid: u32) -> Geometry {
+        let ports = layout.ports();
         let region_offset = align64(HEADER_SIZE as u64);
         let owners_offset = align64(region_offset + layout.size() as u64);
         let inline_offset = align64(owners_offset + ports as u64 * 8);
         let services_offset = align64(inline_offset + crate::inline::area_size(ports) as u64);
         let file_size = services_offset;
-        Ok(Geometry {
+        Geometry {
             services: 0,
             services_offset,
             layout,
@@ -163,7 +192,7 @@ impl Geometry {
             owners_offset,
             inline_offset,
             file_size,
-        })
+        }
     }
 
     /// The same geometry, recording `start` as the serving process's start time
@@ -255,6 +284,7 @@ impl Geometry {
         h[16..20].copy_from_slice(&self.layout.ports().to_le_bytes());
         h[20..24].copy_from_slice(&self.layout.lanes().to_le_bytes());
         h[24..28].copy_from_slice(&(self.layout.mailbox() as u32).to_le_bytes());
+        h[28..32].copy_from_slice(&(self.layout.bulk_share() as u32).to_le_bytes());
         h[32..40].copy_from_slice(&self.region_offset.to_le_bytes());
         h[40..48].copy_from_slice(&(self.layout.size() as u64).to_le_bytes());
         h[48..56].copy_from_slice(&self.owners_offset.to_le_bytes());
@@ -335,7 +365,7 @@ impl Geometry {
                 ),
             ));
         }
-        if u32_at(b, 28) != 0 || b[120..].iter().any(|&x| x != 0) {
+        if b[120..].iter().any(|&x| x != 0) {
             return Err(bad("reserved", 0, "zero"));
         }
         let services = u32_at(b, 116);
@@ -348,11 +378,23 @@ impl Geometry {
         }
         let fp = u64_at(b, 72);
         let server_pid = u32_at(b, 80);
+        let bulk = u32_at(b, 28);
         let geometry = match Geometry::new(ports, lanes, fp, server_pid) {
-            Ok(g) => g
+            Ok(g) => match g
                 .with_server_start(u64_at(b, 96))
                 .with_inline(u32_at(b, 112) & FLAG_INLINE != 0)
-                .with_services(services),
+                .with_services(services)
+                .with_bulk(bulk.into())
+            {
+                Ok(g) => g,
+                Err(_) => {
+                    return Err(bad(
+                        "bulk",
+                        bulk.into(),
+                        "a multiple of 64 that keeps the region within memory",
+                    ))
+                }
+            },
             Err(LayoutError::Lanes(l)) => {
                 return Err(bad("lanes", l.into(), "between 1 and 64"));
             }
@@ -377,7 +419,7 @@ impl Geometry {
                 return Err(bad(
                     field,
                     found,
-                    format!("{want} (from ports = {ports}, lanes = {lanes})"),
+                    format!("{want} (from ports = {ports}, lanes = {lanes}, bulk = {bulk})"),
                 ));
             }
         }
@@ -456,6 +498,28 @@ mod tests {
         let decoded = Geometry::decode(&h, g.file_size() as u64, None).unwrap();
         assert_eq!(decoded.services(), 3);
         assert_eq!(decoded, g);
+        // Bulk areas: the region grows by one area per port, everything after it moves.
+        let b = g.with_bulk(4096).unwrap();
+        assert_eq!(b.bulk(), 4096);
+        assert_eq!(b.layout().size(), g.layout().size() + 64 * 4096);
+        assert_eq!(b.file_size(), g.file_size() + 64 * 4096);
+        assert_eq!(b.services(), 3);
+        assert!(b.serves_inline());
+        let decoded = Geometry::decode(&b.encode(), b.file_size() as u64, None).unwrap();
+        assert_eq!(decoded, b);
+        // A header claiming a bulk area its file lacks is refused by the sizes that follow.
+        let mut h = g.encode();
+        h[28..32].copy_from_slice(&4096u32.to_le_bytes());
+        refix(&mut h);
+        let err = Geometry::decode(&h, g.file_size() as u64, None).unwrap_err();
+        assert_eq!(err.field, "region_size", "{err}");
+        // Not a multiple of 64.
+        h[28..32].copy_from_slice(&100u32.to_le_bytes());
+        refix(&mut h);
+        let err = Geometry::decode(&h, g.file_size() as u64, None).unwrap_err();
+        assert_eq!(err.field, "bulk", "{err}");
+        assert!(g.with_bulk(100).is_err());
+        assert!(g.with_bulk(ferry_rpc::MAX_BULK_SHARE + 64).is_err());
     }
 
     fn refix(h: &mut [u8; HEADER_SIZE]) {
@@ -472,7 +536,7 @@ mod tests {
             (16, 4, "ports"),
             (20, 4, "lanes"),
             (24, 4, "mailbox"),
-            (28, 4, "reserved"),
+            (28, 4, "bulk"),
             (32, 8, "region_offset"),
             (40, 8, "region_size"),
             (48, 8, "owners_offset"),

@@ -12,7 +12,8 @@
 //! u64 word  written by  meaning
 //!   0       client      request sequence (low 32 bits) and opcode (high 32): written last, with
 //!                       release, to hand the request over
-//!   1       client      request length in bytes (at most INLINE_BYTES)
+//!   1       client      request length in bytes (at most INLINE_BYTES; low 32 bits) and the
+//!                       length of a body in the port's bulk area (high 32 bits, 0: none)
 //!   2       server      reply sequence (low 32 bits) and status (high 32, `status`: OK, an
 //!                       error, or NOT_INLINE): written last, with release, to hand the reply back
 //!   3       server      reply length in bytes
@@ -45,6 +46,13 @@
 //! after it sees the bit clear (the monitor's release of the claim pairs with the client's
 //! compare-and-swap) and sets it.
 //!
+//! A call with a streamed argument (a `Bytes` or `Text` field) and a fixed reply travels inline
+//! too when the server has bulk areas and the argument fits the port's: the client writes the
+//! argument (the *body*) into its port's bulk area, then the request into the line, with the
+//! body's length beside the request's. The worker reads the body where it lies, in the mapping,
+//! and the handler gets it in place. The area belongs to the client while the line is at rest and
+//! it holds the packet (as between packet calls), to the worker from the request to the reply.
+//!
 //! **Rules** (those of the packets, extended; see the crate docs):
 //! - Only the holder of a port's claim writes words 0–2 and the request, and only while the line
 //!   is at rest; it then waits for the reply before anything else on that port. A packet call and
@@ -57,8 +65,8 @@
 //!   inline lock: no new request comes from a holder that is dead or gave up, and a worker touches
 //!   a line only while a request is pending on it (its last access is the store that puts the line
 //!   at rest). A drain waits for lines that are not at rest.
-//! - Bad input from the other side (a length over 32, an unknown opcode) gets an error status; the
-//!   lengths are clamped before any copy.
+//! - Bad input from the other side (a length over 32, a body longer than the bulk area, an
+//!   unknown opcode) gets an error status; the lengths are checked before any copy or read.
 
 use std::cell::Cell;
 
@@ -177,6 +185,33 @@ pub(crate) const fn lines_offset(ports: u32) -> usize {
     bitmap_bytes(ports)
 }
 
+/// Where the ports' bulk areas lie in the mapping: lane 0's share of each (an inline call is one
+/// lane's), `stride` bytes apart from `base`, `share` bytes long. No areas: `share` 0.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BulkAreas {
+    pub(crate) base: *mut u8,
+    pub(crate) share: usize,
+    pub(crate) stride: usize,
+}
+
+impl BulkAreas {
+    /// A file without bulk areas.
+    pub(crate) const NONE: BulkAreas = BulkAreas {
+        base: std::ptr::null_mut(),
+        share: 0,
+        stride: 0,
+    };
+
+    /// `port`'s area: its address and length.
+    #[inline(always)]
+    pub(crate) fn of(&self, port: usize) -> (*mut u8, usize) {
+        if self.share == 0 {
+            return (std::ptr::null_mut(), 0);
+        }
+        (self.base.wrapping_add(port * self.stride), self.share)
+    }
+}
+
 /// Polls of the reply word spun before the wait policy is consulted.
 const SPIN_POLLS: u32 = 1024;
 
@@ -197,6 +232,8 @@ pub struct ClientInline<'a, W: Wait = crate::ClientWait> {
     /// Whether the port's bitmap bit is known to be set for this claim (found set when the port
     /// was claimed, or set by this claim's first inline call).
     pub(crate) armed: &'a Cell<bool>,
+    /// The port's bulk area (lane 0's share): address and length, 0 if the file has none.
+    pub(crate) bulk: (*mut u8, usize),
 }
 
 impl<'a, W: Wait> ClientInline<'a, W> {
@@ -209,6 +246,7 @@ impl<'a, W: Wait> ClientInline<'a, W> {
         port: u32,
         wait: &'a W,
         armed: &'a Cell<bool>,
+        bulk: BulkAreas,
     ) -> Self {
         let (w, bit) = word_bit(port as usize);
         ClientInline {
@@ -219,6 +257,7 @@ impl<'a, W: Wait> ClientInline<'a, W> {
             port,
             wait,
             armed,
+            bulk: bulk.of(port as usize),
         }
     }
 }
@@ -251,6 +290,35 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
         request: &[u8],
         reply: &mut [u8],
     ) -> Option<Result<u32, ferry_rpc::Error>> {
+        self.exchange(opcode, request, &[], reply)
+    }
+
+    #[inline(always)]
+    fn call_inline_bulk(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        body: &[u8],
+        reply: &mut [u8],
+    ) -> Option<Result<u32, ferry_rpc::Error>> {
+        if body.len() > self.bulk.1 {
+            return None;
+        }
+        self.exchange(opcode, request, body, reply)
+    }
+}
+
+impl<W: Wait> ClientInline<'_, W> {
+    /// One inline call; `body` (at most the bulk area's length, empty for none) is written into
+    /// the port's bulk area before the request is handed over.
+    #[inline(always)]
+    fn exchange(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        body: &[u8],
+        reply: &mut [u8],
+    ) -> Option<Result<u32, ferry_rpc::Error>> {
         if !self.serves || request.len() > INLINE_BYTES || reply.len() > INLINE_BYTES {
             return None;
         }
@@ -270,8 +338,18 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
             self.bitmap_word.fetch_or(self.bit, Ordering::Relaxed);
             self.armed.set(true);
         }
+        if !body.is_empty() {
+            // SAFETY: the area is `self.bulk.1 >= body.len()` bytes of the live mapping, and it
+            // is this claim's: the line is at rest (checked above, after the acquire of the last
+            // reply, so the worker's reads of the area are done) and this claim holds the packet
+            // between calls; nobody else writes it until the reply below.
+            unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), self.bulk.0, body.len()) };
+        }
         line.write_payload(request);
-        line.words[word::REQUEST_LEN].store(request.len() as u64, Ordering::Relaxed);
+        line.words[word::REQUEST_LEN].store(
+            request.len() as u64 | (body.len() as u64) << 32,
+            Ordering::Relaxed,
+        );
         let next = last.wrapping_add(1);
         // SYNC (inline, hand the request over): release; pairs with the worker's acquire load of
         // the request word, so the words above are visible to it.
@@ -363,7 +441,8 @@ pub(crate) fn serve_pending(
     lines: &[Line],
     locks: Option<&[AtomicU32]>,
     words: std::ops::Range<usize>,
-    serve: &mut impl FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
+    bulk: BulkAreas,
+    serve: &mut impl FnMut(u32, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
 ) -> u32 {
     let mut answered = 0;
     for w in words {
@@ -386,16 +465,27 @@ pub(crate) fn serve_pending(
             let pending = seq(request_word);
             if pending != seq(line.words[word::SERVER].load(Ordering::Relaxed)) {
                 let opcode = (request_word >> 32) as u32;
-                let len = line.words[word::REQUEST_LEN].load(Ordering::Relaxed);
+                let lens = line.words[word::REQUEST_LEN].load(Ordering::Relaxed);
+                let (len, body_len) = (lens & u32::MAX as u64, lens >> 32);
                 let mut reply = [0u8; INLINE_BYTES];
-                let (status, reply_len) = if len > INLINE_BYTES as u64 {
+                let (area, share) = bulk.of(port);
+                let (status, reply_len) = if len > INLINE_BYTES as u64 || body_len > share as u64 {
                     (status::BAD_REQUEST, 0)
                 } else {
                     // Every word as it is (constant lengths: no masks); the handler sees only
                     // the first `len` bytes.
                     let mut request = [0u8; INLINE_BYTES];
                     line.read_payload(&mut request, INLINE_BYTES);
-                    serve(opcode, &request[..len as usize], &mut reply)
+                    let body: &[u8] = if body_len == 0 {
+                        &[]
+                    } else {
+                        // SAFETY: `body_len <= share`, the area's length in the live mapping;
+                        // the client wrote the body before its release store of the request
+                        // word, acquired above, and writes the area again only after our reply
+                        // (this worker alone is on the port: its inline lock, or the only one).
+                        unsafe { std::slice::from_raw_parts(area, body_len as usize) }
+                    };
+                    serve(opcode, &request[..len as usize], body, &mut reply)
                 };
                 let reply_len = reply_len.min(INLINE_BYTES);
                 line.write_words(&reply, reply_len);
@@ -533,18 +623,27 @@ mod model {
                     let (runs, done) = (runs.clone(), done.clone());
                     thread::spawn(move || {
                         let locks = (workers > 1).then_some(&locks[..]);
-                        let mut serve = |op: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]| {
-                            answer(&runs, op, req, rep)
-                        };
+                        let mut serve =
+                            |op: u32, req: &[u8], _body: &[u8], rep: &mut [u8; INLINE_BYTES]| {
+                                answer(&runs, op, req, rep)
+                            };
                         while !done.load(Ordering::Acquire) {
-                            serve_pending(&bitmap, &lines, locks, 0..1, &mut serve);
+                            serve_pending(
+                                &bitmap,
+                                &lines,
+                                locks,
+                                0..1,
+                                BulkAreas::NONE,
+                                &mut serve,
+                            );
                             thread::yield_now();
                         }
                     })
                 })
                 .collect();
             let armed = std::cell::Cell::new(false);
-            let client = ClientInline::new(&bitmap, &lines, true, 0, &Yield, &armed);
+            let client =
+                ClientInline::new(&bitmap, &lines, true, 0, &Yield, &armed, BulkAreas::NONE);
             for call in 1..=calls {
                 let mut reply = [0u8; INLINE_BYTES];
                 let request = (call * 10).to_le_bytes();
@@ -624,10 +723,18 @@ mod model {
                     let (bitmap, lines, locks, runs) =
                         (bitmap.clone(), lines.clone(), locks.clone(), runs.clone());
                     thread::spawn(move || {
-                        let mut serve = |op: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]| {
-                            answer(&runs, op, req, rep)
-                        };
-                        serve_pending(&bitmap, &lines, Some(&locks[..]), 0..1, &mut serve)
+                        let mut serve =
+                            |op: u32, req: &[u8], _body: &[u8], rep: &mut [u8; INLINE_BYTES]| {
+                                answer(&runs, op, req, rep)
+                            };
+                        serve_pending(
+                            &bitmap,
+                            &lines,
+                            Some(&locks[..]),
+                            0..1,
+                            BulkAreas::NONE,
+                            &mut serve,
+                        )
                     })
                 })
                 .collect();

@@ -117,7 +117,16 @@ pub struct ServerConfig {
     /// spell waits before a worker sees it; smaller answers that call sooner and costs more CPU
     /// while idle. Zero: never sleep (yield instead: lowest latency, a busy-looking idle server).
     pub idle_sleep: Duration,
+    /// Bytes of each port's bulk area, per lane (rounded up to a multiple of 64; 0: none). A
+    /// streamed argument or reply longer than 56 bytes (a `Bytes` or `Text` field, `send_n`)
+    /// crosses through it, up to this many bytes per handoff, and a request that fits whole is
+    /// read by the handler where it lies, not copied. The file grows by `ports × lanes × bulk`
+    /// bytes, reserved when it is created (`ShmError::NoRoom` if /dev/shm cannot hold them).
+    pub bulk: usize,
 }
+
+/// [`ServerConfig::bulk`]'s default: 256 KiB per port.
+pub const DEFAULT_BULK: usize = 256 << 10;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -129,6 +138,7 @@ impl Default for ServerConfig {
             call_deadline: Duration::from_secs(30),
             inline: true,
             idle_sleep: crate::wait::IDLE_MAX_SLEEP,
+            bulk: DEFAULT_BULK,
         }
     }
 }
@@ -326,7 +336,8 @@ impl ShmServer {
         let geometry = Geometry::new(config.ports, config.lanes, file::table_hash(&table), pid)?
             .with_server_start(start_time(pid).unwrap_or(0))
             .with_inline(config.inline && handler.serves_inline() && config.lanes == 1)
-            .with_services(services.len() as u32);
+            .with_services(services.len() as u32)
+            .with_bulk(config.bulk.div_ceil(64).saturating_mul(64) as u64)?;
         let (mapped, created) = file::create(path, &geometry, &services, &table)?;
         let mapped = Arc::new(mapped);
         let workers = config.workers.max(1);
@@ -549,31 +560,33 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
     let words = shared.server_locks.len();
     let own = index * words / workers..(index + 1) * words / workers;
     let mut pass = 0u32;
-    let mut serve_inline = |opcode: u32, request: &[u8], reply: &mut [u8; INLINE_BYTES]| {
-        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            handler.handle_inline(opcode, request, reply)
-        }));
-        let (counter, answer) = match outcome {
-            // NOT_INLINE is this transport's word for "use the packets", which would run the call
-            // a second time: a handler that returns it (instead of `None`) has failed.
-            Ok(Some((status::NOT_INLINE, _))) => {
-                (Some(&counters.failed), (status::SERVER_ERROR, 0))
+    let bulk = mapped.bulk_areas();
+    let mut serve_inline =
+        |opcode: u32, request: &[u8], body: &[u8], reply: &mut [u8; INLINE_BYTES]| {
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                handler.handle_inline(opcode, request, body, reply)
+            }));
+            let (counter, answer) = match outcome {
+                // NOT_INLINE is this transport's word for "use the packets", which would run the call
+                // a second time: a handler that returns it (instead of `None`) has failed.
+                Ok(Some((status::NOT_INLINE, _))) => {
+                    (Some(&counters.failed), (status::SERVER_ERROR, 0))
+                }
+                Ok(Some(answer)) => (Some(&counters.served), answer),
+                // Not served: the client makes the call again through the packets.
+                Ok(None) => (None, (status::NOT_INLINE, 0)),
+                Err(_) => {
+                    reply.fill(0);
+                    (Some(&counters.panicked), (status::SERVER_ERROR, 0))
+                }
+            };
+            // Counted before the reply goes, as for packet calls.
+            if let Some(counter) = counter {
+                bump(&counters.inline);
+                bump(counter);
             }
-            Ok(Some(answer)) => (Some(&counters.served), answer),
-            // Not served: the client makes the call again through the packets.
-            Ok(None) => (None, (status::NOT_INLINE, 0)),
-            Err(_) => {
-                reply.fill(0);
-                (Some(&counters.panicked), (status::SERVER_ERROR, 0))
-            }
+            answer
         };
-        // Counted before the reply goes, as for packet calls.
-        if let Some(counter) = counter {
-            bump(&counters.inline);
-            bump(counter);
-        }
-        answer
-    };
     loop {
         // Every pass polls both the inline lines and the packets, so a stream of inline calls
         // cannot starve packet calls (nor the stop below).
@@ -585,7 +598,8 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
             } else {
                 own.clone()
             };
-            answered = inline::serve_pending(bitmap, lines, inline_locks, scan, &mut serve_inline);
+            answered =
+                inline::serve_pending(bitmap, lines, inline_locks, scan, bulk, &mut serve_inline);
         }
         // A look at the mailbox and lock words first: a pass that finds no packet (every pass of
         // a stream of inline calls) skips the search.

@@ -83,7 +83,8 @@ fn demo_calls_round_trip() {
     assert_eq!(c.echo(7), Ok(echoed(7)));
     drop(shm);
     let stats = server.shutdown(DEADLINE).stats;
-    assert_eq!(stats.served, 1000 + 7);
+    // The sum over the limit never left the client (its generated method checks the limit).
+    assert_eq!(stats.served, 1000 + 6);
 }
 
 #[test]
@@ -621,8 +622,9 @@ fn small_calls_travel_inline_and_the_others_through_the_packets() {
         drop(shm);
         let stats = server.shutdown(DEADLINE).stats;
         assert_eq!((stats.served, stats.failed, stats.panicked), (104, 0, 0));
-        // Everything but the stream came inline, if the server serves inline.
-        assert_eq!(stats.inline, if inline { 103 } else { 0 });
+        // Everything came inline (the stream beside its request, in the bulk area), if the
+        // server serves inline.
+        assert_eq!(stats.inline, if inline { 104 } else { 0 });
     }
 }
 #[test]
@@ -657,14 +659,35 @@ fn hostile_inline_requests_get_an_error_status() {
     assert_eq!(call(echo, 1000, 1), status::BAD_REQUEST);
     assert_eq!(call(echo, 3, 2), status::BAD_REQUEST);
     assert_eq!(call(0x1234, 8, 3), status::UNKNOWN_OPCODE);
-    assert_eq!(call(Demo::OPCODE_SUM, 8, 4), status::NOT_INLINE);
+    assert_eq!(
+        call(ferry_rpc::service::HANDSHAKE, 8, 4),
+        status::NOT_INLINE
+    );
     assert_eq!(call(echo, 8, 5), status::OK);
+    // Bodies in the port's bulk area (their length in the high half of word 1): longer than the
+    // area (refused before anything is read, however long), beside a request the call does not
+    // take, for a call that takes none; then one that is served, whatever the area holds.
+    let body = |n: u64| n << 32;
+    let share = g.bulk() as u64;
+    assert!(share > 0);
+    assert_eq!(
+        call(Demo::OPCODE_SUM, body(share + 1), 6),
+        status::BAD_REQUEST
+    );
+    assert_eq!(
+        call(Demo::OPCODE_SUM, body(u32::MAX.into()), 7),
+        status::BAD_REQUEST
+    );
+    assert_eq!(call(Demo::OPCODE_SUM, 8 | body(5), 8), status::BAD_REQUEST);
+    assert_eq!(call(echo, 8 | body(5), 9), status::BAD_REQUEST);
+    assert_eq!(call(Demo::OPCODE_SUM, body(share), 10), status::OK);
+    assert_eq!(call(echo, 8, 11), status::OK);
     // The claim ends.
     word(g.owners_offset() + port * 8).store(ferry_shm::owner::pack(1, 0), Ordering::SeqCst);
-    // The handler saw three of them: the over-long request was refused before it, and the
-    // call that cannot travel inline was not served.
+    // The handler's dispatch saw seven of them: the over-long request and bodies were refused
+    // before it, and the call that cannot travel inline was not served.
     let stats = server.shutdown(DEADLINE).stats;
-    assert_eq!((stats.served, stats.inline, stats.panicked), (3, 3, 0));
+    assert_eq!((stats.served, stats.inline, stats.panicked), (7, 7, 0));
 }
 
 #[test]
@@ -853,6 +876,7 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for Gated {
         &self,
         opcode: u32,
         request: &[u8],
+        body: &[u8],
         reply: &mut [u8; ferry_rpc::service::INLINE_BYTES],
     ) -> Option<(u32, usize)> {
         if opcode == (Demo::Add { a: 0, b: 0 }).opcode() && request.first() == Some(&0xe7) {
@@ -862,7 +886,7 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for Gated {
                 .wait_timeout_while(open.lock().unwrap(), Duration::from_secs(30), |open| !*open)
                 .unwrap();
         }
-        Handler::<M, W>::handle_inline(&self.demo, opcode, request, reply)
+        Handler::<M, W>::handle_inline(&self.demo, opcode, request, body, reply)
     }
     fn serves_inline(&self) -> bool {
         true
@@ -1076,8 +1100,9 @@ fn a_derived_service_is_served_inline_and_through_the_packets() {
     assert_eq!(tally.count(&big), Err(Error::Status(Status::Rejected)));
     drop(shm);
     let stats = server.shutdown(DEADLINE).stats;
-    // Both adds inline, the streams through the packets.
-    assert_eq!((stats.inline, stats.served, stats.failed), (2, 4, 0));
+    // Both adds inline, and the stream beside its request (in the bulk area); the one over the
+    // limit refused by the client before sending.
+    assert_eq!((stats.inline, stats.served, stats.failed), (3, 3, 0));
 }
 
 #[test]
@@ -1152,9 +1177,11 @@ fn two_derived_services_are_served_together_and_called_from_one_client() {
     assert_eq!(Demo::client(&only_demo).echo(9), Ok(echoed(9)));
     drop((shm, only_tally, only_demo));
     let stats = server.shutdown(DEADLINE).stats;
-    // 150 inline in the loop, a tally add, the two single-service clients' calls; 4 streams.
-    assert_eq!((stats.inline, stats.failed, stats.panicked), (153, 0, 0));
-    assert_eq!(stats.served, 153 + 4);
+    // 150 inline in the loop, a tally add, the two single-service clients' calls, and 3
+    // streams, inline beside their requests (the fourth, over its limit, refused by the client
+    // before sending).
+    assert_eq!((stats.inline, stats.failed, stats.panicked), (156, 0, 0));
+    assert_eq!(stats.served, 156);
 }
 
 #[test]
@@ -1297,6 +1324,8 @@ fn a_file_system_without_room_fails_the_start_naming_the_size() {
     let size = Geometry::new(config.ports, config.lanes, 0, 1)
         .unwrap()
         .with_services(1)
+        .with_bulk(config.bulk as u64)
+        .unwrap()
         .file_size();
     // Room for the header and some pages, not for the whole file.
     let fs = match SmallTmpfs::mount(64 * 1024) {
@@ -1322,9 +1351,10 @@ fn a_file_system_without_room_fails_the_start_naming_the_size() {
     }
     // Nothing is left behind: neither the name nor a temporary file.
     assert_eq!(std::fs::read_dir(&fs.0).unwrap().count(), 0);
-    // A file that fits starts and serves.
+    // A file that fits (no bulk areas) starts and serves.
     let small = ServerConfig {
         ports: 32,
+        bulk: 0,
         ..ServerConfig::default()
     };
     let server = ShmServer::start(&path, small, Demo::server(DemoService)).unwrap();

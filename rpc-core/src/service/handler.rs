@@ -34,10 +34,13 @@
 use std::cell::RefCell;
 use std::vec::Vec;
 
-use super::{opcode_collision, Both, Collision, Dispatch, Services, Serving, INLINE_BYTES};
+use super::{
+    opcode_collision, Both, Collision, Dispatch, LaneBuffers, Services, Serving, INLINE_BYTES,
+};
 use crate::mailbox::Mailbox;
 use crate::port::Port;
 use crate::process::Server;
+use crate::stream::StreamSink;
 use crate::wait::Wait;
 use crate::{Error, Single};
 
@@ -52,19 +55,21 @@ pub trait Handler<M: Mailbox, W: Wait>: Sync {
     fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), Error>;
 
     /// Serves a call that came inline (one cache line, on transports that have such a path):
-    /// `request`'s bytes in, the reply's written at the start of `reply`; returns the status to
-    /// send back and the reply's length in bytes, or `None` if this call cannot be served inline
-    /// (the client then makes it through the packets). A derived service forwards to its
-    /// generated `dispatch_inline`. Only called if [`serves_inline`](Self::serves_inline) says
-    /// so.
+    /// `request`'s bytes in (and `body`, the call's streamed argument where it has one, read
+    /// where the transport put it: empty for a call without one), the reply's written at the
+    /// start of `reply`; returns the status to send back and the reply's length in bytes, or
+    /// `None` if this call cannot be served inline (the client then makes it through the
+    /// packets). A derived service forwards to its generated `dispatch_inline`. Only called if
+    /// [`serves_inline`](Self::serves_inline) says so.
     #[inline]
     fn handle_inline(
         &self,
         opcode: u32,
         request: &[u8],
+        body: &[u8],
         reply: &mut [u8; INLINE_BYTES],
     ) -> Option<(u32, usize)> {
-        let _ = (opcode, request, reply);
+        let _ = (opcode, request, body, reply);
         None
     }
 
@@ -114,9 +119,10 @@ macro_rules! services_handler {
             &self,
             opcode: u32,
             request: &[u8],
+            body: &[u8],
             reply: &mut [u8; INLINE_BYTES],
         ) -> Option<(u32, usize)> {
-            Services::dispatch_inline(self, opcode, request, reply)
+            Services::dispatch_inline(self, opcode, request, body, reply)
         }
 
         fn serves_inline(&self) -> bool {
@@ -161,17 +167,71 @@ fn listed(services: &impl Services) -> Vec<(&'static str, u64)> {
     out
 }
 
+/// A serving thread's buffers for streamed requests: one growable buffer per lane, kept between
+/// calls, and for each lane whether its last stream was left in the port's bulk area to be read
+/// in place (see [`StreamSink::view`]: a stream that arrived whole in the area is not copied).
+#[derive(Debug, Default)]
+pub struct StreamBuffers {
+    owned: Vec<Vec<u8>>,
+    /// Per lane: the length of a stream left in place, or `None`.
+    in_place: Vec<Option<usize>>,
+}
+
+impl StreamBuffers {
+    fn lane_slot(&mut self, lane: u32) -> usize {
+        let lane = lane as usize;
+        if self.in_place.len() <= lane {
+            self.in_place.resize(lane + 1, None);
+        }
+        lane
+    }
+}
+
+impl StreamSink for StreamBuffers {
+    fn start(&mut self, lane: u32, len: u64) -> bool {
+        let at = self.lane_slot(lane);
+        self.in_place[at] = None;
+        self.owned.start(lane, len)
+    }
+
+    fn chunk(&mut self, lane: u32, offset: u64, bytes: &[u8]) {
+        self.owned.chunk(lane, offset, bytes);
+    }
+
+    fn view(&mut self, lane: u32, len: u64) -> bool {
+        let Ok(len) = usize::try_from(len) else {
+            return false;
+        };
+        let at = self.lane_slot(lane);
+        self.in_place[at] = Some(len);
+        true
+    }
+}
+
+impl LaneBuffers for StreamBuffers {
+    fn lane(&self, lane: u32) -> &[u8] {
+        if self.in_place(lane).is_some() {
+            return &[];
+        }
+        self.owned.lane(lane)
+    }
+
+    fn in_place(&self, lane: u32) -> Option<usize> {
+        self.in_place.get(lane as usize).copied().flatten()
+    }
+}
+
 std::thread_local! {
     /// Where a serving thread receives streamed requests; kept between calls.
-    static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    static BUFFERS: RefCell<StreamBuffers> = RefCell::new(StreamBuffers::default());
 }
 
 /// Runs `f` with this thread's buffers for streamed requests (one per lane, grown as needed and
 /// kept between calls: each serving thread has its own), or with fresh ones if they are in use
 /// (a handler that serves another call from inside its own).
-pub fn with_stream_buffers<R>(f: impl FnOnce(&mut Vec<Vec<u8>>) -> R) -> R {
+pub fn with_stream_buffers<R>(f: impl FnOnce(&mut StreamBuffers) -> R) -> R {
     BUFFERS.with(|buffers| match buffers.try_borrow_mut() {
         Ok(mut buffers) => f(&mut buffers),
-        Err(_) => f(&mut Vec::new()),
+        Err(_) => f(&mut StreamBuffers::default()),
     })
 }

@@ -77,7 +77,7 @@ mod site;
 mod wire;
 pub use error::{Error, Status, Transport};
 #[cfg(feature = "std")]
-pub use handler::{with_stream_buffers, Handler};
+pub use handler::{with_stream_buffers, Handler, StreamBuffers};
 pub use serving::{
     name_fits, opcode_collision, Both, Collision, Services, Serving, SERVICE_NAME_BYTES,
 };
@@ -126,6 +126,22 @@ pub trait InlineCall {
         request: &[u8],
         reply: &mut [u8],
     ) -> Option<Result<u32, ProtocolError>>;
+
+    /// As [`call_inline`](Self::call_inline), for a call with a streamed argument: `body` travels
+    /// beside the request, for example in the port's bulk area (`Layout::with_bulk`), written in
+    /// place before the request is handed over and read there by the handler. `None` if this path
+    /// cannot carry it (no bulk area, a body longer than it, no inline path): the caller then
+    /// uses the packets; nothing was sent. The default carries nothing.
+    fn call_inline_bulk(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        body: &[u8],
+        reply: &mut [u8],
+    ) -> Option<Result<u32, ProtocolError>> {
+        let _ = (opcode, request, body, reply);
+        None
+    }
 }
 
 /// What one call of a generated client runs on (a [`Site`]'s claim): a client [`Process`], or a
@@ -382,11 +398,13 @@ pub trait Dispatch<H: ?Sized>: Service {
         buffers: &mut B,
     ) -> Result<Served, ProtocolError>;
 
-    /// Serves a call that came inline (see the generated `dispatch_inline`).
+    /// Serves a call that came inline (see the generated `dispatch_inline`): `body` is its
+    /// streamed argument, empty for a call without one.
     fn dispatch_inline(
         handler: &H,
         opcode: u32,
         request: &[u8],
+        body: &[u8],
         reply: &mut [u8; INLINE_BYTES],
     ) -> Option<(u32, usize)>;
 }
@@ -408,6 +426,14 @@ pub struct Served {
 pub trait LaneBuffers: StreamSink {
     /// The bytes lane `lane` streamed in the last `recv_n` that accepted it.
     fn lane(&self, lane: u32) -> &[u8];
+
+    /// The length of lane `lane`'s stream if the last `recv_n` left it in the port's bulk area
+    /// (the sink took it as a [view](StreamSink::view)); its bytes are then read there, with
+    /// `Port::bulk_view`, not from [`lane`](Self::lane).
+    fn in_place(&self, lane: u32) -> Option<usize> {
+        let _ = lane;
+        None
+    }
 }
 
 #[cfg(feature = "alloc")]
@@ -537,17 +563,63 @@ pub mod __private {
         mine
     }
 
+    /// Refuses a streamed argument over the call's limit before anything is sent, where the
+    /// caller is one lane ([`Lanes::ONE`]). The lanes of a warp leave it to the server, which
+    /// refuses the warp's call as one, so that no lane returns while the others call.
+    #[inline(always)]
+    pub fn check_limit<C: CallSite + ?Sized>(
+        _site: &C,
+        len: usize,
+        limit: u64,
+    ) -> Result<(), Error> {
+        if <C::Lanes as Lanes>::ONE && len as u64 > limit {
+            return Err(Error::Status(Status::Rejected));
+        }
+        Ok(())
+    }
+
     // ---- server ----
 
+    /// The bytes lane `lane` streamed in the request just received: read where they lie in the
+    /// port's bulk area if `buffers` took them in place, else from `buffers`. The borrow of the
+    /// port keeps the packet (and the area) on this side while they are read.
+    #[inline(always)]
+    pub fn lane_bytes<'r, L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
+        port: &'r Port<'_, '_, Server, L, M, W>,
+        buffers: &'r B,
+        lane: u32,
+    ) -> &'r [u8] {
+        match buffers.in_place(lane) {
+            #[cfg(not(loom))]
+            // A view the port cannot lend (never, for a sink fed by `recv_n` on this port) reads
+            // as no bytes, which no call's arguments decode from.
+            Some(len) => port.bulk_view(lane, len).unwrap_or(&[]),
+            #[cfg(loom)]
+            Some(_) => {
+                let _ = port;
+                &[]
+            }
+            None => buffers.lane(lane),
+        }
+    }
+
     /// Receives a streamed request into `buffers`. `Ok(false)`: the stream was refused and the
-    /// refusal already answered (status [`status::REJECTED`]).
+    /// refusal already answered (status [`status::REJECTED`]). `in_place`: `buffers` may leave a
+    /// request that arrived whole in the port's bulk area there (read with [`lane_bytes`]);
+    /// otherwise every request is copied into them.
     pub fn recv_stream_request<L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
         port: &mut Port<'_, '_, Server, L, M, W>,
         limit: u64,
         buffers: &mut B,
         oneway: bool,
+        in_place: bool,
     ) -> Result<bool, ProtocolError> {
-        match port.recv_n(limit, buffers) {
+        let received = if in_place {
+            port.recv_n(limit, buffers)
+        } else {
+            port.recv_n(limit, &mut Copied(buffers))
+        };
+        match received {
             Ok(()) => Ok(true),
             Err(
                 ProtocolError::TooLarge { .. }
@@ -560,6 +632,18 @@ pub mod __private {
                 Ok(false)
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// A sink that passes everything to its inner one but takes no view: every byte copied.
+    struct Copied<'b, B>(&'b mut B);
+
+    impl<B: LaneBuffers> StreamSink for Copied<'_, B> {
+        fn start(&mut self, lane: u32, len: u64) -> bool {
+            self.0.start(lane, len)
+        }
+        fn chunk(&mut self, lane: u32, offset: u64, bytes: &[u8]) {
+            self.0.chunk(lane, offset, bytes)
         }
     }
 

@@ -64,11 +64,13 @@ pub trait Services {
         buffers: &mut B,
     ) -> Result<Served, crate::Error>;
 
-    /// Serves an inline call with the service that has its opcode.
+    /// Serves an inline call (`body`: its streamed argument, if it has one) with the service that
+    /// has its opcode.
     fn dispatch_inline(
         &self,
         opcode: u32,
         request: &[u8],
+        body: &[u8],
         reply: &mut [u8; INLINE_BYTES],
     ) -> Option<(u32, usize)>;
 }
@@ -97,9 +99,10 @@ impl<S: Dispatch<H>, H> Services for Serving<S, H> {
         &self,
         opcode: u32,
         request: &[u8],
+        body: &[u8],
         reply: &mut [u8; INLINE_BYTES],
     ) -> Option<(u32, usize)> {
-        S::dispatch_inline(&self.handler, opcode, request, reply)
+        S::dispatch_inline(&self.handler, opcode, request, body, reply)
     }
 }
 
@@ -135,12 +138,13 @@ impl<A: Services, B: Services> Services for Both<A, B> {
         &self,
         opcode: u32,
         request: &[u8],
+        body: &[u8],
         reply: &mut [u8; INLINE_BYTES],
     ) -> Option<(u32, usize)> {
         if self.0.has_opcode(opcode) {
-            self.0.dispatch_inline(opcode, request, reply)
+            self.0.dispatch_inline(opcode, request, body, reply)
         } else {
-            self.1.dispatch_inline(opcode, request, reply)
+            self.1.dispatch_inline(opcode, request, body, reply)
         }
     }
 }

@@ -144,9 +144,19 @@ pub fn call_stream<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     body: &[u8],
     oneway: bool,
 ) -> Result<[u8; R], Error> {
+    let mut reply = [0u8; R];
+    // Inline where the transport carries the body beside the request (a one-way call goes
+    // through the packets: it returns once sent, without waiting for an answer).
+    if !oneway && Q <= INLINE_BYTES && R <= INLINE_BYTES {
+        if let Some(inline) = site.inline() {
+            if let Some(answer) = inline.call_inline_bulk(opcode, prefix, body, &mut reply) {
+                check(answer?, opcode)?;
+                return Ok(reply);
+            }
+        }
+    }
     let mut port = site.process().open(opcode)?;
     send_parts(&mut port, prefix, body, oneway)?;
-    let mut reply = [0u8; R];
     if !oneway {
         port.recv(|slot, _| read_slot(slot, &mut reply))?;
         check(port.status(), opcode)?;
@@ -403,12 +413,15 @@ fn call_streamed<C: CallSite + ?Sized, const Q: usize, O: ReplyOut>(
             port.ensure_owned()?;
         }
         return Err(match e {
-            crate::Error::TooLarge { .. } | crate::Error::Sink { .. } => {
-                Error::Status(Status::ReplyTooLarge {
-                    len: sink.announced.saturating_sub(tagged as u64),
-                    limit: took,
-                })
-            }
+            // Over the call's limit: refused before the sink saw the length.
+            crate::Error::TooLarge { len, .. } => Error::Status(Status::ReplyTooLarge {
+                len: len.saturating_sub(tagged as u64),
+                limit: took,
+            }),
+            crate::Error::Sink { .. } => Error::Status(Status::ReplyTooLarge {
+                len: sink.announced.saturating_sub(tagged as u64),
+                limit: took,
+            }),
             e => e.into(),
         });
     }

@@ -255,41 +255,70 @@ impl Counter {
                     65536u64.saturating_add(__RPC_Q as u64),
                     buffers,
                     false,
+                    true,
                 )? {
                     return ::core::result::Result::Ok(::ferry_rpc::service::Served {
                         opcode: 0xeb709090u32,
                         status: ::ferry_rpc::service::status::REJECTED,
                     });
                 }
-                let mut __rpc_args: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
-                    _|
-                ::core::option::Option::None);
-                let mut __rpc_bad = false;
-                let mut __rpc_mask = __rpc_lanes;
-                while __rpc_mask != 0 {
-                    let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
-                    __rpc_mask &= __rpc_mask - 1;
-                    let __rpc_all = ::ferry_rpc::service::LaneBuffers::lane(
-                        &*buffers,
-                        __rpc_lane as u32,
-                    );
-                    if __rpc_all.len() < __RPC_Q {
-                        __rpc_bad = true;
-                        continue;
-                    }
-                    let (__rpc_bytes, __rpc_body) = __rpc_all.split_at(__RPC_Q);
-                    match (|| ::core::option::Option::Some((
-                        ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-                    )))() {
-                        ::core::option::Option::Some((__rpc_arg0,)) => {
-                            __rpc_args[__rpc_lane] = ::core::option::Option::Some((
-                                (__rpc_arg0,),
-                                __rpc_body,
-                            ));
+                #[allow(clippy::let_unit_value)]
+                let (__rpc_bad, __rpc_replies) = {
+                    let mut __rpc_args: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
+                        _|
+                    ::core::option::Option::None);
+                    let mut __rpc_bad = false;
+                    let mut __rpc_mask = __rpc_lanes;
+                    while __rpc_mask != 0 {
+                        let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
+                        __rpc_mask &= __rpc_mask - 1;
+                        let __rpc_all = ::ferry_rpc::__private::lane_bytes(
+                            &*port,
+                            &*buffers,
+                            __rpc_lane as u32,
+                        );
+                        if __rpc_all.len() < __RPC_Q {
+                            __rpc_bad = true;
+                            continue;
                         }
-                        ::core::option::Option::None => __rpc_bad = true,
+                        let (__rpc_bytes, __rpc_body) = __rpc_all.split_at(__RPC_Q);
+                        match (|| ::core::option::Option::Some((
+                            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
+                        )))() {
+                            ::core::option::Option::Some((__rpc_arg0,)) => {
+                                __rpc_args[__rpc_lane] = ::core::option::Option::Some((
+                                    (__rpc_arg0,),
+                                    __rpc_body,
+                                ));
+                            }
+                            ::core::option::Option::None => __rpc_bad = true,
+                        }
                     }
-                }
+                    let mut __rpc_replies: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
+                        _|
+                    ::core::option::Option::None);
+                    if !__rpc_bad {
+                        for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate()
+                        {
+                            if let ::core::option::Option::Some(
+                                ((__rpc_arg0,), __rpc_body),
+                            ) = __rpc_arg.take()
+                            {
+                                let _ = &__rpc_body;
+                                #[allow(clippy::let_unit_value)]
+                                let __rpc_reply = <__RpcH as CounterServer>::put(
+                                    handler,
+                                    __rpc_arg0,
+                                    __rpc_body,
+                                );
+                                __rpc_replies[__rpc_lane] = ::core::option::Option::Some(
+                                    __rpc_reply,
+                                );
+                            }
+                        }
+                    }
+                    (__rpc_bad, __rpc_replies)
+                };
                 if __rpc_bad {
                     ::ferry_rpc::__private::reply_error(
                         port,
@@ -299,25 +328,6 @@ impl Counter {
                         opcode: 0xeb709090u32,
                         status: ::ferry_rpc::service::status::BAD_REQUEST,
                     });
-                }
-                let mut __rpc_replies: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
-                    _|
-                ::core::option::Option::None);
-                for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate() {
-                    if let ::core::option::Option::Some(((__rpc_arg0,), __rpc_body)) = __rpc_arg
-                        .take()
-                    {
-                        let _ = &__rpc_body;
-                        #[allow(clippy::let_unit_value)]
-                        let __rpc_reply = <__RpcH as CounterServer>::put(
-                            handler,
-                            __rpc_arg0,
-                            __rpc_body,
-                        );
-                        __rpc_replies[__rpc_lane] = ::core::option::Option::Some(
-                            __rpc_reply,
-                        );
-                    }
                 }
                 port.set_status(::ferry_rpc::service::status::OK);
                 port.send(|slot, lane| {
@@ -342,28 +352,54 @@ impl Counter {
                     __rpc_reqs[lane as usize]
                         .copy_from_slice(&slot.as_bytes()[..__RPC_Q]);
                 })?;
-                let mut __rpc_args: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
-                    _|
-                ::core::option::Option::None);
-                let mut __rpc_bad = false;
-                let mut __rpc_mask = __rpc_lanes;
-                while __rpc_mask != 0 {
-                    let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
-                    __rpc_mask &= __rpc_mask - 1;
-                    let __rpc_bytes: &[u8] = &__rpc_reqs[__rpc_lane];
-                    let __rpc_body = ();
-                    match (|| ::core::option::Option::Some((
-                        ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-                    )))() {
-                        ::core::option::Option::Some((__rpc_arg0,)) => {
-                            __rpc_args[__rpc_lane] = ::core::option::Option::Some((
-                                (__rpc_arg0,),
-                                __rpc_body,
-                            ));
+                #[allow(clippy::let_unit_value)]
+                let (__rpc_bad, __rpc_replies) = {
+                    let mut __rpc_args: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
+                        _|
+                    ::core::option::Option::None);
+                    let mut __rpc_bad = false;
+                    let mut __rpc_mask = __rpc_lanes;
+                    while __rpc_mask != 0 {
+                        let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
+                        __rpc_mask &= __rpc_mask - 1;
+                        let __rpc_bytes: &[u8] = &__rpc_reqs[__rpc_lane];
+                        let __rpc_body = ();
+                        match (|| ::core::option::Option::Some((
+                            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
+                        )))() {
+                            ::core::option::Option::Some((__rpc_arg0,)) => {
+                                __rpc_args[__rpc_lane] = ::core::option::Option::Some((
+                                    (__rpc_arg0,),
+                                    __rpc_body,
+                                ));
+                            }
+                            ::core::option::Option::None => __rpc_bad = true,
                         }
-                        ::core::option::Option::None => __rpc_bad = true,
                     }
-                }
+                    let mut __rpc_replies: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
+                        _|
+                    ::core::option::Option::None);
+                    if !__rpc_bad {
+                        for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate()
+                        {
+                            if let ::core::option::Option::Some(
+                                ((__rpc_arg0,), __rpc_body),
+                            ) = __rpc_arg.take()
+                            {
+                                let _ = &__rpc_body;
+                                #[allow(clippy::let_unit_value)]
+                                let __rpc_reply = <__RpcH as CounterServer>::name(
+                                    handler,
+                                    __rpc_arg0,
+                                );
+                                __rpc_replies[__rpc_lane] = ::core::option::Option::Some(
+                                    __rpc_reply,
+                                );
+                            }
+                        }
+                    }
+                    (__rpc_bad, __rpc_replies)
+                };
                 if __rpc_bad {
                     ::ferry_rpc::__private::reply_error(
                         port,
@@ -373,24 +409,6 @@ impl Counter {
                         opcode: 0x8a8506d8u32,
                         status: ::ferry_rpc::service::status::BAD_REQUEST,
                     });
-                }
-                let mut __rpc_replies: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
-                    _|
-                ::core::option::Option::None);
-                for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate() {
-                    if let ::core::option::Option::Some(((__rpc_arg0,), __rpc_body)) = __rpc_arg
-                        .take()
-                    {
-                        let _ = &__rpc_body;
-                        #[allow(clippy::let_unit_value)]
-                        let __rpc_reply = <__RpcH as CounterServer>::name(
-                            handler,
-                            __rpc_arg0,
-                        );
-                        __rpc_replies[__rpc_lane] = ::core::option::Option::Some(
-                            __rpc_reply,
-                        );
-                    }
                 }
                 const __RPC_H: usize = 1 + ::core::mem::size_of::<StoreError>();
                 let mut __rpc_heads = [[0u8; __RPC_H]; 64];
@@ -514,39 +532,46 @@ impl Counter {
                     __rpc_reqs[lane as usize]
                         .copy_from_slice(&slot.as_bytes()[..__RPC_Q]);
                 })?;
-                let mut __rpc_args: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
-                    _|
-                ::core::option::Option::None);
-                let mut __rpc_bad = false;
-                let mut __rpc_mask = __rpc_lanes;
-                while __rpc_mask != 0 {
-                    let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
-                    __rpc_mask &= __rpc_mask - 1;
-                    let __rpc_bytes: &[u8] = &__rpc_reqs[__rpc_lane];
-                    let __rpc_body = ();
-                    match (|| ::core::option::Option::Some(()))() {
-                        ::core::option::Option::Some(()) => {
-                            __rpc_args[__rpc_lane] = ::core::option::Option::Some((
-                                (),
-                                __rpc_body,
-                            ));
+                #[allow(clippy::let_unit_value)]
+                let (__rpc_bad, __rpc_replies) = {
+                    let mut __rpc_args: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
+                        _|
+                    ::core::option::Option::None);
+                    let mut __rpc_bad = false;
+                    let mut __rpc_mask = __rpc_lanes;
+                    while __rpc_mask != 0 {
+                        let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
+                        __rpc_mask &= __rpc_mask - 1;
+                        let __rpc_bytes: &[u8] = &__rpc_reqs[__rpc_lane];
+                        let __rpc_body = ();
+                        match (|| ::core::option::Option::Some(()))() {
+                            ::core::option::Option::Some(()) => {
+                                __rpc_args[__rpc_lane] = ::core::option::Option::Some((
+                                    (),
+                                    __rpc_body,
+                                ));
+                            }
+                            ::core::option::Option::None => __rpc_bad = true,
                         }
-                        ::core::option::Option::None => __rpc_bad = true,
                     }
-                }
+                    if !__rpc_bad {
+                        for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate()
+                        {
+                            if let ::core::option::Option::Some(((), __rpc_body)) = __rpc_arg
+                                .take()
+                            {
+                                let _ = &__rpc_body;
+                                <__RpcH as CounterServer>::reset(handler);
+                            }
+                        }
+                    }
+                    (__rpc_bad, ())
+                };
                 if __rpc_bad {
                     return ::core::result::Result::Ok(::ferry_rpc::service::Served {
                         opcode: 0x00000007u32,
                         status: ::ferry_rpc::service::status::BAD_REQUEST,
                     });
-                }
-                for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate() {
-                    if let ::core::option::Option::Some(((), __rpc_body)) = __rpc_arg
-                        .take()
-                    {
-                        let _ = &__rpc_body;
-                        <__RpcH as CounterServer>::reset(handler);
-                    }
                 }
                 ::core::result::Result::Ok(::ferry_rpc::service::Served {
                     opcode: 0x00000007u32,
@@ -563,20 +588,24 @@ impl Counter {
         }
     }
     /// Serves a call that came through a transport's inline path
-    /// (`ferry_rpc::service::InlineCall`) rather than a port: decodes `request`, calls the
-    /// handler, writes its reply at the start of `reply` and returns the status to send
-    /// back with the reply's length in bytes (`status::BAD_REQUEST` for arguments that do
-    /// not decode, `status::UNKNOWN_OPCODE` for a call the service does not have, both
-    /// with no reply bytes). `None` for a call that cannot travel inline (a stream, a
-    /// one-way call, arguments or a reply over `INLINE_BYTES`): the transport tells the
-    /// client to use a port.
+    /// (`ferry_rpc::service::InlineCall`) rather than a port: decodes `request` (and
+    /// `body`, the streamed argument of a call that has one, read where it lies; empty
+    /// for the others), calls the handler, writes its reply at the start of `reply` and
+    /// returns the status to send back with the reply's length in bytes
+    /// (`status::BAD_REQUEST` for arguments that do not decode or a body the call does
+    /// not take, `status::REJECTED` for a body over the call's limit,
+    /// `status::UNKNOWN_OPCODE` for a call the service does not have, all with no reply
+    /// bytes). `None` for a call that cannot travel inline (a streamed reply, a one-way
+    /// call, arguments or a reply over `INLINE_BYTES`): the transport tells the client to
+    /// use a port.
     pub fn dispatch_inline<__RpcH: CounterServer + ?::core::marker::Sized>(
         handler: &__RpcH,
         opcode: u32,
         request: &[u8],
+        body: &[u8],
         reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
     ) -> ::core::option::Option<(u32, usize)> {
-        let _ = (&handler, &request, &reply);
+        let _ = (&handler, &request, &body, &reply);
         match opcode {
             0xe06cac36u32 => {
                 const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
@@ -593,6 +622,9 @@ impl Counter {
                 if request.len() != __RPC_Q {
                     return bad;
                 }
+                if !body.is_empty() {
+                    return bad;
+                }
                 let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
                     ::ferry_rpc::__private::take::<u64>(request, 0usize)?,
                 )))() else {
@@ -605,7 +637,47 @@ impl Counter {
                 reply[..__RPC_R].copy_from_slice(&__rpc_buf);
                 ::core::option::Option::Some((::ferry_rpc::service::status::OK, __RPC_R))
             }
-            0xeb709090u32 => ::core::option::Option::None,
+            0xeb709090u32 => {
+                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+                const __RPC_R: usize = 1usize
+                    + ::ferry_rpc::__private::max(
+                        ::core::mem::size_of::<u64>(),
+                        ::core::mem::size_of::<StoreError>(),
+                    );
+                if __RPC_Q > ::ferry_rpc::service::INLINE_BYTES
+                    || __RPC_R > ::ferry_rpc::service::INLINE_BYTES
+                {
+                    return ::core::option::Option::None;
+                }
+                let bad = ::core::option::Option::Some((
+                    ::ferry_rpc::service::status::BAD_REQUEST,
+                    0,
+                ));
+                if request.len() != __RPC_Q {
+                    return bad;
+                }
+                if body.len() as u64 > 65536u64 {
+                    return ::core::option::Option::Some((
+                        ::ferry_rpc::service::status::REJECTED,
+                        0,
+                    ));
+                }
+                let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
+                    ::ferry_rpc::__private::take::<u32>(request, 0usize)?,
+                )))() else {
+                    return bad;
+                };
+                #[allow(clippy::let_unit_value)]
+                let __rpc_reply = <__RpcH as CounterServer>::put(
+                    handler,
+                    __rpc_arg0,
+                    body,
+                );
+                let mut __rpc_buf = [0u8; __RPC_R];
+                ::ferry_rpc::__private::put_result(&mut __rpc_buf, &__rpc_reply);
+                reply[..__RPC_R].copy_from_slice(&__rpc_buf);
+                ::core::option::Option::Some((::ferry_rpc::service::status::OK, __RPC_R))
+            }
             0x8a8506d8u32 => ::core::option::Option::None,
             0xb61020fau32 => {
                 const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
@@ -620,6 +692,9 @@ impl Counter {
                     0,
                 ));
                 if request.len() != __RPC_Q {
+                    return bad;
+                }
+                if !body.is_empty() {
                     return bad;
                 }
                 let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
@@ -708,9 +783,10 @@ impl<
         handler: &__RpcH,
         opcode: u32,
         request: &[u8],
+        body: &[u8],
         reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
     ) -> ::core::option::Option<(u32, usize)> {
-        Counter::dispatch_inline(handler, opcode, request, reply)
+        Counter::dispatch_inline(handler, opcode, request, body, reply)
     }
 }
 impl ::ferry_rpc::service::Service for Counter {
@@ -803,6 +879,8 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
             &self.site,
             self.deadline,
             move |__rpc_c| {
+                ::ferry_rpc::__private::check_limit(__rpc_c, (value).len(), 65536u64)
+                    .map_err(::ferry_rpc::service::Error::widen)?;
                 let __rpc_r = ::ferry_rpc::__private::call_stream::<
                     _,
                     __RPC_Q,

@@ -101,8 +101,9 @@ fn main() {
             let c = client(path);
             let sum = Demo::OPCODE_SUM;
             let _ = c.call(sum, |port| -> Result<(), ferry_rpc::Error> {
-                // The first packet of a 10 000-byte stream; the rest never comes.
-                port.send(|s, _| s.words[0] = 10_000)?;
+                // The first packet of a 1 MiB stream (the call's limit; four times what the
+                // default bulk area carries in one handoff); the rest never comes.
+                port.send(|s, _| s.words[0] = ferry_shm::demo::SUM_LIMIT)?;
                 say(format!("streaming {}", port.index()));
                 forever()
             });
