@@ -51,11 +51,25 @@ use ferry_rpc::{Lanes, Mailbox, Process, Wait};
 // here.
 pub use ferry_libc::{
     mode, opcode, ClockReading, Handle, HostError, Libc, LibcClient, LibcError, LibcServer,
-    IO_CHUNK, PATH_LIMIT, PRINT_CHUNK, SEEK_CUR, SEEK_END, SEEK_SET, STDERR, STDOUT, SYSTEM_LIMIT,
+    IO_CHUNK, IO_LIMIT, PATH_LIMIT, PRINT_CHUNK, SEEK_CUR, SEEK_END, SEEK_SET, STDERR, STDOUT,
+    SYSTEM_LIMIT,
 };
 
 /// A client process as the functions here take it: any lanes, mailbox and wait policy.
 pub type HostClient<'a, L, M, W> = Process<'a, ferry_rpc::Client, L, M, W>;
+
+/// The most bytes one read or write call of a lane carries on `client`'s region: its share of a
+/// port's bulk area where the region has them (up to [`IO_LIMIT`]), so that a large transfer
+/// takes one handoff per call; [`IO_CHUNK`] where it has none (each call's bytes then stream
+/// through the packet's slot, and a longer call would only wait longer between lanes).
+#[inline(always)]
+pub fn io_chunk<L: Lanes, M: Mailbox, W: Wait>(client: &HostClient<'_, L, M, W>) -> usize {
+    client
+        .region()
+        .layout()
+        .bulk_share()
+        .clamp(IO_CHUNK, IO_LIMIT)
+}
 
 /// Whether `pred` holds in any active lane (the same answer in every lane).
 #[inline(always)]
@@ -322,20 +336,21 @@ pub fn open<L: Lanes, M: Mailbox, W: Wait>(
     }
 }
 
-/// Writes `data` to `file` (in calls of at most [`IO_CHUNK`] bytes); returns the bytes written.
+/// Writes `data` to `file` (in calls of at most [`io_chunk`] bytes); returns the bytes written.
 pub fn write<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
     data: &[u8],
 ) -> Result<usize, LibcError> {
     let libc = Libc::client(client);
+    let chunk = io_chunk(client);
     let mut done = 0usize;
     let mut failed = None;
     loop {
         let n = if failed.is_some() {
             0
         } else {
-            (data.len() - done).min(IO_CHUNK)
+            (data.len() - done).min(chunk)
         };
         match libc.write(file, &data[done..done + n]) {
             Ok(w) => done += (w as usize).min(n),
@@ -351,7 +366,7 @@ pub fn write<L: Lanes, M: Mailbox, W: Wait>(
     }
 }
 
-/// Reads into `buf` until it is full or the file ends (in calls of at most [`IO_CHUNK`] bytes);
+/// Reads into `buf` until it is full or the file ends (in calls of at most [`io_chunk`] bytes);
 /// returns the bytes read (0 at the end of the file).
 pub fn read<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
@@ -379,6 +394,8 @@ fn read_loop<L: Lanes, M: Mailbox, W: Wait>(
     line: bool,
 ) -> Result<usize, LibcError> {
     let libc = Libc::client(client);
+    // A line is looked for in small reads (the host reads no further than a newline).
+    let chunk = if line { IO_CHUNK } else { io_chunk(client) };
     let mut done = 0usize;
     let mut finished = buf.is_empty();
     let mut failed = None;
@@ -387,7 +404,7 @@ fn read_loop<L: Lanes, M: Mailbox, W: Wait>(
         let want = if finished {
             0
         } else {
-            (buf.len() - done).min(IO_CHUNK)
+            (buf.len() - done).min(chunk)
         };
         let out = &mut buf[done..done + want];
         let got = if line {

@@ -29,7 +29,7 @@
 //!   [`LibcConfig::allow_system`].
 //!
 //! Every length the device sends is bounded: streamed requests by the calls' `limit`s (a longer
-//! stream is refused before any handler runs), read lengths clamped to [`IO_CHUNK`], allocation
+//! stream is refused before any handler runs), read lengths clamped to [`IO_LIMIT`], allocation
 //! sizes checked against the arena. Every failure is a [`HostError`] in the reply, never a panic.
 //!
 //! **Clients.** What a call opens or allocates belongs to the client [`LibcHost::dispatch`] was
@@ -62,7 +62,8 @@ use ferry_rpc::{Lanes, Mailbox, Port, Server, Single, Wait};
 // The definition, so that a host program finds everything it serves here.
 pub use crate::{
     mode, opcode, ClockReading, Handle, HostError, Libc, LibcClient, LibcError, LibcServer,
-    IO_CHUNK, PATH_LIMIT, PRINT_CHUNK, SEEK_CUR, SEEK_END, SEEK_SET, STDERR, STDOUT, SYSTEM_LIMIT,
+    IO_CHUNK, IO_LIMIT, PATH_LIMIT, PRINT_CHUNK, SEEK_CUR, SEEK_END, SEEK_SET, STDERR, STDOUT,
+    SYSTEM_LIMIT,
 };
 
 /// Who calls on a GPU region's ports: the one program running on the GPU, as the caller id
@@ -553,8 +554,8 @@ impl LibcHost {
         room
     }
 
-    /// Reads at most `len` bytes (at most [`IO_CHUNK`]) of `caller`'s file `handle`; with `line`,
-    /// stops after a newline (and gives back what was read past it).
+    /// Reads at most `len` bytes (at most [`IO_LIMIT`], with `line` [`IO_CHUNK`]) of `caller`'s
+    /// file `handle`; with `line`, stops after a newline (and gives back what was read past it).
     fn read_data(
         &self,
         caller: u64,
@@ -562,7 +563,7 @@ impl LibcHost {
         len: u32,
         line: bool,
     ) -> Result<Vec<u8>, HostError> {
-        let len = (len as usize).min(IO_CHUNK);
+        let len = (len as usize).min(if line { IO_CHUNK } else { IO_LIMIT });
         let mut files = self.lock_files();
         let file = files.get(handle.0, caller)?;
         let mut data = vec![0u8; len];
@@ -704,7 +705,7 @@ impl LibcServer for ForCaller<'_> {
                 .write_all(data)
                 .map_err(|e| io_error(&e))?;
         }
-        // At most the call's limit, IO_CHUNK bytes.
+        // At most the call's limit, IO_LIMIT bytes.
         Ok(data.len() as u32)
     }
 

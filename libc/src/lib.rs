@@ -12,8 +12,9 @@
 //! | [`Libc::Noop`] | a value | the value plus one (the benchmarks' unit) |
 //! | [`Libc::Print`], [`Libc::EPrint`] | the bytes (≤ [`PRINT_CHUNK`]), streamed | none: one-way |
 //! | [`Libc::Open`] | mode ([`mode`]), path (text, ≤ [`PATH_LIMIT`]) | the [`Handle`] |
-//! | [`Libc::Read`], [`Libc::Gets`] | handle, most bytes wanted | the bytes (≤ [`IO_CHUNK`]), streamed |
-//! | [`Libc::Write`] | handle, the bytes (≤ [`IO_CHUNK`]) | bytes written |
+//! | [`Libc::Read`] | handle, most bytes wanted | the bytes (≤ [`IO_LIMIT`]), streamed |
+//! | [`Libc::Gets`] | handle, most bytes wanted | the bytes (≤ [`IO_CHUNK`]), streamed |
+//! | [`Libc::Write`] | handle, the bytes (≤ [`IO_LIMIT`]) | bytes written |
 //! | [`Libc::Seek`] | handle, offset, whence | the new position |
 //! | [`Libc::Tell`] | handle | the position |
 //! | [`Libc::Flush`], [`Libc::Close`] | handle | nothing |
@@ -59,8 +60,13 @@ pub use host::{ExitPolicy, LibcConfig, LibcHost, PROGRAM};
 
 /// The most bytes one lane prints in one message (the `limit` of print calls).
 pub const PRINT_CHUNK: usize = 512;
-/// The most bytes one lane reads or writes in one call.
+/// The most bytes one lane reads or writes in one call where its port has no bulk area (a GPU's
+/// region), and the most one [`Libc::Gets`] reads.
 pub const IO_CHUNK: usize = 512;
+/// The most bytes one [`Libc::Read`] or [`Libc::Write`] carries: where the port has a bulk area
+/// (`ServerConfig::bulk` between processes), device code reads and writes in pieces of the
+/// lane's share of it, up to this.
+pub const IO_LIMIT: usize = 1 << 20;
 /// The longest path the host accepts, in bytes.
 pub const PATH_LIMIT: usize = 512;
 /// The longest command [`Libc::System`] carries, in bytes.
@@ -230,11 +236,11 @@ pub enum Libc {
         path: Text,
     },
     /// Reads up to `len` bytes; none at the end of the file.
-    #[rpc(response = Bytes, error = HostError, limit = IO_CHUNK)]
+    #[rpc(response = Bytes, error = HostError, limit = IO_LIMIT)]
     Read {
         /// The file.
         handle: Handle,
-        /// The most bytes wanted (the host serves at most [`IO_CHUNK`]).
+        /// The most bytes wanted (the host serves at most [`IO_LIMIT`]).
         len: u32,
     },
     /// Reads up to `len` bytes, stopping after a newline; none at the end of the file.
@@ -246,7 +252,7 @@ pub enum Libc {
         len: u32,
     },
     /// Writes the bytes; replies how many were written.
-    #[rpc(response = u32, error = HostError, limit = IO_CHUNK)]
+    #[rpc(response = u32, error = HostError, limit = IO_LIMIT)]
     Write {
         /// The file, or [`STDOUT`], [`STDERR`].
         handle: Handle,

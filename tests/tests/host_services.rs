@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferry_device::host::{self, mode, opcode, Handle, HostError, Libc, LibcError, Printer};
-use ferry_libc::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, STDOUT};
+use ferry_libc::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, IO_LIMIT, STDOUT};
 use ferry_rpc::service::{status, Error, Site, Status};
 use ferry_shm::{
     Caller, Claimed, ClaimedProcess, ClientConfig, Handler, ServerConfig, ServerPort, ShmClient,
@@ -350,6 +350,61 @@ fn files_round_trip_and_every_error_is_typed() {
 }
 
 #[test]
+fn large_files_cross_in_pieces_of_the_bulk_area_from_many_threads() {
+    let _w = watchdog("large files");
+    let dir = Scratch::new("large");
+    let (out, err) = (Capture::default(), Capture::default());
+    let host = Arc::new(LibcHost::new(captured(&out, &err)));
+    let (server, path) = shm_server(&host);
+    let file = dir.path("big");
+    let data: Vec<u8> = (0..(3 << 20) + 12_345u32)
+        .map(|i| (i ^ i >> 9) as u8)
+        .collect();
+    // One thread writes the file, then reads it back whole.
+    let dev = Dev::attach(&path);
+    let f = dev
+        .on(|p| host::open(p, &file, mode::from_c("w+").unwrap()))
+        .unwrap();
+    assert_eq!(dev.on(|p| host::write(p, f, &data)), Ok(data.len()));
+    dev.on(|p| host::seek(p, f, 0, host::SEEK_SET)).unwrap();
+    let mut back = vec![0u8; data.len() + 100];
+    assert_eq!(dev.on(|p| host::read(p, f, &mut back)), Ok(data.len()));
+    assert!(back[..data.len()] == data[..], "the bytes read back differ");
+    dev.on(|p| host::close(p, f)).unwrap();
+    assert!(
+        std::fs::read(&file).unwrap() == data,
+        "the file on disk differs"
+    );
+    // In pieces of the port's bulk area (a lane's share of it), not of IO_CHUNK: one write per
+    // piece, one read per piece and one that finds the end.
+    let pieces = data.len().div_ceil(ferry_shm::DEFAULT_BULK) as u64;
+    assert_eq!(host.count(opcode::WRITE), pieces);
+    assert_eq!(host.count(opcode::READ), pieces + 1);
+    // Four threads at once, each reading its own quarter through its own handle.
+    let quarter = data.len() / 4;
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (path, file, data) = (&path, &file, &data);
+            s.spawn(move || {
+                let dev = Dev::attach(path);
+                let f = dev.on(|p| host::open(p, file, mode::READ)).unwrap();
+                let at = t * quarter;
+                let end = if t == 3 { data.len() } else { at + quarter };
+                dev.on(|p| host::seek(p, f, at as i64, host::SEEK_SET))
+                    .unwrap();
+                let mut mine = vec![0u8; end - at];
+                assert_eq!(dev.on(|p| host::read(p, f, &mut mine)), Ok(end - at));
+                assert!(mine[..] == data[at..end], "thread {t} read other bytes");
+                dev.on(|p| host::close(p, f)).unwrap();
+            });
+        }
+    });
+    assert_eq!(host.open_files(), 0);
+    drain(server);
+    assert!(out.text().is_empty() && err.text().is_empty());
+}
+
+#[test]
 fn too_many_open_files_is_an_error_not_a_leak() {
     let _w = watchdog("too many");
     let dir = Scratch::new("many");
@@ -387,7 +442,8 @@ fn hostile_lengths_are_refused_and_the_server_keeps_serving() {
     let f = dev
         .on(|p| host::open(p, &file, mode::from_c("w+").unwrap()))
         .unwrap();
-    dev.on(|p| host::write(p, f, &[7u8; 1000])).unwrap();
+    dev.on(|p| host::write(p, f, &vec![7u8; IO_LIMIT + 1000]))
+        .unwrap();
     dev.on(|p| host::seek(p, f, 0, host::SEEK_SET)).unwrap();
     // Streams over each call's limit, straight through the generated client on the
     // shared-memory handle: refused before any handler runs.
@@ -397,7 +453,7 @@ fn hostile_lengths_are_refused_and_the_server_keeps_serving() {
     let rejected = Error::Status(Status::Rejected);
     assert_eq!(libc.print(&huge), Err(Error::Status(Status::Rejected)));
     assert_eq!(libc.e_print(&huge), Err(Error::Status(Status::Rejected)));
-    assert_eq!(libc.write(f, &huge), Err(rejected));
+    assert_eq!(libc.write(f, &vec![b'a'; IO_LIMIT + 1]), Err(rejected));
     assert_eq!(libc.open(mode::READ, &text), Err(rejected));
     assert_eq!(libc.rename(1, &text), Err(rejected));
     assert_eq!(libc.system(&text), Err(rejected));
@@ -425,10 +481,15 @@ fn hostile_lengths_are_refused_and_the_server_keeps_serving() {
     // A rename split past the end of its text, or inside a character.
     assert_eq!(libc.rename(99, "a"), app(HostError::Invalid));
     assert_eq!(libc.rename(1, "éa"), app(HostError::Invalid));
-    // A read of u32::MAX bytes gets one chunk at most.
-    let mut reply = vec![0u8; 4 * IO_CHUNK];
+    // A read of u32::MAX bytes gets the call's limit at most (the file holds more), and a line
+    // one chunk at most.
+    let mut reply = vec![0u8; IO_LIMIT + 100];
     assert_eq!(
         libc.read_into(f, u32::MAX, &mut reply).map(|r| r.len()),
+        Ok(IO_LIMIT)
+    );
+    assert_eq!(
+        libc.gets_into(f, u32::MAX, &mut reply).map(|r| r.len()),
         Ok(IO_CHUNK)
     );
     // A reply longer than the caller's buffer is refused by the caller, not overrun, and the
