@@ -11,6 +11,11 @@
 //!   with the global timer read between the steps (lane 0 records
 //!   `PHASES` durations per call into `phases`), to show where a call's time goes.
 //!
+//! - `bulk_read(handle, dst, slice, errors)`, `bulk_write(handle, src, slice, errors)`: lane 0 of
+//!   each warp moves its `slice` of a file to or from device memory with one copy-engine call;
+//!   `chunk_read(...)`: the same read through the region, each lane reading its part with
+//!   `read_at` (`IO_CHUNK` bytes per call).
+//!
 //! `stamps[k]` is the global timer after `k * STAMP_EVERY` iterations, for per-batch medians.
 
 #![no_std]
@@ -18,8 +23,8 @@
 
 use core::ptr::{read_volatile, write_volatile};
 use ferry_device::ferry_rpc::service::status;
-use ferry_device::host::{opcode, Libc};
-use ferry_device::nvptx::{global_thread_id, globaltimer, membar_sys};
+use ferry_device::host::{opcode, Handle, Libc};
+use ferry_device::nvptx::{global_thread_id, global_warp_id, globaltimer, membar_sys};
 
 /// Iterations between two timer stamps.
 const STAMP_EVERY: u32 = 100;
@@ -221,6 +226,79 @@ pub unsafe extern "ptx-kernel" fn call_throughput(calls: u32, errors: *mut u32) 
     }
     // SAFETY: `errors` is a valid device `u32` (launch contract).
     unsafe { count(errors, wrong) };
+}
+
+/// # Safety
+///
+/// The host set up the descriptor and serves it with a copy engine (`ferry_gpu::copy`);
+/// `handle` is a file the host opened for the program; `dst` is device memory of at least
+/// `slice` bytes per warp of the launch; `errors` a device `u32`.
+///
+/// Lane 0 of each warp reads the file's bytes `warp * slice ..` into `dst + warp * slice` with
+/// one `read_to_device` call (the host's copy engine moves them); a short read is an error.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn bulk_read(
+    handle: u64,
+    dst: *mut u8,
+    slice: u64,
+    errors: *mut u32,
+) {
+    if ferry_device::ferry_rpc::Lanes::lane_id(&ferry_device::lanes::Warp) != 0 {
+        return;
+    }
+    let warp = global_warp_id() as u64;
+    let at = warp * slice;
+    // SAFETY: the launch contract gives `slice` bytes of device memory per warp from `dst`.
+    let buf = unsafe { core::slice::from_raw_parts_mut(dst.add(at as usize), slice as usize) };
+    let got = ferry_device::host::read_to_device(&ferry_device::client(), Handle(handle), at, buf);
+    // SAFETY: `errors` is a valid device `u32` (launch contract).
+    unsafe { count(errors, (got != Ok(slice as usize)) as u32) };
+}
+
+/// # Safety
+///
+/// As `bulk_read`, the other way: lane 0 of each warp writes `src + warp * slice ..` (`slice`
+/// bytes of device memory) to the file at `warp * slice` with one `write_from_device` call.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn bulk_write(
+    handle: u64,
+    src: *const u8,
+    slice: u64,
+    errors: *mut u32,
+) {
+    if ferry_device::ferry_rpc::Lanes::lane_id(&ferry_device::lanes::Warp) != 0 {
+        return;
+    }
+    let warp = global_warp_id() as u64;
+    let at = warp * slice;
+    // SAFETY: the launch contract gives `slice` bytes of device memory per warp from `src`.
+    let buf = unsafe { core::slice::from_raw_parts(src.add(at as usize), slice as usize) };
+    let put =
+        ferry_device::host::write_from_device(&ferry_device::client(), Handle(handle), at, buf);
+    // SAFETY: `errors` is a valid device `u32` (launch contract).
+    unsafe { count(errors, (put != Ok(slice as usize)) as u32) };
+}
+
+/// # Safety
+///
+/// As `bulk_read`, through the region instead of the copy engine (today's path for a GPU
+/// region, which has no bulk areas: `IO_CHUNK` bytes per lane per call): each of the warp's 32
+/// lanes reads its thirty-second of the warp's slice with `read_at` (slice a multiple of 32).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn chunk_read(
+    handle: u64,
+    dst: *mut u8,
+    slice: u64,
+    errors: *mut u32,
+) {
+    let lane = ferry_device::ferry_rpc::Lanes::lane_id(&ferry_device::lanes::Warp) as u64;
+    let part = slice / 32;
+    let at = global_warp_id() as u64 * slice + lane * part;
+    // SAFETY: the launch contract gives `slice` bytes of device memory per warp from `dst`.
+    let buf = unsafe { core::slice::from_raw_parts_mut(dst.add(at as usize), part as usize) };
+    let got = ferry_device::host::read_at(&ferry_device::client(), Handle(handle), at, buf);
+    // SAFETY: `errors` is a valid device `u32` (launch contract).
+    unsafe { count(errors, (got != Ok(part as usize)) as u32) };
 }
 
 /// Adds `wrong` to `*errors` if non-zero.

@@ -436,6 +436,124 @@ fn read_loop<L: Lanes, M: Mailbox, W: Wait>(
     }
 }
 
+/// Reads into `buf` from `offset` on (C's `pread`: the file's position does not move, so lanes and
+/// warps may read one handle at once), until `buf` is full or the file ends, in calls of at most
+/// [`io_chunk`] bytes; returns the bytes read (0 at or past the end of the file).
+pub fn read_at<L: Lanes, M: Mailbox, W: Wait>(
+    client: &HostClient<'_, L, M, W>,
+    file: Handle,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<usize, LibcError> {
+    let libc = Libc::client(client);
+    let chunk = io_chunk(client);
+    let mut done = 0usize;
+    let mut finished = buf.is_empty();
+    let mut failed = None;
+    loop {
+        let want = if finished {
+            0
+        } else {
+            (buf.len() - done).min(chunk)
+        };
+        let at = offset.saturating_add(done as u64);
+        let got = libc.read_at_into(file, at, want as u32, &mut buf[done..done + want]);
+        if !finished {
+            match got {
+                Err(e) => {
+                    failed = Some(e);
+                    finished = true;
+                }
+                Ok(data) => {
+                    let n = data.len();
+                    done += n;
+                    finished = n == 0 || done == buf.len();
+                }
+            }
+        }
+        if !any(client, !finished) {
+            break;
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(done),
+    }
+}
+
+/// Writes `data` at `offset` (C's `pwrite`: the file's position does not move), in calls of at
+/// most [`io_chunk`] bytes; returns the bytes written.
+pub fn write_at<L: Lanes, M: Mailbox, W: Wait>(
+    client: &HostClient<'_, L, M, W>,
+    file: Handle,
+    offset: u64,
+    data: &[u8],
+) -> Result<usize, LibcError> {
+    let libc = Libc::client(client);
+    let chunk = io_chunk(client);
+    let mut done = 0usize;
+    let mut failed = None;
+    loop {
+        let n = if failed.is_some() {
+            0
+        } else {
+            (data.len() - done).min(chunk)
+        };
+        let at = offset.saturating_add(done as u64);
+        match libc.write_at(file, at, &data[done..done + n]) {
+            Ok(w) => done += (w as usize).min(n),
+            Err(e) => failed = failed.or(Some(e)),
+        }
+        if !any(client, failed.is_none() && done < data.len()) {
+            break;
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(done),
+    }
+}
+
+/// `file`'s size in bytes (C's `fstat`'s `st_size`).
+pub fn size<L: Lanes, M: Mailbox, W: Wait>(
+    client: &HostClient<'_, L, M, W>,
+    file: Handle,
+) -> Result<u64, LibcError> {
+    Libc::client(client).size(file)
+}
+
+/// Reads up to `buf.len()` bytes of `file` from `offset` on straight into `buf`, which must lie
+/// in the device's own memory (a kernel's global buffer, a block `malloc` returned; not a lane's
+/// stack): the host moves the bytes with the GPU's copy engine, in one call, and none of them
+/// crosses the region. Returns the bytes read (fewer only at the end of the file).
+/// [`HostError::BadAddress`] if `buf` is not device memory, [`HostError::NoDeviceMemory`] where
+/// the host has none (device code on CPU threads between processes).
+pub fn read_to_device<L: Lanes, M: Mailbox, W: Wait>(
+    client: &HostClient<'_, L, M, W>,
+    file: Handle,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<usize, LibcError> {
+    let address = buf.as_mut_ptr() as u64;
+    Libc::client(client)
+        .read_to_device(file, offset, address, buf.len() as u64)
+        .map(|n| (n as usize).min(buf.len()))
+}
+
+/// Writes `data`, which must lie in the device's own memory, to `file` at `offset`, with the
+/// host's copy engine (see [`read_to_device`]); returns the bytes written.
+pub fn write_from_device<L: Lanes, M: Mailbox, W: Wait>(
+    client: &HostClient<'_, L, M, W>,
+    file: Handle,
+    offset: u64,
+    data: &[u8],
+) -> Result<usize, LibcError> {
+    let address = data.as_ptr() as u64;
+    Libc::client(client)
+        .write_from_device(file, offset, address, data.len() as u64)
+        .map(|n| (n as usize).min(data.len()))
+}
+
 /// Moves `file`'s position (`whence`: [`SEEK_SET`], [`SEEK_CUR`], [`SEEK_END`]); returns the new
 /// position.
 pub fn seek<L: Lanes, M: Mailbox, W: Wait>(

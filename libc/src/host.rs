@@ -26,7 +26,12 @@
 //!   allocated it, and only that client may free it;
 //! - **exit and abort**: recorded, or the end of this process ([`ExitPolicy`]);
 //! - **a clock**; and **`system`**, refused ([`HostError::Disabled`]) unless
-//!   [`LibcConfig::allow_system`].
+//!   [`LibcConfig::allow_system`];
+//! - **copies between files and device memory** ([`Libc::ReadToDevice`],
+//!   [`Libc::WriteFromDevice`]) through a [`DeviceCopy`] the transport gives
+//!   ([`LibcConfig::device`]; `ferry_gpu`'s moves the bytes with the GPU's copy engine through
+//!   pinned staging buffers): the host hands the device's address to the driver, which refuses
+//!   a range that is not the device's memory, and never dereferences it itself.
 //!
 //! Every length the device sends is bounded: streamed requests by the calls' `limit`s (a longer
 //! stream is refused before any handler runs), read lengths clamped to [`IO_LIMIT`], allocation
@@ -50,10 +55,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::Deref;
+use std::os::unix::fs::FileExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use ferry_rpc::service::{with_stream_buffers, Handler, Served, Service};
@@ -92,6 +98,37 @@ pub struct Arena {
     pub size: u64,
 }
 
+/// Device memory that [`Libc::ReadToDevice`] and [`Libc::WriteFromDevice`] copy to and from:
+/// a GPU's, through its driver and copy engine (`ferry_gpu` gives one), or a test's model of it.
+///
+/// An implementation hands the device's addresses to whatever validates them (the driver) and
+/// never dereferences one in host memory; it refuses a range that is not the device's memory
+/// with [`HostError::BadAddress`] before copying anything, and answers a failure of `read` or
+/// `write` (the file's side) with [`HostError::Io`].
+pub trait DeviceCopy: Send + Sync {
+    /// Fills device memory from `address` on with the source's bytes: `read(at, buf)` fills
+    /// `buf` with the bytes `at ..` of the source (counted from the transfer's start) and
+    /// returns how many it put there (fewer only at the source's end, 0 past it). `read` may be
+    /// called from several threads at once, for different parts. Stops after `len` bytes or at
+    /// the source's end; returns the bytes copied.
+    fn fill(
+        &self,
+        address: u64,
+        len: u64,
+        read: &(dyn Fn(u64, &mut [u8]) -> io::Result<usize> + Sync),
+    ) -> Result<u64, HostError>;
+
+    /// Passes the `len` bytes of device memory from `address` on to `write(at, bytes)` (`at`
+    /// counted from the transfer's start), in pieces, possibly from several threads at once;
+    /// returns the bytes passed.
+    fn drain(
+        &self,
+        address: u64,
+        len: u64,
+        write: &(dyn Fn(u64, &[u8]) -> io::Result<()> + Sync),
+    ) -> Result<u64, HostError>;
+}
+
 /// The alignment of every block `malloc` hands out.
 pub const HEAP_ALIGN: u64 = 16;
 
@@ -122,6 +159,9 @@ pub struct LibcConfig {
     /// is alive: right for a GPU program, served while it runs. Over shared memory, pass
     /// `|id| ferry_shm::owner::holder_alive(id as u32)`.
     pub client_alive: fn(u64) -> bool,
+    /// The device memory [`Libc::ReadToDevice`] and [`Libc::WriteFromDevice`] copy to and from
+    /// (`None`: they answer [`HostError::NoDeviceMemory`]). `ferry_gpu`'s loader gives its GPU's.
+    pub device: Option<Arc<dyn DeviceCopy>>,
 }
 
 impl Default for LibcConfig {
@@ -137,6 +177,7 @@ impl Default for LibcConfig {
             max_files: 256,
             max_files_per_client: 64,
             client_alive: |_| true,
+            device: None,
         }
     }
 }
@@ -370,6 +411,7 @@ pub struct LibcHost {
     allow_system: bool,
     file_limits: FileLimits,
     client_alive: fn(u64) -> bool,
+    device: Option<Arc<dyn DeviceCopy>>,
     start: Instant,
     counts: [AtomicU64; Libc::CALLS + 1],
     /// Where a served call is counted: `slots[fold(opcode)]` is 1 + the opcode's index in
@@ -423,6 +465,7 @@ impl LibcHost {
                 per_client: config.max_files_per_client,
             },
             client_alive: config.client_alive,
+            device: config.device,
             start: Instant::now(),
             counts: Default::default(),
             count_slots: {
@@ -552,6 +595,16 @@ impl LibcHost {
         // The dead clients' files are closed outside the table's lock.
         drop(dead);
         room
+    }
+
+    /// `caller`'s file `handle`, as a descriptor of its own, for a call that reads or writes at
+    /// an offset outside the table's lock (a large copy does not hold up the other file calls).
+    fn file_at(&self, caller: u64, handle: Handle) -> Result<File, HostError> {
+        let mut files = self.lock_files();
+        files
+            .get(handle.0, caller)?
+            .try_clone()
+            .map_err(|e| io_error(&e))
     }
 
     /// Reads at most `len` bytes (at most [`IO_LIMIT`], with `line` [`IO_CHUNK`]) of `caller`'s
@@ -707,6 +760,83 @@ impl LibcServer for ForCaller<'_> {
         }
         // At most the call's limit, IO_LIMIT bytes.
         Ok(data.len() as u32)
+    }
+
+    fn read_at(
+        &self,
+        handle: Handle,
+        offset: u64,
+        len: u32,
+    ) -> Result<impl AsRef<[u8]>, HostError> {
+        let file = self.file_at(self.caller, handle)?;
+        let mut data = vec![0u8; (len as usize).min(IO_LIMIT)];
+        let mut got = 0;
+        while got < data.len() {
+            match file.read_at(&mut data[got..], offset.saturating_add(got as u64)) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error(&e)),
+            }
+        }
+        data.truncate(got);
+        Ok(data)
+    }
+
+    fn write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> Result<u32, HostError> {
+        if offset.checked_add(data.len() as u64).is_none() {
+            return Err(HostError::Invalid);
+        }
+        let file = self.file_at(self.caller, handle)?;
+        file.write_all_at(data, offset).map_err(|e| io_error(&e))?;
+        // At most the call's limit, IO_LIMIT bytes.
+        Ok(data.len() as u32)
+    }
+
+    fn size(&self, handle: Handle) -> Result<u64, HostError> {
+        let mut files = self.lock_files();
+        let file = files.get(handle.0, self.caller)?;
+        file.metadata().map(|m| m.len()).map_err(|e| io_error(&e))
+    }
+
+    fn read_to_device(
+        &self,
+        handle: Handle,
+        offset: u64,
+        address: u64,
+        len: u64,
+    ) -> Result<u64, HostError> {
+        let device = self.device.as_ref().ok_or(HostError::NoDeviceMemory)?;
+        let file = self.file_at(self.caller, handle)?;
+        device.fill(address, len, &|at, buf| {
+            let Some(from) = offset.checked_add(at) else {
+                return Ok(0);
+            };
+            loop {
+                match file.read_at(buf, from) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    other => return other,
+                }
+            }
+        })
+    }
+
+    fn write_from_device(
+        &self,
+        handle: Handle,
+        offset: u64,
+        address: u64,
+        len: u64,
+    ) -> Result<u64, HostError> {
+        let device = self.device.as_ref().ok_or(HostError::NoDeviceMemory)?;
+        if offset.checked_add(len).is_none() {
+            return Err(HostError::Invalid);
+        }
+        let file = self.file_at(self.caller, handle)?;
+        // (`offset + len` fits: checked above.)
+        device.drain(address, len, &|at, bytes| {
+            file.write_all_at(bytes, offset + at)
+        })
     }
 
     fn seek(&self, handle: Handle, offset: i64, whence: u32) -> Result<u64, HostError> {

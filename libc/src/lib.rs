@@ -15,6 +15,9 @@
 //! | [`Libc::Read`] | handle, most bytes wanted | the bytes (≤ [`IO_LIMIT`]), streamed |
 //! | [`Libc::Gets`] | handle, most bytes wanted | the bytes (≤ [`IO_CHUNK`]), streamed |
 //! | [`Libc::Write`] | handle, the bytes (≤ [`IO_LIMIT`]) | bytes written |
+//! | [`Libc::ReadAt`], [`Libc::WriteAt`] | handle, offset, as `Read`/`Write` (`pread`, `pwrite`) | as `Read`/`Write` |
+//! | [`Libc::Size`] | handle | the file's size |
+//! | [`Libc::ReadToDevice`], [`Libc::WriteFromDevice`] | handle, offset, device address, length | bytes moved by the host's copy engine |
 //! | [`Libc::Seek`] | handle, offset, whence | the new position |
 //! | [`Libc::Tell`] | handle | the position |
 //! | [`Libc::Flush`], [`Libc::Close`] | handle | nothing |
@@ -56,7 +59,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 pub mod host;
 
 #[cfg(feature = "host")]
-pub use host::{ExitPolicy, LibcConfig, LibcHost, PROGRAM};
+pub use host::{DeviceCopy, ExitPolicy, LibcConfig, LibcHost, PROGRAM};
 
 /// The most bytes one lane prints in one message (the `limit` of print calls).
 pub const PRINT_CHUNK: usize = 512;
@@ -176,6 +179,11 @@ pub enum HostError {
     /// The path names something other than a regular file (a FIFO, a device, a socket, a
     /// directory): the host opens regular files only, so that no call waits on another party.
     NotAFile = 12,
+    /// The host has no device memory to copy to or from ([`Libc::ReadToDevice`],
+    /// [`Libc::WriteFromDevice`] between processes, or a host without a copy engine).
+    NoDeviceMemory = 13,
+    /// An address range that is not the device's own memory (the driver refused it).
+    BadAddress = 14,
 }
 
 impl fmt::Display for HostError {
@@ -193,6 +201,8 @@ impl fmt::Display for HostError {
             HostError::Exists => "the file exists",
             HostError::Io => "I/O error on the host",
             HostError::NotAFile => "not a regular file",
+            HostError::NoDeviceMemory => "no device memory on this host",
+            HostError::BadAddress => "not an address range of the device's memory",
         })
     }
 }
@@ -258,6 +268,64 @@ pub enum Libc {
         handle: Handle,
         /// What to write.
         data: Bytes,
+    },
+    /// Reads up to `len` bytes at `offset`, leaving the position where it is (`pread`); none
+    /// at or past the end of the file.
+    #[rpc(response = Bytes, error = HostError, limit = IO_LIMIT)]
+    ReadAt {
+        /// The file.
+        handle: Handle,
+        /// Where to read from.
+        offset: u64,
+        /// The most bytes wanted (the host serves at most [`IO_LIMIT`]).
+        len: u32,
+    },
+    /// Writes the bytes at `offset`, leaving the position where it is (`pwrite`); replies how
+    /// many were written.
+    #[rpc(response = u32, error = HostError, limit = IO_LIMIT)]
+    WriteAt {
+        /// The file.
+        handle: Handle,
+        /// Where to write.
+        offset: u64,
+        /// What to write.
+        data: Bytes,
+    },
+    /// The file's size in bytes.
+    #[rpc(response = u64, error = HostError)]
+    Size {
+        /// The file.
+        handle: Handle,
+    },
+    /// Reads up to `len` bytes of the file at `offset` straight into the device's memory at
+    /// `address`, with the host's copy engine (the position does not move); replies how many
+    /// (fewer only at the end of the file). [`HostError::NoDeviceMemory`] where the host has
+    /// none (between processes), [`HostError::BadAddress`] for a range that is not the
+    /// device's own memory.
+    #[rpc(response = u64, error = HostError)]
+    ReadToDevice {
+        /// The file.
+        handle: Handle,
+        /// Where in the file.
+        offset: u64,
+        /// Where in device memory.
+        address: u64,
+        /// The most bytes wanted.
+        len: u64,
+    },
+    /// Writes `len` bytes of the device's memory at `address` to the file at `offset`, with the
+    /// host's copy engine (the position does not move); replies how many. Errors as
+    /// [`Libc::ReadToDevice`].
+    #[rpc(response = u64, error = HostError)]
+    WriteFromDevice {
+        /// The file.
+        handle: Handle,
+        /// Where in the file.
+        offset: u64,
+        /// Where in device memory.
+        address: u64,
+        /// How many bytes.
+        len: u64,
     },
     /// Moves the position; replies the new one.
     #[rpc(response = u64, error = HostError)]
@@ -357,6 +425,16 @@ pub mod opcode {
     pub const GETS: u32 = Libc::OPCODE_GETS;
     /// [`Libc::Write`].
     pub const WRITE: u32 = Libc::OPCODE_WRITE;
+    /// [`Libc::ReadAt`].
+    pub const READ_AT: u32 = Libc::OPCODE_READ_AT;
+    /// [`Libc::WriteAt`].
+    pub const WRITE_AT: u32 = Libc::OPCODE_WRITE_AT;
+    /// [`Libc::Size`].
+    pub const SIZE: u32 = Libc::OPCODE_SIZE;
+    /// [`Libc::ReadToDevice`].
+    pub const READ_TO_DEVICE: u32 = Libc::OPCODE_READ_TO_DEVICE;
+    /// [`Libc::WriteFromDevice`].
+    pub const WRITE_FROM_DEVICE: u32 = Libc::OPCODE_WRITE_FROM_DEVICE;
     /// [`Libc::Seek`].
     pub const SEEK: u32 = Libc::OPCODE_SEEK;
     /// [`Libc::Tell`].

@@ -405,6 +405,218 @@ fn large_files_cross_in_pieces_of_the_bulk_area_from_many_threads() {
 }
 
 #[test]
+fn reads_and_writes_at_an_offset_leave_the_position_and_size_is_the_files() {
+    let _w = watchdog("at");
+    let dir = Scratch::new("at");
+    let (out, err) = (Capture::default(), Capture::default());
+    let host = Arc::new(LibcHost::new(captured(&out, &err)));
+    let (server, path) = shm_server(&host);
+    let file = dir.path("at");
+    let data: Vec<u8> = (0..700_000u32).map(|i| ((i * 31) >> 3) as u8).collect();
+    let dev = Dev::attach(&path);
+    let f = dev
+        .on(|p| host::open(p, &file, mode::from_c("w+").unwrap()))
+        .unwrap();
+    assert_eq!(dev.on(|p| host::size(p, f)), Ok(0));
+    // Written back to front at offsets: the position stays at 0 throughout.
+    for (i, piece) in data.chunks(100_000).enumerate().rev() {
+        let at = (i * 100_000) as u64;
+        assert_eq!(dev.on(|p| host::write_at(p, f, at, piece)), Ok(piece.len()));
+    }
+    assert_eq!(dev.on(|p| host::tell(p, f)), Ok(0));
+    assert_eq!(dev.on(|p| host::size(p, f)), Ok(data.len() as u64));
+    // Eight threads read one handle at once (a handle is the process's), each its own eighth,
+    // with no seek between them.
+    let eighth = data.len() / 8;
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let (path, data) = (&path, &data);
+            s.spawn(move || {
+                let dev = Dev::attach(path);
+                let mut mine = vec![0u8; eighth];
+                let at = (t * eighth) as u64;
+                assert_eq!(dev.on(|p| host::read_at(p, f, at, &mut mine)), Ok(eighth));
+                assert!(mine[..] == data[t * eighth..(t + 1) * eighth], "thread {t}");
+            });
+        }
+    });
+    // At and past the end: nothing; a write past the end extends the file.
+    let mut buf = [0u8; 16];
+    let end = data.len() as u64;
+    assert_eq!(dev.on(|p| host::read_at(p, f, end, &mut buf)), Ok(0));
+    // (An offset past what a file offset holds is no offset: C's pread says EINVAL.)
+    assert_eq!(
+        dev.on(|p| host::read_at(p, f, u64::MAX, &mut buf)),
+        app(HostError::Invalid)
+    );
+    assert_eq!(dev.on(|p| host::read_at(p, f, end - 4, &mut buf)), Ok(4));
+    assert_eq!(dev.on(|p| host::write_at(p, f, end + 10, b"xy")), Ok(2));
+    assert_eq!(dev.on(|p| host::size(p, f)), Ok(end + 12));
+    // An offset whose end does not fit a file offset, a handle never handed out.
+    assert_eq!(
+        dev.on(|p| host::write_at(p, f, u64::MAX - 1, b"abc")),
+        app(HostError::Invalid)
+    );
+    assert_eq!(
+        dev.on(|p| host::size(p, Handle(0x77))),
+        app(HostError::BadHandle)
+    );
+    assert_eq!(dev.on(|p| host::tell(p, f)), Ok(0));
+    // Between processes there is no device memory to copy to.
+    let libc = Libc::client(&dev.0);
+    assert_eq!(
+        libc.read_to_device(f, 0, 0x1000, 16),
+        app(HostError::NoDeviceMemory)
+    );
+    dev.on(|p| host::close(p, f)).unwrap();
+    drain(server);
+}
+
+/// A model of a device's memory for the copy-engine calls: `size` bytes at a device address
+/// `base` that is no host address; a range outside them is refused before anything is copied.
+struct ModelDevice {
+    base: u64,
+    memory: Mutex<Vec<u8>>,
+    /// The pieces the copies were made in.
+    pieces: AtomicU32,
+}
+
+impl ModelDevice {
+    fn range(&self, address: u64, len: u64) -> Result<std::ops::Range<usize>, HostError> {
+        let size = self.memory.lock().unwrap().len() as u64;
+        let start = address
+            .checked_sub(self.base)
+            .ok_or(HostError::BadAddress)?;
+        match start.checked_add(len) {
+            Some(end) if end <= size => Ok(start as usize..end as usize),
+            _ => Err(HostError::BadAddress),
+        }
+    }
+}
+
+impl ferry_libc::DeviceCopy for ModelDevice {
+    fn fill(
+        &self,
+        address: u64,
+        len: u64,
+        read: &(dyn Fn(u64, &mut [u8]) -> std::io::Result<usize> + Sync),
+    ) -> Result<u64, HostError> {
+        let range = self.range(address, len)?;
+        let mut staging = vec![0u8; 64 << 10];
+        let mut done = 0;
+        while done < range.len() {
+            let want = (range.len() - done).min(staging.len());
+            let n = read(done as u64, &mut staging[..want]).map_err(|_| HostError::Io)?;
+            if n == 0 {
+                break;
+            }
+            let at = range.start + done;
+            self.memory.lock().unwrap()[at..at + n].copy_from_slice(&staging[..n]);
+            self.pieces.fetch_add(1, Ordering::Relaxed);
+            done += n;
+        }
+        Ok(done as u64)
+    }
+
+    fn drain(
+        &self,
+        address: u64,
+        len: u64,
+        write: &(dyn Fn(u64, &[u8]) -> std::io::Result<()> + Sync),
+    ) -> Result<u64, HostError> {
+        let range = self.range(address, len)?;
+        // Back to front: the host's writes go where `at` says, in any order.
+        let pieces: Vec<usize> = range.clone().step_by(64 << 10).collect();
+        for &piece in pieces.iter().rev() {
+            let end = (piece + (64 << 10)).min(range.end);
+            let bytes = self.memory.lock().unwrap()[piece..end].to_vec();
+            write((piece - range.start) as u64, &bytes).map_err(|_| HostError::Io)?;
+            self.pieces.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(len)
+    }
+}
+
+#[test]
+fn files_cross_to_and_from_device_memory_through_the_hosts_copy_engine() {
+    let _w = watchdog("device copies");
+    let dir = Scratch::new("device");
+    let device = Arc::new(ModelDevice {
+        base: 0x7f00_0000_0000,
+        memory: Mutex::new(vec![0u8; 1 << 20]),
+        pieces: AtomicU32::new(0),
+    });
+    let (out, err) = (Capture::default(), Capture::default());
+    let host = Arc::new(LibcHost::new(LibcConfig {
+        device: Some(device.clone()),
+        ..captured(&out, &err)
+    }));
+    let (server, path) = shm_server(&host);
+    let file = dir.path("in");
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i ^ i >> 7) as u8).collect();
+    std::fs::write(&file, &data).unwrap();
+    let dev = Dev::attach(&path);
+    let libc = Libc::client(&dev.0);
+    let f = dev.on(|p| host::open(p, &file, mode::READ)).unwrap();
+    let base = device.base;
+    // The whole file, one call, in the copy engine's pieces; then a part of it elsewhere.
+    assert_eq!(
+        libc.read_to_device(f, 0, base + 64, data.len() as u64),
+        Ok(data.len() as u64)
+    );
+    assert!(device.memory.lock().unwrap()[64..64 + data.len()] == data[..]);
+    assert_eq!(device.pieces.load(Ordering::Relaxed), 5);
+    assert_eq!(libc.read_to_device(f, 1000, base + 700_000, 5000), Ok(5000));
+    assert!(device.memory.lock().unwrap()[700_000..705_000] == data[1000..6000]);
+    // Asking for more than the file holds: the rest of the file. Past its end: nothing.
+    assert_eq!(
+        libc.read_to_device(f, 299_000, base + 800_000, (1 << 20) - 800_000),
+        Ok(1000)
+    );
+    assert!(device.memory.lock().unwrap()[800_000..801_000] == data[299_000..]);
+    assert_eq!(libc.read_to_device(f, 400_000, base, 100), Ok(0));
+    // Ranges that are not the device's memory: refused, nothing copied.
+    let before = device.pieces.load(Ordering::Relaxed);
+    for (address, len) in [
+        (base - 1, 10),
+        (base + (1 << 20) - 5, 10),
+        (u64::MAX - 5, 100),
+        (base, u64::MAX),
+        (0x1000, 16),
+    ] {
+        assert_eq!(
+            libc.read_to_device(f, 0, address, len),
+            app(HostError::BadAddress),
+            "{address:#x} + {len}"
+        );
+    }
+    assert_eq!(device.pieces.load(Ordering::Relaxed), before);
+    // And back: device memory to a new file, at an offset.
+    let copy = dir.path("out");
+    let g = dev
+        .on(|p| host::open(p, &copy, mode::from_c("w+").unwrap()))
+        .unwrap();
+    assert_eq!(
+        libc.write_from_device(g, 10, base + 64, data.len() as u64),
+        Ok(data.len() as u64)
+    );
+    let written = std::fs::read(&copy).unwrap();
+    assert_eq!(written.len(), 10 + data.len());
+    assert!(written[10..] == data[..]);
+    assert_eq!(
+        libc.write_from_device(g, 0, base + (1 << 20), 1),
+        app(HostError::BadAddress)
+    );
+    assert_eq!(
+        libc.write_from_device(g, u64::MAX, base, 2),
+        app(HostError::Invalid)
+    );
+    dev.on(|p| host::close(p, f)).unwrap();
+    dev.on(|p| host::close(p, g)).unwrap();
+    drain(server);
+}
+
+#[test]
 fn too_many_open_files_is_an_error_not_a_leak() {
     let _w = watchdog("too many");
     let dir = Scratch::new("many");

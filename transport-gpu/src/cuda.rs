@@ -113,6 +113,11 @@ impl Cuda {
         })
     }
 
+    /// The primary context's handle (retained while `self` lives).
+    pub(crate) fn context(&self) -> sys::CUcontext {
+        self.context
+    }
+
     /// Warps the device holds resident at once: SMs × warps per SM (8448 on an H200).
     pub fn resident_warps(&self) -> u32 {
         self.sms * self.threads_per_sm / 32

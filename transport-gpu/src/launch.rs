@@ -50,6 +50,7 @@ use ferry_libc::{ExitPolicy, Libc};
 use ferry_rpc::service::{Service, Services};
 use ferry_rpc::PerPort;
 
+use crate::copy::CudaCopy;
 use crate::cuda::{Cuda, DeviceMemory, Function, Module};
 use crate::host::{Arena, CallCounts, LibcConfig, LibcHost};
 use crate::region::{GpuRegion, PortCount};
@@ -213,12 +214,19 @@ impl<'c> Program<'c> {
             0 => None,
             bytes => Some(cuda.alloc_device(bytes)?),
         };
+        // The copy engine's path for files to and from device memory, unless the caller gave
+        // one: staging for each server thread, made now.
+        let device = match libc.device {
+            Some(d) => d,
+            None => Arc::new(CudaCopy::new(cuda, config.server_threads as usize)?),
+        };
         let libc = LibcHost::new(LibcConfig {
             heap: heap.as_ref().map(|h| Arena {
                 base: h.ptr(),
                 size: h.len() as u64,
             }),
             exit: config.exit,
+            device: Some(device),
             ..libc
         });
         Ok(Program {

@@ -17,6 +17,8 @@
 //! - [`launch`]: [`Program`]: load a program, run its entry kernel while serving the caller's
 //!   services, `malloc` from device memory reserved before launch; [`run_program`], the loader's
 //!   core, runs it with `Libc`.
+//! - [`copy`]: [`copy::CudaCopy`], the copy engine's path for the host services' copies between
+//!   files and device memory (`Libc::ReadToDevice`, `Libc::WriteFromDevice`).
 //! - [`hsa`]: AMD's HSA runtime, loaded at run time (`libhsa-runtime64`): fine-grained memory.
 //!
 //! Nothing of CUDA or HSA is needed to build; without a driver the calls return
@@ -24,6 +26,7 @@
 
 #![deny(missing_docs)]
 
+pub mod copy;
 pub mod cuda;
 pub mod hsa;
 pub mod launch;

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N]
+//!                 [--bulk-mib N]
 //! ```
 //!
 //! 1. The floor: one GPU thread ping-pongs a flag with a host thread through mapped pinned memory,
@@ -13,6 +14,13 @@
 //!    between the steps: the median of each step, to show where a call's time goes.
 //! 4. Throughput: every resident warp calls at once (`call_throughput`, registers capped at 32 so
 //!    2048 threads fit an SM), by number of server threads.
+//!
+//! 5. Bulk (`--bulk-mib N`, default 256; 0 skips): a file of N MiB read into device memory by one
+//!    call of lane 0 of one warp (`bulk_read`: the host's copy engine through pinned staging), and
+//!    written back from it (`bulk_write`); then every resident warp reading its own 64 KiB slice at
+//!    once; each against `cuMemcpyHtoD`/`DtoH` of the same bytes from pinned memory in the same
+//!    run. Then the path through the region (`chunk_read`: 512-byte calls, each lane its part) on
+//!    a 16 MiB file, so the gain is visible. Every byte moved is compared with the file.
 //!
 //! Per-iteration times come from the kernels' `%globaltimer` stamps every 100 iterations; each
 //! figure is the median over batches (latency) or over repetitions (throughput).
@@ -287,10 +295,293 @@ fn throughput(
     ))
 }
 
+/// One bulk figure: what moved, its bandwidth, and the baseline's in the same run.
+struct BulkRow {
+    what: String,
+    bytes: u64,
+    secs: f64,
+    baseline_secs: f64,
+    baseline: &'static str,
+}
+
+/// A file of `bytes` bytes in /dev/shm, each byte a function of its offset.
+fn bulk_file(tag: &str, bytes: usize) -> Result<(std::path::PathBuf, Vec<u8>), Error> {
+    let path = std::path::PathBuf::from(format!(
+        "/dev/shm/ferry-gpu-bench-{tag}-{}",
+        std::process::id()
+    ));
+    let data: Vec<u8> = (0..bytes)
+        .map(|i| (i ^ (i >> 11) ^ (i >> 23)) as u8)
+        .collect();
+    std::fs::write(&path, &data).map_err(|e| Error::Program(format!("{}: {e}", path.display())))?;
+    Ok((path, data))
+}
+
+/// Runs a bulk kernel (`bulk_read`, `bulk_write`, `chunk_read`) over `warps` warps with `slice`
+/// bytes each of `buffer`, serving it with `host` on `servers` threads: the kernel's time.
+#[allow(clippy::too_many_arguments)]
+fn bulk_kernel(
+    cuda: &Cuda,
+    module: &Module,
+    name: &str,
+    host: &LibcHost,
+    handle: u64,
+    buffer: u64,
+    slice: u64,
+    warps: u32,
+    servers: u32,
+) -> Result<f64, Error> {
+    let kernel = module.function(name)?;
+    let region = GpuRegion::new(cuda, PortCount::default())?;
+    region.install(cuda, module)?;
+    let errors = cuda.alloc_device(4)?;
+    let (block, grid) = if warps >= 32 {
+        (1024, warps / 32)
+    } else {
+        (32 * warps, 1)
+    };
+    let (r, _) = serve(
+        region.region(),
+        region.server_locks(),
+        servers,
+        host,
+        || {
+            let (mut h, mut b, mut s, mut e) = (handle, buffer, slice, errors.ptr());
+            let mut params: [*mut c_void; 4] = [
+                (&raw mut h).cast(),
+                (&raw mut b).cast(),
+                (&raw mut s).cast(),
+                (&raw mut e).cast(),
+            ];
+            let start = Instant::now();
+            // SAFETY: `(u64, u8*, u64, u32*)`: the buffer holds `slice` bytes per warp, the file is
+            // open on `host`, and the buffer, region and errors outlive the wait.
+            unsafe { kernel.launch(grid, block, &mut params) }
+                .and_then(|()| cuda.wait(TIMEOUT))
+                .map(|_| start.elapsed())
+        },
+    )?;
+    let elapsed = r?;
+    let mut e = [0u8; 4];
+    cuda.copy_from_device(&mut e, errors.ptr())?;
+    if u32::from_le_bytes(e) != 0 {
+        return Err(Error::Program(format!(
+            "{name}: {} warps' calls moved the wrong number of bytes",
+            u32::from_le_bytes(e)
+        )));
+    }
+    Ok(elapsed.as_secs_f64())
+}
+
+/// Whether device memory at `ptr` holds `data`.
+fn device_holds(cuda: &Cuda, ptr: u64, data: &[u8]) -> Result<bool, Error> {
+    let mut back = vec![0u8; data.len()];
+    cuda.copy_from_device(&mut back, ptr)?;
+    Ok(back == data)
+}
+
+/// The bulk rows (section 5 of the module docs).
+fn bulk(
+    cuda: &Cuda,
+    module: &Module,
+    capped: &Module,
+    mib: usize,
+    reps: usize,
+    servers: u32,
+) -> Result<Vec<BulkRow>, Box<dyn std::error::Error>> {
+    use ferry_gpu::host::{mode, LibcServer};
+    let mut rows = Vec::new();
+    let host = LibcHost::new(LibcConfig {
+        stdout: Box::new(std::io::sink()),
+        stderr: Box::new(std::io::sink()),
+        device: Some(std::sync::Arc::new(ferry_gpu::copy::CudaCopy::new(
+            cuda,
+            servers as usize,
+        )?)),
+        ..LibcConfig::default()
+    });
+    let program = host.for_program();
+    let time = |f: &mut dyn FnMut() -> Result<f64, Error>| -> Result<f64, Error> {
+        let mut v = Vec::new();
+        for _ in 0..reps {
+            v.push(f()?);
+        }
+        Ok(median(&mut v))
+    };
+
+    // One warp's lane 0 reads a whole file, then writes it back.
+    let bytes = mib << 20;
+    let (path, data) = bulk_file("whole", bytes)?;
+    let pinned = cuda.alloc_mapped(bytes)?;
+    // SAFETY: `pinned` is `bytes` bytes of host memory owned here, used by nothing else.
+    let staged = unsafe { std::slice::from_raw_parts_mut(pinned.host(), bytes) };
+    staged.copy_from_slice(&data);
+    let dev = cuda.alloc_device(bytes)?;
+    let htod = time(&mut || {
+        let t = Instant::now();
+        cuda.copy_to_device(dev.ptr(), staged)?;
+        Ok(t.elapsed().as_secs_f64())
+    })?;
+    let dtoh = time(&mut || {
+        let t = Instant::now();
+        cuda.copy_from_device(staged, dev.ptr())?;
+        Ok(t.elapsed().as_secs_f64())
+    })?;
+    let file = program.open(mode::READ, path.to_str().unwrap_or_default())?;
+    let zero = vec![0u8; bytes];
+    let read = time(&mut || {
+        cuda.copy_to_device(dev.ptr(), &zero)?;
+        bulk_kernel(
+            cuda,
+            module,
+            "bulk_read",
+            &host,
+            file.0,
+            dev.ptr(),
+            bytes as u64,
+            1,
+            servers,
+        )
+    })?;
+    if !device_holds(cuda, dev.ptr(), &data)? {
+        return Err("bulk_read: device memory differs from the file".into());
+    }
+    rows.push(BulkRow {
+        what: format!("one call (lane 0 of one warp) reads a {mib} MiB file into device memory"),
+        bytes: bytes as u64,
+        secs: read,
+        baseline_secs: htod,
+        baseline: "cuMemcpyHtoD from pinned memory",
+    });
+    program.close(file)?;
+    let out_path = path.with_extension("out");
+    let out = program.open(
+        mode::WRITE | mode::CREATE | mode::TRUNCATE,
+        out_path.to_str().unwrap_or_default(),
+    )?;
+    let write = time(&mut || {
+        bulk_kernel(
+            cuda,
+            module,
+            "bulk_write",
+            &host,
+            out.0,
+            dev.ptr(),
+            bytes as u64,
+            1,
+            servers,
+        )
+    })?;
+    program.close(out)?;
+    if std::fs::read(&out_path)? != data {
+        return Err("bulk_write: the file differs from device memory".into());
+    }
+    rows.push(BulkRow {
+        what: format!("one call writes {mib} MiB of device memory to a file"),
+        bytes: bytes as u64,
+        secs: write,
+        baseline_secs: dtoh,
+        baseline: "cuMemcpyDtoH to pinned memory",
+    });
+    let _ = std::fs::remove_file(&out_path);
+    let _ = std::fs::remove_file(&path);
+    drop((dev, pinned));
+
+    // Every resident warp reads its own 64 KiB slice at once.
+    let warps = cuda.resident_warps();
+    let slice = 64usize << 10;
+    let bytes = warps as usize * slice;
+    let (path, data) = bulk_file("slices", bytes)?;
+    let pinned = cuda.alloc_mapped(bytes)?;
+    // SAFETY: as above.
+    let staged = unsafe { std::slice::from_raw_parts_mut(pinned.host(), bytes) };
+    staged.copy_from_slice(&data);
+    let dev = cuda.alloc_device(bytes)?;
+    let htod = time(&mut || {
+        let t = Instant::now();
+        cuda.copy_to_device(dev.ptr(), staged)?;
+        Ok(t.elapsed().as_secs_f64())
+    })?;
+    let file = program.open(mode::READ, path.to_str().unwrap_or_default())?;
+    let zero = vec![0u8; bytes];
+    let read = time(&mut || {
+        cuda.copy_to_device(dev.ptr(), &zero)?;
+        bulk_kernel(
+            cuda,
+            capped,
+            "bulk_read",
+            &host,
+            file.0,
+            dev.ptr(),
+            slice as u64,
+            warps,
+            servers,
+        )
+    })?;
+    if !device_holds(cuda, dev.ptr(), &data)? {
+        return Err("bulk_read (slices): device memory differs from the file".into());
+    }
+    rows.push(BulkRow {
+        what: format!(
+            "{warps} warps each read their own 64 KiB slice ({} MiB), {servers} server threads",
+            bytes >> 20
+        ),
+        bytes: bytes as u64,
+        secs: read,
+        baseline_secs: htod,
+        baseline: "cuMemcpyHtoD from pinned memory",
+    });
+    program.close(file)?;
+    let _ = std::fs::remove_file(&path);
+    drop((dev, pinned));
+
+    // Today's path through the region: 512-byte calls, each lane its part, on 16 MiB.
+    let bytes = 16usize << 20;
+    let (path, data) = bulk_file("chunks", bytes)?;
+    let pinned = cuda.alloc_mapped(bytes)?;
+    // SAFETY: as above.
+    let staged = unsafe { std::slice::from_raw_parts_mut(pinned.host(), bytes) };
+    staged.copy_from_slice(&data);
+    let dev = cuda.alloc_device(bytes)?;
+    let htod = time(&mut || {
+        let t = Instant::now();
+        cuda.copy_to_device(dev.ptr(), staged)?;
+        Ok(t.elapsed().as_secs_f64())
+    })?;
+    let file = program.open(mode::READ, path.to_str().unwrap_or_default())?;
+    let chunked = bulk_kernel(
+        cuda,
+        module,
+        "chunk_read",
+        &host,
+        file.0,
+        dev.ptr(),
+        bytes as u64,
+        1,
+        servers,
+    )?;
+    if !device_holds(cuda, dev.ptr(), &data)? {
+        return Err("chunk_read: device memory differs from the file".into());
+    }
+    rows.push(BulkRow {
+        what:
+            "one warp reads a 16 MiB file through the region, 512-byte calls (each lane its 32nd)"
+                .into(),
+        bytes: bytes as u64,
+        secs: chunked,
+        baseline_secs: htod,
+        baseline: "cuMemcpyHtoD from pinned memory",
+    });
+    program.close(file)?;
+    let _ = std::fs::remove_file(&path);
+    Ok(rows)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut ptx = Vec::new();
     let (mut iters, mut calls, mut reps) = (20_000u32, 200u32, 3usize);
+    let mut bulk_mib = 256usize;
     let mut servers = vec![1u32, 2, 4, 8];
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or(format!("{a} needs a value"));
@@ -298,6 +589,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--iters" => iters = value()?.parse()?,
             "--calls" => calls = value()?.parse()?,
             "--reps" => reps = value()?.parse()?,
+            "--bulk-mib" => bulk_mib = value()?.parse()?,
             "--servers" => {
                 servers = value()?
                     .split(',')
@@ -308,7 +600,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let Some(bench_ptx) = ptx.first() else {
-        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N]".into());
+        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N] [--bulk-mib N]".into());
     };
     let cuda = Cuda::new(0)?;
     println!(
@@ -463,6 +755,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!(
             "| all {warps} warps x {calls} calls ({how}), {s} server threads | {r:.0} warp-calls/s | {:.2}x 1 thread |",
             r / one
+        );
+    }
+    // 5: bulk (a program without the kernels skips it).
+    let bulk_rows = if bulk_mib > 0 && rust.function("bulk_read").is_ok() {
+        let threads = servers.iter().copied().max().unwrap_or(1);
+        bulk(&cuda, &rust, &capped, bulk_mib, reps, threads)?
+    } else {
+        Vec::new()
+    };
+    for r in &bulk_rows {
+        let gbps = |secs: f64| r.bytes as f64 / secs / 1e9;
+        println!(
+            "| bulk: {} | {:.2} GB/s ({:.2} ms) | {:.2} of {} ({:.2} GB/s) |",
+            r.what,
+            gbps(r.secs),
+            r.secs * 1e3,
+            r.baseline_secs / r.secs,
+            r.baseline,
+            gbps(r.baseline_secs)
         );
     }
     println!("wrong replies: {wrong}");
