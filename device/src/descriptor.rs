@@ -29,7 +29,7 @@ pub type Client<'a, L, W> = ClientProcess<'a, L, PerPort, W>;
 
 /// Where the region and the client's lock bitmap are, and how the region is laid out.
 ///
-/// `repr(C)`, 32 bytes: the host writes it byte for byte into the device global [`SYMBOL`].
+/// `repr(C)`, 40 bytes: the host writes it byte for byte into the device global [`SYMBOL`].
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Descriptor {
@@ -48,9 +48,13 @@ pub struct Descriptor {
     /// shadow (`layout.ports()` words, used on NVPTX only: `Process::with_outbox_shadow`), all
     /// zeroed together with the region before the first launch. See [`Descriptor::client_words`].
     pub locks: u64,
+    /// Bytes of each lane's share of a port's bulk area (`Layout::with_bulk`; 0: none).
+    pub bulk: u32,
+    /// Zero.
+    pub reserved: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<Descriptor>() == 32);
+const _: () = assert!(core::mem::size_of::<Descriptor>() == 40);
 
 impl Descriptor {
     /// The descriptor of an unset program.
@@ -61,6 +65,8 @@ impl Descriptor {
         mailbox: 0,
         region: 0,
         locks: 0,
+        bulk: 0,
+        reserved: 0,
     };
 
     /// The layout the descriptor names, checked.
@@ -73,7 +79,10 @@ impl Descriptor {
         if kind != MailboxKind::PerPort {
             return Err(LayoutError::Mailbox(kind));
         }
-        Layout::new(self.ports, self.lanes, kind)
+        if self.reserved != 0 {
+            return Err(LayoutError::Ports(self.ports));
+        }
+        Layout::new(self.ports, self.lanes, kind)?.with_bulk(self.bulk as u64)
     }
 
     /// Whether clients keep their ports between calls ([`FLAG_KEEP_PORTS`]).
@@ -88,14 +97,16 @@ impl Descriptor {
     }
 
     /// The bytes of the descriptor, as the host copies them to the device.
-    pub fn to_bytes(&self) -> [u8; 32] {
-        let mut out = [0u8; 32];
+    pub fn to_bytes(&self) -> [u8; 40] {
+        let mut out = [0u8; 40];
         out[0..4].copy_from_slice(&self.magic.to_le_bytes());
         out[4..8].copy_from_slice(&self.ports.to_le_bytes());
         out[8..12].copy_from_slice(&self.lanes.to_le_bytes());
         out[12..16].copy_from_slice(&self.mailbox.to_le_bytes());
         out[16..24].copy_from_slice(&self.region.to_le_bytes());
         out[24..32].copy_from_slice(&self.locks.to_le_bytes());
+        out[32..36].copy_from_slice(&self.bulk.to_le_bytes());
+        out[36..40].copy_from_slice(&self.reserved.to_le_bytes());
         out
     }
 

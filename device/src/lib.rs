@@ -10,10 +10,14 @@
 //! - [`wait`]: how a warp waits for the host (spin, then sleep);
 //! - `amdgpu`: the same for AMD GPUs (the descriptor global and a wavefront's client), built
 //!   but never run here;
-//! - `nvptx`: thread and block indices, the global timer, the entry-point macro `entry!` and the
-//!   panic handler, for NVPTX builds only;
+//! - [`program`]: what a program's `main` sees on every target: [`Args`], the thread's place in
+//!   the launch, `client()`, and the entry-point macro [`entry!`];
+//! - `nvptx`: the hardware's thread and block indices, the global timer, sleep and the panic
+//!   handler, for NVPTX builds only;
 //! - `sim` (feature `sim`): a simulated warp of CPU threads whose lanes can diverge, so the same
-//!   device code, branches and all, runs on the host against a real server in tests.
+//!   device code, branches and all, runs on the host against a real server in tests; and
+//!   `sim::run_program`, which runs a whole program on CPU threads against the real host
+//!   services.
 //!
 //! On the host the crate builds as an ordinary `no_std` library with one-lane clients
 //! ([`ferry_rpc::Single`]); transports use its [`descriptor::Descriptor`] so both sides agree on
@@ -36,6 +40,7 @@ pub mod host;
 pub mod lanes;
 #[cfg(target_arch = "nvptx64")]
 pub mod nvptx;
+pub mod program;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod wait;
@@ -46,5 +51,6 @@ pub use ferry_rpc::service::{Bytes, Text};
 pub use ferry_rpc::RpcOpcodes;
 pub use wait::GpuWait;
 
-#[cfg(target_arch = "nvptx64")]
-pub use nvptx::{client, Args};
+#[cfg(any(target_arch = "nvptx64", feature = "sim"))]
+pub use program::client;
+pub use program::Args;

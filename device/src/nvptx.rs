@@ -1,7 +1,8 @@
 //! NVPTX only: indices, timer and sleep, the program entry, and the client at kernel start.
 //!
 //! A program is a `cdylib` built for `nvptx64-nvidia-cuda` (`scripts/build-ptx`) whose main
-//! function the [`entry!`](crate::entry) macro wraps in the documented entry kernel:
+//! function the [`entry!`](crate::entry) macro (in [`program`](crate::program)) wraps in the
+//! documented entry kernel:
 //!
 //! ```text
 //! .entry _start(.param .u32 argc, .param .u64 argv, .param .u64 ret)
@@ -114,88 +115,8 @@ pub unsafe fn fetch_or(target: *mut i32, value: i32) {
     atomic.fetch_or(value, core::sync::atomic::Ordering::Relaxed);
 }
 
-/// The program's arguments, as the loader passes them.
-#[derive(Clone, Copy, Debug)]
-pub struct Args {
-    argc: u32,
-    argv: *const *const u8,
-}
-
-impl Args {
-    /// Arguments from the entry kernel's parameters.
-    ///
-    /// # Safety
-    ///
-    /// `argv` must point to `argc` pointers to NUL-terminated strings, valid during the kernel.
-    pub unsafe fn new(argc: u32, argv: *const *const u8) -> Args {
-        Args { argc, argv }
-    }
-
-    /// How many arguments (the program's name first).
-    pub fn len(&self) -> u32 {
-        self.argc
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.argc == 0
-    }
-
-    /// Argument `i` without its NUL, if there is one.
-    pub fn get(&self, i: u32) -> Option<&[u8]> {
-        if i >= self.argc {
-            return None;
-        }
-        // SAFETY: `i < argc` and `Args::new`'s contract makes `argv[i]` a valid string pointer.
-        let p = unsafe { *self.argv.add(i as usize) };
-        let mut n = 0;
-        // SAFETY: the string is NUL-terminated (contract), so every byte up to the NUL is valid.
-        while unsafe { *p.add(n) } != 0 {
-            n += 1;
-        }
-        // SAFETY: `p .. p + n` are the string's bytes, valid for the kernel's lifetime.
-        Some(unsafe { core::slice::from_raw_parts(p, n) })
-    }
-
-    /// Argument `i` parsed as a decimal `u32`, if it is one.
-    pub fn get_u32(&self, i: u32) -> Option<u32> {
-        let s = self.get(i)?;
-        if s.is_empty() {
-            return None;
-        }
-        let mut n: u32 = 0;
-        for &b in s {
-            if !b.is_ascii_digit() {
-                return None;
-            }
-            n = n.checked_mul(10)?.checked_add((b - b'0') as u32)?;
-        }
-        Some(n)
-    }
-}
-
-/// Defines the program's entry kernel `_start(argc, argv, ret)` around `main: fn(Args) -> i32`.
-///
-/// The program crate needs `#![feature(abi_ptx)]`.
-#[macro_export]
-macro_rules! entry {
-    ($main:path) => {
-        /// The program's entry kernel, launched by the loader.
-        ///
-        /// # Safety
-        ///
-        /// Launched by a host that set up the descriptor, with `argv` holding `argc` strings and
-        /// `ret` a valid `i32` in device memory.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn _start(argc: u32, argv: *const *const u8, ret: *mut i32) {
-            // SAFETY: the loader passes `argc` valid strings in `argv` (the kernel's contract).
-            let args = unsafe { $crate::nvptx::Args::new(argc, argv) };
-            let code: i32 = $main(args);
-            // SAFETY: `ret` is a valid `i32` in device memory (the kernel's contract).
-            unsafe { $crate::nvptx::fetch_or(ret, code) };
-        }
-    };
-}
+/// The program's arguments (moved to [`program`](crate::program), where they are on every target).
+pub use crate::program::Args;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -74,6 +74,9 @@
 //! ```
 
 use core::cell::Cell;
+use std::boxed::Box;
+use std::format;
+use std::string::{String, ToString};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use std::vec::Vec;
@@ -398,6 +401,8 @@ pub fn descriptor(region: &ferry_rpc::HeapRegion) -> crate::Descriptor {
         mailbox: ferry_rpc::MailboxKind::PerPort as u32,
         region: r.client_outbox().as_ptr() as u64,
         locks: region.client_locks().as_ptr() as u64,
+        bulk: r.layout().bulk_share() as u32,
+        reserved: 0,
     }
 }
 
@@ -426,6 +431,272 @@ impl ferry_rpc::Wait for Yield {
             return Err(ferry_rpc::Stalled);
         }
         std::thread::yield_now();
+        Ok(())
+    }
+}
+
+/// How a program thread of [`run_program`] waits for the host: polls, a few yields, then sleeps
+/// that double from 20 µs to 640 µs (a run has many more threads than cores, and the host's
+/// serving thread needs one); gives up after 60 s, so a lost answer fails the run instead of
+/// hanging it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProgramWait;
+
+impl ferry_rpc::Wait for ProgramWait {
+    fn pause(&self, polls: u32) -> Result<(), ferry_rpc::Stalled> {
+        if polls == 0 {
+            SINCE.with(|s| s.set(Some(Instant::now())));
+        }
+        match polls {
+            0..256 => core::hint::spin_loop(),
+            256..320 => std::thread::yield_now(),
+            _ => {
+                let since = SINCE.with(|s| s.get()).unwrap_or_else(Instant::now);
+                if since.elapsed() > MEETING_LIMIT {
+                    return Err(ferry_rpc::Stalled);
+                }
+                let doublings = (polls - 320).min(5);
+                std::thread::sleep(
+                    Duration::from_micros(20 << doublings).min(Duration::from_millis(1)),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A whole program run on CPU threads by [`run_program`].
+#[derive(Debug)]
+pub struct ProgramRun {
+    /// The program's exit code: the first `exit` call's code, else the OR of every thread's
+    /// return value (as the loader `rpc-gpu-run` makes it on a GPU).
+    pub code: i32,
+    /// What the program printed to standard output.
+    pub stdout: String,
+    /// What the program printed to standard error.
+    pub stderr: String,
+    /// Whether a thread called `abort`.
+    pub aborted: bool,
+    /// The host services' calls served, by `Libc::OPCODES` index (see `LibcHost::counts`).
+    pub calls: ferry_libc::host::CallCounts,
+}
+
+/// The most threads [`run_program`] runs (each GPU thread is one host thread).
+pub const MAX_PROGRAM_THREADS: u32 = 4096;
+
+/// Bytes of each port's bulk area in a [`run_program`] region (so device code's file calls move
+/// this much per call: `host::io_chunk`).
+pub const PROGRAM_BULK: u64 = 4096;
+
+std::thread_local! {
+    /// The launch place and the region of the program thread running here (`run_program`).
+    static PROGRAM: core::cell::Cell<Option<(crate::program::Place, crate::Descriptor)>> =
+        const { core::cell::Cell::new(None) };
+}
+
+/// The calling thread's place: set by [`run_program`] on its threads, else a launch of one.
+pub(crate) fn place() -> crate::program::Place {
+    PROGRAM
+        .with(|p| p.get())
+        .map_or(crate::program::Place::ALONE, |(place, _)| place)
+}
+
+/// The calling program thread's client (see [`crate::program::client`]).
+pub(crate) fn program_client() -> crate::Client<'static, ferry_rpc::Single, ProgramWait> {
+    let Some((place, descriptor)) = PROGRAM.with(|p| p.get()) else {
+        panic!(
+            "ferry_device::program::client() outside a GPU kernel and outside \
+             ferry_device::sim::run_program: there is no host to call"
+        );
+    };
+    // SAFETY: `run_program` set this descriptor up for a region it leaked (alive for the rest of
+    // the process: `'static` holds) and a client lock bitmap of the same region, reached only
+    // through the protocol; the host serves it for the length of the run.
+    let client = unsafe { descriptor.client(ferry_rpc::Single, ProgramWait) }
+        .expect("run_program's descriptor names its own region");
+    client.with_cursor(place.block * place.threads + place.thread)
+}
+
+/// Runs the GPU program `main` on CPU threads, `blocks` × `threads` of them as a launch of that
+/// shape would run it (each thread's `program::thread_idx()` etc. as on the GPU), against the
+/// real host services ([`ferry_libc::LibcHost`], files on this machine, output captured) served
+/// by host threads, and returns the exit code and output. `args` are the program's arguments,
+/// its name first.
+///
+/// Each GPU thread is one host thread with its own client (a GPU packs the calls of a warp's
+/// lanes together; the calls and their answers are the same). What stays GPU-only: warp
+/// intrinsics called directly, and timing. `exit` is recorded and ends nothing (the threads run
+/// to their end); `system` is off. A thread that panics is an error naming it.
+///
+/// Each run's region (one port per thread, about 4.2 KiB each with its bulk area) stays
+/// allocated for the rest of the process, so that a client a program kept past its run still
+/// names valid memory. At most [`MAX_PROGRAM_THREADS`] threads.
+pub fn run_program(
+    main: fn(crate::program::Args) -> i32,
+    args: &[&str],
+    blocks: u32,
+    threads: u32,
+) -> Result<ProgramRun, String> {
+    use std::ffi::CString;
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+    let total = blocks
+        .checked_mul(threads)
+        .filter(|&t| (1..=MAX_PROGRAM_THREADS).contains(&t))
+        .ok_or_else(|| {
+            format!(
+                "{blocks} blocks of {threads} threads: run_program runs 1 to \
+                 {MAX_PROGRAM_THREADS} threads (one host thread each)"
+            )
+        })?;
+    let strings: Vec<CString> = args
+        .iter()
+        .map(|a| CString::new(*a).map_err(|_| format!("argument {a:?} holds a NUL")))
+        .collect::<Result<_, _>>()?;
+    let pointers: Vec<*const u8> = strings.iter().map(|c| c.as_ptr().cast()).collect();
+    // A port per thread, kept between its calls.
+    let ports = total.next_multiple_of(ferry_rpc::layout::PORT_GRANULE);
+    // A bulk area per port, so a thread's file data and prints cross in one handoff per call
+    // rather than one per 64 bytes (each handoff may wait out a sleeping thread).
+    let region: &'static ferry_rpc::HeapRegion = Box::leak(Box::new(
+        ferry_rpc::HeapRegion::with_bulk(ports, 1, PROGRAM_BULK).map_err(|e| e.to_string())?,
+    ));
+    let mut desc = descriptor(region);
+    desc.mailbox |= crate::descriptor::FLAG_KEEP_PORTS;
+    let out = Capture::default();
+    let err = Capture::default();
+    let host = ferry_libc::LibcHost::new(ferry_libc::LibcConfig {
+        stdout: Box::new(out.clone()),
+        stderr: Box::new(err.clone()),
+        max_files_per_client: usize::MAX,
+        ..ferry_libc::LibcConfig::default()
+    });
+    let code = AtomicI32::new(0);
+    let stop = AtomicBool::new(false);
+    let failed: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        // One serving thread: the program's threads already outnumber the cores.
+        let servers: Vec<_> = (0..1)
+            .map(|_| {
+                let (host, stop) = (&host, &stop);
+                s.spawn(move || {
+                    let server = region.server();
+                    // Polls, then yields, then short sleeps while nothing comes.
+                    let mut idle = 0u32;
+                    while !stop.load(Ordering::Acquire) {
+                        match server.try_open(()) {
+                            Some(mut port) => {
+                                idle = 0;
+                                let _ = host.dispatch(ferry_libc::PROGRAM, &mut port);
+                            }
+                            None => {
+                                idle = idle.saturating_add(1);
+                                match idle {
+                                    0..256 => core::hint::spin_loop(),
+                                    256..320 => std::thread::yield_now(),
+                                    _ => std::thread::sleep(Duration::from_micros(20)),
+                                }
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        let program: Vec<_> = (0..total)
+            .map(|t| {
+                let place = crate::program::Place {
+                    thread: t % threads,
+                    block: t / threads,
+                    threads,
+                    blocks,
+                };
+                // The argument pointers, as an address each thread reads (they are only read).
+                let (code, argc, argv) = (&code, pointers.len() as u32, pointers.as_ptr() as usize);
+                std::thread::Builder::new()
+                    .name(format!("gpu thread {t}"))
+                    .stack_size(1 << 20)
+                    .spawn_scoped(s, move || {
+                        PROGRAM.with(|p| p.set(Some((place, desc))));
+                        // SAFETY: `argv` is `pointers`: `argc` pointers to NUL-terminated strings
+                        // (`strings`), both alive and unchanged until after this thread is joined.
+                        let args =
+                            unsafe { crate::program::Args::new(argc, argv as *const *const u8) };
+                        code.fetch_or(main(args), Ordering::Relaxed);
+                    })
+            })
+            .collect();
+        for (t, h) in program.into_iter().enumerate() {
+            let ended = h.map_err(|e| e.to_string()).and_then(|h| {
+                h.join()
+                    .map_err(|p| panic_text(&*p).unwrap_or_else(|| "a panic".into()))
+            });
+            if let Err(why) = ended {
+                failed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(format!("thread {t}: {why}"));
+            }
+        }
+        // Every thread has returned; what it sent one-way (prints) may still wait on its port:
+        // serve until every port is back with its client, so no output is lost.
+        let r = region.region();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !(0..r.layout().ports()).all(|p| r.client_owns(p)) {
+            if Instant::now() > deadline {
+                failed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push("calls still pending a minute after every thread returned".into());
+                break;
+            }
+            std::thread::yield_now();
+        }
+        stop.store(true, Ordering::Release);
+        for h in servers {
+            let _ = h.join();
+        }
+    });
+    let failed = failed.into_inner().unwrap_or_else(|e| e.into_inner());
+    if !failed.is_empty() {
+        return Err(failed.join("; "));
+    }
+    Ok(ProgramRun {
+        code: host
+            .exit_code()
+            .unwrap_or_else(|| code.load(Ordering::Relaxed)),
+        stdout: out.text(),
+        stderr: err.text(),
+        aborted: host.aborted(),
+        calls: host.counts(),
+    })
+}
+
+/// The text of a panic's payload, if it is text.
+fn panic_text(p: &(dyn core::any::Any + Send)) -> Option<String> {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+}
+
+/// An output stream collected in memory.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Capture {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+}
+
+impl std::io::Write for Capture {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }

@@ -114,6 +114,8 @@ impl GpuRegion {
                 },
             region: self.memory.device(),
             locks: self.client_locks.ptr(),
+            bulk: self.layout.bulk_share() as u32,
+            reserved: 0,
         }
     }
 

@@ -1,0 +1,245 @@
+//! What a GPU program's `main` sees, on every target: its [`Args`], the calling thread's place in
+//! the launch, and [`client`], its handle for calling the host.
+//!
+//! A program is written once against this module and runs two ways:
+//! - **on the GPU**, built for `nvptx64-nvidia-cuda` and run by the loader `rpc-gpu-run`: the
+//!   [`entry!`](crate::entry) macro wraps `main` in the entry kernel, the indices are the
+//!   hardware's, and `client()` is the warp's;
+//! - **on the CPU**, in the program crate's own tests (feature `sim`):
+//!   [`sim::run_program`](crate::sim::run_program) runs `main` on one host thread per GPU thread
+//!   of a launch you choose, against the real host services ([`ferry_libc::LibcHost`]); each
+//!   thread's indices are those it would have on the GPU, and its `client()` calls alone (a GPU
+//!   thread's calls are its own either way: the warp only packs them together).
+//!
+//! ```
+//! use ferry_device::host::Printer;
+//! use ferry_device::program::{self, Args};
+//!
+//! ferry_device::entry!(main);
+//!
+//! /// Prints a line from every thread; thread 0 names the file it was given.
+//! pub fn main(args: Args) -> i32 {
+//!     let client = program::client();
+//!     let out = Printer::new(&client);
+//!     let me = program::global_thread_id();
+//!     let _ = ferry_device::println!(&out, "hello from thread {me}");
+//!     if me == 0 {
+//!         let name = args.get_str(1).unwrap_or("(none)");
+//!         let _ = ferry_device::println!(&out, "the file: {name}");
+//!     }
+//!     0
+//! }
+//!
+//! // On the CPU (the program crate's test): 2 blocks of 4 threads against the host services.
+//! # #[cfg(feature = "sim")] {
+//! let run = ferry_device::sim::run_program(main, &["hello", "data.txt"], 2, 4).unwrap();
+//! assert_eq!(run.code, 0);
+//! assert!(run.stdout.contains("hello from thread 7\n"));
+//! assert!(run.stdout.contains("the file: data.txt\n"));
+//! # }
+//! ```
+//!
+//! Outside both (a host build calling `main` directly) a thread is thread 0 of a launch of one,
+//! and `client()` panics: there is no host to call.
+
+/// The program's arguments, as the loader passes them (the program's name first).
+#[derive(Clone, Copy, Debug)]
+pub struct Args {
+    argc: u32,
+    argv: *const *const u8,
+}
+
+impl Args {
+    /// Arguments from the entry kernel's parameters.
+    ///
+    /// # Safety
+    ///
+    /// `argv` must point to `argc` pointers to NUL-terminated strings, valid while the `Args`
+    /// (and anything borrowed from it) is used.
+    pub unsafe fn new(argc: u32, argv: *const *const u8) -> Args {
+        Args { argc, argv }
+    }
+
+    /// How many arguments (the program's name first).
+    pub fn len(&self) -> u32 {
+        self.argc
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.argc == 0
+    }
+
+    /// Argument `i`'s bytes without its NUL, if there is one.
+    pub fn get(&self, i: u32) -> Option<&[u8]> {
+        if i >= self.argc {
+            return None;
+        }
+        // SAFETY: `i < argc` and `Args::new`'s contract makes `argv[i]` a valid string pointer.
+        let p = unsafe { *self.argv.add(i as usize) };
+        let mut n = 0;
+        // SAFETY: the string is NUL-terminated (contract), so every byte up to the NUL is valid.
+        while unsafe { *p.add(n) } != 0 {
+            n += 1;
+        }
+        // SAFETY: `p .. p + n` are the string's bytes, valid as long as `self` (contract).
+        Some(unsafe { core::slice::from_raw_parts(p, n) })
+    }
+
+    /// Argument `i` as text, if there is one and it is UTF-8 (the loaders pass only UTF-8
+    /// arguments: `rpc-gpu-run` and `sim::run_program` take them as Rust strings).
+    pub fn get_str(&self, i: u32) -> Option<&str> {
+        core::str::from_utf8(self.get(i)?).ok()
+    }
+
+    /// The arguments as text, in order (one that is not UTF-8 as an empty string).
+    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        (0..self.argc).map(|i| self.get_str(i).unwrap_or(""))
+    }
+
+    /// Argument `i` parsed as a decimal `u32`, if it is one.
+    pub fn get_u32(&self, i: u32) -> Option<u32> {
+        self.get_str(i)?.parse().ok()
+    }
+}
+
+/// Defines the program's entry: on a GPU, the entry kernel `_start(argc, argv, ret)` around
+/// `main: fn(Args) -> i32` (the crate needs `#![feature(abi_ptx)]` there); on other targets,
+/// nothing but a check of `main`'s type (`sim::run_program` calls `main` itself).
+///
+/// Every GPU thread runs `main` and ORs its return value into the program's exit code (as LLVM
+/// libc's GPU start code does), unless a thread calls `exit` first (`host::exit`: the first
+/// one served ends the program with its code).
+#[macro_export]
+macro_rules! entry {
+    ($main:path) => {
+        /// The program's entry kernel, launched by the loader.
+        ///
+        /// # Safety
+        ///
+        /// Launched by a host that set up the descriptor, with `argv` holding `argc` strings and
+        /// `ret` a valid `i32` in device memory.
+        #[cfg(target_arch = "nvptx64")]
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn _start(argc: u32, argv: *const *const u8, ret: *mut i32) {
+            // SAFETY: the loader passes `argc` valid strings in `argv` (the kernel's contract).
+            let args = unsafe { $crate::program::Args::new(argc, argv) };
+            let code: i32 = $main(args);
+            // SAFETY: `ret` is a valid `i32` in device memory (the kernel's contract).
+            unsafe { $crate::nvptx::fetch_or(ret, code) };
+        }
+
+        #[cfg(not(target_arch = "nvptx64"))]
+        const _: fn($crate::program::Args) -> i32 = $main;
+    };
+}
+
+/// Where the calling thread is in the launch (on the CPU: as `sim::run_program` set it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// The thread's index in its block.
+    pub thread: u32,
+    /// The block's index in the grid.
+    pub block: u32,
+    /// Threads per block.
+    pub threads: u32,
+    /// Blocks in the grid.
+    pub blocks: u32,
+}
+
+impl Place {
+    /// Thread 0 of a launch of one thread.
+    pub const ALONE: Place = Place {
+        thread: 0,
+        block: 0,
+        threads: 1,
+        blocks: 1,
+    };
+}
+
+#[cfg(target_arch = "nvptx64")]
+fn place() -> Place {
+    use crate::nvptx;
+    Place {
+        thread: nvptx::thread_idx(),
+        block: nvptx::block_idx(),
+        threads: nvptx::block_dim(),
+        blocks: nvptx::grid_dim(),
+    }
+}
+
+#[cfg(all(not(target_arch = "nvptx64"), feature = "sim"))]
+fn place() -> Place {
+    crate::sim::place()
+}
+
+#[cfg(all(not(target_arch = "nvptx64"), not(feature = "sim")))]
+fn place() -> Place {
+    Place::ALONE
+}
+
+/// This thread's index in its block.
+#[inline(always)]
+pub fn thread_idx() -> u32 {
+    place().thread
+}
+
+/// This block's index in the grid.
+#[inline(always)]
+pub fn block_idx() -> u32 {
+    place().block
+}
+
+/// Threads per block.
+#[inline(always)]
+pub fn block_dim() -> u32 {
+    place().threads
+}
+
+/// Blocks in the grid.
+#[inline(always)]
+pub fn grid_dim() -> u32 {
+    place().blocks
+}
+
+/// This thread's index in the (one-dimensional) grid.
+#[inline(always)]
+pub fn global_thread_id() -> u32 {
+    let p = place();
+    p.block * p.threads + p.thread
+}
+
+/// Threads in the whole launch.
+#[inline(always)]
+pub fn global_threads() -> u32 {
+    let p = place();
+    p.blocks * p.threads
+}
+
+/// This warp's index in the grid (warps of 32 threads, each block's counted in order).
+#[inline(always)]
+pub fn global_warp_id() -> u32 {
+    let p = place();
+    p.block * p.threads.div_ceil(32) + p.thread / 32
+}
+
+/// This thread's handle for calling the host (the warp's on a GPU, the thread's own on the
+/// CPU). Call it once, convergently, at the start of `main`.
+///
+/// On a GPU, traps if no host set the program up; on the CPU, panics outside
+/// `sim::run_program`.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub fn client() -> crate::Client<'static, crate::lanes::Warp, crate::GpuWait> {
+    crate::nvptx::client()
+}
+
+/// This thread's handle for calling the host (the warp's on a GPU, the thread's own on the
+/// CPU). Call it once, convergently, at the start of `main`.
+///
+/// On a GPU, traps if no host set the program up; on the CPU, panics outside
+/// `sim::run_program`.
+#[cfg(all(not(target_arch = "nvptx64"), feature = "sim"))]
+pub fn client() -> crate::Client<'static, ferry_rpc::Single, crate::sim::ProgramWait> {
+    crate::sim::program_client()
+}
