@@ -18,11 +18,11 @@ grep -q '^\.visible \.entry _start(' "$out/exit.ptx"
 grep -q '^\.visible \.entry _start(' "$out/files.ptx"
 grep -q '^\.visible \.entry _start(' "$out/printbench.ptx"
 grep -q '^\.visible \.entry _start(' "$out/tally.ptx"
-for k in pingpong call_latency call_latency_kept call_phases call_throughput; do
+for k in pingpong call_latency call_latency_kept call_phases call_throughput bulk_read bulk_write chunk_read; do
     grep -q "^\.visible \.entry $k(" "$out/bench.ptx"
 done
 for p in hello occupancy exit bench files printbench tally; do
-    grep -q '^\.visible \.global .* FERRY_RPC\[32\]' "$out/$p.ptx"
+    grep -q '^\.visible \.global .* FERRY_RPC\[40\]' "$out/$p.ptx"
 done
 # And the host side of the device crate builds and its simulated-warp tests pass.
 cargo test -q -p ferry-device --features sim
