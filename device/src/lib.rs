@@ -11,7 +11,9 @@
 //! - `amdgpu`: the same for AMD GPUs (the descriptor global and a wavefront's client), built
 //!   but never run here;
 //! - [`program`]: what a program's `main` sees on every target: [`Args`], the thread's place in
-//!   the launch, `client()`, and the entry-point macro [`entry!`];
+//!   the launch, `client()`, a block barrier, and the entry-point macro [`entry!`];
+//! - [`sync`]: atomics ordered as written on NVPTX too (its read-modify-writes carry no fence
+//!   otherwise), and a grid-wide "last one out";
 //! - `nvptx`: the hardware's thread and block indices, the global timer, sleep and the panic
 //!   handler, for NVPTX builds only;
 //! - `sim` (feature `sim`): a simulated warp of CPU threads whose lanes can diverge, so the same
@@ -43,6 +45,7 @@ pub mod nvptx;
 pub mod program;
 #[cfg(feature = "sim")]
 pub mod sim;
+pub mod sync;
 pub mod wait;
 
 pub use descriptor::{Client, Descriptor};

@@ -223,6 +223,21 @@ pub fn global_warp_id() -> u32 {
     p.block * p.threads.div_ceil(32) + p.thread / 32
 }
 
+/// Waits until every thread of this block has reached this call (`bar.sync 0` on a GPU; on the
+/// CPU, a barrier of the block's threads). Every thread of the block must call it, the same
+/// number of times: one that returns without calling leaves the others waiting (on a GPU, the
+/// behaviour is undefined).
+#[inline(always)]
+pub fn sync_threads() {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: a barrier of the block's threads; every thread reaches it (the caller's contract).
+    unsafe {
+        core::arch::asm!("bar.sync 0;", options(nostack))
+    };
+    #[cfg(all(not(target_arch = "nvptx64"), feature = "sim"))]
+    crate::sim::block_barrier();
+}
+
 /// This thread's handle for calling the host (the warp's on a GPU, the thread's own on the
 /// CPU). Call it once, convergently, at the start of `main`.
 ///

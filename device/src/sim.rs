@@ -494,6 +494,21 @@ std::thread_local! {
         const { core::cell::Cell::new(None) };
 }
 
+std::thread_local! {
+    /// The barrier of the block the program thread running here belongs to (`run_program`).
+    static BLOCK: core::cell::RefCell<Option<Arc<std::sync::Barrier>>> =
+        const { core::cell::RefCell::new(None) };
+}
+
+/// `program::sync_threads` on the CPU: waits for the rest of this thread's block (nothing
+/// outside `run_program`, where a thread is a block of one).
+pub(crate) fn block_barrier() {
+    let barrier = BLOCK.with(|b| b.borrow().clone());
+    if let Some(b) = barrier {
+        b.wait();
+    }
+}
+
 /// The calling thread's place: set by [`run_program`] on its threads, else a launch of one.
 pub(crate) fn place() -> crate::program::Place {
     PROGRAM
@@ -602,8 +617,12 @@ pub fn run_program(
                 })
             })
             .collect();
+        let barriers: Vec<Arc<std::sync::Barrier>> = (0..blocks)
+            .map(|_| Arc::new(std::sync::Barrier::new(threads as usize)))
+            .collect();
         let program: Vec<_> = (0..total)
             .map(|t| {
+                let barrier = barriers[(t / threads) as usize].clone();
                 let place = crate::program::Place {
                     thread: t % threads,
                     block: t / threads,
@@ -617,6 +636,7 @@ pub fn run_program(
                     .stack_size(1 << 20)
                     .spawn_scoped(s, move || {
                         PROGRAM.with(|p| p.set(Some((place, desc))));
+                        BLOCK.with(|b| *b.borrow_mut() = Some(barrier));
                         // SAFETY: `argv` is `pointers`: `argc` pointers to NUL-terminated strings
                         // (`strings`), both alive and unchanged until after this thread is joined.
                         let args =
