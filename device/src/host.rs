@@ -51,8 +51,8 @@ use ferry_rpc::{Lanes, Mailbox, Process, Wait};
 // here.
 pub use ferry_libc::{
     mode, opcode, ClockReading, Handle, HostError, Libc, LibcClient, LibcError, LibcServer,
-    IO_CHUNK, IO_LIMIT, PATH_LIMIT, PRINT_CHUNK, SEEK_CUR, SEEK_END, SEEK_SET, STDERR, STDOUT,
-    SYSTEM_LIMIT,
+    ENV_LIMIT, IO_CHUNK, IO_LIMIT, PATH_LIMIT, PRINT_CHUNK, SEEK_CUR, SEEK_END, SEEK_SET, STDERR,
+    STDOUT, SYSTEM_LIMIT,
 };
 
 /// A client process as the functions here take it: any lanes, mailbox and wait policy.
@@ -667,6 +667,24 @@ pub fn clock<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
 ) -> Result<ClockReading, LibcError> {
     Libc::client(client).clock().map_err(Error::widen)
+}
+
+/// The value of the host's environment variable `name` (on a GPU, the loader's environment),
+/// written into `buf`: [`HostError::NotFound`] if it is not set, [`HostError::Disabled`] if the
+/// host does not give its environment, [`HostError::TooLong`] for a name or value over
+/// [`ENV_LIMIT`] bytes, `Status::ReplyTooLarge` for a value longer than `buf`.
+pub fn getenv<'b, L: Lanes, M: Mailbox, W: Wait>(
+    client: &HostClient<'_, L, M, W>,
+    name: &str,
+    buf: &'b mut [u8],
+) -> Result<&'b str, LibcError> {
+    let (sent, fits) = within(name, ENV_LIMIT);
+    let reply = Libc::client(client).get_env_into(sent, buf);
+    if fits {
+        reply
+    } else {
+        too_long(reply)
+    }
 }
 
 /// Runs `command` in the host's shell, if the host turned `system` on

@@ -68,8 +68,8 @@ use ferry_rpc::{Lanes, Mailbox, Port, Server, Single, Wait};
 // The definition, so that a host program finds everything it serves here.
 pub use crate::{
     mode, opcode, ClockReading, Handle, HostError, Libc, LibcClient, LibcError, LibcServer,
-    IO_CHUNK, IO_LIMIT, PATH_LIMIT, PRINT_CHUNK, SEEK_CUR, SEEK_END, SEEK_SET, STDERR, STDOUT,
-    SYSTEM_LIMIT,
+    ENV_LIMIT, IO_CHUNK, IO_LIMIT, PATH_LIMIT, PRINT_CHUNK, SEEK_CUR, SEEK_END, SEEK_SET, STDERR,
+    STDOUT, SYSTEM_LIMIT,
 };
 
 /// Who calls on a GPU region's ports: the one program running on the GPU, as the caller id
@@ -146,6 +146,10 @@ pub struct LibcConfig {
     /// for the command, however long it runs, holding one serving thread: turn it on only for
     /// clients trusted to run commands on this host.
     pub allow_system: bool,
+    /// Whether [`Libc::GetEnv`] reads this process's environment (off unless the user turns it
+    /// on: the loader does, a GPU program's environment being its loader's). Off, every
+    /// `getenv` is [`HostError::Disabled`].
+    pub give_environment: bool,
     /// The most files open at once, all clients together (the file table's size). An open past
     /// it is [`HostError::TooManyOpen`].
     pub max_files: usize,
@@ -174,6 +178,7 @@ impl Default for LibcConfig {
             heap: None,
             exit: ExitPolicy::Record,
             allow_system: false,
+            give_environment: false,
             max_files: 256,
             max_files_per_client: 64,
             client_alive: |_| true,
@@ -409,7 +414,10 @@ pub struct LibcHost {
     exit_code: Mutex<Option<i32>>,
     aborted: AtomicBool,
     allow_system: bool,
+    give_environment: bool,
     file_limits: FileLimits,
+    /// Opens refused because a file table was full.
+    refused_opens: AtomicU64,
     client_alive: fn(u64) -> bool,
     device: Option<Arc<dyn DeviceCopy>>,
     start: Instant,
@@ -460,6 +468,8 @@ impl LibcHost {
             exit_code: Mutex::new(None),
             aborted: AtomicBool::new(false),
             allow_system: config.allow_system,
+            give_environment: config.give_environment,
+            refused_opens: AtomicU64::new(0),
             file_limits: FileLimits {
                 total: config.max_files,
                 per_client: config.max_files_per_client,
@@ -556,6 +566,17 @@ impl LibcHost {
     /// Files open now.
     pub fn open_files(&self) -> usize {
         self.lock_files().open
+    }
+
+    /// How many opens were refused because the file table, or the client's share of it, was
+    /// full ([`HostError::TooManyOpen`]): a loader tells its user to raise the limit.
+    pub fn refused_opens(&self) -> u64 {
+        self.refused_opens.load(Ordering::Relaxed)
+    }
+
+    fn refuse_open(&self) -> HostError {
+        self.refused_opens.fetch_add(1, Ordering::Relaxed);
+        HostError::TooManyOpen
     }
 
     /// Bytes of the heap free now (`None` without a heap).
@@ -729,14 +750,14 @@ impl LibcServer for ForCaller<'_> {
     fn open(&self, mode: u32, path: &str) -> Result<Handle, HostError> {
         // Room first, so that a refused open creates and truncates nothing.
         self.file_room(self.caller)
-            .map_err(|_| HostError::TooManyOpen)?;
+            .map_err(|_| self.refuse_open())?;
         let file = open_regular(mode, path)?;
         // (Another open of this client, or of any when the table is nearly full, may have taken
         // the room meanwhile: the file is then closed, refused as above.)
         let inserted = self
             .lock_files()
             .insert(file, self.caller, self.file_limits);
-        inserted.map(Handle).map_err(|_| HostError::TooManyOpen)
+        inserted.map(Handle).map_err(|_| self.refuse_open())
     }
 
     fn read(&self, handle: Handle, len: u32) -> Result<impl AsRef<[u8]>, HostError> {
@@ -939,6 +960,20 @@ impl LibcServer for ForCaller<'_> {
         ClockReading {
             realtime_ns: realtime,
             monotonic_ns: self.start.elapsed().as_nanos() as u64,
+        }
+    }
+
+    fn get_env(&self, name: &str) -> Result<impl AsRef<str>, HostError> {
+        if !self.give_environment {
+            return Err(HostError::Disabled);
+        }
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return Err(HostError::Invalid);
+        }
+        match std::env::var(name) {
+            Ok(v) if v.len() <= ENV_LIMIT => Ok(v),
+            Ok(_) | Err(std::env::VarError::NotUnicode(_)) => Err(HostError::TooLong),
+            Err(std::env::VarError::NotPresent) => Err(HostError::NotFound),
         }
     }
 

@@ -27,6 +27,7 @@
 //! | [`Libc::Abort`] | nothing | nothing (the loader aborts instead) |
 //! | [`Libc::Malloc`], [`Libc::Free`] | size / address | the address / nothing |
 //! | [`Libc::Clock`] | nothing | [`ClockReading`] |
+//! | [`Libc::GetEnv`] | a name (text, ≤ [`ENV_LIMIT`]) | its value (text, ≤ [`ENV_LIMIT`]) |
 //! | [`Libc::System`] | the command (text, ≤ [`SYSTEM_LIMIT`]) | its exit status |
 //!
 //! Every call that can fail on the host carries [`HostError`] (`#[rpc(error = HostError)]`): a
@@ -72,6 +73,8 @@ pub const IO_CHUNK: usize = 512;
 pub const IO_LIMIT: usize = 1 << 20;
 /// The longest path the host accepts, in bytes.
 pub const PATH_LIMIT: usize = 512;
+/// The longest environment variable name, and value, [`Libc::GetEnv`] carries, in bytes.
+pub const ENV_LIMIT: usize = 4096;
 /// The longest command [`Libc::System`] carries, in bytes.
 pub const SYSTEM_LIMIT: usize = 4096;
 
@@ -391,6 +394,15 @@ pub enum Libc {
     /// The host's clocks.
     #[rpc(response = ClockReading)]
     Clock,
+    /// The value of an environment variable of the host (the loader's: the program's
+    /// environment), if the host gives its environment ([`HostError::Disabled`] otherwise);
+    /// [`HostError::NotFound`] if it is not set, [`HostError::TooLong`] if its value is longer
+    /// than [`ENV_LIMIT`] or not UTF-8.
+    #[rpc(response = Text, error = HostError, limit = ENV_LIMIT)]
+    GetEnv {
+        /// The variable's name.
+        name: Text,
+    },
     /// Runs a shell command on the host, if the host turned `system` on; replies its exit status
     /// (-1: killed by a signal).
     #[rpc(response = i32, error = HostError, limit = SYSTEM_LIMIT)]
@@ -457,6 +469,8 @@ pub mod opcode {
     pub const FREE: u32 = Libc::OPCODE_FREE;
     /// [`Libc::Clock`].
     pub const CLOCK: u32 = Libc::OPCODE_CLOCK;
+    /// [`Libc::GetEnv`].
+    pub const GET_ENV: u32 = Libc::OPCODE_GET_ENV;
     /// [`Libc::System`].
     pub const SYSTEM: u32 = Libc::OPCODE_SYSTEM;
 }

@@ -617,6 +617,63 @@ fn files_cross_to_and_from_device_memory_through_the_hosts_copy_engine() {
 }
 
 #[test]
+fn getenv_gives_the_hosts_environment_only_where_the_host_says_so() {
+    let _w = watchdog("getenv");
+    let mut buf = vec![0u8; ferry_libc::ENV_LIMIT];
+    // By default the host keeps its environment to itself.
+    let host = Arc::new(LibcHost::new(captured(
+        &Capture::default(),
+        &Capture::default(),
+    )));
+    let (server, path) = shm_server(&host);
+    let dev = Dev::attach(&path);
+    assert_eq!(
+        dev.on(|p| host::getenv(p, "PATH", &mut buf).map(|v| v.len())),
+        app(HostError::Disabled)
+    );
+    drain(server);
+    // Turned on (as the loader does for its program).
+    let host = Arc::new(LibcHost::new(LibcConfig {
+        give_environment: true,
+        ..captured(&Capture::default(), &Capture::default())
+    }));
+    let (server, path) = shm_server(&host);
+    let dev = Dev::attach(&path);
+    let want = std::env::var("PATH").expect("tests run with a PATH");
+    let got = dev.on(|p| host::getenv(p, "PATH", &mut buf).map(str::to_string));
+    if want.len() <= ferry_libc::ENV_LIMIT {
+        assert_eq!(got, Ok(want.clone()));
+    } else {
+        assert_eq!(got, app(HostError::TooLong));
+    }
+    assert_eq!(
+        dev.on(|p| host::getenv(p, "FERRY_SURELY_NOT_SET_9F3A2", &mut buf).map(|v| v.len())),
+        app(HostError::NotFound)
+    );
+    for bad in ["", "A=B", "NUL\0"] {
+        assert_eq!(
+            dev.on(|p| host::getenv(p, bad, &mut buf).map(|v| v.len())),
+            app(HostError::Invalid),
+            "{bad:?}"
+        );
+    }
+    let long = "N".repeat(ferry_libc::ENV_LIMIT + 1);
+    assert_eq!(
+        dev.on(|p| host::getenv(p, &long, &mut buf).map(|v| v.len())),
+        app(HostError::TooLong)
+    );
+    // A value longer than the caller's buffer: refused by the caller, not overrun.
+    if !want.is_empty() && want.len() <= ferry_libc::ENV_LIMIT {
+        let mut tiny = [0u8; 1];
+        assert!(matches!(
+            dev.on(|p| host::getenv(p, "PATH", &mut tiny).map(|v| v.len())),
+            Err(Error::Status(Status::ReplyTooLarge { .. }))
+        ));
+    }
+    drain(server);
+}
+
+#[test]
 fn too_many_open_files_is_an_error_not_a_leak() {
     let _w = watchdog("too many");
     let dir = Scratch::new("many");
@@ -635,6 +692,7 @@ fn too_many_open_files_is_an_error_not_a_leak() {
         dev.on(|p| host::open(p, &file, w)),
         app(HostError::TooManyOpen)
     );
+    assert_eq!(host.refused_opens(), 1);
     dev.on(|p| host::close(p, hs[1])).unwrap();
     let again = dev.on(|p| host::open(p, &file, w)).unwrap();
     assert_ne!(again, hs[1], "a reused slot gets a new handle");

@@ -57,6 +57,9 @@ use crate::region::{GpuRegion, PortCount};
 use crate::server::{serve_region, Handler, ServeStats, ServerWait};
 use crate::Error;
 
+/// [`RunConfig::max_files`]'s default.
+pub const DEFAULT_MAX_FILES: usize = 256;
+
 /// The default heap `malloc` serves from: 64 MiB of device memory.
 pub const DEFAULT_HEAP: usize = 64 << 20;
 
@@ -114,6 +117,9 @@ pub struct RunConfig {
     /// Stack bytes per GPU thread (`None`: the driver's default, 1 KiB, which formatting with
     /// buffers on the stack, as `println!` and the file calls do, can overflow).
     pub stack: Option<usize>,
+    /// The most files the program has open at once (the host's file table; an open past it is
+    /// `HostError::TooManyOpen`, counted in [`RunReport::refused_opens`]).
+    pub max_files: usize,
 }
 
 impl Default for RunConfig {
@@ -128,6 +134,7 @@ impl Default for RunConfig {
             exit: ExitPolicy::Process,
             heap: DEFAULT_HEAP,
             stack: Some(DEFAULT_STACK),
+            max_files: DEFAULT_MAX_FILES,
         }
     }
 }
@@ -146,6 +153,8 @@ pub struct RunReport {
     pub ports: u32,
     /// Kernel time (launch to end), as the host saw it.
     pub elapsed: Duration,
+    /// Opens refused because the program had [`RunConfig::max_files`] files open.
+    pub refused_opens: u64,
 }
 
 /// A program loaded on a device, with its region, its `malloc` heap and its [`LibcHost`], ready
@@ -330,6 +339,7 @@ impl<'c> Program<'c> {
             stats,
             ports: self.region.layout().ports(),
             elapsed,
+            refused_opens: self.libc.refused_opens(),
         })
     }
 }
@@ -352,7 +362,10 @@ pub fn run_program<O: Write + Send + 'static>(
         LibcConfig {
             stdout: Box::new(out.clone()),
             // The program is the region's only client: the whole file table is its quota.
+            max_files: config.max_files,
             max_files_per_client: usize::MAX,
+            // A program's environment is its loader's, as a process's is its parent's.
+            give_environment: true,
             ..LibcConfig::default()
         },
     )?;

@@ -52,6 +52,7 @@ fn config() -> RunConfig {
         exit: ExitPolicy::Record,
         heap: 1 << 20,
         stack: Some(8 << 10),
+        max_files: 256,
     }
 }
 

@@ -11,6 +11,7 @@
 //!   --heap SIZE          device memory reserved for malloc before launch, in bytes or with a
 //!                        K, M or G suffix (default 64M; 0: none)
 //!   --stack SIZE         stack per GPU thread, as --heap (default 8K; 0: the driver's, 1K)
+//!   --max-files N        files the program may have open at once (default 256)
 //!   --stats              print calls served and the kernel's time on standard error
 //! ```
 //!
@@ -34,7 +35,8 @@ use ferry_gpu::{run_program, ExitPolicy, PortCount, RunConfig};
 
 const USAGE: &str =
     "usage: rpc-gpu-run [--blocks N] [--threads N] [--ports N] [--server-threads N] \
-[--max-registers N] [--timeout SECS] [--heap SIZE] [--stack SIZE] [--stats] PROGRAM.ptx [ARGS...]";
+[--max-registers N] [--timeout SECS] [--heap SIZE] [--stack SIZE] [--max-files N] [--stats] \
+PROGRAM.ptx [ARGS...]";
 
 /// A size in bytes: digits with an optional K, M or G suffix (powers of 1024).
 fn size(v: &str) -> Option<usize> {
@@ -54,7 +56,20 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
+    // Arguments reach the program as text: one that is not UTF-8 is refused here, by name.
+    let args: Vec<String> = match std::env::args_os()
+        .skip(1)
+        .map(|a| a.into_string())
+        .collect::<Result<_, _>>()
+    {
+        Ok(args) => args,
+        Err(a) => {
+            return fail(format_args!(
+                "argument {a:?} is not UTF-8: a program gets its arguments as text"
+            ))
+        }
+    };
+    let mut args = args.into_iter();
     let mut config = RunConfig {
         exit: ExitPolicy::Process,
         ..RunConfig::default()
@@ -90,6 +105,13 @@ fn main() -> ExitCode {
                     .ok_or(format!("--stack: `{v}` is not a size")),
                 None => Err("--stack needs a value".into()),
             },
+            "--max-files" => number("--max-files").and_then(|n| {
+                if n == 0 {
+                    return Err("--max-files: at least 1".to_string());
+                }
+                config.max_files = n as usize;
+                Ok(())
+            }),
             "--stats" => {
                 stats = true;
                 Ok(())
@@ -124,6 +146,13 @@ fn main() -> ExitCode {
     };
     match run_program(&cuda, &ptx, &argv, &config, out) {
         Ok(report) => {
+            if report.refused_opens > 0 {
+                eprintln!(
+                    "rpc-gpu-run: {} opens were refused: the program had {} files open at once \
+                     (--max-files raises the limit)",
+                    report.refused_opens, config.max_files
+                );
+            }
             if stats {
                 let count = |op| report.libc_calls[libc_index(op)];
                 eprintln!(
