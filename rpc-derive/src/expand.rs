@@ -795,7 +795,12 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
 fn inline_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let opcode = opcode_lit(call);
     let fixed_reply = matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit));
-    if !fixed_reply {
+    // A text argument would be checked for UTF-8 where it lies, in memory the peer can write:
+    // it goes through the packets, copied before the check (see `dispatch_arm`).
+    let text_arg = call
+        .stream_arg()
+        .is_some_and(|a| matches!(a.wire, Wire::Text));
+    if !fixed_reply || text_arg {
         return quote!(#opcode => ::core::option::Option::None,);
     }
     let method = method_ident(call);
@@ -823,23 +828,14 @@ fn inline_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
             },
             quote!(),
         ),
-        Some(a) => {
+        // (Bytes only: a text argument is not served inline, above.)
+        Some(_) => {
             let lim = limit(service, call);
-            let as_text = if matches!(a.wire, Wire::Text) {
-                quote! {
-                    let ::core::result::Result::Ok(body) = ::core::str::from_utf8(body) else {
-                        return bad;
-                    };
-                }
-            } else {
-                quote!()
-            };
             (
                 quote! {
                     if body.len() as u64 > #lim {
                         return ::core::option::Option::Some((#s::status::REJECTED, 0));
                     }
-                    #as_text
                 },
                 quote!(, body),
             )
@@ -979,7 +975,13 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     // Everything else: every handled lane's arguments received and decoded, then the handlers,
     // then the replies.
     let stream = call.stream_arg();
-    let in_place = !matches!(call.response(), Some(Wire::Bytes | Wire::Text));
+    // Text is checked for UTF-8 once: it must not change after the check, so it is copied out
+    // of the shared area first (a peer that writes the area behind the protocol's back could
+    // otherwise turn checked text into bytes that are not UTF-8 under the handler's `&str`).
+    let text_arg = call
+        .stream_arg()
+        .is_some_and(|a| matches!(a.wire, Wire::Text));
+    let in_place = !matches!(call.response(), Some(Wire::Bytes | Wire::Text)) && !text_arg;
     let receive = match stream {
         None => quote! {
             let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
