@@ -35,6 +35,15 @@
 //! serves inline calls ([`Handler::serves_inline`]: every derived service does) says so in the
 //! header, and clients of one that does not make every call through the packets.
 //!
+//! **Large payloads** cross each port's *bulk area* ([`ServerConfig::bulk`], 256 KiB by
+//! default, a part of the region that belongs to whichever side holds the port's packet): a
+//! stream longer than a slot moves one area per handoff instead of 64 bytes, a request that
+//! arrives whole is read by the handler where it lies, and a call with a `Bytes` argument and a
+//! fixed reply travels inline with its bytes in the area (`ferry_rpc::stream`, module `inline`).
+//! A large request then costs little more than copying its bytes once; a handler that reads
+//! every byte also pays for moving them from the client's core to its own (BENCHMARKS.md has
+//! both, and that move's floor).
+//!
 //! Modules: `header` (the header and its checks), `file` (creating, stale files, attaching,
 //! mapping, the services table), `owner` (owner words and liveness), `inline` (inline lines),
 //! `wait` (backoff with deadlines), `server` (serving a [`Handler`]: derived services, closures,
@@ -50,6 +59,7 @@
 //! | inline line p, reply words | the worker holding p's inline lock | to answer inline |
 //! | inline bitmap bit p | set by p's claim holder (it stays set when the claim ends); cleared by the monitor, holding p's claim when p is idle, or at reclaim | |
 //! | packet p | whichever side owns it (rpc-core's rule) | while it owns it |
+//! | bulk area of port p | as packet p; for an inline call with a body: the claim holder until it hands the request over, then the worker until it hands the reply back | while it owns it |
 //! | owner word p, free → claimed | any client, by compare-and-swap | to start a call |
 //! | owner word p, claimed → free / abandoned | its holder | when its call ends / fails |
 //! | owner word p, dead or abandoned → free | the server's monitor, holding p's server lock | reclaim |
