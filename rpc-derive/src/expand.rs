@@ -233,7 +233,11 @@ fn generate(service: &Service) -> TokenStream {
     let client_methods: Vec<TokenStream> = service
         .calls
         .iter()
-        .map(|c| client_method(ident, c))
+        .map(|c| {
+            let plain = client_method(ident, c);
+            let with = client_method_with(ident, c);
+            quote!(#plain #with)
+        })
         .collect();
     let handler_sigs: Vec<TokenStream> = service.calls.iter().map(handler_sig).collect();
     let handler_docs: Vec<TokenStream> = service.calls.iter().map(|c| docs(c, "Serves")).collect();
@@ -786,6 +790,98 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
                     const __RPC_R: usize = #r;
                     #run
                 }
+            }
+        }
+    }
+}
+
+/// For a call with a `Bytes` argument and a fixed reply (or none): `<method>_with`, which has the
+/// caller write the bytes in place (`fill`) instead of passing a slice: into the transport's
+/// memory where it carries them there (a shared-memory port's bulk area), else into a buffer.
+fn client_method_with(service: &Ident, call: &Call) -> TokenStream {
+    let Some(stream) = call.stream_arg() else {
+        return quote!();
+    };
+    if !matches!(stream.wire, Wire::Bytes)
+        || matches!(call.response(), Some(Wire::Bytes | Wire::Text))
+    {
+        return quote!();
+    }
+    let method = method_ident(call);
+    let with = format_ident!("{}_with", call.method, span = call.ident.span());
+    let p = quote!(::ferry_rpc::__private);
+    let s = quote!(::ferry_rpc::service);
+    let err = error_type(call);
+    let q = args_size(call);
+    let offs = offsets(call);
+    let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
+    let fixed = call.fixed_args().map(|a| {
+        let n = &a.ident;
+        match &a.wire {
+            Wire::Unit => quote!(#n: ()),
+            Wire::Fixed(ty) => quote!(#n: #ty),
+            // (Fixed arguments are neither bytes nor text.)
+            Wire::Bytes | Wire::Text => quote!(),
+        }
+    });
+    // The two parameters' names, unless a fixed argument has one of them.
+    let taken = |n: &str| call.fixed_args().any(|a| a.ident == n);
+    let len = if taken("len") {
+        format_ident!("__rpc_len")
+    } else {
+        format_ident!("len")
+    };
+    let fill = if taken("fill") {
+        format_ident!("__rpc_fill")
+    } else {
+        format_ident!("fill")
+    };
+    let lim = limit(service, call);
+    let opcode = opcode_lit(call);
+    let stream_name = &stream.ident;
+    let doc = format!(
+        "As [`{method}`](Self::{method}), with `{stream_name}`'s `{len}` bytes written by \
+         `{fill}` where they travel: in place in the transport's memory where it carries them \
+         there (a shared-memory port's bulk area: no copy), else into a buffer of `{len}` bytes \
+         that is then sent. `{fill}` gets the `{len}` bytes to write (their old contents are \
+         unspecified) and may be called more than once (when the server has the call go \
+         through another path)."
+    );
+    let (ret, r, tail) = match call.response() {
+        None => (quote!(()), quote!(0usize), quote!(.map(|_| ()))),
+        _ => {
+            let ty = reply_type(call);
+            let r = reply_size(call);
+            let decode = if call.error().is_some() {
+                quote!(.and_then(|__rpc_r| #p::take_result(&__rpc_r)))
+            } else {
+                quote!(.and_then(|__rpc_r| #p::take_value(&__rpc_r)))
+            };
+            (ty, r, decode)
+        }
+    };
+    let oneway = call.oneway();
+    quote! {
+        ::ferry_rpc::__rpc_if_alloc! {
+            #[doc = #doc]
+            pub fn #with(
+                &self
+                #( , #fixed )*,
+                #len: usize,
+                mut #fill: impl ::core::ops::FnMut(&mut [u8]),
+            ) -> ::core::result::Result<#ret, #err> {
+                const __RPC_Q: usize = #q;
+                const __RPC_R: usize = #r;
+                let mut __rpc_q = [0u8; __RPC_Q];
+                #( #p::put(&mut __rpc_q, #offs, &#names); )*
+                #s::Site::call(&self.site, self.deadline, move |__rpc_c| {
+                    #p::check_limit(__rpc_c, #len, #lim).map_err(#s::Error::widen)?;
+                    #p::call_stream_with::<_, __RPC_Q, __RPC_R>(
+                        __rpc_c, #opcode, &__rpc_q, #len, &mut #fill, #oneway,
+                    )
+                    .map_err(#s::Error::widen)
+                    #tail
+                })
             }
         }
     }

@@ -173,7 +173,11 @@
 //!   and returning `Result<T, ferry_rpc::service::Error<E>>` (`E` is the call's `error`, else
 //!   `Infallible`). A streamed reply has two methods: `name(..)` returns a `Vec<u8>` or `String`
 //!   (where rpc-core has `alloc`), `name_into(.., &mut buf)` writes into `buf` and returns the
-//!   part written (`&mut [u8]` or `&str`). `with_deadline(d)` bounds every call's waits on
+//!   part written (`&mut [u8]` or `&str`). A call with a `Bytes` argument and a fixed reply (or
+//!   none) also has `name_with(.., len, fill)` (with `alloc`): `fill` writes the `len` bytes
+//!   where they travel, in place in the transport's memory where it carries them there (a
+//!   shared-memory port's bulk area: no copy), else into a buffer that is then sent.
+//!   `with_deadline(d)` bounds every call's waits on
 //!   transports that keep time (a bare process waits under its own wait policy). On a GPU every
 //!   active lane calls a method together with the others, each with its own arguments, and gets
 //!   its own reply (or its own handler error).

@@ -306,6 +306,21 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
         }
         self.exchange(opcode, request, body, reply)
     }
+
+    #[inline(always)]
+    fn call_inline_bulk_with(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+        reply: &mut [u8],
+    ) -> Option<Result<u32, ferry_rpc::Error>> {
+        if len > self.bulk.1 {
+            return None;
+        }
+        self.exchange_with(opcode, request, len, |area| fill(area), reply)
+    }
 }
 
 impl<W: Wait> ClientInline<'_, W> {
@@ -317,6 +332,26 @@ impl<W: Wait> ClientInline<'_, W> {
         opcode: u32,
         request: &[u8],
         body: &[u8],
+        reply: &mut [u8],
+    ) -> Option<Result<u32, ferry_rpc::Error>> {
+        self.exchange_with(
+            opcode,
+            request,
+            body.len(),
+            |area| area.copy_from_slice(body),
+            reply,
+        )
+    }
+
+    /// One inline call with a body of `len` bytes (at most the bulk area's length, 0: none),
+    /// which `put` writes into the port's bulk area before the request is handed over.
+    #[inline(always)]
+    fn exchange_with(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        len: usize,
+        put: impl FnOnce(&mut [u8]),
         reply: &mut [u8],
     ) -> Option<Result<u32, ferry_rpc::Error>> {
         if !self.serves || request.len() > INLINE_BYTES || reply.len() > INLINE_BYTES {
@@ -338,18 +373,19 @@ impl<W: Wait> ClientInline<'_, W> {
             self.bitmap_word.fetch_or(self.bit, Ordering::Relaxed);
             self.armed.set(true);
         }
-        if !body.is_empty() {
-            // SAFETY: the area is `self.bulk.1 >= body.len()` bytes of the live mapping, and it
-            // is this claim's: the line is at rest (checked above, after the acquire of the last
-            // reply, so the worker's reads of the area are done) and this claim holds the packet
-            // between calls; nobody else writes it until the reply below.
-            unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), self.bulk.0, body.len()) };
+        if len > 0 {
+            debug_assert!(len <= self.bulk.1);
+            // SAFETY: the area is `self.bulk.1 >= len` bytes of the live mapping (callers check
+            // the length), and it is this claim's: the line is at rest (checked above, after the
+            // acquire of the last reply, so the worker's reads of the area are done) and this
+            // claim holds the packet between calls; nobody else writes it until the reply below.
+            put(unsafe { std::slice::from_raw_parts_mut(self.bulk.0, len) });
+        } else {
+            put(&mut []);
         }
         line.write_payload(request);
-        line.words[word::REQUEST_LEN].store(
-            request.len() as u64 | (body.len() as u64) << 32,
-            Ordering::Relaxed,
-        );
+        line.words[word::REQUEST_LEN]
+            .store(request.len() as u64 | (len as u64) << 32, Ordering::Relaxed);
         let next = last.wrapping_add(1);
         // SYNC (inline, hand the request over): release; pairs with the worker's acquire load of
         // the request word, so the words above are visible to it.

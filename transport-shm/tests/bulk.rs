@@ -180,6 +180,37 @@ fn each_size_both_ways(bulk: usize) {
     assert_eq!(stats.panicked, 0);
 }
 
+#[test]
+fn bytes_written_in_place_cross_as_those_passed_by_slice() {
+    let _w = Watchdog::new("bulk in place", Duration::from_secs(120));
+    for bulk in [AREA, 0] {
+        let server = server("with", bulk);
+        let shm = client(&server);
+        let c = Bulk::client(&shm);
+        for n in sizes() {
+            let d = data(n);
+            let mut calls = 0;
+            let got = c.fold_with(n, |buf| {
+                calls += 1;
+                assert_eq!(buf.len(), n);
+                buf.copy_from_slice(&d);
+            });
+            assert_eq!(got, Ok(fold(&d)), "fold_with of {n} bytes (area {bulk})");
+            assert!(calls >= 1);
+        }
+        // Over the limit: refused before `fill` runs.
+        let mut called = false;
+        assert_eq!(
+            c.fold_with(LIMIT as usize + 1, |_| called = true),
+            Err(Error::Status(Status::Rejected))
+        );
+        assert!(!called);
+        drop(shm);
+        let stats = server.shutdown(Duration::from_secs(10)).stats;
+        assert_eq!((stats.failed, stats.panicked), (0, 0));
+    }
+}
+
 fn data_made(n: usize) -> Vec<u8> {
     (0..n as u32).map(|i| (i * 7) as u8).collect()
 }

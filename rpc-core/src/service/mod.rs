@@ -142,6 +142,21 @@ pub trait InlineCall {
         let _ = (opcode, request, body, reply);
         None
     }
+
+    /// As [`call_inline_bulk`](Self::call_inline_bulk), the body's `len` bytes written in place
+    /// by `fill` (in the port's bulk area) instead of copied from a slice. `None` (nothing sent,
+    /// `fill` not called) where this path cannot carry them. The default carries nothing.
+    fn call_inline_bulk_with(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+        reply: &mut [u8],
+    ) -> Option<Result<u32, ProtocolError>> {
+        let _ = (opcode, request, len, fill, reply);
+        None
+    }
 }
 
 /// What one call of a generated client runs on (a [`Site`]'s claim): a client [`Process`], or a

@@ -164,6 +164,34 @@ pub fn call_stream<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     Ok(reply)
 }
 
+/// [`call_stream`] with the streamed argument's `len` bytes written by `fill`: in place where
+/// the site's inline path carries them (a shared-memory port's bulk area), else into a buffer
+/// then sent. `fill` may be called again if the server has the call go through the packets.
+#[cfg(feature = "alloc")]
+pub fn call_stream_with<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+    site: &C,
+    opcode: u32,
+    prefix: &[u8; Q],
+    len: usize,
+    fill: &mut dyn FnMut(&mut [u8]),
+    oneway: bool,
+) -> Result<[u8; R], Error> {
+    if !oneway && Q <= INLINE_BYTES && R <= INLINE_BYTES {
+        if let Some(inline) = site.inline() {
+            let mut reply = [0u8; R];
+            if let Some(answer) =
+                inline.call_inline_bulk_with(opcode, prefix, len, fill, &mut reply)
+            {
+                check(answer?, opcode)?;
+                return Ok(reply);
+            }
+        }
+    }
+    let mut body = alloc::vec![0u8; len];
+    fill(&mut body);
+    call_stream(site, opcode, prefix, &body, oneway)
+}
+
 /// Writes the `Q` bytes of `request` (or a reply) at the start of `slot`, in the words they cover (the last
 /// one zero-padded); the rest of the slot is left as it is: the other side reads only those
 /// bytes, and a slot's old bytes are no secret from anyone who maps the region.

@@ -892,6 +892,24 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         )
     }
     ::ferry_rpc::__rpc_if_alloc! {
+        #[doc =
+        "As [`put`](Self::put), with `value`'s `len` bytes written by `fill` where they travel: in place in the transport's memory where it carries them there (a shared-memory port's bulk area: no copy), else into a buffer of `len` bytes that is then sent. `fill` gets the `len` bytes to write (their old contents are unspecified) and may be called more than once (when the server has the call go through another path)."]
+        pub fn put_with(& self, key : u32, len : usize, mut fill : impl
+        ::core::ops::FnMut(& mut [u8]),) -> ::core::result::Result < u64,
+        ::ferry_rpc::service::Error < StoreError > > { const __RPC_Q : usize = 0usize +
+        ::core::mem::size_of:: < u32 > (); const __RPC_R : usize = 1usize +
+        ::ferry_rpc::__private::max(::core::mem::size_of:: < u64 > (),
+        ::core::mem::size_of:: < StoreError > ()); let mut __rpc_q = [0u8; __RPC_Q];
+        ::ferry_rpc::__private::put(& mut __rpc_q, 0usize, & key);
+        ::ferry_rpc::service::Site::call(& self.site, self.deadline, move | __rpc_c | {
+        ::ferry_rpc::__private::check_limit(__rpc_c, len, 65536u64)
+        .map_err(::ferry_rpc::service::Error::widen) ?;
+        ::ferry_rpc::__private::call_stream_with:: < _, __RPC_Q, __RPC_R > (__rpc_c,
+        0xeb709090u32, & __rpc_q, len, & mut fill, false,)
+        .map_err(::ferry_rpc::service::Error::widen).and_then(| __rpc_r |
+        ::ferry_rpc::__private::take_result(& __rpc_r)) }) }
+    }
+    ::ferry_rpc::__rpc_if_alloc! {
         #[doc = " A key's name, as text."] #[doc = ""] #[doc =
         "Calls `Name` (opcode `0x8a8506d8`)."] pub fn name(& self, key : u32) ->
         ::core::result::Result < ::ferry_rpc::__private::String,
