@@ -1,12 +1,13 @@
 //! What a GPU program's `main` sees, on every target: its [`Args`], the calling thread's place in
-//! the launch, and [`client`], its handle for calling the host.
+//! the launch, and `client()`, its handle for calling the host (on NVPTX, and on the host with
+//! feature `sim`).
 //!
 //! A program is written once against this module and runs two ways:
 //! - **on the GPU**, built for `nvptx64-nvidia-cuda` and run by the loader `rpc-gpu-run`: the
 //!   [`entry!`](crate::entry) macro wraps `main` in the entry kernel, the indices are the
 //!   hardware's, and `client()` is the warp's;
 //! - **on the CPU**, in the program crate's own tests (feature `sim`):
-//!   [`sim::run_program`](crate::sim::run_program) runs `main` on one host thread per GPU thread
+//!   `sim::run_program` runs `main` on one host thread per GPU thread
 //!   of a launch you choose, against the real host services ([`ferry_libc::LibcHost`]); each
 //!   thread's indices are those it would have on the GPU, and its `client()` calls alone (a GPU
 //!   thread's calls are its own either way: the warp only packs them together).

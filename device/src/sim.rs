@@ -1,5 +1,5 @@
 //! A simulated warp: CPU threads acting as the lanes of one warp, so device code (the same
-//! [`services`](crate::services) calls a kernel makes, or a user's own derived service) runs on
+//! [`host`](crate::host) calls a kernel makes, or a user's own derived service) runs on
 //! the host against a real server, divergent branches included.
 //!
 //! Each lane is one thread holding a [`SimWarp`], which implements [`ferry_rpc::Lanes`] as an

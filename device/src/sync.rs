@@ -11,7 +11,7 @@
 //!   across the whole grid (global memory);
 //! - [`LastOut`]: a grid-wide "last one out": every thread arrives once; exactly one, the last,
 //!   learns it is, and sees everything every thread wrote before arriving;
-//! - [`sync_threads`] (in [`program`](crate::program)): a barrier of one block's threads.
+//! - [`program::sync_threads`](crate::program::sync_threads): a barrier of one block's threads.
 //!
 //! Scope: GPU-wide (`.gpu`), for threads of one launch; the host sees a program's memory through
 //! its calls, which order themselves (the protocol's system-scope fences).
