@@ -342,6 +342,16 @@ pub fn write<L: Lanes, M: Mailbox, W: Wait>(
     file: Handle,
     data: &[u8],
 ) -> Result<usize, LibcError> {
+    write_loop(client, file, None, data)
+}
+
+/// Writes in chunks, at the file's position or, with `at`, from that offset on.
+fn write_loop<L: Lanes, M: Mailbox, W: Wait>(
+    client: &HostClient<'_, L, M, W>,
+    file: Handle,
+    at: Option<u64>,
+    data: &[u8],
+) -> Result<usize, LibcError> {
     let libc = Libc::client(client);
     let chunk = io_chunk(client);
     let mut done = 0usize;
@@ -352,7 +362,12 @@ pub fn write<L: Lanes, M: Mailbox, W: Wait>(
         } else {
             (data.len() - done).min(chunk)
         };
-        match libc.write(file, &data[done..done + n]) {
+        let piece = &data[done..done + n];
+        let wrote = match at {
+            Some(offset) => libc.write_at(file, offset.saturating_add(done as u64), piece),
+            None => libc.write(file, piece),
+        };
+        match wrote {
             Ok(w) => done += (w as usize).min(n),
             Err(e) => failed = failed.or(Some(e)),
         }
@@ -373,7 +388,7 @@ pub fn read<L: Lanes, M: Mailbox, W: Wait>(
     file: Handle,
     buf: &mut [u8],
 ) -> Result<usize, LibcError> {
-    read_loop(client, file, buf, false)
+    read_loop(client, file, None, buf, false)
 }
 
 /// Reads one line into `buf` (C's `fgets` without the terminating zero): stops after a newline,
@@ -383,13 +398,15 @@ pub fn gets<L: Lanes, M: Mailbox, W: Wait>(
     file: Handle,
     buf: &mut [u8],
 ) -> Result<usize, LibcError> {
-    read_loop(client, file, buf, true)
+    read_loop(client, file, None, buf, true)
 }
 
-/// Reads in chunks straight into `buf` (each reply lands in the part of `buf` still free).
+/// Reads in chunks straight into `buf` (each reply lands in the part of `buf` still free), at
+/// the file's position or, with `at`, from that offset on (not with `line`).
 fn read_loop<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
+    at: Option<u64>,
     buf: &mut [u8],
     line: bool,
 ) -> Result<usize, LibcError> {
@@ -407,10 +424,12 @@ fn read_loop<L: Lanes, M: Mailbox, W: Wait>(
             (buf.len() - done).min(chunk)
         };
         let out = &mut buf[done..done + want];
-        let got = if line {
-            libc.gets_into(file, want as u32, out)
-        } else {
-            libc.read_into(file, want as u32, out)
+        let got = match at {
+            Some(offset) => {
+                libc.read_at_into(file, offset.saturating_add(done as u64), want as u32, out)
+            }
+            None if line => libc.gets_into(file, want as u32, out),
+            None => libc.read_into(file, want as u32, out),
         };
         if !finished {
             match got {
@@ -445,40 +464,7 @@ pub fn read_at<L: Lanes, M: Mailbox, W: Wait>(
     offset: u64,
     buf: &mut [u8],
 ) -> Result<usize, LibcError> {
-    let libc = Libc::client(client);
-    let chunk = io_chunk(client);
-    let mut done = 0usize;
-    let mut finished = buf.is_empty();
-    let mut failed = None;
-    loop {
-        let want = if finished {
-            0
-        } else {
-            (buf.len() - done).min(chunk)
-        };
-        let at = offset.saturating_add(done as u64);
-        let got = libc.read_at_into(file, at, want as u32, &mut buf[done..done + want]);
-        if !finished {
-            match got {
-                Err(e) => {
-                    failed = Some(e);
-                    finished = true;
-                }
-                Ok(data) => {
-                    let n = data.len();
-                    done += n;
-                    finished = n == 0 || done == buf.len();
-                }
-            }
-        }
-        if !any(client, !finished) {
-            break;
-        }
-    }
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(done),
-    }
+    read_loop(client, file, Some(offset), buf, false)
 }
 
 /// Writes `data` at `offset` (C's `pwrite`: the file's position does not move), in calls of at
@@ -489,29 +475,7 @@ pub fn write_at<L: Lanes, M: Mailbox, W: Wait>(
     offset: u64,
     data: &[u8],
 ) -> Result<usize, LibcError> {
-    let libc = Libc::client(client);
-    let chunk = io_chunk(client);
-    let mut done = 0usize;
-    let mut failed = None;
-    loop {
-        let n = if failed.is_some() {
-            0
-        } else {
-            (data.len() - done).min(chunk)
-        };
-        let at = offset.saturating_add(done as u64);
-        match libc.write_at(file, at, &data[done..done + n]) {
-            Ok(w) => done += (w as usize).min(n),
-            Err(e) => failed = failed.or(Some(e)),
-        }
-        if !any(client, failed.is_none() && done < data.len()) {
-            break;
-        }
-    }
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(done),
-    }
+    write_loop(client, file, Some(offset), data)
 }
 
 /// `file`'s size in bytes (C's `fstat`'s `st_size`).

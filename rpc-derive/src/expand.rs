@@ -587,16 +587,19 @@ fn docs(call: &Call, verb: &str) -> TokenStream {
 
 /// The parameters of a call's client method and handler, after `&self`.
 fn params(call: &Call) -> TokenStream {
-    let each = call.args.iter().map(|a| {
-        let n = &a.ident;
-        match &a.wire {
-            Wire::Bytes => quote!(#n: &[u8]),
-            Wire::Text => quote!(#n: &str),
-            Wire::Unit => quote!(#n: ()),
-            Wire::Fixed(ty) => quote!(#n: #ty),
-        }
-    });
+    let each = call.args.iter().map(param);
     quote!(#( , #each )*)
+}
+
+/// One argument as a parameter.
+fn param(a: &crate::ast::Arg) -> TokenStream {
+    let n = &a.ident;
+    match &a.wire {
+        Wire::Bytes => quote!(#n: &[u8]),
+        Wire::Text => quote!(#n: &str),
+        Wire::Unit => quote!(#n: ()),
+        Wire::Fixed(ty) => quote!(#n: #ty),
+    }
 }
 
 /// The limit of a call's streams, per lane: the default, or the hidden associated constant that
@@ -642,6 +645,20 @@ fn limit_consts(service: &Service) -> TokenStream {
     quote!(#( #each )*)
 }
 
+/// A client method's first lines: the call's fixed arguments packed into `__rpc_q`
+/// (`__RPC_Q` bytes).
+fn pack_args(call: &Call) -> TokenStream {
+    let p = quote!(::ferry_rpc::__private);
+    let q = args_size(call);
+    let offs = offsets(call);
+    let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
+    quote! {
+        const __RPC_Q: usize = #q;
+        let mut __rpc_q = [0u8; __RPC_Q];
+        #( #p::put(&mut __rpc_q, #offs, &#names); )*
+    }
+}
+
 /// A call's method(s) on the generated client.
 fn client_method(service: &Ident, call: &Call) -> TokenStream {
     let method = method_ident(call);
@@ -651,9 +668,6 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
     let p = quote!(::ferry_rpc::__private);
     let s = quote!(::ferry_rpc::service);
     let err = error_type(call);
-    let q = args_size(call);
-    let offs = offsets(call);
-    let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
     let body = call.stream_arg().map(|a| {
         let n = &a.ident;
         match a.wire {
@@ -671,11 +685,7 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
             #p::check_limit(__rpc_c, (#b).len(), #lim).map_err(#s::Error::widen)?;
         }
     });
-    let pack = quote! {
-        const __RPC_Q: usize = #q;
-        let mut __rpc_q = [0u8; __RPC_Q];
-        #( #p::put(&mut __rpc_q, #offs, &#names); )*
-    };
+    let pack = pack_args(call);
     let run = |inner: TokenStream| {
         quote! {
             #s::Site::call(&self.site, self.deadline, move |__rpc_c| { #check #inner })
@@ -812,18 +822,8 @@ fn client_method_with(service: &Ident, call: &Call) -> TokenStream {
     let p = quote!(::ferry_rpc::__private);
     let s = quote!(::ferry_rpc::service);
     let err = error_type(call);
-    let q = args_size(call);
-    let offs = offsets(call);
-    let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
-    let fixed = call.fixed_args().map(|a| {
-        let n = &a.ident;
-        match &a.wire {
-            Wire::Unit => quote!(#n: ()),
-            Wire::Fixed(ty) => quote!(#n: #ty),
-            // (Fixed arguments are neither bytes nor text.)
-            Wire::Bytes | Wire::Text => quote!(),
-        }
-    });
+    let pack = pack_args(call);
+    let fixed = call.fixed_args().map(param);
     // The two parameters' names, unless a fixed argument has one of them.
     let taken = |n: &str| call.fixed_args().any(|a| a.ident == n);
     let len = if taken("len") {
@@ -870,10 +870,8 @@ fn client_method_with(service: &Ident, call: &Call) -> TokenStream {
                 #len: usize,
                 mut #fill: impl ::core::ops::FnMut(&mut [u8]),
             ) -> ::core::result::Result<#ret, #err> {
-                const __RPC_Q: usize = #q;
+                #pack
                 const __RPC_R: usize = #r;
-                let mut __rpc_q = [0u8; __RPC_Q];
-                #( #p::put(&mut __rpc_q, #offs, &#names); )*
                 #s::Site::call(&self.site, self.deadline, move |__rpc_c| {
                     #p::check_limit(__rpc_c, #len, #lim).map_err(#s::Error::widen)?;
                     #p::call_stream_with::<_, __RPC_Q, __RPC_R>(
@@ -1020,6 +1018,17 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     if call.stream_arg().is_none() && fixed_reply {
         let encode = encode_into(quote!(&mut __rpc_buf), quote!(&__rpc_reply));
         let tys: Vec<&syn::Type> = call.fixed_args().map(|a| a.ty).collect();
+        // One slot turned into its reply: decode, call the handler, encode.
+        let answer = quote! {
+            let #slot_bytes = &slot.as_bytes()[..__RPC_Q];
+            if let ::core::option::Option::Some(#pat) = #decode {
+                #[allow(clippy::let_unit_value)]
+                let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)*);
+                let mut __rpc_buf = [0u8; __RPC_R];
+                #encode;
+                #p::write_slot(slot, &__rpc_buf);
+            }
+        };
         return quote! {
             #opcode => {
                 const __RPC_Q: usize = #q;
@@ -1030,16 +1039,7 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
                 use #p::{IsFallible as _, IsInfallible as _};
                 if true #( && (&#p::Infallible::<#tys>::new()).infallible() )* {
                     port.set_status(#s::status::OK);
-                    port.recv_and_send(|slot, _| {
-                        let #slot_bytes = &slot.as_bytes()[..__RPC_Q];
-                        if let ::core::option::Option::Some(#pat) = #decode {
-                            #[allow(clippy::let_unit_value)]
-                            let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)*);
-                            let mut __rpc_buf = [0u8; __RPC_R];
-                            #encode;
-                            #p::write_slot(slot, &__rpc_buf);
-                        }
-                    })?;
+                    port.recv_and_send(|slot, _| { #answer })?;
                     return #ok;
                 }
                 let mut __rpc_bad = false;
@@ -1052,17 +1052,8 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
                     return #bad_request;
                 }
                 port.set_status(#s::status::OK);
-                port.send(|slot, _| {
-                    let #slot_bytes = &slot.as_bytes()[..__RPC_Q];
-                    // (Every lane's arguments decoded above.)
-                    if let ::core::option::Option::Some(#pat) = #decode {
-                        #[allow(clippy::let_unit_value)]
-                        let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)*);
-                        let mut __rpc_buf = [0u8; __RPC_R];
-                        #encode;
-                        #p::write_slot(slot, &__rpc_buf);
-                    }
-                })?;
+                // (Every lane's arguments decoded above.)
+                port.send(|slot, _| { #answer })?;
                 #ok
             }
         };

@@ -113,6 +113,8 @@ fn parse_table(table: &[u8], hash: u64) -> Option<Vec<(String, u64)>> {
 pub(crate) struct Mapped {
     map: memmap2::MmapRaw,
     geometry: Geometry,
+    /// Where the ports' bulk areas lie in `map`.
+    bulk: crate::inline::BulkAreas,
     /// The services table, as read (clients) or written (the server).
     services: Vec<(String, u64)>,
     path: PathBuf,
@@ -132,6 +134,7 @@ impl Mapped {
             .map_raw(&file)
             .map_err(|e| io("mapping", path, e))?;
         Ok(Mapped {
+            bulk: Self::find_bulk_areas(&map, &geometry),
             map,
             services,
             geometry,
@@ -190,31 +193,28 @@ impl Mapped {
         region.expect("the geometry's layout matches itself")
     }
 
-    /// Where the ports' bulk areas lie (lane 0's share of each), for inline calls.
-    #[cfg(not(loom))]
+    /// Where the ports' bulk areas lie (lane 0's share of each), for inline calls: found once,
+    /// when the file is mapped (a claim's inline path reads it on every call).
     pub(crate) fn bulk_areas(&self) -> crate::inline::BulkAreas {
-        let g = &self.geometry;
-        let layout = g.layout();
-        if layout.bulk_share() == 0 {
+        self.bulk
+    }
+
+    /// Where `map`'s bulk areas lie for `geometry` (none under loom, whose model maps no file).
+    fn find_bulk_areas(map: &memmap2::MmapRaw, geometry: &Geometry) -> crate::inline::BulkAreas {
+        let layout = geometry.layout();
+        if cfg!(loom) || layout.bulk_share() == 0 {
             return crate::inline::BulkAreas::NONE;
         }
         crate::inline::BulkAreas {
             // SAFETY: the bulk areas are the region's last `bulk_slots() * 64` bytes, at
             // `bulk_offset()` within it, inside the mapping (as for `region`).
             base: unsafe {
-                self.map
-                    .as_mut_ptr()
-                    .add(g.region_offset() + layout.bulk_offset())
+                map.as_mut_ptr()
+                    .add(geometry.region_offset() + layout.bulk_offset())
             },
             share: layout.bulk_share(),
             stride: layout.lanes() as usize * layout.bulk_share(),
         }
-    }
-
-    /// Where the ports' bulk areas lie: none under loom, whose model maps no file.
-    #[cfg(loom)]
-    pub(crate) fn bulk_areas(&self) -> crate::inline::BulkAreas {
-        crate::inline::BulkAreas::NONE
     }
 
     /// The owner words, one per port.

@@ -194,6 +194,13 @@ pub(crate) struct BulkAreas {
     pub(crate) stride: usize,
 }
 
+// SAFETY: `base` is an address in a mapping its owner keeps alive; this value only computes
+// addresses from it, and the bytes there are read and written under the inline protocol's rules
+// (the module docs), whichever thread holds the value.
+unsafe impl Send for BulkAreas {}
+// SAFETY: as above: shared, it is read only.
+unsafe impl Sync for BulkAreas {}
+
 impl BulkAreas {
     /// A file without bulk areas.
     pub(crate) const NONE: BulkAreas = BulkAreas {

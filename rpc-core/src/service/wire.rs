@@ -144,17 +144,29 @@ pub fn call_stream<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     body: &[u8],
     oneway: bool,
 ) -> Result<[u8; R], Error> {
-    let mut reply = [0u8; R];
     // Inline where the transport carries the body beside the request (a one-way call goes
     // through the packets: it returns once sent, without waiting for an answer).
     if !oneway && Q <= INLINE_BYTES && R <= INLINE_BYTES {
         if let Some(inline) = site.inline() {
+            let mut reply = [0u8; R];
             if let Some(answer) = inline.call_inline_bulk(opcode, prefix, body, &mut reply) {
                 check(answer?, opcode)?;
                 return Ok(reply);
             }
         }
     }
+    stream_through_packets(site, opcode, prefix, body, oneway)
+}
+
+/// [`call_stream`] through the packets only.
+fn stream_through_packets<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+    site: &C,
+    opcode: u32,
+    prefix: &[u8; Q],
+    body: &[u8],
+    oneway: bool,
+) -> Result<[u8; R], Error> {
+    let mut reply = [0u8; R];
     let mut port = site.process().open(opcode)?;
     send_parts(&mut port, prefix, body, oneway)?;
     if !oneway {
@@ -187,9 +199,11 @@ pub fn call_stream_with<C: CallSite + ?Sized, const Q: usize, const R: usize>(
             }
         }
     }
+    // (The inline path declined these bytes already, or the server had them go through the
+    // packets: the same request inline again would be declined again.)
     let mut body = alloc::vec![0u8; len];
     fill(&mut body);
-    call_stream(site, opcode, prefix, &body, oneway)
+    stream_through_packets(site, opcode, prefix, &body, oneway)
 }
 
 /// Writes the `Q` bytes of `request` (or a reply) at the start of `slot`, in the words they cover (the last

@@ -897,11 +897,11 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         pub fn put_with(& self, key : u32, len : usize, mut fill : impl
         ::core::ops::FnMut(& mut [u8]),) -> ::core::result::Result < u64,
         ::ferry_rpc::service::Error < StoreError > > { const __RPC_Q : usize = 0usize +
-        ::core::mem::size_of:: < u32 > (); const __RPC_R : usize = 1usize +
-        ::ferry_rpc::__private::max(::core::mem::size_of:: < u64 > (),
-        ::core::mem::size_of:: < StoreError > ()); let mut __rpc_q = [0u8; __RPC_Q];
-        ::ferry_rpc::__private::put(& mut __rpc_q, 0usize, & key);
-        ::ferry_rpc::service::Site::call(& self.site, self.deadline, move | __rpc_c | {
+        ::core::mem::size_of:: < u32 > (); let mut __rpc_q = [0u8; __RPC_Q];
+        ::ferry_rpc::__private::put(& mut __rpc_q, 0usize, & key); const __RPC_R : usize
+        = 1usize + ::ferry_rpc::__private::max(::core::mem::size_of:: < u64 > (),
+        ::core::mem::size_of:: < StoreError > ()); ::ferry_rpc::service::Site::call(&
+        self.site, self.deadline, move | __rpc_c | {
         ::ferry_rpc::__private::check_limit(__rpc_c, len, 65536u64)
         .map_err(::ferry_rpc::service::Error::widen) ?;
         ::ferry_rpc::__private::call_stream_with:: < _, __RPC_Q, __RPC_R > (__rpc_c,

@@ -380,6 +380,58 @@ fn device_holds(cuda: &Cuda, ptr: u64, data: &[u8]) -> Result<bool, Error> {
     Ok(back == data)
 }
 
+/// A file of some size for the bulk rows, its bytes in pinned host memory, and device memory of
+/// the same size.
+struct Staged {
+    path: std::path::PathBuf,
+    data: Vec<u8>,
+    pinned: ferry_gpu::cuda::MappedMemory,
+    dev: ferry_gpu::cuda::DeviceMemory,
+}
+
+impl Staged {
+    fn new(cuda: &Cuda, tag: &str, bytes: usize) -> Result<Staged, Error> {
+        let (path, data) = bulk_file(tag, bytes)?;
+        let pinned = cuda.alloc_mapped(bytes)?;
+        let staged = Staged {
+            path,
+            data,
+            pinned,
+            dev: cuda.alloc_device(bytes)?,
+        };
+        staged.host().copy_from_slice(&staged.data);
+        Ok(staged)
+    }
+
+    /// The pinned copy.
+    #[allow(clippy::mut_from_ref)]
+    fn host(&self) -> &mut [u8] {
+        // SAFETY: `pinned` is `data.len()` bytes of host memory owned here; the benchmark uses
+        // it from one thread, one copy at a time.
+        unsafe { std::slice::from_raw_parts_mut(self.pinned.host(), self.data.len()) }
+    }
+
+    /// One `cuMemcpyHtoD` of the bytes from pinned memory, in seconds.
+    fn htod(&self, cuda: &Cuda) -> Result<f64, Error> {
+        let t = Instant::now();
+        cuda.copy_to_device(self.dev.ptr(), self.host())?;
+        Ok(t.elapsed().as_secs_f64())
+    }
+
+    /// One `cuMemcpyDtoH` of the bytes to pinned memory, in seconds.
+    fn dtoh(&self, cuda: &Cuda) -> Result<f64, Error> {
+        let t = Instant::now();
+        cuda.copy_from_device(self.host(), self.dev.ptr())?;
+        Ok(t.elapsed().as_secs_f64())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// The bulk rows (section 5 of the module docs).
 fn bulk(
     cuda: &Cuda,
@@ -390,7 +442,6 @@ fn bulk(
     servers: u32,
 ) -> Result<Vec<BulkRow>, Box<dyn std::error::Error>> {
     use ferry_gpu::host::{mode, LibcServer};
-    let mut rows = Vec::new();
     let host = LibcHost::new(LibcConfig {
         stdout: Box::new(std::io::sink()),
         stderr: Box::new(std::io::sink()),
@@ -408,172 +459,108 @@ fn bulk(
         }
         Ok(median(&mut v))
     };
+    // `kernel` over `warps` warps of `module`, `slice` bytes each, reading `s`'s file into its
+    // device memory (zeroed before each run, compared with the file after): the median time.
+    let read =
+        |s: &Staged, module: &Module, kernel: &str, slice: usize, warps: u32, runs: usize| {
+            let file = program.open(mode::READ, s.path.to_str().unwrap_or_default())?;
+            let zero = vec![0u8; s.data.len()];
+            let mut v = Vec::new();
+            for _ in 0..runs {
+                cuda.copy_to_device(s.dev.ptr(), &zero)?;
+                v.push(bulk_kernel(
+                    cuda,
+                    module,
+                    kernel,
+                    &host,
+                    file.0,
+                    s.dev.ptr(),
+                    slice as u64,
+                    warps,
+                    servers,
+                )?);
+            }
+            program.close(file)?;
+            if !device_holds(cuda, s.dev.ptr(), &s.data)? {
+                return Err(format!("{kernel}: device memory differs from the file").into());
+            }
+            Ok::<f64, Box<dyn std::error::Error>>(median(&mut v))
+        };
+    let row = |what: String, s: &Staged, secs: f64, baseline_secs: f64, baseline| BulkRow {
+        what,
+        bytes: s.data.len() as u64,
+        secs,
+        baseline_secs,
+        baseline,
+    };
+    let mut rows = Vec::new();
 
     // One warp's lane 0 reads a whole file, then writes it back.
-    let bytes = mib << 20;
-    let (path, data) = bulk_file("whole", bytes)?;
-    let pinned = cuda.alloc_mapped(bytes)?;
-    // SAFETY: `pinned` is `bytes` bytes of host memory owned here, used by nothing else.
-    let staged = unsafe { std::slice::from_raw_parts_mut(pinned.host(), bytes) };
-    staged.copy_from_slice(&data);
-    let dev = cuda.alloc_device(bytes)?;
-    let htod = time(&mut || {
-        let t = Instant::now();
-        cuda.copy_to_device(dev.ptr(), staged)?;
-        Ok(t.elapsed().as_secs_f64())
-    })?;
-    let dtoh = time(&mut || {
-        let t = Instant::now();
-        cuda.copy_from_device(staged, dev.ptr())?;
-        Ok(t.elapsed().as_secs_f64())
-    })?;
-    let file = program.open(mode::READ, path.to_str().unwrap_or_default())?;
-    let zero = vec![0u8; bytes];
-    let read = time(&mut || {
-        cuda.copy_to_device(dev.ptr(), &zero)?;
-        bulk_kernel(
-            cuda,
-            module,
-            "bulk_read",
-            &host,
-            file.0,
-            dev.ptr(),
-            bytes as u64,
-            1,
-            servers,
-        )
-    })?;
-    if !device_holds(cuda, dev.ptr(), &data)? {
-        return Err("bulk_read: device memory differs from the file".into());
-    }
-    rows.push(BulkRow {
-        what: format!("one call (lane 0 of one warp) reads a {mib} MiB file into device memory"),
-        bytes: bytes as u64,
-        secs: read,
-        baseline_secs: htod,
-        baseline: "cuMemcpyHtoD from pinned memory",
-    });
-    program.close(file)?;
-    let out_path = path.with_extension("out");
+    let whole = Staged::new(cuda, "whole", mib << 20)?;
+    let htod = time(&mut || whole.htod(cuda))?;
+    let dtoh = time(&mut || whole.dtoh(cuda))?;
+    let secs = read(&whole, module, "bulk_read", mib << 20, 1, reps)?;
+    rows.push(row(
+        format!("one call (lane 0 of one warp) reads a {mib} MiB file into device memory"),
+        &whole,
+        secs,
+        htod,
+        "cuMemcpyHtoD from pinned memory",
+    ));
+    let out_path = whole.path.with_extension("out");
     let out = program.open(
         mode::WRITE | mode::CREATE | mode::TRUNCATE,
         out_path.to_str().unwrap_or_default(),
     )?;
-    let write = time(&mut || {
-        bulk_kernel(
-            cuda,
-            module,
-            "bulk_write",
-            &host,
-            out.0,
-            dev.ptr(),
-            bytes as u64,
-            1,
-            servers,
-        )
+    let secs = time(&mut || {
+        let (h, ptr, n) = (out.0, whole.dev.ptr(), (mib << 20) as u64);
+        bulk_kernel(cuda, module, "bulk_write", &host, h, ptr, n, 1, servers)
     })?;
     program.close(out)?;
-    if std::fs::read(&out_path)? != data {
+    let written = std::fs::read(&out_path)?;
+    let _ = std::fs::remove_file(&out_path);
+    if written != whole.data {
         return Err("bulk_write: the file differs from device memory".into());
     }
-    rows.push(BulkRow {
-        what: format!("one call writes {mib} MiB of device memory to a file"),
-        bytes: bytes as u64,
-        secs: write,
-        baseline_secs: dtoh,
-        baseline: "cuMemcpyDtoH to pinned memory",
-    });
-    let _ = std::fs::remove_file(&out_path);
-    let _ = std::fs::remove_file(&path);
-    drop((dev, pinned));
+    rows.push(row(
+        format!("one call writes {mib} MiB of device memory to a file"),
+        &whole,
+        secs,
+        dtoh,
+        "cuMemcpyDtoH to pinned memory",
+    ));
+    drop(whole);
 
     // Every resident warp reads its own 64 KiB slice at once.
     let warps = cuda.resident_warps();
     let slice = 64usize << 10;
-    let bytes = warps as usize * slice;
-    let (path, data) = bulk_file("slices", bytes)?;
-    let pinned = cuda.alloc_mapped(bytes)?;
-    // SAFETY: as above.
-    let staged = unsafe { std::slice::from_raw_parts_mut(pinned.host(), bytes) };
-    staged.copy_from_slice(&data);
-    let dev = cuda.alloc_device(bytes)?;
-    let htod = time(&mut || {
-        let t = Instant::now();
-        cuda.copy_to_device(dev.ptr(), staged)?;
-        Ok(t.elapsed().as_secs_f64())
-    })?;
-    let file = program.open(mode::READ, path.to_str().unwrap_or_default())?;
-    let zero = vec![0u8; bytes];
-    let read = time(&mut || {
-        cuda.copy_to_device(dev.ptr(), &zero)?;
-        bulk_kernel(
-            cuda,
-            capped,
-            "bulk_read",
-            &host,
-            file.0,
-            dev.ptr(),
-            slice as u64,
-            warps,
-            servers,
-        )
-    })?;
-    if !device_holds(cuda, dev.ptr(), &data)? {
-        return Err("bulk_read (slices): device memory differs from the file".into());
-    }
-    rows.push(BulkRow {
-        what: format!(
+    let slices = Staged::new(cuda, "slices", warps as usize * slice)?;
+    let htod = time(&mut || slices.htod(cuda))?;
+    let secs = read(&slices, capped, "bulk_read", slice, warps, reps)?;
+    rows.push(row(
+        format!(
             "{warps} warps each read their own 64 KiB slice ({} MiB), {servers} server threads",
-            bytes >> 20
+            slices.data.len() >> 20
         ),
-        bytes: bytes as u64,
-        secs: read,
-        baseline_secs: htod,
-        baseline: "cuMemcpyHtoD from pinned memory",
-    });
-    program.close(file)?;
-    let _ = std::fs::remove_file(&path);
-    drop((dev, pinned));
+        &slices,
+        secs,
+        htod,
+        "cuMemcpyHtoD from pinned memory",
+    ));
+    drop(slices);
 
-    // Today's path through the region: 512-byte calls, each lane its part, on 16 MiB.
-    let bytes = 16usize << 20;
-    let (path, data) = bulk_file("chunks", bytes)?;
-    let pinned = cuda.alloc_mapped(bytes)?;
-    // SAFETY: as above.
-    let staged = unsafe { std::slice::from_raw_parts_mut(pinned.host(), bytes) };
-    staged.copy_from_slice(&data);
-    let dev = cuda.alloc_device(bytes)?;
-    let htod = time(&mut || {
-        let t = Instant::now();
-        cuda.copy_to_device(dev.ptr(), staged)?;
-        Ok(t.elapsed().as_secs_f64())
-    })?;
-    let file = program.open(mode::READ, path.to_str().unwrap_or_default())?;
-    let chunked = bulk_kernel(
-        cuda,
-        module,
-        "chunk_read",
-        &host,
-        file.0,
-        dev.ptr(),
-        bytes as u64,
-        1,
-        servers,
-    )?;
-    if !device_holds(cuda, dev.ptr(), &data)? {
-        return Err("chunk_read: device memory differs from the file".into());
-    }
-    rows.push(BulkRow {
-        what:
-            "one warp reads a 16 MiB file through the region, 512-byte calls (each lane its 32nd)"
-                .into(),
-        bytes: bytes as u64,
-        secs: chunked,
-        baseline_secs: htod,
-        baseline: "cuMemcpyHtoD from pinned memory",
-    });
-    program.close(file)?;
-    let _ = std::fs::remove_file(&path);
+    // Today's path through the region: 512-byte calls, each lane its part, on 16 MiB (once).
+    let chunks = Staged::new(cuda, "chunks", 16 << 20)?;
+    let htod = time(&mut || chunks.htod(cuda))?;
+    let secs = read(&chunks, module, "chunk_read", 16 << 20, 1, 1)?;
+    rows.push(row(
+        "one warp reads a 16 MiB file through the region, 512-byte calls (each lane its 32nd)"
+            .into(),
+        &chunks,
+        secs,
+        htod,
+        "cuMemcpyHtoD from pinned memory",
+    ));
     Ok(rows)
 }
 
