@@ -43,7 +43,7 @@ pub fn client() -> Client<'static, Wavefront, GpuWait> {
     let desc = unsafe { core::ptr::read(&raw const FERRY_RPC) };
     // SAFETY: a set-up descriptor (checked by `client`) comes from a host that keeps the region
     // and lock memory alive and protocol-only for the whole dispatch (the transport's contract).
-    match unsafe { desc.client(Wavefront, GpuWait::default()) } {
+    match unsafe { desc.client(Wavefront, desc.wait()) } {
         Ok(c) => c.with_cursor(global_wave_id()),
         // SAFETY: ends the wavefront; nothing after it runs.
         Err(_) => unsafe { trap() },

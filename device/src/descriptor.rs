@@ -50,8 +50,10 @@ pub struct Descriptor {
     pub locks: u64,
     /// Bytes of each lane's share of a port's bulk area (`Layout::with_bulk`; 0: none).
     pub bulk: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// The longest pause, in nanoseconds, between two polls of a waiting warp
+    /// ([`GpuWait::max_sleep_ns`](crate::GpuWait)); 0: the default. Many warps waiting at once
+    /// poll host memory across the bus; a longer pause leaves the bus to the replies and copies.
+    pub max_sleep_ns: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<Descriptor>() == 40);
@@ -66,7 +68,7 @@ impl Descriptor {
         region: 0,
         locks: 0,
         bulk: 0,
-        reserved: 0,
+        max_sleep_ns: 0,
     };
 
     /// The layout the descriptor names, checked.
@@ -79,10 +81,20 @@ impl Descriptor {
         if kind != MailboxKind::PerPort {
             return Err(LayoutError::Mailbox(kind));
         }
-        if self.reserved != 0 {
-            return Err(LayoutError::Ports(self.ports));
-        }
         Layout::new(self.ports, self.lanes, kind)?.with_bulk(self.bulk as u64)
+    }
+
+    /// How a warp waits for the host: [`GpuWait::default`] with the host's
+    /// [`max_sleep_ns`](Self::max_sleep_ns) if it set one.
+    pub fn wait(&self) -> crate::GpuWait {
+        let default = crate::GpuWait::default();
+        crate::GpuWait {
+            max_sleep_ns: match self.max_sleep_ns {
+                0 => default.max_sleep_ns,
+                ns => ns,
+            },
+            ..default
+        }
     }
 
     /// Whether clients keep their ports between calls ([`FLAG_KEEP_PORTS`]).
@@ -106,7 +118,7 @@ impl Descriptor {
         out[16..24].copy_from_slice(&self.region.to_le_bytes());
         out[24..32].copy_from_slice(&self.locks.to_le_bytes());
         out[32..36].copy_from_slice(&self.bulk.to_le_bytes());
-        out[36..40].copy_from_slice(&self.reserved.to_le_bytes());
+        out[36..40].copy_from_slice(&self.max_sleep_ns.to_le_bytes());
         out
     }
 

@@ -32,7 +32,7 @@ pub fn client() -> Client<'static, Warp, GpuWait> {
     let desc = unsafe { core::ptr::read(&raw const FERRY_RPC) };
     // SAFETY: a set-up descriptor (checked by `client`) comes from a host that keeps the region
     // and lock memory alive and protocol-only for the whole launch (the transport's contract).
-    match unsafe { desc.client(Warp, GpuWait::default()) } {
+    match unsafe { desc.client(Warp, desc.wait()) } {
         Ok(c) => c.with_cursor(global_warp_id()),
         Err(_) => trap(),
     }

@@ -402,7 +402,7 @@ pub fn descriptor(region: &ferry_rpc::HeapRegion) -> crate::Descriptor {
         region: r.client_outbox().as_ptr() as u64,
         locks: region.client_locks().as_ptr() as u64,
         bulk: r.layout().bulk_share() as u32,
-        reserved: 0,
+        max_sleep_ns: 0,
     }
 }
 

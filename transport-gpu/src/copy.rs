@@ -7,6 +7,11 @@
 //! (`cuPointerGetAttribute`: memory type, allocation start and size); anything else is
 //! [`HostError::BadAddress`]. Each copy is also checked by the driver.
 //!
+//! The file side of a large copy runs on up to [`READERS`] threads (each a contiguous part of
+//! every 4 MiB piece; started once per call, in step through two barriers per piece), as one
+//! thread's read of the page cache is several times slower than the copy engine; a copy under
+//! two parts' worth stays on the serving thread.
+//!
 //! Each serving thread that copies takes one set of staging buffers (two pinned buffers, a stream
 //! and two events) from a pool made when the program is loaded, so no pinned memory is allocated
 //! while a kernel runs unless more threads copy at once than the pool holds.
@@ -14,6 +19,7 @@
 //! [`Libc::ReadToDevice`]: ferry_libc::Libc::ReadToDevice
 //! [`Libc::WriteFromDevice`]: ferry_libc::Libc::WriteFromDevice
 
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::io;
 use std::sync::Mutex;
@@ -28,13 +34,20 @@ use crate::Error;
 /// bytes, small enough that reading the file and copying overlap early.
 pub const STAGING_BYTES: usize = 4 << 20;
 
-/// Threads that read (or write) one staging buffer's piece of the file at once, in parts of at
-/// least `PART_BYTES`: one thread's read of the page cache is a memory copy, several times slower
-/// than the copy engine.
-pub const READERS: usize = 4;
+/// The most threads that read (or write) one staging buffer's piece of the file at once: one
+/// thread's read of the page cache is a memory copy, several times slower than the copy engine.
+pub const READERS: usize = 8;
 
-/// The smallest part one of the `READERS` takes.
-const PART_BYTES: usize = 1 << 20;
+/// The smallest part one of the readers takes: a copy below this is read by one thread.
+const PART_BYTES: usize = 256 << 10;
+
+/// Threads for a copy of `len` bytes: one per `PART_BYTES` of a piece, at most `READERS` and
+/// the host's CPUs.
+fn workers(len: u64) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let piece = len.min(STAGING_BYTES as u64) as usize;
+    (piece / PART_BYTES).clamp(1, READERS.min(cpus))
+}
 
 /// Fills `buf` with the source's bytes from `at` on through `read`; returns how many (fewer only
 /// at the source's end).
@@ -53,41 +66,222 @@ fn read_all(
     Ok(n)
 }
 
-/// Fills `buf` from `at` on, in up to `READERS` parts read at once (the first on this thread);
-/// returns how many bytes of `buf`, from its start, hold the source's (the rest: past its end).
-fn read_parallel(
-    read: &(dyn Fn(u64, &mut [u8]) -> io::Result<usize> + Sync),
-    at: u64,
-    buf: &mut [u8],
-) -> io::Result<usize> {
-    let parts = (buf.len() / PART_BYTES).clamp(1, READERS);
-    if parts == 1 {
-        return read_all(read, at, buf);
-    }
-    let part = buf.len().div_ceil(parts);
-    let counts: Vec<io::Result<usize>> = std::thread::scope(|s| {
-        let mut chunks = buf.chunks_mut(part).enumerate();
-        let first = chunks.next();
-        let others: Vec<_> = chunks
-            .map(|(i, c)| s.spawn(move || read_all(read, at + (i * part) as u64, c)))
-            .collect();
-        let mut counts = vec![first.map_or(Ok(0), |(_, c)| read_all(read, at, c))];
-        counts.extend(others.into_iter().map(|h| {
-            h.join()
-                .unwrap_or_else(|_| Err(io::Error::other("a reader panicked")))
-        }));
-        counts
-    });
-    // The bytes up to the first part the source's end cut short.
-    let mut n = 0;
-    for (i, c) in counts.into_iter().enumerate() {
-        let got = c?;
-        n += got;
-        if got < part.min(buf.len() - i * part) {
-            break;
+/// Runs rounds `0..rounds` on `workers` threads, this one and `workers - 1` helpers started once
+/// for all rounds: in round `k`, `start(k)` on this thread (false: stop before the round), then
+/// `part(k, i)` on worker `i` for every `i`, all at once, then `end(k, results)` on this thread,
+/// with the parts' results in order (false: stop). Returns after the last round, every helper
+/// joined. Each round's parts happen after its `start` and before its `end` (the barriers
+/// between them order memory).
+fn rounds<T: Send>(
+    workers: usize,
+    rounds: u64,
+    mut start: impl FnMut(u64) -> bool,
+    part: impl Fn(u64, usize) -> io::Result<T> + Sync,
+    mut end: impl FnMut(u64, Vec<io::Result<T>>) -> bool,
+) {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Barrier;
+    let workers = workers.max(1);
+    let slots: Vec<Mutex<Option<io::Result<T>>>> = (0..workers).map(|_| Mutex::new(None)).collect();
+    let (go, done) = (Barrier::new(workers), Barrier::new(workers));
+    let (stop, round) = (AtomicBool::new(false), AtomicU64::new(0));
+    // A part that panics is that part's error, so no barrier waits for it forever.
+    let run = |k: u64, i: usize| {
+        let r = catch_unwind(AssertUnwindSafe(|| part(k, i)))
+            .unwrap_or_else(|_| Err(io::Error::other("a copy thread panicked")));
+        *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+    };
+    std::thread::scope(|s| {
+        for i in 1..workers {
+            let (go, done, stop, round, run) = (&go, &done, &stop, &round, &run);
+            s.spawn(move || loop {
+                // Synchronises with this thread's `go.wait()` below: the round's number and
+                // whatever `start` did are visible.
+                go.wait();
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                run(round.load(Ordering::Relaxed), i);
+                // Synchronises with `done.wait()` below: the slot is written.
+                done.wait();
+            });
         }
+        for k in 0..rounds {
+            if !start(k) {
+                break;
+            }
+            round.store(k, Ordering::Relaxed);
+            go.wait();
+            run(k, 0);
+            done.wait();
+            let results = slots
+                .iter()
+                .map(|s| {
+                    let r = s.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    r.unwrap_or_else(|| Err(io::Error::other("a part did not run")))
+                })
+                .collect();
+            if !end(k, results) {
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        go.wait();
+    });
+}
+
+/// The part of a piece of `n` bytes worker `i` of `workers` takes: its start and length.
+fn part_of(n: usize, workers: usize, i: usize) -> (usize, usize) {
+    let size = n.div_ceil(workers);
+    let from = (i * size).min(n);
+    (from, size.min(n - from))
+}
+
+/// Where a pipelined copy's staging lives and how its buffers move to and from the device: the
+/// CUDA staging set, or memory in the tests.
+trait Stage: Sync {
+    /// Buffer `b`'s start (`STAGING_BYTES` bytes, `b` in 0..2).
+    fn buffer(&self, b: usize) -> *mut u8;
+    /// Waits until buffer `b`'s last copy is done; false if it failed.
+    fn wait(&self, b: usize) -> bool;
+    /// Starts copying `n` bytes of buffer `b` to the device at `at` (from the start of the
+    /// range); false if refused.
+    fn copy_in(&self, b: usize, at: u64, n: usize) -> bool;
+    /// Starts copying `n` bytes from the device at `at` into buffer `b`; false if refused.
+    fn copy_out(&self, b: usize, at: u64, n: usize) -> bool;
+}
+
+/// A buffer's address, shared by the threads that fill or drain its parts.
+#[derive(Clone, Copy)]
+struct Shared(*mut u8);
+// SAFETY: the address is of pinned memory that outlives the copy; threads touch disjoint parts
+// of it between two barriers of `rounds`, and no copy uses the buffer meanwhile.
+unsafe impl Sync for Shared {}
+// SAFETY: as above.
+unsafe impl Send for Shared {}
+
+/// Reads `len` bytes of the source into the device range through `stage`'s two buffers, in
+/// pieces of `STAGING_BYTES`: the file side of piece `k + 1` on `workers(len)` threads while the
+/// copy engine moves piece `k`. Returns the bytes moved (fewer only at the source's end).
+fn fill_through(
+    stage: &dyn Stage,
+    len: u64,
+    read: &(dyn Fn(u64, &mut [u8]) -> io::Result<usize> + Sync),
+) -> Result<u64, HostError> {
+    let piece = STAGING_BYTES as u64;
+    let buffers = [Shared(stage.buffer(0)), Shared(stage.buffer(1))];
+    let size = |k: u64| (len - k * piece).min(piece) as usize;
+    let n_workers = workers(len);
+    let (moved, failed) = (Cell::new(0u64), Cell::new(None));
+    rounds(
+        n_workers,
+        len.div_ceil(piece),
+        // The buffer is free once its last copy (piece k - 2) is done.
+        |k| {
+            let free = stage.wait((k % 2) as usize);
+            if !free {
+                failed.set(Some(HostError::Io));
+            }
+            free
+        },
+        |k, i| {
+            let (from, n) = part_of(size(k), n_workers, i);
+            let b = buffers[(k % 2) as usize];
+            // SAFETY: this worker's part of buffer b (STAGING_BYTES >= size(k)), disjoint from
+            // the others' and untouched by the copy engine until `end` (waited in `start`).
+            let buf = unsafe { std::slice::from_raw_parts_mut(b.0.add(from), n) };
+            let got = read_all(read, k * piece + from as u64, buf)?;
+            Ok((got, n))
+        },
+        |k, parts| {
+            // The bytes up to the first part the source's end cut short.
+            let mut n = 0;
+            let mut whole = true;
+            for p in parts {
+                match p {
+                    Err(_) => {
+                        failed.set(Some(HostError::Io));
+                        return false;
+                    }
+                    Ok((got, want)) if whole => {
+                        n += got;
+                        whole = got == want;
+                    }
+                    Ok(_) => {}
+                }
+            }
+            if n > 0 && !stage.copy_in((k % 2) as usize, k * piece, n) {
+                failed.set(Some(HostError::BadAddress));
+                return false;
+            }
+            moved.set(moved.get() + n as u64);
+            whole
+        },
+    );
+    // Every copy is done before the reply tells the program its bytes are there.
+    if !(stage.wait(0) && stage.wait(1)) && failed.get().is_none() {
+        failed.set(Some(HostError::Io));
     }
-    Ok(n)
+    failed.get().map_or(Ok(moved.get()), Err)
+}
+
+/// Writes `len` bytes of the device range to the sink through `stage`'s two buffers: piece
+/// `k + 1` comes from the device while piece `k` is written on `workers(len)` threads.
+fn drain_through(
+    stage: &dyn Stage,
+    len: u64,
+    write: &(dyn Fn(u64, &[u8]) -> io::Result<()> + Sync),
+) -> Result<u64, HostError> {
+    let piece = STAGING_BYTES as u64;
+    let pieces = len.div_ceil(piece);
+    let buffers = [Shared(stage.buffer(0)), Shared(stage.buffer(1))];
+    let size = |k: u64| (len - k * piece).min(piece) as usize;
+    let n_workers = workers(len);
+    let issue = |k: u64| stage.copy_out((k % 2) as usize, k * piece, size(k));
+    if pieces > 0 && !issue(0) {
+        return Err(HostError::BadAddress);
+    }
+    let failed = Cell::new(None);
+    rounds(
+        n_workers,
+        pieces,
+        |k| {
+            // Piece k is in its buffer; the other buffer's writers finished last round.
+            if !stage.wait((k % 2) as usize) {
+                failed.set(Some(HostError::Io));
+                return false;
+            }
+            if k + 1 < pieces && !issue(k + 1) {
+                failed.set(Some(HostError::BadAddress));
+                return false;
+            }
+            true
+        },
+        |k, i| {
+            let (from, n) = part_of(size(k), n_workers, i);
+            let b = buffers[(k % 2) as usize];
+            // SAFETY: piece k's bytes are in buffer b (waited in `start`); this worker's part is
+            // disjoint from the others', and the next copy goes to the other buffer.
+            let bytes = unsafe { std::slice::from_raw_parts(b.0.add(from), n) };
+            if n > 0 {
+                write(k * piece + from as u64, bytes)?;
+            }
+            Ok(())
+        },
+        |_, parts| match parts.into_iter().find_map(Result::err) {
+            Some(_) => {
+                failed.set(Some(HostError::Io));
+                false
+            }
+            None => true,
+        },
+    );
+    // No copy may still write a buffer once the staging set goes back to the pool.
+    if !(stage.wait(0) && stage.wait(1)) && failed.get().is_none() {
+        failed.set(Some(HostError::Io));
+    }
+    failed.get().map_or(Ok(len), Err)
 }
 
 /// One serving thread's staging: two pinned buffers, the stream their copies go on, and an event
@@ -259,32 +453,56 @@ fn device_range(address: u64, len: u64) -> Result<(), HostError> {
     Ok(())
 }
 
-/// Passes `bytes` (the source's from `at` on) to `write` in up to `READERS` parts at once.
-fn write_parallel(
-    write: &(dyn Fn(u64, &[u8]) -> io::Result<()> + Sync),
-    at: u64,
-    bytes: &[u8],
-) -> io::Result<()> {
-    let parts = (bytes.len() / PART_BYTES).clamp(1, READERS);
-    if parts == 1 {
-        return write(at, bytes);
+/// A staging set and the device range a copy moves, as the pipeline sees them.
+struct CudaStage<'a> {
+    staging: &'a Staging,
+    /// The device range's start (checked by `device_range`).
+    address: u64,
+}
+
+// SAFETY: the stream and events are driver handles usable from any thread with the context
+// current; only the pipeline's own thread (which made it current) calls the driver through them.
+unsafe impl Sync for CudaStage<'_> {}
+
+impl Stage for CudaStage<'_> {
+    fn buffer(&self, b: usize) -> *mut u8 {
+        self.staging.buffers[b]
     }
-    let part = bytes.len().div_ceil(parts);
-    std::thread::scope(|s| {
-        let mut chunks = bytes.chunks(part).enumerate();
-        let first = chunks.next();
-        let others: Vec<_> = chunks
-            .map(|(i, c)| s.spawn(move || write(at + (i * part) as u64, c)))
-            .collect();
-        let mut result = first.map_or(Ok(()), |(_, c)| write(at, c));
-        for h in others {
-            let r = h
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("a writer panicked")));
-            result = result.and(r);
+
+    fn wait(&self, b: usize) -> bool {
+        // SAFETY: the event marks the end of this buffer's last copy (or was never recorded, and
+        // returns at once).
+        ok(unsafe { sys::cuEventSynchronize(self.staging.done[b]) })
+    }
+
+    fn copy_in(&self, b: usize, at: u64, n: usize) -> bool {
+        let s = self.staging;
+        // SAFETY: `address + at .. + n` lies in the device allocation checked by the caller;
+        // the source is `n <= STAGING_BYTES` bytes of pinned buffer `b`, not touched until its
+        // event.
+        unsafe {
+            ok(sys::cuMemcpyHtoDAsync_v2(
+                self.address + at,
+                s.buffers[b].cast(),
+                n,
+                s.stream,
+            )) && ok(sys::cuEventRecord(s.done[b], s.stream))
         }
-        result
-    })
+    }
+
+    fn copy_out(&self, b: usize, at: u64, n: usize) -> bool {
+        let s = self.staging;
+        // SAFETY: buffer `b` is pinned, `n <= STAGING_BYTES`, and not read until its event; the
+        // device range was checked by the caller.
+        unsafe {
+            ok(sys::cuMemcpyDtoHAsync_v2(
+                s.buffers[b].cast(),
+                self.address + at,
+                n,
+                s.stream,
+            )) && ok(sys::cuEventRecord(s.done[b], s.stream))
+        }
+    }
 }
 
 impl DeviceCopy for CudaCopy {
@@ -295,48 +513,7 @@ impl DeviceCopy for CudaCopy {
         read: &(dyn Fn(u64, &mut [u8]) -> io::Result<usize> + Sync),
     ) -> Result<u64, HostError> {
         device_range(address, len)?;
-        self.with_staging(|s| {
-            let mut done = 0u64;
-            let mut k = 0usize;
-            while done < len {
-                let b = k % 2;
-                // SAFETY: the event marks the end of this buffer's last copy (or was never
-                // recorded, and returns at once); after it the buffer is ours to refill.
-                unsafe { sys::cuEventSynchronize(s.done[b]) };
-                let want = (len - done).min(STAGING_BYTES as u64) as usize;
-                // SAFETY: the buffer is a pinned allocation of STAGING_BYTES >= want bytes, no
-                // copy reads it now (waited above), and only this thread holds the staging set.
-                let buf = unsafe { std::slice::from_raw_parts_mut(s.buffers[b], want) };
-                let n = read_parallel(read, done, buf).map_err(|_| HostError::Io)?;
-                if n == 0 {
-                    break;
-                }
-                // SAFETY: `address + done .. + n` lies in the device allocation checked above;
-                // the source is `n` bytes of the pinned buffer, not touched until the event.
-                let copied = unsafe {
-                    ok(sys::cuMemcpyHtoDAsync_v2(
-                        address + done,
-                        buf.as_ptr().cast(),
-                        n,
-                        s.stream,
-                    )) && ok(sys::cuEventRecord(s.done[b], s.stream))
-                };
-                if !copied {
-                    return Err(HostError::BadAddress);
-                }
-                done += n as u64;
-                k += 1;
-                if n < want {
-                    break;
-                }
-            }
-            // SAFETY: the stream is this call's: the copies are done when it returns, before
-            // the reply tells the program its bytes are there.
-            if !ok(unsafe { sys::cuStreamSynchronize(s.stream) }) {
-                return Err(HostError::Io);
-            }
-            Ok(done)
-        })
+        self.with_staging(|staging| fill_through(&CudaStage { staging, address }, len, read))
     }
 
     fn drain(
@@ -346,45 +523,7 @@ impl DeviceCopy for CudaCopy {
         write: &(dyn Fn(u64, &[u8]) -> io::Result<()> + Sync),
     ) -> Result<u64, HostError> {
         device_range(address, len)?;
-        self.with_staging(|s| {
-            let piece = STAGING_BYTES as u64;
-            let pieces = len.div_ceil(piece);
-            // Copy piece k+1 while piece k is written to the file.
-            let issue = |k: u64| -> bool {
-                let at = k * piece;
-                let n = (len - at).min(piece) as usize;
-                let b = (k % 2) as usize;
-                // SAFETY: the buffer is pinned, STAGING_BYTES >= n, and not read by the file
-                // side until its event; the device range was checked above.
-                unsafe {
-                    ok(sys::cuMemcpyDtoHAsync_v2(
-                        s.buffers[b].cast(),
-                        address + at,
-                        n,
-                        s.stream,
-                    )) && ok(sys::cuEventRecord(s.done[b], s.stream))
-                }
-            };
-            if pieces > 0 && !issue(0) {
-                return Err(HostError::BadAddress);
-            }
-            for k in 0..pieces {
-                let b = (k % 2) as usize;
-                // SAFETY: waits for piece k's copy into buffer b.
-                if !ok(unsafe { sys::cuEventSynchronize(s.done[b]) }) {
-                    return Err(HostError::Io);
-                }
-                if k + 1 < pieces && !issue(k + 1) {
-                    return Err(HostError::BadAddress);
-                }
-                let n = (len - k * piece).min(piece) as usize;
-                // SAFETY: piece k's bytes are in buffer b (waited above); the next copy goes to
-                // the other buffer.
-                let bytes = unsafe { std::slice::from_raw_parts(s.buffers[b], n) };
-                write_parallel(write, k * piece, bytes).map_err(|_| HostError::Io)?;
-            }
-            Ok(len)
-        })
+        self.with_staging(|staging| drain_through(&CudaStage { staging, address }, len, write))
     }
 }
 
@@ -423,41 +562,146 @@ mod tests {
         (from..from + n).map(|i| (i * 7 % 251) as u8).collect()
     }
 
+    /// Staging in memory; the "device" a vector the copies reach at once.
+    struct MemStage {
+        buffers: [std::cell::UnsafeCell<Box<[u8]>>; 2],
+        device: Mutex<Vec<u8>>,
+        refuse: bool,
+    }
+
+    impl MemStage {
+        fn new(device_len: usize) -> MemStage {
+            MemStage {
+                buffers: [0, 1].map(|_| vec![0u8; STAGING_BYTES].into_boxed_slice().into()),
+                device: Mutex::new(vec![0xAA; device_len]),
+                refuse: false,
+            }
+        }
+    }
+
+    // SAFETY: the pipeline touches the buffers' bytes from several threads only in disjoint
+    // parts between its barriers, as it does the pinned ones.
+    unsafe impl Sync for MemStage {}
+
+    impl Stage for MemStage {
+        fn buffer(&self, b: usize) -> *mut u8 {
+            // SAFETY: the box is never replaced; only its bytes are written, through this pointer.
+            unsafe { (*self.buffers[b].get()).as_mut_ptr() }
+        }
+        fn wait(&self, _: usize) -> bool {
+            true
+        }
+        fn copy_in(&self, b: usize, at: u64, n: usize) -> bool {
+            let at = at as usize;
+            // SAFETY: the test's buffers, read here between the pipeline's rounds only.
+            let buf = unsafe { std::slice::from_raw_parts(self.buffer(b), n) };
+            self.device.lock().unwrap()[at..at + n].copy_from_slice(buf);
+            !self.refuse
+        }
+        fn copy_out(&self, b: usize, at: u64, n: usize) -> bool {
+            let at = at as usize;
+            // SAFETY: the test's buffers, written here between the pipeline's rounds only.
+            let buf = unsafe { std::slice::from_raw_parts_mut(self.buffer(b), n) };
+            buf.copy_from_slice(&self.device.lock().unwrap()[at..at + n]);
+            !self.refuse
+        }
+    }
+
+    const SIZES: [usize; 9] = [
+        0,
+        1,
+        PART_BYTES - 1,
+        PART_BYTES,
+        2 * PART_BYTES + 5,
+        STAGING_BYTES - 1,
+        STAGING_BYTES,
+        STAGING_BYTES + 1,
+        3 * STAGING_BYTES + 77,
+    ];
+
     #[test]
-    fn parallel_reads_fill_the_buffer_in_order_and_stop_at_the_end() {
-        let piece = 4 * PART_BYTES + 123;
-        for (len, at) in [
-            (10 * PART_BYTES, 0),
-            (10 * PART_BYTES, 3),
-            // The source ends inside the second part, at a part's boundary, in the last part,
-            // before the buffer, and exactly at its end.
-            (PART_BYTES + 500, 0),
-            (2 * PART_BYTES, 0),
-            (piece - 1, 0),
-            (100, 200),
-            (piece, 0),
-        ] {
-            let read = source(len, 300_000);
-            let mut buf = vec![0xAAu8; piece];
-            let n = read_parallel(&read, at as u64, &mut buf).unwrap();
-            let want = len.saturating_sub(at).min(piece);
-            assert_eq!(n, want, "source of {len} from {at}");
-            assert!(buf[..n] == expected(at, n)[..], "source of {len} from {at}");
+    fn fill_moves_every_byte_in_order_and_stops_at_the_source_end() {
+        for len in SIZES {
+            // The source as long as the range, then ending inside it (in a part, at a piece).
+            for source_len in [len, len / 2, len.saturating_sub(STAGING_BYTES), len + 9] {
+                let stage = MemStage::new(len);
+                let read = source(source_len, 300_000);
+                let moved = fill_through(&stage, len as u64, &read).unwrap();
+                let want = source_len.min(len);
+                assert_eq!(moved, want as u64, "range {len}, source {source_len}");
+                let device = stage.device.into_inner().unwrap();
+                assert!(device[..want] == expected(0, want)[..], "range {len}");
+                assert!(
+                    device[want..].iter().all(|&b| b == 0xAA),
+                    "nothing past the source"
+                );
+            }
         }
     }
 
     #[test]
-    fn parallel_writes_put_every_part_at_its_offset() {
-        let bytes = expected(0, 4 * PART_BYTES + 77);
-        let out = Mutex::new(vec![0u8; bytes.len() + 1000]);
-        let write = |at: u64, b: &[u8]| -> io::Result<()> {
-            let at = at as usize;
-            out.lock().unwrap()[at..at + b.len()].copy_from_slice(b);
-            Ok(())
+    fn drain_puts_every_byte_at_its_offset() {
+        for len in SIZES {
+            let stage = MemStage::new(len);
+            stage
+                .device
+                .lock()
+                .unwrap()
+                .copy_from_slice(&expected(0, len));
+            let out = Mutex::new(vec![0u8; len]);
+            let write = |at: u64, b: &[u8]| -> io::Result<()> {
+                let at = at as usize;
+                out.lock().unwrap()[at..at + b.len()].copy_from_slice(b);
+                Ok(())
+            };
+            assert_eq!(drain_through(&stage, len as u64, &write), Ok(len as u64));
+            assert!(out.into_inner().unwrap() == expected(0, len), "range {len}");
+        }
+    }
+
+    #[test]
+    fn failures_on_either_side_are_errors_not_hangs() {
+        let len = 3 * STAGING_BYTES;
+        let failing_read = |at: u64, _: &mut [u8]| -> io::Result<usize> {
+            match at > STAGING_BYTES as u64 {
+                true => Err(io::Error::other("disk")),
+                false => Ok(1),
+            }
         };
-        write_parallel(&write, 1000, &bytes).unwrap();
-        assert!(out.lock().unwrap()[1000..] == bytes[..]);
-        let failing = |_: u64, _: &[u8]| -> io::Result<()> { Err(io::Error::other("full")) };
-        assert!(write_parallel(&failing, 0, &bytes).is_err());
+        let stage = MemStage::new(len);
+        assert_eq!(
+            fill_through(&stage, len as u64, &failing_read),
+            Err(HostError::Io)
+        );
+        let failing_write = |at: u64, _: &[u8]| -> io::Result<()> {
+            match at == 0 {
+                true => Ok(()),
+                false => Err(io::Error::other("full")),
+            }
+        };
+        assert_eq!(
+            drain_through(&stage, len as u64, &failing_write),
+            Err(HostError::Io)
+        );
+        let panicking = |_: u64, _: &mut [u8]| -> io::Result<usize> { panic!("a reader's bug") };
+        assert_eq!(
+            fill_through(&stage, len as u64, &panicking),
+            Err(HostError::Io)
+        );
+        // The driver refusing a copy: the address was not the device's after all.
+        let refusing = MemStage {
+            refuse: true,
+            ..MemStage::new(len)
+        };
+        let read = source(len, usize::MAX);
+        assert_eq!(
+            fill_through(&refusing, len as u64, &read),
+            Err(HostError::BadAddress)
+        );
+        let write = |_: u64, _: &[u8]| -> io::Result<()> { Ok(()) };
+        assert_eq!(
+            drain_through(&refusing, len as u64, &write),
+            Err(HostError::BadAddress)
+        );
     }
 }

@@ -160,28 +160,43 @@ impl Cuda {
         Ok(mem)
     }
 
-    /// Loads a PTX module, compiling it for the device; `max_registers` caps registers per thread
-    /// (32 lets 2048 threads reside on an SM: full occupancy).
-    pub fn load_module(&self, ptx: &[u8], max_registers: Option<u32>) -> Result<Module, Error> {
-        let ptx = CString::new(ptx.to_vec())
-            .map_err(|_| Error::Program("the PTX holds a NUL byte".into()))?;
+    /// Loads a module: PTX text, which the driver compiles for the device the first time (its
+    /// cache keeps the result for later runs), or a cubin or fat binary built ahead of time
+    /// (`ptxas -arch=sm_90 program.ptx -o program.cubin`), which loads without compiling;
+    /// `max_registers` caps registers per thread (32 lets 2048 threads reside on an SM: full
+    /// occupancy; it applies to PTX only, a cubin's count was fixed when it was built).
+    pub fn load_module(&self, image: &[u8], max_registers: Option<u32>) -> Result<Module, Error> {
+        // A cubin is an ELF file; a fat binary starts with its magic word. Both are binary and
+        // passed as they are; PTX is text and must end with a NUL.
+        let binary =
+            image.starts_with(b"\x7fELF") || image.starts_with(&0xBA55_ED50u32.to_le_bytes());
+        let image: Vec<u8> = if binary {
+            image.to_vec()
+        } else {
+            CString::new(image.to_vec())
+                .map_err(|_| {
+                    Error::Program("the PTX holds a NUL byte (and is not a cubin)".into())
+                })?
+                .into_bytes_with_nul()
+        };
         let mut log = vec![0u8; 8192];
         let mut options = vec![
             sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
             sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
         ];
         let mut values: Vec<*mut c_void> = vec![log.as_mut_ptr().cast(), log.len() as *mut c_void];
-        if let Some(r) = max_registers {
+        if let Some(r) = max_registers.filter(|_| !binary) {
             options.push(sys::CUjit_option::CU_JIT_MAX_REGISTERS);
             values.push(r as usize as *mut c_void);
         }
         let mut module = std::ptr::null_mut();
-        // SAFETY: the image is NUL-terminated PTX; options and values are parallel arrays of the
+        // SAFETY: the image is NUL-terminated PTX or a binary the driver parses and validates
+        // itself (it lives until the call returns); options and values are parallel arrays of the
         // documented types (a buffer pointer, its size, an unsigned int by value).
         let r = unsafe {
             sys::cuModuleLoadDataEx(
                 &mut module,
-                ptx.as_ptr().cast(),
+                image.as_ptr().cast(),
                 options.len() as u32,
                 options.as_mut_ptr(),
                 values.as_mut_ptr(),

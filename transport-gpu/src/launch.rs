@@ -44,7 +44,7 @@
 use std::ffi::c_void;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ferry_libc::{ExitPolicy, Libc};
 use ferry_rpc::service::{Service, Services};
@@ -120,6 +120,11 @@ pub struct RunConfig {
     /// The most files the program has open at once (the host's file table; an open past it is
     /// `HostError::TooManyOpen`, counted in [`RunReport::refused_opens`]).
     pub max_files: usize,
+    /// The longest pause, in nanoseconds, between two polls of a warp waiting for a reply (0:
+    /// the device library's default, `ferry_device::GpuWait`). Thousands of warps polling host
+    /// memory at once share the bus with the replies and the copy engine; a longer pause leaves
+    /// them more of it at the cost of a later wake-up.
+    pub max_sleep_ns: u32,
 }
 
 impl Default for RunConfig {
@@ -135,6 +140,7 @@ impl Default for RunConfig {
             heap: DEFAULT_HEAP,
             stack: Some(DEFAULT_STACK),
             max_files: DEFAULT_MAX_FILES,
+            max_sleep_ns: 0,
         }
     }
 }
@@ -153,6 +159,11 @@ pub struct RunReport {
     pub ports: u32,
     /// Kernel time (launch to end), as the host saw it.
     pub elapsed: Duration,
+    /// The loader's own start-up before the launch: loading the module (the driver compiles a
+    /// PTX the first time it sees it), the region, the heap and the copy staging.
+    pub startup: Duration,
+    /// Of which loading the module.
+    pub module_load: Duration,
     /// Opens refused because the program had [`RunConfig::max_files`] files open.
     pub refused_opens: u64,
 }
@@ -167,6 +178,9 @@ pub struct Program<'c> {
     libc: LibcHost,
     _heap: Option<DeviceMemory>,
     region: GpuRegion,
+    /// Time spent in `load_with`, and of it in loading the module.
+    startup: Duration,
+    module_load: Duration,
     entry: Function,
     _module: Module,
 }
@@ -205,7 +219,9 @@ impl<'c> Program<'c> {
         config: &RunConfig,
         libc: LibcConfig,
     ) -> Result<Self, Error> {
+        let started = Instant::now();
         let module = cuda.load_module(ptx, config.max_registers)?;
+        let module_load = started.elapsed();
         let entry = module.function(ENTRY).map_err(|_| {
             Error::Program(format!(
                 "no entry kernel `{ENTRY}(argc, argv, ret)`: define it with `ferry_device::entry!`"
@@ -217,6 +233,7 @@ impl<'c> Program<'c> {
         let mut region = GpuRegion::new(cuda, config.ports)?;
         // Each warp keeps its port between calls when every warp of the launch has one.
         region.keep_ports_for(config.blocks as u64 * config.threads.div_ceil(32) as u64);
+        region.set_max_sleep_ns(config.max_sleep_ns);
         region.install(cuda, &module)?;
         // The heap, reserved before launch (nothing is allocated while a kernel runs).
         let heap = match config.heap {
@@ -246,6 +263,8 @@ impl<'c> Program<'c> {
             region,
             entry,
             _module: module,
+            module_load,
+            startup: started.elapsed(),
         })
     }
 
@@ -339,6 +358,8 @@ impl<'c> Program<'c> {
             stats,
             ports: self.region.layout().ports(),
             elapsed,
+            startup: self.startup,
+            module_load: self.module_load,
             refused_opens: self.libc.refused_opens(),
         })
     }

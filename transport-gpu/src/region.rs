@@ -47,6 +47,8 @@ pub struct GpuRegion {
     server_locks: Box<[AtomicU32]>,
     /// Whether kernels' clients keep their ports between calls (`Descriptor::keep_ports`).
     keep_ports: bool,
+    /// `Descriptor::max_sleep_ns`.
+    max_sleep_ns: u32,
 }
 
 /// Lanes per packet on an NVIDIA GPU: one slot per lane of a warp.
@@ -70,6 +72,7 @@ impl GpuRegion {
                 .map(|_| AtomicU32::new(0))
                 .collect(),
             keep_ports: false,
+            max_sleep_ns: 0,
         })
     }
 
@@ -100,6 +103,13 @@ impl GpuRegion {
         self.keep_ports
     }
 
+    /// Sets the longest pause between two polls of a waiting warp, in nanoseconds (0: the device
+    /// library's default; see `RunConfig::max_sleep_ns`). Takes effect at the next
+    /// [`install`](Self::install).
+    pub fn set_max_sleep_ns(&mut self, ns: u32) {
+        self.max_sleep_ns = ns;
+    }
+
     /// The descriptor a kernel builds its clients from.
     pub fn descriptor(&self) -> Descriptor {
         Descriptor {
@@ -115,7 +125,7 @@ impl GpuRegion {
             region: self.memory.device(),
             locks: self.client_locks.ptr(),
             bulk: self.layout.bulk_share() as u32,
-            reserved: 0,
+            max_sleep_ns: self.max_sleep_ns,
         }
     }
 

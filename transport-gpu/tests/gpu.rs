@@ -53,6 +53,7 @@ fn config() -> RunConfig {
         heap: 1 << 20,
         stack: Some(8 << 10),
         max_files: 256,
+        ..RunConfig::default()
     }
 }
 

@@ -37,6 +37,14 @@ use ferry_gpu::{serve, Error, GpuRegion, LibcConfig, LibcHost, PortCount};
 const STAMP_EVERY: u32 = 100;
 const TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How a row names a `--max-sleep-ns` value (nothing for the default).
+fn sleep_label(ns: u32) -> String {
+    match ns {
+        0 => String::new(),
+        ns => format!(", warps sleep up to {ns} ns between polls"),
+    }
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     if v.is_empty() {
@@ -317,6 +325,52 @@ fn bulk_file(tag: &str, bytes: usize) -> Result<(std::path::PathBuf, Vec<u8>), E
     Ok((path, data))
 }
 
+/// Reads `path` into `s`'s pinned memory, or writes that memory to `path`, on `threads` threads
+/// each taking a contiguous part in 4 MiB calls: the seconds it took.
+fn file_alone(
+    s: &Staged,
+    path: &std::path::Path,
+    write: bool,
+    threads: usize,
+) -> Result<f64, Error> {
+    use std::os::unix::fs::FileExt;
+    let io = |e: std::io::Error| Error::Program(format!("{}: {e}", path.display()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(write)
+        .create(write)
+        .open(path)
+        .map_err(io)?;
+    let host = s.host();
+    let part = host.len().div_ceil(threads);
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = host
+            .chunks_mut(part)
+            .enumerate()
+            .map(|(i, mine)| {
+                let file = &file;
+                scope.spawn(move || -> std::io::Result<()> {
+                    for (j, piece) in mine.chunks_mut(4 << 20).enumerate() {
+                        let at = (i * part + j * (4 << 20)) as u64;
+                        match write {
+                            true => file.write_all_at(piece, at)?,
+                            false => file.read_exact_at(piece, at)?,
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        parts.into_iter().try_for_each(|p| {
+            p.join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("panicked")))
+        })
+    })
+    .map_err(io)?;
+    Ok(start.elapsed().as_secs_f64())
+}
+
 /// Runs a bulk kernel (`bulk_read`, `bulk_write`, `chunk_read`) over `warps` warps with `slice`
 /// bytes each of `buffer`, serving it with `host` on `servers` threads: the kernel's time.
 #[allow(clippy::too_many_arguments)]
@@ -330,9 +384,11 @@ fn bulk_kernel(
     slice: u64,
     warps: u32,
     servers: u32,
+    sleep: u32,
 ) -> Result<f64, Error> {
     let kernel = module.function(name)?;
-    let region = GpuRegion::new(cuda, PortCount::default())?;
+    let mut region = GpuRegion::new(cuda, PortCount::default())?;
+    region.set_max_sleep_ns(sleep);
     region.install(cuda, module)?;
     let errors = cuda.alloc_device(4)?;
     let (block, grid) = if warps >= 32 {
@@ -440,6 +496,7 @@ fn bulk(
     mib: usize,
     reps: usize,
     servers: u32,
+    sleeps: &[u32],
 ) -> Result<Vec<BulkRow>, Box<dyn std::error::Error>> {
     use ferry_gpu::host::{mode, LibcServer};
     let host = LibcHost::new(LibcConfig {
@@ -461,31 +518,37 @@ fn bulk(
     };
     // `kernel` over `warps` warps of `module`, `slice` bytes each, reading `s`'s file into its
     // device memory (zeroed before each run, compared with the file after): the median time.
-    let read =
-        |s: &Staged, module: &Module, kernel: &str, slice: usize, warps: u32, runs: usize| {
-            let file = program.open(mode::READ, s.path.to_str().unwrap_or_default())?;
-            let zero = vec![0u8; s.data.len()];
-            let mut v = Vec::new();
-            for _ in 0..runs {
-                cuda.copy_to_device(s.dev.ptr(), &zero)?;
-                v.push(bulk_kernel(
-                    cuda,
-                    module,
-                    kernel,
-                    &host,
-                    file.0,
-                    s.dev.ptr(),
-                    slice as u64,
-                    warps,
-                    servers,
-                )?);
-            }
-            program.close(file)?;
-            if !device_holds(cuda, s.dev.ptr(), &s.data)? {
-                return Err(format!("{kernel}: device memory differs from the file").into());
-            }
-            Ok::<f64, Box<dyn std::error::Error>>(median(&mut v))
-        };
+    let read = |s: &Staged,
+                module: &Module,
+                kernel: &str,
+                slice: usize,
+                warps: u32,
+                runs: usize,
+                sleep| {
+        let file = program.open(mode::READ, s.path.to_str().unwrap_or_default())?;
+        let zero = vec![0u8; s.data.len()];
+        let mut v = Vec::new();
+        for _ in 0..runs {
+            cuda.copy_to_device(s.dev.ptr(), &zero)?;
+            v.push(bulk_kernel(
+                cuda,
+                module,
+                kernel,
+                &host,
+                file.0,
+                s.dev.ptr(),
+                slice as u64,
+                warps,
+                servers,
+                sleep,
+            )?);
+        }
+        program.close(file)?;
+        if !device_holds(cuda, s.dev.ptr(), &s.data)? {
+            return Err(format!("{kernel}: device memory differs from the file").into());
+        }
+        Ok::<f64, Box<dyn std::error::Error>>(median(&mut v))
+    };
     let row = |what: String, s: &Staged, secs: f64, baseline_secs: f64, baseline| BulkRow {
         what,
         bytes: s.data.len() as u64,
@@ -499,7 +562,7 @@ fn bulk(
     let whole = Staged::new(cuda, "whole", mib << 20)?;
     let htod = time(&mut || whole.htod(cuda))?;
     let dtoh = time(&mut || whole.dtoh(cuda))?;
-    let secs = read(&whole, module, "bulk_read", mib << 20, 1, reps)?;
+    let secs = read(&whole, module, "bulk_read", mib << 20, 1, reps, 0)?;
     rows.push(row(
         format!("one call (lane 0 of one warp) reads a {mib} MiB file into device memory"),
         &whole,
@@ -514,7 +577,7 @@ fn bulk(
     )?;
     let secs = time(&mut || {
         let (h, ptr, n) = (out.0, whole.dev.ptr(), (mib << 20) as u64);
-        bulk_kernel(cuda, module, "bulk_write", &host, h, ptr, n, 1, servers)
+        bulk_kernel(cuda, module, "bulk_write", &host, h, ptr, n, 1, servers, 0)
     })?;
     program.close(out)?;
     let written = std::fs::read(&out_path)?;
@@ -529,6 +592,25 @@ fn bulk(
         dtoh,
         "cuMemcpyDtoH to pinned memory",
     ));
+    // The file side alone, no GPU: what the copies above can reach at most on this host.
+    let threads = ferry_gpu::copy::READERS;
+    let secs = time(&mut || file_alone(&whole, &whole.path, false, threads))?;
+    rows.push(row(
+        format!("no GPU: the {mib} MiB file read into pinned memory on {threads} threads"),
+        &whole,
+        secs,
+        htod,
+        "cuMemcpyHtoD from pinned memory",
+    ));
+    let secs = time(&mut || file_alone(&whole, &out_path, true, threads))?;
+    let _ = std::fs::remove_file(&out_path);
+    rows.push(row(
+        format!("no GPU: pinned memory written to a {mib} MiB file on {threads} threads"),
+        &whole,
+        secs,
+        dtoh,
+        "cuMemcpyDtoH to pinned memory",
+    ));
     drop(whole);
 
     // Every resident warp reads its own 64 KiB slice at once.
@@ -536,23 +618,26 @@ fn bulk(
     let slice = 64usize << 10;
     let slices = Staged::new(cuda, "slices", warps as usize * slice)?;
     let htod = time(&mut || slices.htod(cuda))?;
-    let secs = read(&slices, capped, "bulk_read", slice, warps, reps)?;
-    rows.push(row(
-        format!(
-            "{warps} warps each read their own 64 KiB slice ({} MiB), {servers} server threads",
-            slices.data.len() >> 20
-        ),
-        &slices,
-        secs,
-        htod,
-        "cuMemcpyHtoD from pinned memory",
-    ));
+    for &sleep in sleeps {
+        let secs = read(&slices, capped, "bulk_read", slice, warps, reps, sleep)?;
+        rows.push(row(
+            format!(
+                "{warps} warps each read their own 64 KiB slice ({} MiB), {servers} server threads{}",
+                slices.data.len() >> 20,
+                sleep_label(sleep)
+            ),
+            &slices,
+            secs,
+            htod,
+            "cuMemcpyHtoD from pinned memory",
+        ));
+    }
     drop(slices);
 
     // Today's path through the region: 512-byte calls, each lane its part, on 16 MiB (once).
     let chunks = Staged::new(cuda, "chunks", 16 << 20)?;
     let htod = time(&mut || chunks.htod(cuda))?;
-    let secs = read(&chunks, module, "chunk_read", 16 << 20, 1, 1)?;
+    let secs = read(&chunks, module, "chunk_read", 16 << 20, 1, 1, 0)?;
     rows.push(row(
         "one warp reads a 16 MiB file through the region, 512-byte calls (each lane its 32nd)"
             .into(),
@@ -569,6 +654,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut ptx = Vec::new();
     let (mut iters, mut calls, mut reps) = (20_000u32, 200u32, 3usize);
     let mut bulk_mib = 256usize;
+    let mut sleeps = vec![0u32];
     let mut servers = vec![1u32, 2, 4, 8];
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or(format!("{a} needs a value"));
@@ -577,6 +663,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--calls" => calls = value()?.parse()?,
             "--reps" => reps = value()?.parse()?,
             "--bulk-mib" => bulk_mib = value()?.parse()?,
+            "--max-sleep-ns" => {
+                sleeps = value()?
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()?
+            }
             "--servers" => {
                 servers = value()?
                     .split(',')
@@ -587,7 +679,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let Some(bench_ptx) = ptx.first() else {
-        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N] [--bulk-mib N]".into());
+        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N] [--bulk-mib N] [--max-sleep-ns 0,32768]".into());
     };
     let cuda = Cuda::new(0)?;
     println!(
@@ -662,10 +754,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Every warp opens a port per call, then every warp keeps its port (as the loader sets it up
     // when the region has a port per warp).
     let mut rates = Vec::new();
-    for keep in [false, true] {
-        if keep && !region.keep_ports_for(warps as u64) {
-            break;
+    for (&sleep, keep) in sleeps.iter().flat_map(|s| [(s, false), (s, true)]) {
+        let kept = region.keep_ports_for(if keep { warps as u64 } else { u64::MAX });
+        if keep && !kept {
+            continue;
         }
+        region.set_max_sleep_ns(sleep);
         region.install(&cuda, &capped)?;
         for &s in &servers {
             let mut r = Vec::new();
@@ -680,11 +774,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .into());
                 }
                 eprintln!(
-                    "throughput (keep ports: {keep}), {s} server threads: {rate:.0} warp-calls/s"
+                    "throughput (keep ports: {keep}, max sleep {sleep} ns), {s} server threads: \
+                     {rate:.0} warp-calls/s"
                 );
                 r.push(rate);
             }
-            rates.push((keep, s, median(&mut r)));
+            rates.push((sleep, keep, s, median(&mut r)));
         }
     }
 
@@ -734,20 +829,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     }
-    for &(keep, s, r) in &rates {
-        let (how, one) = match keep {
-            false => ("open per call", rates[0].2),
-            true => ("ports kept", rates[servers.len()].2),
-        };
+    for &(sleep, keep, s, r) in &rates {
+        let how = if keep { "ports kept" } else { "open per call" };
+        // The first row of the same kind: the fewest server threads.
+        let first = rates
+            .iter()
+            .find(|q| (q.0, q.1) == (sleep, keep))
+            .map_or(r, |q| q.3);
         println!(
-            "| all {warps} warps x {calls} calls ({how}), {s} server threads | {r:.0} warp-calls/s | {:.2}x 1 thread |",
-            r / one
+            "| all {warps} warps x {calls} calls ({how}), {s} server threads{} | {r:.0} warp-calls/s | {:.2}x {} thread |",
+            sleep_label(sleep),
+            r / first,
+            servers[0]
         );
     }
     // 5: bulk (a program without the kernels skips it).
     let bulk_rows = if bulk_mib > 0 && rust.function("bulk_read").is_ok() {
         let threads = servers.iter().copied().max().unwrap_or(1);
-        bulk(&cuda, &rust, &capped, bulk_mib, reps, threads)?
+        bulk(&cuda, &rust, &capped, bulk_mib, reps, threads, &sleeps)?
     } else {
         Vec::new()
     };

@@ -12,12 +12,17 @@
 //!                        K, M or G suffix (default 64M; 0: none)
 //!   --stack SIZE         stack per GPU thread, as --heap (default 8K; 0: the driver's, 1K)
 //!   --max-files N        files the program may have open at once (default 256)
-//!   --stats              print calls served and the kernel's time on standard error
+//!   --max-sleep-ns N     longest pause of a waiting warp between two polls of host memory
+//!                        (default 0: the device library's, 4096)
+//!   --stats              print calls served, the kernel's time and the loader's start-up on
+//!                        standard error
 //! ```
 //!
-//! The program is PTX whose entry kernel is `_start(argc: u32, argv: *const *const u8,
-//! ret: *mut i32)` (Rust programs get it from `ferry_device::entry!`) and which holds the `FERRY_RPC`
-//! descriptor global. Every thread runs `main`; the exit code is an `exit` call's code, else the
+//! The program is PTX (compiled by the driver the first time it is loaded, then taken from the
+//! driver's cache), or a cubin built ahead of time from it (`ptxas -arch=sm_90 PROGRAM.ptx -o
+//! PROGRAM.cubin`, where the CUDA toolkit is installed), which loads without compiling. Its entry
+//! kernel is `_start(argc: u32, argv: *const *const u8, ret: *mut i32)` (Rust programs get it
+//! from `ferry_device::entry!`) and it holds the `FERRY_RPC` descriptor global. Every thread runs `main`; the exit code is an `exit` call's code, else the
 //! bitwise OR of every thread's return value. Errors of the loader itself exit with 125.
 //!
 //! The loader serves the C-library services (`ferry_libc::Libc`: a no-op, print, files, exit,
@@ -35,8 +40,8 @@ use ferry_gpu::{run_program, ExitPolicy, PortCount, RunConfig};
 
 const USAGE: &str =
     "usage: rpc-gpu-run [--blocks N] [--threads N] [--ports N] [--server-threads N] \
-[--max-registers N] [--timeout SECS] [--heap SIZE] [--stack SIZE] [--max-files N] [--stats] \
-PROGRAM.ptx [ARGS...]";
+[--max-registers N] [--timeout SECS] [--heap SIZE] [--stack SIZE] [--max-files N] [--max-sleep-ns N] [--stats] \
+PROGRAM.ptx|PROGRAM.cubin [ARGS...]";
 
 /// A size in bytes: digits with an optional K, M or G suffix (powers of 1024).
 fn size(v: &str) -> Option<usize> {
@@ -112,6 +117,7 @@ fn main() -> ExitCode {
                 config.max_files = n as usize;
                 Ok(())
             }),
+            "--max-sleep-ns" => number("--max-sleep-ns").map(|n| config.max_sleep_ns = n),
             "--stats" => {
                 stats = true;
                 Ok(())
@@ -132,10 +138,12 @@ fn main() -> ExitCode {
         Err(e) => return fail(format_args!("cannot read {program}: {e}")),
     };
     let argv: Vec<String> = std::iter::once(program.clone()).chain(args).collect();
+    let context_started = std::time::Instant::now();
     let cuda = match Cuda::new(0) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
+    let context = context_started.elapsed();
     let out: Box<dyn Write + Send> = if std::io::stdout().is_terminal() {
         Box::new(std::io::stdout())
     } else {
@@ -163,6 +171,15 @@ fn main() -> ExitCode {
                     count(opcode::PRINT), count(opcode::EXIT),
                     report.libc_calls[Libc::CALLS], config.server_threads,
                     report.stats.per_thread, report.code
+                );
+                eprintln!(
+                    "rpc-gpu-run: start-up {:.3} s before the launch: driver and context {:.3} s, \
+                     module {:.3} s (a PTX is compiled by the driver the first time; a cubin loads \
+                     as it is), region, heap and staging {:.3} s",
+                    (context + report.startup).as_secs_f64(),
+                    context.as_secs_f64(),
+                    report.module_load.as_secs_f64(),
+                    (report.startup - report.module_load).as_secs_f64()
                 );
             }
             ExitCode::from(report.code as u8)
