@@ -11,6 +11,9 @@
 //!   with the global timer read between the steps (lane 0 records
 //!   `PHASES` durations per call into `phases`), to show where a call's time goes.
 //!
+//! - `call_phases_words(iters, phases, errors)`: the same calls on the port's word line, step by
+//!   step (`WORD_PHASES` durations per call).
+//!
 //! - `bulk_read(handle, dst, slice, errors)`, `bulk_write(handle, src, slice, errors)`: lane 0 of
 //!   each warp moves its `slice` of a file to or from device memory with one copy-engine call;
 //!   `chunk_read(...)`: the same read through the region, each lane reading its part with
@@ -199,6 +202,65 @@ pub unsafe extern "ptx-kernel" fn call_phases(iters: u32, phases: *mut u32, erro
                 unsafe {
                     write_volatile(
                         phases.add(i as usize * PHASES + k),
+                        t[k + 1].wrapping_sub(t[k]) as u32,
+                    )
+                };
+            }
+        }
+    }
+    // SAFETY: `errors` is a valid device `u32` (launch contract).
+    unsafe { count(errors, wrong) };
+}
+
+/// Timed steps of a call in `call_phases_words`.
+const WORD_PHASES: usize = 4;
+
+/// # Safety
+///
+/// As `call_phases`, `phases` holding `iters * WORD_PHASES` `u32`s.
+///
+/// The same no-op calls on the port's word line (`ferry_rpc::words`), as the generated client
+/// makes them: 0 `open_for_words` (kept port); 1 `send_words` (the sequence from device memory,
+/// the release fence, the word stores); 2 `recv_words` (polling the lane's reply words until they
+/// carry the call's sequence, the acquire fence); 3 `close`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_phases_words(
+    iters: u32,
+    phases: *mut u32,
+    errors: *mut u32,
+) {
+    let client = ferry_device::client().keep_port(true);
+    let lane = global_thread_id() as u64;
+    let mut wrong = 0;
+    for i in 0..iters {
+        let x = (lane << 32) | i as u64;
+        let mut t = [0u64; WORD_PHASES + 1];
+        t[0] = stamp();
+        let Ok(mut port) = client.open_for_words(opcode::NOOP) else {
+            wrong += 1;
+            continue;
+        };
+        t[1] = stamp();
+        let call = port.send_words(&x.to_le_bytes(), 8);
+        t[2] = stamp();
+        let mut reply = [0u8; 8];
+        let status = port.recv_words(call, &mut reply);
+        if lane == 0 {
+            // SAFETY: as below; the store waits for the reply (overwritten at the end).
+            unsafe { write_volatile(phases.add(i as usize * WORD_PHASES + 2), reply[0] as u32) };
+        }
+        t[3] = stamp();
+        if status != Ok(status::OK) || u64::from_le_bytes(reply) != x + 1 {
+            wrong += 1;
+        }
+        port.close();
+        t[4] = stamp();
+        if lane == 0 {
+            for k in 0..WORD_PHASES {
+                // SAFETY: `phases` holds `iters * WORD_PHASES` words (launch contract).
+                unsafe {
+                    write_volatile(
+                        phases.add(i as usize * WORD_PHASES + k),
                         t[k + 1].wrapping_sub(t[k]) as u32,
                     )
                 };

@@ -21,6 +21,12 @@ pub const MAGIC: u32 = 0x4652_5259;
 /// warp of the launch, so no warp can wait for a port another warp keeps while idle.
 pub const FLAG_KEEP_PORTS: u32 = 1 << 16;
 
+/// [`Descriptor::mailbox`] flag: the region has word lines for small calls
+/// (`Layout::with_words`, `ferry_rpc::words`), and the client memory at [`Descriptor::locks`]
+/// holds each port's sequence word after the outbox shadow. Clients then make calls whose
+/// request and reply fit a word line there, in one trip across the bus.
+pub const FLAG_WORDS: u32 = 1 << 17;
+
 /// The bits of [`Descriptor::mailbox`] that hold the mailbox kind.
 const KIND_BITS: u32 = 0xffff;
 
@@ -45,8 +51,9 @@ pub struct Descriptor {
     /// Address of the region as the client sees it (device address of mapped host memory).
     pub region: u64,
     /// Address of the client's lock bitmap (`layout.lock_words()` words), followed by its outbox
-    /// shadow (`layout.ports()` words, used on NVPTX only: `Process::with_outbox_shadow`), all
-    /// zeroed together with the region before the first launch. See [`Descriptor::client_words`].
+    /// shadow (`layout.ports()` words, used on NVPTX only: `Process::with_outbox_shadow`) and,
+    /// with [`FLAG_WORDS`], its word lines' sequence words (`layout.ports()` words), all zeroed
+    /// together with the region before the first launch. See [`Descriptor::client_words`].
     pub locks: u64,
     /// Bytes of each lane's share of a port's bulk area (`Layout::with_bulk`; 0: none).
     pub bulk: u32,
@@ -73,7 +80,7 @@ impl Descriptor {
 
     /// The layout the descriptor names, checked.
     pub fn layout(&self) -> Result<Layout, LayoutError> {
-        if self.mailbox & !(KIND_BITS | FLAG_KEEP_PORTS) != 0 {
+        if self.mailbox & !(KIND_BITS | FLAG_KEEP_PORTS | FLAG_WORDS) != 0 {
             return Err(LayoutError::Ports(self.ports));
         }
         let kind = MailboxKind::from_u32(self.mailbox & KIND_BITS)
@@ -81,7 +88,11 @@ impl Descriptor {
         if kind != MailboxKind::PerPort {
             return Err(LayoutError::Mailbox(kind));
         }
-        Layout::new(self.ports, self.lanes, kind)?.with_bulk(self.bulk as u64)
+        let layout = Layout::new(self.ports, self.lanes, kind)?.with_bulk(self.bulk as u64)?;
+        Ok(match self.mailbox & FLAG_WORDS {
+            0 => layout,
+            _ => layout.with_words(),
+        })
     }
 
     /// How a warp waits for the host: [`GpuWait::default`] with the host's
@@ -103,9 +114,14 @@ impl Descriptor {
     }
 
     /// The `u32` words of client memory `locks` points to for `layout`: the lock bitmap, then the
-    /// outbox shadow.
+    /// outbox shadow, then (if the layout has word lines) each port's sequence word.
     pub fn client_words(layout: &Layout) -> usize {
-        layout.lock_words() + layout.ports() as usize
+        let seqs = if layout.has_words() {
+            layout.ports() as usize
+        } else {
+            0
+        };
+        layout.lock_words() + layout.ports() as usize + seqs
     }
 
     /// The bytes of the descriptor, as the host copies them to the device.
@@ -164,6 +180,18 @@ impl Descriptor {
             };
             client.with_outbox_shadow(shadow)?
         };
-        Ok(client)
+        if !layout.has_words() {
+            return Ok(client);
+        }
+        // SAFETY: with FLAG_WORDS the caller guarantees `client_words` words at `locks`; the
+        // sequence words are the `ports` words after the shadow, used only as such.
+        let seqs = unsafe {
+            core::slice::from_raw_parts(
+                (self.locks as usize as *const AtomicU32)
+                    .add(layout.lock_words() + layout.ports() as usize),
+                layout.ports() as usize,
+            )
+        };
+        client.with_word_seqs(seqs)
     }
 }

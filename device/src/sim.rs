@@ -398,7 +398,12 @@ pub fn descriptor(region: &ferry_rpc::HeapRegion) -> crate::Descriptor {
         magic: crate::descriptor::MAGIC,
         ports: r.layout().ports(),
         lanes: r.layout().lanes(),
-        mailbox: ferry_rpc::MailboxKind::PerPort as u32,
+        mailbox: ferry_rpc::MailboxKind::PerPort as u32
+            | if r.layout().has_words() {
+                crate::descriptor::FLAG_WORDS
+            } else {
+                0
+            },
         region: r.client_outbox().as_ptr() as u64,
         locks: region.client_locks().as_ptr() as u64,
         bulk: r.layout().bulk_share() as u32,
@@ -574,7 +579,10 @@ pub fn run_program(
     // A bulk area per port, so a thread's file data and prints cross in one handoff per call
     // rather than one per 64 bytes (each handoff may wait out a sleeping thread).
     let region: &'static ferry_rpc::HeapRegion = Box::leak(Box::new(
-        ferry_rpc::HeapRegion::with_bulk(ports, 1, PROGRAM_BULK).map_err(|e| e.to_string())?,
+        ferry_rpc::Layout::new(ports, 1, ferry_rpc::MailboxKind::PerPort)
+            .and_then(|l| l.with_bulk(PROGRAM_BULK))
+            .and_then(|l| ferry_rpc::HeapRegion::with_layout(l.with_words()))
+            .map_err(|e| e.to_string())?,
     ));
     let mut desc = descriptor(region);
     desc.mailbox |= crate::descriptor::FLAG_KEEP_PORTS;
@@ -596,15 +604,34 @@ pub fn run_program(
                 let (host, stop) = (&host, &stop);
                 s.spawn(move || {
                     let server = region.server();
+                    // The word lines' heads this thread saw last (small calls cross there).
+                    let mut seen = std::vec![0u64; server.port_range().len()];
+                    let services = ferry_libc::Libc::server(host.for_program());
                     // Polls, then yields, then short sleeps while nothing comes.
                     let mut idle = 0u32;
                     while !stop.load(Ordering::Acquire) {
-                        match server.try_open(()) {
-                            Some(mut port) => {
-                                idle = 0;
-                                let _ = host.dispatch(ferry_libc::PROGRAM, &mut port);
-                            }
-                            None => {
+                        if let Some(mut port) = server.try_open(()) {
+                            idle = 0;
+                            let _ = host.dispatch(ferry_libc::PROGRAM, &mut port);
+                            continue;
+                        }
+                        let served = server.serve_words(
+                            &mut seen,
+                            |opcode, request, reply| {
+                                use ferry_rpc::service::Handler;
+                                Handler::<ferry_rpc::PerPort, ferry_rpc::Spin>::handle_inline(
+                                    &services,
+                                    opcode,
+                                    request,
+                                    &[],
+                                    reply,
+                                )
+                            },
+                            |_| {},
+                        );
+                        match served {
+                            1.. => idle = 0,
+                            0 => {
                                 idle = idle.saturating_add(1);
                                 match idle {
                                     0..256 => core::hint::spin_loop(),

@@ -1007,6 +1007,25 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
         self.dispatch(PROGRAM, port).map(|_| ())
     }
 
+    /// Small calls that came inline (a GPU's word lines): served for the program and counted as
+    /// [`dispatch`](Self::dispatch) counts them.
+    fn handle_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        body: &[u8],
+        reply: &mut [u8; ferry_rpc::service::INLINE_BYTES],
+    ) -> Option<(u32, usize)> {
+        let served = Libc::dispatch_inline(&self.for_program(), opcode, request, body, reply)?;
+        let i = self.count_index(opcode);
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        Some(served)
+    }
+
+    fn serves_inline(&self) -> bool {
+        true
+    }
+
     fn services(&self) -> Vec<(&'static str, u64)> {
         vec![(Libc::NAME, Libc::FINGERPRINT)]
     }

@@ -22,7 +22,12 @@ pub struct HeapRegion<M: Mailbox = PerPort> {
         Box<[AtomicU32]>,
         Box<[crate::sync::SharedCell<crate::layout::Slot>]>,
         Box<[crate::sync::SharedCell<crate::layout::Slot>]>,
+        Box<[crate::sync::AtomicU64]>,
+        Box<[crate::sync::AtomicU64]>,
     ),
+    /// The client's lock bitmap, followed (with word lines) by a word per port that a GPU
+    /// client would use as its outbox shadow and by the ports' word-line sequence words: the
+    /// client memory a device descriptor names (`Descriptor::client_words`).
     client_locks: LockBitmap,
     server_locks: LockBitmap,
     _mailbox: PhantomData<M>,
@@ -43,7 +48,10 @@ struct LockBitmap {
     /// Under loom, plain words: loom's atomics have their own layout.
     #[cfg(loom)]
     lines: Box<[AtomicU32]>,
+    /// The lock words (what the bitmap derefs to).
     words: usize,
+    /// All words, `extra` more after the lock words.
+    total: usize,
 }
 
 /// One cache line of lock words.
@@ -52,31 +60,39 @@ struct LockBitmap {
 struct LockLine([AtomicU32; 16]);
 
 impl LockBitmap {
-    fn new(words: usize) -> Self {
+    /// `words` lock words followed by `extra` more words, all zero.
+    fn new(words: usize, extra: usize) -> Self {
+        let total = words + extra;
         LockBitmap {
             #[cfg(not(loom))]
-            lines: (0..words.div_ceil(16))
+            lines: (0..total.div_ceil(16))
                 .map(|_| LockLine(core::array::from_fn(|_| AtomicU32::new(0))))
                 .collect(),
             #[cfg(loom)]
-            lines: self::words(words),
+            lines: self::words(total),
             words,
+            total,
         }
+    }
+
+    /// Every word: the lock words, then the extra ones.
+    fn all(&self) -> &[AtomicU32] {
+        #[cfg(not(loom))]
+        // SAFETY: `LockLine` is `repr(C)`: 16 contiguous `AtomicU32`s with no padding (64 bytes,
+        // its alignment), so the lines are `16 * lines.len() >= total` contiguous words.
+        let words = unsafe {
+            core::slice::from_raw_parts(self.lines.as_ptr().cast::<AtomicU32>(), self.total)
+        };
+        #[cfg(loom)]
+        let words = &self.lines[..self.total];
+        words
     }
 }
 
 impl core::ops::Deref for LockBitmap {
     type Target = [AtomicU32];
     fn deref(&self) -> &[AtomicU32] {
-        #[cfg(not(loom))]
-        // SAFETY: `LockLine` is `repr(C)`: 16 contiguous `AtomicU32`s with no padding (64 bytes,
-        // its alignment), so the lines are `16 * lines.len() >= words` contiguous words.
-        let words = unsafe {
-            core::slice::from_raw_parts(self.lines.as_ptr().cast::<AtomicU32>(), self.words)
-        };
-        #[cfg(loom)]
-        let words = &self.lines[..self.words];
-        words
+        &self.all()[..self.words]
     }
 }
 
@@ -97,6 +113,23 @@ impl<M: Mailbox> HeapRegion<M> {
         Ok(Self::from_layout(
             Layout::new(ports, lanes, M::KIND)?.with_bulk(share)?,
         ))
+    }
+
+    /// A zeroed region of `ports` ports of `lanes` lanes with word lines for small calls
+    /// (`Layout::with_words`, see `crate::words`); its clients make such calls on them.
+    pub fn with_words(ports: u32, lanes: u32) -> Result<Self, LayoutError> {
+        Ok(Self::from_layout(
+            Layout::new(ports, lanes, M::KIND)?.with_words(),
+        ))
+    }
+
+    /// A zeroed region laid out by `layout` (bulk areas, word lines and all); an error if its
+    /// mailbox kind is not `M`'s.
+    pub fn with_layout(layout: Layout) -> Result<Self, LayoutError> {
+        if layout.mailbox() != M::KIND {
+            return Err(LayoutError::Mailbox(layout.mailbox()));
+        }
+        Ok(Self::from_layout(layout))
     }
 
     fn from_layout(layout: Layout) -> Self {
@@ -122,9 +155,27 @@ impl<M: Mailbox> HeapRegion<M> {
                 (0..layout.bulk_slots())
                     .map(|_| crate::sync::SharedCell::new(crate::layout::Slot::default()))
                     .collect(),
+                (0..layout.head_words())
+                    .map(|_| crate::sync::AtomicU64::new(0))
+                    .collect(),
+                (0..if layout.has_words() {
+                    layout.ports() as usize * layout.word_line_words()
+                } else {
+                    0
+                })
+                    .map(|_| crate::sync::AtomicU64::new(0))
+                    .collect(),
             ),
-            client_locks: LockBitmap::new(layout.lock_words()),
-            server_locks: LockBitmap::new(layout.lock_words()),
+
+            client_locks: LockBitmap::new(
+                layout.lock_words(),
+                if layout.has_words() {
+                    2 * layout.ports() as usize
+                } else {
+                    0
+                },
+            ),
+            server_locks: LockBitmap::new(layout.lock_words(), 0),
             _mailbox: PhantomData,
         }
     }
@@ -153,7 +204,11 @@ impl<M: Mailbox> HeapRegion<M> {
             &self.parts.1,
             &self.parts.2,
             &self.parts.3,
-        );
+        )
+        .and_then(|r| match self.layout.has_words() {
+            true => r.with_word_lines(&self.parts.4, &self.parts.5),
+            false => Ok(r),
+        });
         region.expect("a region built from its own layout matches it")
     }
 
@@ -163,7 +218,14 @@ impl<M: Mailbox> HeapRegion<M> {
         lanes: L,
         wait: W,
     ) -> Result<Process<'_, Client, L, M, W>, LayoutError> {
-        Process::new(self.region(), &self.client_locks, lanes, wait)
+        let client = Process::new(self.region(), &self.client_locks, lanes, wait)?;
+        match self.layout.has_words() {
+            true => {
+                let after_shadow = self.layout.lock_words() + self.layout.ports() as usize;
+                client.with_word_seqs(&self.client_locks.all()[after_shadow..])
+            }
+            false => Ok(client),
+        }
     }
 
     /// A server handle with its own lanes and wait policy.

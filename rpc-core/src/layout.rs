@@ -9,6 +9,8 @@
 //!                        [ header | slot 0 | slot 1 | ... | slot L-1 ]
 //! bulk                   optional (`Layout::with_bulk`): P bulk areas, one per port, each L lane
 //!                        shares of B bytes: [ lane 0's B bytes | ... | lane L-1's B bytes ]
+//! words                  optional (`Layout::with_words`): the word lines of small calls, see
+//!                        `words`: P head words, then per port a request line and a reply line
 //! ```
 //!
 //! A port's bulk area belongs to whichever side holds the port's packet, exactly as the packet's
@@ -128,6 +130,8 @@ pub struct Layout {
     packets: usize,
     bulk: usize,
     bulk_share: usize,
+    /// Offset of the word lines (`with_words`), or 0: none.
+    words: usize,
     size: usize,
 }
 
@@ -159,6 +163,7 @@ impl Layout {
             packets,
             bulk: size,
             bulk_share: 0,
+            words: 0,
             size,
         })
     }
@@ -179,11 +184,68 @@ impl Layout {
         if size > isize::MAX as u64 {
             return Err(LayoutError::Bulk(share));
         }
+        if self.words != 0 {
+            // The word lines come last: add the bulk areas first.
+            return Err(LayoutError::Bulk(share));
+        }
         Ok(Layout {
             bulk_share: share as usize,
             size: size as usize,
             ..self
         })
+    }
+
+    /// This layout with word lines for small calls (see [`crate::words`]), laid after the bulk
+    /// areas: `ports` head words, then for each port a request line and a reply line sized for
+    /// its lanes. Bulk areas, if any, must be added before.
+    pub const fn with_words(self) -> Layout {
+        if self.words != 0 {
+            return self;
+        }
+        let words = align_up(self.size, SLOT_BYTES);
+        let heads = align_up(self.ports as usize * 8, SLOT_BYTES);
+        let lines = self.ports as usize * self.word_line_words() * 8;
+        Layout {
+            words,
+            size: words + heads + lines,
+            ..self
+        }
+    }
+
+    /// Whether the layout has word lines ([`with_words`](Self::with_words)).
+    pub const fn has_words(&self) -> bool {
+        self.words != 0
+    }
+
+    /// Offset of the word lines' head words (0 if there are none).
+    pub const fn words_offset(&self) -> usize {
+        self.words
+    }
+
+    /// Words (`u64`) in the head array.
+    pub const fn head_words(&self) -> usize {
+        if self.words == 0 {
+            0
+        } else {
+            align_up(self.ports as usize * 8, SLOT_BYTES) / 8
+        }
+    }
+
+    /// Words of one port's request line: the call's 3 meta words, then each lane's
+    /// [`crate::words::WORDS`] request words.
+    pub const fn request_line_words(&self) -> usize {
+        align_up(3 + self.lanes as usize * crate::words::WORDS, 8)
+    }
+
+    /// Words of one port's reply line: the served word, then each lane's
+    /// [`crate::words::WORDS`] reply words.
+    pub const fn reply_line_words(&self) -> usize {
+        align_up(1 + self.lanes as usize * crate::words::WORDS, 8)
+    }
+
+    /// Words of one port's two lines.
+    pub const fn word_line_words(&self) -> usize {
+        self.request_line_words() + self.reply_line_words()
     }
 
     /// Offset of the first port's bulk area (the end of the packets).

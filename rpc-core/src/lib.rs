@@ -63,6 +63,7 @@ pub mod process;
 pub mod stream;
 pub mod sync;
 pub mod wait;
+pub mod words;
 
 pub use error::Error;
 #[cfg(feature = "alloc")]

@@ -61,6 +61,17 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
         }
     }
 
+    /// The process that opened the port.
+    #[inline(always)]
+    pub(crate) fn process(&self) -> &'p Process<'a, S, L, M, W> {
+        self.process
+    }
+
+    /// Sets the opcode a call on the port carries (a word call's: its header is not written).
+    pub(crate) fn set_opcode(&mut self, opcode: u32) {
+        self.opcode = opcode;
+    }
+
     /// The port's index in the region.
     pub fn index(&self) -> u32 {
         self.index

@@ -42,7 +42,7 @@ use crate::lanes::{Lanes, Single};
 use crate::layout::{Layout, LayoutError, Slot, PORT_GRANULE};
 use crate::mailbox::{Mailbox, PerPort};
 use crate::port::Port;
-use crate::sync::{fence, lock_fence, AtomicU32, Ordering, SharedCell};
+use crate::sync::{fence, lock_fence, AtomicU32, AtomicU64, Ordering, SharedCell};
 use crate::wait::{Spin, Wait};
 
 /// A region's shared memory, seen as its parts. Cheap to copy; both sides hold one.
@@ -52,6 +52,9 @@ pub struct Region<'a, M: Mailbox = PerPort> {
     server_outbox: &'a [AtomicU32],
     packets: &'a [SharedCell<Slot>],
     bulk: &'a [SharedCell<Slot>],
+    /// The word lines' head words and lines (empty: none; see `crate::words`).
+    heads: &'a [AtomicU64],
+    lines: &'a [AtomicU64],
     _mailbox: PhantomData<M>,
 }
 
@@ -97,8 +100,50 @@ impl<'a, M: Mailbox> Region<'a, M> {
             server_outbox,
             packets,
             bulk,
+            heads: &[],
+            lines: &[],
             _mailbox: PhantomData,
         })
+    }
+
+    /// This region with its word lines in `heads` and `lines` (for a layout
+    /// [`with_words`](Layout::with_words); [`from_raw`](Self::from_raw) finds them itself):
+    /// `layout.head_words()` and `ports × layout.word_line_words()` words.
+    pub fn with_word_lines(
+        mut self,
+        heads: &'a [AtomicU64],
+        lines: &'a [AtomicU64],
+    ) -> Result<Self, LayoutError> {
+        let l = &self.layout;
+        if !l.has_words()
+            || heads.len() != l.head_words()
+            || lines.len() != l.ports() as usize * l.word_line_words()
+        {
+            return Err(LayoutError::Ports(l.ports()));
+        }
+        self.heads = heads;
+        self.lines = lines;
+        Ok(self)
+    }
+
+    /// The head words of the word lines (empty: the region has none).
+    #[inline(always)]
+    pub(crate) fn heads(&self) -> &'a [AtomicU64] {
+        self.heads
+    }
+
+    /// `port`'s request line and reply line (empty: the region has none).
+    #[inline(always)]
+    pub(crate) fn word_lines(&self, port: u32) -> (&'a [AtomicU64], &'a [AtomicU64]) {
+        let per = self.layout.word_line_words();
+        let req = self.layout.request_line_words();
+        match self
+            .lines
+            .get(port as usize * per..(port as usize + 1) * per)
+        {
+            Some(l) => l.split_at(req),
+            None => (&[], &[]),
+        }
     }
 
     /// A region laid out by `layout` over raw memory at `base`.
@@ -138,7 +183,23 @@ impl<'a, M: Mailbox> Region<'a, M> {
                 ),
             )
         };
-        Self::from_parts(layout, client_outbox, server_outbox, packets, bulk)
+        let region = Self::from_parts(layout, client_outbox, server_outbox, packets, bulk)?;
+        if !layout.has_words() {
+            return Ok(region);
+        }
+        // SAFETY: as above: the word lines lie after the bulk areas, inside the region, 64-byte
+        // aligned; `AtomicU64` accepts any bit pattern and is 8-byte aligned there.
+        let (heads, lines) = unsafe {
+            let at = base.add(layout.words_offset());
+            (
+                core::slice::from_raw_parts(at.cast::<AtomicU64>(), layout.head_words()),
+                core::slice::from_raw_parts(
+                    at.add(layout.head_words() * 8).cast::<AtomicU64>(),
+                    layout.ports() as usize * layout.word_line_words(),
+                ),
+            )
+        };
+        region.with_word_lines(heads, lines)
     }
 
     /// The layout.
@@ -304,6 +365,11 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// An exclusive handle's copy of its own outbox bits, one word per 32 ports of the whole
     /// region (empty: none); see [`Self::with_outbox_mirror`].
     mirror: &'a [AtomicU32],
+    /// A client's sequence word for each port's word line (empty: no word calls); see
+    /// [`Self::with_word_seqs`].
+    seqs: &'a [AtomicU32],
+    /// The most active lanes whose small calls take the word lines ([`Self::word_lanes`]).
+    word_lanes: u32,
     _side: PhantomData<S>,
 }
 
@@ -334,6 +400,64 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         }
         self.shadow = shadow;
         Ok(self)
+    }
+}
+
+impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
+    /// Lets this handle make small calls on the region's word lines (`crate::words`) with
+    /// `seqs` as the ports' sequence words: one word per port, zeroed when the region was,
+    /// shared by every client handle on the region and by nothing else (on a GPU, device
+    /// memory: a call then reads nothing across the bus before it sends). An error (naming the
+    /// port count) if the region has no word lines or `seqs` has the wrong length.
+    pub fn with_word_seqs(mut self, seqs: &'a [AtomicU32]) -> Result<Self, LayoutError> {
+        let layout = &self.region.layout;
+        if !layout.has_words() || seqs.len() != layout.ports() as usize {
+            return Err(LayoutError::Ports(layout.ports()));
+        }
+        self.seqs = seqs;
+        Ok(self)
+    }
+
+    /// Lets groups of up to `lanes` active lanes make their small calls on the word lines
+    /// (default [`WORD_LANES`](crate::words::WORD_LANES): a lone lane); larger groups use the
+    /// packets. A word call moves every lane's words, and a server serves it lane by lane: on an
+    /// H200 a lone lane's no-op call is faster on a word line, a whole warp's slower, and
+    /// thousands of warps' much slower (`BENCHMARKS.md`).
+    pub fn word_lanes(mut self, lanes: u32) -> Self {
+        self.word_lanes = lanes;
+        self
+    }
+
+    /// Whether a group of `active` lanes makes its small calls on the word lines.
+    #[inline(always)]
+    pub(crate) fn words_for(&self, active: u64) -> bool {
+        !self.seqs.is_empty() && active.count_ones() <= self.word_lanes
+    }
+
+    /// Opens a port for a call on its word line ([`Port::call_words`]): as
+    /// [`open`](Self::open), but the packet's header is left as it is (the call does not travel
+    /// in the packet). Generated clients do this by themselves for calls that fit a word line.
+    pub fn open_for_words(
+        &self,
+        opcode: u32,
+    ) -> Result<Port<'_, 'a, Client, L, M, W>, crate::Error> {
+        let mut polls = 0u32;
+        loop {
+            let mask = self.lanes.active_mask();
+            let mut found = NONE;
+            if self.lanes.is_first_lane(mask) {
+                found = self.search();
+            }
+            let found = self.lanes.broadcast(mask, found);
+            if found != NONE {
+                let mut port = Port::new(self, found >> 1, found & 1, mask);
+                port.set_opcode(opcode);
+                self.lanes.sync(mask);
+                return Ok(port);
+            }
+            self.wait.pause(polls)?;
+            polls = polls.saturating_add(1);
+        }
     }
 }
 
@@ -374,6 +498,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             #[cfg(target_arch = "nvptx64")]
             shadow: &[],
             mirror: &[],
+            seqs: &[],
+            word_lanes: crate::words::WORD_LANES,
             _side: PhantomData,
         })
     }
@@ -842,6 +968,25 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         } else {
             next
         });
+    }
+
+    /// The sequence words of word calls (empty: none).
+    #[inline(always)]
+    pub(crate) fn word_seqs(&self) -> &'a [AtomicU32] {
+        self.seqs
+    }
+
+    /// Whether this handle holds every lock of its range ([`Self::exclusive`]).
+    #[inline(always)]
+    pub(crate) fn is_sole(&self) -> bool {
+        self.sole
+    }
+
+    /// Takes `port`'s lock bit of this side; true if it was clear (always for an exclusive
+    /// handle). Release it with `unlock`.
+    #[inline(always)]
+    pub(crate) fn lock_port(&self, port: u32) -> bool {
+        self.lock(port)
     }
 
     /// Sets `port`'s lock bit; true if it was clear.

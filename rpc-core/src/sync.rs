@@ -11,10 +11,10 @@ pub(crate) use loom::sync::atomic::{fence, Ordering};
 
 /// The atomic word of mailboxes and lock bitmaps (loom's under `--cfg loom`).
 #[cfg(not(loom))]
-pub use core::sync::atomic::AtomicU32;
+pub use core::sync::atomic::{AtomicU32, AtomicU64};
 /// The atomic word of mailboxes and lock bitmaps (loom's under `--cfg loom`).
 #[cfg(loom)]
-pub use loom::sync::atomic::AtomicU32;
+pub use loom::sync::atomic::{AtomicU32, AtomicU64};
 
 /// The fence that orders a side's private lock bitmap (lock acquire, unlock release).
 ///

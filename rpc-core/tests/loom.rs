@@ -290,3 +290,60 @@ fn held_port_excludes_the_worker() {
         assert_eq!(reply, 8);
     });
 }
+
+/// A word-line call (`ferry_rpc::words`) after a packet call on the same kept port, then a second
+/// word call: the word calls carry data the other side wrote before them in tracked cells, so a
+/// missing release or acquire between a side's writes and the other's reads is reported; each
+/// reply must be its own call's (never the previous call's words, which carry the same port's
+/// older sequence).
+#[test]
+fn word_calls_after_a_packet_call() {
+    model(2, Some(120), || {
+        let region = Arc::new(HeapRegion::<PerPort>::with_words(32, 1).unwrap());
+        let to_server = Arc::new(loom::cell::UnsafeCell::new(0u64));
+        let to_client = Arc::new(loom::cell::UnsafeCell::new(0u64));
+        let server = {
+            let (region, to_server, to_client) =
+                (region.clone(), to_server.clone(), to_client.clone());
+            thread::spawn(move || {
+                let server = region.server().exclusive().ok().unwrap();
+                let mut seen = [0u64; 32];
+                serve_on(&server, 1);
+                let mut served = 0;
+                while served < 2 {
+                    let word = server.serve_words(
+                        &mut seen,
+                        |_, request, reply| {
+                            // SAFETY (loom-checked): the client wrote it before its request.
+                            let from_client = to_server.with(|p| unsafe { *p });
+                            let v = u64::from_le_bytes(request[..8].try_into().unwrap());
+                            assert_eq!(from_client, v);
+                            // SAFETY (loom-checked): the client reads it after the reply.
+                            to_client.with_mut(|p| unsafe { *p = v * 10 });
+                            reply[..8].copy_from_slice(&(v + 1).to_le_bytes());
+                            Some((0, 8))
+                        },
+                        |_| {},
+                    );
+                    match word {
+                        0 => thread::yield_now(),
+                        n => served += n,
+                    }
+                }
+            })
+        };
+        let client = region.client().keep_port(true);
+        assert_eq!(call_on(&client, 5), 6);
+        for v in [7u64, 9] {
+            // SAFETY (loom-checked): the server reads it after the request.
+            to_server.with_mut(|p| unsafe { *p = v });
+            let mut port = client.open_for_words(1).unwrap();
+            let mut reply = [0u8; 8];
+            assert_eq!(port.call_words(&v.to_le_bytes(), &mut reply), Ok(0));
+            assert_eq!(u64::from_le_bytes(reply), v + 1);
+            // SAFETY (loom-checked): the handler wrote it before the reply.
+            assert_eq!(to_client.with(|p| unsafe { *p }), v * 10);
+        }
+        server.join().unwrap();
+    });
+}

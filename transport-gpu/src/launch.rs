@@ -125,6 +125,10 @@ pub struct RunConfig {
     /// memory at once share the bus with the replies and the copy engine; a longer pause leaves
     /// them more of it at the cost of a later wake-up.
     pub max_sleep_ns: u32,
+    /// Whether the region has word lines (`GpuRegion::new`; default): a lone lane's small calls
+    /// then cross in words that carry their own sequence. Off: every call takes the packets
+    /// (`GpuRegion::without_word_lines`).
+    pub word_lines: bool,
 }
 
 impl Default for RunConfig {
@@ -141,6 +145,7 @@ impl Default for RunConfig {
             stack: Some(DEFAULT_STACK),
             max_files: DEFAULT_MAX_FILES,
             max_sleep_ns: 0,
+            word_lines: true,
         }
     }
 }
@@ -230,7 +235,10 @@ impl<'c> Program<'c> {
         if let Some(bytes) = config.stack {
             cuda.set_stack_size(bytes)?;
         }
-        let mut region = GpuRegion::new(cuda, config.ports)?;
+        let mut region = match config.word_lines {
+            true => GpuRegion::new(cuda, config.ports)?,
+            false => GpuRegion::without_word_lines(cuda, config.ports)?,
+        };
         // Each warp keeps its port between calls when every warp of the launch has one.
         region.keep_ports_for(config.blocks as u64 * config.threads.div_ceil(32) as u64);
         region.set_max_sleep_ns(config.max_sleep_ns);

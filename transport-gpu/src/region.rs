@@ -37,8 +37,9 @@ impl PortCount {
     }
 }
 
-/// A region in mapped pinned host memory, the client's locks in device memory, the server's in
-/// host memory.
+/// A region in mapped pinned host memory (with word lines for small calls if asked,
+/// `ferry_rpc::words`), the client's locks (and outbox shadow and word sequences) in device
+/// memory, the server's locks in host memory.
 #[derive(Debug)]
 pub struct GpuRegion {
     layout: Layout,
@@ -55,10 +56,23 @@ pub struct GpuRegion {
 pub const WARP_LANES: u32 = 32;
 
 impl GpuRegion {
-    /// A zeroed region on `cuda`'s device with `ports` ports and 32 lanes per packet.
+    /// A zeroed region on `cuda`'s device with `ports` ports and 32 lanes per packet, and word
+    /// lines (`ferry_rpc::words`): a lone lane's small call (a `malloc`, a clock read from one
+    /// thread) crosses there in words that carry their own sequence, one trip across the bus;
+    /// a warp's calls take the packets (see `Process::word_lanes` for why).
     pub fn new(cuda: &Cuda, ports: PortCount) -> Result<GpuRegion, Error> {
+        Self::make(cuda, ports, true)
+    }
+
+    /// As [`new`](Self::new) without word lines: every call takes the packets.
+    pub fn without_word_lines(cuda: &Cuda, ports: PortCount) -> Result<GpuRegion, Error> {
+        Self::make(cuda, ports, false)
+    }
+
+    fn make(cuda: &Cuda, ports: PortCount, words: bool) -> Result<GpuRegion, Error> {
         let ports = ports.resolve(cuda.resident_warps());
         let layout = Layout::new(ports, WARP_LANES, MailboxKind::PerPort)?;
+        let layout = if words { layout.with_words() } else { layout };
         let memory = cuda.alloc_mapped(layout.size())?;
         // `cuMemHostAlloc` returns page-aligned memory; the layout needs 64 bytes.
         debug_assert_eq!(memory.host() as usize % 64, 0);
@@ -119,6 +133,11 @@ impl GpuRegion {
             mailbox: MailboxKind::PerPort as u32
                 | if self.keep_ports {
                     descriptor::FLAG_KEEP_PORTS
+                } else {
+                    0
+                }
+                | if self.layout.has_words() {
+                    descriptor::FLAG_WORDS
                 } else {
                     0
                 },

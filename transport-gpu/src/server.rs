@@ -296,6 +296,10 @@ fn serve_thread(
     let mut failed = 0u64;
     let mut by_opcode = Vec::new();
     let mut idle = 0u32;
+    // The word lines' heads this thread saw last, one per port of its range.
+    let mut seen = vec![0u64; server.port_range().len()];
+    let inline = handler.serves_inline();
+    let words = server.region().layout().has_words();
     loop {
         // Read before the scan: if the stop was set before a scan that then finds nothing, every
         // request made before it was seen (by this thread or by the thread holding its lock).
@@ -311,6 +315,22 @@ fn serve_thread(
                     }
                 }
                 served += 1;
+                idle = 0;
+            }
+            None if words && {
+                let n = server.serve_words(
+                    &mut seen,
+                    |opcode, request, reply| match inline {
+                        true => handler.handle_inline(opcode, request, &[], reply),
+                        // The client makes the call through the packets.
+                        false => None,
+                    },
+                    |s| add_count(&mut by_opcode, s.opcode, 1),
+                );
+                served += n as u64;
+                n > 0
+            } =>
+            {
                 idle = 0;
             }
             None if stopping => {

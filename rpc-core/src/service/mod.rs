@@ -201,22 +201,55 @@ impl InlineCall for NoInline {
     }
 }
 
-/// A bare client process calls through the packets only: the protocol has no other path (a
-/// transport with one wraps the process in a [`CallSite`] of its own).
+/// A bare client process calls through the packets, and through the region's word lines
+/// ([`crate::words`]) where it has them (a GPU's warps): a call whose request and reply both fit
+/// [`WORD_BYTES`](crate::words::WORD_BYTES) per lane, made by a group of at most
+/// `Process::word_lanes` lanes (a lone lane, by default), then crosses in words that carry
+/// their own sequence, one trip across the bus. A transport with another path wraps the process in a
+/// [`CallSite`] of its own.
 impl<L: Lanes, M: Mailbox, W: Wait> CallSite for Process<'_, Client, L, M, W> {
     type Lanes = L;
     type Mailbox = M;
     type Wait = W;
-    type Inline = NoInline;
+    type Inline = Self;
 
     #[inline(always)]
-    fn inline(&self) -> Option<&NoInline> {
-        None
+    fn inline(&self) -> Option<&Self> {
+        self.has_words().then_some(self)
     }
 
     #[inline(always)]
     fn process(&self) -> &Process<'_, Client, L, M, W> {
         self
+    }
+}
+
+/// A client process's word lines as an inline path: every active lane calls together (on a GPU,
+/// convergently), each with its own request and reply. `None` (nothing executed) where the call
+/// does not fit a word line, the process has none, or the server declined it
+/// ([`DECLINED`](crate::words::DECLINED): its handler serves no inline calls).
+impl<L: Lanes, M: Mailbox, W: Wait> InlineCall for Process<'_, Client, L, M, W> {
+    #[inline(always)]
+    fn call_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8],
+    ) -> Option<Result<u32, ProtocolError>> {
+        use crate::words::{DECLINED, WORD_BYTES};
+        let fits = request.len() <= WORD_BYTES && reply.len() <= WORD_BYTES;
+        // The same for every lane of the group: the mask is the group's.
+        if !fits || !self.words_for(self.lanes().active_mask()) {
+            return None;
+        }
+        let mut port = match self.open_for_words(opcode) {
+            Ok(port) => port,
+            Err(e) => return Some(Err(e)),
+        };
+        match port.call_words(request, reply) {
+            Ok(DECLINED) => None,
+            other => Some(other),
+        }
     }
 }
 

@@ -123,7 +123,7 @@ fn call_latency(
     ports: PortCount,
     iters: u32,
 ) -> Result<(f64, u32), Error> {
-    call_latency_of(cuda, module, "call_latency", ports, iters)
+    call_latency_of(cuda, module, "call_latency", ports, iters, false)
 }
 
 /// `call_latency` through the kernel `name` (the same signature).
@@ -133,9 +133,13 @@ fn call_latency_of(
     name: &str,
     ports: PortCount,
     iters: u32,
+    words: bool,
 ) -> Result<(f64, u32), Error> {
     let kernel = module.function(name)?;
-    let region = GpuRegion::new(cuda, ports)?;
+    let region = match words {
+        true => GpuRegion::new(cuda, ports)?,
+        false => GpuRegion::without_word_lines(cuda, ports)?,
+    };
     region.install(cuda, module)?;
     let stamps = cuda.alloc_device((iters / STAMP_EVERY + 1) as usize * 8)?;
     let errors = cuda.alloc_device(4)?;
@@ -196,6 +200,21 @@ impl<M: Mailbox, W: Wait, H: Handler<M, W>> Handler<M, W> for Timed<H> {
         }
         handled
     }
+
+    /// Word-line calls come one lane at a time: not timed (the kernel's stamps time the call).
+    fn handle_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        body: &[u8],
+        reply: &mut [u8; ferry_gpu::ferry_rpc::service::INLINE_BYTES],
+    ) -> Option<(u32, usize)> {
+        self.inner.handle_inline(opcode, request, body, reply)
+    }
+
+    fn serves_inline(&self) -> bool {
+        self.inner.serves_inline()
+    }
 }
 
 impl<H> Timed<H> {
@@ -223,12 +242,31 @@ const PHASES: [&str; 5] = [
     "status load (a dependent read) and close",
 ];
 
-/// `call_phases` on 64 ports: the median nanoseconds of each step, and the wrong replies.
-fn call_phases(cuda: &Cuda, module: &Module, iters: u32) -> Result<(Vec<f64>, u32), Error> {
-    let kernel = module.function("call_phases")?;
-    let region = GpuRegion::new(cuda, PortCount::Exactly(64))?;
+/// The steps of a call on the word line (`call_phases_words`).
+const WORD_PHASES: [&str; 4] = [
+    "open (a kept port)",
+    "send: sequence, release fence, word stores",
+    "poll the lane's reply words until they carry the sequence, acquire fence",
+    "close",
+];
+
+/// `kernel` (`call_phases` or `call_phases_words`, timing `steps` steps) on 64 ports: the median
+/// nanoseconds of each step, and the wrong replies.
+fn call_phases(
+    cuda: &Cuda,
+    module: &Module,
+    iters: u32,
+    kernel: &str,
+    steps: &[&str],
+) -> Result<(Vec<f64>, u32), Error> {
+    let words = kernel == "call_phases_words";
+    let kernel = module.function(kernel)?;
+    let region = match words {
+        true => GpuRegion::new(cuda, PortCount::Exactly(64))?,
+        false => GpuRegion::without_word_lines(cuda, PortCount::Exactly(64))?,
+    };
     region.install(cuda, module)?;
-    let phases = cuda.alloc_device(iters as usize * PHASES.len() * 4)?;
+    let phases = cuda.alloc_device(iters as usize * steps.len() * 4)?;
     let errors = cuda.alloc_device(4)?;
     let services = quiet_host();
     let (r, _) = serve(region.region(), region.server_locks(), 1, &services, || {
@@ -244,16 +282,16 @@ fn call_phases(cuda: &Cuda, module: &Module, iters: u32) -> Result<(Vec<f64>, u3
         unsafe { kernel.launch(1, 32, &mut params) }.and_then(|()| cuda.wait(TIMEOUT))
     })?;
     r?;
-    let mut raw = vec![0u8; iters as usize * PHASES.len() * 4];
+    let mut raw = vec![0u8; iters as usize * steps.len() * 4];
     cuda.copy_from_device(&mut raw, phases.ptr())?;
     let words: Vec<u32> = raw
         .chunks(4)
         .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
         .collect();
-    let medians = (0..PHASES.len())
+    let medians = (0..steps.len())
         .map(|k| {
             let mut v: Vec<f64> = words
-                .chunks(PHASES.len())
+                .chunks(steps.len())
                 .map(|call| call[k] as f64)
                 .collect();
             median(&mut v)
@@ -275,7 +313,9 @@ fn throughput(
     servers: u32,
 ) -> Result<(f64, u32, u64), Error> {
     let errors = cuda.alloc_device(4)?;
-    let services = quiet_host();
+    let host = quiet_host();
+    // As the loader serves a program: the derived service, counted by the server's stats.
+    let services = ferry_gpu::host::Libc::server(host.for_program());
     let (r, stats) = serve(
         region.region(),
         region.server_locks(),
@@ -714,30 +754,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // 2b: the same call by a client that keeps its port; 2c: by lane 0 of the warp alone (one
     // slot each way instead of 32). A program without the kernel skips it.
-    let mut optional = |name: &str| -> Result<Vec<f64>, Error> {
+    let mut optional = |name: &str, words: bool| -> Result<Vec<f64>, Error> {
         let mut runs = vec![];
         if rust.function(name).is_ok() {
             for _ in 0..reps {
-                let (l, e) = call_latency_of(&cuda, &rust, name, PortCount::Exactly(64), iters)?;
+                let ports = PortCount::Exactly(64);
+                let (l, e) = call_latency_of(&cuda, &rust, name, ports, iters, words)?;
                 runs.push(l);
                 wrong += e;
             }
         }
         Ok(runs)
     };
-    let mut lat_kept = optional("call_latency_kept")?;
-    let mut lat_lane0 = optional("call_latency_lane0")?;
+    let mut lat_kept = optional("call_latency_kept", false)?;
+    let mut lat_lane0 = optional("call_latency_lane0", false)?;
+    // 2d: lane 0 alone on a region with word lines (`ferry_rpc::words`), which it then takes
+    // (a whole warp takes the packets: `Process::word_lanes`).
+    let mut words_lane0 = optional("call_latency_lane0", true)?;
     let (f_rust, f_cpp) = (median(&mut f_rust), median(&mut f_cpp));
     let (lat64, lat_all) = (median(&mut lat64), median(&mut lat_all));
-    // 3: the call step by step (a program without the kernel skips it).
-    let phases = match rust.function("call_phases") {
-        Ok(_) => {
-            let (p, e) = call_phases(&cuda, &rust, iters)?;
+    // 3: the call step by step, through the packets and on the word line (a program without
+    // the kernel skips it).
+    let mut steps = Vec::new();
+    for (kernel, names, path) in [
+        ("call_phases", &PHASES[..], "through the packets"),
+        ("call_phases_words", &WORD_PHASES[..], "on the word line"),
+    ] {
+        if rust.function(kernel).is_ok() {
+            let (p, e) = call_phases(&cuda, &rust, iters, kernel, names)?;
             wrong += e;
-            Some(p)
+            steps.push((path, names, p));
         }
-        Err(_) => None,
-    };
+    }
 
     // 4: throughput at full occupancy.
     let capped = cuda.load_module(&std::fs::read(bench_ptx)?, Some(32))?;
@@ -808,6 +856,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (what, runs) in [
         ("one warp, 64 ports, client keeps its port", &mut lat_kept),
         ("lane 0 of a warp alone, 64 ports", &mut lat_lane0),
+        (
+            "lane 0 of a warp alone, 64 ports, on word lines",
+            &mut words_lane0,
+        ),
     ] {
         if !runs.is_empty() {
             let m = median(runs);
@@ -818,11 +870,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     }
-    if let Some(p) = &phases {
+    for (path, names, p) in &steps {
         let total: f64 = p.iter().sum();
-        for (name, ns) in PHASES.iter().zip(p) {
+        for (name, ns) in names.iter().zip(p) {
             println!(
-                "| step of a call (64 ports, port kept): {name} | {:.2} µs | {:.2} of the steps' sum {:.2} µs |",
+                "| step of a call {path} (64 ports, port kept): {name} | {:.2} µs | {:.2} of the steps' sum {:.2} µs |",
                 ns / 1e3,
                 ns / total,
                 total / 1e3

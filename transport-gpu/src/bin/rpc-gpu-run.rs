@@ -14,6 +14,8 @@
 //!   --max-files N        files the program may have open at once (default 256)
 //!   --max-sleep-ns N     longest pause of a waiting warp between two polls of host memory
 //!                        (default 0: the device library's, 4096)
+//!   --no-word-lines      every call through the packets (by default a lone lane's small
+//!                        call crosses on a word line, `ferry_rpc::words`)
 //!   --stats              print calls served, the kernel's time and the loader's start-up on
 //!                        standard error
 //! ```
@@ -40,7 +42,7 @@ use ferry_gpu::{run_program, ExitPolicy, PortCount, RunConfig};
 
 const USAGE: &str =
     "usage: rpc-gpu-run [--blocks N] [--threads N] [--ports N] [--server-threads N] \
-[--max-registers N] [--timeout SECS] [--heap SIZE] [--stack SIZE] [--max-files N] [--max-sleep-ns N] [--stats] \
+[--max-registers N] [--timeout SECS] [--heap SIZE] [--stack SIZE] [--max-files N] [--max-sleep-ns N] [--no-word-lines] [--stats] \
 PROGRAM.ptx|PROGRAM.cubin [ARGS...]";
 
 /// A size in bytes: digits with an optional K, M or G suffix (powers of 1024).
@@ -118,6 +120,10 @@ fn main() -> ExitCode {
                 Ok(())
             }),
             "--max-sleep-ns" => number("--max-sleep-ns").map(|n| config.max_sleep_ns = n),
+            "--no-word-lines" => {
+                config.word_lines = false;
+                Ok(())
+            }
             "--stats" => {
                 stats = true;
                 Ok(())

@@ -1,0 +1,611 @@
+//! Word lines: small calls in words that carry their own sequence number, for a GPU calling its
+//! host across PCIe.
+//!
+//! A call through the packets costs a GPU three serial reads of host memory after its send: the
+//! inbox (is the reply there?), then the reply's slots, then the header's status, each a trip
+//! across the bus. A word line cuts that to one. Every 8-byte word of a call carries the call's
+//! sequence number beside its payload: a request word is `payload (32 bits) | sequence (32)`, a
+//! reply word `payload (32) | status (8) | sequence (low 24 bits)`. A reader that sees the
+//! sequence it waits for has the payload (and the status) written with it, in the same load, so
+//! no flag has to be read first and no fence has to order the payload before a flag. This is the
+//! "LL" protocol of NCCL.
+//!
+//! **Why a torn read cannot pass for a reply.** Each word is written with one aligned 8-byte
+//! store and read with one aligned 8-byte load, which are single-copy atomic on the CPUs and GPUs
+//! this runs on (x86-64 and AArch64 aligned 64-bit accesses; NVPTX and AMDGPU 64-bit global
+//! accesses, which cross PCIe as one transaction of a naturally aligned 8 bytes): a load returns
+//! the whole old word or the whole new one, never half of each. A word whose sequence is the one
+//! awaited was therefore written, payload included, by this call's writer. A word is never reused
+//! with the same sequence while anyone waits for it: the port's sequence goes up by one per call
+//! (its client holds the port's lock); a request word would need 2³² calls on its port to come
+//! back to a number, and the server rewrites every reply word of the port (every lane, every
+//! word) with each call's sequence, so a reply word is never more than one call old.
+//!
+//! **Layout** (`Layout::with_words`), for `P` ports of `L` lanes, `W` = [`WORDS`] words each way:
+//!
+//! ```text
+//! heads                  P words, one per port: opcode | seq  (the server scans these)
+//! per port, request      mask low | seq, mask high | seq, lengths | seq, then word j of lane i
+//!                        at 3 + j × L + i (a warp's stores of word j are one coalesced line)
+//! per port, reply        served | seq (the server's own record), then word j of lane i at
+//!                        1 + j × L + i: payload | status byte | low 24 bits of seq
+//! ```
+//!
+//! **A call** (client side, every active lane together, on a port it opened and so owns: no
+//! packet call is in flight on it):
+//! 1. The first lane takes the port's next sequence number from the client's own memory
+//!    (`Process::with_word_seqs`; on a GPU device memory, so no host read) and shares it.
+//! 2. RELEASE fence: what the lanes wrote before the call is visible to whoever reads the
+//!    request (a handler may read memory the call names).
+//! 3. Each lane stores its request words; the first lane stores the three meta words and then the
+//!    head. No fence between them: the server checks every word's sequence.
+//! 4. Each lane polls its own reply words, all loads issued together (one trip across the bus
+//!    per poll), until every one carries the sequence (only the first for a status other than
+//!    OK, which carries no reply); then an ACQUIRE fence, so whatever the handler made visible
+//!    before replying is visible after. After a few such polls (a lone warp's reply is there by
+//!    then) only the first lane polls, one word, the served word the server writes after every
+//!    lane's: every lane polling its words would fill the bus when thousands of warps wait at
+//!    once. Then each lane reads its words once more.
+//!
+//! **The server** compares each head with the last head it saw on that port (a copy of its own,
+//! so an idle port costs one load of a cached line); a head whose sequence differs from the
+//! port's served word is a request. It reads the meta words and every lane's request words
+//! (acquire loads, waiting for their sequence, giving up if the head moves on: a client that gave
+//! up and called again), serves each lane (`Handler::handle_inline`), and then writes every reply
+//! word of the port in one burst (release stores), then the served word. The burst matters: the
+//! client polls those lines, and each of its reads takes a line the server is writing away from
+//! it. A handler that cannot serve the call this way answers [`DECLINED`]: the client then makes
+//! the call through the packets.
+//!
+//! The packets and the word lines of one port never carry a call at once: a word call is made on
+//! a port whose packet the client holds, and it leaves the packet there.
+
+use crate::lanes::Lanes;
+use crate::mailbox::Mailbox;
+use crate::port::Port;
+use crate::process::{Client, Process, Server};
+use crate::service::status::OK;
+use crate::service::INLINE_BYTES;
+use crate::sync::{fence, AtomicU64, Ordering};
+use crate::wait::Wait;
+use crate::Error;
+
+/// The most active lanes of a group whose small calls take the word lines by default
+/// (`Process::word_lanes`): a lone lane (a print, a `malloc` from one thread).
+pub const WORD_LANES: u32 = 1;
+
+/// The most request bytes, and the most reply bytes, one lane's call carries on a word line.
+pub const WORD_BYTES: usize = 16;
+
+/// Words of payload per lane each way (4 bytes of payload each).
+pub const WORDS: usize = WORD_BYTES / 4;
+
+/// The status a server answers on a word line when its handler cannot serve the call there (it
+/// serves no inline calls, or not this one): nothing was executed; the client makes the call
+/// through the packets.
+pub const DECLINED: u32 = u32::MAX - 1;
+
+/// Polls of all its words by every lane of a waiting call before only the first lane polls (one
+/// word): enough for a lone warp's reply, few enough that thousands of waiting warps do not fill
+/// the bus with reads.
+const FULL_POLLS: u32 = 3;
+
+/// A word: `payload` with `seq`.
+#[inline(always)]
+const fn word(payload: u32, seq: u32) -> u64 {
+    payload as u64 | (seq as u64) << 32
+}
+
+/// The bits of a call's sequence a reply word carries (24: the rest holds the status).
+const REPLY_SEQ: u32 = 0xFF_FFFF;
+
+/// The status byte of a reply word meaning [`DECLINED`].
+const DECLINED_BYTE: u32 = 0xFF;
+
+/// A reply word: `payload`, the lane's `status` (a byte: [`DECLINED`] as `0xFF`, statuses that
+/// do not fit as `SERVER_ERROR`) and the low 24 bits of `seq`.
+#[inline(always)]
+const fn reply_word(payload: u32, status: u32, seq: u32) -> u64 {
+    let status = match status {
+        DECLINED => DECLINED_BYTE,
+        s if s < DECLINED_BYTE => s,
+        _ => crate::service::status::SERVER_ERROR,
+    };
+    payload as u64 | (status as u64) << 32 | ((seq & REPLY_SEQ) as u64) << 40
+}
+
+/// The status a reply word carries.
+#[inline(always)]
+const fn reply_status(word: u64) -> u32 {
+    match (word >> 32) as u32 & 0xFF {
+        DECLINED_BYTE => DECLINED,
+        s => s,
+    }
+}
+
+/// The sequence bits a reply word carries.
+#[inline(always)]
+const fn reply_seq(word: u64) -> u32 {
+    (word >> 40) as u32
+}
+
+/// The sequence a word carries.
+#[inline(always)]
+const fn seq_of(word: u64) -> u32 {
+    (word >> 32) as u32
+}
+
+/// Payload word `j` of `bytes` (little-endian, zero past the end).
+#[inline(always)]
+fn payload(bytes: &[u8], j: usize) -> u32 {
+    let mut b = [0u8; 4];
+    let from = (4 * j).min(bytes.len());
+    let to = (4 * j + 4).min(bytes.len());
+    b[..to - from].copy_from_slice(&bytes[from..to]);
+    u32::from_le_bytes(b)
+}
+
+/// Writes payload word `j` into `bytes` (as much of it as fits).
+#[inline(always)]
+fn put_payload(bytes: &mut [u8], j: usize, value: u32) {
+    let from = (4 * j).min(bytes.len());
+    let to = (4 * j + 4).min(bytes.len());
+    bytes[from..to].copy_from_slice(&value.to_le_bytes()[..to - from]);
+}
+
+/// A word call on its way: what [`Port::recv_words`] needs to wait for its reply.
+#[derive(Clone, Copy, Debug)]
+pub struct WordCall {
+    seq: u32,
+}
+
+impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
+    /// Whether this handle can make calls on word lines: the region has them and the handle has
+    /// its sequence words ([`with_word_seqs`](Self::with_word_seqs)).
+    #[inline(always)]
+    pub fn has_words(&self) -> bool {
+        !self.word_seqs().is_empty()
+    }
+}
+
+impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
+    /// Sends this lane's `request` (at most [`WORD_BYTES`]) on the port's word line, asking for
+    /// `reply_len` bytes back (at most [`WORD_BYTES`]); every active lane calls it together, with
+    /// the same lengths. The port must hold its packet (as it does once opened); the call does not
+    /// move it.
+    ///
+    /// # Panics
+    ///
+    /// If a length is over [`WORD_BYTES`] or the process has no word lines
+    /// ([`Process::has_words`]).
+    pub fn send_words(&mut self, request: &[u8], reply_len: usize) -> WordCall {
+        assert!(request.len() <= WORD_BYTES && reply_len <= WORD_BYTES);
+        let process = self.process();
+        let index = self.index();
+        let seqs = process.word_seqs();
+        assert!(!seqs.is_empty(), "the process has no word lines");
+        let lanes = process.lanes();
+        let mask = self.exec_mask();
+        let mut seq = 0;
+        if lanes.is_first_lane(mask) {
+            // Only the lock holder touches the port's sequence word.
+            seq = seqs[index as usize].load(Ordering::Relaxed).wrapping_add(1);
+            seqs[index as usize].store(seq, Ordering::Relaxed);
+        }
+        let seq = lanes.broadcast(mask, seq);
+        let region = process.region();
+        let n = region.layout().lanes() as usize;
+        let (line, _) = region.word_lines(index);
+        // SYNC (word request, release): this lane's earlier writes happen before the server's
+        // acquire load of any word stored below.
+        fence(Ordering::Release);
+        let lane = lanes.lane_id() as usize;
+        for j in 0..request.len().div_ceil(4) {
+            line[3 + j * n + lane].store(word(payload(request, j), seq), Ordering::Relaxed);
+        }
+        if lanes.is_first_lane(mask) {
+            let lengths = request.len() as u32 | (reply_len as u32) << 8;
+            line[0].store(word(mask as u32, seq), Ordering::Relaxed);
+            line[1].store(word((mask >> 32) as u32, seq), Ordering::Relaxed);
+            line[2].store(word(lengths, seq), Ordering::Relaxed);
+            region.heads()[index as usize].store(word(self.opcode(), seq), Ordering::Relaxed);
+        }
+        WordCall { seq }
+    }
+
+    /// Waits for the reply to `call` and writes this lane's bytes of it into `reply` (its
+    /// length as given to [`send_words`](Self::send_words)); returns the server's status for
+    /// this lane ([`DECLINED`]: nothing was executed). Every active lane calls it together.
+    /// [`Error::Stalled`] if the wait policy gave up.
+    pub fn recv_words(&mut self, call: WordCall, reply: &mut [u8]) -> Result<u32, Error> {
+        let process = self.process();
+        let region = process.region();
+        let n = region.layout().lanes() as usize;
+        let (_, line) = region.word_lines(self.index());
+        let lane = process.lanes().lane_id() as usize;
+        // At least one word: it carries the status.
+        let words = reply.len().div_ceil(4).max(1);
+        let mut got = [0u64; WORDS];
+        let expect = call.seq & REPLY_SEQ;
+        // One poll of this lane: every word at once (independent loads, one trip). A status
+        // other than OK carries no reply: only the first word is waited for.
+        let poll = |got: &mut [u64; WORDS]| {
+            for (j, g) in got[..words].iter_mut().enumerate() {
+                *g = line[1 + j * n + lane].load(Ordering::Relaxed);
+            }
+            reply_seq(got[0]) == expect
+                && (reply_status(got[0]) != OK
+                    || got[1..words].iter().all(|&w| reply_seq(w) == expect))
+        };
+        let lanes = process.lanes();
+        let mask = self.exec_mask();
+        let wait = process.wait_policy();
+        let mut polls = 0u32;
+        let mut ok = true;
+        let mut done = poll(&mut got);
+        // A lone warp's reply comes within a few polls of every word by every lane.
+        while lanes.ballot(mask, !done) != 0 && polls < FULL_POLLS {
+            ok &= wait.pause(polls).is_ok();
+            polls += 1;
+            if !done {
+                done = poll(&mut got);
+            }
+        }
+        if lanes.ballot(mask, !done) != 0 {
+            // Under load: only the first lane polls, one word (the served word, written after
+            // every lane's), so waiting warps do not fill the bus with reads.
+            let mut waited = 1;
+            if lanes.is_first_lane(mask) {
+                while seq_of(line[0].load(Ordering::Relaxed)) != call.seq {
+                    if wait.pause(polls).is_err() {
+                        waited = 0;
+                        break;
+                    }
+                    polls = polls.saturating_add(1);
+                }
+            }
+            ok &= lanes.broadcast(mask, waited) != 0;
+            // Then each lane reads its words, there by now or about to be.
+            while ok && !done {
+                done = poll(&mut got);
+                if !done && wait.pause(polls).is_err() {
+                    ok = false;
+                }
+                polls = polls.saturating_add(1);
+            }
+        }
+        // SYNC (word reply, acquire): pairs with the server's release stores of these words, so
+        // what the handler did before replying is visible from here on.
+        fence(Ordering::Acquire);
+        if lanes.ballot(mask, !ok) != 0 {
+            return Err(Error::Stalled);
+        }
+        let status = reply_status(got[0]);
+        for (j, &w) in got.iter().enumerate().take(reply.len().div_ceil(4)) {
+            let value = if status == OK { w as u32 } else { 0 };
+            put_payload(reply, j, value);
+        }
+        Ok(status)
+    }
+
+    /// [`send_words`](Self::send_words) then [`recv_words`](Self::recv_words): one small call.
+    pub fn call_words(&mut self, request: &[u8], reply: &mut [u8]) -> Result<u32, Error> {
+        let call = self.send_words(request, reply.len());
+        self.recv_words(call, reply)
+    }
+}
+
+/// What one served word call was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WordServed {
+    /// The port.
+    pub port: u32,
+    /// The call's opcode.
+    pub opcode: u32,
+    /// The lanes served (bit `i`: lane `i`).
+    pub mask: u64,
+}
+
+impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
+    /// Looks once over the word lines of this handle's ports and serves every request it finds
+    /// with `handle(opcode, request, reply)` (each lane's call in turn; it returns the status and
+    /// the reply's length, or `None` to decline the call: the client then makes it through the
+    /// packets), telling `served` of each call served. `seen` is this handle's memory of each
+    /// port's last head (one word per port of its range, zero at first; keep it between calls).
+    /// Returns how many calls it served (0 if none, or the region has no word lines). A pass
+    /// reads one head word per port, so it serves all it finds rather than one: a busy server
+    /// pays a pass for many calls. Call it from one thread (a server handle has one lane).
+    pub fn serve_words(
+        &self,
+        seen: &mut [u64],
+        mut handle: impl FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)>,
+        mut served: impl FnMut(WordServed),
+    ) -> usize {
+        let region = *self.region();
+        let heads = region.heads();
+        if heads.is_empty() {
+            return 0;
+        }
+        let mut count = 0;
+        for (last, port) in seen.iter_mut().zip(self.port_range()) {
+            let head = heads[port as usize].load(Ordering::Relaxed);
+            if head == *last {
+                continue;
+            }
+            if !self.is_sole() && !self.lock_port(port) {
+                // Another handle of this side is on the port; it will see the request.
+                continue;
+            }
+            let call = self.serve_port(port, head, &mut handle);
+            if !self.is_sole() {
+                self.unlock(port);
+            }
+            // Served, or not a request after all (the head of a call already served): either
+            // way this head is done with.
+            *last = head;
+            if let Some(call) = call {
+                count += 1;
+                served(call);
+            }
+        }
+        count
+    }
+
+    /// Serves the request `head` announces on `port`, if it is one.
+    fn serve_port(
+        &self,
+        port: u32,
+        head: u64,
+        handle: &mut impl FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)>,
+    ) -> Option<WordServed> {
+        let region = *self.region();
+        let (req, rep) = region.word_lines(port);
+        let seq = seq_of(head);
+        // Only this handle writes the served word while it holds the port.
+        if seq_of(rep[0].load(Ordering::Relaxed)) == seq {
+            return None;
+        }
+        let heads = region.heads();
+        // SYNC (word request, acquire): pairs with the client's release fence before its
+        // stores; each load waits for the word of this call.
+        let wait_for = |w: &AtomicU64| -> Option<u64> {
+            let mut polls = 0u32;
+            loop {
+                let v = w.load(Ordering::Acquire);
+                if seq_of(v) == seq {
+                    return Some(v);
+                }
+                // The client gave up on this call and made another: drop this one.
+                if seq_of(heads[port as usize].load(Ordering::Relaxed)) != seq {
+                    return None;
+                }
+                self.wait_policy().pause(polls).ok()?;
+                polls = polls.saturating_add(1);
+            }
+        };
+        let n = region.layout().lanes() as usize;
+        let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let mask_lo = wait_for(&req[0])? as u32 as u64;
+        let mask_hi = wait_for(&req[1])? as u32 as u64;
+        // A corrupt mask cannot make us touch lanes that do not exist.
+        let mask = (mask_lo | mask_hi << 32) & all;
+        let lengths = wait_for(&req[2])? as u32;
+        let (req_len, rep_len) = ((lengths & 0xff) as usize, (lengths >> 8 & 0xff) as usize);
+        let opcode = head as u32;
+        // Hostile lengths are refused, not read past the line.
+        let fits = req_len <= WORD_BYTES && rep_len <= WORD_BYTES;
+        // Read every lane's request (a warp's stores of word j are one run of the line), serve
+        // each lane, then write every reply in one burst: the client polls these lines, and each
+        // of its reads takes a line the server is writing away from it.
+        let mut requests = [[0u8; WORD_BYTES]; crate::layout::MAX_LANES as usize];
+        if fits {
+            for j in 0..req_len.div_ceil(4) {
+                for (lane, request) in requests.iter_mut().enumerate().take(n) {
+                    if mask & (1 << lane) != 0 {
+                        let v = wait_for(&req[3 + j * n + lane])?;
+                        put_payload(&mut request[..req_len], j, v as u32);
+                    }
+                }
+            }
+        }
+        let mut replies = [[0u8; WORD_BYTES]; crate::layout::MAX_LANES as usize];
+        let mut statuses = [DECLINED; crate::layout::MAX_LANES as usize];
+        for lane in (0..n).filter(|&lane| mask & (1 << lane) != 0) {
+            statuses[lane] = crate::service::status::BAD_REQUEST;
+            if fits {
+                let mut reply = [0u8; INLINE_BYTES];
+                statuses[lane] = match handle(opcode, &requests[lane][..req_len], &mut reply) {
+                    Some((status, _)) => status,
+                    None => DECLINED,
+                };
+                replies[lane][..rep_len].copy_from_slice(&reply[..rep_len]);
+            }
+        }
+        // SYNC (word reply, release): each word's store publishes what the handler did before
+        // it. Every word of every lane is written, the lanes and words outside the call's too:
+        // no reply word of this port keeps an older sequence, so its 24 bits cannot come round
+        // to a later call's.
+        for j in 0..WORDS {
+            for lane in 0..n {
+                let v = reply_word(payload(&replies[lane], j), statuses[lane], seq);
+                rep[1 + j * n + lane].store(v, Ordering::Release);
+            }
+        }
+        rep[0].store(word(0, seq), Ordering::Release);
+        Some(WordServed { port, opcode, mask })
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{HeapRegion, Single, Spin, SpinLimit};
+    use std::sync::atomic::AtomicBool;
+
+    /// Serves `region`'s word lines with `handle` on a thread while `body` runs.
+    fn serving<R>(
+        region: &HeapRegion,
+        handle: impl Fn(u32, &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> + Sync,
+        body: impl FnOnce() -> R,
+    ) -> (R, u64) {
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let server = s.spawn(|| {
+                let server = region.server_with(Single, SpinLimit(1 << 20)).unwrap();
+                let mut seen = vec![0u64; region.layout().ports() as usize];
+                let mut served = 0;
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    match server.serve_words(&mut seen, &handle, |_| {}) {
+                        0 => std::hint::spin_loop(),
+                        n => served += n as u64,
+                    }
+                }
+                served
+            });
+            // Stops the server even if the body panics, so the test fails instead of hanging.
+            struct Stop<'a>(&'a AtomicBool);
+            impl Drop for Stop<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, std::sync::atomic::Ordering::Release);
+                }
+            }
+            let guard = Stop(&stop);
+            let r = body();
+            drop(guard);
+            (r, server.join().unwrap())
+        })
+    }
+
+    fn plus_one(opcode: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> {
+        match opcode {
+            7 => {
+                let v = u64::from_le_bytes(req[..8].try_into().unwrap());
+                rep[..8].copy_from_slice(&(v + 1).to_le_bytes());
+                Some((0, 8))
+            }
+            9 => None,
+            _ => Some((crate::service::status::UNKNOWN_OPCODE, 0)),
+        }
+    }
+
+    #[test]
+    fn calls_cross_in_words_and_each_gets_its_own_reply() {
+        let region = HeapRegion::<crate::PerPort>::with_words(32, 1).unwrap();
+        let (results, served) = serving(&region, plus_one, || {
+            let client = region.client_with(Single, Spin).unwrap();
+            assert!(client.has_words());
+            (0..1000u64)
+                .map(|i| {
+                    let mut port = client.open_for_words(7).unwrap();
+                    let mut reply = [0u8; 8];
+                    let status = port.call_words(&i.to_le_bytes(), &mut reply).unwrap();
+                    (status, u64::from_le_bytes(reply))
+                })
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(served, 1000);
+        for (i, (status, v)) in results.into_iter().enumerate() {
+            assert_eq!((status, v), (0, i as u64 + 1));
+        }
+    }
+
+    #[test]
+    fn every_length_up_to_the_line_and_odd_ones_round_trip() {
+        let region = HeapRegion::<crate::PerPort>::with_words(32, 1).unwrap();
+        let echo = |_: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]| {
+            rep[..req.len()].copy_from_slice(req);
+            Some((0, req.len()))
+        };
+        serving(&region, echo, || {
+            let client = region.client_with(Single, Spin).unwrap();
+            for len in 0..=WORD_BYTES {
+                let request: Vec<u8> = (0..len as u8).map(|b| b.wrapping_mul(37) | 1).collect();
+                let mut reply = vec![0xEEu8; len];
+                let mut port = client.open_for_words(1).unwrap();
+                assert_eq!(port.call_words(&request, &mut reply), Ok(0));
+                assert_eq!(reply, request, "length {len}");
+            }
+        });
+    }
+
+    #[test]
+    fn unknown_opcodes_declined_calls_and_hostile_lengths_get_statuses() {
+        let region = HeapRegion::<crate::PerPort>::with_words(32, 1).unwrap();
+        serving(&region, plus_one, || {
+            let client = region.client_with(Single, Spin).unwrap();
+            let mut reply = [0u8; 8];
+            let mut port = client.open_for_words(3).unwrap();
+            let unknown = crate::service::status::UNKNOWN_OPCODE;
+            assert_eq!(port.call_words(&[0; 8], &mut reply), Ok(unknown));
+            drop(port);
+            let mut port = client.open_for_words(9).unwrap();
+            assert_eq!(port.call_words(&[0; 8], &mut reply), Ok(DECLINED));
+            drop(port);
+            // A client that writes lengths past the line: refused, nothing read past it. Written
+            // by hand, as `send_words` would, with the lengths before the head.
+            let mut port = client.open_for_words(7).unwrap();
+            let r = region.region();
+            let (line, _) = r.word_lines(port.index());
+            let seq = client.word_seqs()[port.index() as usize].load(Ordering::Relaxed) + 1;
+            client.word_seqs()[port.index() as usize].store(seq, Ordering::Relaxed);
+            line[0].store(word(1, seq), Ordering::Relaxed);
+            line[1].store(word(0, seq), Ordering::Relaxed);
+            line[2].store(word(200 | 250 << 8, seq), Ordering::Relaxed);
+            r.heads()[port.index() as usize].store(word(7, seq), Ordering::Release);
+            let status = port.recv_words(WordCall { seq }, &mut reply);
+            assert_eq!(status, Ok(crate::service::status::BAD_REQUEST));
+            drop(port);
+            // The port still works.
+            let mut port = client.open_for_words(7).unwrap();
+            assert_eq!(port.call_words(&5u64.to_le_bytes(), &mut reply), Ok(0));
+            assert_eq!(u64::from_le_bytes(reply), 6);
+        });
+    }
+
+    #[test]
+    fn a_client_that_gives_up_is_not_answered_late_and_the_port_goes_on() {
+        let region = HeapRegion::<crate::PerPort>::with_words(32, 1).unwrap();
+        let client = region.client_with(Single, SpinLimit(1000)).unwrap();
+        // No server yet: the call stalls.
+        let mut port = client.open_for_words(7).unwrap();
+        let mut reply = [0u8; 8];
+        assert_eq!(
+            port.call_words(&1u64.to_le_bytes(), &mut reply),
+            Err(Error::Stalled)
+        );
+        drop(port);
+        // The server starts: the stalled call is served (nobody reads its reply); the next call
+        // on the port gets its own reply, never the stale one.
+        serving(&region, plus_one, || {
+            let client = region.client_with(Single, Spin).unwrap();
+            for i in 10..20u64 {
+                let mut port = client.open_for_words(7).unwrap();
+                assert_eq!(port.call_words(&i.to_le_bytes(), &mut reply), Ok(0));
+                assert_eq!(u64::from_le_bytes(reply), i + 1);
+            }
+        });
+    }
+
+    #[test]
+    fn many_threads_on_many_ports() {
+        let region = HeapRegion::<crate::PerPort>::with_words(32, 1).unwrap();
+        let (_, served) = serving(&region, plus_one, || {
+            std::thread::scope(|s| {
+                for t in 0..4u64 {
+                    let region = &region;
+                    s.spawn(move || {
+                        let client = region.client_with(Single, Spin).unwrap();
+                        for i in 0..500u64 {
+                            let v = t << 32 | i;
+                            let mut reply = [0u8; 8];
+                            let mut port = client.open_for_words(7).unwrap();
+                            assert_eq!(port.call_words(&v.to_le_bytes(), &mut reply), Ok(0));
+                            assert_eq!(u64::from_le_bytes(reply), v + 1);
+                        }
+                    });
+                }
+            })
+        });
+        assert_eq!(served, 2000);
+    }
+}

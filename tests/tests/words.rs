@@ -1,0 +1,229 @@
+//! Small calls on word lines (`ferry_rpc::words`) from simulated warps, as a GPU's warps make
+//! them: the generated clients take the word line by themselves for calls that fit it (by
+//! default only a lone lane's; here whole warps and divergent halves too, `word_lanes(64)`);
+//! calls that do not fit (a streamed argument) and calls a handler declines take the packets,
+//! in order with the word calls on the same port. The server logs each call's path, opcode and
+//! lanes, so a call on the wrong path, with the wrong lanes, or a reply routed to the wrong lane
+//! is caught.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ferry_device::sim::{self, SimWarp, Yield};
+use ferry_rpc::service::{Text, INLINE_BYTES};
+use ferry_rpc::{HeapRegion, Lanes, RpcOpcodes};
+use ferry_tests::Watchdog;
+
+#[derive(RpcOpcodes)]
+#[rpc(service = "words")]
+enum Host {
+    /// A value derived from both arguments, so a reply delivered to the wrong lane is caught.
+    #[rpc(response = u64)]
+    Mix { lane: u32, value: u64 },
+    /// Prints a line (a streamed argument: never on a word line); returns its length.
+    #[rpc(response = u64)]
+    Print { line: Text },
+    /// Reserves `size` bytes; returns where (a bump allocator).
+    #[rpc(response = u64)]
+    Malloc { size: u64 },
+    /// Three words each way: more than a word line carries (through the packets).
+    #[rpc(response = [u64; 3])]
+    Wide { a: [u64; 3] },
+}
+
+fn mix(lane: u32, value: u64) -> u64 {
+    value * 1000 + lane as u64
+}
+
+#[derive(Default)]
+struct Served {
+    lines: Mutex<Vec<String>>,
+    next: AtomicU64,
+}
+
+impl HostServer for Served {
+    fn mix(&self, lane: u32, value: u64) -> u64 {
+        mix(lane, value)
+    }
+    fn print(&self, line: &str) -> u64 {
+        self.lines.lock().unwrap().push(line.to_string());
+        line.len() as u64
+    }
+    fn malloc(&self, size: u64) -> u64 {
+        self.next.fetch_add(size, Ordering::Relaxed)
+    }
+    fn wide(&self, a: [u64; 3]) -> [u64; 3] {
+        [a[2], a[1], a[0]]
+    }
+}
+
+/// How a call reached the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    Words,
+    Packets,
+}
+
+type Log = Vec<(Path, u32, u64)>;
+
+/// Runs `warp` on a simulated warp of `lanes` lanes against a server of `Host` on a 32-port
+/// region with word lines; `inline` false makes the server decline word calls (as a handler
+/// that serves no inline calls does). Returns what the server saw.
+fn serve(
+    name: &'static str,
+    lanes: u32,
+    inline: bool,
+    warp: impl Fn(SimWarp, &HeapRegion) + Sync,
+) -> (Log, Served) {
+    let _watchdog = Watchdog::new(name, Duration::from_secs(120));
+    let region: HeapRegion = HeapRegion::with_words(32, lanes).unwrap();
+    let host = Served::default();
+    let log = Mutex::new(Vec::new());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let server = region.server();
+            let mut buffers = Vec::new();
+            let mut seen = vec![0u64; 32];
+            while !stop.load(Ordering::Acquire) {
+                if let Some(mut port) = server.try_open(()) {
+                    log.lock()
+                        .unwrap()
+                        .push((Path::Packets, port.opcode(), port.lane_mask()));
+                    Host::dispatch(&host, &mut port, &mut buffers).unwrap();
+                    continue;
+                }
+                let words = server.serve_words(
+                    &mut seen,
+                    |opcode, request, reply: &mut [u8; INLINE_BYTES]| match inline {
+                        true => Host::dispatch_inline(&host, opcode, request, &[], reply),
+                        false => None,
+                    },
+                    |w| log.lock().unwrap().push((Path::Words, w.opcode, w.mask)),
+                );
+                if words == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        let lanes = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            SimWarp::run(lanes, |lane| warp(lane, &region))
+        }));
+        stop.store(true, Ordering::Release);
+        if let Err(panic) = lanes {
+            std::panic::resume_unwind(panic);
+        }
+    });
+    (log.into_inner().unwrap(), host)
+}
+
+#[test]
+fn a_warp_calls_on_its_word_line_each_lane_getting_its_own_reply() {
+    let (log, _) = serve("whole warp", 8, true, |lane, region| {
+        // The client a kernel builds from its descriptor.
+        let desc = sim::descriptor(region);
+        // SAFETY: `desc` names `region`, alive and used only through the protocol here.
+        let client = unsafe { desc.client(lane, Yield) }.unwrap().word_lanes(64);
+        assert!(client.has_words());
+        let me = client.lanes().lane_id();
+        let host = Host::client(&client);
+        for round in 0..50 {
+            assert_eq!(host.mix(me, round), Ok(mix(me, round)), "lane {me}");
+        }
+    });
+    assert_eq!(log.len(), 50);
+    assert!(log
+        .iter()
+        .all(|&e| e == (Path::Words, Host::OPCODE_MIX, 0xff)));
+}
+
+#[test]
+fn divergent_halves_and_lane_zero_alone_call_with_their_own_lanes() {
+    let (log, host) = serve("divergent", 8, true, |lane, region| {
+        let client = region.client_with(lane, Yield).unwrap().word_lanes(64);
+        let me = client.lanes().lane_id();
+        let host = Host::client(&client);
+        let odd = me % 2 == 1;
+        client.lanes().diverge(odd as u32, || {
+            for round in 0..20 {
+                let v = if odd { round } else { round + 100 };
+                assert_eq!(host.mix(me, v), Ok(mix(me, v)), "lane {me}");
+            }
+        });
+        let alone = client.lanes().when(me == 0, || host.malloc(64).unwrap());
+        assert_eq!(alone, (me == 0).then_some(0));
+    });
+    let by_mask = |mask: u64| log.iter().filter(|e| e.2 == mask).count();
+    assert_eq!(by_mask(0b1010_1010), 20);
+    assert_eq!(by_mask(0b0101_0101), 20);
+    assert!(log.contains(&(Path::Words, Host::OPCODE_MALLOC, 1)));
+    assert!(log.iter().all(|e| e.0 == Path::Words));
+    assert_eq!(host.next.load(Ordering::Relaxed), 64);
+}
+
+#[test]
+fn calls_that_do_not_fit_take_the_packets_in_order_with_word_calls() {
+    let (log, host) = serve("mixed paths", 4, true, |lane, region| {
+        let client = region
+            .client_with(lane, Yield)
+            .unwrap()
+            .keep_port(true)
+            .word_lanes(64);
+        let me = client.lanes().lane_id();
+        let host = Host::client(&client);
+        for round in 0..10u64 {
+            let line = format!("lane {me} round {round}");
+            assert_eq!(host.print(&line), Ok(line.len() as u64));
+            assert_eq!(host.mix(me, round), Ok(mix(me, round)));
+            let a = [round, me as u64, 7];
+            assert_eq!(host.wide(a), Ok([7, me as u64, round]));
+        }
+    });
+    // Per round: the print and the wide call through the packets, the mix on the word line,
+    // in the order the warp made them.
+    let paths: Vec<(Path, u32)> = log.iter().map(|e| (e.0, e.1)).collect();
+    let round = [
+        (Path::Packets, Host::OPCODE_PRINT),
+        (Path::Words, Host::OPCODE_MIX),
+        (Path::Packets, Host::OPCODE_WIDE),
+    ];
+    assert_eq!(paths, round.repeat(10));
+    assert_eq!(host.lines.lock().unwrap().len(), 40);
+}
+
+#[test]
+fn a_server_that_declines_word_calls_gets_them_through_the_packets() {
+    let (log, _) = serve("declined", 4, false, |lane, region| {
+        let client = region.client_with(lane, Yield).unwrap().word_lanes(64);
+        let me = client.lanes().lane_id();
+        for round in 0..10 {
+            assert_eq!(Host::client(&client).mix(me, round), Ok(mix(me, round)));
+        }
+    });
+    // Each call tried the word line, was declined (nothing executed), and went through the
+    // packets.
+    let paths: Vec<Path> = log.iter().map(|e| e.0).collect();
+    assert_eq!(paths, [Path::Words, Path::Packets].repeat(10));
+}
+
+#[test]
+fn by_default_a_lone_lane_takes_the_word_line_and_a_warp_the_packets() {
+    let (log, _) = serve("default lanes", 8, true, |lane, region| {
+        let desc = sim::descriptor(region);
+        // SAFETY: `desc` names `region`, alive and used only through the protocol here.
+        let client = unsafe { desc.client(lane, Yield) }.unwrap();
+        let me = client.lanes().lane_id();
+        let host = Host::client(&client);
+        assert_eq!(host.mix(me, 1), Ok(mix(me, 1)));
+        let alone = client.lanes().when(me == 3, || host.mix(me, 2));
+        assert_eq!(alone, (me == 3).then_some(Ok(mix(3, 2))));
+    });
+    assert_eq!(
+        log,
+        [
+            (Path::Packets, Host::OPCODE_MIX, 0xff),
+            (Path::Words, Host::OPCODE_MIX, 1 << 3)
+        ]
+    );
+}
