@@ -95,7 +95,7 @@ impl Descriptor {
         })
     }
 
-    /// How a warp waits for the host: [`GpuWait::default`] with the host's
+    /// How a warp waits for the host: [`GpuWait::default`](crate::GpuWait::default) with the host's
     /// [`max_sleep_ns`](Self::max_sleep_ns) if it set one.
     pub fn wait(&self) -> crate::GpuWait {
         let default = crate::GpuWait::default();
