@@ -25,6 +25,9 @@ use ferry_device::nvptx::{block_idx, global_thread_id, thread_idx};
 
 ferry_device::entry!(main);
 
+/// Every thread's code, ORed: the program's exit code (`ferry_device::program::ExitOr`).
+static CODE: ferry_device::program::ExitOr = ferry_device::program::ExitOr::new();
+
 /// The bytes each thread writes and reads back.
 const FILE_BYTES: usize = 1300;
 
@@ -174,7 +177,7 @@ fn main(args: ferry_device::Args) -> i32 {
         failed |= PRINT;
     }
     let code = if failed == 0 { code } else { 64 | failed };
-    if exit {
+    let code = if exit {
         match host::exit(&client, code) {
             // A host that records the code answers: the return adds nothing to it.
             Ok(()) => 0,
@@ -182,5 +185,6 @@ fn main(args: ferry_device::Args) -> i32 {
         }
     } else {
         code
-    }
+    };
+    CODE.finish(&client, code)
 }

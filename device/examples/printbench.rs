@@ -13,6 +13,9 @@ use ferry_device::nvptx::{block_dim, global_thread_id, grid_dim};
 
 ferry_device::entry!(main);
 
+/// Every thread's code, ORed: the program's exit code (`ferry_device::program::ExitOr`).
+static CODE: ferry_device::program::ExitOr = ferry_device::program::ExitOr::new();
+
 fn main(args: ferry_device::Args) -> i32 {
     let n = args.get_u32(1).unwrap_or(1_000_000);
     let client = ferry_device::client();
@@ -33,5 +36,5 @@ fn main(args: ferry_device::Args) -> i32 {
             failed = 1;
         }
     }
-    failed
+    CODE.finish(&client, failed)
 }

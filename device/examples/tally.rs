@@ -5,8 +5,8 @@
 //! C-library services. Every thread adds `amount(me, round)` to its slot (its global thread id)
 //! for ROUNDS rounds (default `DEFAULT_ROUNDS`), each lane of a warp with its own arguments in the
 //! same call, and checks each reply against its own running sum; then asks the total and a
-//! description, and prints a line with both. It returns 0 if every reply matched, else the OR of
-//! the failed steps' bits.
+//! description, and prints a line with both. The program's exit code is 0 if every reply matched,
+//! else the OR of every thread's failed steps' bits (`ExitOr`).
 
 #![no_std]
 #![feature(abi_ptx)]
@@ -16,6 +16,9 @@ use ferry_device::nvptx::global_thread_id;
 use ferry_example_tally::{amount, Tally, DEFAULT_ROUNDS, DESCRIBE_LIMIT};
 
 ferry_device::entry!(main);
+
+/// Every thread's code, ORed: the program's exit code (`ferry_device::program::ExitOr`).
+static CODE: ferry_device::program::ExitOr = ferry_device::program::ExitOr::new();
 
 /// Failure bits.
 const ADD: i32 = 1;
@@ -66,5 +69,5 @@ fn main(args: ferry_device::Args) -> i32 {
     if printed.is_err() {
         failed |= PRINT;
     }
-    failed
+    CODE.finish(&client, failed)
 }

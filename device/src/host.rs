@@ -593,8 +593,10 @@ pub fn rename<L: Lanes, M: Mailbox, W: Wait>(
     }
 }
 
-/// Asks the host to end the program with `code` (the lowest lane's code, the first call, wins).
-/// A loader ends the process and this never returns; a host that records the code answers.
+/// Sets the program's exit code to `code` (the lowest lane's code; the first call served wins)
+/// and returns: the program ends when its threads have returned from `main`, every call they
+/// made answered, so a thread that is done returns after calling it. A host with
+/// `ExitPolicy::Process` (none of this project's loaders) ends its process at once instead.
 pub fn exit<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     code: i32,

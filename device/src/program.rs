@@ -108,9 +108,10 @@ impl Args {
 /// `main: fn(Args) -> i32` (the crate needs `#![feature(abi_ptx)]` there); on other targets,
 /// nothing but a check of `main`'s type (`sim::run_program` calls `main` itself).
 ///
-/// Every GPU thread runs `main` and ORs its return value into the program's exit code (as LLVM
-/// libc's GPU start code does), unless a thread calls `exit` first (`host::exit`: the first
-/// one served ends the program with its code).
+/// Every GPU thread runs `main`. The program's exit code is thread 0's return (the grid's first
+/// thread), unless a thread calls `exit` (`host::exit`: the first one served sets the code; the
+/// program still ends when its threads do, and every call they made is answered first, so no
+/// output is lost). For a code made of every thread's, end `main` with [`ExitOr::finish`].
 #[macro_export]
 macro_rules! entry {
     ($main:path) => {
@@ -126,8 +127,11 @@ macro_rules! entry {
             // SAFETY: the loader passes `argc` valid strings in `argv` (the kernel's contract).
             let args = unsafe { $crate::program::Args::new(argc, argv) };
             let code: i32 = $main(args);
-            // SAFETY: `ret` is a valid `i32` in device memory (the kernel's contract).
-            unsafe { $crate::nvptx::fetch_or(ret, code) };
+            if $crate::program::global_thread_id() == 0 {
+                // SAFETY: `ret` is a valid `i32` in device memory (the kernel's contract), written
+                // by this thread alone.
+                unsafe { ::core::ptr::write_volatile(ret, code) };
+            }
         }
 
         #[cfg(not(target_arch = "nvptx64"))]
@@ -258,4 +262,57 @@ pub fn client() -> crate::Client<'static, crate::lanes::Warp, crate::GpuWait> {
 #[cfg(all(not(target_arch = "nvptx64"), feature = "sim"))]
 pub fn client() -> crate::Client<'static, ferry_rpc::Single, crate::sim::ProgramWait> {
     crate::sim::program_client()
+}
+
+/// The program's exit code as the OR of every thread's: for programs whose threads each report
+/// failures as bit flags (a program's code is otherwise thread 0's return, or the first `exit`
+/// call's). Put one in a `static` and end `main` with `return CODE.finish(&client, code)`: every
+/// thread ORs its code in, and the last thread to finish calls
+/// [`host::exit`](crate::host::exit) with the OR if it is not 0 (one exit call for the whole
+/// program). On the CPU (`sim::run_program`) it starts from zero again for the next run.
+///
+/// ```ignore
+/// static CODE: program::ExitOr = program::ExitOr::new();
+///
+/// fn main(args: Args) -> i32 {
+///     let client = program::client();
+///     let failed = if check(&client) { 0 } else { 4 };
+///     CODE.finish(&client, failed)
+/// }
+/// ```
+#[derive(Debug, Default)]
+pub struct ExitOr {
+    bits: core::sync::atomic::AtomicU32,
+    done: crate::sync::LastOut,
+}
+
+impl ExitOr {
+    /// No code yet.
+    pub const fn new() -> ExitOr {
+        ExitOr {
+            bits: core::sync::atomic::AtomicU32::new(0),
+            done: crate::sync::LastOut::new(),
+        }
+    }
+
+    /// ORs this thread's `code` into the program's; the last of the launch's threads to call it
+    /// calls `exit` with the OR if any thread's code was not 0. Returns `code`, for `main` to
+    /// return. Every thread of the launch must call it once.
+    pub fn finish<L: ferry_rpc::Lanes, M: ferry_rpc::Mailbox, W: ferry_rpc::Wait>(
+        &self,
+        client: &crate::host::HostClient<'_, L, M, W>,
+        code: i32,
+    ) -> i32 {
+        self.bits
+            .fetch_or(code as u32, core::sync::atomic::Ordering::Relaxed);
+        // `arrive` orders every thread's OR before the last thread's read below.
+        if self.done.arrive(global_threads()) {
+            let all = self.bits.swap(0, core::sync::atomic::Ordering::Relaxed) as i32;
+            self.done.reset();
+            if all != 0 {
+                let _ = crate::host::exit(client, all);
+            }
+        }
+        code
+    }
 }

@@ -473,8 +473,8 @@ impl ferry_rpc::Wait for ProgramWait {
 /// A whole program run on CPU threads by [`run_program`].
 #[derive(Debug)]
 pub struct ProgramRun {
-    /// The program's exit code: the first `exit` call's code, else the OR of every thread's
-    /// return value (as the loader `rpc-gpu-run` makes it on a GPU).
+    /// The program's exit code: the first `exit` call's code, else thread 0's return value (as
+    /// the loader `rpc-gpu-run` makes it on a GPU).
     pub code: i32,
     /// What the program printed to standard output.
     pub stdout: String,
@@ -668,7 +668,11 @@ pub fn run_program(
                         // (`strings`), both alive and unchanged until after this thread is joined.
                         let args =
                             unsafe { crate::program::Args::new(argc, argv as *const *const u8) };
-                        code.fetch_or(main(args), Ordering::Relaxed);
+                        let returned = main(args);
+                        // The program's code is thread 0's return (as on a GPU).
+                        if t == 0 {
+                            code.store(returned, Ordering::Relaxed);
+                        }
                     })
             })
             .collect();

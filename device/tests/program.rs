@@ -40,9 +40,32 @@ fn each_thread_has_its_place_in_the_launch_and_the_arguments() {
             "thread {t}"
         );
     }
-    // The OR of every thread's return.
-    assert_eq!(run.code, 1);
+    // Thread 0's return (the odd threads returned 1).
+    assert_eq!(run.code, 0);
     assert!(run.stderr.is_empty());
+}
+
+static ORED: program::ExitOr = program::ExitOr::new();
+
+/// Thread t fails with bit `1 << (t % 3)` if t is argument 1; every code ORed through `ExitOr`.
+fn ored(args: Args) -> i32 {
+    let client = program::client();
+    let me = program::global_thread_id();
+    let code = if Some(me) == args.get_u32(1) {
+        1 << (me % 3)
+    } else {
+        0
+    };
+    ORED.finish(&client, code)
+}
+
+#[test]
+fn exit_or_makes_every_threads_code_the_programs_and_starts_over_for_the_next_run() {
+    // Thread 0 returns 0: without `ExitOr` the code would be 0.
+    for (failing, code) in [(5, 4), (7, 2), (120, 0), (0, 1)] {
+        let run = run_program(ored, &["ored", &failing.to_string()], 3, 40).unwrap();
+        assert_eq!(run.code, code, "thread {failing} failing");
+    }
 }
 
 fn exits(args: Args) -> i32 {

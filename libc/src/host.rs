@@ -80,9 +80,11 @@ pub const PROGRAM: u64 = 1;
 /// What to do when the program asks to exit or abort.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitPolicy {
-    /// Flush the output and end this process with the program's code (the loader).
+    /// Flush the output and end this process with the program's code at once (lines other
+    /// warps still have in flight are lost, as with C's `exit` from another thread).
     Process,
-    /// Record the code (the first one wins) and answer the call (tests, embedders).
+    /// Record the code (the first one wins) and answer the call; the run ends when the program
+    /// does (the loader `rpc-gpu-run`, tests, embedders).
     Record,
 }
 

@@ -109,7 +109,8 @@ pub struct RunConfig {
     pub max_registers: Option<u32>,
     /// How long the kernel may run.
     pub timeout: Duration,
-    /// What the program's exit call does.
+    /// What the program's exit call does (default `Record`: the first code is kept and the run
+    /// ends with the kernel, every call answered).
     pub exit: ExitPolicy,
     /// Bytes of device memory reserved before launch for `malloc` (0: none, every `malloc`
     /// fails with out of memory).
@@ -140,7 +141,7 @@ impl Default for RunConfig {
             server_threads: 1,
             max_registers: None,
             timeout: Duration::from_secs(600),
-            exit: ExitPolicy::Process,
+            exit: ExitPolicy::Record,
             heap: DEFAULT_HEAP,
             stack: Some(DEFAULT_STACK),
             max_files: DEFAULT_MAX_FILES,
@@ -153,7 +154,8 @@ impl Default for RunConfig {
 /// How a run went.
 #[derive(Debug)]
 pub struct RunReport {
-    /// The program's exit code: an `exit` call's code, else the OR of every thread's return.
+    /// The program's exit code: the first `exit` call's code (134 if it aborted), else thread
+    /// 0's return.
     pub code: i32,
     /// Server counts.
     pub stats: ServeStats,
@@ -291,7 +293,7 @@ impl<'c> Program<'c> {
     /// (`Tally::server(mine).and(Libc::server(program.libc().for_program()))`) from
     /// [`RunConfig::server_threads`] threads, until it ends and every call it made is answered.
     /// The report's code is the `Libc` exit call's code if the program made one (134 if it
-    /// aborted), else the OR of every thread's return value.
+    /// aborted), else thread 0's return value.
     pub fn run<S: Services + Handler<PerPort, ServerWait>>(
         &self,
         args: &[String],

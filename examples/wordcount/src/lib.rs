@@ -33,6 +33,9 @@ static FILE: AtomicU64 = AtomicU64::new(0);
 static SIZE: AtomicU64 = AtomicU64::new(0);
 /// Who finishes last.
 static DONE: LastOut = LastOut::new();
+/// Every thread's exit code, ORed: the program's (a thread's failure is not lost when thread 0
+/// succeeds).
+static CODE: program::ExitOr = program::ExitOr::new();
 
 /// Bytes a thread reads per call into its stack buffer.
 const CHUNK: usize = 2048;
@@ -94,82 +97,86 @@ where
 /// The program: `ferry_wordcount INPUT SUMMARY`.
 pub fn main(args: Args) -> i32 {
     let client = program::client();
-    let out = Printer::new(&client);
-    let me = program::global_thread_id();
-    let threads = program::global_threads();
-    let (Some(input), Some(summary)) = (args.get_str(1), args.get_str(2)) else {
+    // This thread's code; the program's is every thread's ORed.
+    let code = (|| -> i32 {
+        let out = Printer::new(&client);
+        let me = program::global_thread_id();
+        let threads = program::global_threads();
+        let (Some(input), Some(summary)) = (args.get_str(1), args.get_str(2)) else {
+            if me == 0 {
+                let _ = ferry_device::eprintln!(&out, "usage: ferry_wordcount INPUT SUMMARY");
+            }
+            return USAGE;
+        };
+
+        // One handle for every thread (reads at offsets share it): thread 0 opens the file.
         if me == 0 {
-            let _ = ferry_device::eprintln!(&out, "usage: ferry_wordcount INPUT SUMMARY");
+            let opened = host::open(&client, input, mode::READ)
+                .and_then(|h| host::size(&client, h).map(|size| (h, size)));
+            match opened {
+                Ok((h, size)) => {
+                    SIZE.store(size, Ordering::Relaxed);
+                    sync::store_release(&FILE, h.0);
+                }
+                Err(e) => {
+                    let _ = ferry_device::eprintln!(&out, "{input}: {e}");
+                    sync::store_release(&FILE, u64::MAX);
+                }
+            }
         }
-        return USAGE;
-    };
+        let file = loop {
+            match sync::load_acquire(&FILE) {
+                0 => core::hint::spin_loop(),
+                h => break h,
+            }
+        };
+        let counted = if file == u64::MAX {
+            Err(NO_INPUT)
+        } else {
+            count(&client, Handle(file), me, threads)
+        };
+        if let Ok((lines, words, bytes)) = counted {
+            let _ = ferry_device::println!(
+                &out,
+                "thread {me}: {lines} lines, {words} words, {bytes} bytes"
+            );
+            LINES.fetch_add(lines, Ordering::Relaxed);
+            WORDS.fetch_add(words, Ordering::Relaxed);
+            BYTES.fetch_add(bytes, Ordering::Relaxed);
+        }
 
-    // One handle for every thread (reads at offsets share it): thread 0 opens the file.
-    if me == 0 {
-        let opened = host::open(&client, input, mode::READ)
-            .and_then(|h| host::size(&client, h).map(|size| (h, size)));
-        match opened {
-            Ok((h, size)) => {
-                SIZE.store(size, Ordering::Relaxed);
-                sync::store_release(&FILE, h.0);
-            }
-            Err(e) => {
-                let _ = ferry_device::eprintln!(&out, "{input}: {e}");
-                sync::store_release(&FILE, u64::MAX);
-            }
+        // Every thread arrives, counted or not; the last one out sees every count, puts the
+        // statics back for another run in the same process, and writes the summary.
+        if !DONE.arrive(threads) {
+            return counted.err().unwrap_or(0);
         }
-    }
-    let file = loop {
-        match sync::load_acquire(&FILE) {
-            0 => core::hint::spin_loop(),
-            h => break h,
-        }
-    };
-    let counted = if file == u64::MAX {
-        Err(NO_INPUT)
-    } else {
-        count(&client, Handle(file), me, threads)
-    };
-    if let Ok((lines, words, bytes)) = counted {
-        let _ = ferry_device::println!(
-            &out,
-            "thread {me}: {lines} lines, {words} words, {bytes} bytes"
+        let (lines, words, bytes) = (
+            LINES.swap(0, Ordering::Relaxed),
+            WORDS.swap(0, Ordering::Relaxed),
+            BYTES.swap(0, Ordering::Relaxed),
         );
-        LINES.fetch_add(lines, Ordering::Relaxed);
-        WORDS.fetch_add(words, Ordering::Relaxed);
-        BYTES.fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    // Every thread arrives, counted or not; the last one out sees every count, puts the
-    // statics back for another run in the same process, and writes the summary.
-    if !DONE.arrive(threads) {
-        return counted.err().unwrap_or(0);
-    }
-    let (lines, words, bytes) = (
-        LINES.swap(0, Ordering::Relaxed),
-        WORDS.swap(0, Ordering::Relaxed),
-        BYTES.swap(0, Ordering::Relaxed),
-    );
-    FILE.store(0, Ordering::Relaxed);
-    DONE.reset();
-    if file == u64::MAX {
-        return NO_INPUT;
-    }
-    let _ = host::close(&client, Handle(file));
-    if let Err(code) = counted {
-        return code;
-    }
-    let _ = ferry_device::println!(&out, "{lines} {words} {bytes} {input}");
-    let written = host::open(&client, summary, mode::from_c("w").unwrap_or(0)).and_then(|h| {
-        let w = ferry_device::fprint!(&out, h, "{lines} {words} {bytes}\n");
-        let closed = host::close(&client, h);
-        w.and(closed)
-    });
-    match written {
-        Ok(()) => 0,
-        Err(e) => {
-            let _ = ferry_device::eprintln!(&out, "{summary}: {e}");
-            NO_SUMMARY
+        FILE.store(0, Ordering::Relaxed);
+        DONE.reset();
+        if file == u64::MAX {
+            return NO_INPUT;
         }
-    }
+        let _ = host::close(&client, Handle(file));
+        if let Err(code) = counted {
+            return code;
+        }
+        let _ = ferry_device::println!(&out, "{lines} {words} {bytes} {input}");
+        let written = host::open(&client, summary, mode::from_c("w").unwrap_or(0)).and_then(|h| {
+            let w = ferry_device::fprint!(&out, h, "{lines} {words} {bytes}\n");
+            let closed = host::close(&client, h);
+            w.and(closed)
+        });
+        match written {
+            Ok(()) => 0,
+            Err(e) => {
+                let _ = ferry_device::eprintln!(&out, "{summary}: {e}");
+                NO_SUMMARY
+            }
+        }
+    })();
+    CODE.finish(&client, code)
 }

@@ -24,8 +24,11 @@
 //! driver's cache), or a cubin built ahead of time from it (`ptxas -arch=sm_90 PROGRAM.ptx -o
 //! PROGRAM.cubin`, where the CUDA toolkit is installed), which loads without compiling. Its entry
 //! kernel is `_start(argc: u32, argv: *const *const u8, ret: *mut i32)` (Rust programs get it
-//! from `ferry_device::entry!`) and it holds the `FERRY_RPC` descriptor global. Every thread runs `main`; the exit code is an `exit` call's code, else the
-//! bitwise OR of every thread's return value. Errors of the loader itself exit with 125.
+//! from `ferry_device::entry!`) and it holds the `FERRY_RPC` descriptor global. Every thread runs
+//! `main`; the exit code is the first `exit` call's code, else thread 0's return value. An `exit`
+//! call records the code: the program ends when its threads do, and every call they made is
+//! answered (every line printed) before the loader exits. Errors of the loader itself exit with
+//! 125.
 //!
 //! The loader serves the C-library services (`ferry_libc::Libc`: a no-op, print, files, exit,
 //! malloc from the reserved heap, clock; `system` stays off). Standard
@@ -78,7 +81,9 @@ fn main() -> ExitCode {
     };
     let mut args = args.into_iter();
     let mut config = RunConfig {
-        exit: ExitPolicy::Process,
+        // The first exit call's code is kept; the run ends when the kernel does, after every
+        // call is answered, so output in flight is not lost.
+        exit: ExitPolicy::Record,
         ..RunConfig::default()
     };
     let mut stats = false;
