@@ -46,7 +46,7 @@ pub struct Descriptor {
     /// Lanes per packet.
     pub lanes: u32,
     /// The mailbox representation's wire number ([`MailboxKind`]; always `PerPort` on a GPU) in
-    /// the low 16 bits, and flags above ([`FLAG_KEEP_PORTS`]).
+    /// the low 16 bits, and flags above ([`FLAG_KEEP_PORTS`], [`FLAG_WORDS`]).
     pub mailbox: u32,
     /// Address of the region as the client sees it (device address of mapped host memory).
     pub region: u64,
@@ -145,8 +145,9 @@ impl Descriptor {
     /// The descriptor must be set up ([`MAGIC`]) by a host that keeps, for `'a`: `region` valid,
     /// 64-byte aligned memory of `layout().size()` bytes shared with its server only through the
     /// protocol, and `locks` valid, 4-byte aligned memory of `layout().lock_words()` words used
-    /// only as this region's client lock bitmap; on NVPTX, [`Descriptor::client_words`] words,
-    /// the rest used only as the client's outbox shadow, zeroed while the mailboxes were.
+    /// only as this region's client lock bitmap; on NVPTX or with [`FLAG_WORDS`] (on every
+    /// target), [`Descriptor::client_words`] words, the rest used only as the client's outbox
+    /// shadow and word-line sequence words, zeroed while the mailboxes were.
     pub unsafe fn client<'a, L: Lanes, W: Wait>(
         &self,
         lanes: L,

@@ -405,7 +405,7 @@ pub fn descriptor(region: &ferry_rpc::HeapRegion) -> crate::Descriptor {
                 0
             },
         region: r.client_outbox().as_ptr() as u64,
-        locks: region.client_locks().as_ptr() as u64,
+        locks: region.client_memory().as_ptr() as u64,
         bulk: r.layout().bulk_share() as u32,
         max_sleep_ns: 0,
     }
@@ -609,12 +609,19 @@ pub fn run_program(
                     let services = ferry_libc::Libc::server(host.for_program());
                     // Polls, then yields, then short sleeps while nothing comes.
                     let mut idle = 0u32;
+                    // Packets since the last pass over the word lines (one every 64 at least,
+                    // so word calls are not starved by packets).
+                    let mut since_words = 0u32;
                     while !stop.load(Ordering::Acquire) {
                         if let Some(mut port) = server.try_open(()) {
                             idle = 0;
                             let _ = host.dispatch(ferry_libc::PROGRAM, &mut port);
-                            continue;
+                            since_words += 1;
+                            if since_words < 64 {
+                                continue;
+                            }
                         }
+                        since_words = 0;
                         let served = server.serve_words(
                             &mut seen,
                             |opcode, request, reply| {

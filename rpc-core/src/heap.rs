@@ -249,6 +249,13 @@ impl<M: Mailbox> HeapRegion<M> {
             .expect("one lane always fits")
     }
 
+    /// The client's memory as a device descriptor names it (`Descriptor::locks`): the lock
+    /// bitmap, then, with word lines, a word per port a GPU client uses as its outbox shadow and
+    /// the ports' word-line sequence words.
+    pub fn client_memory(&self) -> &[AtomicU32] {
+        self.client_locks.all()
+    }
+
     /// The client's lock bitmap (for diagnostics and baselines).
     pub fn client_locks(&self) -> &[AtomicU32] {
         &self.client_locks

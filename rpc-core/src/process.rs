@@ -411,7 +411,10 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     /// port count) if the region has no word lines or `seqs` has the wrong length.
     pub fn with_word_seqs(mut self, seqs: &'a [AtomicU32]) -> Result<Self, LayoutError> {
         let layout = &self.region.layout;
-        if !layout.has_words() || seqs.len() != layout.ports() as usize {
+        if !layout.has_words()
+            || self.region.heads.is_empty()
+            || seqs.len() != layout.ports() as usize
+        {
             return Err(LayoutError::Ports(layout.ports()));
         }
         self.seqs = seqs;
@@ -436,7 +439,9 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
 
     /// Opens a port for a call on its word line ([`Port::call_words`]): as
     /// [`open`](Self::open), but the packet's header is left as it is (the call does not travel
-    /// in the packet). Generated clients do this by themselves for calls that fit a word line.
+    /// in the packet), so make only word calls on the port it returns (a `send` would carry
+    /// the header of an earlier call). Generated clients do this by themselves for calls that
+    /// fit a word line.
     pub fn open_for_words(
         &self,
         opcode: u32,

@@ -50,8 +50,9 @@
 //! **The server** compares each head with the last head it saw on that port (a copy of its own,
 //! so an idle port costs one load of a cached line); a head whose sequence differs from the
 //! port's served word is a request. It reads the meta words and every lane's request words
-//! (acquire loads, waiting for their sequence, giving up if the head moves on: a client that gave
-//! up and called again), serves each lane (`Handler::handle_inline`), and then writes every reply
+//! (acquire loads checking their sequence; a word not there yet leaves the port to the next pass,
+//! so no port waits for another; a head that moved on is a client that gave up and called
+//! again: that call is dropped), serves each lane (`Handler::handle_inline`), and then writes every reply
 //! word of the port in one burst (release stores), then the served word. The burst matters: the
 //! client polls those lines, and each of its reads takes a line the server is writing away from
 //! it. A handler that cannot serve the call this way answers [`DECLINED`]: the client then makes
@@ -174,6 +175,9 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
     /// the same lengths. The port must hold its packet (as it does once opened); the call does not
     /// move it.
     ///
+    /// The first lane's lengths are the call's (a lane with a longer request is cut to them, a
+    /// shorter one padded with zeros): the generated clients pass the same lengths on every lane.
+    ///
     /// # Panics
     ///
     /// If a length is over [`WORD_BYTES`] or the process has no word lines
@@ -200,11 +204,14 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         // acquire load of any word stored below.
         fence(Ordering::Release);
         let lane = lanes.lane_id() as usize;
-        for j in 0..request.len().div_ceil(4) {
+        // The first lane's lengths are the call's: every lane stores that many words (its own
+        // bytes, zero past their end), at least one, so the server finds every word it waits
+        // for and every lane's earlier writes are published by a word the server reads.
+        let lengths = lanes.broadcast(mask, request.len() as u32 | (reply_len as u32) << 8);
+        for j in 0..((lengths & 0xff) as usize).div_ceil(4).max(1) {
             line[3 + j * n + lane].store(word(payload(request, j), seq), Ordering::Relaxed);
         }
         if lanes.is_first_lane(mask) {
-            let lengths = request.len() as u32 | (reply_len as u32) << 8;
             line[0].store(word(mask as u32, seq), Ordering::Relaxed);
             line[1].store(word((mask >> 32) as u32, seq), Ordering::Relaxed);
             line[2].store(word(lengths, seq), Ordering::Relaxed);
@@ -217,12 +224,20 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
     /// length as given to [`send_words`](Self::send_words)); returns the server's status for
     /// this lane ([`DECLINED`]: nothing was executed). Every active lane calls it together.
     /// [`Error::Stalled`] if the wait policy gave up.
+    ///
+    /// # Panics
+    ///
+    /// If `reply` is longer than [`WORD_BYTES`].
     pub fn recv_words(&mut self, call: WordCall, reply: &mut [u8]) -> Result<u32, Error> {
         let process = self.process();
         let region = process.region();
         let n = region.layout().lanes() as usize;
         let (_, line) = region.word_lines(self.index());
         let lane = process.lanes().lane_id() as usize;
+        assert!(
+            reply.len() <= WORD_BYTES,
+            "a word line carries {WORD_BYTES} bytes a lane"
+        );
         // At least one word: it carries the status.
         let words = reply.len().div_ceil(4).max(1);
         let mut got = [0u64; WORDS];
@@ -304,7 +319,24 @@ pub struct WordServed {
     pub opcode: u32,
     /// The lanes served (bit `i`: lane `i`).
     pub mask: u64,
+    /// Whether every lane's call was declined (`DECLINED`: nothing executed; the client makes it
+    /// again through the packets), so it is not a call served.
+    pub declined: bool,
 }
+
+/// Why a pass left a port's head alone.
+enum Skip {
+    /// Nothing to serve: the head of a call already served, or of one its client gave up on.
+    Done,
+    /// Some of the call's words have not arrived yet.
+    Pending,
+}
+
+/// Loads of one request word before a pass moves on and comes back to the port later.
+#[cfg(not(loom))]
+const ARRIVAL_POLLS: u32 = 256;
+#[cfg(loom)]
+const ARRIVAL_POLLS: u32 = 2;
 
 impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
     /// Looks once over the word lines of this handle's ports and serves every request it finds
@@ -340,48 +372,56 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             if !self.is_sole() {
                 self.unlock(port);
             }
-            // Served, or not a request after all (the head of a call already served): either
-            // way this head is done with.
-            *last = head;
-            if let Some(call) = call {
-                count += 1;
-                served(call);
+            match call {
+                Ok(call) => {
+                    *last = head;
+                    count += 1;
+                    served(call);
+                }
+                // Not a request (the head of a call already served), or one its client gave up
+                // on: this head is done with.
+                Err(Skip::Done) => *last = head,
+                // Some of its words have not arrived: the next pass looks again.
+                Err(Skip::Pending) => {}
             }
         }
         count
     }
 
-    /// Serves the request `head` announces on `port`, if it is one.
+    /// Serves the request `head` announces on `port`, if it is one and all its words are
+    /// there; never waits long (a server thread serves many ports).
     fn serve_port(
         &self,
         port: u32,
         head: u64,
         handle: &mut impl FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)>,
-    ) -> Option<WordServed> {
+    ) -> Result<WordServed, Skip> {
         let region = *self.region();
         let (req, rep) = region.word_lines(port);
         let seq = seq_of(head);
         // Only this handle writes the served word while it holds the port.
         if seq_of(rep[0].load(Ordering::Relaxed)) == seq {
-            return None;
+            return Err(Skip::Done);
         }
         let heads = region.heads();
         // SYNC (word request, acquire): pairs with the client's release fence before its
-        // stores; each load waits for the word of this call.
-        let wait_for = |w: &AtomicU64| -> Option<u64> {
-            let mut polls = 0u32;
-            loop {
+        // stores; each load looks for the word of this call a few times.
+        let wait_for = |w: &AtomicU64| -> Result<u64, Skip> {
+            for _ in 0..ARRIVAL_POLLS {
                 let v = w.load(Ordering::Acquire);
                 if seq_of(v) == seq {
-                    return Some(v);
+                    return Ok(v);
                 }
                 // The client gave up on this call and made another: drop this one.
                 if seq_of(heads[port as usize].load(Ordering::Relaxed)) != seq {
-                    return None;
+                    return Err(Skip::Done);
                 }
-                self.wait_policy().pause(polls).ok()?;
-                polls = polls.saturating_add(1);
+                crate::sync::spin_hint();
             }
+            // Not there yet (the head can arrive before the lanes' words): nothing was served;
+            // the next pass tries again. A client that never writes them costs a few loads a
+            // pass, and no other port waits for it.
+            Err(Skip::Pending)
         };
         let n = region.layout().lanes() as usize;
         let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
@@ -432,7 +472,15 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             }
         }
         rep[0].store(word(0, seq), Ordering::Release);
-        Some(WordServed { port, opcode, mask })
+        let declined = (0..n)
+            .filter(|&lane| mask & (1 << lane) != 0)
+            .all(|lane| statuses[lane] == DECLINED);
+        Ok(WordServed {
+            port,
+            opcode,
+            mask,
+            declined,
+        })
     }
 }
 
@@ -607,5 +655,50 @@ mod tests {
             })
         });
         assert_eq!(served, 2000);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod arrival {
+    use super::*;
+    use crate::{HeapRegion, PerPort, Single, Spin};
+
+    #[test]
+    fn a_head_before_its_words_waits_for_the_next_pass_and_blocks_nothing() {
+        let region = HeapRegion::<PerPort>::with_words(32, 1).unwrap();
+        let client = region.client_with(Single, Spin).unwrap();
+        let server = region.server();
+        let mut seen = vec![0u64; 32];
+        let plus_one = |_: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]| {
+            let v = u64::from_le_bytes(req[..8].try_into().unwrap());
+            rep[..8].copy_from_slice(&(v + 1).to_le_bytes());
+            Some((0, 8))
+        };
+        // A call whose head and meta words are there, its request words not yet.
+        let port = client.open_for_words(7).unwrap();
+        let r = region.region();
+        let (line, _) = r.word_lines(port.index());
+        let seq = 1;
+        client.word_seqs()[port.index() as usize].store(seq, Ordering::Relaxed);
+        line[0].store(word(1, seq), Ordering::Relaxed);
+        line[1].store(word(0, seq), Ordering::Relaxed);
+        line[2].store(word(8 | 8 << 8, seq), Ordering::Relaxed);
+        r.heads()[port.index() as usize].store(word(7, seq), Ordering::Release);
+        // A second call on another port, complete.
+        let mut other = client.open_for_words(7).unwrap();
+        let call = other.send_words(&41u64.to_le_bytes(), 8);
+        // One pass: the complete call is served, the other left for later.
+        assert_eq!(server.serve_words(&mut seen, plus_one, |_| {}), 1);
+        let mut reply = [0u8; 8];
+        assert_eq!(other.recv_words(call, &mut reply), Ok(0));
+        assert_eq!(u64::from_le_bytes(reply), 42);
+        assert_eq!(server.serve_words(&mut seen, plus_one, |_| {}), 0);
+        // Its words arrive: the next pass serves it.
+        line[3].store(word(9, seq), Ordering::Relaxed);
+        line[4].store(word(0, seq), Ordering::Relaxed);
+        assert_eq!(server.serve_words(&mut seen, plus_one, |_| {}), 1);
+        let mut port = port;
+        assert_eq!(port.recv_words(WordCall { seq }, &mut reply), Ok(0));
+        assert_eq!(u64::from_le_bytes(reply), 10);
     }
 }

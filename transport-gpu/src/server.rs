@@ -280,6 +280,10 @@ pub fn serve_region<R>(
     )?)
 }
 
+/// Packets a server thread serves between two passes over the word lines when packets keep
+/// coming.
+const WORDS_EVERY: u32 = 64;
+
 /// What one server thread did.
 struct Served {
     served: u64,
@@ -300,53 +304,62 @@ fn serve_thread(
     let mut seen = vec![0u64; server.port_range().len()];
     let inline = handler.serves_inline();
     let words = server.region().layout().has_words();
+    // Packets served since the last pass over the word lines: a pass also comes every
+    // `WORDS_EVERY` packets, so a lone lane's word call is not starved by a stream of packets.
+    let mut since_words = 0u32;
     loop {
         // Read before the scan: if the stop was set before a scan that then finds nothing, every
         // request made before it was seen (by this thread or by the thread holding its lock).
         let stopping = stop.load(Ordering::Acquire);
-        match server.try_open(()) {
-            Some(mut port) => {
-                add_count(&mut by_opcode, port.opcode(), 1);
-                if handler.handle(&mut port).is_err() {
-                    failed += 1;
-                    if port.owns_packet() {
-                        // Closing hands the packet back; the client reads the status with it.
-                        port.set_header(HeaderWord::Status, status::SERVER_ERROR.into());
+        let packet = server.try_open(());
+        let found_packet = packet.is_some();
+        if let Some(mut port) = packet {
+            add_count(&mut by_opcode, port.opcode(), 1);
+            if handler.handle(&mut port).is_err() {
+                failed += 1;
+                if port.owns_packet() {
+                    // Closing hands the packet back; the client reads the status with it.
+                    port.set_header(HeaderWord::Status, status::SERVER_ERROR.into());
+                }
+            }
+            served += 1;
+            idle = 0;
+            since_words += 1;
+        }
+        let mut found_words = false;
+        if words && (!found_packet || since_words >= WORDS_EVERY) {
+            since_words = 0;
+            let n = server.serve_words(
+                &mut seen,
+                |opcode, request, reply| match inline {
+                    true => handler.handle_inline(opcode, request, &[], reply),
+                    // The client makes the call through the packets.
+                    false => None,
+                },
+                |s| {
+                    // A declined call executed nothing; it is counted when the packets bring it.
+                    if !s.declined {
+                        add_count(&mut by_opcode, s.opcode, 1);
+                        served += 1;
                     }
-                }
-                served += 1;
-                idle = 0;
-            }
-            None if words && {
-                let n = server.serve_words(
-                    &mut seen,
-                    |opcode, request, reply| match inline {
-                        true => handler.handle_inline(opcode, request, &[], reply),
-                        // The client makes the call through the packets.
-                        false => None,
-                    },
-                    |s| add_count(&mut by_opcode, s.opcode, 1),
-                );
-                served += n as u64;
-                n > 0
-            } =>
-            {
-                idle = 0;
-            }
-            None if stopping => {
-                return Served {
-                    served,
-                    failed,
-                    by_opcode,
-                }
-            }
-            None => {
-                idle = idle.saturating_add(1);
-                if idle > 4096 {
-                    std::thread::yield_now();
-                } else {
-                    std::hint::spin_loop();
-                }
+                },
+            );
+            found_words = n > 0;
+        }
+        if found_packet || found_words {
+            idle = 0;
+        } else if stopping {
+            return Served {
+                served,
+                failed,
+                by_opcode,
+            };
+        } else {
+            idle = idle.saturating_add(1);
+            if idle > 4096 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
             }
         }
     }

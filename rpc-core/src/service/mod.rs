@@ -238,8 +238,9 @@ impl<L: Lanes, M: Mailbox, W: Wait> InlineCall for Process<'_, Client, L, M, W> 
     ) -> Option<Result<u32, ProtocolError>> {
         use crate::words::{DECLINED, WORD_BYTES};
         let fits = request.len() <= WORD_BYTES && reply.len() <= WORD_BYTES;
-        // The same for every lane of the group: the mask is the group's.
-        if !fits || !self.words_for(self.lanes().active_mask()) {
+        // Decided for the whole group: its mask, and whether every lane's call fits.
+        let mask = self.lanes().active_mask();
+        if !self.words_for(mask) || self.lanes().ballot(mask, !fits) != 0 {
             return None;
         }
         let mut port = match self.open_for_words(opcode) {
