@@ -196,7 +196,28 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             seq = seqs[index as usize].load(Ordering::Relaxed).wrapping_add(1);
             seqs[index as usize].store(seq, Ordering::Relaxed);
         }
-        let seq = lanes.broadcast(mask, seq);
+        // A lone lane (the default for word calls) has nothing to share.
+        let alone = mask.count_ones() == 1;
+        let seq = if alone {
+            seq
+        } else {
+            lanes.broadcast(mask, seq)
+        };
+        // The first lane's lengths are the call's: every lane stores that many words (its own
+        // bytes, zero past their end), at least one, so the server finds every word it waits
+        // for and every lane's earlier writes are published by a word the server reads.
+        let own = request.len() as u32 | (reply_len as u32) << 8;
+        let lengths = if alone {
+            own
+        } else {
+            lanes.broadcast(mask, own)
+        };
+        // This lane's own length where it is the call's (always, from a generated client: a
+        // length the compiler knows), else the first lane's.
+        let words = match lengths == own {
+            true => request.len().div_ceil(4).max(1),
+            false => ((lengths & 0xff) as usize).div_ceil(4).max(1),
+        };
         let region = process.region();
         let n = region.layout().lanes() as usize;
         let (line, _) = region.word_lines(index);
@@ -204,11 +225,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         // acquire load of any word stored below.
         fence(Ordering::Release);
         let lane = lanes.lane_id() as usize;
-        // The first lane's lengths are the call's: every lane stores that many words (its own
-        // bytes, zero past their end), at least one, so the server finds every word it waits
-        // for and every lane's earlier writes are published by a word the server reads.
-        let lengths = lanes.broadcast(mask, request.len() as u32 | (reply_len as u32) << 8);
-        for j in 0..((lengths & 0xff) as usize).div_ceil(4).max(1) {
+        for j in 0..words {
             line[3 + j * n + lane].store(word(payload(request, j), seq), Ordering::Relaxed);
         }
         if lanes.is_first_lane(mask) {
