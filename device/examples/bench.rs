@@ -197,19 +197,30 @@ pub unsafe extern "ptx-kernel" fn call_phases(iters: u32, phases: *mut u32, erro
         port.close();
         t[5] = stamp();
         if lane == 0 {
-            for k in 0..PHASES {
-                // SAFETY: `phases` holds `iters * PHASES` words (launch contract).
-                unsafe {
-                    write_volatile(
-                        phases.add(i as usize * PHASES + k),
-                        t[k + 1].wrapping_sub(t[k]) as u32,
-                    )
-                };
-            }
+            // SAFETY: `phases` holds `iters * PHASES` words (launch contract).
+            unsafe { record(phases, i, &t) };
         }
     }
     // SAFETY: `errors` is a valid device `u32` (launch contract).
     unsafe { count(errors, wrong) };
+}
+
+/// Writes call `i`'s step durations (the differences of the `M` stamps `t`) to `phases`.
+///
+/// # Safety
+///
+/// `phases` holds at least `(i + 1) * (M - 1)` words.
+unsafe fn record<const M: usize>(phases: *mut u32, i: u32, t: &[u64; M]) {
+    let n = M - 1;
+    for k in 0..n {
+        // SAFETY: `i * n + k < (i + 1) * n` words (the caller's contract).
+        unsafe {
+            write_volatile(
+                phases.add(i as usize * n + k),
+                t[k + 1].wrapping_sub(t[k]) as u32,
+            )
+        };
+    }
 }
 
 /// Timed steps of a call in `call_phases_words`.
@@ -256,15 +267,8 @@ pub unsafe extern "ptx-kernel" fn call_phases_words(
         port.close();
         t[4] = stamp();
         if lane == 0 {
-            for k in 0..WORD_PHASES {
-                // SAFETY: `phases` holds `iters * WORD_PHASES` words (launch contract).
-                unsafe {
-                    write_volatile(
-                        phases.add(i as usize * WORD_PHASES + k),
-                        t[k + 1].wrapping_sub(t[k]) as u32,
-                    )
-                };
-            }
+            // SAFETY: `phases` holds `iters * WORD_PHASES` words (launch contract).
+            unsafe { record(phases, i, &t) };
         }
     }
     // SAFETY: `errors` is a valid device `u32` (launch contract).

@@ -604,30 +604,25 @@ pub fn run_program(
                 let (host, stop) = (&host, &stop);
                 s.spawn(move || {
                     let server = region.server();
-                    // The word lines' heads this thread saw last (small calls cross there).
-                    let mut seen = std::vec![0u64; server.port_range().len()];
-                    let services = ferry_libc::Libc::server(host.for_program());
+                    // The word lines (small calls): looked over when no packet came, and every
+                    // `PASS_EVERY` packets.
+                    let mut words = ferry_rpc::words::WordScan::new(&server);
                     // Polls, then yields, then short sleeps while nothing comes.
                     let mut idle = 0u32;
-                    // Packets since the last pass over the word lines (one every 64 at least,
-                    // so word calls are not starved by packets).
-                    let mut since_words = 0u32;
                     while !stop.load(Ordering::Acquire) {
                         if let Some(mut port) = server.try_open(()) {
                             idle = 0;
                             let _ = host.dispatch(ferry_libc::PROGRAM, &mut port);
-                            since_words += 1;
-                            if since_words < 64 {
+                            if !words.packet_served() {
                                 continue;
                             }
                         }
-                        since_words = 0;
-                        let served = server.serve_words(
-                            &mut seen,
+                        let served = words.pass(
+                            &server,
                             |opcode, request, reply| {
                                 use ferry_rpc::service::Handler;
                                 Handler::<ferry_rpc::PerPort, ferry_rpc::Spin>::handle_inline(
-                                    &services,
+                                    host,
                                     opcode,
                                     request,
                                     &[],

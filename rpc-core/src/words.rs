@@ -341,6 +341,50 @@ pub struct WordServed {
     pub declined: bool,
 }
 
+/// Packets a server thread serves at most between two passes over the word lines while packets
+/// keep coming (with none, it passes every time it looks): a lone lane's word call is then not
+/// starved by a stream of packet calls.
+pub const PASS_EVERY: u32 = 64;
+
+/// A server thread's memory for its passes over the word lines: each port's last head
+/// ([`Process::serve_words`]'s `seen`) and the packets served since the last pass.
+#[cfg(feature = "alloc")]
+#[derive(Debug)]
+pub struct WordScan {
+    seen: alloc::vec::Vec<u64>,
+    packets: u32,
+}
+
+#[cfg(feature = "alloc")]
+impl WordScan {
+    /// The memory for `server`'s range of ports.
+    pub fn new<L: Lanes, M: Mailbox, W: Wait>(server: &Process<'_, Server, L, M, W>) -> Self {
+        WordScan {
+            seen: alloc::vec![0; server.port_range().len()],
+            packets: 0,
+        }
+    }
+
+    /// Counts a packet call served; true if a pass over the word lines is due all the same
+    /// ([`PASS_EVERY`]).
+    pub fn packet_served(&mut self) -> bool {
+        self.packets += 1;
+        self.packets >= PASS_EVERY
+    }
+
+    /// One pass of `server` over its word lines ([`Process::serve_words`]); returns how many
+    /// calls it served.
+    pub fn pass<L: Lanes, M: Mailbox, W: Wait>(
+        &mut self,
+        server: &Process<'_, Server, L, M, W>,
+        handle: impl FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)>,
+        served: impl FnMut(WordServed),
+    ) -> usize {
+        self.packets = 0;
+        server.serve_words(&mut self.seen, handle, served)
+    }
+}
+
 /// Why a pass left a port's head alone.
 enum Skip {
     /// Nothing to serve: the head of a call already served, or of one its client gave up on.

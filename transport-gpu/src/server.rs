@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use ferry_rpc::service::status;
 use ferry_rpc::sync::AtomicU32;
+use ferry_rpc::words::WordScan;
 use ferry_rpc::{
     HeaderWord, LayoutError, PerPort, Port, Region, Server, ServerProcess, Single, Stalled, Wait,
 };
@@ -280,10 +281,6 @@ pub fn serve_region<R>(
     )?)
 }
 
-/// Packets a server thread serves between two passes over the word lines when packets keep
-/// coming.
-const WORDS_EVERY: u32 = 64;
-
 /// What one server thread did.
 struct Served {
     served: u64,
@@ -300,17 +297,19 @@ fn serve_thread(
     let mut failed = 0u64;
     let mut by_opcode = Vec::new();
     let mut idle = 0u32;
-    // The word lines' heads this thread saw last, one per port of its range.
-    let mut seen = vec![0u64; server.port_range().len()];
     let inline = handler.serves_inline();
-    let words = server.region().layout().has_words();
-    // Packets served since the last pass over the word lines: a pass also comes every
-    // `WORDS_EVERY` packets, so a lone lane's word call is not starved by a stream of packets.
-    let mut since_words = 0u32;
+    // The word lines, if the region has them: looked over when no packet came, and every
+    // `PASS_EVERY` packets.
+    let mut words = server
+        .region()
+        .layout()
+        .has_words()
+        .then(|| WordScan::new(server));
     loop {
         // Read before the scan: if the stop was set before a scan that then finds nothing, every
         // request made before it was seen (by this thread or by the thread holding its lock).
         let stopping = stop.load(Ordering::Acquire);
+        let mut pass_due = true;
         let packet = server.try_open(());
         let found_packet = packet.is_some();
         if let Some(mut port) = packet {
@@ -323,14 +322,12 @@ fn serve_thread(
                 }
             }
             served += 1;
-            idle = 0;
-            since_words += 1;
+            pass_due = words.as_mut().is_some_and(WordScan::packet_served);
         }
         let mut found_words = false;
-        if words && (!found_packet || since_words >= WORDS_EVERY) {
-            since_words = 0;
-            let n = server.serve_words(
-                &mut seen,
+        if let Some(scan) = words.as_mut().filter(|_| pass_due) {
+            let n = scan.pass(
+                server,
                 |opcode, request, reply| match inline {
                     true => handler.handle_inline(opcode, request, &[], reply),
                     // The client makes the call through the packets.
