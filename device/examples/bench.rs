@@ -5,14 +5,17 @@
 //! - `call_latency(iters, stamps)`: one warp makes `iters` no-op calls (`Libc::Noop`, through the
 //!   generated client) through the protocol.
 //! - `call_latency_kept(iters, stamps, errors)`: the same by a client that keeps its port.
-//! - `call_throughput(calls, errors)`: every warp makes `calls` no-op calls and counts wrong replies.
+//! - `call_latency_lane0(iters, stamps, errors)`, `call_latency_lane0_kept(..)`: lane 0 alone,
+//!   opening a port per call or keeping it.
+//! - `call_throughput(calls, errors)`: every warp makes `calls` no-op calls and counts wrong replies;
+//!   `call_throughput_words(calls, errors)`: the same with every warp's calls on the word lines.
 //! - `call_phases(iters, phases, errors)`: one warp's no-op calls as in `call_latency_kept`, written out
 //!   step by step as the generated call makes them (the value in the slot's first word each way),
 //!   with the global timer read between the steps (lane 0 records
 //!   `PHASES` durations per call into `phases`), to show where a call's time goes.
 //!
 //! - `call_phases_words(iters, phases, errors)`: the same calls on the port's word line, step by
-//!   step (`WORD_PHASES` durations per call).
+//!   step (`WORD_PHASES` durations per call); `call_phases_words_lane0(..)`: lane 0 alone.
 //!
 //! - `bulk_read(handle, dst, slice, errors)`, `bulk_write(handle, src, slice, errors)`: lane 0 of
 //!   each warp moves its `slice` of a file to or from device memory with one copy-engine call;
@@ -136,6 +139,23 @@ pub unsafe extern "ptx-kernel" fn call_latency_lane0(
     }
 }
 
+/// # Safety
+///
+/// As `call_latency_lane0`, by a client that keeps its port between calls: lane 0 keeps it
+/// alone as a whole warp does (`ferry_rpc::Process::keep_port`).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_latency_lane0_kept(
+    iters: u32,
+    stamps: *mut u64,
+    errors: *mut u32,
+) {
+    if ferry_device::ferry_rpc::Lanes::lane_id(&ferry_device::lanes::Warp) == 0 {
+        let client = ferry_device::client().keep_port(true);
+        // SAFETY: the caller's contract is the one `latency_loop` needs.
+        unsafe { latency_loop(&client, iters, stamps, errors) };
+    }
+}
+
 /// Timed steps of a call in `call_phases`.
 const PHASES: usize = 5;
 
@@ -240,6 +260,32 @@ pub unsafe extern "ptx-kernel" fn call_phases_words(
     phases: *mut u32,
     errors: *mut u32,
 ) {
+    // SAFETY: the kernel's contract is `phases_words`'.
+    unsafe { phases_words(iters, phases, errors) };
+}
+
+/// # Safety
+///
+/// As `call_phases_words`; only lane 0 of the warp calls.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_phases_words_lane0(
+    iters: u32,
+    phases: *mut u32,
+    errors: *mut u32,
+) {
+    if global_thread_id() == 0 {
+        // SAFETY: the kernel's contract is `phases_words`'.
+        unsafe { phases_words(iters, phases, errors) };
+    }
+}
+
+/// The body of `call_phases_words` for the lanes that run it.
+///
+/// # Safety
+///
+/// As `call_phases_words`.
+#[inline(always)]
+unsafe fn phases_words(iters: u32, phases: *mut u32, errors: *mut u32) {
     let client = ferry_device::client().keep_port(true);
     let lane = global_thread_id() as u64;
     let mut wrong = 0;
@@ -277,15 +323,39 @@ pub unsafe extern "ptx-kernel" fn call_phases_words(
 
 /// # Safety
 ///
+/// As `call_throughput`, every warp's calls on the word lines (`ferry_rpc::Process::word_lanes`:
+/// by default only a lone lane's are).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_throughput_words(calls: u32, errors: *mut u32) {
+    // SAFETY: the kernel's contract is `throughput_loop`'s.
+    unsafe { throughput_loop(&ferry_device::client().word_lanes(32), calls, errors) };
+}
+
+/// # Safety
+///
 /// The host set up the descriptor and serves it; `errors` is a device `u32`.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn call_throughput(calls: u32, errors: *mut u32) {
-    let client = ferry_device::client();
+    // SAFETY: the kernel's contract is `throughput_loop`'s.
+    unsafe { throughput_loop(&ferry_device::client(), calls, errors) };
+}
+
+/// Every lane's `calls` no-op calls through `client`.
+///
+/// # Safety
+///
+/// `errors` is a device `u32`.
+#[inline(always)]
+unsafe fn throughput_loop(
+    client: &ferry_device::Client<'_, ferry_device::lanes::Warp, ferry_device::GpuWait>,
+    calls: u32,
+    errors: *mut u32,
+) {
     let me = (global_thread_id() as u64) << 32;
     let mut wrong = 0;
     for i in 0..calls {
         let x = me | i as u64;
-        match ferry_device::host::noop(&client, x) {
+        match ferry_device::host::noop(client, x) {
             Ok(y) if y == x + 1 => {}
             _ => wrong += 1,
         }

@@ -619,14 +619,10 @@ pub fn run_program(
                         }
                         let served = words.pass(
                             &server,
-                            |opcode, request, reply| {
+                            |opcode, lanes| {
                                 use ferry_rpc::service::Handler;
-                                Handler::<ferry_rpc::PerPort, ferry_rpc::Spin>::handle_inline(
-                                    host,
-                                    opcode,
-                                    request,
-                                    &[],
-                                    reply,
+                                Handler::<ferry_rpc::PerPort, ferry_rpc::Spin>::handle_inline_lanes(
+                                    host, opcode, lanes,
                                 )
                             },
                             |_| {},

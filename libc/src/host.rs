@@ -1024,6 +1024,17 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
         Some(served)
     }
 
+    /// Every lane of a call that came on a GPU's word lines, in one dispatch: counted once, as
+    /// [`dispatch`](Self::dispatch) counts a call however many lanes it carries.
+    fn handle_inline_lanes(&self, opcode: u32, lanes: &mut ferry_rpc::service::InlineLanes<'_>) {
+        Libc::dispatch_inline_lanes(&self.for_program(), opcode, lanes);
+        // A declined call executed nothing: it is counted when the packets bring it.
+        if !lanes.declined() {
+            let i = self.count_index(opcode);
+            self.counts[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     fn serves_inline(&self) -> bool {
         true
     }

@@ -356,7 +356,8 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Port<'_, '_, S, L, M, W> {
             self.process.release(
                 self.index,
                 self.owns.then_some(self.out),
-                self.exec_mask == lanes.full_mask(),
+                // Lane 0 is in the group (and so its first lane).
+                self.exec_mask & 1 != 0,
             );
         }
     }

@@ -555,12 +555,14 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     }
 
     /// Called by a closing port in its first lane: keeps `port` locked for the next open, or
-    /// unlocks it. `owned_out` is this side's outbox bit if it holds the packet at close; `full`
-    /// says whether every lane of the group had the port open. Only a full group keeps its port:
-    /// each lane's handle is its own copy, so lanes that call apart (a divergent warp) would each
-    /// keep one, and a warp could hold many ports while idle.
-    pub(crate) fn release(&self, port: u32, owned_out: Option<u32>, full: bool) {
-        if self.keep && full {
+    /// unlocks it. `owned_out` is this side's outbox bit if it holds the packet at close; `lead`
+    /// says whether lane 0 had the port open (it is then the group's first lane, the one that
+    /// searches at the next open of any group it is in). Only such a group keeps its port: each
+    /// lane's handle is its own copy, so lanes that call apart (a divergent warp) would each keep
+    /// one, and a warp could hold many ports while idle; with this rule a warp keeps at most one,
+    /// and the calls of lane 0 alone (a print from one thread) keep theirs as a whole warp does.
+    pub(crate) fn release(&self, port: u32, owned_out: Option<u32>, lead: bool) {
+        if self.keep && lead {
             self.kept.set(port);
             self.kept_out.set(owned_out.unwrap_or(UNKNOWN));
         } else {

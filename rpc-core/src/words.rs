@@ -18,8 +18,11 @@
 //! awaited was therefore written, payload included, by this call's writer. A word is never reused
 //! with the same sequence while anyone waits for it: the port's sequence goes up by one per call
 //! (its client holds the port's lock); a request word would need 2³² calls on its port to come
-//! back to a number, and the server rewrites every reply word of the port (every lane, every
-//! word) with each call's sequence, so a reply word is never more than one call old.
+//! back to a number. A reply word carries 24 bits of it: the server writes the words of the
+//! call's lanes and reply length, and every word of the port when the call does not follow the
+//! last one it served and once every 2¹⁶ calls, so no reply word is 2²⁴ calls older than the
+//! call that reads it. (A client would have to give up on 2²⁴ calls in a row on one port, each
+//! after its wait policy's limit, to find its own stale reply: a GPU never gives up.)
 //!
 //! **Layout** (`Layout::with_words`), for `P` ports of `L` lanes, `W` = [`WORDS`] words each way:
 //!
@@ -52,8 +55,8 @@
 //! port's served word is a request. It reads the meta words and every lane's request words
 //! (acquire loads checking their sequence; a word not there yet leaves the port to the next pass,
 //! so no port waits for another; a head that moved on is a client that gave up and called
-//! again: that call is dropped), serves each lane (`Handler::handle_inline`), and then writes every reply
-//! word of the port in one burst (release stores), then the served word. The burst matters: the
+//! again: that call is dropped), serves each lane (`Handler::handle_inline`), and then writes the
+//! reply words in one burst (release stores), then the served word. The burst matters: the
 //! client polls those lines, and each of its reads takes a line the server is writing away from
 //! it. A handler that cannot serve the call this way answers [`DECLINED`]: the client then makes
 //! the call through the packets.
@@ -66,7 +69,7 @@ use crate::mailbox::Mailbox;
 use crate::port::Port;
 use crate::process::{Client, Process, Server};
 use crate::service::status::OK;
-use crate::service::INLINE_BYTES;
+use crate::service::{InlineLanes, INLINE_BYTES};
 use crate::sync::{fence, AtomicU64, Ordering};
 use crate::wait::Wait;
 use crate::Error;
@@ -136,28 +139,36 @@ const fn seq_of(word: u64) -> u32 {
     (word >> 32) as u32
 }
 
-/// Payload word `j` of `bytes` (little-endian, zero past the end).
+/// Payload word `j` of `bytes` (little-endian, zero past the end). Byte by byte, with no copy
+/// of a length known only at run time: on a GPU such a copy goes through local memory, a trip per
+/// byte, where these fold into register operations once the lengths are known.
 #[inline(always)]
 fn payload(bytes: &[u8], j: usize) -> u32 {
-    let mut b = [0u8; 4];
-    let from = (4 * j).min(bytes.len());
-    let to = (4 * j + 4).min(bytes.len());
-    b[..to - from].copy_from_slice(&bytes[from..to]);
-    u32::from_le_bytes(b)
+    let mut v = 0;
+    for k in 0..4 {
+        if let Some(&b) = bytes.get(4 * j + k) {
+            v |= (b as u32) << (8 * k);
+        }
+    }
+    v
 }
 
-/// Writes payload word `j` into `bytes` (as much of it as fits).
+/// Writes payload word `j` into `bytes` (as much of it as fits), byte by byte as [`payload`].
 #[inline(always)]
 fn put_payload(bytes: &mut [u8], j: usize, value: u32) {
-    let from = (4 * j).min(bytes.len());
-    let to = (4 * j + 4).min(bytes.len());
-    bytes[from..to].copy_from_slice(&value.to_le_bytes()[..to - from]);
+    for k in 0..4 {
+        if let Some(b) = bytes.get_mut(4 * j + k) {
+            *b = (value >> (8 * k)) as u8;
+        }
+    }
 }
 
 /// A word call on its way: what [`Port::recv_words`] needs to wait for its reply.
 #[derive(Clone, Copy, Debug)]
 pub struct WordCall {
     seq: u32,
+    /// The call's reply length in words (the first lane's): the server writes no more.
+    reply_words: u8,
 }
 
 impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
@@ -234,7 +245,10 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             line[2].store(word(lengths, seq), Ordering::Relaxed);
             region.heads()[index as usize].store(word(self.opcode(), seq), Ordering::Relaxed);
         }
-        WordCall { seq }
+        WordCall {
+            seq,
+            reply_words: ((lengths >> 8 & 0xff) as usize).div_ceil(4).min(WORDS) as u8,
+        }
     }
 
     /// Waits for the reply to `call` and writes this lane's bytes of it into `reply` (its
@@ -255,8 +269,14 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             reply.len() <= WORD_BYTES,
             "a word line carries {WORD_BYTES} bytes a lane"
         );
-        // At least one word: it carries the status.
+        // At least one word: it carries the status. The count is the caller's length (known where
+        // the call is compiled), so the loads below unroll into registers and go out together;
+        // a count known only at run time would index `got` in local memory and wait for each load
+        // before issuing the next (a trip across the bus each).
         let words = reply.len().div_ceil(4).max(1);
+        // Of those, the words the server writes: the call's reply length (the first lane's). A
+        // lane that asked for more gets zeros past it.
+        let written = (call.reply_words as usize).max(1);
         let mut got = [0u64; WORDS];
         let expect = call.seq & REPLY_SEQ;
         // One poll of this lane: every word at once (independent loads, one trip). A status
@@ -267,7 +287,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             }
             reply_seq(got[0]) == expect
                 && (reply_status(got[0]) != OK
-                    || got[1..words].iter().all(|&w| reply_seq(w) == expect))
+                    || (1..words).all(|j| j >= written || reply_seq(got[j]) == expect))
         };
         let lanes = process.lanes();
         let mask = self.exec_mask();
@@ -275,11 +295,18 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         let mut polls = 0u32;
         let mut ok = true;
         let mut done = poll(&mut got);
-        // A lone warp's reply comes within a few polls of every word by every lane.
-        while lanes.ballot(mask, !done) != 0 && polls < FULL_POLLS {
+        // A lone warp's reply comes within a few polls of every word by every lane. A lone lane
+        // polls its own words to the end: they are as few as the served word, and arrive first.
+        let full_polls = match mask.count_ones() {
+            1 => u32::MAX,
+            _ => FULL_POLLS,
+        };
+        // (Every lane takes each turn of the loop, so the ballot stays whole; a lane its wait
+        // policy gave up on stops polling.)
+        while lanes.ballot(mask, !done && ok) != 0 && polls < full_polls {
             ok &= wait.pause(polls).is_ok();
-            polls += 1;
-            if !done {
+            polls = polls.saturating_add(1);
+            if !done && ok {
                 done = poll(&mut got);
             }
         }
@@ -314,7 +341,11 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         }
         let status = reply_status(got[0]);
         for (j, &w) in got.iter().enumerate().take(reply.len().div_ceil(4)) {
-            let value = if status == OK { w as u32 } else { 0 };
+            let value = if status == OK && j < written {
+                w as u32
+            } else {
+                0
+            };
             put_payload(reply, j, value);
         }
         Ok(status)
@@ -324,6 +355,23 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
     pub fn call_words(&mut self, request: &[u8], reply: &mut [u8]) -> Result<u32, Error> {
         let call = self.send_words(request, reply.len());
         self.recv_words(call, reply)
+    }
+}
+
+/// A word-line handler for [`Process::serve_words`] made of a function serving one lane's call:
+/// `handle(opcode, request, reply)` writes the reply at the start of `reply` and returns the
+/// status and the reply's length, or `None` to decline the call (as
+/// `Handler::handle_inline`).
+pub fn lane_by_lane(
+    mut handle: impl FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)>,
+) -> impl FnMut(u32, &mut InlineLanes<'_>) {
+    move |opcode, lanes| {
+        lanes.serve(|request, reply| {
+            let mut out = [0u8; INLINE_BYTES];
+            let (status, _) = handle(opcode, request, &mut out)?;
+            reply.copy_from_slice(&out[..WORD_BYTES]);
+            Some(status)
+        })
     }
 }
 
@@ -377,7 +425,7 @@ impl WordScan {
     pub fn pass<L: Lanes, M: Mailbox, W: Wait>(
         &mut self,
         server: &Process<'_, Server, L, M, W>,
-        handle: impl FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)>,
+        handle: impl FnMut(u32, &mut InlineLanes<'_>),
         served: impl FnMut(WordServed),
     ) -> usize {
         self.packets = 0;
@@ -393,6 +441,10 @@ enum Skip {
     Pending,
 }
 
+/// Every word of a port's reply line is rewritten at least once in this many calls on the port
+/// (see `serve_port`): a power of two below 2^24, the reply words' sequence bits.
+const REFRESH: u32 = 1 << 16;
+
 /// Loads of one request word before a pass moves on and comes back to the port later.
 #[cfg(not(loom))]
 const ARRIVAL_POLLS: u32 = 256;
@@ -401,8 +453,9 @@ const ARRIVAL_POLLS: u32 = 2;
 
 impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
     /// Looks once over the word lines of this handle's ports and serves every request it finds
-    /// with `handle(opcode, request, reply)` (each lane's call in turn; it returns the status and
-    /// the reply's length, or `None` to decline the call: the client then makes it through the
+    /// with `handle(opcode, lanes)`, which serves every lane of the call
+    /// ([`InlineLanes::serve`]; a handler's `handle_inline_lanes`, or [`lane_by_lane`] for a
+    /// function of one lane's call) or declines it (the client then makes it through the
     /// packets), telling `served` of each call served. `seen` is this handle's memory of each
     /// port's last head (one word per port of its range, zero at first; keep it between calls).
     /// Returns how many calls it served (0 if none, or the region has no word lines). A pass
@@ -411,7 +464,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
     pub fn serve_words(
         &self,
         seen: &mut [u64],
-        mut handle: impl FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)>,
+        mut handle: impl FnMut(u32, &mut InlineLanes<'_>),
         mut served: impl FnMut(WordServed),
     ) -> usize {
         let region = *self.region();
@@ -455,13 +508,14 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         &self,
         port: u32,
         head: u64,
-        handle: &mut impl FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)>,
+        handle: &mut impl FnMut(u32, &mut InlineLanes<'_>),
     ) -> Result<WordServed, Skip> {
         let region = *self.region();
         let (req, rep) = region.word_lines(port);
         let seq = seq_of(head);
         // Only this handle writes the served word while it holds the port.
-        if seq_of(rep[0].load(Ordering::Relaxed)) == seq {
+        let last = seq_of(rep[0].load(Ordering::Relaxed));
+        if last == seq {
             return Err(Skip::Done);
         }
         let heads = region.heads();
@@ -495,39 +549,51 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         let opcode = head as u32;
         // Hostile lengths are refused, not read past the line.
         let fits = req_len <= WORD_BYTES && rep_len <= WORD_BYTES;
-        // Read every lane's request (a warp's stores of word j are one run of the line), serve
-        // each lane, then write every reply in one burst: the client polls these lines, and each
-        // of its reads takes a line the server is writing away from it.
+        // Read every lane's request words (a warp's stores of word j are one run of the line),
+        // serve each lane, then write the replies in one burst: the client polls these lines,
+        // and each of its reads takes a line the server is writing away from it.
+        let lanes = |mask: u64| (0..n).filter(move |&lane| mask & (1 << lane) != 0);
         let mut requests = [[0u8; WORD_BYTES]; crate::layout::MAX_LANES as usize];
         if fits {
             for j in 0..req_len.div_ceil(4) {
-                for (lane, request) in requests.iter_mut().enumerate().take(n) {
-                    if mask & (1 << lane) != 0 {
-                        let v = wait_for(&req[3 + j * n + lane])?;
-                        put_payload(&mut request[..req_len], j, v as u32);
-                    }
+                for lane in lanes(mask) {
+                    let w = wait_for(&req[3 + j * n + lane])? as u32;
+                    requests[lane][4 * j..4 * j + 4].copy_from_slice(&w.to_le_bytes());
                 }
             }
         }
         let mut replies = [[0u8; WORD_BYTES]; crate::layout::MAX_LANES as usize];
-        let mut statuses = [DECLINED; crate::layout::MAX_LANES as usize];
-        for lane in (0..n).filter(|&lane| mask & (1 << lane) != 0) {
-            statuses[lane] = crate::service::status::BAD_REQUEST;
-            if fits {
-                let mut reply = [0u8; INLINE_BYTES];
-                statuses[lane] = match handle(opcode, &requests[lane][..req_len], &mut reply) {
-                    Some((status, _)) => status,
-                    None => DECLINED,
-                };
-                replies[lane][..rep_len].copy_from_slice(&reply[..rep_len]);
+        let mut statuses = [crate::service::status::BAD_REQUEST; crate::layout::MAX_LANES as usize];
+        if fits {
+            // Every lane in one dispatch: the handler decodes the opcode once.
+            let mut call = InlineLanes::new(
+                mask,
+                req_len,
+                &requests[..n],
+                &mut replies[..n],
+                &mut statuses[..n],
+            );
+            handle(opcode, &mut call);
+            // A reply longer than the call asked for is cut to it: the bytes past its end are
+            // not sent.
+            for reply in replies[..n].iter_mut() {
+                reply[rep_len..].fill(0);
             }
         }
         // SYNC (word reply, release): each word's store publishes what the handler did before
-        // it. Every word of every lane is written, the lanes and words outside the call's too:
-        // no reply word of this port keeps an older sequence, so its 24 bits cannot come round
-        // to a later call's.
-        for j in 0..WORDS {
-            for lane in 0..n {
+        // it. The call's lanes get the words of its reply (at least the first, which carries the
+        // status). A reply word left alone keeps the sequence of the call that wrote it last, and
+        // its 24 bits must not come round to a later call's: so every word of every lane is
+        // rewritten when this call does not follow the last one served on the port (a call its
+        // client gave up on came between) and every `REFRESH` calls, which keeps every word less
+        // than `REFRESH` calls old (`REFRESH` < 2^24).
+        let full = seq.wrapping_sub(last) != 1 || seq.is_multiple_of(REFRESH);
+        let (words, written) = match full {
+            true => (WORDS, all),
+            false => (rep_len.div_ceil(4).clamp(1, WORDS), mask),
+        };
+        for j in 0..words {
+            for lane in lanes(written) {
                 let v = reply_word(payload(&replies[lane], j), statuses[lane], seq);
                 rep[1 + j * n + lane].store(v, Ordering::Release);
             }
@@ -564,7 +630,7 @@ mod tests {
                 let mut seen = vec![0u64; region.layout().ports() as usize];
                 let mut served = 0;
                 while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                    match server.serve_words(&mut seen, &handle, |_| {}) {
+                    match server.serve_words(&mut seen, lane_by_lane(&handle), |_| {}) {
                         0 => std::hint::spin_loop(),
                         n => served += n as u64,
                     }
@@ -595,6 +661,66 @@ mod tests {
             9 => None,
             _ => Some((crate::service::status::UNKNOWN_OPCODE, 0)),
         }
+    }
+
+    /// Answers opcode 3 with its 4-byte request repeated over the 16 reply bytes asked for.
+    fn repeat(opcode: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> {
+        assert_eq!(opcode, 3);
+        for k in 0..4 {
+            rep[4 * k..4 * k + 4].copy_from_slice(&req[..4]);
+        }
+        Some((0, 16))
+    }
+
+    #[test]
+    fn reply_words_are_rewritten_often_enough_that_their_sequence_bits_never_come_round() {
+        let region = HeapRegion::<crate::PerPort>::with_words(32, 1).unwrap();
+        serving(&region, repeat, || {
+            let client = region.client_with(Single, Spin).unwrap();
+            let seqs = client.word_seqs();
+            // The sequence bits of every reply word of the port (lane, word), after a call of
+            // `reply_len` bytes made with sequence `seq`.
+            let call = |seq: u32, reply_len: usize| {
+                let mut port = client.open_for_words(3).unwrap();
+                let index = port.index();
+                seqs[index as usize].store(seq.wrapping_sub(1), Ordering::Relaxed);
+                let mut reply = [0u8; 16];
+                let status = port.call_words(&seq.to_le_bytes(), &mut reply[..reply_len]);
+                assert_eq!(status, Ok(0));
+                for k in 0..reply_len / 4 {
+                    assert_eq!(reply[4 * k..4 * k + 4], seq.to_le_bytes());
+                }
+                let (_, line) = region.region().word_lines(index);
+                let n = region.layout().lanes() as usize;
+                let bits: Vec<u32> = (0..WORDS * n)
+                    .map(|k| reply_seq(line[1 + k].load(Ordering::Relaxed)))
+                    .collect();
+                bits
+            };
+            let all = |bits: &[u32], seq: u32| bits.iter().all(|&b| b == seq & REPLY_SEQ);
+            // Calls that follow each other write only their own words (here lane 0's first).
+            assert!(all(&call(1, 16), 1));
+            let bits = call(2, 4);
+            assert_eq!(bits[0], 2);
+            assert!(all(&bits[1..], 1));
+            // A call that does not follow the last one served (its client gave up on the ones
+            // between) rewrites every word.
+            assert!(all(&call(1000, 4), 1000));
+            // And every `REFRESH` calls, so no word is ever `REFRESH` calls older than the call.
+            let at = 5 * REFRESH;
+            assert!(all(&call(at - 2, 4), at - 2));
+            let bits = call(at - 1, 4);
+            assert_eq!(bits[0], (at - 1) & REPLY_SEQ);
+            assert!(all(&bits[1..], at - 2));
+            assert!(all(&call(at, 4), at), "a refresh");
+            let bits = call(at + 1, 4);
+            assert!(all(&bits[1..], at));
+            // The sequence wraps at 2^32 like any other step (and 0 is a refresh).
+            assert!(all(&call(u32::MAX - 1, 4), u32::MAX - 1));
+            let bits = call(u32::MAX, 4);
+            assert!(all(&bits[1..], u32::MAX - 1));
+            assert!(all(&call(0, 4), 0));
+        });
     }
 
     #[test]
@@ -661,7 +787,13 @@ mod tests {
             line[1].store(word(0, seq), Ordering::Relaxed);
             line[2].store(word(200 | 250 << 8, seq), Ordering::Relaxed);
             r.heads()[port.index() as usize].store(word(7, seq), Ordering::Release);
-            let status = port.recv_words(WordCall { seq }, &mut reply);
+            let status = port.recv_words(
+                WordCall {
+                    seq,
+                    reply_words: 2,
+                },
+                &mut reply,
+            );
             assert_eq!(status, Ok(crate::service::status::BAD_REQUEST));
             drop(port);
             // The port still works.
@@ -749,17 +881,35 @@ mod arrival {
         let mut other = client.open_for_words(7).unwrap();
         let call = other.send_words(&41u64.to_le_bytes(), 8);
         // One pass: the complete call is served, the other left for later.
-        assert_eq!(server.serve_words(&mut seen, plus_one, |_| {}), 1);
+        assert_eq!(
+            server.serve_words(&mut seen, lane_by_lane(plus_one), |_| {}),
+            1
+        );
         let mut reply = [0u8; 8];
         assert_eq!(other.recv_words(call, &mut reply), Ok(0));
         assert_eq!(u64::from_le_bytes(reply), 42);
-        assert_eq!(server.serve_words(&mut seen, plus_one, |_| {}), 0);
+        assert_eq!(
+            server.serve_words(&mut seen, lane_by_lane(plus_one), |_| {}),
+            0
+        );
         // Its words arrive: the next pass serves it.
         line[3].store(word(9, seq), Ordering::Relaxed);
         line[4].store(word(0, seq), Ordering::Relaxed);
-        assert_eq!(server.serve_words(&mut seen, plus_one, |_| {}), 1);
+        assert_eq!(
+            server.serve_words(&mut seen, lane_by_lane(plus_one), |_| {}),
+            1
+        );
         let mut port = port;
-        assert_eq!(port.recv_words(WordCall { seq }, &mut reply), Ok(0));
+        assert_eq!(
+            port.recv_words(
+                WordCall {
+                    seq,
+                    reply_words: 2,
+                },
+                &mut reply,
+            ),
+            Ok(0)
+        );
         assert_eq!(u64::from_le_bytes(reply), 10);
     }
 }

@@ -313,7 +313,7 @@ fn word_calls_after_a_packet_call() {
                 while served < 2 {
                     let word = server.serve_words(
                         &mut seen,
-                        |_, request, reply| {
+                        ferry_rpc::words::lane_by_lane(|_, request, reply| {
                             // SAFETY (loom-checked): the client wrote it before its request.
                             let from_client = to_server.with(|p| unsafe { *p });
                             let v = u64::from_le_bytes(request[..8].try_into().unwrap());
@@ -322,7 +322,7 @@ fn word_calls_after_a_packet_call() {
                             to_client.with_mut(|p| unsafe { *p = v * 10 });
                             reply[..8].copy_from_slice(&(v + 1).to_le_bytes());
                             Some((0, 8))
-                        },
+                        }),
                         |_| {},
                     );
                     match word {

@@ -475,34 +475,50 @@ fn a_kept_port_is_reused_without_a_search_and_released_with_its_handle() {
 }
 
 #[test]
-fn only_a_full_group_keeps_its_port() {
+fn a_group_keeps_its_port_only_if_lane_0_is_in_it() {
     let region = HeapRegion::<PerPort>::new(32, 2).unwrap();
     std::thread::scope(|s| {
         s.spawn(|| {
             let server = region
                 .server_with(ferry_rpc::Single, Backoff::default())
                 .unwrap();
-            let mut port = server.open(()).unwrap();
-            assert_eq!(port.lane_mask(), 1, "lane 0 called alone");
-            port.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
+            for lane in [0, 0, 1] {
+                let mut port = server.open(()).unwrap();
+                assert_eq!(port.lane_mask(), 1 << lane, "lane {lane} called alone");
+                port.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
+            }
         });
-        // Lane 0 of a two-lane warp calls alone, inside a branch lane 1 does not take.
-        SimWarp::run(2, |lanes| {
+        // Lane 0 of a two-lane warp calls alone twice, inside a branch lane 1 does not take,
+        // then lane 1 alone.
+        let ports: Vec<[u32; 3]> = SimWarp::run(2, |lanes| {
             let client = region
                 .client_with(lanes, Backoff::default())
                 .unwrap()
                 .keep_port(true);
             let lanes = client.lanes();
-            lanes.when(ferry_rpc::Lanes::lane_id(lanes) == 0, || {
-                let mut c = client.open(1).unwrap();
-                c.send_and_recv(|s, _| s.words[0] = 1, |s, _| assert_eq!(s.words[0], 2))
-                    .unwrap();
-            });
-            // Lanes calling apart each hold their own copy of the handle: none may keep a port,
-            // or a divergent warp could hold one per group while idle.
-            assert_eq!(client.take_kept(), None);
+            let mut ports = [u32::MAX; 3];
+            for (i, lane) in [0, 0, 1].into_iter().enumerate() {
+                lanes.when(ferry_rpc::Lanes::lane_id(lanes) == lane, || {
+                    let mut c = client.open(1).unwrap();
+                    ports[i] = c.index();
+                    c.send_and_recv(|s, _| s.words[0] = 1, |s, _| assert_eq!(s.words[0], 2))
+                        .unwrap();
+                });
+                // The calls in this order: the lanes meet after each.
+                ferry_rpc::Lanes::sync(lanes, 0b11);
+            }
+            if ferry_rpc::Lanes::lane_id(lanes) == 1 {
+                // A group lane 0 is not in keeps nothing: lanes calling apart each hold their
+                // own copy of the handle, and a divergent warp must not hold a port per group.
+                assert_eq!(client.take_kept(), None);
+            }
+            ports
         });
+        // Lane 0 kept its port (its second call took it back), so lane 1 found another.
+        assert_eq!(ports[0][0], ports[0][1]);
+        assert_ne!(ports[1][2], ports[0][0], "{ports:?}");
     });
+    // Every kept port was released with its handle.
     assert_eq!(
         region.client_locks()[0].load(std::sync::atomic::Ordering::Relaxed),
         0

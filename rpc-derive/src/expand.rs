@@ -251,6 +251,11 @@ fn generate(service: &Service) -> TokenStream {
         .iter()
         .map(|c| inline_arm(ident, c, &server))
         .collect();
+    let lanes_arms: Vec<TokenStream> = service
+        .calls
+        .iter()
+        .map(|c| inline_lanes_arm(c, &server))
+        .collect();
 
     let client_doc = format!(
         "The client of service `{name}`: one method per call of [`{ident}`], made through any \
@@ -375,6 +380,28 @@ fn generate(service: &Service) -> TokenStream {
                 }
             }
 
+            /// Serves every lane of a call that came on a GPU's word lines
+            /// (`ferry_rpc::words`) at once, as [`dispatch_inline`](Self::dispatch_inline) serves
+            /// one: the opcode is decoded once and each lane's arguments decoded and its handler
+            /// called in one loop. A call that cannot travel on a word line (a streamed argument
+            /// or reply, arguments or a reply over `ferry_rpc::words::WORD_BYTES`) and the
+            /// handshake are declined on every lane (the client uses a port); a call the service
+            /// does not have gets `status::UNKNOWN_OPCODE`.
+            pub fn dispatch_inline_lanes<__RpcH: #server + ?::core::marker::Sized>(
+                handler: &__RpcH,
+                opcode: u32,
+                lanes: &mut ::ferry_rpc::service::InlineLanes<'_>,
+            ) {
+                let _ = &handler;
+                match opcode {
+                    #( #lanes_arms )*
+                    ::ferry_rpc::service::HANDSHAKE => lanes.decline(),
+                    _ => lanes.serve(|_, _| {
+                        ::core::option::Option::Some(::ferry_rpc::service::status::UNKNOWN_OPCODE)
+                    }),
+                }
+            }
+
             /// Serves one call if a client is waiting: opens a port, [`dispatch`](Self::dispatch)es
             /// it and closes it. `Ok(None)` when no call was pending.
             pub fn serve_one<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
@@ -436,6 +463,15 @@ fn generate(service: &Service) -> TokenStream {
                 reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
             ) -> ::core::option::Option<(u32, usize)> {
                 #ident::dispatch_inline(handler, opcode, request, body, reply)
+            }
+
+            #[inline]
+            fn dispatch_inline_lanes(
+                handler: &__RpcH,
+                opcode: u32,
+                lanes: &mut ::ferry_rpc::service::InlineLanes<'_>,
+            ) {
+                #ident::dispatch_inline_lanes(handler, opcode, lanes)
             }
         }
 
@@ -885,6 +921,83 @@ fn client_method_with(service: &Ident, call: &Call) -> TokenStream {
     }
 }
 
+/// What the arms of `dispatch_inline` and `dispatch_inline_lanes` make of a fixed call: its
+/// handler method, the sizes of its arguments and reply, the decoding of `request` into `pat`
+/// (binding `names`), and the encoding of `__rpc_reply` into `__rpc_buf`.
+struct InlineParts {
+    method: Ident,
+    q: TokenStream,
+    r: TokenStream,
+    decode: TokenStream,
+    pat: TokenStream,
+    names: Vec<Ident>,
+    encode: TokenStream,
+}
+
+fn inline_parts(call: &Call) -> InlineParts {
+    let p = quote!(::ferry_rpc::__private);
+    let encode = if call.error().is_some() {
+        quote!(#p::put_result(&mut __rpc_buf, &__rpc_reply))
+    } else {
+        quote!(#p::put(&mut __rpc_buf, 0, &__rpc_reply))
+    };
+    InlineParts {
+        method: method_ident(call),
+        q: args_size(call),
+        r: reply_size(call),
+        decode: decode_args(call, &format_ident!("request")),
+        pat: args_pattern(call),
+        names: arg_locals(call),
+        encode,
+    }
+}
+
+/// A call's arm in `dispatch_inline_lanes`: every lane decoded and served in one loop, or the
+/// call declined where it cannot travel on a word line.
+fn inline_lanes_arm(call: &Call, server: &Ident) -> TokenStream {
+    let opcode = opcode_lit(call);
+    let fixed_reply = matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit));
+    if !fixed_reply || call.stream_arg().is_some() {
+        return quote!(#opcode => lanes.decline(),);
+    }
+    let InlineParts {
+        method,
+        q,
+        r,
+        decode,
+        pat,
+        names,
+        encode,
+    } = inline_parts(call);
+    let s = quote!(::ferry_rpc::service);
+    quote! {
+        #opcode => {
+            const __RPC_Q: usize = #q;
+            const __RPC_R: usize = #r;
+            if __RPC_Q > ::ferry_rpc::words::WORD_BYTES || __RPC_R > ::ferry_rpc::words::WORD_BYTES {
+                return lanes.decline();
+            }
+            lanes.serve(|request, reply| {
+                if request.len() != __RPC_Q {
+                    return ::core::option::Option::Some(#s::status::BAD_REQUEST);
+                }
+                let ::core::option::Option::Some(#pat) = #decode else {
+                    return ::core::option::Option::Some(#s::status::BAD_REQUEST);
+                };
+                #[allow(clippy::let_unit_value)]
+                let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)*);
+                let mut __rpc_buf = [0u8; __RPC_R];
+                #encode;
+                // (Always there: the reply fits a word line, checked above.)
+                if let ::core::option::Option::Some(out) = reply.get_mut(..__RPC_R) {
+                    out.copy_from_slice(&__rpc_buf);
+                }
+                ::core::option::Option::Some(#s::status::OK)
+            });
+        }
+    }
+}
+
 /// A call's arm in `dispatch_inline`.
 fn inline_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let opcode = opcode_lit(call);
@@ -897,20 +1010,16 @@ fn inline_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     if !fixed_reply || text_arg {
         return quote!(#opcode => ::core::option::Option::None,);
     }
-    let method = method_ident(call);
-    let p = quote!(::ferry_rpc::__private);
+    let InlineParts {
+        method,
+        q,
+        r,
+        decode,
+        pat,
+        names,
+        encode,
+    } = inline_parts(call);
     let s = quote!(::ferry_rpc::service);
-    let q = args_size(call);
-    let r = reply_size(call);
-    let bytes = format_ident!("request");
-    let decode = decode_args(call, &bytes);
-    let pat = args_pattern(call);
-    let names = arg_locals(call);
-    let encode = if call.error().is_some() {
-        quote!(#p::put_result(&mut __rpc_buf, &__rpc_reply))
-    } else {
-        quote!(#p::put(&mut __rpc_buf, 0, &__rpc_reply))
-    };
     // The body: a call with a streamed argument takes it (bounded by its limit, text checked);
     // any other refuses one.
     let (take_body, body_arg) = match call.stream_arg() {

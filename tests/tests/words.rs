@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use ferry_device::sim::{self, SimWarp, Yield};
-use ferry_rpc::service::{Text, INLINE_BYTES};
+use ferry_rpc::service::{InlineLanes, Text};
 use ferry_rpc::{HeapRegion, Lanes, RpcOpcodes};
 use ferry_tests::Watchdog;
 
@@ -96,9 +96,10 @@ fn serve(
                 }
                 let words = server.serve_words(
                     &mut seen,
-                    |opcode, request, reply: &mut [u8; INLINE_BYTES]| match inline {
-                        true => Host::dispatch_inline(&host, opcode, request, &[], reply),
-                        false => None,
+                    // Every lane of a call in one generated dispatch.
+                    |opcode, lanes: &mut InlineLanes<'_>| match inline {
+                        true => Host::dispatch_inline_lanes(&host, opcode, lanes),
+                        false => lanes.decline(),
                     },
                     |w| log.lock().unwrap().push((Path::Words, w.opcode, w.mask)),
                 );
@@ -226,4 +227,71 @@ fn by_default_a_lone_lane_takes_the_word_line_and_a_warp_the_packets() {
             (Path::Words, Host::OPCODE_MIX, 1 << 3)
         ]
     );
+}
+
+#[test]
+fn one_dispatch_serves_every_lane_and_declines_what_a_word_line_cannot_carry() {
+    use ferry_rpc::service::{status, Service};
+    use ferry_rpc::words::WORD_BYTES;
+    let host = Served::default();
+    let opcode = |i: usize| <Host as Service>::OPCODES[i];
+    let (mix_op, print_op, malloc_op, wide_op) = (opcode(0), opcode(1), opcode(2), opcode(3));
+    // Lanes 0, 2 and 5 of eight call `Mix`, each with its own arguments.
+    let mut requests = [[0u8; WORD_BYTES]; 8];
+    for (lane, r) in requests.iter_mut().enumerate() {
+        r[..4].copy_from_slice(&(lane as u32).to_le_bytes());
+        r[4..12].copy_from_slice(&(100 + lane as u64).to_le_bytes());
+    }
+    let run = |opcode: u32, request_len: usize| {
+        let (mut replies, mut statuses) = ([[0u8; WORD_BYTES]; 8], [0u32; 8]);
+        let mut lanes = InlineLanes::new(
+            0b10_0101,
+            request_len,
+            &requests,
+            &mut replies,
+            &mut statuses,
+        );
+        Host::dispatch_inline_lanes(&host, opcode, &mut lanes);
+        let declined = lanes.declined();
+        let got: Vec<(u32, u64)> = (0..8)
+            .map(|l| {
+                let r = lanes.reply(l);
+                (
+                    lanes.status(l),
+                    u64::from_le_bytes(r[..8].try_into().unwrap()),
+                )
+            })
+            .collect();
+        (got, declined)
+    };
+    let (got, declined) = run(mix_op, 12);
+    assert!(!declined);
+    for (lane, &(status, value)) in got.iter().enumerate() {
+        if [0, 2, 5].contains(&lane) {
+            assert_eq!(
+                (status, value),
+                (status::OK, mix(lane as u32, 100 + lane as u64))
+            );
+        } else {
+            // Lanes outside the call are left as they were.
+            assert_eq!((status, value), (0, 0), "lane {lane}");
+        }
+    }
+    // A request of the wrong length is refused, lane by lane; nothing runs.
+    let (got, _) = run(malloc_op, 4);
+    assert!(got
+        .iter()
+        .step_by(2)
+        .take(2)
+        .all(|&(s, _)| s == status::BAD_REQUEST));
+    assert_eq!(host.next.load(Ordering::Relaxed), 0);
+    // What a word line cannot carry is declined on every lane (the client uses a port): a
+    // streamed argument, arguments and a reply over 16 bytes; and the handshake.
+    for op in [print_op, wide_op, ferry_rpc::service::HANDSHAKE] {
+        assert!(run(op, 8).1, "opcode {op:#x}");
+    }
+    // An opcode the service does not have is answered as such on every lane.
+    let (got, declined) = run(0x1234, 8);
+    assert!(!declined);
+    assert_eq!(got[5].0, status::UNKNOWN_OPCODE);
 }

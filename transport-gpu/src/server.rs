@@ -328,10 +328,10 @@ fn serve_thread(
         if let Some(scan) = words.as_mut().filter(|_| pass_due) {
             let n = scan.pass(
                 server,
-                |opcode, request, reply| match inline {
-                    true => handler.handle_inline(opcode, request, &[], reply),
+                |opcode, lanes| match inline {
+                    true => handler.handle_inline_lanes(opcode, lanes),
                     // The client makes the call through the packets.
-                    false => None,
+                    false => lanes.decline(),
                 },
                 |s| {
                     // A declined call executed nothing; it is counted when the packets bring it.

@@ -35,7 +35,8 @@ use std::cell::RefCell;
 use std::vec::Vec;
 
 use super::{
-    opcode_collision, Both, Collision, Dispatch, LaneBuffers, Services, Serving, INLINE_BYTES,
+    opcode_collision, Both, Collision, Dispatch, InlineLanes, LaneBuffers, Services, Serving,
+    INLINE_BYTES,
 };
 use crate::mailbox::Mailbox;
 use crate::port::Port;
@@ -71,6 +72,20 @@ pub trait Handler<M: Mailbox, W: Wait>: Sync {
     ) -> Option<(u32, usize)> {
         let _ = (opcode, request, body, reply);
         None
+    }
+
+    /// Serves every lane of a call that came on a GPU's word lines (`ferry_rpc::words`): as
+    /// [`handle_inline`](Self::handle_inline) for each lane (the default does exactly that), but
+    /// with one dispatch for the call, as a derived service does (its generated
+    /// `dispatch_inline_lanes`). Only called if [`serves_inline`](Self::serves_inline) says so.
+    #[inline]
+    fn handle_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
+        lanes.serve(|request, reply| {
+            let mut out = [0u8; INLINE_BYTES];
+            let (status, _) = self.handle_inline(opcode, request, &[], &mut out)?;
+            reply.copy_from_slice(&out[..crate::words::WORD_BYTES]);
+            Some(status)
+        });
     }
 
     /// Whether this handler answers inline calls.
@@ -123,6 +138,11 @@ macro_rules! services_handler {
             reply: &mut [u8; INLINE_BYTES],
         ) -> Option<(u32, usize)> {
             Services::dispatch_inline(self, opcode, request, body, reply)
+        }
+
+        #[inline]
+        fn handle_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
+            Services::dispatch_inline_lanes(self, opcode, lanes)
         }
 
         fn serves_inline(&self) -> bool {

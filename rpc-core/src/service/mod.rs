@@ -254,6 +254,109 @@ impl<L: Lanes, M: Mailbox, W: Wait> InlineCall for Process<'_, Client, L, M, W> 
     }
 }
 
+/// The lanes of one call that came on a GPU's word lines (`ferry_rpc::words`), served together:
+/// a derived service decodes the opcode once and serves every lane in one loop
+/// ([`Handler::handle_inline_lanes`]), where serving them one by one would dispatch per lane.
+/// Each lane's request is at most [`WORD_BYTES`](crate::words::WORD_BYTES), and so is its reply.
+#[derive(Debug)]
+pub struct InlineLanes<'a> {
+    mask: u64,
+    request_len: usize,
+    requests: &'a [[u8; crate::words::WORD_BYTES]],
+    replies: &'a mut [[u8; crate::words::WORD_BYTES]],
+    statuses: &'a mut [u32],
+}
+
+impl<'a> InlineLanes<'a> {
+    /// The lanes in `mask` (bit `i`: lane `i`, lanes past the arrays' length ignored), each with
+    /// the first `request_len` bytes of its request (at most `WORD_BYTES`); the status of every
+    /// lane of the call starts as [`DECLINED`](crate::words::DECLINED) (the others' are not
+    /// touched). A server makes these; a test of a handler
+    /// can too, and read what it did with [`status`](Self::status) and [`reply`](Self::reply).
+    pub fn new(
+        mask: u64,
+        request_len: usize,
+        requests: &'a [[u8; crate::words::WORD_BYTES]],
+        replies: &'a mut [[u8; crate::words::WORD_BYTES]],
+        statuses: &'a mut [u32],
+    ) -> Self {
+        let n = requests
+            .len()
+            .min(replies.len())
+            .min(statuses.len())
+            .min(64);
+        let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let mut lanes = InlineLanes {
+            mask: mask & all,
+            request_len: request_len.min(crate::words::WORD_BYTES),
+            requests,
+            replies,
+            statuses,
+        };
+        lanes.decline();
+        lanes
+    }
+
+    /// The lanes of the call (bit `i`: lane `i`).
+    pub fn mask(&self) -> u64 {
+        self.mask
+    }
+
+    /// Serves every lane of the call in turn: `serve(request, reply)` gets the lane's request
+    /// bytes and writes its reply at the start of `reply` (zeroed; the client reads as many bytes
+    /// as it asked for), returning the lane's status, or `None` to decline the lane's call (the
+    /// client then makes it through the packets).
+    #[inline(always)]
+    pub fn serve(
+        &mut self,
+        mut serve: impl FnMut(&[u8], &mut [u8; crate::words::WORD_BYTES]) -> Option<u32>,
+    ) {
+        let mut left = self.mask;
+        while left != 0 {
+            let lane = left.trailing_zeros() as usize;
+            left &= left - 1;
+            let request = &self.requests[lane][..self.request_len];
+            self.statuses[lane] =
+                serve(request, &mut self.replies[lane]).unwrap_or(crate::words::DECLINED);
+        }
+    }
+
+    /// Lane `lane`'s status: what its handler returned, or
+    /// [`DECLINED`](crate::words::DECLINED).
+    pub fn status(&self, lane: usize) -> u32 {
+        self.statuses[lane]
+    }
+
+    /// Lane `lane`'s reply bytes (those past the reply's end are zero).
+    pub fn reply(&self, lane: usize) -> &[u8; crate::words::WORD_BYTES] {
+        &self.replies[lane]
+    }
+
+    /// Whether the call was declined on every lane (nothing was executed).
+    pub fn declined(&self) -> bool {
+        let mut left = self.mask;
+        while left != 0 {
+            let lane = left.trailing_zeros() as usize;
+            left &= left - 1;
+            if self.statuses[lane] != crate::words::DECLINED {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Declines the call on every lane: nothing is executed, the client makes it through the
+    /// packets.
+    pub fn decline(&mut self) {
+        let mut left = self.mask;
+        while left != 0 {
+            let lane = left.trailing_zeros() as usize;
+            left &= left - 1;
+            self.statuses[lane] = crate::words::DECLINED;
+        }
+    }
+}
+
 /// Opcodes `RESERVED_OPCODES..=u32::MAX` belong to the protocol; no service call may use them.
 pub const RESERVED_OPCODES: u32 = 0xFFFF_FF00;
 
@@ -456,6 +559,19 @@ pub trait Dispatch<H: ?Sized>: Service {
         body: &[u8],
         reply: &mut [u8; INLINE_BYTES],
     ) -> Option<(u32, usize)>;
+
+    /// Serves every lane of a call that came on a word line (see the generated
+    /// `dispatch_inline_lanes`). By default each lane through
+    /// [`dispatch_inline`](Self::dispatch_inline).
+    #[inline]
+    fn dispatch_inline_lanes(handler: &H, opcode: u32, lanes: &mut InlineLanes<'_>) {
+        lanes.serve(|request, reply| {
+            let mut out = [0u8; INLINE_BYTES];
+            let (status, _) = Self::dispatch_inline(handler, opcode, request, &[], &mut out)?;
+            reply.copy_from_slice(&out[..crate::words::WORD_BYTES]);
+            Some(status)
+        });
+    }
 }
 
 /// What a server's dispatch did with one call.

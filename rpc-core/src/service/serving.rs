@@ -2,7 +2,7 @@
 
 use core::marker::PhantomData;
 
-use super::{Dispatch, LaneBuffers, Served, HANDSHAKE, INLINE_BYTES};
+use super::{Dispatch, InlineLanes, LaneBuffers, Served, HANDSHAKE, INLINE_BYTES};
 use crate::lanes::Lanes;
 use crate::mailbox::Mailbox;
 use crate::port::Port;
@@ -73,6 +73,10 @@ pub trait Services {
         body: &[u8],
         reply: &mut [u8; INLINE_BYTES],
     ) -> Option<(u32, usize)>;
+
+    /// Serves every lane of a call that came on a word line with the service that has its
+    /// opcode (one that none has: `status::UNKNOWN_OPCODE` on every lane).
+    fn dispatch_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>);
 }
 
 impl<S: Dispatch<H>, H> Services for Serving<S, H> {
@@ -103,6 +107,11 @@ impl<S: Dispatch<H>, H> Services for Serving<S, H> {
         reply: &mut [u8; INLINE_BYTES],
     ) -> Option<(u32, usize)> {
         S::dispatch_inline(&self.handler, opcode, request, body, reply)
+    }
+
+    #[inline(always)]
+    fn dispatch_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
+        S::dispatch_inline_lanes(&self.handler, opcode, lanes)
     }
 }
 
@@ -145,6 +154,15 @@ impl<A: Services, B: Services> Services for Both<A, B> {
             self.0.dispatch_inline(opcode, request, body, reply)
         } else {
             self.1.dispatch_inline(opcode, request, body, reply)
+        }
+    }
+
+    #[inline(always)]
+    fn dispatch_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
+        if self.0.has_opcode(opcode) {
+            self.0.dispatch_inline_lanes(opcode, lanes)
+        } else {
+            self.1.dispatch_inline_lanes(opcode, lanes)
         }
     }
 }

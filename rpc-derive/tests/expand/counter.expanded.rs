@@ -719,6 +719,108 @@ impl Counter {
             }
         }
     }
+    /// Serves every lane of a call that came on a GPU's word lines
+    /// (`ferry_rpc::words`) at once, as [`dispatch_inline`](Self::dispatch_inline) serves
+    /// one: the opcode is decoded once and each lane's arguments decoded and its handler
+    /// called in one loop. A call that cannot travel on a word line (a streamed argument
+    /// or reply, arguments or a reply over `ferry_rpc::words::WORD_BYTES`) and the
+    /// handshake are declined on every lane (the client uses a port); a call the service
+    /// does not have gets `status::UNKNOWN_OPCODE`.
+    pub fn dispatch_inline_lanes<__RpcH: CounterServer + ?::core::marker::Sized>(
+        handler: &__RpcH,
+        opcode: u32,
+        lanes: &mut ::ferry_rpc::service::InlineLanes<'_>,
+    ) {
+        let _ = &handler;
+        match opcode {
+            0xe06cac36u32 => {
+                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
+                const __RPC_R: usize = ::core::mem::size_of::<u64>();
+                if __RPC_Q > ::ferry_rpc::words::WORD_BYTES
+                    || __RPC_R > ::ferry_rpc::words::WORD_BYTES
+                {
+                    return lanes.decline();
+                }
+                lanes
+                    .serve(|request, reply| {
+                        if request.len() != __RPC_Q {
+                            return ::core::option::Option::Some(
+                                ::ferry_rpc::service::status::BAD_REQUEST,
+                            );
+                        }
+                        let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
+                            ::ferry_rpc::__private::take::<u64>(request, 0usize)?,
+                        )))() else {
+                            return ::core::option::Option::Some(
+                                ::ferry_rpc::service::status::BAD_REQUEST,
+                            );
+                        };
+                        #[allow(clippy::let_unit_value)]
+                        let __rpc_reply = <__RpcH as CounterServer>::add(
+                            handler,
+                            __rpc_arg0,
+                        );
+                        let mut __rpc_buf = [0u8; __RPC_R];
+                        ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
+                        if let ::core::option::Option::Some(out) = reply
+                            .get_mut(..__RPC_R)
+                        {
+                            out.copy_from_slice(&__rpc_buf);
+                        }
+                        ::core::option::Option::Some(::ferry_rpc::service::status::OK)
+                    });
+            }
+            0xeb709090u32 => lanes.decline(),
+            0x8a8506d8u32 => lanes.decline(),
+            0xb61020fau32 => {
+                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+                const __RPC_R: usize = 0usize;
+                if __RPC_Q > ::ferry_rpc::words::WORD_BYTES
+                    || __RPC_R > ::ferry_rpc::words::WORD_BYTES
+                {
+                    return lanes.decline();
+                }
+                lanes
+                    .serve(|request, reply| {
+                        if request.len() != __RPC_Q {
+                            return ::core::option::Option::Some(
+                                ::ferry_rpc::service::status::BAD_REQUEST,
+                            );
+                        }
+                        let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
+                            ::ferry_rpc::__private::take::<u32>(request, 0usize)?,
+                        )))() else {
+                            return ::core::option::Option::Some(
+                                ::ferry_rpc::service::status::BAD_REQUEST,
+                            );
+                        };
+                        #[allow(clippy::let_unit_value)]
+                        let __rpc_reply = <__RpcH as CounterServer>::touch(
+                            handler,
+                            __rpc_arg0,
+                        );
+                        let mut __rpc_buf = [0u8; __RPC_R];
+                        ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
+                        if let ::core::option::Option::Some(out) = reply
+                            .get_mut(..__RPC_R)
+                        {
+                            out.copy_from_slice(&__rpc_buf);
+                        }
+                        ::core::option::Option::Some(::ferry_rpc::service::status::OK)
+                    });
+            }
+            0x00000007u32 => lanes.decline(),
+            ::ferry_rpc::service::HANDSHAKE => lanes.decline(),
+            _ => {
+                lanes
+                    .serve(|_, _| {
+                        ::core::option::Option::Some(
+                            ::ferry_rpc::service::status::UNKNOWN_OPCODE,
+                        )
+                    })
+            }
+        }
+    }
     /// Serves one call if a client is waiting: opens a port, [`dispatch`](Self::dispatch)es
     /// it and closes it. `Ok(None)` when no call was pending.
     pub fn serve_one<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
@@ -787,6 +889,14 @@ impl<
         reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
     ) -> ::core::option::Option<(u32, usize)> {
         Counter::dispatch_inline(handler, opcode, request, body, reply)
+    }
+    #[inline]
+    fn dispatch_inline_lanes(
+        handler: &__RpcH,
+        opcode: u32,
+        lanes: &mut ::ferry_rpc::service::InlineLanes<'_>,
+    ) {
+        Counter::dispatch_inline_lanes(handler, opcode, lanes)
     }
 }
 impl ::ferry_rpc::service::Service for Counter {

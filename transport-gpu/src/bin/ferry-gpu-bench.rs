@@ -259,7 +259,7 @@ fn call_phases(
     kernel: &str,
     steps: &[&str],
 ) -> Result<(Vec<f64>, u32), Error> {
-    let words = kernel == "call_phases_words";
+    let words = kernel.starts_with("call_phases_words");
     let kernel = module.function(kernel)?;
     let region = match words {
         true => GpuRegion::new(cuda, PortCount::Exactly(64))?,
@@ -771,6 +771,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 2d: lane 0 alone on a region with word lines (`ferry_rpc::words`), which it then takes
     // (a whole warp takes the packets: `Process::word_lanes`).
     let mut words_lane0 = optional("call_latency_lane0", true)?;
+    // 2e: lane 0 alone keeping its port, through the packets and on the word line.
+    let mut lane0_kept = optional("call_latency_lane0_kept", false)?;
+    let mut words_lane0_kept = optional("call_latency_lane0_kept", true)?;
     let (f_rust, f_cpp) = (median(&mut f_rust), median(&mut f_cpp));
     let (lat64, lat_all) = (median(&mut lat64), median(&mut lat_all));
     // 3: the call step by step, through the packets and on the word line (a program without
@@ -779,6 +782,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (kernel, names, path) in [
         ("call_phases", &PHASES[..], "through the packets"),
         ("call_phases_words", &WORD_PHASES[..], "on the word line"),
+        (
+            "call_phases_words_lane0",
+            &WORD_PHASES[..],
+            "on the word line, lane 0 alone",
+        ),
     ] {
         if rust.function(kernel).is_ok() {
             let (p, e) = call_phases(&cuda, &rust, iters, kernel, names)?;
@@ -790,6 +798,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 4: throughput at full occupancy.
     let capped = cuda.load_module(&std::fs::read(bench_ptx)?, Some(32))?;
     let kernel = capped.function("call_throughput")?;
+    // Every warp's calls on the word lines (a program without the kernel skips the rows).
+    let words_kernel = capped.function("call_throughput_words").ok();
     let block = 1024;
     let per_sm = kernel.blocks_per_sm(block)?;
     let grid = cuda.sms * per_sm;
@@ -802,11 +812,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Every warp opens a port per call, then every warp keeps its port (as the loader sets it up
     // when the region has a port per warp).
     let mut rates = Vec::new();
-    for (&sleep, keep) in sleeps.iter().flat_map(|s| [(s, false), (s, true)]) {
+    let paths = sleeps.iter().flat_map(|s| {
+        [(s, false, false), (s, true, false)]
+            .into_iter()
+            .chain(words_kernel.map(|_| (s, true, true)))
+    });
+    for (&sleep, keep, words) in paths {
         let kept = region.keep_ports_for(if keep { warps as u64 } else { u64::MAX });
         if keep && !kept {
             continue;
         }
+        let kernel = match words {
+            true => words_kernel.expect("only with the kernel"),
+            false => kernel,
+        };
         region.set_max_sleep_ns(sleep);
         region.install(&cuda, &capped)?;
         for &s in &servers {
@@ -822,12 +841,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .into());
                 }
                 eprintln!(
-                    "throughput (keep ports: {keep}, max sleep {sleep} ns), {s} server threads: \
-                     {rate:.0} warp-calls/s"
+                    "throughput (keep ports: {keep}, word lines: {words}, max sleep {sleep} ns), \
+                     {s} server threads: {rate:.0} warp-calls/s"
                 );
                 r.push(rate);
             }
-            rates.push((sleep, keep, s, median(&mut r)));
+            rates.push((sleep, keep, words, s, median(&mut r)));
         }
     }
 
@@ -860,6 +879,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "lane 0 of a warp alone, 64 ports, on word lines",
             &mut words_lane0,
         ),
+        (
+            "lane 0 of a warp alone, 64 ports, port kept",
+            &mut lane0_kept,
+        ),
+        (
+            "lane 0 of a warp alone, 64 ports, port kept, on word lines",
+            &mut words_lane0_kept,
+        ),
     ] {
         if !runs.is_empty() {
             let m = median(runs);
@@ -881,13 +908,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     }
-    for &(sleep, keep, s, r) in &rates {
-        let how = if keep { "ports kept" } else { "open per call" };
+    for &(sleep, keep, words, s, r) in &rates {
+        let how = match (keep, words) {
+            (false, _) => "open per call",
+            (true, false) => "ports kept",
+            (true, true) => "ports kept, every call on word lines",
+        };
         // The first row of the same kind: the fewest server threads.
         let first = rates
             .iter()
-            .find(|q| (q.0, q.1) == (sleep, keep))
-            .map_or(r, |q| q.3);
+            .find(|q| (q.0, q.1, q.2) == (sleep, keep, words))
+            .map_or(r, |q| q.4);
         println!(
             "| all {warps} warps x {calls} calls ({how}), {s} server threads{} | {r:.0} warp-calls/s | {:.2}x {} thread |",
             sleep_label(sleep),
