@@ -203,9 +203,9 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         let mask = self.exec_mask();
         let mut seq = 0;
         if lanes.is_first_lane(mask) {
-            // Only the lock holder touches the port's sequence word.
+            // Only the lock holder touches the port's sequence word (stored after the fence
+            // below, which would otherwise wait for this store too).
             seq = seqs[index as usize].load(Ordering::Relaxed).wrapping_add(1);
-            seqs[index as usize].store(seq, Ordering::Relaxed);
         }
         // A lone lane (the default for word calls) has nothing to share.
         let alone = mask.count_ones() == 1;
@@ -235,6 +235,9 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         // SYNC (word request, release): this lane's earlier writes happen before the server's
         // acquire load of any word stored below.
         fence(Ordering::Release);
+        if lanes.is_first_lane(mask) {
+            seqs[index as usize].store(seq, Ordering::Relaxed);
+        }
         let lane = lanes.lane_id() as usize;
         for j in 0..words {
             line[3 + j * n + lane].store(word(payload(request, j), seq), Ordering::Relaxed);
@@ -552,7 +555,14 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         // Read every lane's request words (a warp's stores of word j are one run of the line),
         // serve each lane, then write the replies in one burst: the client polls these lines,
         // and each of its reads takes a line the server is writing away from it.
-        let lanes = |mask: u64| (0..n).filter(move |&lane| mask & (1 << lane) != 0);
+        // The lanes of a mask, lowest first.
+        let lanes = |mut mask: u64| {
+            core::iter::from_fn(move || {
+                let lane = mask.trailing_zeros() as usize;
+                mask &= mask.wrapping_sub(1);
+                (lane < 64).then_some(lane)
+            })
+        };
         let mut requests = [[0u8; WORD_BYTES]; crate::layout::MAX_LANES as usize];
         if fits {
             for j in 0..req_len.div_ceil(4) {
@@ -574,11 +584,6 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                 &mut statuses[..n],
             );
             handle(opcode, &mut call);
-            // A reply longer than the call asked for is cut to it: the bytes past its end are
-            // not sent.
-            for reply in replies[..n].iter_mut() {
-                reply[rep_len..].fill(0);
-            }
         }
         // SYNC (word reply, release): each word's store publishes what the handler did before
         // it. The call's lanes get the words of its reply (at least the first, which carries the
@@ -592,16 +597,24 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             true => (WORDS, all),
             false => (rep_len.div_ceil(4).clamp(1, WORDS), mask),
         };
+        // The bytes of word `j` the call asked for (a reply longer than that is cut to it: the
+        // bytes past its end are not sent).
+        let kept = |j: usize| match rep_len.saturating_sub(4 * j) {
+            0 => 0,
+            b @ 1..=3 => (1u32 << (8 * b)) - 1,
+            _ => u32::MAX,
+        };
         for j in 0..words {
+            let keep = kept(j);
             for lane in lanes(written) {
-                let v = reply_word(payload(&replies[lane], j), statuses[lane], seq);
+                let bytes = &replies[lane][4 * j..4 * j + 4];
+                let value = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) & keep;
+                let v = reply_word(value, statuses[lane], seq);
                 rep[1 + j * n + lane].store(v, Ordering::Release);
             }
         }
         rep[0].store(word(0, seq), Ordering::Release);
-        let declined = (0..n)
-            .filter(|&lane| mask & (1 << lane) != 0)
-            .all(|lane| statuses[lane] == DECLINED);
+        let declined = lanes(mask).all(|lane| statuses[lane] == DECLINED);
         Ok(WordServed {
             port,
             opcode,
