@@ -7,8 +7,8 @@
 //! - `call_latency_kept(iters, stamps, errors)`: the same by a client that keeps its port.
 //! - `call_latency_lane0(iters, stamps, errors)`, `call_latency_lane0_kept(..)`: lane 0 alone,
 //!   opening a port per call or keeping it.
-//! - `call_throughput(calls, errors)`: every warp makes `calls` no-op calls and counts wrong replies;
-//!   `call_throughput_words(calls, errors)`: the same with every warp's calls on the word lines.
+//! - `call_throughput(calls, errors)`: every warp makes `calls` no-op calls and counts wrong replies
+//!   (on word lines where the host's descriptor says so: `GpuRegion::set_words_for_warps`).
 //! - `call_phases(iters, phases, errors)`: one warp's no-op calls as in `call_latency_kept`, written out
 //!   step by step as the generated call makes them (the value in the slot's first word each way),
 //!   with the global timer read between the steps (lane 0 records
@@ -323,39 +323,15 @@ unsafe fn phases_words(iters: u32, phases: *mut u32, errors: *mut u32) {
 
 /// # Safety
 ///
-/// As `call_throughput`, every warp's calls on the word lines (`ferry_rpc::Process::word_lanes`:
-/// by default only a lone lane's are).
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn call_throughput_words(calls: u32, errors: *mut u32) {
-    // SAFETY: the kernel's contract is `throughput_loop`'s.
-    unsafe { throughput_loop(&ferry_device::client().word_lanes(32), calls, errors) };
-}
-
-/// # Safety
-///
 /// The host set up the descriptor and serves it; `errors` is a device `u32`.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn call_throughput(calls: u32, errors: *mut u32) {
-    // SAFETY: the kernel's contract is `throughput_loop`'s.
-    unsafe { throughput_loop(&ferry_device::client(), calls, errors) };
-}
-
-/// Every lane's `calls` no-op calls through `client`.
-///
-/// # Safety
-///
-/// `errors` is a device `u32`.
-#[inline(always)]
-unsafe fn throughput_loop(
-    client: &ferry_device::Client<'_, ferry_device::lanes::Warp, ferry_device::GpuWait>,
-    calls: u32,
-    errors: *mut u32,
-) {
+    let client = ferry_device::client();
     let me = (global_thread_id() as u64) << 32;
     let mut wrong = 0;
     for i in 0..calls {
         let x = me | i as u64;
-        match ferry_device::host::noop(client, x) {
+        match ferry_device::host::noop(&client, x) {
             Ok(y) if y == x + 1 => {}
             _ => wrong += 1,
         }

@@ -27,6 +27,13 @@ pub const FLAG_KEEP_PORTS: u32 = 1 << 16;
 /// request and reply fit a word line there, in one trip across the bus.
 pub const FLAG_WORDS: u32 = 1 << 17;
 
+/// [`Descriptor::mailbox`] flag, with [`FLAG_WORDS`]: whole warps' small calls take the word
+/// lines too (`ferry_rpc::Process::word_lanes`), not only a lone lane's. The host sets it when it
+/// serves with enough threads that the word lines' server cost per call is spread (a word call is
+/// served lane by lane; the packets' server cost is lower, but the packets are capped by the bus
+/// with 8 server threads or more).
+pub const FLAG_WORDS_FOR_WARPS: u32 = 1 << 18;
+
 /// The bits of [`Descriptor::mailbox`] that hold the mailbox kind.
 const KIND_BITS: u32 = 0xffff;
 
@@ -46,7 +53,8 @@ pub struct Descriptor {
     /// Lanes per packet.
     pub lanes: u32,
     /// The mailbox representation's wire number ([`MailboxKind`]; always `PerPort` on a GPU) in
-    /// the low 16 bits, and flags above ([`FLAG_KEEP_PORTS`], [`FLAG_WORDS`]).
+    /// the low 16 bits, and flags above ([`FLAG_KEEP_PORTS`], [`FLAG_WORDS`],
+    /// [`FLAG_WORDS_FOR_WARPS`]).
     pub mailbox: u32,
     /// Address of the region as the client sees it (device address of mapped host memory).
     pub region: u64,
@@ -80,7 +88,7 @@ impl Descriptor {
 
     /// The layout the descriptor names, checked.
     pub fn layout(&self) -> Result<Layout, LayoutError> {
-        if self.mailbox & !(KIND_BITS | FLAG_KEEP_PORTS | FLAG_WORDS) != 0 {
+        if self.mailbox & !(KIND_BITS | FLAG_KEEP_PORTS | FLAG_WORDS | FLAG_WORDS_FOR_WARPS) != 0 {
             return Err(LayoutError::Ports(self.ports));
         }
         let kind = MailboxKind::from_u32(self.mailbox & KIND_BITS)
@@ -193,6 +201,10 @@ impl Descriptor {
                 layout.ports() as usize,
             )
         };
-        client.with_word_seqs(seqs)
+        let client = client.with_word_seqs(seqs)?;
+        Ok(match self.mailbox & FLAG_WORDS_FOR_WARPS {
+            0 => client,
+            _ => client.word_lanes(u32::MAX),
+        })
     }
 }

@@ -766,6 +766,24 @@ mod tests {
     }
 
     #[test]
+    fn a_descriptor_can_put_whole_warps_on_the_word_lines() {
+        use crate::descriptor::FLAG_WORDS_FOR_WARPS;
+        use ferry_rpc::{HeapRegion, Single, Spin};
+        let region = HeapRegion::with_words(32, 32).unwrap();
+        let mut d = super::descriptor(&region);
+        // SAFETY: the descriptor names `region`'s memory, which outlives the clients.
+        let client = unsafe { d.client(Single, Spin) }.unwrap();
+        assert_eq!(client.max_word_lanes(), ferry_rpc::words::WORD_LANES);
+        d.mailbox |= FLAG_WORDS_FOR_WARPS;
+        // SAFETY: as above.
+        let client = unsafe { d.client(Single, Spin) }.unwrap();
+        assert_eq!(client.max_word_lanes(), u32::MAX);
+        // A flag this library does not know is refused, not ignored.
+        d.mailbox |= 1 << 19;
+        assert!(d.layout().is_err());
+    }
+
+    #[test]
     fn broadcast_and_ballot_are_uniform() {
         let results = SimWarp::run(8, |w| {
             let mask = w.active_mask();

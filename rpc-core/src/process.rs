@@ -423,12 +423,19 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
 
     /// Lets groups of up to `lanes` active lanes make their small calls on the word lines
     /// (default [`WORD_LANES`](crate::words::WORD_LANES): a lone lane); larger groups use the
-    /// packets. A word call moves every lane's words, and a server serves it lane by lane: on an
-    /// H200 a lone lane's no-op call is faster on a word line, a whole warp's slower, and
-    /// thousands of warps' much slower (`BENCHMARKS.md`).
+    /// packets. On an H200 (`BENCHMARKS.md`) a lone lane's no-op call is faster on a word line
+    /// than through the packets, and so is a whole warp's; but a server serves a word call's
+    /// lanes with more work than a packet's, so thousands of warps calling at once are served
+    /// faster on word lines only with many server threads (15), slower with one to eight.
     pub fn word_lanes(mut self, lanes: u32) -> Self {
         self.word_lanes = lanes;
         self
+    }
+
+    /// The most active lanes of a group whose small calls take the word lines
+    /// ([`word_lanes`](Self::word_lanes)).
+    pub fn max_word_lanes(&self) -> u32 {
+        self.word_lanes
     }
 
     /// Whether a group of `active` lanes makes its small calls on the word lines.

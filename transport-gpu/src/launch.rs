@@ -130,6 +130,9 @@ pub struct RunConfig {
     /// then cross in words that carry their own sequence. Off: every call takes the packets
     /// (`GpuRegion::without_word_lines`).
     pub word_lines: bool,
+    /// Whether whole warps' small calls take the word lines too (`GpuRegion::set_words_for_warps`;
+    /// default off: only a lone lane's do). Worth it with many server threads.
+    pub words_for_warps: bool,
 }
 
 impl Default for RunConfig {
@@ -147,6 +150,7 @@ impl Default for RunConfig {
             max_files: DEFAULT_MAX_FILES,
             max_sleep_ns: 0,
             word_lines: true,
+            words_for_warps: false,
         }
     }
 }
@@ -244,6 +248,7 @@ impl<'c> Program<'c> {
         // Each warp keeps its port between calls when every warp of the launch has one.
         region.keep_ports_for(config.blocks as u64 * config.threads.div_ceil(32) as u64);
         region.set_max_sleep_ns(config.max_sleep_ns);
+        region.set_words_for_warps(config.words_for_warps);
         region.install(cuda, &module)?;
         // The heap, reserved before launch (nothing is allocated while a kernel runs).
         let heap = match config.heap {

@@ -50,6 +50,8 @@ pub struct GpuRegion {
     keep_ports: bool,
     /// `Descriptor::max_sleep_ns`.
     max_sleep_ns: u32,
+    /// Whether whole warps' small calls take the word lines too (`FLAG_WORDS_FOR_WARPS`).
+    words_for_warps: bool,
 }
 
 /// Lanes per packet on an NVIDIA GPU: one slot per lane of a warp.
@@ -87,6 +89,7 @@ impl GpuRegion {
                 .collect(),
             keep_ports: false,
             max_sleep_ns: 0,
+            words_for_warps: false,
         })
     }
 
@@ -124,6 +127,16 @@ impl GpuRegion {
         self.max_sleep_ns = ns;
     }
 
+    /// Lets whole warps' small calls take the word lines too, not only a lone lane's, if the
+    /// region has them; returns whether it is on. Takes effect at the next
+    /// [`install`](Self::install). A word call is served lane by lane, so with one or a few
+    /// server threads the packets serve a warp's calls faster; with many (`BENCHMARKS.md`: 15 on
+    /// an H200 host) the word lines serve more of them, and sooner.
+    pub fn set_words_for_warps(&mut self, on: bool) -> bool {
+        self.words_for_warps = on && self.layout.has_words();
+        self.words_for_warps
+    }
+
     /// The descriptor a kernel builds its clients from.
     pub fn descriptor(&self) -> Descriptor {
         Descriptor {
@@ -138,6 +151,11 @@ impl GpuRegion {
                 }
                 | if self.layout.has_words() {
                     descriptor::FLAG_WORDS
+                } else {
+                    0
+                }
+                | if self.words_for_warps {
+                    descriptor::FLAG_WORDS_FOR_WARPS
                 } else {
                     0
                 },

@@ -798,8 +798,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 4: throughput at full occupancy.
     let capped = cuda.load_module(&std::fs::read(bench_ptx)?, Some(32))?;
     let kernel = capped.function("call_throughput")?;
-    // Every warp's calls on the word lines (a program without the kernel skips the rows).
-    let words_kernel = capped.function("call_throughput_words").ok();
+
     let block = 1024;
     let per_sm = kernel.blocks_per_sm(block)?;
     let grid = cuda.sms * per_sm;
@@ -809,23 +808,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         kernel.registers()?
     );
     let mut region = GpuRegion::new(&cuda, PortCount::default())?;
-    // Every warp opens a port per call, then every warp keeps its port (as the loader sets it up
-    // when the region has a port per warp).
+    // Every warp opens a port per call, then keeps it (as the loader sets it up when the region
+    // has a port per warp); then every warp keeps its port and makes its calls on the word lines
+    // (`GpuRegion::set_words_for_warps`).
     let mut rates = Vec::new();
-    let paths = sleeps.iter().flat_map(|s| {
-        [(s, false, false), (s, true, false)]
-            .into_iter()
-            .chain(words_kernel.map(|_| (s, true, true)))
-    });
+    let paths = sleeps
+        .iter()
+        .flat_map(|s| [(s, false, false), (s, true, false), (s, true, true)]);
     for (&sleep, keep, words) in paths {
         let kept = region.keep_ports_for(if keep { warps as u64 } else { u64::MAX });
         if keep && !kept {
             continue;
         }
-        let kernel = match words {
-            true => words_kernel.expect("only with the kernel"),
-            false => kernel,
-        };
+        region.set_words_for_warps(words);
         region.set_max_sleep_ns(sleep);
         region.install(&cuda, &capped)?;
         for &s in &servers {

@@ -16,6 +16,9 @@
 //!                        (default 0: the device library's, 4096)
 //!   --no-word-lines      every call through the packets (by default a lone lane's small
 //!                        call crosses on a word line, `ferry_rpc::words`)
+//!   --word-lines-for-warps
+//!                        whole warps' small calls on word lines too (faster with many
+//!                        server threads: BENCHMARKS.md)
 //!   --stats              print calls served, the kernel's time and the loader's start-up on
 //!                        standard error
 //! ```
@@ -45,7 +48,7 @@ use ferry_gpu::{run_program, ExitPolicy, PortCount, RunConfig};
 
 const USAGE: &str =
     "usage: rpc-gpu-run [--blocks N] [--threads N] [--ports N] [--server-threads N] \
-[--max-registers N] [--timeout SECS] [--heap SIZE] [--stack SIZE] [--max-files N] [--max-sleep-ns N] [--no-word-lines] [--stats] \
+[--max-registers N] [--timeout SECS] [--heap SIZE] [--stack SIZE] [--max-files N] [--max-sleep-ns N] [--no-word-lines] [--word-lines-for-warps] [--stats] \
 PROGRAM.ptx|PROGRAM.cubin [ARGS...]";
 
 /// A size in bytes: digits with an optional K, M or G suffix (powers of 1024).
@@ -127,6 +130,10 @@ fn main() -> ExitCode {
             "--max-sleep-ns" => number("--max-sleep-ns").map(|n| config.max_sleep_ns = n),
             "--no-word-lines" => {
                 config.word_lines = false;
+                Ok(())
+            }
+            "--word-lines-for-warps" => {
+                config.words_for_warps = true;
                 Ok(())
             }
             "--stats" => {
