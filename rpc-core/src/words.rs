@@ -139,28 +139,26 @@ const fn seq_of(word: u64) -> u32 {
     (word >> 32) as u32
 }
 
-/// Payload word `j` of `bytes` (little-endian, zero past the end). Byte by byte, with no copy
-/// of a length known only at run time: on a GPU such a copy goes through local memory, a trip per
-/// byte, where these fold into register operations once the lengths are known.
+/// Payload word `j` of `bytes` (little-endian, zero past the end).
+///
+/// (A copy, not a byte-by-byte build: on an H200 the byte-by-byte form made a lone lane's word
+/// call 0.6 µs faster and every generated call through the packets, whose code it shares, about
+/// 1 µs slower; `BENCHMARKS-history.md`, "Word lines, second pass".)
 #[inline(always)]
 fn payload(bytes: &[u8], j: usize) -> u32 {
-    let mut v = 0;
-    for k in 0..4 {
-        if let Some(&b) = bytes.get(4 * j + k) {
-            v |= (b as u32) << (8 * k);
-        }
-    }
-    v
+    let mut b = [0u8; 4];
+    let from = (4 * j).min(bytes.len());
+    let to = (4 * j + 4).min(bytes.len());
+    b[..to - from].copy_from_slice(&bytes[from..to]);
+    u32::from_le_bytes(b)
 }
 
-/// Writes payload word `j` into `bytes` (as much of it as fits), byte by byte as [`payload`].
+/// Writes payload word `j` into `bytes` (as much of it as fits).
 #[inline(always)]
 fn put_payload(bytes: &mut [u8], j: usize, value: u32) {
-    for k in 0..4 {
-        if let Some(b) = bytes.get_mut(4 * j + k) {
-            *b = (value >> (8 * k)) as u8;
-        }
-    }
+    let from = (4 * j).min(bytes.len());
+    let to = (4 * j + 4).min(bytes.len());
+    bytes[from..to].copy_from_slice(&value.to_le_bytes()[..to - from]);
 }
 
 /// A word call on its way: what [`Port::recv_words`] needs to wait for its reply.

@@ -136,8 +136,13 @@ fn call_latency_of(
     words: bool,
 ) -> Result<(f64, u32), Error> {
     let kernel = module.function(name)?;
+    // With word lines, every small call takes them, a whole warp's too.
     let region = match words {
-        true => GpuRegion::new(cuda, ports)?,
+        true => {
+            let mut region = GpuRegion::new(cuda, ports)?;
+            region.set_words_for_warps(true);
+            region
+        }
         false => GpuRegion::without_word_lines(cuda, ports)?,
     };
     region.install(cuda, module)?;
@@ -767,6 +772,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok(runs)
     };
     let mut lat_kept = optional("call_latency_kept", false)?;
+    let mut words_kept = optional("call_latency_kept", true)?;
     let mut lat_lane0 = optional("call_latency_lane0", false)?;
     // 2d: lane 0 alone on a region with word lines (`ferry_rpc::words`), which it then takes
     // (a whole warp takes the packets: `Process::word_lanes`).
@@ -869,6 +875,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     for (what, runs) in [
         ("one warp, 64 ports, client keeps its port", &mut lat_kept),
+        (
+            "one warp, 64 ports, client keeps its port, on word lines",
+            &mut words_kept,
+        ),
         ("lane 0 of a warp alone, 64 ports", &mut lat_lane0),
         (
             "lane 0 of a warp alone, 64 ports, on word lines",
