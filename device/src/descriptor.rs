@@ -29,9 +29,8 @@ pub const FLAG_WORDS: u32 = 1 << 17;
 
 /// [`Descriptor::mailbox`] flag, with [`FLAG_WORDS`]: whole warps' small calls take the word
 /// lines too (`ferry_rpc::Process::word_lanes`), not only a lone lane's. The host sets it when it
-/// serves with enough threads that the word lines' server cost per call is spread (a word call is
-/// served lane by lane; the packets' server cost is lower, but the packets are capped by the bus
-/// with 8 server threads or more).
+/// serves with many threads: a server does more work for a word call than for a packet, and the
+/// packets are capped by the bus, not by the server threads.
 pub const FLAG_WORDS_FOR_WARPS: u32 = 1 << 18;
 
 /// The bits of [`Descriptor::mailbox`] that hold the mailbox kind.

@@ -55,7 +55,8 @@
 //! port's served word is a request. It reads the meta words and every lane's request words
 //! (acquire loads checking their sequence; a word not there yet leaves the port to the next pass,
 //! so no port waits for another; a head that moved on is a client that gave up and called
-//! again: that call is dropped), serves each lane (`Handler::handle_inline`), and then writes the
+//! again: that call is dropped), serves every lane in one dispatch (`Handler::handle_inline_lanes`:
+//! a derived service decodes the opcode once), and then writes the
 //! reply words in one burst (release stores), then the served word. The burst matters: the
 //! client polls those lines, and each of its reads takes a line the server is writing away from
 //! it. A handler that cannot serve the call this way answers [`DECLINED`]: the client then makes

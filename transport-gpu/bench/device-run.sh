@@ -41,6 +41,12 @@ timeout ${OCC_TIMEOUT:-200} $G/bin/rpc-gpu-run --stats --blocks 264 --threads 10
 rc=$?; echo "occupancy exit $rc"
 [ $rc = 0 ] && result[occupancy]=ok || result[occupancy]="FAILED (exit $rc)"
 
+echo "== full occupancy, every warp's calls on word lines, 15 server threads"
+timeout ${OCC_TIMEOUT:-200} $G/bin/rpc-gpu-run --stats --blocks 264 --threads 1024 --max-registers 32 \
+  --server-threads 15 --word-lines-for-warps --timeout 190 $G/ptx/occupancy.ptx $calls
+rc=$?; echo "occupancy on word lines exit $rc"
+[ $rc = 0 ] && result[occupancy-words]=ok || result[occupancy-words]="FAILED (exit $rc)"
+
 for v in ${VARIANTS:-ptx}; do
   echo "== benchmark ($v)"
   timeout 300 $G/bin/ferry-gpu-bench $G/$v/bench.ptx /tmp/floor.ptx --calls $bcalls ${BENCH_ARGS:-} \
@@ -53,7 +59,7 @@ echo
 echo "== summary"
 echo "| check | result |"
 echo "|---|---|"
-for k in refusal hello gpu-tally gpu.rs occupancy; do echo "| $k | ${result[$k]} |"; done
+for k in refusal hello gpu-tally gpu.rs occupancy occupancy-words; do echo "| $k | ${result[$k]} |"; done
 for v in ${VARIANTS:-ptx}; do echo "| bench ($v) | ${result[bench-$v]} |"; done
 for v in ${VARIANTS:-ptx}; do
   echo; echo "benchmark, variant $v:"

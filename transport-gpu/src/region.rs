@@ -129,9 +129,10 @@ impl GpuRegion {
 
     /// Lets whole warps' small calls take the word lines too, not only a lone lane's, if the
     /// region has them; returns whether it is on. Takes effect at the next
-    /// [`install`](Self::install). A word call is served lane by lane, so with one or a few
-    /// server threads the packets serve a warp's calls faster; with many (`BENCHMARKS.md`: 15 on
-    /// an H200 host) the word lines serve more of them, and sooner.
+    /// [`install`](Self::install). A server does more work for a warp's word call than for its
+    /// packet, so with one server thread the packets serve thousands of warps' calls faster;
+    /// with eight about as fast, and with fifteen the word lines serve more of them
+    /// (`BENCHMARKS.md`, on an H200 host), and a lone warp's call is faster on a word line.
     pub fn set_words_for_warps(&mut self, on: bool) -> bool {
         self.words_for_warps = on && self.layout.has_words();
         self.words_for_warps
