@@ -1028,7 +1028,8 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
     /// [`dispatch`](Self::dispatch) counts a call however many lanes it carries.
     fn handle_inline_lanes(&self, opcode: u32, lanes: &mut ferry_rpc::service::InlineLanes<'_>) {
         Libc::dispatch_inline_lanes(&self.for_program(), opcode, lanes);
-        // A declined call executed nothing: it is counted when the packets bring it.
+        // A declined call executed nothing: it is counted when the packets bring it. (The
+        // generated dispatch declines a call on every lane or on none.)
         if !lanes.declined() {
             let i = self.count_index(opcode);
             self.counts[i].fetch_add(1, Ordering::Relaxed);

@@ -424,9 +424,10 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     /// Lets groups of up to `lanes` active lanes make their small calls on the word lines
     /// (default [`WORD_LANES`](crate::words::WORD_LANES): a lone lane); larger groups use the
     /// packets. On an H200 (`BENCHMARKS.md`) a lone lane's no-op call is faster on a word line
-    /// than through the packets, and so is a whole warp's; but a server serves a word call's
-    /// lanes with more work than a packet's, so thousands of warps calling at once are served
-    /// faster on word lines only with many server threads (15), slower with one to eight.
+    /// than through the packets, and so is a lone warp's; but a server does more work for a word
+    /// call than for a packet, so thousands of warps calling at once are served faster on word
+    /// lines with many server threads (15: 1.45–1.63× the packets), about as fast with eight
+    /// (0.91–1.02×) and slower with one (0.85–0.88×).
     pub fn word_lanes(mut self, lanes: u32) -> Self {
         self.word_lanes = lanes;
         self
@@ -520,7 +521,9 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// a search, a lock and an unlock (two locked instructions and a scan saved per call) if this
     /// side still owns its packet; otherwise it is unlocked and the search runs as usual. The price:
     /// the handle holds one port while idle, until its next open or until it is dropped. For
-    /// handles that call often (a thread, a warp) on a region with a port for each of them.
+    /// handles that call often (a thread, a warp) on a region with a port for each of them and
+    /// one more: a warp keeps the port of a group with lane 0 in it, which a group without lane 0
+    /// cannot take, so with every port kept such a group would wait forever.
     pub fn keep_port(mut self, keep: bool) -> Self {
         self.keep = keep;
         self

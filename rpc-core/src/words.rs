@@ -21,8 +21,10 @@
 //! back to a number. A reply word carries 24 bits of it: the server writes the words of the
 //! call's lanes and reply length, and every word of the port when the call does not follow the
 //! last one it served and once every 2¹⁶ calls, so no reply word is 2²⁴ calls older than the
-//! call that reads it. (A client would have to give up on 2²⁴ calls in a row on one port, each
-//! after its wait policy's limit, to find its own stale reply: a GPU never gives up.)
+//! call that reads it. (This starts from reply lines zeroed with the region: sequence 0, a
+//! multiple of 2¹⁶. A client would have to give up on about 2²⁴ − 2¹⁶ calls in a row on one port,
+//! each after its wait policy's limit and none of them served, to find a stale reply: a GPU never
+//! gives up.)
 //!
 //! **Layout** (`Layout::with_words`), for `P` ports of `L` lanes, `W` = [`WORDS`] words each way:
 //!
@@ -45,10 +47,11 @@
 //! 4. Each lane polls its own reply words, all loads issued together (one trip across the bus
 //!    per poll), until every one carries the sequence (only the first for a status other than
 //!    OK, which carries no reply); then an ACQUIRE fence, so whatever the handler made visible
-//!    before replying is visible after. After a few such polls (a lone warp's reply is there by
-//!    then) only the first lane polls, one word, the served word the server writes after every
-//!    lane's: every lane polling its words would fill the bus when thousands of warps wait at
-//!    once. Then each lane reads its words once more.
+//!    before replying is visible after. A lone lane polls its own words until they come. In a
+//!    group, after a few such polls (a lone warp's reply is there by then) only the first lane
+//!    polls, one word, the served word the server writes after every lane's: every lane polling
+//!    its words would fill the bus when thousands of warps wait at once. Then each lane reads its
+//!    words once more.
 //!
 //! **The server** compares each head with the last head it saw on that port (a copy of its own,
 //! so an idle port costs one load of a cached line); a head whose sequence differs from the
@@ -564,7 +567,9 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         };
         let mut requests = [[0u8; WORD_BYTES]; crate::layout::MAX_LANES as usize];
         if fits {
-            for j in 0..req_len.div_ceil(4) {
+            // At least one word a lane, as every lane stores: its acquire load is what orders that
+            // lane's earlier writes before the handler (a call without arguments too).
+            for j in 0..req_len.div_ceil(4).max(1) {
                 for lane in lanes(mask) {
                     let w = wait_for(&req[3 + j * n + lane])? as u32;
                     requests[lane][4 * j..4 * j + 4].copy_from_slice(&w.to_le_bytes());
@@ -686,12 +691,15 @@ mod tests {
 
     #[test]
     fn reply_words_are_rewritten_often_enough_that_their_sequence_bits_never_come_round() {
-        let region = HeapRegion::<crate::PerPort>::with_words(32, 1).unwrap();
+        // Eight lanes a port; the client is one lane (lane 0): the other lanes' reply words are
+        // outside every call, written only when the server rewrites the whole line.
+        let region = HeapRegion::<crate::PerPort>::with_words(32, 8).unwrap();
+        let n = region.layout().lanes() as usize;
         serving(&region, repeat, || {
             let client = region.client_with(Single, Spin).unwrap();
             let seqs = client.word_seqs();
-            // The sequence bits of every reply word of the port (lane, word), after a call of
-            // `reply_len` bytes made with sequence `seq`.
+            // The sequence bits of every reply word of the port (index j × n + lane), after a
+            // call of `reply_len` bytes made with sequence `seq`.
             let call = |seq: u32, reply_len: usize| {
                 let mut port = client.open_for_words(3).unwrap();
                 let index = port.index();
@@ -703,35 +711,43 @@ mod tests {
                     assert_eq!(reply[4 * k..4 * k + 4], seq.to_le_bytes());
                 }
                 let (_, line) = region.region().word_lines(index);
-                let n = region.layout().lanes() as usize;
                 let bits: Vec<u32> = (0..WORDS * n)
                     .map(|k| reply_seq(line[1 + k].load(Ordering::Relaxed)))
                     .collect();
                 bits
             };
-            let all = |bits: &[u32], seq: u32| bits.iter().all(|&b| b == seq & REPLY_SEQ);
-            // Calls that follow each other write only their own words (here lane 0's first).
-            assert!(all(&call(1, 16), 1));
-            let bits = call(2, 4);
-            assert_eq!(bits[0], 2);
-            assert!(all(&bits[1..], 1));
+            // Every word carries `want(lane, word)`.
+            let check = |bits: Vec<u32>, want: &dyn Fn(usize, usize) -> u32| {
+                for (k, &b) in bits.iter().enumerate() {
+                    let (j, lane) = (k / n, k % n);
+                    assert_eq!(b, want(lane, j) & REPLY_SEQ, "word {j} of lane {lane}");
+                }
+            };
+            // Lane 0's first `words` words carry `new`, every other word `old`.
+            let lane0 = |words: usize, new: u32, old: u32| {
+                move |lane: usize, j: usize| if lane == 0 && j < words { new } else { old }
+            };
+            // The first call on a fresh port follows the line's zeroed words (sequence 0): it
+            // writes its own lane's words only, as calls that follow each other do.
+            check(call(1, 16), &lane0(4, 1, 0));
+            check(call(2, 4), &|lane, j| match (lane, j) {
+                (0, 0) => 2,
+                (0, _) => 1,
+                _ => 0,
+            });
             // A call that does not follow the last one served (its client gave up on the ones
-            // between) rewrites every word.
-            assert!(all(&call(1000, 4), 1000));
+            // between) rewrites every word of every lane.
+            check(call(1000, 4), &lane0(0, 0, 1000));
             // And every `REFRESH` calls, so no word is ever `REFRESH` calls older than the call.
             let at = 5 * REFRESH;
-            assert!(all(&call(at - 2, 4), at - 2));
-            let bits = call(at - 1, 4);
-            assert_eq!(bits[0], (at - 1) & REPLY_SEQ);
-            assert!(all(&bits[1..], at - 2));
-            assert!(all(&call(at, 4), at), "a refresh");
-            let bits = call(at + 1, 4);
-            assert!(all(&bits[1..], at));
+            check(call(at - 2, 4), &lane0(0, 0, at - 2));
+            check(call(at - 1, 4), &lane0(1, at - 1, at - 2));
+            check(call(at, 4), &lane0(0, 0, at));
+            check(call(at + 1, 4), &lane0(1, at + 1, at));
             // The sequence wraps at 2^32 like any other step (and 0 is a refresh).
-            assert!(all(&call(u32::MAX - 1, 4), u32::MAX - 1));
-            let bits = call(u32::MAX, 4);
-            assert!(all(&bits[1..], u32::MAX - 1));
-            assert!(all(&call(0, 4), 0));
+            check(call(u32::MAX - 1, 4), &lane0(0, 0, u32::MAX - 1));
+            check(call(u32::MAX, 4), &lane0(1, u32::MAX, u32::MAX - 1));
+            check(call(0, 4), &lane0(0, 0, 0));
         });
     }
 

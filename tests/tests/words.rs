@@ -42,8 +42,15 @@ struct Served {
     next: AtomicU64,
 }
 
+/// A `Mix` value at least this large is answered after a pause: the caller's lanes outwait their
+/// first polls of their own words and wait on the served word.
+const SLOW: u64 = 1 << 40;
+
 impl HostServer for Served {
     fn mix(&self, lane: u32, value: u64) -> u64 {
+        if value >= SLOW {
+            std::thread::sleep(Duration::from_millis(2));
+        }
         mix(lane, value)
     }
     fn print(&self, line: &str) -> u64 {
@@ -294,4 +301,48 @@ fn one_dispatch_serves_every_lane_and_declines_what_a_word_line_cannot_carry() {
     let (got, declined) = run(0x1234, 8);
     assert!(!declined);
     assert_eq!(got[5].0, status::UNKNOWN_OPCODE);
+}
+
+#[test]
+fn a_lane_asking_for_more_than_the_calls_reply_gets_zeros_past_it_and_does_not_wait() {
+    serve("reply lengths", 4, true, |lane, region| {
+        let desc = sim::descriptor(region);
+        // SAFETY: `desc` names `region`, alive and used only through the protocol here.
+        let client = unsafe { desc.client(lane, Yield) }.unwrap().word_lanes(64);
+        let me = client.lanes().lane_id();
+        for round in 0..20u64 {
+            let mut request = [0u8; 12];
+            request[..4].copy_from_slice(&me.to_le_bytes());
+            request[4..].copy_from_slice(&round.to_le_bytes());
+            let mut port = client.open_for_words(Host::OPCODE_MIX).unwrap();
+            // The first lane's lengths are the call's: lane 0 asks for 4 bytes, the others 8.
+            let want = if me == 0 { 4 } else { 8 };
+            let mut reply = [0xAA_u8; 8];
+            let status = port.call_words(&request, &mut reply[..want]);
+            drop(port);
+            assert_eq!(status, Ok(0), "lane {me}");
+            assert_eq!(reply[..4], mix(me, round).to_le_bytes()[..4], "lane {me}");
+            let past: [u8; 4] = if me == 0 { [0xAA; 4] } else { [0; 4] };
+            assert_eq!(reply[4..], past, "lane {me}");
+        }
+    });
+}
+
+#[test]
+fn a_warp_whose_reply_is_slow_waits_on_the_served_word_and_gets_its_own_replies() {
+    let (log, _) = serve("slow server", 8, true, |lane, region| {
+        let desc = sim::descriptor(region);
+        // SAFETY: `desc` names `region`, alive and used only through the protocol here.
+        let client = unsafe { desc.client(lane, Yield) }.unwrap().word_lanes(64);
+        let me = client.lanes().lane_id();
+        let host = Host::client(&client);
+        for round in 0..5 {
+            let value = SLOW + round;
+            assert_eq!(host.mix(me, value), Ok(mix(me, value)), "lane {me}");
+        }
+    });
+    assert_eq!(log.len(), 5);
+    assert!(log
+        .iter()
+        .all(|&e| e == (Path::Words, Host::OPCODE_MIX, 0xff)));
 }

@@ -11,7 +11,8 @@ use crate::Error;
 /// How many ports a region gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PortCount {
-    /// One per resident warp of the device (SMs × warps per SM), at most `cap`.
+    /// One per resident warp of the device (SMs × warps per SM) and at least one more, so that
+    /// warps can keep their ports ([`GpuRegion::keep_ports_for`]); at most `cap`.
     ResidentWarps {
         /// The most ports (rounded up to a multiple of 32).
         cap: u32,
@@ -30,7 +31,7 @@ impl PortCount {
     /// The port count for a device with `resident_warps` resident warps.
     pub fn resolve(self, resident_warps: u32) -> u32 {
         let n = match self {
-            PortCount::ResidentWarps { cap } => resident_warps.min(cap),
+            PortCount::ResidentWarps { cap } => resident_warps.saturating_add(1).min(cap),
             PortCount::Exactly(n) => n,
         };
         n.max(1).div_ceil(PORT_GRANULE) * PORT_GRANULE
@@ -112,11 +113,17 @@ impl GpuRegion {
     }
 
     /// Lets each warp of a launch of `warps` warps keep its port between calls (no lock, unlock or
-    /// port search per call, and no read of host memory to open it) if the region has a port for
-    /// every warp; otherwise turns it off. Returns whether it is on. Takes effect at the next
-    /// [`install`](Self::install).
+    /// port search per call, and no read of host memory to open it) if the region has more ports
+    /// than the launch has warps; otherwise turns it off. Returns whether it is on. Takes effect at
+    /// the next [`install`](Self::install).
+    ///
+    /// Why more, not as many: a warp keeps the port of its lane 0's last call (a group with lane
+    /// 0 in it), and a group without lane 0 cannot use that port. Were every port kept, such a
+    /// group (`if lane == 0 { .. } else { print(..) }` in every warp at once) would wait for a
+    /// port forever. With one port more than warps, one is always free but for the calls in
+    /// flight, which end.
     pub fn keep_ports_for(&mut self, warps: u64) -> bool {
-        self.keep_ports = warps <= self.layout.ports() as u64;
+        self.keep_ports = warps < self.layout.ports() as u64;
         self.keep_ports
     }
 
@@ -130,9 +137,9 @@ impl GpuRegion {
     /// Lets whole warps' small calls take the word lines too, not only a lone lane's, if the
     /// region has them; returns whether it is on. Takes effect at the next
     /// [`install`](Self::install). A server does more work for a warp's word call than for its
-    /// packet, so with one server thread the packets serve thousands of warps' calls faster;
-    /// with eight about as fast, and with fifteen the word lines serve more of them
-    /// (`BENCHMARKS.md`, on an H200 host), and a lone warp's call is faster on a word line.
+    /// packet: on an H200 host (`BENCHMARKS.md`) thousands of warps' calls were served 0.85–0.88×
+    /// as fast on word lines with one server thread, 0.91–1.02× with eight, 1.45–1.63× with
+    /// fifteen; a lone warp's call is faster on a word line.
     pub fn set_words_for_warps(&mut self, on: bool) -> bool {
         self.words_for_warps = on && self.layout.has_words();
         self.words_for_warps

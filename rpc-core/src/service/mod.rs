@@ -269,9 +269,9 @@ pub struct InlineLanes<'a> {
 
 impl<'a> InlineLanes<'a> {
     /// The lanes in `mask` (bit `i`: lane `i`, lanes past the arrays' length ignored), each with
-    /// the first `request_len` bytes of its request (at most `WORD_BYTES`); the status of every
-    /// lane of the call starts as [`DECLINED`](crate::words::DECLINED) (the others' are not
-    /// touched). A server makes these; a test of a handler
+    /// the first `request_len` bytes of its request (at most `WORD_BYTES`); every lane of the call
+    /// starts with a zeroed reply and the status [`DECLINED`](crate::words::DECLINED) (the other
+    /// lanes' are not touched). A server makes these; a test of a handler
     /// can too, and read what it did with [`status`](Self::status) and [`reply`](Self::reply).
     pub fn new(
         mask: u64,
@@ -293,6 +293,12 @@ impl<'a> InlineLanes<'a> {
             replies,
             statuses,
         };
+        let mut left = lanes.mask;
+        while left != 0 {
+            let lane = left.trailing_zeros() as usize;
+            left &= left - 1;
+            lanes.replies[lane] = [0; crate::words::WORD_BYTES];
+        }
         lanes.decline();
         lanes
     }
@@ -303,9 +309,10 @@ impl<'a> InlineLanes<'a> {
     }
 
     /// Serves every lane of the call in turn: `serve(request, reply)` gets the lane's request
-    /// bytes and writes its reply at the start of `reply` (zeroed; the client reads as many bytes
-    /// as it asked for), returning the lane's status, or `None` to decline the lane's call (the
-    /// client then makes it through the packets).
+    /// bytes and writes its reply at the start of `reply` (zeroed by [`new`](Self::new); the
+    /// client reads as many bytes as it asked for), returning the lane's status, or `None` to
+    /// decline the lane's call (the client then makes it through the packets). Call it once: a
+    /// second call sees the first one's replies.
     #[inline(always)]
     pub fn serve(
         &mut self,
@@ -321,13 +328,21 @@ impl<'a> InlineLanes<'a> {
         }
     }
 
-    /// Lane `lane`'s status: what its handler returned, or
-    /// [`DECLINED`](crate::words::DECLINED).
+    /// Lane `lane`'s status: for a lane of the call, what its handler returned, or
+    /// [`DECLINED`](crate::words::DECLINED); for another, what the caller's array held.
+    ///
+    /// # Panics
+    ///
+    /// If `lane` is past the arrays given to [`new`](Self::new).
     pub fn status(&self, lane: usize) -> u32 {
         self.statuses[lane]
     }
 
-    /// Lane `lane`'s reply bytes (those past the reply's end are zero).
+    /// Lane `lane`'s reply bytes (for a lane of the call, zero past the reply's end).
+    ///
+    /// # Panics
+    ///
+    /// If `lane` is past the arrays given to [`new`](Self::new).
     pub fn reply(&self, lane: usize) -> &[u8; crate::words::WORD_BYTES] {
         &self.replies[lane]
     }

@@ -75,8 +75,16 @@ pub trait Services {
     ) -> Option<(u32, usize)>;
 
     /// Serves every lane of a call that came on a word line with the service that has its
-    /// opcode (one that none has: `status::UNKNOWN_OPCODE` on every lane).
-    fn dispatch_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>);
+    /// opcode (one that none has: `status::UNKNOWN_OPCODE` on every lane). By default lane by
+    /// lane through [`dispatch_inline`](Self::dispatch_inline).
+    fn dispatch_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
+        lanes.serve(|request, reply| {
+            let mut out = [0u8; INLINE_BYTES];
+            let (status, _) = self.dispatch_inline(opcode, request, &[], &mut out)?;
+            reply.copy_from_slice(&out[..crate::words::WORD_BYTES]);
+            Some(status)
+        });
+    }
 }
 
 impl<S: Dispatch<H>, H> Services for Serving<S, H> {

@@ -4,7 +4,8 @@
 //! rpc-gpu-run [OPTIONS] PROGRAM.ptx [ARGS...]
 //!   --blocks N           blocks in the grid (default 1)
 //!   --threads N          threads per block (default 32)
-//!   --ports N            region ports (default: the device's resident warps, at most 16384)
+//!   --ports N            region ports (default: one per resident warp of the device and 32
+//!                        more, at most 16384)
 //!   --server-threads N   host threads serving calls (default 1)
 //!   --max-registers N    register cap for the JIT (32 lets 2048 threads share an SM)
 //!   --timeout SECS       give up on the kernel after this long (default 600)
@@ -151,6 +152,9 @@ fn main() -> ExitCode {
             return fail(e);
         }
     };
+    if config.words_for_warps && !config.word_lines {
+        return fail("--word-lines-for-warps needs the word lines: drop --no-word-lines");
+    }
     let ptx = match std::fs::read(&program) {
         Ok(p) => p,
         Err(e) => return fail(format_args!("cannot read {program}: {e}")),
