@@ -80,12 +80,9 @@ pub trait Handler<M: Mailbox, W: Wait>: Sync {
     /// `dispatch_inline_lanes`). Only called if [`serves_inline`](Self::serves_inline) says so.
     #[inline]
     fn handle_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
-        lanes.serve(|request, reply| {
-            let mut out = [0u8; INLINE_BYTES];
-            let (status, _) = self.handle_inline(opcode, request, &[], &mut out)?;
-            reply.copy_from_slice(&out[..crate::words::WORD_BYTES]);
-            Some(status)
-        });
+        crate::words::lane_by_lane(|opcode, request, out| {
+            self.handle_inline(opcode, request, &[], out)
+        })(opcode, lanes)
     }
 
     /// Whether this handler answers inline calls.

@@ -580,12 +580,9 @@ pub trait Dispatch<H: ?Sized>: Service {
     /// [`dispatch_inline`](Self::dispatch_inline).
     #[inline]
     fn dispatch_inline_lanes(handler: &H, opcode: u32, lanes: &mut InlineLanes<'_>) {
-        lanes.serve(|request, reply| {
-            let mut out = [0u8; INLINE_BYTES];
-            let (status, _) = Self::dispatch_inline(handler, opcode, request, &[], &mut out)?;
-            reply.copy_from_slice(&out[..crate::words::WORD_BYTES]);
-            Some(status)
-        });
+        crate::words::lane_by_lane(|opcode, request, out| {
+            Self::dispatch_inline(handler, opcode, request, &[], out)
+        })(opcode, lanes)
     }
 }
 

@@ -78,12 +78,9 @@ pub trait Services {
     /// opcode (one that none has: `status::UNKNOWN_OPCODE` on every lane). By default lane by
     /// lane through [`dispatch_inline`](Self::dispatch_inline).
     fn dispatch_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
-        lanes.serve(|request, reply| {
-            let mut out = [0u8; INLINE_BYTES];
-            let (status, _) = self.dispatch_inline(opcode, request, &[], &mut out)?;
-            reply.copy_from_slice(&out[..crate::words::WORD_BYTES]);
-            Some(status)
-        });
+        crate::words::lane_by_lane(|opcode, request, out| {
+            self.dispatch_inline(opcode, request, &[], out)
+        })(opcode, lanes)
     }
 }
 
