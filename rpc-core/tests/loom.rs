@@ -347,3 +347,59 @@ fn word_calls_after_a_packet_call() {
         server.join().unwrap();
     });
 }
+
+/// A client gives up on a word call (its wait policy's limit) and makes the next one on the same
+/// port; the server may serve the first late (after the client gave up, or while it makes the
+/// next), or find only the second. The second call's reply is always its own: never the words of
+/// the first (whose sequence is one lower), whatever the server wrote and when.
+#[test]
+fn a_word_call_given_up_on_is_never_taken_for_the_next() {
+    model(2, Some(120), || {
+        let region = Arc::new(HeapRegion::<PerPort>::with_words(32, 1).unwrap());
+        let stop = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        let server = {
+            let (region, stop) = (region.clone(), stop.clone());
+            thread::spawn(move || {
+                let server = region.server().exclusive().ok().unwrap();
+                let mut seen = [0u64; 32];
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    let served = server.serve_words(
+                        &mut seen,
+                        ferry_rpc::words::lane_by_lane(|_, request, reply| {
+                            let v = u64::from_le_bytes(request[..8].try_into().unwrap());
+                            reply[..8].copy_from_slice(&(v + 1).to_le_bytes());
+                            Some((0, 8))
+                        }),
+                        |_| {},
+                    );
+                    if served == 0 {
+                        thread::yield_now();
+                    }
+                }
+            })
+        };
+        let mut reply = [0u8; 8];
+        // A client that gives up after one poll: the call is answered or given up on, as loom
+        // schedules it.
+        let impatient = region
+            .client_with(ferry_rpc::Single, ferry_rpc::SpinLimit(1))
+            .unwrap();
+        let mut port = impatient.open_for_words(1).unwrap();
+        let index = port.index();
+        match port.call_words(&5u64.to_le_bytes(), &mut reply) {
+            Ok(0) => assert_eq!(u64::from_le_bytes(reply), 6),
+            Err(ferry_rpc::Error::Stalled) => {}
+            other => panic!("the first call: {other:?}"),
+        }
+        drop(port);
+        // The next call on the same port, waiting as long as it takes.
+        let patient = region.client();
+        let mut port = patient.open_for_words(1).unwrap();
+        assert_eq!(port.index(), index);
+        assert_eq!(port.call_words(&9u64.to_le_bytes(), &mut reply), Ok(0));
+        assert_eq!(u64::from_le_bytes(reply), 10, "the second call's own reply");
+        drop(port);
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        server.join().unwrap();
+    });
+}
