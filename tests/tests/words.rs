@@ -346,3 +346,29 @@ fn a_warp_whose_reply_is_slow_waits_on_the_served_word_and_gets_its_own_replies(
         .iter()
         .all(|&e| e == (Path::Words, Host::OPCODE_MIX, 0xff)));
 }
+
+#[test]
+fn inline_lanes_keep_to_the_arrays_they_are_given() {
+    use ferry_rpc::words::{DECLINED, WORD_BYTES};
+    let requests = [[7u8; WORD_BYTES]; 3];
+    let (mut replies, mut statuses) = ([[9u8; WORD_BYTES]; 5], [1u32; 2]);
+    // A mask past every array and a request length past a word line: two lanes, 16 bytes each.
+    let mut lanes = InlineLanes::new(u64::MAX, 1000, &requests, &mut replies, &mut statuses);
+    assert_eq!(lanes.mask(), 0b11);
+    let mut seen = Vec::new();
+    lanes.serve(|request, reply| {
+        seen.push(request.len());
+        // The reply starts zeroed.
+        assert_eq!(*reply, [0; WORD_BYTES]);
+        reply[0] = 1;
+        Some(0)
+    });
+    assert_eq!(seen, [WORD_BYTES, WORD_BYTES]);
+    assert!(!lanes.declined());
+    assert_eq!((lanes.status(1), lanes.reply(1)[0]), (0, 1));
+    lanes.decline();
+    assert!(lanes.declined());
+    assert_eq!(lanes.status(0), DECLINED);
+    // Lanes outside the call are not touched.
+    assert_eq!(replies[2], [9; WORD_BYTES]);
+}
