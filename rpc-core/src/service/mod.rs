@@ -256,7 +256,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> InlineCall for Process<'_, Client, L, M, W> 
 
 /// The lanes of one call that came on a GPU's word lines (`ferry_rpc::words`), served together:
 /// a derived service decodes the opcode once and serves every lane in one loop
-/// ([`Handler::handle_inline_lanes`]), where serving them one by one would dispatch per lane.
+/// (`Handler::handle_inline_lanes`), where serving them one by one would dispatch per lane.
 /// Each lane's request is at most [`WORD_BYTES`](crate::words::WORD_BYTES), and so is its reply.
 #[derive(Debug)]
 pub struct InlineLanes<'a> {
