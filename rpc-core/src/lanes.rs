@@ -56,6 +56,18 @@ pub unsafe trait Lanes {
     }
 }
 
+/// The lanes in `mask` (bit `i`: lane `i`), lowest first.
+#[inline(always)]
+pub(crate) fn lanes_in(mut mask: u64) -> impl Iterator<Item = usize> {
+    core::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let lane = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            lane
+        })
+    })
+}
+
 /// One host thread: a group of one lane.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Single;

@@ -68,7 +68,7 @@
 //! The packets and the word lines of one port never carry a call at once: a word call is made on
 //! a port whose packet the client holds, and it leaves the packet there.
 
-use crate::lanes::Lanes;
+use crate::lanes::{lanes_in, Lanes};
 use crate::mailbox::Mailbox;
 use crate::port::Port;
 use crate::process::{Client, Process, Server};
@@ -555,30 +555,22 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         // Hostile lengths are refused, not read past the line.
         let fits = req_len <= WORD_BYTES && rep_len <= WORD_BYTES;
         // Read every lane's request words (a warp's stores of word j are one run of the line),
-        // serve each lane, then write the replies in one burst: the client polls these lines,
+        // serve every lane, then write the replies in one burst: the client polls these lines,
         // and each of its reads takes a line the server is writing away from it.
-        // The lanes of a mask, lowest first.
-        let lanes = |mut mask: u64| {
-            core::iter::from_fn(move || {
-                let lane = mask.trailing_zeros() as usize;
-                mask &= mask.wrapping_sub(1);
-                (lane < 64).then_some(lane)
-            })
-        };
-        let mut requests = [[0u8; WORD_BYTES]; crate::layout::MAX_LANES as usize];
+        let mut replies = [[0u8; WORD_BYTES]; crate::layout::MAX_LANES as usize];
+        let mut statuses = [crate::service::status::BAD_REQUEST; crate::layout::MAX_LANES as usize];
+        // (A call of no lanes executes nothing either.)
+        let mut declined = mask == 0;
         if fits {
+            let mut requests = [[0u8; WORD_BYTES]; crate::layout::MAX_LANES as usize];
             // At least one word a lane, as every lane stores: its acquire load is what orders that
             // lane's earlier writes before the handler (a call without arguments too).
             for j in 0..req_len.div_ceil(4).max(1) {
-                for lane in lanes(mask) {
+                for lane in lanes_in(mask) {
                     let w = wait_for(&req[3 + j * n + lane])? as u32;
                     requests[lane][4 * j..4 * j + 4].copy_from_slice(&w.to_le_bytes());
                 }
             }
-        }
-        let mut replies = [[0u8; WORD_BYTES]; crate::layout::MAX_LANES as usize];
-        let mut statuses = [crate::service::status::BAD_REQUEST; crate::layout::MAX_LANES as usize];
-        if fits {
             // Every lane in one dispatch: the handler decodes the opcode once.
             let mut call = InlineLanes::new(
                 mask,
@@ -588,6 +580,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                 &mut statuses[..n],
             );
             handle(opcode, &mut call);
+            declined = call.declined();
         }
         // SYNC (word reply, release): each word's store publishes what the handler did before
         // it. The call's lanes get the words of its reply (at least the first, which carries the
@@ -610,7 +603,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         };
         for j in 0..words {
             let keep = kept(j);
-            for lane in lanes(written) {
+            for lane in lanes_in(written) {
                 let bytes = &replies[lane][4 * j..4 * j + 4];
                 let value = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) & keep;
                 let v = reply_word(value, statuses[lane], seq);
@@ -618,7 +611,6 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             }
         }
         rep[0].store(word(0, seq), Ordering::Release);
-        let declined = lanes(mask).all(|lane| statuses[lane] == DECLINED);
         Ok(WordServed {
             port,
             opcode,

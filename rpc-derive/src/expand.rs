@@ -921,35 +921,46 @@ fn client_method_with(service: &Ident, call: &Call) -> TokenStream {
     }
 }
 
-/// What the arms of `dispatch_inline` and `dispatch_inline_lanes` make of a fixed call: its
-/// handler method, the sizes of its arguments and reply, the decoding of `request` into `pat`
-/// (binding `names`), and the encoding of `__rpc_reply` into `__rpc_buf`.
-struct InlineParts {
-    method: Ident,
-    q: TokenStream,
-    r: TokenStream,
-    decode: TokenStream,
-    pat: TokenStream,
-    names: Vec<Ident>,
-    encode: TokenStream,
-}
-
-fn inline_parts(call: &Call) -> InlineParts {
+/// What the arms of `dispatch_inline` and `dispatch_inline_lanes` share for a fixed call: the
+/// sizes of its arguments and reply (`__RPC_Q`, `__RPC_R`), and the code that checks `request`'s
+/// length (then `take_body`, the arm's check of a streamed argument), decodes it, calls the
+/// handler (with `body_arg`) and encodes the reply into `__rpc_buf`, returning `bad` (bound by the
+/// arm) for a request that does not decode.
+fn fixed_call(
+    call: &Call,
+    server: &Ident,
+    take_body: TokenStream,
+    body_arg: TokenStream,
+) -> (TokenStream, TokenStream) {
     let p = quote!(::ferry_rpc::__private);
+    let (q, r) = (args_size(call), reply_size(call));
+    let method = method_ident(call);
+    let decode = decode_args(call, &format_ident!("request"));
+    let pat = args_pattern(call);
+    let names = arg_locals(call);
     let encode = if call.error().is_some() {
         quote!(#p::put_result(&mut __rpc_buf, &__rpc_reply))
     } else {
         quote!(#p::put(&mut __rpc_buf, 0, &__rpc_reply))
     };
-    InlineParts {
-        method: method_ident(call),
-        q: args_size(call),
-        r: reply_size(call),
-        decode: decode_args(call, &format_ident!("request")),
-        pat: args_pattern(call),
-        names: arg_locals(call),
-        encode,
-    }
+    let sizes = quote! {
+        const __RPC_Q: usize = #q;
+        const __RPC_R: usize = #r;
+    };
+    let serve = quote! {
+        if request.len() != __RPC_Q {
+            return bad;
+        }
+        #take_body
+        let ::core::option::Option::Some(#pat) = #decode else {
+            return bad;
+        };
+        #[allow(clippy::let_unit_value)]
+        let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)* #body_arg);
+        let mut __rpc_buf = [0u8; __RPC_R];
+        #encode;
+    };
+    (sizes, serve)
 }
 
 /// A call's arm in `dispatch_inline_lanes`: every lane decoded and served in one loop, or the
@@ -960,34 +971,17 @@ fn inline_lanes_arm(call: &Call, server: &Ident) -> TokenStream {
     if !fixed_reply || call.stream_arg().is_some() {
         return quote!(#opcode => lanes.decline(),);
     }
-    let InlineParts {
-        method,
-        q,
-        r,
-        decode,
-        pat,
-        names,
-        encode,
-    } = inline_parts(call);
+    let (sizes, serve) = fixed_call(call, server, quote!(), quote!());
     let s = quote!(::ferry_rpc::service);
     quote! {
         #opcode => {
-            const __RPC_Q: usize = #q;
-            const __RPC_R: usize = #r;
+            #sizes
             if __RPC_Q > ::ferry_rpc::words::WORD_BYTES || __RPC_R > ::ferry_rpc::words::WORD_BYTES {
                 return lanes.decline();
             }
             lanes.serve(|request, reply| {
-                if request.len() != __RPC_Q {
-                    return ::core::option::Option::Some(#s::status::BAD_REQUEST);
-                }
-                let ::core::option::Option::Some(#pat) = #decode else {
-                    return ::core::option::Option::Some(#s::status::BAD_REQUEST);
-                };
-                #[allow(clippy::let_unit_value)]
-                let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)*);
-                let mut __rpc_buf = [0u8; __RPC_R];
-                #encode;
+                let bad = ::core::option::Option::Some(#s::status::BAD_REQUEST);
+                #serve
                 // (Always there: the reply fits a word line, checked above.)
                 if let ::core::option::Option::Some(out) = reply.get_mut(..__RPC_R) {
                     out.copy_from_slice(&__rpc_buf);
@@ -1010,15 +1004,6 @@ fn inline_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     if !fixed_reply || text_arg {
         return quote!(#opcode => ::core::option::Option::None,);
     }
-    let InlineParts {
-        method,
-        q,
-        r,
-        decode,
-        pat,
-        names,
-        encode,
-    } = inline_parts(call);
     let s = quote!(::ferry_rpc::service);
     // The body: a call with a streamed argument takes it (bounded by its limit, text checked);
     // any other refuses one.
@@ -1044,25 +1029,15 @@ fn inline_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
             )
         }
     };
+    let (sizes, serve) = fixed_call(call, server, take_body, body_arg);
     quote! {
         #opcode => {
-            const __RPC_Q: usize = #q;
-            const __RPC_R: usize = #r;
+            #sizes
             if __RPC_Q > #s::INLINE_BYTES || __RPC_R > #s::INLINE_BYTES {
                 return ::core::option::Option::None;
             }
             let bad = ::core::option::Option::Some((#s::status::BAD_REQUEST, 0));
-            if request.len() != __RPC_Q {
-                return bad;
-            }
-            #take_body
-            let ::core::option::Option::Some(#pat) = #decode else {
-                return bad;
-            };
-            #[allow(clippy::let_unit_value)]
-            let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)* #body_arg);
-            let mut __rpc_buf = [0u8; __RPC_R];
-            #encode;
+            #serve
             reply[..__RPC_R].copy_from_slice(&__rpc_buf);
             ::core::option::Option::Some((#s::status::OK, __RPC_R))
         }

@@ -122,6 +122,26 @@ pub fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 
 pub use ferry_testkit::Watchdog;
 
+/// Runs `serve` over and over on a thread of its own while `body` runs on this one, then stops
+/// it: a server for the body's clients. `serve` returns whether it served anything (the thread
+/// yields when it did not). The server is stopped even if `body` panics, and the panic is passed
+/// on once it has (a scope would otherwise wait for the server forever).
+pub fn serving_while<R>(mut serve: impl FnMut() -> bool + Send, body: impl FnOnce() -> R) -> R {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Acquire) {
+                if !serve() {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+        stop.store(true, Ordering::Release);
+        result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 /// A writer the test reads back (clones share the bytes).
 #[derive(Clone, Default)]
 pub struct Capture(Arc<Mutex<Vec<u8>>>);

@@ -6,14 +6,14 @@
 //! reply routed to the wrong lane; a hang (lanes waiting on a lane that never comes) is caught by
 //! the simulated warp or the watchdog.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::Duration;
 
 use ferry_device::sim::{self, SimWarp, Yield};
 use ferry_rpc::service::Text;
 use ferry_rpc::{HeapRegion, Lanes, RpcOpcodes};
-use ferry_tests::Watchdog;
+use ferry_tests::{serving_while, Watchdog};
 
 /// The host side of the calls a divergent warp makes.
 #[derive(RpcOpcodes)]
@@ -74,34 +74,28 @@ fn serve(
     let region: HeapRegion = HeapRegion::new(32, lanes).unwrap();
     let host = Served::default();
     let log = Mutex::new(Vec::new());
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let server = region.server();
-            let mut buffers = Vec::new();
-            while !stop.load(Ordering::Acquire) {
-                let Some(mut port) = server.try_open(()) else {
-                    std::thread::yield_now();
-                    continue;
-                };
-                log.lock().unwrap().push((port.opcode(), port.lane_mask()));
-                if port.opcode() == RAW {
-                    port.recv_and_send(|slot, _| slot.words[0] = scramble(slot.words[0]))
-                        .unwrap();
-                } else {
-                    Host::dispatch(&host, &mut port, &mut buffers).unwrap();
-                }
+    let server = region.server();
+    let mut buffers = Vec::new();
+    let (served, seen_log) = (&host, &log);
+    serving_while(
+        move || {
+            let Some(mut port) = server.try_open(()) else {
+                return false;
+            };
+            seen_log
+                .lock()
+                .unwrap()
+                .push((port.opcode(), port.lane_mask()));
+            if port.opcode() == RAW {
+                port.recv_and_send(|slot, _| slot.words[0] = scramble(slot.words[0]))
+                    .unwrap();
+            } else {
+                Host::dispatch(served, &mut port, &mut buffers).unwrap();
             }
-        });
-        // A lane's failure must stop the server too, or the scope would wait for it forever.
-        let lanes = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            SimWarp::run(lanes, |lane| warp(lane, &region))
-        }));
-        stop.store(true, Ordering::Release);
-        if let Err(panic) = lanes {
-            std::panic::resume_unwind(panic);
-        }
-    });
+            true
+        },
+        || SimWarp::run(lanes, |lane| warp(lane, &region)),
+    );
     (log.into_inner().unwrap(), host)
 }
 

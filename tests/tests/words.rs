@@ -6,14 +6,14 @@
 //! lanes, so a call on the wrong path, with the wrong lanes, or a reply routed to the wrong lane
 //! is caught.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use ferry_device::sim::{self, SimWarp, Yield};
 use ferry_rpc::service::{InlineLanes, Text};
 use ferry_rpc::{HeapRegion, Lanes, RpcOpcodes};
-use ferry_tests::Watchdog;
+use ferry_tests::{serving_while, Watchdog};
 
 #[derive(RpcOpcodes)]
 #[rpc(service = "words")]
@@ -87,42 +87,38 @@ fn serve(
     let region: HeapRegion = HeapRegion::with_words(32, lanes).unwrap();
     let host = Served::default();
     let log = Mutex::new(Vec::new());
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let server = region.server();
-            let mut buffers = Vec::new();
-            let mut seen = vec![0u64; 32];
-            while !stop.load(Ordering::Acquire) {
-                if let Some(mut port) = server.try_open(()) {
-                    log.lock()
-                        .unwrap()
-                        .push((Path::Packets, port.opcode(), port.lane_mask()));
-                    Host::dispatch(&host, &mut port, &mut buffers).unwrap();
-                    continue;
-                }
-                let words = server.serve_words(
-                    &mut seen,
-                    // Every lane of a call in one generated dispatch.
-                    |opcode, lanes: &mut InlineLanes<'_>| match inline {
-                        true => Host::dispatch_inline_lanes(&host, opcode, lanes),
-                        false => lanes.decline(),
-                    },
-                    |w| log.lock().unwrap().push((Path::Words, w.opcode, w.mask)),
-                );
-                if words == 0 {
-                    std::thread::yield_now();
-                }
+    let server = region.server();
+    let mut buffers = Vec::new();
+    let mut seen = vec![0u64; 32];
+    let (served, seen_log) = (&host, &log);
+    serving_while(
+        move || {
+            if let Some(mut port) = server.try_open(()) {
+                seen_log
+                    .lock()
+                    .unwrap()
+                    .push((Path::Packets, port.opcode(), port.lane_mask()));
+                Host::dispatch(served, &mut port, &mut buffers).unwrap();
+                return true;
             }
-        });
-        let lanes = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            SimWarp::run(lanes, |lane| warp(lane, &region))
-        }));
-        stop.store(true, Ordering::Release);
-        if let Err(panic) = lanes {
-            std::panic::resume_unwind(panic);
-        }
-    });
+            let words = server.serve_words(
+                &mut seen,
+                // Every lane of a call in one generated dispatch.
+                |opcode, lanes: &mut InlineLanes<'_>| match inline {
+                    true => Host::dispatch_inline_lanes(served, opcode, lanes),
+                    false => lanes.decline(),
+                },
+                |w| {
+                    seen_log
+                        .lock()
+                        .unwrap()
+                        .push((Path::Words, w.opcode, w.mask))
+                },
+            );
+            words > 0
+        },
+        || SimWarp::run(lanes, |lane| warp(lane, &region)),
+    );
     (log.into_inner().unwrap(), host)
 }
 

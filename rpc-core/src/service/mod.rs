@@ -293,10 +293,7 @@ impl<'a> InlineLanes<'a> {
             replies,
             statuses,
         };
-        let mut left = lanes.mask;
-        while left != 0 {
-            let lane = left.trailing_zeros() as usize;
-            left &= left - 1;
+        for lane in crate::lanes::lanes_in(lanes.mask) {
             lanes.replies[lane] = [0; crate::words::WORD_BYTES];
         }
         lanes.decline();
@@ -318,10 +315,7 @@ impl<'a> InlineLanes<'a> {
         &mut self,
         mut serve: impl FnMut(&[u8], &mut [u8; crate::words::WORD_BYTES]) -> Option<u32>,
     ) {
-        let mut left = self.mask;
-        while left != 0 {
-            let lane = left.trailing_zeros() as usize;
-            left &= left - 1;
+        for lane in crate::lanes::lanes_in(self.mask) {
             let request = &self.requests[lane][..self.request_len];
             self.statuses[lane] =
                 serve(request, &mut self.replies[lane]).unwrap_or(crate::words::DECLINED);
@@ -349,24 +343,13 @@ impl<'a> InlineLanes<'a> {
 
     /// Whether the call was declined on every lane (nothing was executed).
     pub fn declined(&self) -> bool {
-        let mut left = self.mask;
-        while left != 0 {
-            let lane = left.trailing_zeros() as usize;
-            left &= left - 1;
-            if self.statuses[lane] != crate::words::DECLINED {
-                return false;
-            }
-        }
-        true
+        crate::lanes::lanes_in(self.mask).all(|lane| self.statuses[lane] == crate::words::DECLINED)
     }
 
     /// Declines the call on every lane: nothing is executed, the client makes it through the
     /// packets.
     pub fn decline(&mut self) {
-        let mut left = self.mask;
-        while left != 0 {
-            let lane = left.trailing_zeros() as usize;
-            left &= left - 1;
+        for lane in crate::lanes::lanes_in(self.mask) {
             self.statuses[lane] = crate::words::DECLINED;
         }
     }

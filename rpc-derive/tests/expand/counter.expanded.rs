@@ -743,17 +743,16 @@ impl Counter {
                 }
                 lanes
                     .serve(|request, reply| {
+                        let bad = ::core::option::Option::Some(
+                            ::ferry_rpc::service::status::BAD_REQUEST,
+                        );
                         if request.len() != __RPC_Q {
-                            return ::core::option::Option::Some(
-                                ::ferry_rpc::service::status::BAD_REQUEST,
-                            );
+                            return bad;
                         }
                         let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
                             ::ferry_rpc::__private::take::<u64>(request, 0usize)?,
                         )))() else {
-                            return ::core::option::Option::Some(
-                                ::ferry_rpc::service::status::BAD_REQUEST,
-                            );
+                            return bad;
                         };
                         #[allow(clippy::let_unit_value)]
                         let __rpc_reply = <__RpcH as CounterServer>::add(
@@ -782,17 +781,16 @@ impl Counter {
                 }
                 lanes
                     .serve(|request, reply| {
+                        let bad = ::core::option::Option::Some(
+                            ::ferry_rpc::service::status::BAD_REQUEST,
+                        );
                         if request.len() != __RPC_Q {
-                            return ::core::option::Option::Some(
-                                ::ferry_rpc::service::status::BAD_REQUEST,
-                            );
+                            return bad;
                         }
                         let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
                             ::ferry_rpc::__private::take::<u32>(request, 0usize)?,
                         )))() else {
-                            return ::core::option::Option::Some(
-                                ::ferry_rpc::service::status::BAD_REQUEST,
-                            );
+                            return bad;
                         };
                         #[allow(clippy::let_unit_value)]
                         let __rpc_reply = <__RpcH as CounterServer>::touch(
