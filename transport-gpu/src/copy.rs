@@ -22,7 +22,9 @@
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use cudarc::driver::sys;
 use ferry_libc::{DeviceCopy, HostError};
@@ -297,6 +299,59 @@ struct Staging {
 pub struct CudaCopy {
     context: sys::CUcontext,
     pool: Mutex<Vec<Staging>>,
+    stats: Counters,
+}
+
+/// Where the copies' time went, summed over the copies since [`CudaCopy::take_stats`] was last
+/// called (times in nanoseconds; the file side summed over its threads, so it can exceed the
+/// copies' own time).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CopyStats {
+    /// Copies served (each [`Libc::ReadToDevice`] or [`Libc::WriteFromDevice`] that reached the
+    /// copy engine's path).
+    ///
+    /// [`Libc::ReadToDevice`]: ferry_libc::Libc::ReadToDevice
+    /// [`Libc::WriteFromDevice`]: ferry_libc::Libc::WriteFromDevice
+    pub copies: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Checking the device ranges with the driver.
+    pub check_ns: u64,
+    /// Reading or writing the files (every thread's time).
+    pub file_ns: u64,
+    /// Waiting for the copy engine (a buffer's last copy to end).
+    pub wait_ns: u64,
+    /// The copies from start to end, as their serving threads saw them.
+    pub total_ns: u64,
+}
+
+/// [`CopyStats`]' running sums.
+#[derive(Default)]
+struct Counters {
+    copies: AtomicU64,
+    bytes: AtomicU64,
+    check_ns: AtomicU64,
+    file_ns: AtomicU64,
+    wait_ns: AtomicU64,
+    total_ns: AtomicU64,
+}
+
+impl Counters {
+    fn add(c: &AtomicU64, since: Instant) {
+        c.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn take(&self) -> CopyStats {
+        let t = |c: &AtomicU64| c.swap(0, Ordering::Relaxed);
+        CopyStats {
+            copies: t(&self.copies),
+            bytes: t(&self.bytes),
+            check_ns: t(&self.check_ns),
+            file_ns: t(&self.file_ns),
+            wait_ns: t(&self.wait_ns),
+            total_ns: t(&self.total_ns),
+        }
+    }
 }
 
 // SAFETY: the context handle and the staging resources are driver objects usable from any thread
@@ -324,6 +379,7 @@ impl CudaCopy {
         let copy = CudaCopy {
             context: cuda.context(),
             pool: Mutex::new(Vec::new()),
+            stats: Counters::default(),
         };
         for _ in 0..threads.max(1) {
             let staging = copy.make_staging().ok_or_else(|| Error::Cuda {
@@ -337,6 +393,11 @@ impl CudaCopy {
                 .push(staging);
         }
         Ok(copy)
+    }
+
+    /// Where the copies' time went since the last call (the sums start again from zero).
+    pub fn take_stats(&self) -> CopyStats {
+        self.stats.take()
     }
 
     fn current(&self) -> bool {
@@ -458,6 +519,8 @@ struct CudaStage<'a> {
     staging: &'a Staging,
     /// The device range's start (checked by `device_range`).
     address: u64,
+    /// Where the time spent waiting goes.
+    stats: &'a Counters,
 }
 
 // SAFETY: the stream and events are driver handles usable from any thread with the context
@@ -470,9 +533,12 @@ impl Stage for CudaStage<'_> {
     }
 
     fn wait(&self, b: usize) -> bool {
+        let t = Instant::now();
         // SAFETY: the event marks the end of this buffer's last copy (or was never recorded, and
         // returns at once).
-        ok(unsafe { sys::cuEventSynchronize(self.staging.done[b]) })
+        let done = ok(unsafe { sys::cuEventSynchronize(self.staging.done[b]) });
+        Counters::add(&self.stats.wait_ns, t);
+        done
     }
 
     fn copy_in(&self, b: usize, at: u64, n: usize) -> bool {
@@ -512,8 +578,29 @@ impl DeviceCopy for CudaCopy {
         len: u64,
         read: &(dyn Fn(u64, &mut [u8]) -> io::Result<usize> + Sync),
     ) -> Result<u64, HostError> {
+        let (t, stats) = (Instant::now(), &self.stats);
         device_range(address, len)?;
-        self.with_staging(|staging| fill_through(&CudaStage { staging, address }, len, read))
+        Counters::add(&stats.check_ns, t);
+        let timed = |at: u64, buf: &mut [u8]| {
+            let t = Instant::now();
+            let r = read(at, buf);
+            Counters::add(&stats.file_ns, t);
+            r
+        };
+        let moved = self.with_staging(|staging| {
+            let stage = CudaStage {
+                staging,
+                address,
+                stats,
+            };
+            fill_through(&stage, len, &timed)
+        });
+        stats.copies.fetch_add(1, Ordering::Relaxed);
+        stats
+            .bytes
+            .fetch_add(*moved.as_ref().unwrap_or(&0), Ordering::Relaxed);
+        Counters::add(&stats.total_ns, t);
+        moved
     }
 
     fn drain(
@@ -522,8 +609,29 @@ impl DeviceCopy for CudaCopy {
         len: u64,
         write: &(dyn Fn(u64, &[u8]) -> io::Result<()> + Sync),
     ) -> Result<u64, HostError> {
+        let (t, stats) = (Instant::now(), &self.stats);
         device_range(address, len)?;
-        self.with_staging(|staging| drain_through(&CudaStage { staging, address }, len, write))
+        Counters::add(&stats.check_ns, t);
+        let timed = |at: u64, bytes: &[u8]| {
+            let t = Instant::now();
+            let r = write(at, bytes);
+            Counters::add(&stats.file_ns, t);
+            r
+        };
+        let moved = self.with_staging(|staging| {
+            let stage = CudaStage {
+                staging,
+                address,
+                stats,
+            };
+            drain_through(&stage, len, &timed)
+        });
+        stats.copies.fetch_add(1, Ordering::Relaxed);
+        stats
+            .bytes
+            .fetch_add(*moved.as_ref().unwrap_or(&0), Ordering::Relaxed);
+        Counters::add(&stats.total_ns, t);
+        moved
     }
 }
 

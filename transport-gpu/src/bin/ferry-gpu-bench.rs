@@ -355,6 +355,8 @@ struct BulkRow {
     secs: f64,
     baseline_secs: f64,
     baseline: &'static str,
+    /// Where the host's copies spent their time in this row's runs (rows with copies only).
+    host: Option<ferry_gpu::copy::CopyStats>,
 }
 
 /// A file of `bytes` bytes in /dev/shm, each byte a function of its offset.
@@ -413,6 +415,54 @@ fn file_alone(
         })
     })
     .map_err(io)?;
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// As [`file_alone`], through a shared mapping of the file (the write sets the file's length
+/// first): each thread copies its contiguous part between the mapping and pinned memory.
+fn file_alone_mapped(
+    s: &Staged,
+    path: &std::path::Path,
+    write: bool,
+    threads: usize,
+) -> Result<f64, Error> {
+    let io = |e: std::io::Error| Error::Program(format!("{} (mapped): {e}", path.display()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(write)
+        .create(write)
+        .truncate(write)
+        .open(path)
+        .map_err(io)?;
+    let host = s.host();
+    let part = host.len().div_ceil(threads);
+    let start = Instant::now();
+    if write {
+        file.set_len(host.len() as u64).map_err(io)?;
+    }
+    // The file is this benchmark's own, not changed by anyone else while mapped.
+    let options = memmap2::MmapOptions::new().len(host.len()).clone();
+    let map = match write {
+        true => options.map_raw(&file),
+        false => options.map_raw_read_only(&file),
+    }
+    .map_err(io)?;
+    let base = map.as_mut_ptr() as usize;
+    std::thread::scope(|scope| {
+        for (i, mine) in host.chunks_mut(part).enumerate() {
+            scope.spawn(move || {
+                let at = (base + i * part) as *mut u8;
+                // SAFETY: this thread's part of the mapping, disjoint from the others', inside
+                // the mapping's `host.len()` bytes.
+                let theirs = unsafe { std::slice::from_raw_parts_mut(at, mine.len()) };
+                match write {
+                    true => theirs.copy_from_slice(mine),
+                    false => mine.copy_from_slice(theirs),
+                }
+            });
+        }
+    });
+    drop(map);
     Ok(start.elapsed().as_secs_f64())
 }
 
@@ -534,23 +584,37 @@ impl Drop for Staged {
 }
 
 /// The bulk rows (section 5 of the module docs).
+/// What the bulk rows measure: the file's MiB, repetitions, server threads, the warps' pauses,
+/// the warp counts of the slice rows, and the thread counts of the file-alone rows.
+struct BulkPlan<'a> {
+    mib: usize,
+    reps: usize,
+    servers: u32,
+    sleeps: &'a [u32],
+    warp_counts: &'a [u32],
+    file_threads: &'a [usize],
+}
+
 fn bulk(
     cuda: &Cuda,
     module: &Module,
     capped: &Module,
-    mib: usize,
-    reps: usize,
-    servers: u32,
-    sleeps: &[u32],
+    plan: &BulkPlan<'_>,
 ) -> Result<Vec<BulkRow>, Box<dyn std::error::Error>> {
+    let BulkPlan {
+        mib,
+        reps,
+        servers,
+        sleeps,
+        warp_counts,
+        file_threads,
+    } = *plan;
     use ferry_gpu::host::{mode, LibcServer};
+    let copy = std::sync::Arc::new(ferry_gpu::copy::CudaCopy::new(cuda, servers as usize)?);
     let host = LibcHost::new(LibcConfig {
         stdout: Box::new(std::io::sink()),
         stderr: Box::new(std::io::sink()),
-        device: Some(std::sync::Arc::new(ferry_gpu::copy::CudaCopy::new(
-            cuda,
-            servers as usize,
-        )?)),
+        device: Some(copy.clone()),
         ..LibcConfig::default()
     });
     let program = host.for_program();
@@ -594,13 +658,18 @@ fn bulk(
         }
         Ok::<f64, Box<dyn std::error::Error>>(median(&mut v))
     };
-    let row = |what: String, s: &Staged, secs: f64, baseline_secs: f64, baseline| BulkRow {
-        what,
-        bytes: s.data.len() as u64,
-        secs,
-        baseline_secs,
-        baseline,
+    let row = |what: String, s: &Staged, secs: f64, baseline_secs: f64, baseline| {
+        let host = copy.take_stats();
+        BulkRow {
+            what,
+            bytes: s.data.len() as u64,
+            secs,
+            baseline_secs,
+            baseline,
+            host: (host.copies > 0).then_some(host),
+        }
     };
+    copy.take_stats();
     let mut rows = Vec::new();
 
     // One warp's lane 0 reads a whole file, then writes it back.
@@ -637,47 +706,62 @@ fn bulk(
         dtoh,
         "cuMemcpyDtoH to pinned memory",
     ));
-    // The file side alone, no GPU: what the copies above can reach at most on this host.
-    let threads = ferry_gpu::copy::READERS;
-    let secs = time(&mut || file_alone(&whole, &whole.path, false, threads))?;
-    rows.push(row(
-        format!("no GPU: the {mib} MiB file read into pinned memory on {threads} threads"),
-        &whole,
-        secs,
-        htod,
-        "cuMemcpyHtoD from pinned memory",
-    ));
-    let secs = time(&mut || file_alone(&whole, &out_path, true, threads))?;
-    let _ = std::fs::remove_file(&out_path);
-    rows.push(row(
-        format!("no GPU: pinned memory written to a {mib} MiB file on {threads} threads"),
-        &whole,
-        secs,
-        dtoh,
-        "cuMemcpyDtoH to pinned memory",
-    ));
+    // The file side alone, no GPU: what the copies above can reach at most on this host, by
+    // system calls and through a mapping of the file.
+    for &threads in file_threads {
+        for (mapped, how) in [(false, "read/write calls"), (true, "a shared mapping")] {
+            let alone = |path, write| match mapped {
+                true => file_alone_mapped(&whole, path, write, threads),
+                false => file_alone(&whole, path, write, threads),
+            };
+            let secs = time(&mut || alone(&whole.path, false))?;
+            rows.push(row(
+                format!("no GPU: the {mib} MiB file read into pinned memory on {threads} threads, {how}"),
+                &whole,
+                secs,
+                htod,
+                "cuMemcpyHtoD from pinned memory",
+            ));
+            let secs = time(&mut || {
+                let _ = std::fs::remove_file(&out_path);
+                alone(&out_path, true)
+            })?;
+            let back = std::fs::read(&out_path)?;
+            let _ = std::fs::remove_file(&out_path);
+            if back != whole.data {
+                return Err(format!("file alone ({how}): the file differs from memory").into());
+            }
+            rows.push(row(
+                format!("no GPU: pinned memory written to a new {mib} MiB file on {threads} threads, {how}"),
+                &whole,
+                secs,
+                dtoh,
+                "cuMemcpyDtoH to pinned memory",
+            ));
+        }
+    }
     drop(whole);
 
-    // Every resident warp reads its own 64 KiB slice at once.
-    let warps = cuda.resident_warps();
+    // Every resident warp (or as many as `--bulk-warps` says) reads its own 64 KiB slice at once.
     let slice = 64usize << 10;
-    let slices = Staged::new(cuda, "slices", warps as usize * slice)?;
-    let htod = time(&mut || slices.htod(cuda))?;
-    for &sleep in sleeps {
-        let secs = read(&slices, capped, "bulk_read", slice, warps, reps, sleep)?;
-        rows.push(row(
-            format!(
-                "{warps} warps each read their own 64 KiB slice ({} MiB), {servers} server threads{}",
-                slices.data.len() >> 20,
-                sleep_label(sleep)
-            ),
-            &slices,
-            secs,
-            htod,
-            "cuMemcpyHtoD from pinned memory",
-        ));
+    for &warps in warp_counts {
+        let slices = Staged::new(cuda, "slices", warps as usize * slice)?;
+        let htod = time(&mut || slices.htod(cuda))?;
+        for &sleep in sleeps {
+            let secs = read(&slices, capped, "bulk_read", slice, warps, reps, sleep)?;
+            rows.push(row(
+                format!(
+                    "{warps} warps each read their own 64 KiB slice ({} MiB), {servers} server threads{}",
+                    slices.data.len() >> 20,
+                    sleep_label(sleep)
+                ),
+                &slices,
+                secs,
+                htod,
+                "cuMemcpyHtoD from pinned memory",
+            ));
+        }
     }
-    drop(slices);
 
     // Today's path through the region: 512-byte calls, each lane its part, on 16 MiB (once).
     let chunks = Staged::new(cuda, "chunks", 16 << 20)?;
@@ -694,6 +778,40 @@ fn bulk(
     Ok(rows)
 }
 
+/// Prints the bulk rows, then where the host's copies spent their time in each.
+fn print_bulk(rows: &[BulkRow]) {
+    for r in rows {
+        let gbps = |secs: f64| r.bytes as f64 / secs / 1e9;
+        println!(
+            "| bulk: {} | {:.2} GB/s ({:.2} ms) | {:.2} of {} ({:.2} GB/s) |",
+            r.what,
+            gbps(r.secs),
+            r.secs * 1e3,
+            r.baseline_secs / r.secs,
+            r.baseline,
+            gbps(r.baseline_secs)
+        );
+    }
+    let with_host: Vec<_> = rows.iter().filter_map(|r| Some((r, r.host?))).collect();
+    if with_host.is_empty() {
+        return;
+    }
+    println!("\n| bulk row: the host's copies (sums over the row's runs) | copies | µs per copy: checks / file (all threads) / waiting for the copy engine / whole copy |");
+    println!("|---|---|---|");
+    for (r, h) in with_host {
+        let per = |ns: u64| ns as f64 / h.copies as f64 / 1e3;
+        println!(
+            "| {} | {} | {:.1} / {:.1} / {:.1} / {:.1} |",
+            r.what,
+            h.copies,
+            per(h.check_ns),
+            per(h.file_ns),
+            per(h.wait_ns),
+            per(h.total_ns)
+        );
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut ptx = Vec::new();
@@ -701,6 +819,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut bulk_mib = 256usize;
     let mut sleeps = vec![0u32];
     let mut servers = vec![1u32, 2, 4, 8];
+    let (mut bulk_only, mut bulk_warps, mut file_threads) =
+        (false, Vec::<u32>::new(), vec![ferry_gpu::copy::READERS]);
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or(format!("{a} needs a value"));
         match a.as_str() {
@@ -708,6 +828,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--calls" => calls = value()?.parse()?,
             "--reps" => reps = value()?.parse()?,
             "--bulk-mib" => bulk_mib = value()?.parse()?,
+            "--bulk-only" => bulk_only = true,
+            "--bulk-warps" => {
+                bulk_warps = value()?
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()?
+            }
+            "--file-threads" => {
+                file_threads = value()?
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()?
+            }
             "--max-sleep-ns" => {
                 sleeps = value()?
                     .split(',')
@@ -724,7 +857,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let Some(bench_ptx) = ptx.first() else {
-        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N] [--bulk-mib N] [--max-sleep-ns 0,32768]".into());
+        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N] [--bulk-mib N] [--bulk-only] [--bulk-warps 64,8448] [--file-threads 8,16] [--max-sleep-ns 0,32768]".into());
     };
     let cuda = Cuda::new(0)?;
     println!(
@@ -737,6 +870,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cuda.resident_warps()
     );
     let rust = cuda.load_module(&std::fs::read(bench_ptx)?, None)?;
+    if bulk_warps.is_empty() {
+        bulk_warps.push(cuda.resident_warps());
+    }
+    if bulk_only {
+        let capped = cuda.load_module(&std::fs::read(bench_ptx)?, Some(32))?;
+        let threads = servers.iter().copied().max().unwrap_or(1);
+        let rows = bulk(
+            &cuda,
+            &rust,
+            &capped,
+            &BulkPlan {
+                mib: bulk_mib,
+                reps,
+                servers: threads,
+                sleeps: &sleeps,
+                warp_counts: &bulk_warps,
+                file_threads: &file_threads,
+            },
+        )?;
+        print_bulk(&rows);
+        return Ok(());
+    }
     let cpp = match ptx.get(1) {
         Some(p) => Some(cuda.load_module(&std::fs::read(p)?, None)?),
         None => None,
@@ -934,22 +1089,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 5: bulk (a program without the kernels skips it).
     let bulk_rows = if bulk_mib > 0 && rust.function("bulk_read").is_ok() {
         let threads = servers.iter().copied().max().unwrap_or(1);
-        bulk(&cuda, &rust, &capped, bulk_mib, reps, threads, &sleeps)?
+        bulk(
+            &cuda,
+            &rust,
+            &capped,
+            &BulkPlan {
+                mib: bulk_mib,
+                reps,
+                servers: threads,
+                sleeps: &sleeps,
+                warp_counts: &bulk_warps,
+                file_threads: &file_threads,
+            },
+        )?
     } else {
         Vec::new()
     };
-    for r in &bulk_rows {
-        let gbps = |secs: f64| r.bytes as f64 / secs / 1e9;
-        println!(
-            "| bulk: {} | {:.2} GB/s ({:.2} ms) | {:.2} of {} ({:.2} GB/s) |",
-            r.what,
-            gbps(r.secs),
-            r.secs * 1e3,
-            r.baseline_secs / r.secs,
-            r.baseline,
-            gbps(r.baseline_secs)
-        );
-    }
+    print_bulk(&bulk_rows);
     println!("wrong replies: {wrong}");
     if wrong != 0 {
         return Err("some replies were wrong".into());
