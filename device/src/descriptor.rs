@@ -33,6 +33,13 @@ pub const FLAG_WORDS: u32 = 1 << 17;
 /// packets are capped by the bus, not by the server threads.
 pub const FLAG_WORDS_FOR_WARPS: u32 = 1 << 18;
 
+/// [`Descriptor::mailbox`] flag: the host announces the end of its copies between files and
+/// device memory in the client's memory (`ferry_rpc::Process::with_announce_words`): the client
+/// memory at [`Descriptor::locks`] ends with an announce word per lane of every port, and a warp
+/// waiting for a copy polls its own word instead of host memory. The loader sets it (its host
+/// services' copies announce).
+pub const FLAG_ANNOUNCE: u32 = 1 << 19;
+
 /// The bits of [`Descriptor::mailbox`] that hold the mailbox kind.
 const KIND_BITS: u32 = 0xffff;
 
@@ -87,7 +94,8 @@ impl Descriptor {
 
     /// The layout the descriptor names, checked.
     pub fn layout(&self) -> Result<Layout, LayoutError> {
-        if self.mailbox & !(KIND_BITS | FLAG_KEEP_PORTS | FLAG_WORDS | FLAG_WORDS_FOR_WARPS) != 0 {
+        let flags = FLAG_KEEP_PORTS | FLAG_WORDS | FLAG_WORDS_FOR_WARPS | FLAG_ANNOUNCE;
+        if self.mailbox & !(KIND_BITS | flags) != 0 {
             return Err(LayoutError::Ports(self.ports));
         }
         let kind = MailboxKind::from_u32(self.mailbox & KIND_BITS)
@@ -121,8 +129,14 @@ impl Descriptor {
     }
 
     /// The `u32` words of client memory `locks` points to for `layout`: the lock bitmap, then the
-    /// outbox shadow, then (if the layout has word lines) each port's sequence word.
+    /// outbox shadow, then (if the layout has word lines) each port's sequence word, then an
+    /// announce word per lane of every port ([`FLAG_ANNOUNCE`]).
     pub fn client_words(layout: &Layout) -> usize {
+        Self::announce_at(layout) + layout.ports() as usize * layout.lanes() as usize
+    }
+
+    /// Where the announce words start in the client memory, in words.
+    fn announce_at(layout: &Layout) -> usize {
         let seqs = if layout.has_words() {
             layout.ports() as usize
         } else {
@@ -187,6 +201,20 @@ impl Descriptor {
                 )
             };
             client.with_outbox_shadow(shadow)?
+        };
+        let client = match self.mailbox & FLAG_ANNOUNCE {
+            0 => client,
+            _ => {
+                // SAFETY: with FLAG_ANNOUNCE the caller guarantees `client_words` words at
+                // `locks`; the announce words are the last `ports × lanes`, used only as such.
+                let words = unsafe {
+                    core::slice::from_raw_parts(
+                        (self.locks as usize as *const AtomicU32).add(Self::announce_at(&layout)),
+                        layout.ports() as usize * layout.lanes() as usize,
+                    )
+                };
+                client.with_announce_words(words)?
+            }
         };
         if !layout.has_words() {
             return Ok(client);

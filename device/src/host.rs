@@ -492,6 +492,11 @@ pub fn size<L: Lanes, M: Mailbox, W: Wait>(
 /// crosses the region. Returns the bytes read (fewer only at the end of the file).
 /// [`HostError::BadAddress`] if `buf` is not device memory, [`HostError::NoDeviceMemory`] where
 /// the host has none (device code on CPU threads between processes).
+///
+/// Where the host announces copies (the loader's regions: `ferry_rpc::Process::announces`),
+/// the warp waits for the end of the copy on a word of its own memory, written by the copy
+/// engine after the bytes, and reads the reply once: thousands of warps waiting on copies do
+/// not poll host memory across the bus while the copy engine uses it.
 pub fn read_to_device<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -499,9 +504,14 @@ pub fn read_to_device<L: Lanes, M: Mailbox, W: Wait>(
     buf: &mut [u8],
 ) -> Result<usize, LibcError> {
     let address = buf.as_mut_ptr() as u64;
-    Libc::client(client)
-        .read_to_device(file, offset, address, buf.len() as u64)
-        .map(|n| (n as usize).min(buf.len()))
+    copy_call(
+        client,
+        opcode::READ_TO_DEVICE,
+        file,
+        offset,
+        address,
+        buf.len(),
+    )
 }
 
 /// Writes `data`, which must lie in the device's own memory, to `file` at `offset`, with the
@@ -513,9 +523,40 @@ pub fn write_from_device<L: Lanes, M: Mailbox, W: Wait>(
     data: &[u8],
 ) -> Result<usize, LibcError> {
     let address = data.as_ptr() as u64;
-    Libc::client(client)
-        .write_from_device(file, offset, address, data.len() as u64)
-        .map(|n| (n as usize).min(data.len()))
+    copy_call(
+        client,
+        opcode::WRITE_FROM_DEVICE,
+        file,
+        offset,
+        address,
+        data.len(),
+    )
+}
+
+/// [`Libc::ReadToDevice`] or [`Libc::WriteFromDevice`] of `len` bytes at `address`, announced
+/// where the client can be (`ferry_rpc::service::__private::call_fixed_announced`): the request
+/// is the calls' fixed arguments in order, the announce's address and value last.
+fn copy_call<L: Lanes, M: Mailbox, W: Wait>(
+    client: &HostClient<'_, L, M, W>,
+    opcode: u32,
+    file: Handle,
+    offset: u64,
+    address: u64,
+    len: usize,
+) -> Result<usize, LibcError> {
+    use core::mem::size_of;
+    use ferry_rpc::service::__private::{call_fixed_announced, max, put, take_result};
+    // As the derive lays them out: each argument's bytes after the last's.
+    const DONE: usize = size_of::<Handle>() + 3 * size_of::<u64>();
+    const Q: usize = DONE + size_of::<u64>() + size_of::<u32>();
+    const R: usize = 1 + max(size_of::<u64>(), size_of::<HostError>());
+    let mut q = [0u8; Q];
+    put(&mut q, 0, &file);
+    put(&mut q, size_of::<Handle>(), &offset);
+    put(&mut q, size_of::<Handle>() + 8, &address);
+    put(&mut q, size_of::<Handle>() + 16, &(len as u64));
+    let r: [u8; R] = call_fixed_announced(client, opcode, &q, DONE).map_err(Error::widen)?;
+    take_result::<u64, HostError>(&r).map(|n| (n as usize).min(len))
 }
 
 /// Moves `file`'s position (`whence`: [`SEEK_SET`], [`SEEK_CUR`], [`SEEK_END`]); returns the new

@@ -779,7 +779,7 @@ mod tests {
         let client = unsafe { d.client(Single, Spin) }.unwrap();
         assert_eq!(client.max_word_lanes(), u32::MAX);
         // A flag this library does not know is refused, not ignored.
-        d.mailbox |= 1 << 19;
+        d.mailbox |= 1 << 20;
         assert!(d.layout().is_err());
     }
 

@@ -107,28 +107,59 @@ pub struct Arena {
 /// never dereferences one in host memory; it refuses a range that is not the device's memory
 /// with [`HostError::BadAddress`] before copying anything, and answers a failure of `read` or
 /// `write` (the file's side) with [`HostError::Io`].
+///
+/// **Announcing.** A call may name an [`Announce`]: a word of device memory and a value. The
+/// implementation then checks the word first ([`HostError::BadAddress`], nothing copied and
+/// nothing announced, if it is not 4 aligned bytes of the device's memory) and, whatever the
+/// copy's outcome, writes the value there once the copy is over: for `fill`, after the bytes
+/// are in place in device memory (an implementation may return before that: the client waits
+/// for the value, not for the reply); for `drain`, after the bytes were read out. Each named
+/// word is written exactly once.
 pub trait DeviceCopy: Send + Sync {
     /// Fills device memory from `address` on with the source's bytes: `read(at, buf)` fills
     /// `buf` with the bytes `at ..` of the source (counted from the transfer's start) and
     /// returns how many it put there (fewer only at the source's end, 0 past it). `read` may be
     /// called from several threads at once, for different parts. Stops after `len` bytes or at
-    /// the source's end; returns the bytes copied.
+    /// the source's end; returns the bytes copied. Announces the end at `done` if given.
     fn fill(
         &self,
         address: u64,
         len: u64,
+        done: Option<Announce>,
         read: &(dyn Fn(u64, &mut [u8]) -> io::Result<usize> + Sync),
     ) -> Result<u64, HostError>;
 
     /// Passes the `len` bytes of device memory from `address` on to `write(at, bytes)` (`at`
     /// counted from the transfer's start), in pieces, possibly from several threads at once;
-    /// returns the bytes passed.
+    /// returns the bytes passed. Announces the end at `done` if given.
     fn drain(
         &self,
         address: u64,
         len: u64,
+        done: Option<Announce>,
         write: &(dyn Fn(u64, &[u8]) -> io::Result<()> + Sync),
     ) -> Result<u64, HostError>;
+
+    /// Announces the end of a call that ended before any copy (a file handle that names no
+    /// file): writes `done.value` to the word at `done.address`, or [`HostError::BadAddress`]
+    /// if that is not 4 aligned bytes of the device's memory.
+    fn announce(&self, done: Announce) -> Result<(), HostError>;
+}
+
+/// Where and what a copy announces when it is over (see [`DeviceCopy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Announce {
+    /// The address of a 32-bit word of device memory.
+    pub address: u64,
+    /// The value to write there.
+    pub value: u32,
+}
+
+impl Announce {
+    /// The announce a request names: `None` for address 0.
+    pub fn named(address: u64, value: u32) -> Option<Announce> {
+        (address != 0).then_some(Announce { address, value })
+    }
 }
 
 /// The alignment of every block `malloc` hands out.
@@ -440,6 +471,19 @@ impl std::fmt::Debug for LibcHost {
 }
 
 /// The error the device gets for a failed I/O call.
+/// `result`, announcing the call's end at `done` first if it is an error (a copy call that ends
+/// before its copy; the copy announces the others).
+fn announced_unless<T>(
+    device: &Arc<dyn DeviceCopy>,
+    done: Option<Announce>,
+    result: Result<T, HostError>,
+) -> Result<T, HostError> {
+    match (result, done) {
+        (Err(e), Some(done)) => Err(device.announce(done).err().unwrap_or(e)),
+        (result, _) => result,
+    }
+}
+
 fn io_error(e: &io::Error) -> HostError {
     match e.kind() {
         io::ErrorKind::NotFound => HostError::NotFound,
@@ -828,10 +872,14 @@ impl LibcServer for ForCaller<'_> {
         offset: u64,
         address: u64,
         len: u64,
+        done: u64,
+        done_value: u32,
     ) -> Result<u64, HostError> {
         let device = self.device.as_ref().ok_or(HostError::NoDeviceMemory)?;
-        let file = self.file_at(self.caller, handle)?;
-        device.fill(address, len, &|at, buf| {
+        let done = Announce::named(done, done_value);
+        let file = self.file_at(self.caller, handle);
+        let file = announced_unless(device, done, file)?;
+        device.fill(address, len, done, &|at, buf| {
             let Some(from) = offset.checked_add(at) else {
                 return Ok(0);
             };
@@ -850,14 +898,18 @@ impl LibcServer for ForCaller<'_> {
         offset: u64,
         address: u64,
         len: u64,
+        done: u64,
+        done_value: u32,
     ) -> Result<u64, HostError> {
         let device = self.device.as_ref().ok_or(HostError::NoDeviceMemory)?;
-        if offset.checked_add(len).is_none() {
-            return Err(HostError::Invalid);
-        }
-        let file = self.file_at(self.caller, handle)?;
+        let done = Announce::named(done, done_value);
+        let file = match offset.checked_add(len) {
+            None => Err(HostError::Invalid),
+            Some(_) => self.file_at(self.caller, handle),
+        };
+        let file = announced_unless(device, done, file)?;
         // (`offset + len` fits: checked above.)
-        device.drain(address, len, &|at, bytes| {
+        device.drain(address, len, done, &|at, bytes| {
             file.write_all_at(bytes, offset + at)
         })
     }

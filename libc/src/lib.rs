@@ -17,7 +17,7 @@
 //! | [`Libc::Write`] | handle, the bytes (≤ [`IO_LIMIT`]) | bytes written |
 //! | [`Libc::ReadAt`], [`Libc::WriteAt`] | handle, offset, as `Read`/`Write` (`pread`, `pwrite`) | as `Read`/`Write` |
 //! | [`Libc::Size`] | handle | the file's size |
-//! | [`Libc::ReadToDevice`], [`Libc::WriteFromDevice`] | handle, offset, device address, length | bytes moved by the host's copy engine |
+//! | [`Libc::ReadToDevice`], [`Libc::WriteFromDevice`] | handle, offset, device address, length, where to announce the end | bytes moved by the host's copy engine |
 //! | [`Libc::Seek`] | handle, offset, whence | the new position |
 //! | [`Libc::Tell`] | handle | the position |
 //! | [`Libc::Flush`], [`Libc::Close`] | handle | nothing |
@@ -60,7 +60,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 pub mod host;
 
 #[cfg(feature = "host")]
-pub use host::{DeviceCopy, ExitPolicy, LibcConfig, LibcHost, PROGRAM};
+pub use host::{Announce, DeviceCopy, ExitPolicy, LibcConfig, LibcHost, PROGRAM};
 
 /// The most bytes one lane prints in one message (the `limit` of print calls).
 pub const PRINT_CHUNK: usize = 512;
@@ -305,6 +305,13 @@ pub enum Libc {
     /// (fewer only at the end of the file). [`HostError::NoDeviceMemory`] where the host has
     /// none (between processes), [`HostError::BadAddress`] for a range that is not the
     /// device's own memory.
+    ///
+    /// With `done` non-zero, the host also announces the end of the call in the client's
+    /// memory: it writes `done_value` to the 32-bit word at `done` once the bytes are in place
+    /// (or the call has failed), so that a client can wait on its own memory rather than poll
+    /// the reply across the bus (`ferry_rpc::Port::arm_announce`). The word must be device
+    /// memory ([`HostError::BadAddress`] otherwise, and nothing is announced); a host without
+    /// device memory announces nothing.
     #[rpc(response = u64, error = HostError)]
     ReadToDevice {
         /// The file.
@@ -315,10 +322,15 @@ pub enum Libc {
         address: u64,
         /// The most bytes wanted.
         len: u64,
+        /// Where to announce the end of the call (0: nowhere).
+        done: u64,
+        /// What to announce there.
+        done_value: u32,
     },
     /// Writes `len` bytes of the device's memory at `address` to the file at `offset`, with the
     /// host's copy engine (the position does not move); replies how many. Errors as
-    /// [`Libc::ReadToDevice`].
+    /// [`Libc::ReadToDevice`], which also says what `done` and `done_value` do (here the end
+    /// is announced once the bytes were read out of device memory and written to the file).
     #[rpc(response = u64, error = HostError)]
     WriteFromDevice {
         /// The file.
@@ -329,6 +341,10 @@ pub enum Libc {
         address: u64,
         /// How many bytes.
         len: u64,
+        /// Where to announce the end of the call (0: nowhere).
+        done: u64,
+        /// What to announce there.
+        done_value: u32,
     },
     /// Moves the position; replies the new one.
     #[rpc(response = u64, error = HostError)]

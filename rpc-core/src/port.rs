@@ -373,3 +373,54 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> core::fmt::Debug for Port<'_, '_, S
             .finish()
     }
 }
+
+impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, crate::Client, L, M, W> {
+    /// Arms this lane's announce word on this port for the next call
+    /// ([`Process::with_announce_words`](crate::Process::with_announce_words)): returns the word's
+    /// address as this side's memory has it and the value the service is to write there once
+    /// the call's work is done, both to be sent in the request; `None` if the handle has no
+    /// announce words. Each arming asks for a value the word does not hold (its value plus one,
+    /// never 0), so a write left over from an earlier call is never taken for this one's. Call it
+    /// after `open` and before `send`, then [`Self::await_announced`] before `recv`.
+    #[inline(always)]
+    pub fn arm_announce(&self) -> Option<(u64, u32)> {
+        let lane = self.process.lanes().lane_id();
+        let word = self.process.announce_word(self.index, lane)?;
+        // Only this lane of this port's holder touches the word (the service writes it only
+        // when told to by a request the holder sends after this).
+        let value = word.load(Ordering::Relaxed).wrapping_add(1).max(1);
+        Some((word as *const crate::sync::AtomicU32 as usize as u64, value))
+    }
+
+    /// Waits until every active lane's announce word holds the value [`Self::arm_announce`]
+    /// gave it (`values` per lane: this lane's), polling this side's own memory with the wait
+    /// policy; [`Error::Stalled`] if the policy gives up. Returns at once if the handle has no
+    /// announce words.
+    pub fn await_announced(&self, value: u32) -> Result<(), Error> {
+        let lanes = self.process.lanes();
+        let Some(word) = self.process.announce_word(self.index, lanes.lane_id()) else {
+            return Ok(());
+        };
+        let mut polls = 0u32;
+        loop {
+            let pending = word.load(Ordering::Relaxed) != value;
+            if lanes.ballot(self.exec_mask, pending) == 0 {
+                break;
+            }
+            let mut ok = 1;
+            if lanes.is_first_lane(self.exec_mask)
+                && self.process.wait_policy().pause(polls).is_err()
+            {
+                ok = 0;
+            }
+            if lanes.broadcast(self.exec_mask, ok) == 0 {
+                return Err(Error::Stalled);
+            }
+            polls = polls.saturating_add(1);
+        }
+        // SYNC (announced): pairs with the service's release before its write of the value (a
+        // copy engine's write after the copy's bytes); what the call's work wrote is visible.
+        fence(Ordering::Acquire);
+        Ok(())
+    }
+}

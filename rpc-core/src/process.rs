@@ -370,6 +370,9 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     seqs: &'a [AtomicU32],
     /// The most active lanes whose small calls take the word lines ([`Self::word_lanes`]).
     word_lanes: u32,
+    /// A client's announce words, one per lane of every port (empty: none); see
+    /// [`Self::with_announce_words`].
+    announce: &'a [AtomicU32],
     _side: PhantomData<S>,
 }
 
@@ -419,6 +422,38 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         }
         self.seqs = seqs;
         Ok(self)
+    }
+
+    /// Lets this handle's calls be announced in its own memory, with `words` as the announce
+    /// words: one per lane of every port (`ports × lanes`, port by port), shared by every client
+    /// handle on the region and by nothing else (on a GPU, device memory). An error (naming the
+    /// port count) if `words` has the wrong length.
+    ///
+    /// A service that finishes a call's work through a third party (the host's copy engine
+    /// writing the GPU's memory) can be given a lane's word and a value to write there
+    /// ([`Port::arm_announce`](crate::Port::arm_announce)); the client then waits on its own
+    /// memory ([`Port::await_announced`](crate::Port::await_announced)) instead of polling the
+    /// reply across the bus, and reads the reply once, when it is there.
+    pub fn with_announce_words(mut self, words: &'a [AtomicU32]) -> Result<Self, LayoutError> {
+        let layout = &self.region.layout;
+        if words.len() != layout.ports() as usize * layout.lanes() as usize {
+            return Err(LayoutError::Ports(layout.ports()));
+        }
+        self.announce = words;
+        Ok(self)
+    }
+
+    /// Whether this handle's calls can be announced in its own memory
+    /// ([`Self::with_announce_words`]).
+    pub fn announces(&self) -> bool {
+        !self.announce.is_empty()
+    }
+
+    /// `lane`'s announce word on `port`, if the handle has them.
+    #[inline(always)]
+    pub(crate) fn announce_word(&self, port: u32, lane: u32) -> Option<&'a AtomicU32> {
+        let lanes = self.region.layout.lanes();
+        self.announce.get((port * lanes + lane) as usize)
     }
 
     /// Lets groups of up to `lanes` active lanes make their small calls on the word lines
@@ -512,6 +547,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             shadow: &[],
             mirror: &[],
             seqs: &[],
+            announce: &[],
             word_lanes: crate::words::WORD_LANES,
             _side: PhantomData,
         })

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferry_device::host::{self, mode, opcode, Handle, HostError, Libc, LibcError, Printer};
-use ferry_libc::host::{Arena, LibcConfig, LibcHost, IO_CHUNK, IO_LIMIT, STDOUT};
+use ferry_libc::host::{Announce, Arena, LibcConfig, LibcHost, IO_CHUNK, IO_LIMIT, STDOUT};
 use ferry_rpc::service::{status, Error, Site, Status};
 use ferry_shm::{
     Caller, Claimed, ClaimedProcess, ClientConfig, Handler, ServerConfig, ServerPort, ShmClient,
@@ -465,7 +465,7 @@ fn reads_and_writes_at_an_offset_leave_the_position_and_size_is_the_files() {
     // Between processes there is no device memory to copy to.
     let libc = Libc::client(&dev.0);
     assert_eq!(
-        libc.read_to_device(f, 0, 0x1000, 16),
+        libc.read_to_device(f, 0, 0x1000, 16, 0, 0),
         app(HostError::NoDeviceMemory)
     );
     dev.on(|p| host::close(p, f)).unwrap();
@@ -474,11 +474,45 @@ fn reads_and_writes_at_an_offset_leave_the_position_and_size_is_the_files() {
 
 /// A model of a device's memory for the copy-engine calls: `size` bytes at a device address
 /// `base` that is no host address; a range outside them is refused before anything is copied.
+/// Its announce words are real memory of this process (the client's, as a GPU's would be the
+/// device's): `words`.
 struct ModelDevice {
     base: u64,
     memory: Mutex<Vec<u8>>,
     /// The pieces the copies were made in.
     pieces: AtomicU32,
+    /// The memory announces may name: the clients' announce words.
+    words: &'static [AtomicU32],
+    /// Each announce, in order: the word's index and the value.
+    announced: Mutex<Vec<(usize, u32)>>,
+}
+
+impl ModelDevice {
+    fn new(base: u64, size: usize) -> ModelDevice {
+        ModelDevice {
+            base,
+            memory: Mutex::new(vec![0u8; size]),
+            pieces: AtomicU32::new(0),
+            words: Box::leak((0..64).map(|_| AtomicU32::new(0)).collect()),
+            announced: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The index of the announce word at `address`, if it is one.
+    fn word(&self, address: u64) -> Result<usize, HostError> {
+        let start = self.words.as_ptr() as u64;
+        let at = address.checked_sub(start).ok_or(HostError::BadAddress)?;
+        match at % 4 == 0 && ((at / 4) as usize) < self.words.len() {
+            true => Ok((at / 4) as usize),
+            false => Err(HostError::BadAddress),
+        }
+    }
+
+    fn announce_now(&self, done: Announce) {
+        let i = self.word(done.address).unwrap();
+        self.announced.lock().unwrap().push((i, done.value));
+        self.words[i].store(done.value, Ordering::Release);
+    }
 }
 
 impl ModelDevice {
@@ -496,6 +530,48 @@ impl ModelDevice {
 
 impl ferry_libc::DeviceCopy for ModelDevice {
     fn fill(
+        &self,
+        address: u64,
+        len: u64,
+        done: Option<Announce>,
+        read: &(dyn Fn(u64, &mut [u8]) -> std::io::Result<usize> + Sync),
+    ) -> Result<u64, HostError> {
+        if let Some(done) = done {
+            self.word(done.address)?;
+        }
+        let result = self.fill_unannounced(address, len, read);
+        if let Some(done) = done {
+            self.announce_now(done);
+        }
+        result
+    }
+
+    fn drain(
+        &self,
+        address: u64,
+        len: u64,
+        done: Option<Announce>,
+        write: &(dyn Fn(u64, &[u8]) -> std::io::Result<()> + Sync),
+    ) -> Result<u64, HostError> {
+        if let Some(done) = done {
+            self.word(done.address)?;
+        }
+        let result = self.drain_unannounced(address, len, write);
+        if let Some(done) = done {
+            self.announce_now(done);
+        }
+        result
+    }
+
+    fn announce(&self, done: Announce) -> Result<(), HostError> {
+        self.word(done.address)?;
+        self.announce_now(done);
+        Ok(())
+    }
+}
+
+impl ModelDevice {
+    fn fill_unannounced(
         &self,
         address: u64,
         len: u64,
@@ -518,7 +594,7 @@ impl ferry_libc::DeviceCopy for ModelDevice {
         Ok(done as u64)
     }
 
-    fn drain(
+    fn drain_unannounced(
         &self,
         address: u64,
         len: u64,
@@ -541,11 +617,7 @@ impl ferry_libc::DeviceCopy for ModelDevice {
 fn files_cross_to_and_from_device_memory_through_the_hosts_copy_engine() {
     let _w = watchdog("device copies");
     let dir = Scratch::new("device");
-    let device = Arc::new(ModelDevice {
-        base: 0x7f00_0000_0000,
-        memory: Mutex::new(vec![0u8; 1 << 20]),
-        pieces: AtomicU32::new(0),
-    });
+    let device = Arc::new(ModelDevice::new(0x7f00_0000_0000, 1 << 20));
     let (out, err) = (Capture::default(), Capture::default());
     let host = Arc::new(LibcHost::new(LibcConfig {
         device: Some(device.clone()),
@@ -561,20 +633,23 @@ fn files_cross_to_and_from_device_memory_through_the_hosts_copy_engine() {
     let base = device.base;
     // The whole file, one call, in the copy engine's pieces; then a part of it elsewhere.
     assert_eq!(
-        libc.read_to_device(f, 0, base + 64, data.len() as u64),
+        libc.read_to_device(f, 0, base + 64, data.len() as u64, 0, 0),
         Ok(data.len() as u64)
     );
     assert!(device.memory.lock().unwrap()[64..64 + data.len()] == data[..]);
     assert_eq!(device.pieces.load(Ordering::Relaxed), 5);
-    assert_eq!(libc.read_to_device(f, 1000, base + 700_000, 5000), Ok(5000));
+    assert_eq!(
+        libc.read_to_device(f, 1000, base + 700_000, 5000, 0, 0),
+        Ok(5000)
+    );
     assert!(device.memory.lock().unwrap()[700_000..705_000] == data[1000..6000]);
     // Asking for more than the file holds: the rest of the file. Past its end: nothing.
     assert_eq!(
-        libc.read_to_device(f, 299_000, base + 800_000, (1 << 20) - 800_000),
+        libc.read_to_device(f, 299_000, base + 800_000, (1 << 20) - 800_000, 0, 0),
         Ok(1000)
     );
     assert!(device.memory.lock().unwrap()[800_000..801_000] == data[299_000..]);
-    assert_eq!(libc.read_to_device(f, 400_000, base, 100), Ok(0));
+    assert_eq!(libc.read_to_device(f, 400_000, base, 100, 0, 0), Ok(0));
     // Ranges that are not the device's memory: refused, nothing copied.
     let before = device.pieces.load(Ordering::Relaxed);
     for (address, len) in [
@@ -585,7 +660,7 @@ fn files_cross_to_and_from_device_memory_through_the_hosts_copy_engine() {
         (0x1000, 16),
     ] {
         assert_eq!(
-            libc.read_to_device(f, 0, address, len),
+            libc.read_to_device(f, 0, address, len, 0, 0),
             app(HostError::BadAddress),
             "{address:#x} + {len}"
         );
@@ -597,18 +672,18 @@ fn files_cross_to_and_from_device_memory_through_the_hosts_copy_engine() {
         .on(|p| host::open(p, &copy, mode::from_c("w+").unwrap()))
         .unwrap();
     assert_eq!(
-        libc.write_from_device(g, 10, base + 64, data.len() as u64),
+        libc.write_from_device(g, 10, base + 64, data.len() as u64, 0, 0),
         Ok(data.len() as u64)
     );
     let written = std::fs::read(&copy).unwrap();
     assert_eq!(written.len(), 10 + data.len());
     assert!(written[10..] == data[..]);
     assert_eq!(
-        libc.write_from_device(g, 0, base + (1 << 20), 1),
+        libc.write_from_device(g, 0, base + (1 << 20), 1, 0, 0),
         app(HostError::BadAddress)
     );
     assert_eq!(
-        libc.write_from_device(g, u64::MAX, base, 2),
+        libc.write_from_device(g, u64::MAX, base, 2, 0, 0),
         app(HostError::Invalid)
     );
     dev.on(|p| host::close(p, f)).unwrap();
@@ -1140,4 +1215,102 @@ fn files_and_blocks_belong_to_their_client_process() {
     assert_eq!(host.open_files(), 0);
     assert_eq!(host.heap_free(), Some(4 << 10));
     drain(server);
+}
+
+/// Device code whose copies the host announces (as the GPU loader's regions have it): the call
+/// waits on the client's own announce word, which the device model sets once the bytes are in
+/// place, and reads the reply after. Every way a copy call ends is announced, so no wait is left
+/// without its value; an announce address that is not the device's memory is refused and nothing
+/// is copied or announced.
+#[test]
+fn copies_the_host_announces_end_on_the_clients_own_word() {
+    let _w = watchdog("announced copies");
+    let dir = Scratch::new("announce");
+    let path = dir.path("in");
+    let data: Vec<u8> = (0..200_000u32).map(|i| ((i * 7) ^ (i >> 9)) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let out_path = dir.path("out");
+    // The client's "device memory": a buffer of this process the model maps onto its own.
+    let mut buf = vec![0u8; 256 << 10];
+    let base = buf.as_ptr() as u64;
+    let device = Arc::new(ModelDevice::new(base, buf.len()));
+    let host = LibcHost::new(LibcConfig {
+        device: Some(device.clone()),
+        ..LibcConfig::default()
+    });
+    let region = ferry_rpc::HeapRegion::<ferry_rpc::PerPort>::new(32, 1).unwrap();
+    let client = region
+        .client()
+        .with_announce_words(&device.words[..32])
+        .unwrap();
+    assert!(client.announces());
+    // The server is made on its own thread, at its first pass.
+    let mut server = None;
+    let serve = || match server.get_or_insert_with(|| region.server()).try_open(()) {
+        Some(mut port) => {
+            let _ = host.dispatch(ferry_libc::PROGRAM, &mut port);
+            true
+        }
+        None => false,
+    };
+    let announced = || device.announced.lock().unwrap().clone();
+    ferry_tests::serving_while(serve, || {
+        let p = &client;
+        let f = host::open(p, &path, mode::READ).unwrap();
+        let n = data.len();
+        assert_eq!(host::read_to_device(p, f, 0, &mut buf[..n]), Ok(n));
+        assert!(device.memory.lock().unwrap()[..n] == data[..]);
+        let first = announced();
+        assert_eq!(first.len(), 1);
+        let (word, value) = first[0];
+        assert_ne!(value, 0);
+        assert_eq!(device.words[word].load(Ordering::Relaxed), value);
+        // The next call on the word asks for a new value; so does every way a call can end.
+        assert_eq!(
+            host::read_to_device(p, f, 1000, &mut buf[n..n + 5000]),
+            Ok(5000)
+        );
+        assert!(device.memory.lock().unwrap()[n..n + 5000] == data[1000..6000]);
+        assert_eq!(host::read_to_device(p, f, n as u64, &mut buf[..100]), Ok(0));
+        assert_eq!(
+            host::read_to_device(p, Handle(0x77), 0, &mut buf[..100]),
+            app(HostError::BadHandle)
+        );
+        let mut elsewhere = [0u8; 16];
+        assert_eq!(
+            host::read_to_device(p, f, 0, &mut elsewhere),
+            app(HostError::BadAddress)
+        );
+        let g = host::open(p, &out_path, mode::from_c("w").unwrap()).unwrap();
+        assert_eq!(host::write_from_device(p, g, 0, &buf[..n]), Ok(n));
+        assert_eq!(
+            host::write_from_device(p, g, u64::MAX, &buf[..2]),
+            app(HostError::Invalid)
+        );
+        let all = announced();
+        assert_eq!(all.len(), 7, "one announce per copy call: {all:?}");
+        for pair in all.windows(2) {
+            if pair[0].0 == pair[1].0 {
+                assert_ne!(pair[0].1, pair[1].1, "a new value on the same word");
+            }
+        }
+        // A request naming an announce address outside the device's memory: refused, nothing
+        // copied, nothing announced (the generated call sends what it is given).
+        let libc = Libc::client(p);
+        let before = device.pieces.load(Ordering::Relaxed);
+        let stray = elsewhere.as_ptr() as u64;
+        assert_eq!(
+            libc.read_to_device(f, 0, base, 100, stray, 9),
+            app(HostError::BadAddress)
+        );
+        assert_eq!(
+            libc.write_from_device(g, 0, base, 100, stray + 1, 9),
+            app(HostError::BadAddress)
+        );
+        assert_eq!(device.pieces.load(Ordering::Relaxed), before);
+        assert_eq!(announced().len(), 7);
+        host::close(p, f).unwrap();
+        host::close(p, g).unwrap();
+    });
+    assert!(std::fs::read(&out_path).unwrap() == data);
 }

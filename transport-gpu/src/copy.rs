@@ -20,6 +20,7 @@
 //! [`Libc::WriteFromDevice`]: ferry_libc::Libc::WriteFromDevice
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,7 +28,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use cudarc::driver::sys;
-use ferry_libc::{DeviceCopy, HostError};
+use ferry_libc::{Announce, DeviceCopy, HostError};
 
 use crate::cuda::Cuda;
 use crate::Error;
@@ -152,6 +153,9 @@ trait Stage: Sync {
     fn copy_in(&self, b: usize, at: u64, n: usize) -> bool;
     /// Starts copying `n` bytes from the device at `at` into buffer `b`; false if refused.
     fn copy_out(&self, b: usize, at: u64, n: usize) -> bool;
+    /// Writes `done`'s value to its word once every copy started so far is over (the bytes of
+    /// a copy in are in device memory); false if refused.
+    fn announce(&self, done: Announce) -> bool;
 }
 
 /// A buffer's address, shared by the threads that fill or drain its parts.
@@ -166,9 +170,14 @@ unsafe impl Send for Shared {}
 /// Reads `len` bytes of the source into the device range through `stage`'s two buffers, in
 /// pieces of `STAGING_BYTES`: the file side of piece `k + 1` on `workers(len)` threads while the
 /// copy engine moves piece `k`. Returns the bytes moved (fewer only at the source's end).
+///
+/// With `done`, the end is announced there after the last copy, and the pipeline returns
+/// without waiting for the copies (the client waits for the announce); without, it returns once
+/// every byte is in device memory.
 fn fill_through(
     stage: &dyn Stage,
     len: u64,
+    done: Option<Announce>,
     read: &(dyn Fn(u64, &mut [u8]) -> io::Result<usize> + Sync),
 ) -> Result<u64, HostError> {
     let piece = STAGING_BYTES as u64;
@@ -221,18 +230,32 @@ fn fill_through(
             whole
         },
     );
-    // Every copy is done before the reply tells the program its bytes are there.
-    if !(stage.wait(0) && stage.wait(1)) && failed.get().is_none() {
-        failed.set(Some(HostError::Io));
+    match done {
+        // The announce follows every copy this call started (in stream order); a failure is
+        // announced too, so the client never waits for a value that does not come.
+        Some(done) => {
+            if !stage.announce(done) && failed.get().is_none() {
+                failed.set(Some(HostError::Io));
+            }
+        }
+        // Every copy is done before the reply tells the program its bytes are there.
+        None => {
+            if !(stage.wait(0) && stage.wait(1)) && failed.get().is_none() {
+                failed.set(Some(HostError::Io));
+            }
+        }
     }
     failed.get().map_or(Ok(moved.get()), Err)
 }
 
 /// Writes `len` bytes of the device range to the sink through `stage`'s two buffers: piece
 /// `k + 1` comes from the device while piece `k` is written on `workers(len)` threads.
+///
+/// With `done`, the end is announced there once the bytes were written (or the copy failed).
 fn drain_through(
     stage: &dyn Stage,
     len: u64,
+    done: Option<Announce>,
     write: &(dyn Fn(u64, &[u8]) -> io::Result<()> + Sync),
 ) -> Result<u64, HostError> {
     let piece = STAGING_BYTES as u64;
@@ -283,6 +306,11 @@ fn drain_through(
     if !(stage.wait(0) && stage.wait(1)) && failed.get().is_none() {
         failed.set(Some(HostError::Io));
     }
+    if let Some(done) = done {
+        if !stage.announce(done) && failed.get().is_none() {
+            failed.set(Some(HostError::Io));
+        }
+    }
     failed.get().map_or(Ok(len), Err)
 }
 
@@ -292,13 +320,17 @@ struct Staging {
     buffers: [*mut u8; 2],
     stream: sys::CUstream,
     done: [sys::CUevent; 2],
+    /// The buffer the next copy starts with: the one its last copy ended on the other of, so
+    /// that a copy following one that was not waited for fills a buffer whose copy is older.
+    next: Cell<usize>,
 }
 
 /// The GPU's memory as [`DeviceCopy`] for [`ferry_libc::LibcHost`] (the loader gives it to the
 /// program's host services).
 pub struct CudaCopy {
     context: sys::CUcontext,
-    pool: Mutex<Vec<Staging>>,
+    /// The staging sets not in use, the longest unused first.
+    pool: Mutex<VecDeque<Staging>>,
     stats: Counters,
 }
 
@@ -378,7 +410,7 @@ impl CudaCopy {
         cuda.make_current()?;
         let copy = CudaCopy {
             context: cuda.context(),
-            pool: Mutex::new(Vec::new()),
+            pool: Mutex::new(VecDeque::new()),
             stats: Counters::default(),
         };
         for _ in 0..threads.max(1) {
@@ -390,7 +422,7 @@ impl CudaCopy {
             copy.pool
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push(staging);
+                .push_back(staging);
         }
         Ok(copy)
     }
@@ -411,6 +443,7 @@ impl CudaCopy {
             buffers: [std::ptr::null_mut(); 2],
             stream: std::ptr::null_mut(),
             done: [std::ptr::null_mut(); 2],
+            next: Cell::new(0),
         };
         let mut made = true;
         for b in &mut staging.buffers {
@@ -438,8 +471,11 @@ impl CudaCopy {
 
     fn free(&self, s: Staging) {
         // SAFETY: each handle is null or was made by the driver above and is released once; the
-        // stream is idle (every use synchronises before giving its staging back).
+        // stream is synchronised first (a copy that was not waited for may still use a buffer).
         unsafe {
+            if !s.stream.is_null() {
+                sys::cuStreamSynchronize(s.stream);
+            }
             for b in s.buffers {
                 if !b.is_null() {
                     sys::cuMemFreeHost(b.cast());
@@ -456,28 +492,46 @@ impl CudaCopy {
         }
     }
 
-    /// Runs `f` with a staging set (from the pool, or a new one if every set is in use).
+    /// Runs `f` with a staging set (from the pool, the longest unused first, or a new one if
+    /// every set is in use). With `wait`, the set's copies are over before it goes back to the
+    /// pool; without, copies `f` started may still run (the next user of the set waits for a
+    /// buffer's copy before touching the buffer, and its own copies follow on the same stream).
     fn with_staging<R>(
         &self,
+        wait: bool,
         f: impl FnOnce(&Staging) -> Result<R, HostError>,
     ) -> Result<R, HostError> {
         if !self.current() {
             return Err(HostError::Io);
         }
-        let taken = self.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let taken = self
+            .pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front();
         let staging = match taken {
             Some(s) => s,
             None => self.make_staging().ok_or(HostError::Io)?,
         };
         let result = f(&staging);
-        // SAFETY: the stream is this call's; waiting leaves no copy in flight on its buffers.
-        unsafe { sys::cuStreamSynchronize(staging.stream) };
+        if wait {
+            // SAFETY: the stream is this call's; waiting leaves no copy in flight on its buffers.
+            unsafe { sys::cuStreamSynchronize(staging.stream) };
+        }
         self.pool
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(staging);
+            .push_back(staging);
         result
     }
+}
+
+/// Checks that `done` names 4 aligned bytes of the device's own memory.
+fn announce_word(done: Announce) -> Result<(), HostError> {
+    if !done.address.is_multiple_of(4) {
+        return Err(HostError::BadAddress);
+    }
+    device_range(done.address, 4)
 }
 
 /// Checks that `address .. address + len` lies in one allocation of the device's own memory.
@@ -517,6 +571,8 @@ fn device_range(address: u64, len: u64) -> Result<(), HostError> {
 /// A staging set and the device range a copy moves, as the pipeline sees them.
 struct CudaStage<'a> {
     staging: &'a Staging,
+    /// The staging buffer the pipeline's buffer 0 is (see `Staging::next`).
+    first: usize,
     /// The device range's start (checked by `device_range`).
     address: u64,
     /// Where the time spent waiting goes.
@@ -527,22 +583,38 @@ struct CudaStage<'a> {
 // current; only the pipeline's own thread (which made it current) calls the driver through them.
 unsafe impl Sync for CudaStage<'_> {}
 
+impl<'a> CudaStage<'a> {
+    fn new(staging: &'a Staging, address: u64, stats: &'a Counters, len: u64) -> Self {
+        let first = staging.next.get();
+        // The pieces this copy takes alternate from `first`; the next copy starts on the buffer
+        // after its last one.
+        let pieces = len.div_ceil(STAGING_BYTES as u64).max(1);
+        staging.next.set((first + pieces as usize) % 2);
+        CudaStage {
+            staging,
+            first,
+            address,
+            stats,
+        }
+    }
+}
+
 impl Stage for CudaStage<'_> {
     fn buffer(&self, b: usize) -> *mut u8 {
-        self.staging.buffers[b]
+        self.staging.buffers[(b + self.first) % 2]
     }
 
     fn wait(&self, b: usize) -> bool {
         let t = Instant::now();
         // SAFETY: the event marks the end of this buffer's last copy (or was never recorded, and
         // returns at once).
-        let done = ok(unsafe { sys::cuEventSynchronize(self.staging.done[b]) });
+        let done = ok(unsafe { sys::cuEventSynchronize(self.staging.done[(b + self.first) % 2]) });
         Counters::add(&self.stats.wait_ns, t);
         done
     }
 
     fn copy_in(&self, b: usize, at: u64, n: usize) -> bool {
-        let s = self.staging;
+        let (s, b) = (self.staging, (b + self.first) % 2);
         // SAFETY: `address + at .. + n` lies in the device allocation checked by the caller;
         // the source is `n <= STAGING_BYTES` bytes of pinned buffer `b`, not touched until its
         // event.
@@ -557,7 +629,7 @@ impl Stage for CudaStage<'_> {
     }
 
     fn copy_out(&self, b: usize, at: u64, n: usize) -> bool {
-        let s = self.staging;
+        let (s, b) = (self.staging, (b + self.first) % 2);
         // SAFETY: buffer `b` is pinned, `n <= STAGING_BYTES`, and not read until its event; the
         // device range was checked by the caller.
         unsafe {
@@ -569,6 +641,14 @@ impl Stage for CudaStage<'_> {
             )) && ok(sys::cuEventRecord(s.done[b], s.stream))
         }
     }
+
+    fn announce(&self, done: Announce) -> bool {
+        // SAFETY: the word was checked to be 4 aligned bytes of device memory (`announce_word`);
+        // the write follows this stream's copies, after a memory barrier (flags 0).
+        ok(unsafe {
+            sys::cuStreamWriteValue32_v2(self.staging.stream, done.address, done.value, 0)
+        })
+    }
 }
 
 impl DeviceCopy for CudaCopy {
@@ -576,24 +656,27 @@ impl DeviceCopy for CudaCopy {
         &self,
         address: u64,
         len: u64,
+        done: Option<Announce>,
         read: &(dyn Fn(u64, &mut [u8]) -> io::Result<usize> + Sync),
     ) -> Result<u64, HostError> {
         let (t, stats) = (Instant::now(), &self.stats);
-        device_range(address, len)?;
+        done.map_or(Ok(()), announce_word)?;
+        let checked = device_range(address, len);
         Counters::add(&stats.check_ns, t);
+        if let Err(e) = checked {
+            return Err(done.map_or(Ok(()), |d| self.announce(d)).err().unwrap_or(e));
+        }
         let timed = |at: u64, buf: &mut [u8]| {
             let t = Instant::now();
             let r = read(at, buf);
             Counters::add(&stats.file_ns, t);
             r
         };
-        let moved = self.with_staging(|staging| {
-            let stage = CudaStage {
-                staging,
-                address,
-                stats,
-            };
-            fill_through(&stage, len, &timed)
+        // An announced copy returns once its last copy is started: the client waits for the
+        // announce, and the serving thread goes on to the next call.
+        let moved = self.with_staging(done.is_none(), |staging| {
+            let stage = CudaStage::new(staging, address, stats, len);
+            fill_through(&stage, len, done, &timed)
         });
         stats.copies.fetch_add(1, Ordering::Relaxed);
         stats
@@ -607,24 +690,25 @@ impl DeviceCopy for CudaCopy {
         &self,
         address: u64,
         len: u64,
+        done: Option<Announce>,
         write: &(dyn Fn(u64, &[u8]) -> io::Result<()> + Sync),
     ) -> Result<u64, HostError> {
         let (t, stats) = (Instant::now(), &self.stats);
-        device_range(address, len)?;
+        done.map_or(Ok(()), announce_word)?;
+        let checked = device_range(address, len);
         Counters::add(&stats.check_ns, t);
+        if let Err(e) = checked {
+            return Err(done.map_or(Ok(()), |d| self.announce(d)).err().unwrap_or(e));
+        }
         let timed = |at: u64, bytes: &[u8]| {
             let t = Instant::now();
             let r = write(at, bytes);
             Counters::add(&stats.file_ns, t);
             r
         };
-        let moved = self.with_staging(|staging| {
-            let stage = CudaStage {
-                staging,
-                address,
-                stats,
-            };
-            drain_through(&stage, len, &timed)
+        let moved = self.with_staging(true, |staging| {
+            let stage = CudaStage::new(staging, address, stats, len);
+            drain_through(&stage, len, done, &timed)
         });
         stats.copies.fetch_add(1, Ordering::Relaxed);
         stats
@@ -632,6 +716,17 @@ impl DeviceCopy for CudaCopy {
             .fetch_add(*moved.as_ref().unwrap_or(&0), Ordering::Relaxed);
         Counters::add(&stats.total_ns, t);
         moved
+    }
+
+    fn announce(&self, done: Announce) -> Result<(), HostError> {
+        announce_word(done)?;
+        self.with_staging(false, |staging| {
+            // SAFETY: the word was checked just above; the staging set's stream is this call's.
+            let written = ok(unsafe {
+                sys::cuStreamWriteValue32_v2(staging.stream, done.address, done.value, 0)
+            });
+            written.then_some(()).ok_or(HostError::Io)
+        })
     }
 }
 
@@ -675,6 +770,10 @@ mod tests {
         buffers: [std::cell::UnsafeCell<Box<[u8]>>; 2],
         device: Mutex<Vec<u8>>,
         refuse: bool,
+        /// Copies made so far.
+        copies: AtomicU64,
+        /// Each announce: its value and the copies made before it.
+        announced: Mutex<Vec<(u32, u64)>>,
     }
 
     impl MemStage {
@@ -683,6 +782,8 @@ mod tests {
                 buffers: [0, 1].map(|_| vec![0u8; STAGING_BYTES].into_boxed_slice().into()),
                 device: Mutex::new(vec![0xAA; device_len]),
                 refuse: false,
+                copies: AtomicU64::new(0),
+                announced: Mutex::new(Vec::new()),
             }
         }
     }
@@ -704,6 +805,7 @@ mod tests {
             // SAFETY: the test's buffers, read here between the pipeline's rounds only.
             let buf = unsafe { std::slice::from_raw_parts(self.buffer(b), n) };
             self.device.lock().unwrap()[at..at + n].copy_from_slice(buf);
+            self.copies.fetch_add(1, Ordering::Relaxed);
             !self.refuse
         }
         fn copy_out(&self, b: usize, at: u64, n: usize) -> bool {
@@ -711,9 +813,20 @@ mod tests {
             // SAFETY: the test's buffers, written here between the pipeline's rounds only.
             let buf = unsafe { std::slice::from_raw_parts_mut(self.buffer(b), n) };
             buf.copy_from_slice(&self.device.lock().unwrap()[at..at + n]);
+            self.copies.fetch_add(1, Ordering::Relaxed);
             !self.refuse
         }
+        fn announce(&self, done: Announce) -> bool {
+            let copies = self.copies.load(Ordering::Relaxed);
+            self.announced.lock().unwrap().push((done.value, copies));
+            true
+        }
     }
+
+    const DONE: Announce = Announce {
+        address: 0x1000,
+        value: 7,
+    };
 
     const SIZES: [usize; 9] = [
         0,
@@ -734,7 +847,7 @@ mod tests {
             for source_len in [len, len / 2, len.saturating_sub(STAGING_BYTES), len + 9] {
                 let stage = MemStage::new(len);
                 let read = source(source_len, 300_000);
-                let moved = fill_through(&stage, len as u64, &read).unwrap();
+                let moved = fill_through(&stage, len as u64, None, &read).unwrap();
                 let want = source_len.min(len);
                 assert_eq!(moved, want as u64, "range {len}, source {source_len}");
                 let device = stage.device.into_inner().unwrap();
@@ -762,7 +875,10 @@ mod tests {
                 out.lock().unwrap()[at..at + b.len()].copy_from_slice(b);
                 Ok(())
             };
-            assert_eq!(drain_through(&stage, len as u64, &write), Ok(len as u64));
+            assert_eq!(
+                drain_through(&stage, len as u64, None, &write),
+                Ok(len as u64)
+            );
             assert!(out.into_inner().unwrap() == expected(0, len), "range {len}");
         }
     }
@@ -778,7 +894,7 @@ mod tests {
         };
         let stage = MemStage::new(len);
         assert_eq!(
-            fill_through(&stage, len as u64, &failing_read),
+            fill_through(&stage, len as u64, None, &failing_read),
             Err(HostError::Io)
         );
         let failing_write = |at: u64, _: &[u8]| -> io::Result<()> {
@@ -788,12 +904,12 @@ mod tests {
             }
         };
         assert_eq!(
-            drain_through(&stage, len as u64, &failing_write),
+            drain_through(&stage, len as u64, None, &failing_write),
             Err(HostError::Io)
         );
         let panicking = |_: u64, _: &mut [u8]| -> io::Result<usize> { panic!("a reader's bug") };
         assert_eq!(
-            fill_through(&stage, len as u64, &panicking),
+            fill_through(&stage, len as u64, None, &panicking),
             Err(HostError::Io)
         );
         // The driver refusing a copy: the address was not the device's after all.
@@ -803,13 +919,75 @@ mod tests {
         };
         let read = source(len, usize::MAX);
         assert_eq!(
-            fill_through(&refusing, len as u64, &read),
+            fill_through(&refusing, len as u64, None, &read),
             Err(HostError::BadAddress)
         );
         let write = |_: u64, _: &[u8]| -> io::Result<()> { Ok(()) };
         assert_eq!(
-            drain_through(&refusing, len as u64, &write),
+            drain_through(&refusing, len as u64, None, &write),
             Err(HostError::BadAddress)
         );
+    }
+
+    #[test]
+    fn an_announced_copy_announces_once_after_its_last_copy_whatever_the_outcome() {
+        for len in SIZES {
+            let stage = MemStage::new(len);
+            let read = source(len, 300_000);
+            assert_eq!(
+                fill_through(&stage, len as u64, Some(DONE), &read),
+                Ok(len as u64)
+            );
+            let copies = stage.copies.load(Ordering::Relaxed);
+            assert_eq!(
+                *stage.announced.lock().unwrap(),
+                [(7, copies)],
+                "fill {len}"
+            );
+            assert!(stage.device.into_inner().unwrap() == expected(0, len));
+            let stage = MemStage::new(len);
+            let write = |_: u64, _: &[u8]| -> io::Result<()> { Ok(()) };
+            assert_eq!(
+                drain_through(&stage, len as u64, Some(DONE), &write),
+                Ok(len as u64)
+            );
+            let copies = stage.copies.load(Ordering::Relaxed);
+            assert_eq!(
+                *stage.announced.lock().unwrap(),
+                [(7, copies)],
+                "drain {len}"
+            );
+        }
+        // Failures on the file's side and refused copies are announced too.
+        let len = 3 * STAGING_BYTES;
+        let failing_read = |at: u64, _: &mut [u8]| -> io::Result<usize> {
+            match at > STAGING_BYTES as u64 {
+                true => Err(io::Error::other("disk")),
+                false => Ok(1),
+            }
+        };
+        let stage = MemStage::new(len);
+        assert_eq!(
+            fill_through(&stage, len as u64, Some(DONE), &failing_read),
+            Err(HostError::Io)
+        );
+        assert_eq!(stage.announced.lock().unwrap().len(), 1);
+        let failing_write = |_: u64, _: &[u8]| -> io::Result<()> { Err(io::Error::other("full")) };
+        let stage = MemStage::new(len);
+        assert_eq!(
+            drain_through(&stage, len as u64, Some(DONE), &failing_write),
+            Err(HostError::Io)
+        );
+        assert_eq!(stage.announced.lock().unwrap().len(), 1);
+        let refusing = MemStage {
+            refuse: true,
+            ..MemStage::new(len)
+        };
+        let read = source(len, usize::MAX);
+        assert_eq!(
+            fill_through(&refusing, len as u64, Some(DONE), &read),
+            Err(HostError::BadAddress)
+        );
+        assert_eq!(refusing.announced.lock().unwrap().len(), 1);
     }
 }

@@ -249,6 +249,8 @@ impl<'c> Program<'c> {
         region.keep_ports_for(config.blocks as u64 * config.threads.div_ceil(32) as u64);
         region.set_max_sleep_ns(config.max_sleep_ns);
         region.set_words_for_warps(config.words_for_warps);
+        // The host services always have a copy engine's path here (below), and it announces.
+        region.set_announce(true);
         region.install(cuda, &module)?;
         // The heap, reserved before launch (nothing is allocated while a kernel runs).
         let heap = match config.heap {

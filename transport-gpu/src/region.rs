@@ -39,8 +39,8 @@ impl PortCount {
 }
 
 /// A region in mapped pinned host memory (with word lines for small calls if asked,
-/// `ferry_rpc::words`), the client's locks (and outbox shadow and word sequences) in device
-/// memory, the server's locks in host memory.
+/// `ferry_rpc::words`), the client's locks (and outbox shadow, word sequences and announce words)
+/// in device memory, the server's locks in host memory.
 #[derive(Debug)]
 pub struct GpuRegion {
     layout: Layout,
@@ -53,6 +53,8 @@ pub struct GpuRegion {
     max_sleep_ns: u32,
     /// Whether whole warps' small calls take the word lines too (`FLAG_WORDS_FOR_WARPS`).
     words_for_warps: bool,
+    /// Whether the host announces its copies in the clients' memory (`FLAG_ANNOUNCE`).
+    announce: bool,
 }
 
 /// Lanes per packet on an NVIDIA GPU: one slot per lane of a warp.
@@ -91,6 +93,7 @@ impl GpuRegion {
             keep_ports: false,
             max_sleep_ns: 0,
             words_for_warps: false,
+            announce: false,
         })
     }
 
@@ -145,6 +148,14 @@ impl GpuRegion {
         self.words_for_warps
     }
 
+    /// Tells the kernel's clients that the host announces the end of its copies between files
+    /// and device memory in the clients' memory ([`descriptor::FLAG_ANNOUNCE`]): set it only
+    /// when the `Libc` host serving the region has a `DeviceCopy` (which announces: its
+    /// contract), as the loader's has. Takes effect at the next [`install`](Self::install).
+    pub fn set_announce(&mut self, on: bool) {
+        self.announce = on;
+    }
+
     /// The descriptor a kernel builds its clients from.
     pub fn descriptor(&self) -> Descriptor {
         Descriptor {
@@ -164,6 +175,11 @@ impl GpuRegion {
                 }
                 | if self.words_for_warps {
                     descriptor::FLAG_WORDS_FOR_WARPS
+                } else {
+                    0
+                }
+                | if self.announce {
+                    descriptor::FLAG_ANNOUNCE
                 } else {
                     0
                 },

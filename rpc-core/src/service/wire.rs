@@ -123,6 +123,35 @@ pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     Ok(reply)
 }
 
+/// As [`call_fixed`] through the packets, for a call whose service announces its end in the
+/// client's memory ([`Process::with_announce_words`](crate::Process::with_announce_words)):
+/// opens, arms this lane's announce word, writes the word's address (8 bytes) and the value to
+/// announce (4 bytes) into the request at `at`, sends, waits on the word, then reads the reply
+/// (there by then, or soon after). A handle without announce words sends address 0 and waits for
+/// the reply as any call does.
+#[inline(always)]
+pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+    site: &C,
+    opcode: u32,
+    request: &[u8; Q],
+    at: usize,
+) -> Result<[u8; R], Error> {
+    let mut reply = [0u8; R];
+    let mut port = site.process().open(opcode)?;
+    let armed = port.arm_announce();
+    let (address, value) = armed.unwrap_or((0, 0));
+    let mut request = *request;
+    put(&mut request, at, &address);
+    put(&mut request, at + 8, &value);
+    port.send(|slot, _| write_slot(slot, &request))?;
+    if armed.is_some() {
+        port.await_announced(value)?;
+    }
+    port.recv(|slot, _| read_slot(slot, &mut reply))?;
+    check(port.status(), opcode)?;
+    Ok(reply)
+}
+
 /// Makes a one-way call whose arguments are `Q` fixed bytes: sends and returns.
 #[inline(always)]
 pub fn call_oneway<C: CallSite + ?Sized, const Q: usize>(

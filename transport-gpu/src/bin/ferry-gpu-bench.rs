@@ -480,10 +480,12 @@ fn bulk_kernel(
     warps: u32,
     servers: u32,
     sleep: u32,
+    announce: bool,
 ) -> Result<f64, Error> {
     let kernel = module.function(name)?;
     let mut region = GpuRegion::new(cuda, PortCount::default())?;
     region.set_max_sleep_ns(sleep);
+    region.set_announce(announce);
     region.install(cuda, module)?;
     let errors = cuda.alloc_device(4)?;
     let (block, grid) = if warps >= 32 {
@@ -627,6 +629,8 @@ fn bulk(
     };
     // `kernel` over `warps` warps of `module`, `slice` bytes each, reading `s`'s file into its
     // device memory (zeroed before each run, compared with the file after): the median time.
+    // Whether the copies are announced in the warps' memory (`GpuRegion::set_announce`).
+    let announce = std::cell::Cell::new(true);
     let read = |s: &Staged,
                 module: &Module,
                 kernel: &str,
@@ -650,6 +654,7 @@ fn bulk(
                 warps,
                 servers,
                 sleep,
+                announce.get(),
             )?);
         }
         program.close(file)?;
@@ -676,14 +681,23 @@ fn bulk(
     let whole = Staged::new(cuda, "whole", mib << 20)?;
     let htod = time(&mut || whole.htod(cuda))?;
     let dtoh = time(&mut || whole.dtoh(cuda))?;
-    let secs = read(&whole, module, "bulk_read", mib << 20, 1, reps, 0)?;
-    rows.push(row(
-        format!("one call (lane 0 of one warp) reads a {mib} MiB file into device memory"),
-        &whole,
-        secs,
-        htod,
-        "cuMemcpyHtoD from pinned memory",
-    ));
+    for on in [false, true] {
+        announce.set(on);
+        let secs = read(&whole, module, "bulk_read", mib << 20, 1, reps, 0)?;
+        rows.push(row(
+            format!(
+                "one call (lane 0 of one warp) reads a {mib} MiB file into device memory{}",
+                match on {
+                    true => ", the end announced",
+                    false => ", waiting for the reply",
+                }
+            ),
+            &whole,
+            secs,
+            htod,
+            "cuMemcpyHtoD from pinned memory",
+        ));
+    }
     let out_path = whole.path.with_extension("out");
     let out = program.open(
         mode::WRITE | mode::CREATE | mode::TRUNCATE,
@@ -691,7 +705,19 @@ fn bulk(
     )?;
     let secs = time(&mut || {
         let (h, ptr, n) = (out.0, whole.dev.ptr(), (mib << 20) as u64);
-        bulk_kernel(cuda, module, "bulk_write", &host, h, ptr, n, 1, servers, 0)
+        bulk_kernel(
+            cuda,
+            module,
+            "bulk_write",
+            &host,
+            h,
+            ptr,
+            n,
+            1,
+            servers,
+            0,
+            true,
+        )
     })?;
     program.close(out)?;
     let written = std::fs::read(&out_path)?;
@@ -747,13 +773,19 @@ fn bulk(
     for &warps in warp_counts {
         let slices = Staged::new(cuda, "slices", warps as usize * slice)?;
         let htod = time(&mut || slices.htod(cuda))?;
-        for &sleep in sleeps {
+        for (&sleep, on) in sleeps.iter().flat_map(|s| [(s, false), (s, true)]) {
+            announce.set(on);
             let secs = read(&slices, capped, "bulk_read", slice, warps, reps, sleep)?;
+            announce.set(true);
             rows.push(row(
                 format!(
-                    "{warps} warps each read their own 64 KiB slice ({} MiB), {servers} server threads{}",
+                    "{warps} warps each read their own 64 KiB slice ({} MiB), {servers} server threads{}{}",
                     slices.data.len() >> 20,
-                    sleep_label(sleep)
+                    sleep_label(sleep),
+                    match on {
+                        true => ", the end announced in device memory",
+                        false => ", waiting for the reply",
+                    }
                 ),
                 &slices,
                 secs,
@@ -776,6 +808,117 @@ fn bulk(
         "cuMemcpyHtoD from pinned memory",
     ));
     Ok(rows)
+}
+
+/// `--copy-probe`: the driver's cost of many small announced copies from host threads, no
+/// kernel: `n` copies of `size` bytes from pinned memory to device memory, each followed by a
+/// 4-byte write of device memory in stream order; issued one by one from 1 and 8 threads (each
+/// its own stream), and in batches (`cuMemcpyBatchAsync` + `cuStreamBatchMemOp`) from one
+/// thread. Prints the time per copy.
+fn copy_probe(cuda: &Cuda, n: usize, size: usize) -> Result<(), Error> {
+    use cudarc::driver::sys;
+    let host = cuda.alloc_mapped(n * size)?;
+    let dev = cuda.alloc_device(n * size)?;
+    let words = cuda.alloc_device(n * 4)?;
+    let ok = |r: sys::CUresult, what: &str| -> Result<(), Error> {
+        match r {
+            sys::CUresult::CUDA_SUCCESS => Ok(()),
+            e => Err(Error::Program(format!("{what}: {e:?}"))),
+        }
+    };
+    let (d, w) = (dev.ptr(), words.ptr());
+    cuda.make_current()?;
+    let mut context = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer; the context was just made current.
+    ok(unsafe { sys::cuCtxGetCurrent(&mut context) }, "context")?;
+    let (context, hp) = (context as usize, host.host() as usize);
+    let one_by_one = |threads: usize| -> Result<f64, Error> {
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            let parts: Vec<_> = (0..threads)
+                .map(|k| {
+                    s.spawn(move || -> Result<(), Error> {
+                        // SAFETY: the probe's context, alive for the probe.
+                        ok(unsafe { sys::cuCtxSetCurrent(context as sys::CUcontext) }, "context")?;
+                        let mut stream = std::ptr::null_mut();
+                        // SAFETY: valid out-pointer; 1 = non-blocking.
+                        ok(unsafe { sys::cuStreamCreate(&mut stream, 1) }, "stream")?;
+                        for i in (k..n).step_by(threads) {
+                            let off = (i * size) as u64;
+                            // SAFETY: in-bounds ranges of this probe's own allocations.
+                            unsafe {
+                                ok(sys::cuMemcpyHtoDAsync_v2(d + off, (hp + i * size) as *const c_void, size, stream), "copy")?;
+                                ok(sys::cuStreamWriteValue32_v2(stream, w + 4 * i as u64, 1, 0), "write")?;
+                            }
+                        }
+                        // SAFETY: this thread's stream.
+                        unsafe {
+                            ok(sys::cuStreamSynchronize(stream), "sync")?;
+                            sys::cuStreamDestroy_v2(stream);
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            parts.into_iter().try_for_each(|p| p.join().unwrap_or(Err(Error::Program("panicked".into()))))
+        })?;
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let batched = |batch: usize| -> Result<f64, Error> {
+        cuda.make_current()?;
+        let mut stream = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; 1 = non-blocking.
+        ok(unsafe { sys::cuStreamCreate(&mut stream, 1) }, "stream")?;
+        let t = Instant::now();
+        for first in (0..n).step_by(batch) {
+            let m = batch.min(n - first);
+            let mut dsts: Vec<u64> = (first..first + m).map(|i| d + (i * size) as u64).collect();
+            let mut srcs: Vec<u64> = (first..first + m).map(|i| host.host() as u64 + (i * size) as u64).collect();
+            let mut sizes = vec![size; m];
+            // SAFETY: zeroed attributes are a valid value; fields set below.
+            let mut attr: sys::CUmemcpyAttributes = unsafe { std::mem::zeroed() };
+            attr.srcAccessOrder = sys::CUmemcpySrcAccessOrder::CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+            let mut idx = 0usize;
+            let mut ops: Vec<sys::CUstreamBatchMemOpParams> = (first..first + m)
+                .map(|i| {
+                    // SAFETY: zeroed params are a valid value; fields set below.
+                    let mut p: sys::CUstreamBatchMemOpParams = unsafe { std::mem::zeroed() };
+                    p.writeValue.operation = sys::CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_32;
+                    p.writeValue.address = w + 4 * i as u64;
+                    p.writeValue.__bindgen_anon_1.value = 1;
+                    p
+                })
+                .collect();
+            // SAFETY: arrays of `m` entries; in-bounds ranges of this probe's allocations.
+            unsafe {
+                ok(sys::cuMemcpyBatchAsync_v2(dsts.as_mut_ptr(), srcs.as_mut_ptr(), sizes.as_mut_ptr(), m, &mut attr, &mut idx, 1, stream), "batch copy")?;
+                ok(sys::cuStreamBatchMemOp_v2(stream, m as u32, ops.as_mut_ptr(), 0), "batch write")?;
+            }
+        }
+        // SAFETY: this probe's stream.
+        unsafe {
+            ok(sys::cuStreamSynchronize(stream), "sync")?;
+            sys::cuStreamDestroy_v2(stream);
+        }
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let htod = {
+        let t = Instant::now();
+        // SAFETY: the probe's own allocations, `n * size` bytes each.
+        let data = unsafe { std::slice::from_raw_parts(host.host(), n * size) };
+        cuda.copy_to_device(d, data)?;
+        t.elapsed().as_secs_f64()
+    };
+    println!("| copy probe: {n} copies of {size} B, one cuMemcpyHtoD of all | {:.2} µs per copy | {:.2} GB/s |", htod / n as f64 * 1e6, (n * size) as f64 / htod / 1e9);
+    for threads in [1, 8] {
+        let secs = one_by_one(threads)?;
+        println!("| copy probe: one by one (copy + write), {threads} threads | {:.2} µs per copy | {:.2} GB/s |", secs / n as f64 * 1e6, (n * size) as f64 / secs / 1e9);
+    }
+    for batch in [16, 64, 256] {
+        let secs = batched(batch)?;
+        println!("| copy probe: batches of {batch} (cuMemcpyBatchAsync + cuStreamBatchMemOp), 1 thread | {:.2} µs per copy | {:.2} GB/s |", secs / n as f64 * 1e6, (n * size) as f64 / secs / 1e9);
+    }
+    Ok(())
 }
 
 /// Prints the bulk rows, then where the host's copies spent their time in each.
@@ -819,6 +962,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut bulk_mib = 256usize;
     let mut sleeps = vec![0u32];
     let mut servers = vec![1u32, 2, 4, 8];
+    let mut copy_probe_on = false;
     let (mut bulk_only, mut bulk_warps, mut file_threads) =
         (false, Vec::<u32>::new(), vec![ferry_gpu::copy::READERS]);
     while let Some(a) = args.next() {
@@ -829,6 +973,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--reps" => reps = value()?.parse()?,
             "--bulk-mib" => bulk_mib = value()?.parse()?,
             "--bulk-only" => bulk_only = true,
+            "--copy-probe" => copy_probe_on = true,
             "--bulk-warps" => {
                 bulk_warps = value()?
                     .split(',')
@@ -870,6 +1015,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cuda.resident_warps()
     );
     let rust = cuda.load_module(&std::fs::read(bench_ptx)?, None)?;
+    if copy_probe_on {
+        for _ in 0..2 {
+            copy_probe(&cuda, cuda.resident_warps() as usize, 64 << 10)?;
+        }
+        return Ok(());
+    }
     if bulk_warps.is_empty() {
         bulk_warps.push(cuda.resident_warps());
     }
