@@ -1227,7 +1227,9 @@ fn copies_the_host_announces_end_on_the_clients_own_word() {
     let _w = watchdog("announced copies");
     let dir = Scratch::new("announce");
     let path = dir.path("in");
-    let data: Vec<u8> = (0..200_000u32).map(|i| ((i * 7) ^ (i >> 9)) as u8).collect();
+    let data: Vec<u8> = (0..200_000u32)
+        .map(|i| ((i * 7) ^ (i >> 9)) as u8)
+        .collect();
     std::fs::write(&path, &data).unwrap();
     let out_path = dir.path("out");
     // The client's "device memory": a buffer of this process the model maps onto its own.

@@ -12,6 +12,11 @@
 //! thread's read of the page cache is several times slower than the copy engine; a copy under
 //! two parts' worth stays on the serving thread.
 //!
+//! A small read whose end is announced in the warp's memory (up to [`SMALL_BYTES`]) takes the
+//! batched path instead: the file into a chunk of pinned memory, the copy queued and issued
+//! with others in one driver call (the driver serves one call at a time, and thousands of warps'
+//! copies one by one wait for it); see `batch.rs`.
+//!
 //! Each serving thread that copies takes one set of staging buffers (two pinned buffers, a stream
 //! and two events) from a pool made when the program is loaded, so no pinned memory is allocated
 //! while a kernel runs unless more threads copy at once than the pool holds.
@@ -30,6 +35,8 @@ use std::time::Instant;
 use cudarc::driver::sys;
 use ferry_libc::{Announce, DeviceCopy, HostError};
 
+use crate::batch::Batcher;
+pub use crate::batch::{BATCH, SMALL_BYTES};
 use crate::cuda::Cuda;
 use crate::Error;
 
@@ -39,7 +46,30 @@ pub const STAGING_BYTES: usize = 4 << 20;
 
 /// The most threads that read (or write) one staging buffer's piece of the file at once: one
 /// thread's read of the page cache is a memory copy, several times slower than the copy engine.
-pub const READERS: usize = 8;
+pub const READERS: usize = 12;
+
+/// Large copies whose file side runs on helper threads right now. While there are any, an idle
+/// serving thread sleeps between its scans instead of spinning (`server.rs`), leaving the CPUs
+/// to the helpers: a file read at memory speed needs more of them than the serving threads
+/// leave otherwise.
+pub(crate) static HELPED_COPIES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts a copy in [`HELPED_COPIES`] while it lives.
+struct Helped;
+
+impl Helped {
+    fn new() -> Helped {
+        HELPED_COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Helped
+    }
+}
+
+impl Drop for Helped {
+    fn drop(&mut self) {
+        HELPED_COPIES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 /// The smallest part one of the readers takes: a copy below this is read by one thread.
 const PART_BYTES: usize = 256 << 10;
@@ -50,6 +80,19 @@ fn workers(len: u64) -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let piece = len.min(STAGING_BYTES as u64) as usize;
     (piece / PART_BYTES).clamp(1, READERS.min(cpus))
+}
+
+/// Bytes of each piece of a large read into device memory (in the first part of a staging
+/// buffer): small enough that the threads' runs end close together, large enough that a
+/// copy's fixed cost is small against its bytes.
+const FILL_PIECE: usize = 1 << 20;
+const _: () = assert!(FILL_PIECE <= STAGING_BYTES);
+
+/// Threads that read the file for a copy of `len` bytes into device memory: one per 2 pieces,
+/// at most `READERS` and the host's CPUs.
+fn readers(len: u64) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (len.div_ceil(2 * FILL_PIECE as u64) as usize).clamp(1, READERS.min(cpus))
 }
 
 /// Fills `buf` with the source's bytes from `at` on through `read`; returns how many (fewer only
@@ -86,6 +129,7 @@ fn rounds<T: Send>(
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Barrier;
     let workers = workers.max(1);
+    let _helped = (workers > 1).then(Helped::new);
     let slots: Vec<Mutex<Option<io::Result<T>>>> = (0..workers).map(|_| Mutex::new(None)).collect();
     let (go, done) = (Barrier::new(workers), Barrier::new(workers));
     let (stop, round) = (AtomicBool::new(false), AtomicU64::new(0));
@@ -156,6 +200,11 @@ trait Stage: Sync {
     /// Writes `done`'s value to its word once every copy started so far is over (the bytes of
     /// a copy in are in device memory); false if refused.
     fn announce(&self, done: Announce) -> bool;
+    /// Readies the calling thread to use the stage (the driver's context made current); false
+    /// if it cannot be.
+    fn enter(&self) -> bool {
+        true
+    }
 }
 
 /// A buffer's address, shared by the threads that fill or drain its parts.
@@ -167,85 +216,113 @@ unsafe impl Sync for Shared {}
 // SAFETY: as above.
 unsafe impl Send for Shared {}
 
-/// Reads `len` bytes of the source into the device range through `stage`'s two buffers, in
-/// pieces of `STAGING_BYTES`: the file side of piece `k + 1` on `workers(len)` threads while the
-/// copy engine moves piece `k`. Returns the bytes moved (fewer only at the source's end).
-///
-/// With `done`, the end is announced there after the last copy, and the pipeline returns
-/// without waiting for the copies (the client waits for the announce); without, it returns once
-/// every byte is in device memory.
-fn fill_through(
-    stage: &dyn Stage,
+/// Reads `len` bytes of the source into the device range on one thread per stage in `stages`,
+/// each through its own stage's two buffers: the pieces of `STAGING_BYTES` are split into one
+/// contiguous run per thread, and each thread reads its next piece while the copy engine moves
+/// its last, with no step in common with the other threads (a thread is never kept waiting for
+/// a slower one). Returns the bytes moved up to the first piece the source's end cut short;
+/// every copy is over when it returns, and with `done` the end is announced after them on
+/// `stages[0]`.
+fn fill_split<S: Stage>(
+    stages: &[S],
     len: u64,
     done: Option<Announce>,
     read: &(dyn Fn(u64, &mut [u8]) -> io::Result<usize> + Sync),
 ) -> Result<u64, HostError> {
-    let piece = STAGING_BYTES as u64;
-    let buffers = [Shared(stage.buffer(0)), Shared(stage.buffer(1))];
+    let piece = FILL_PIECE as u64;
+    let pieces = len.div_ceil(piece);
     let size = |k: u64| (len - k * piece).min(piece) as usize;
-    let n_workers = workers(len);
-    let (moved, failed) = (Cell::new(0u64), Cell::new(None));
-    rounds(
-        n_workers,
-        len.div_ceil(piece),
-        // The buffer is free once its last copy (piece k - 2) is done.
-        |k| {
-            let free = stage.wait((k % 2) as usize);
-            if !free {
-                failed.set(Some(HostError::Io));
+    let threads = (stages.len() as u64).clamp(1, pieces.max(1));
+    // Thread `i`'s run of pieces, the pieces it read (index, bytes got, bytes wanted) or its
+    // failure.
+    let run = |i: u64| -> Result<Vec<(u64, usize, usize)>, HostError> {
+        let stage = &stages[i as usize];
+        let (first, end) = (i * pieces / threads, (i + 1) * pieces / threads);
+        let mut got = Vec::new();
+        if !stage.enter() {
+            return Err(HostError::Io);
+        }
+        let mut failed = None;
+        for (j, k) in (first..end).enumerate() {
+            let b = j % 2;
+            if !stage.wait(b) {
+                failed = Some(HostError::Io);
+                break;
             }
-            free
-        },
-        |k, i| {
-            let (from, n) = part_of(size(k), n_workers, i);
-            let b = buffers[(k % 2) as usize];
-            // SAFETY: this worker's part of buffer b (STAGING_BYTES >= size(k)), disjoint from
-            // the others' and untouched by the copy engine until `end` (waited in `start`).
-            let buf = unsafe { std::slice::from_raw_parts_mut(b.0.add(from), n) };
-            let got = read_all(read, k * piece + from as u64, buf)?;
-            Ok((got, n))
-        },
-        |k, parts| {
-            // The bytes up to the first part the source's end cut short.
-            let mut n = 0;
-            let mut whole = true;
-            for p in parts {
-                match p {
-                    Err(_) => {
-                        failed.set(Some(HostError::Io));
-                        return false;
-                    }
-                    Ok((got, want)) if whole => {
-                        n += got;
-                        whole = got == want;
-                    }
-                    Ok(_) => {}
+            // SAFETY: buffer b holds STAGING_BYTES >= FILL_PIECE >= size(k) bytes, this thread's alone, and
+            // its last copy is over (waited just above).
+            let buf = unsafe { std::slice::from_raw_parts_mut(stage.buffer(b), size(k)) };
+            let n = match read_all(read, k * piece, buf) {
+                Ok(n) => n,
+                Err(_) => {
+                    failed = Some(HostError::Io);
+                    break;
                 }
+            };
+            if n > 0 && !stage.copy_in(b, k * piece, n) {
+                failed = Some(HostError::BadAddress);
+                break;
             }
-            if n > 0 && !stage.copy_in((k % 2) as usize, k * piece, n) {
-                failed.set(Some(HostError::BadAddress));
-                return false;
-            }
-            moved.set(moved.get() + n as u64);
-            whole
-        },
-    );
-    match done {
-        // The announce follows every copy this call started (in stream order); a failure is
-        // announced too, so the client never waits for a value that does not come.
-        Some(done) => {
-            if !stage.announce(done) && failed.get().is_none() {
-                failed.set(Some(HostError::Io));
+            got.push((k, n, size(k)));
+            if n < size(k) {
+                break;
             }
         }
-        // Every copy is done before the reply tells the program its bytes are there.
-        None => {
-            if !(stage.wait(0) && stage.wait(1)) && failed.get().is_none() {
-                failed.set(Some(HostError::Io));
-            }
+        // Every copy of this thread is over before the reply or the announce.
+        if !(stage.wait(0) && stage.wait(1)) && failed.is_none() {
+            failed = Some(HostError::Io);
+        }
+        failed.map_or(Ok(got), Err)
+    };
+    let _helped = (threads > 1).then(Helped::new);
+    let results: Vec<_> = std::thread::scope(|s| {
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+        let helpers: Vec<_> = (1..threads)
+            .map(|i| {
+                let run = &run;
+                s.spawn(move || {
+                    catch_unwind(AssertUnwindSafe(|| run(i))).unwrap_or(Err(HostError::Io))
+                })
+            })
+            .collect();
+        let mut results =
+            vec![catch_unwind(AssertUnwindSafe(|| run(0))).unwrap_or(Err(HostError::Io))];
+        results.extend(
+            helpers
+                .into_iter()
+                .map(|h| h.join().unwrap_or(Err(HostError::Io))),
+        );
+        results
+    });
+    let mut read_pieces = Vec::new();
+    let mut failed = None;
+    for r in results {
+        match r {
+            Ok(v) => read_pieces.extend(v),
+            Err(e) => failed = failed.or(Some(e)),
         }
     }
-    failed.get().map_or(Ok(moved.get()), Err)
+    if let (Some(done), Some(stage)) = (done, stages.first()) {
+        if !stage.announce(done) && failed.is_none() {
+            failed = Some(HostError::Io);
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    // The bytes up to the first piece the source's end cut short.
+    read_pieces.sort_unstable();
+    let mut moved = 0u64;
+    for (expect, &(k, n, want)) in read_pieces.iter().enumerate() {
+        if k != expect as u64 {
+            break;
+        }
+        moved += n as u64;
+        if n < want {
+            break;
+        }
+    }
+    Ok(moved)
 }
 
 /// Writes `len` bytes of the device range to the sink through `stage`'s two buffers: piece
@@ -331,6 +408,8 @@ pub struct CudaCopy {
     context: sys::CUcontext,
     /// The staging sets not in use, the longest unused first.
     pool: Mutex<VecDeque<Staging>>,
+    /// The batched path of small announced reads (`None` if the driver refused its memory).
+    batch: Option<Batcher>,
     stats: Counters,
 }
 
@@ -351,8 +430,11 @@ pub struct CopyStats {
     pub check_ns: u64,
     /// Reading or writing the files (every thread's time).
     pub file_ns: u64,
-    /// Waiting for the copy engine (a buffer's last copy to end).
+    /// Waiting for the copy engine (a buffer's last copy to end, or a chunk of the batched
+    /// path to come back).
     pub wait_ns: u64,
+    /// Queueing copies on the batched path, and issuing the queue when this thread did.
+    pub issue_ns: u64,
     /// The copies from start to end, as their serving threads saw them.
     pub total_ns: u64,
 }
@@ -365,6 +447,7 @@ struct Counters {
     check_ns: AtomicU64,
     file_ns: AtomicU64,
     wait_ns: AtomicU64,
+    issue_ns: AtomicU64,
     total_ns: AtomicU64,
 }
 
@@ -381,6 +464,7 @@ impl Counters {
             check_ns: t(&self.check_ns),
             file_ns: t(&self.file_ns),
             wait_ns: t(&self.wait_ns),
+            issue_ns: t(&self.issue_ns),
             total_ns: t(&self.total_ns),
         }
     }
@@ -411,6 +495,7 @@ impl CudaCopy {
         let copy = CudaCopy {
             context: cuda.context(),
             pool: Mutex::new(VecDeque::new()),
+            batch: Batcher::new(cuda.context()),
             stats: Counters::default(),
         };
         for _ in 0..threads.max(1) {
@@ -526,6 +611,38 @@ impl CudaCopy {
     }
 }
 
+impl CudaCopy {
+    /// Runs `f` with `n` staging sets (from the pool, the longest unused first, new ones if the
+    /// pool has too few); they go back to the pool after `f`, whose copies must be over.
+    fn with_stagings<R>(
+        &self,
+        n: usize,
+        f: impl FnOnce(&[Staging]) -> Result<R, HostError>,
+    ) -> Result<R, HostError> {
+        if !self.current() {
+            return Err(HostError::Io);
+        }
+        let mut taken: Vec<Staging> = {
+            let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+            let k = n.min(pool.len());
+            pool.drain(..k).collect()
+        };
+        while taken.len() < n {
+            match self.make_staging() {
+                Some(s) => taken.push(s),
+                None if !taken.is_empty() => break,
+                None => return Err(HostError::Io),
+            }
+        }
+        let result = f(&taken);
+        self.pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(taken);
+        result
+    }
+}
+
 /// Checks that `done` names 4 aligned bytes of the device's own memory.
 fn announce_word(done: Announce) -> Result<(), HostError> {
     if !done.address.is_multiple_of(4) {
@@ -543,21 +660,26 @@ fn device_range(address: u64, len: u64) -> Result<(), HostError> {
     let mut kind: u32 = 0;
     let mut start: sys::CUdeviceptr = 0;
     let mut size: usize = 0;
-    // SAFETY: each out-pointer is valid for the attribute's type (a memory type is an unsigned
-    // int, the range start a device pointer, the range size a size_t); the driver only reads its
-    // own tables for `address`, which it does not dereference.
+    let mut attributes = [
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+        sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+    ];
+    let mut data: [*mut c_void; 3] = [
+        (&mut kind as *mut u32).cast(),
+        (&mut start as *mut sys::CUdeviceptr).cast(),
+        (&mut size as *mut usize).cast(),
+    ];
+    // SAFETY: one driver call for the three attributes (the driver serves one call at a time:
+    // a copy's checks are as much of its cost as its copy); each out-pointer is valid for its
+    // attribute's type (a memory type is an unsigned int, the range start a device pointer, the
+    // range size a size_t); the driver only reads its own tables for `address`, which it does
+    // not dereference. An address it does not know leaves the memory type 0.
     let known = unsafe {
-        ok(sys::cuPointerGetAttribute(
-            (&mut kind as *mut u32).cast::<c_void>(),
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-            address,
-        )) && ok(sys::cuPointerGetAttribute(
-            (&mut start as *mut sys::CUdeviceptr).cast::<c_void>(),
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-            address,
-        )) && ok(sys::cuPointerGetAttribute(
-            (&mut size as *mut usize).cast::<c_void>(),
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+        ok(sys::cuPointerGetAttributes(
+            3,
+            attributes.as_mut_ptr(),
+            data.as_mut_ptr(),
             address,
         ))
     };
@@ -570,6 +692,8 @@ fn device_range(address: u64, len: u64) -> Result<(), HostError> {
 
 /// A staging set and the device range a copy moves, as the pipeline sees them.
 struct CudaStage<'a> {
+    /// The program's context, made current on each thread that uses the stage.
+    context: sys::CUcontext,
     staging: &'a Staging,
     /// The staging buffer the pipeline's buffer 0 is (see `Staging::next`).
     first: usize,
@@ -584,13 +708,20 @@ struct CudaStage<'a> {
 unsafe impl Sync for CudaStage<'_> {}
 
 impl<'a> CudaStage<'a> {
-    fn new(staging: &'a Staging, address: u64, stats: &'a Counters, len: u64) -> Self {
+    fn new(
+        copy: &'a CudaCopy,
+        staging: &'a Staging,
+        address: u64,
+        stats: &'a Counters,
+        len: u64,
+    ) -> Self {
         let first = staging.next.get();
         // The pieces this copy takes alternate from `first`; the next copy starts on the buffer
         // after its last one.
         let pieces = len.div_ceil(STAGING_BYTES as u64).max(1);
         staging.next.set((first + pieces as usize) % 2);
         CudaStage {
+            context: copy.context,
             staging,
             first,
             address,
@@ -642,6 +773,11 @@ impl Stage for CudaStage<'_> {
         }
     }
 
+    fn enter(&self) -> bool {
+        // SAFETY: the program's context, alive while the copy that made this stage runs.
+        ok(unsafe { sys::cuCtxSetCurrent(self.context) })
+    }
+
     fn announce(&self, done: Announce) -> bool {
         // SAFETY: the word was checked to be 4 aligned bytes of device memory (`announce_word`);
         // the write follows this stream's copies, after a memory barrier (flags 0).
@@ -672,11 +808,35 @@ impl DeviceCopy for CudaCopy {
             Counters::add(&stats.file_ns, t);
             r
         };
+        // A small announced read: the file into a chunk, the copy queued for the next batch.
+        if let (Some(done), Some(batch)) = (done, &self.batch) {
+            if len <= SMALL_BYTES as u64 && self.current() {
+                let waited = Instant::now();
+                let (chunk, buf) = batch.chunk();
+                Counters::add(&stats.wait_ns, waited);
+                let got = read_all(&timed, 0, &mut buf[..len as usize]);
+                // A failed read queues no bytes, so that the announce still comes.
+                let issued = Instant::now();
+                batch.submit(chunk, address, *got.as_ref().unwrap_or(&0), done);
+                Counters::add(&stats.issue_ns, issued);
+                let moved = got.map(|n| n as u64).map_err(|_| HostError::Io);
+                stats.copies.fetch_add(1, Ordering::Relaxed);
+                stats
+                    .bytes
+                    .fetch_add(*moved.as_ref().unwrap_or(&0), Ordering::Relaxed);
+                Counters::add(&stats.total_ns, t);
+                return moved;
+            }
+        }
         // An announced copy returns once its last copy is started: the client waits for the
         // announce, and the serving thread goes on to the next call.
-        let moved = self.with_staging(done.is_none(), |staging| {
-            let stage = CudaStage::new(staging, address, stats, len);
-            fill_through(&stage, len, done, &timed)
+        let threads = readers(len);
+        let moved = self.with_stagings(threads, |stagings| {
+            let stages: Vec<CudaStage<'_>> = stagings
+                .iter()
+                .map(|staging| CudaStage::new(self, staging, address, stats, len))
+                .collect();
+            fill_split(&stages, len, done, &timed)
         });
         stats.copies.fetch_add(1, Ordering::Relaxed);
         stats
@@ -707,7 +867,7 @@ impl DeviceCopy for CudaCopy {
             r
         };
         let moved = self.with_staging(true, |staging| {
-            let stage = CudaStage::new(staging, address, stats, len);
+            let stage = CudaStage::new(self, staging, address, stats, len);
             drain_through(&stage, len, done, &timed)
         });
         stats.copies.fetch_add(1, Ordering::Relaxed);
@@ -768,7 +928,7 @@ mod tests {
     /// Staging in memory; the "device" a vector the copies reach at once.
     struct MemStage {
         buffers: [std::cell::UnsafeCell<Box<[u8]>>; 2],
-        device: Mutex<Vec<u8>>,
+        device: std::sync::Arc<Mutex<Vec<u8>>>,
         refuse: bool,
         /// Copies made so far.
         copies: AtomicU64,
@@ -780,7 +940,7 @@ mod tests {
         fn new(device_len: usize) -> MemStage {
             MemStage {
                 buffers: [0, 1].map(|_| vec![0u8; STAGING_BYTES].into_boxed_slice().into()),
-                device: Mutex::new(vec![0xAA; device_len]),
+                device: std::sync::Arc::new(Mutex::new(vec![0xAA; device_len])),
                 refuse: false,
                 copies: AtomicU64::new(0),
                 announced: Mutex::new(Vec::new()),
@@ -847,15 +1007,52 @@ mod tests {
             for source_len in [len, len / 2, len.saturating_sub(STAGING_BYTES), len + 9] {
                 let stage = MemStage::new(len);
                 let read = source(source_len, 300_000);
-                let moved = fill_through(&stage, len as u64, None, &read).unwrap();
+                let moved =
+                    fill_split(std::slice::from_ref(&stage), len as u64, None, &read).unwrap();
                 let want = source_len.min(len);
                 assert_eq!(moved, want as u64, "range {len}, source {source_len}");
-                let device = stage.device.into_inner().unwrap();
+                let device = stage.device.lock().unwrap().clone();
                 assert!(device[..want] == expected(0, want)[..], "range {len}");
                 assert!(
                     device[want..].iter().all(|&b| b == 0xAA),
                     "nothing past the source"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn a_fill_split_over_threads_moves_every_byte_and_stops_at_the_source_end() {
+        for len in [0, 1, STAGING_BYTES + 1, 5 * STAGING_BYTES + 77] {
+            for source_len in [len, len / 2, len.saturating_sub(STAGING_BYTES), len + 9] {
+                for threads in [2, 3, 8] {
+                    let first = MemStage::new(len);
+                    let others: Vec<MemStage> = (1..threads)
+                        .map(|_| MemStage {
+                            device: first.device.clone(),
+                            ..MemStage::new(0)
+                        })
+                        .collect();
+                    let mut stages = vec![first];
+                    stages.extend(others);
+                    let read = source(source_len, 300_000);
+                    let moved = fill_split(&stages, len as u64, Some(DONE), &read).unwrap();
+                    let want = source_len.min(len);
+                    assert_eq!(moved, want as u64, "{len} {source_len} {threads}");
+                    let device = stages[0].device.lock().unwrap().clone();
+                    assert!(device[..want] == expected(0, want)[..]);
+                    assert!(device[want..].iter().all(|&b| b == 0xAA));
+                    // Announced once, on the first stage, after every stage's copies.
+                    let copies: u64 = stages
+                        .iter()
+                        .map(|s| s.copies.load(Ordering::Relaxed))
+                        .sum();
+                    assert_eq!(stages[0].announced.lock().unwrap().len(), 1);
+                    assert!(stages[1..]
+                        .iter()
+                        .all(|s| s.announced.lock().unwrap().is_empty()));
+                    assert!(copies >= want.div_ceil(STAGING_BYTES) as u64);
+                }
             }
         }
     }
@@ -894,7 +1091,12 @@ mod tests {
         };
         let stage = MemStage::new(len);
         assert_eq!(
-            fill_through(&stage, len as u64, None, &failing_read),
+            fill_split(
+                std::slice::from_ref(&stage),
+                len as u64,
+                None,
+                &failing_read
+            ),
             Err(HostError::Io)
         );
         let failing_write = |at: u64, _: &[u8]| -> io::Result<()> {
@@ -909,7 +1111,7 @@ mod tests {
         );
         let panicking = |_: u64, _: &mut [u8]| -> io::Result<usize> { panic!("a reader's bug") };
         assert_eq!(
-            fill_through(&stage, len as u64, None, &panicking),
+            fill_split(std::slice::from_ref(&stage), len as u64, None, &panicking),
             Err(HostError::Io)
         );
         // The driver refusing a copy: the address was not the device's after all.
@@ -919,7 +1121,7 @@ mod tests {
         };
         let read = source(len, usize::MAX);
         assert_eq!(
-            fill_through(&refusing, len as u64, None, &read),
+            fill_split(std::slice::from_ref(&refusing), len as u64, None, &read),
             Err(HostError::BadAddress)
         );
         let write = |_: u64, _: &[u8]| -> io::Result<()> { Ok(()) };
@@ -935,7 +1137,7 @@ mod tests {
             let stage = MemStage::new(len);
             let read = source(len, 300_000);
             assert_eq!(
-                fill_through(&stage, len as u64, Some(DONE), &read),
+                fill_split(std::slice::from_ref(&stage), len as u64, Some(DONE), &read),
                 Ok(len as u64)
             );
             let copies = stage.copies.load(Ordering::Relaxed);
@@ -944,7 +1146,7 @@ mod tests {
                 [(7, copies)],
                 "fill {len}"
             );
-            assert!(stage.device.into_inner().unwrap() == expected(0, len));
+            assert!(stage.device.lock().unwrap().clone() == expected(0, len));
             let stage = MemStage::new(len);
             let write = |_: u64, _: &[u8]| -> io::Result<()> { Ok(()) };
             assert_eq!(
@@ -968,7 +1170,12 @@ mod tests {
         };
         let stage = MemStage::new(len);
         assert_eq!(
-            fill_through(&stage, len as u64, Some(DONE), &failing_read),
+            fill_split(
+                std::slice::from_ref(&stage),
+                len as u64,
+                Some(DONE),
+                &failing_read
+            ),
             Err(HostError::Io)
         );
         assert_eq!(stage.announced.lock().unwrap().len(), 1);
@@ -985,7 +1192,12 @@ mod tests {
         };
         let read = source(len, usize::MAX);
         assert_eq!(
-            fill_through(&refusing, len as u64, Some(DONE), &read),
+            fill_split(
+                std::slice::from_ref(&refusing),
+                len as u64,
+                Some(DONE),
+                &read
+            ),
             Err(HostError::BadAddress)
         );
         assert_eq!(refusing.announced.lock().unwrap().len(), 1);

@@ -26,6 +26,7 @@
 
 #![deny(missing_docs)]
 
+mod batch;
 pub mod copy;
 pub mod cuda;
 pub mod hsa;

@@ -353,7 +353,10 @@ fn serve_thread(
             };
         } else {
             idle = idle.saturating_add(1);
-            if idle > 4096 {
+            if crate::copy::HELPED_COPIES.load(Ordering::Relaxed) > 0 {
+                // A large copy's file threads need the CPUs more than an idle scan does.
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            } else if idle > 4096 {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();

@@ -438,7 +438,14 @@ fn file_alone_mapped(
     let part = host.len().div_ceil(threads);
     let start = Instant::now();
     if write {
-        file.set_len(host.len() as u64).map_err(io)?;
+        // The file's pages made at once, so that the threads only fill them.
+        rustix::fs::fallocate(
+            &file,
+            rustix::fs::FallocateFlags::empty(),
+            0,
+            host.len() as u64,
+        )
+        .map_err(|e| io(e.into()))?;
     }
     // The file is this benchmark's own, not changed by anyone else while mapped.
     let options = memmap2::MmapOptions::new().len(host.len()).clone();
@@ -839,7 +846,8 @@ fn copy_probe(cuda: &Cuda, n: usize, size: usize) -> Result<(), Error> {
                 .map(|k| {
                     s.spawn(move || -> Result<(), Error> {
                         // SAFETY: the probe's context, alive for the probe.
-                        ok(unsafe { sys::cuCtxSetCurrent(context as sys::CUcontext) }, "context")?;
+                        let current = unsafe { sys::cuCtxSetCurrent(context as sys::CUcontext) };
+                        ok(current, "context")?;
                         let mut stream = std::ptr::null_mut();
                         // SAFETY: valid out-pointer; 1 = non-blocking.
                         ok(unsafe { sys::cuStreamCreate(&mut stream, 1) }, "stream")?;
@@ -847,8 +855,19 @@ fn copy_probe(cuda: &Cuda, n: usize, size: usize) -> Result<(), Error> {
                             let off = (i * size) as u64;
                             // SAFETY: in-bounds ranges of this probe's own allocations.
                             unsafe {
-                                ok(sys::cuMemcpyHtoDAsync_v2(d + off, (hp + i * size) as *const c_void, size, stream), "copy")?;
-                                ok(sys::cuStreamWriteValue32_v2(stream, w + 4 * i as u64, 1, 0), "write")?;
+                                ok(
+                                    sys::cuMemcpyHtoDAsync_v2(
+                                        d + off,
+                                        (hp + i * size) as *const c_void,
+                                        size,
+                                        stream,
+                                    ),
+                                    "copy",
+                                )?;
+                                ok(
+                                    sys::cuStreamWriteValue32_v2(stream, w + 4 * i as u64, 1, 0),
+                                    "write",
+                                )?;
                             }
                         }
                         // SAFETY: this thread's stream.
@@ -860,7 +879,9 @@ fn copy_probe(cuda: &Cuda, n: usize, size: usize) -> Result<(), Error> {
                     })
                 })
                 .collect();
-            parts.into_iter().try_for_each(|p| p.join().unwrap_or(Err(Error::Program("panicked".into()))))
+            parts
+                .into_iter()
+                .try_for_each(|p| p.join().unwrap_or(Err(Error::Program("panicked".into()))))
         })?;
         Ok(t.elapsed().as_secs_f64())
     };
@@ -873,7 +894,9 @@ fn copy_probe(cuda: &Cuda, n: usize, size: usize) -> Result<(), Error> {
         for first in (0..n).step_by(batch) {
             let m = batch.min(n - first);
             let mut dsts: Vec<u64> = (first..first + m).map(|i| d + (i * size) as u64).collect();
-            let mut srcs: Vec<u64> = (first..first + m).map(|i| host.host() as u64 + (i * size) as u64).collect();
+            let mut srcs: Vec<u64> = (first..first + m)
+                .map(|i| host.host() as u64 + (i * size) as u64)
+                .collect();
             let mut sizes = vec![size; m];
             // SAFETY: zeroed attributes are a valid value; fields set below.
             let mut attr: sys::CUmemcpyAttributes = unsafe { std::mem::zeroed() };
@@ -883,7 +906,8 @@ fn copy_probe(cuda: &Cuda, n: usize, size: usize) -> Result<(), Error> {
                 .map(|i| {
                     // SAFETY: zeroed params are a valid value; fields set below.
                     let mut p: sys::CUstreamBatchMemOpParams = unsafe { std::mem::zeroed() };
-                    p.writeValue.operation = sys::CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_32;
+                    p.writeValue.operation =
+                        sys::CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_32;
                     p.writeValue.address = w + 4 * i as u64;
                     p.writeValue.__bindgen_anon_1.value = 1;
                     p
@@ -891,8 +915,23 @@ fn copy_probe(cuda: &Cuda, n: usize, size: usize) -> Result<(), Error> {
                 .collect();
             // SAFETY: arrays of `m` entries; in-bounds ranges of this probe's allocations.
             unsafe {
-                ok(sys::cuMemcpyBatchAsync_v2(dsts.as_mut_ptr(), srcs.as_mut_ptr(), sizes.as_mut_ptr(), m, &mut attr, &mut idx, 1, stream), "batch copy")?;
-                ok(sys::cuStreamBatchMemOp_v2(stream, m as u32, ops.as_mut_ptr(), 0), "batch write")?;
+                ok(
+                    sys::cuMemcpyBatchAsync_v2(
+                        dsts.as_mut_ptr(),
+                        srcs.as_mut_ptr(),
+                        sizes.as_mut_ptr(),
+                        m,
+                        &mut attr,
+                        &mut idx,
+                        1,
+                        stream,
+                    ),
+                    "batch copy",
+                )?;
+                ok(
+                    sys::cuStreamBatchMemOp_v2(stream, m as u32, ops.as_mut_ptr(), 0),
+                    "batch write",
+                )?;
             }
         }
         // SAFETY: this probe's stream.
@@ -914,7 +953,7 @@ fn copy_probe(cuda: &Cuda, n: usize, size: usize) -> Result<(), Error> {
         let secs = one_by_one(threads)?;
         println!("| copy probe: one by one (copy + write), {threads} threads | {:.2} µs per copy | {:.2} GB/s |", secs / n as f64 * 1e6, (n * size) as f64 / secs / 1e9);
     }
-    for batch in [16, 64, 256] {
+    for batch in [64, 128] {
         let secs = batched(batch)?;
         println!("| copy probe: batches of {batch} (cuMemcpyBatchAsync + cuStreamBatchMemOp), 1 thread | {:.2} µs per copy | {:.2} GB/s |", secs / n as f64 * 1e6, (n * size) as f64 / secs / 1e9);
     }
@@ -939,17 +978,18 @@ fn print_bulk(rows: &[BulkRow]) {
     if with_host.is_empty() {
         return;
     }
-    println!("\n| bulk row: the host's copies (sums over the row's runs) | copies | µs per copy: checks / file (all threads) / waiting for the copy engine / whole copy |");
+    println!("\n| bulk row: the host's copies (sums over the row's runs) | copies | µs per copy: checks / file (all threads) / waiting for the copy engine / queueing and issuing / whole copy |");
     println!("|---|---|---|");
     for (r, h) in with_host {
         let per = |ns: u64| ns as f64 / h.copies as f64 / 1e3;
         println!(
-            "| {} | {} | {:.1} / {:.1} / {:.1} / {:.1} |",
+            "| {} | {} | {:.1} / {:.1} / {:.1} / {:.1} / {:.1} |",
             r.what,
             h.copies,
             per(h.check_ns),
             per(h.file_ns),
             per(h.wait_ns),
+            per(h.issue_ns),
             per(h.total_ns)
         );
     }
