@@ -5,7 +5,10 @@
 //! - writes its own file `DIR/ferry-files-<thread>` (more bytes than one call carries, so the
 //!   write and the read are split in chunks), seeks back, reads it back and checks every byte, checks
 //!   that the next read finds the end of the file, closes and removes it;
-//! - mallocs a block from the heap the loader reserved, fills it, checks it and frees it;
+//! - mallocs a block from the heap the loader reserved, fills it, checks it; writes it to its file
+//!   and reads it back into a second block with the host's copy engine (`write_from_device`,
+//!   `read_to_device`: every lane of a warp in one call, each waiting on its own announce word),
+//!   and checks that a read into a lane's stack is refused; frees both blocks;
 //! - prints a second line with its verdict (`ok`, or which step failed).
 //!
 //! Then it returns CODE if every step passed, else 64 | the failed steps' bits; with `exit`,
@@ -19,7 +22,7 @@
 
 use core::fmt::Write;
 
-use ferry_device::ferry_rpc::Lanes;
+use ferry_device::ferry_rpc::{Lanes, Mailbox, Wait};
 use ferry_device::host::{self, mode, Printer, SEEK_SET};
 use ferry_device::nvptx::{block_idx, global_thread_id, thread_idx};
 
@@ -37,6 +40,7 @@ const PRINT: i32 = 2;
 const FILE: i32 = 4;
 const READ_BACK: i32 = 8;
 const MALLOC: i32 = 16;
+const DEVICE_COPY: i32 = 128;
 
 /// A string buffer `core::fmt` writes into.
 struct Text<const N: usize> {
@@ -79,6 +83,65 @@ impl core::fmt::Display for Verdict {
             bits => write!(f, "FAILED {bits:#x}"),
         }
     }
+}
+
+/// Writes the `size` bytes at `p` (device memory holding thread `me`'s pattern; none if null)
+/// to a file at `path` and reads them back into a second block with the host's copy engine;
+/// checks them, and that a read into this lane's stack is refused. Every lane makes the same
+/// calls (a lane without its blocks copies nothing). Returns `DEVICE_COPY` if anything failed.
+fn device_copy<L: Lanes, M: Mailbox, W: Wait>(
+    client: &host::HostClient<'_, L, M, W>,
+    path: &str,
+    p: *mut u8,
+    size: usize,
+    me: u32,
+) -> i32 {
+    let mut failed = 0;
+    let q = match host::malloc(client, size as u64) {
+        Ok(q) if !q.is_null() && !p.is_null() => q,
+        Ok(q) => {
+            let _ = host::free(client, q);
+            failed = DEVICE_COPY;
+            core::ptr::null_mut()
+        }
+        Err(_) => {
+            failed = DEVICE_COPY;
+            core::ptr::null_mut()
+        }
+    };
+    let n = if q.is_null() { 0 } else { size };
+    // SAFETY: with `q` non-null both blocks are `size` bytes of device memory this lane holds
+    // (from `malloc`); otherwise empty slices at a dangling, aligned address.
+    let (from, to) = unsafe {
+        if q.is_null() {
+            (&[][..], &mut [][..])
+        } else {
+            (
+                core::slice::from_raw_parts(p as *const u8, n),
+                core::slice::from_raw_parts_mut(q, n),
+            )
+        }
+    };
+    let f = host::open(client, path, mode::from_c("w+").unwrap_or(0)).unwrap_or(host::Handle(0));
+    if host::write_from_device(client, f, 0, from) != Ok(n)
+        || host::read_to_device(client, f, 0, to) != Ok(n)
+        || to.iter().enumerate().any(|(i, &b)| b != pattern(me, i))
+    {
+        failed = DEVICE_COPY;
+    }
+    // A lane's stack is no device memory the host can copy to: refused, and nothing waits.
+    let mut stack = [0u8; 8];
+    let refused = host::read_to_device(client, f, 0, &mut stack);
+    if refused != Err(ferry_device::ferry_rpc::service::Error::App(host::HostError::BadAddress)) {
+        failed = DEVICE_COPY;
+    }
+    if host::close(client, f).is_err() || host::remove(client, path).is_err() {
+        failed = DEVICE_COPY;
+    }
+    if host::free(client, q).is_err() {
+        failed = DEVICE_COPY;
+    }
+    failed
 }
 
 /// The byte at `i` of thread `t`'s file.
@@ -168,6 +231,7 @@ fn main(args: ferry_device::Args) -> i32 {
             failed |= MALLOC;
         }
     }
+    failed |= device_copy(&client, path.as_str(), p, size as usize, me);
     if host::free(&client, p).is_err() {
         failed |= MALLOC;
     }

@@ -139,10 +139,11 @@ fn files_writes_reads_back_mallocs_and_passes_its_code() {
         let leftover: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
         assert!(leftover.is_empty(), "files left behind: {leftover:?}");
     }
-    // Without a heap every malloc fails, and the program says so in its code (64 | MALLOC).
+    // Without a heap every malloc fails, and the program says so in its code (64 | MALLOC |
+    // DEVICE_COPY: the copies need a block).
     let args = vec!["files".to_string(), dir_arg, "9".into()];
     let no_heap = RunConfig { heap: 0, ..config };
     let report = run_program(&cuda, &ptx, &args, &no_heap, std::io::sink()).unwrap();
-    assert_eq!(report.code, 64 | 16);
+    assert_eq!(report.code, 64 | 16 | 128);
     std::fs::remove_dir_all(&dir).unwrap();
 }
