@@ -36,6 +36,9 @@ pub const SMALL_BYTES: usize = 128 << 10;
 /// filling.
 const CHUNKS: usize = 3 * BATCH;
 
+/// Streams the batches take turns on (so that the copy engines can work on two at once).
+const STREAMS: usize = 2;
+
 /// The most copies (and announces) one driver call issues.
 pub const BATCH: usize = 128;
 
@@ -116,12 +119,19 @@ impl Batcher {
         }) {
             return None;
         }
-        let mut stream = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer; 1 is CU_STREAM_NON_BLOCKING.
-        if !ok(unsafe { sys::cuStreamCreate(&mut stream, 1) }) {
-            // SAFETY: allocated just above, unused.
-            unsafe { sys::cuMemFreeHost(slab) };
-            return None;
+        let mut streams = [std::ptr::null_mut(); STREAMS];
+        for i in 0..STREAMS {
+            // SAFETY: a valid out-pointer; 1 is CU_STREAM_NON_BLOCKING.
+            if !ok(unsafe { sys::cuStreamCreate(&mut streams[i], 1) }) {
+                // SAFETY: made just above, unused.
+                unsafe {
+                    for s in &streams[..i] {
+                        sys::cuStreamDestroy_v2(*s);
+                    }
+                    sys::cuMemFreeHost(slab);
+                }
+                return None;
+            }
         }
         let shared = Arc::new(Shared {
             slab: slab.cast(),
@@ -136,11 +146,12 @@ impl Batcher {
         });
         let issuer = Issuer {
             shared: shared.clone(),
-            stream,
+            streams,
+            next: 0,
             in_flight: VecDeque::new(),
             spare: Vec::new(),
         };
-        let (context, stream) = (Context(context), Stream(stream));
+        let context = Context(context);
         let started = std::thread::Builder::new()
             .name("ferry-copies".into())
             .spawn(move || {
@@ -158,7 +169,9 @@ impl Batcher {
             Err(_) => {
                 // SAFETY: made above and never used.
                 unsafe {
-                    sys::cuStreamDestroy_v2(stream.0);
+                    for s in streams {
+                        sys::cuStreamDestroy_v2(s);
+                    }
                     sys::cuMemFreeHost(slab);
                 }
                 None
@@ -216,16 +229,12 @@ impl Drop for Batcher {
     }
 }
 
-/// A stream handle that may cross to the issuing thread.
-struct Stream(sys::CUstream);
-// SAFETY: a stream handle is usable from any thread with its context current.
-unsafe impl Send for Stream {}
-
-/// The issuing thread: its stream, the batches in flight (each with its end event and its
-/// chunks) and the events no batch uses.
+/// The issuing thread: its streams (the next batch's first), the batches in flight, oldest
+/// first (each with its end event and its chunks), and the events no batch uses.
 struct Issuer {
     shared: Arc<Shared>,
-    stream: sys::CUstream,
+    streams: [sys::CUstream; STREAMS],
+    next: usize,
     in_flight: VecDeque<(sys::CUevent, Vec<usize>)>,
     spare: Vec<sys::CUevent>,
 }
@@ -245,8 +254,8 @@ impl Issuer {
                 state.free.extend(back);
                 shared.chunks.notify_all();
             }
-            // Issue at once while the copy engine has less than two batches to do; else let
-            // the queue grow to a batch.
+            // Issue at once while the copy engines have at most a batch per stream to do; else
+            // let the queue grow to a batch.
             let due =
                 state.queue.len() >= BATCH || (!state.queue.is_empty() && self.in_flight.len() < 2);
             if due {
@@ -263,7 +272,7 @@ impl Issuer {
             if self.in_flight.is_empty() {
                 // Nothing to give back and nothing due: wait for a copy (or the stop).
                 drop(shared.work.wait(state).unwrap_or_else(|e| e.into_inner()));
-            } else if self.in_flight.len() < 2 {
+            } else if self.in_flight.len() <= STREAMS {
                 // A copy queued now is due at once: wait for one, looking at the batch in
                 // flight again shortly.
                 let short = std::time::Duration::from_micros(20);
@@ -279,21 +288,26 @@ impl Issuer {
         }
         // SAFETY: the issuer's handles, released once, after the stream has nothing left to do.
         unsafe {
-            sys::cuStreamSynchronize(self.stream);
+            for &s in &self.streams {
+                sys::cuStreamSynchronize(s);
+            }
             for (e, _) in self.in_flight.drain(..) {
                 sys::cuEventDestroy_v2(e);
             }
             for e in self.spare.drain(..) {
                 sys::cuEventDestroy_v2(e);
             }
-            sys::cuStreamDestroy_v2(self.stream);
+            for &s in &self.streams {
+                sys::cuStreamDestroy_v2(s);
+            }
         }
     }
 
     /// Issues `group` (at most `BATCH` jobs): the copies, then the announces, then an event
     /// that gives the chunks back when it is reached.
     fn issue(&mut self, group: &[Job]) {
-        let (stream, shared) = (self.stream, &*self.shared);
+        let (stream, shared) = (self.streams[self.next], &*self.shared);
+        self.next = (self.next + 1) % STREAMS;
         let copies: Vec<&Job> = group.iter().filter(|j| j.len > 0).collect();
         let src = |j: &Job| shared.slab as u64 + (j.chunk * SMALL_BYTES) as u64;
         let mut batched = false;
@@ -373,7 +387,7 @@ impl Issuer {
             Some(e) => self.in_flight.push_back((e, chunks)),
             None => {
                 // No event to wait on later: wait now, then the chunks are free.
-                // SAFETY: the issuer's stream.
+                // SAFETY: one of the issuer's streams.
                 unsafe { sys::cuStreamSynchronize(stream) };
                 if let Some(e) = event {
                     self.spare.push(e);
