@@ -132,7 +132,11 @@ fn device_copy<L: Lanes, M: Mailbox, W: Wait>(
     // A lane's stack is no device memory the host can copy to: refused, and nothing waits.
     let mut stack = [0u8; 8];
     let refused = host::read_to_device(client, f, 0, &mut stack);
-    if refused != Err(ferry_device::ferry_rpc::service::Error::App(host::HostError::BadAddress)) {
+    if refused
+        != Err(ferry_device::ferry_rpc::service::Error::App(
+            host::HostError::BadAddress,
+        ))
+    {
         failed = DEVICE_COPY;
     }
     if host::close(client, f).is_err() || host::remove(client, path).is_err() {

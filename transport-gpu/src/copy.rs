@@ -1,25 +1,38 @@
 //! The host services' copies between files and the GPU's memory ([`Libc::ReadToDevice`],
 //! [`Libc::WriteFromDevice`]): the GPU's copy engine moves the bytes between pinned staging
-//! buffers and device memory while the file is read into, or written from, the other buffer.
+//! memory and device memory while the file is read into, or written from, other staging memory.
 //!
 //! A device address comes from the program: it is handed to the driver only, never dereferenced
 //! here. Before any copy the whole range must lie in one allocation of the device's own memory
-//! (`cuPointerGetAttribute`: memory type, allocation start and size); anything else is
-//! [`HostError::BadAddress`]. Each copy is also checked by the driver.
+//! (`cuPointerGetAttributes`, one driver call: memory type, allocation start and size); anything
+//! else is [`HostError::BadAddress`]. Each copy is also checked by the driver.
 //!
-//! The file side of a large copy runs on up to [`READERS`] threads (each a contiguous part of
-//! every 4 MiB piece; started once per call, in step through two barriers per piece), as one
-//! thread's read of the page cache is several times slower than the copy engine; a copy under
-//! two parts' worth stays on the serving thread.
+//! **Announced copies.** A request may name a word of device memory where the end of the call
+//! is announced (`ferry_libc::Announce`; the device library names the calling lane's announce
+//! word when the region says the host announces, as the loader's do). The announce is a write of
+//! the copy's stream after its last copy, so a warp waiting for it polls its own memory, not the
+//! host's: thousands of warps polling host memory across the bus slow the copy engine's reads
+//! of it many times over. An announced read returns before its bytes land (the warp waits for
+//! the announce, not for the reply), so a serving thread goes on to the next call.
 //!
-//! A small read whose end is announced in the warp's memory (up to [`SMALL_BYTES`]) takes the
-//! batched path instead: the file into a chunk of pinned memory, the copy queued and issued
-//! with others in one driver call (the driver serves one call at a time, and thousands of warps'
-//! copies one by one wait for it); see `batch.rs`.
+//! **Three paths.**
+//! - A small announced read (up to [`SMALL_BYTES`]): the file into a chunk of pinned memory,
+//!   the copy queued for one issuing thread that issues queued copies in batches of up to
+//!   [`BATCH`] per driver call, as the driver serves one call at a time (see `batch.rs`).
+//! - A larger read: its pieces of 1 MiB are split into one contiguous run per file thread (up
+//!   to [`READERS`] and the host's CPUs), each thread with its own two buffers and stream,
+//!   reading its next piece while the copy engine moves its last. No step is shared between the
+//!   threads, so none waits for a slower one; one thread's read of the page cache is several
+//!   times slower than the copy engine.
+//! - A write: the device's bytes into one buffer of 4 MiB while the file is written from the
+//!   other, the file side on up to [`READERS`] threads in step (two barriers per piece). Writes
+//!   to one file are mostly serialised by the file system, so more independence buys little.
 //!
-//! Each serving thread that copies takes one set of staging buffers (two pinned buffers, a stream
-//! and two events) from a pool made when the program is loaded, so no pinned memory is allocated
-//! while a kernel runs unless more threads copy at once than the pool holds.
+//! While a large copy's file threads run, idle serving threads sleep between their scans instead
+//! of spinning (`server.rs`), leaving the CPUs to them.
+//!
+//! Each copy takes staging sets (two pinned buffers, a stream and two events) from a pool made
+//! when the program is loaded, and makes more only when more copies run at once than it holds.
 //!
 //! [`Libc::ReadToDevice`]: ferry_libc::Libc::ReadToDevice
 //! [`Libc::WriteFromDevice`]: ferry_libc::Libc::WriteFromDevice

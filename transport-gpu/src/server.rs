@@ -136,6 +136,10 @@ pub const CALL_LIMIT: Duration = Duration::from_secs(10);
 
 /// Serves `region` (with `locks` as the server's lock bitmap) from `threads` threads while `body`
 /// runs, then drains it; returns what `body` returned and the counts.
+///
+/// A thread that finds nothing spins, then yields between its scans; while a large copy between
+/// a file and device memory runs its file threads (`copy`), it sleeps between them instead, so
+/// that the copy has the CPUs.
 pub fn serve<R>(
     region: Region<'_, PerPort>,
     locks: &[AtomicU32],
