@@ -35,7 +35,7 @@ pub const FLAG_WORDS_FOR_WARPS: u32 = 1 << 18;
 
 /// [`Descriptor::mailbox`] flag: the host announces the end of its copies between files and
 /// device memory in the client's memory (`ferry_rpc::Process::with_announce_words`): the client
-/// memory at [`Descriptor::locks`] ends with an announce word per lane of every port, and a warp
+/// memory at [`Descriptor::locks`] ends with two announce words per lane of every port, and a warp
 /// waiting for a copy polls its own word instead of host memory. The loader sets it (its host
 /// services' copies announce).
 pub const FLAG_ANNOUNCE: u32 = 1 << 19;
@@ -129,10 +129,10 @@ impl Descriptor {
     }
 
     /// The `u32` words of client memory `locks` points to for `layout`: the lock bitmap, then the
-    /// outbox shadow, then (if the layout has word lines) each port's sequence word, then an
-    /// announce word per lane of every port ([`FLAG_ANNOUNCE`]).
+    /// outbox shadow, then (if the layout has word lines) each port's sequence word, then two
+    /// announce words per lane of every port ([`FLAG_ANNOUNCE`]).
     pub fn client_words(layout: &Layout) -> usize {
-        Self::announce_at(layout) + layout.ports() as usize * layout.lanes() as usize
+        Self::announce_at(layout) + 2 * layout.ports() as usize * layout.lanes() as usize
     }
 
     /// Where the announce words start in the client memory, in words.
@@ -206,11 +206,12 @@ impl Descriptor {
             0 => client,
             _ => {
                 // SAFETY: with FLAG_ANNOUNCE the caller guarantees `client_words` words at
-                // `locks`; the announce words are the last `ports × lanes`, used only as such.
+                // `locks`; the announce words are the last `2 × ports × lanes`, used only as
+                // such.
                 let words = unsafe {
                     core::slice::from_raw_parts(
                         (self.locks as usize as *const AtomicU32).add(Self::announce_at(&layout)),
-                        layout.ports() as usize * layout.lanes() as usize,
+                        2 * layout.ports() as usize * layout.lanes() as usize,
                     )
                 };
                 client.with_announce_words(words)?

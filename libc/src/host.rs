@@ -113,8 +113,9 @@ pub struct Arena {
 /// nothing announced, if it is not 4 aligned bytes of the device's memory) and, whatever the
 /// copy's outcome, writes the value there once the copy is over: for `fill`, after the bytes
 /// are in place in device memory (an implementation may return before that: the client waits
-/// for the value, not for the reply); for `drain`, after the bytes were read out. Each named
-/// word is written exactly once.
+/// for the value, not for the reply); for `drain`, after the bytes were read out. It writes each
+/// checked word once, on every way out, errors included; only a device that takes no write at
+/// all (its driver gone) leaves one unwritten, and then the call's error says so.
 pub trait DeviceCopy: Send + Sync {
     /// Fills device memory from `address` on with the source's bytes: `read(at, buf)` fills
     /// `buf` with the bytes `at ..` of the source (counted from the transfer's start) and

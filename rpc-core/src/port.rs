@@ -379,48 +379,81 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, crate::Client, L, M, W> {
     /// ([`Process::with_announce_words`](crate::Process::with_announce_words)): returns the word's
     /// address as this side's memory has it and the value the service is to write there once
     /// the call's work is done, both to be sent in the request; `None` if the handle has no
-    /// announce words. Each arming asks for a value the word does not hold (its value plus one,
-    /// never 0), so a write left over from an earlier call is never taken for this one's. Call it
-    /// after `open` and before `send`, then [`Self::await_announced`] before `recv`.
+    /// announce words. Each arming asks for the next value of a count this lane keeps beside the
+    /// word (never 0, and never a value an earlier call on this port and lane asked for until the
+    /// count wraps at 2³²), so a write left over from an earlier call, one given up on included,
+    /// is never taken for this one's. Call it after `open` and before `send`, then
+    /// [`Self::await_announced`] before `recv`.
     #[inline(always)]
     pub fn arm_announce(&self) -> Option<(u64, u32)> {
         let lane = self.process.lanes().lane_id();
-        let word = self.process.announce_word(self.index, lane)?;
-        // Only this lane of this port's holder touches the word (the service writes it only
-        // when told to by a request the holder sends after this).
-        let value = word.load(Ordering::Relaxed).wrapping_add(1).max(1);
+        let (word, armed) = self.process.announce_word(self.index, lane)?;
+        // Only this lane of this port's holder touches the count; the service writes only the
+        // word, and only when told to by a request the holder sends after this.
+        let value = armed.load(Ordering::Relaxed).wrapping_add(1).max(1);
+        armed.store(value, Ordering::Relaxed);
         Some((word as *const crate::sync::AtomicU32 as usize as u64, value))
     }
 
     /// Waits until every active lane's announce word holds the value [`Self::arm_announce`]
-    /// gave it (`values` per lane: this lane's), polling this side's own memory with the wait
-    /// policy; [`Error::Stalled`] if the policy gives up. Returns at once if the handle has no
-    /// announce words.
+    /// gave it (`value`: this lane's), polling this side's own memory with the wait policy;
+    /// [`Error::Stalled`] if the policy gives up. Returns at once if the handle has no announce
+    /// words.
+    ///
+    /// A server that does not serve the call (an unknown opcode, a server error) replies with
+    /// that status and announces nothing: so now and then (after 64 polls, then every 1024) the
+    /// first lane looks at the reply, and a reply whose status is not OK ends the wait (the
+    /// caller's `recv` then reads it). A served call's reply may come before its announce (a
+    /// service that replies once its work is started): the wait goes on.
+    ///
+    /// When it returns, every active lane's announce has come, and (a warp's lanes synchronised)
+    /// what the service's work wrote before any of them is visible to every lane.
     pub fn await_announced(&self, value: u32) -> Result<(), Error> {
         let lanes = self.process.lanes();
-        let Some(word) = self.process.announce_word(self.index, lanes.lane_id()) else {
+        let Some((word, _)) = self.process.announce_word(self.index, lanes.lane_id()) else {
             return Ok(());
         };
+        let mask = self.exec_mask;
         let mut polls = 0u32;
+        let mut look = 64u32;
         loop {
             let pending = word.load(Ordering::Relaxed) != value;
-            if lanes.ballot(self.exec_mask, pending) == 0 {
+            if lanes.ballot(mask, pending) == 0 {
                 break;
             }
+            if polls == look {
+                look = polls.saturating_add(1024);
+                let mut refused = 0;
+                if lanes.is_first_lane(mask) && self.process.owns(self.index, self.out) {
+                    // SYNC (take ownership): as in `wait_owned`, before the header is read.
+                    fence(Ordering::Acquire);
+                    let header = self.process.region().header(self.index);
+                    // SAFETY: the reply is in: this side holds the packet (the other side
+                    // flipped it back), so nobody writes the header while it is read here.
+                    let status =
+                        header.with(|h| unsafe { (*h).words[HeaderWord::Status as usize] });
+                    refused = (status as u32 != crate::service::status::OK) as u32;
+                }
+                if lanes.broadcast(mask, refused) != 0 {
+                    return Ok(());
+                }
+            }
             let mut ok = 1;
-            if lanes.is_first_lane(self.exec_mask)
-                && self.process.wait_policy().pause(polls).is_err()
-            {
+            if lanes.is_first_lane(mask) && self.process.wait_policy().pause(polls).is_err() {
                 ok = 0;
             }
-            if lanes.broadcast(self.exec_mask, ok) == 0 {
+            if lanes.broadcast(mask, ok) == 0 {
                 return Err(Error::Stalled);
             }
             polls = polls.saturating_add(1);
         }
         // SYNC (announced): pairs with the service's release before its write of the value (a
-        // copy engine's write after the copy's bytes); what the call's work wrote is visible.
+        // copy engine's write after the copy's bytes); what the call's work wrote before this
+        // lane's announce is visible to this lane.
         fence(Ordering::Acquire);
+        // SYNC (announced, the warp): every lane saw its own announce before the barrier; after
+        // it, every lane sees what each of them saw.
+        lanes.sync(mask);
         Ok(())
     }
 }

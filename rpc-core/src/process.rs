@@ -425,9 +425,10 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     }
 
     /// Lets this handle's calls be announced in its own memory, with `words` as the announce
-    /// words: one per lane of every port (`ports × lanes`, port by port), shared by every client
-    /// handle on the region and by nothing else (on a GPU, device memory). An error (naming the
-    /// port count) if `words` has the wrong length.
+    /// words: two per lane of every port (`2 × ports × lanes`, port by port, lane by lane: the
+    /// word the service writes, then the count of values this lane asked for), shared by every
+    /// client handle on the region and by nothing else (on a GPU, device memory). An error
+    /// (naming the port count) if `words` has the wrong length.
     ///
     /// A service that finishes a call's work through a third party (the host's copy engine
     /// writing the GPU's memory) can be given a lane's word and a value to write there
@@ -436,7 +437,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     /// reply across the bus, and reads the reply once, when it is there.
     pub fn with_announce_words(mut self, words: &'a [AtomicU32]) -> Result<Self, LayoutError> {
         let layout = &self.region.layout;
-        if words.len() != layout.ports() as usize * layout.lanes() as usize {
+        if words.len() != 2 * layout.ports() as usize * layout.lanes() as usize {
             return Err(LayoutError::Ports(layout.ports()));
         }
         self.announce = words;
@@ -449,11 +450,15 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         !self.announce.is_empty()
     }
 
-    /// `lane`'s announce word on `port`, if the handle has them.
+    /// `lane`'s announce word on `port` and the count beside it, if the handle has them.
     #[inline(always)]
-    pub(crate) fn announce_word(&self, port: u32, lane: u32) -> Option<&'a AtomicU32> {
-        let lanes = self.region.layout.lanes();
-        self.announce.get((port * lanes + lane) as usize)
+    pub(crate) fn announce_word(
+        &self,
+        port: u32,
+        lane: u32,
+    ) -> Option<(&'a AtomicU32, &'a AtomicU32)> {
+        let at = 2 * (port * self.region.layout.lanes() + lane) as usize;
+        Some((self.announce.get(at)?, self.announce.get(at + 1)?))
     }
 
     /// Lets groups of up to `lanes` active lanes make their small calls on the word lines

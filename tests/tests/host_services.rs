@@ -1243,7 +1243,7 @@ fn copies_the_host_announces_end_on_the_clients_own_word() {
     let region = ferry_rpc::HeapRegion::<ferry_rpc::PerPort>::new(32, 1).unwrap();
     let client = region
         .client()
-        .with_announce_words(&device.words[..32])
+        .with_announce_words(&device.words[..64])
         .unwrap();
     assert!(client.announces());
     // The server is made on its own thread, at its first pass.
@@ -1315,4 +1315,47 @@ fn copies_the_host_announces_end_on_the_clients_own_word() {
         host::close(p, g).unwrap();
     });
     assert!(std::fs::read(&out_path).unwrap() == data);
+}
+
+/// A server that does not serve the copy calls (no `Libc` on it) refuses them with a status and
+/// announces nothing: the client's wait on its announce word ends at the refusal, not never.
+/// And each arming asks for a new value, announced or not, so a late announce of a call given up
+/// on cannot end the next one.
+#[test]
+fn an_announced_call_ends_at_a_refusal_and_never_reuses_a_value() {
+    let _w = watchdog("announce refused");
+    let region = ferry_rpc::HeapRegion::<ferry_rpc::PerPort>::new(32, 1).unwrap();
+    let words: Vec<AtomicU32> = (0..64).map(|_| AtomicU32::new(0)).collect();
+    let client = region.client().with_announce_words(&words).unwrap();
+    // Arming twice without an announce in between: two values, neither 0.
+    {
+        let port = client.open(opcode::READ_TO_DEVICE).unwrap();
+        let (a, first) = port.arm_announce().unwrap();
+        let (b, second) = port.arm_announce().unwrap();
+        assert_eq!(a, b, "the same lane's word");
+        assert!(first != 0 && second != 0 && first != second);
+    }
+    let mut server = None;
+    let serve = || match server.get_or_insert_with(|| region.server()).try_open(()) {
+        Some(mut port) => {
+            let unknown = ferry_rpc::service::status::UNKNOWN_OPCODE as u64;
+            port.set_header(ferry_rpc::HeaderWord::Status, unknown);
+            true
+        }
+        None => false,
+    };
+    ferry_tests::serving_while(serve, || {
+        let mut buf = [0u8; 64];
+        let got = host::read_to_device(&client, Handle(1), 0, &mut buf);
+        assert!(
+            matches!(got, Err(Error::Status(Status::UnknownOpcode { .. }))),
+            "{got:?}"
+        );
+        let got = host::write_from_device(&client, Handle(1), 0, &buf);
+        assert!(matches!(got, Err(Error::Status(_))), "{got:?}");
+    });
+    assert!(words
+        .iter()
+        .step_by(2)
+        .all(|w| w.load(Ordering::Relaxed) == 0));
 }

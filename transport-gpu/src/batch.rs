@@ -8,9 +8,10 @@
 //! not for the copy engine or the files. So the serving threads only read the file into a chunk
 //! and queue the copy, and return (the warp waits for its announce, not for the reply). One
 //! issuing thread takes the queue and issues it, up to [`BATCH`] copies per driver call
-//! (`cuMemcpyBatchAsync`), then their announces in one more call (`cuStreamBatchMemOp`), on one
-//! stream, so that each announce follows its bytes. It issues at once when the copy engine has
-//! less than two batches to do, and otherwise lets the queue grow to a full batch first: a lone
+//! (`cuMemcpyBatchAsync`), then their announces in one more call (`cuStreamBatchMemOp`) on the
+//! same stream, so that each announce follows its bytes; batches take turns on two streams, so
+//! that the copy engines can work on two at once. It issues at once when the copy engines have at
+//! most a batch per stream to do, and otherwise lets the queue grow to a full batch first: a lone
 //! copy is not kept waiting, and under load the driver's cost is shared by many copies. A chunk
 //! goes back to the pool once the copy engine is done with its batch (an event per batch). A
 //! driver without the batch calls gets the same copies one by one.
@@ -44,6 +45,26 @@ pub const BATCH: usize = 128;
 
 fn ok(r: sys::CUresult) -> bool {
     r == sys::CUresult::CUDA_SUCCESS
+}
+
+/// Writes `value` to the 32-bit word of device memory at `address` (checked by the caller)
+/// after the work on `stream`: a write of the stream (after a memory barrier), or where the
+/// driver refuses one, the stream waited for and the 4 bytes copied. False if both fail.
+pub(crate) fn write_word(stream: sys::CUstream, address: u64, value: u32) -> bool {
+    // SAFETY: the caller checked that the word is 4 aligned bytes of device memory; flags 0
+    // put a memory barrier before the write.
+    if ok(unsafe { sys::cuStreamWriteValue32_v2(stream, address, value, 0) }) {
+        return true;
+    }
+    // SAFETY: as above; the source is this function's own 4 bytes, read before it returns.
+    unsafe {
+        ok(sys::cuStreamSynchronize(stream))
+            && ok(sys::cuMemcpyHtoD_v2(
+                address,
+                (&value as *const u32).cast::<c_void>(),
+                4,
+            ))
+    }
 }
 
 /// Locks `m`, taking the value of a mutex a panicking thread left.
@@ -371,9 +392,10 @@ impl Issuer {
         }
         if !announced {
             for j in group {
-                // SAFETY: the word was checked to be 4 aligned bytes of device memory; the
-                // write follows the copies above on this stream, after a memory barrier.
-                unsafe { sys::cuStreamWriteValue32_v2(stream, j.done.address, j.done.value, 0) };
+                // The word was checked to be 4 aligned bytes of device memory; the write
+                // follows the copies above on this stream. Nothing more can be done if the
+                // driver refuses even the plain copy of it.
+                write_word(stream, j.done.address, j.done.value);
             }
         }
         let chunks: Vec<usize> = group.iter().map(|j| j.chunk).collect();

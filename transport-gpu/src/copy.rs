@@ -12,8 +12,11 @@
 //! word when the region says the host announces, as the loader's do). The announce is a write of
 //! the copy's stream after its last copy, so a warp waiting for it polls its own memory, not the
 //! host's: thousands of warps polling host memory across the bus slow the copy engine's reads
-//! of it many times over. An announced read returns before its bytes land (the warp waits for
-//! the announce, not for the reply), so a serving thread goes on to the next call.
+//! of it many times over. A small announced read returns before its bytes land (the warp waits
+//! for the announce, not for the reply), so a serving thread goes on to the next call. Every way
+//! a call with an announce can end announces, a failure before any copy included (on a stream
+//! kept for that); where the driver refuses a stream's write, the stream is waited for and the
+//! word copied.
 //!
 //! **Three paths.**
 //! - A small announced read (up to [`SMALL_BYTES`]): the file into a chunk of pinned memory,
@@ -48,7 +51,7 @@ use std::time::Instant;
 use cudarc::driver::sys;
 use ferry_libc::{Announce, DeviceCopy, HostError};
 
-use crate::batch::Batcher;
+use crate::batch::{write_word, Batcher};
 pub use crate::batch::{BATCH, SMALL_BYTES};
 use crate::cuda::Cuda;
 use crate::Error;
@@ -218,6 +221,9 @@ trait Stage: Sync {
     fn enter(&self) -> bool {
         true
     }
+    /// Waits until every copy started on the stage is over, whether or not an event marks it;
+    /// false if that cannot be known.
+    fn finish(&self) -> bool;
 }
 
 /// A buffer's address, shared by the threads that fill or drain its parts.
@@ -230,7 +236,7 @@ unsafe impl Sync for Shared {}
 unsafe impl Send for Shared {}
 
 /// Reads `len` bytes of the source into the device range on one thread per stage in `stages`,
-/// each through its own stage's two buffers: the pieces of `STAGING_BYTES` are split into one
+/// each through its own stage's two buffers: the pieces of `FILL_PIECE` are split into one
 /// contiguous run per thread, and each thread reads its next piece while the copy engine moves
 /// its last, with no step in common with the other threads (a thread is never kept waiting for
 /// a slower one). Returns the bytes moved up to the first piece the source's end cut short;
@@ -255,6 +261,16 @@ fn fill_split<S: Stage>(
         if !stage.enter() {
             return Err(HostError::Io);
         }
+        // A panic in `read` ends the run here, after its copies are over.
+        struct Finish<'s, S: Stage>(&'s S);
+        impl<S: Stage> Drop for Finish<'_, S> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.finish();
+                }
+            }
+        }
+        let _finish = Finish(stage);
         let mut failed = None;
         for (j, k) in (first..end).enumerate() {
             let b = j % 2;
@@ -281,8 +297,9 @@ fn fill_split<S: Stage>(
                 break;
             }
         }
-        // Every copy of this thread is over before the reply or the announce.
-        if !(stage.wait(0) && stage.wait(1)) && failed.is_none() {
+        // Every copy of this thread is over before the reply or the announce, on every way
+        // out (a copy whose event was not recorded included).
+        if !stage.finish() && failed.is_none() {
             failed = Some(HostError::Io);
         }
         failed.map_or(Ok(got), Err)
@@ -354,10 +371,12 @@ fn drain_through(
     let size = |k: u64| (len - k * piece).min(piece) as usize;
     let n_workers = workers(len);
     let issue = |k: u64| stage.copy_out((k % 2) as usize, k * piece, size(k));
-    if pieces > 0 && !issue(0) {
-        return Err(HostError::BadAddress);
-    }
     let failed = Cell::new(None);
+    if pieces > 0 && !issue(0) {
+        failed.set(Some(HostError::BadAddress));
+    }
+    // (A refused first copy skips the rounds, not the wait and the announce below.)
+    let pieces = if failed.get().is_some() { 0 } else { pieces };
     rounds(
         n_workers,
         pieces,
@@ -393,7 +412,7 @@ fn drain_through(
         },
     );
     // No copy may still write a buffer once the staging set goes back to the pool.
-    if !(stage.wait(0) && stage.wait(1)) && failed.get().is_none() {
+    if !stage.finish() && failed.get().is_none() {
         failed.set(Some(HostError::Io));
     }
     if let Some(done) = done {
@@ -410,9 +429,6 @@ struct Staging {
     buffers: [*mut u8; 2],
     stream: sys::CUstream,
     done: [sys::CUevent; 2],
-    /// The buffer the next copy starts with: the one its last copy ended on the other of, so
-    /// that a copy following one that was not waited for fills a buffer whose copy is older.
-    next: Cell<usize>,
 }
 
 /// The GPU's memory as [`DeviceCopy`] for [`ferry_libc::LibcHost`] (the loader gives it to the
@@ -423,6 +439,8 @@ pub struct CudaCopy {
     pool: Mutex<VecDeque<Staging>>,
     /// The batched path of small announced reads (`None` if the driver refused its memory).
     batch: Option<Batcher>,
+    /// A stream of its own for announces made when no copy ran (a call that failed first).
+    announces: Mutex<sys::CUstream>,
     stats: Counters,
 }
 
@@ -509,8 +527,19 @@ impl CudaCopy {
             context: cuda.context(),
             pool: Mutex::new(VecDeque::new()),
             batch: Batcher::new(cuda.context()),
+            announces: Mutex::new(std::ptr::null_mut()),
             stats: Counters::default(),
         };
+        let mut stream = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; 1 is CU_STREAM_NON_BLOCKING.
+        if !ok(unsafe { sys::cuStreamCreate(&mut stream, 1) }) {
+            return Err(Error::Cuda {
+                call: "cuStreamCreate",
+                code: 0,
+                message: "could not make the announces' stream".into(),
+            });
+        }
+        *copy.announces.lock().unwrap_or_else(|e| e.into_inner()) = stream;
         for _ in 0..threads.max(1) {
             let staging = copy.make_staging().ok_or_else(|| Error::Cuda {
                 call: "cuMemHostAlloc (staging)",
@@ -541,7 +570,6 @@ impl CudaCopy {
             buffers: [std::ptr::null_mut(); 2],
             stream: std::ptr::null_mut(),
             done: [std::ptr::null_mut(); 2],
-            next: Cell::new(0),
         };
         let mut made = true;
         for b in &mut staging.buffers {
@@ -591,12 +619,9 @@ impl CudaCopy {
     }
 
     /// Runs `f` with a staging set (from the pool, the longest unused first, or a new one if
-    /// every set is in use). With `wait`, the set's copies are over before it goes back to the
-    /// pool; without, copies `f` started may still run (the next user of the set waits for a
-    /// buffer's copy before touching the buffer, and its own copies follow on the same stream).
+    /// every set is in use); the set's copies are over before it goes back to the pool.
     fn with_staging<R>(
         &self,
-        wait: bool,
         f: impl FnOnce(&Staging) -> Result<R, HostError>,
     ) -> Result<R, HostError> {
         if !self.current() {
@@ -612,10 +637,8 @@ impl CudaCopy {
             None => self.make_staging().ok_or(HostError::Io)?,
         };
         let result = f(&staging);
-        if wait {
-            // SAFETY: the stream is this call's; waiting leaves no copy in flight on its buffers.
-            unsafe { sys::cuStreamSynchronize(staging.stream) };
-        }
+        // SAFETY: the stream is this call's; waiting leaves no copy in flight on its buffers.
+        unsafe { sys::cuStreamSynchronize(staging.stream) };
         self.pool
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -708,8 +731,6 @@ struct CudaStage<'a> {
     /// The program's context, made current on each thread that uses the stage.
     context: sys::CUcontext,
     staging: &'a Staging,
-    /// The staging buffer the pipeline's buffer 0 is (see `Staging::next`).
-    first: usize,
     /// The device range's start (checked by `device_range`).
     address: u64,
     /// Where the time spent waiting goes.
@@ -721,22 +742,10 @@ struct CudaStage<'a> {
 unsafe impl Sync for CudaStage<'_> {}
 
 impl<'a> CudaStage<'a> {
-    fn new(
-        copy: &'a CudaCopy,
-        staging: &'a Staging,
-        address: u64,
-        stats: &'a Counters,
-        len: u64,
-    ) -> Self {
-        let first = staging.next.get();
-        // The pieces this copy takes alternate from `first`; the next copy starts on the buffer
-        // after its last one.
-        let pieces = len.div_ceil(STAGING_BYTES as u64).max(1);
-        staging.next.set((first + pieces as usize) % 2);
+    fn new(copy: &'a CudaCopy, staging: &'a Staging, address: u64, stats: &'a Counters) -> Self {
         CudaStage {
             context: copy.context,
             staging,
-            first,
             address,
             stats,
         }
@@ -745,20 +754,20 @@ impl<'a> CudaStage<'a> {
 
 impl Stage for CudaStage<'_> {
     fn buffer(&self, b: usize) -> *mut u8 {
-        self.staging.buffers[(b + self.first) % 2]
+        self.staging.buffers[b]
     }
 
     fn wait(&self, b: usize) -> bool {
         let t = Instant::now();
         // SAFETY: the event marks the end of this buffer's last copy (or was never recorded, and
         // returns at once).
-        let done = ok(unsafe { sys::cuEventSynchronize(self.staging.done[(b + self.first) % 2]) });
+        let done = ok(unsafe { sys::cuEventSynchronize(self.staging.done[b]) });
         Counters::add(&self.stats.wait_ns, t);
         done
     }
 
     fn copy_in(&self, b: usize, at: u64, n: usize) -> bool {
-        let (s, b) = (self.staging, (b + self.first) % 2);
+        let s = self.staging;
         // SAFETY: `address + at .. + n` lies in the device allocation checked by the caller;
         // the source is `n <= STAGING_BYTES` bytes of pinned buffer `b`, not touched until its
         // event.
@@ -773,7 +782,7 @@ impl Stage for CudaStage<'_> {
     }
 
     fn copy_out(&self, b: usize, at: u64, n: usize) -> bool {
-        let (s, b) = (self.staging, (b + self.first) % 2);
+        let s = self.staging;
         // SAFETY: buffer `b` is pinned, `n <= STAGING_BYTES`, and not read until its event; the
         // device range was checked by the caller.
         unsafe {
@@ -792,11 +801,14 @@ impl Stage for CudaStage<'_> {
     }
 
     fn announce(&self, done: Announce) -> bool {
-        // SAFETY: the word was checked to be 4 aligned bytes of device memory (`announce_word`);
-        // the write follows this stream's copies, after a memory barrier (flags 0).
-        ok(unsafe {
-            sys::cuStreamWriteValue32_v2(self.staging.stream, done.address, done.value, 0)
-        })
+        // The word was checked to be 4 aligned bytes of device memory (`announce_word`); the
+        // write follows this stream's copies.
+        write_word(self.staging.stream, done.address, done.value)
+    }
+
+    fn finish(&self) -> bool {
+        // SAFETY: the staging set's stream, used by this copy alone.
+        ok(unsafe { sys::cuStreamSynchronize(self.staging.stream) })
     }
 }
 
@@ -813,7 +825,7 @@ impl DeviceCopy for CudaCopy {
         let checked = device_range(address, len);
         Counters::add(&stats.check_ns, t);
         if let Err(e) = checked {
-            return Err(done.map_or(Ok(()), |d| self.announce(d)).err().unwrap_or(e));
+            return Err(self.failed(done, e));
         }
         let timed = |at: u64, buf: &mut [u8]| {
             let t = Instant::now();
@@ -841,16 +853,21 @@ impl DeviceCopy for CudaCopy {
                 return moved;
             }
         }
-        // An announced copy returns once its last copy is started: the client waits for the
-        // announce, and the serving thread goes on to the next call.
         let threads = readers(len);
+        let ran = Cell::new(false);
         let moved = self.with_stagings(threads, |stagings| {
+            ran.set(true);
             let stages: Vec<CudaStage<'_>> = stagings
                 .iter()
-                .map(|staging| CudaStage::new(self, staging, address, stats, len))
+                .map(|staging| CudaStage::new(self, staging, address, stats))
                 .collect();
             fill_split(&stages, len, done, &timed)
         });
+        // No staging (no context, no pinned memory): announced here, as no copy ran.
+        let moved = match (moved, ran.get()) {
+            (Err(e), false) => Err(self.failed(done, e)),
+            (moved, _) => moved,
+        };
         stats.copies.fetch_add(1, Ordering::Relaxed);
         stats
             .bytes
@@ -871,7 +888,7 @@ impl DeviceCopy for CudaCopy {
         let checked = device_range(address, len);
         Counters::add(&stats.check_ns, t);
         if let Err(e) = checked {
-            return Err(done.map_or(Ok(()), |d| self.announce(d)).err().unwrap_or(e));
+            return Err(self.failed(done, e));
         }
         let timed = |at: u64, bytes: &[u8]| {
             let t = Instant::now();
@@ -879,10 +896,16 @@ impl DeviceCopy for CudaCopy {
             Counters::add(&stats.file_ns, t);
             r
         };
-        let moved = self.with_staging(true, |staging| {
-            let stage = CudaStage::new(self, staging, address, stats, len);
+        let ran = Cell::new(false);
+        let moved = self.with_staging(|staging| {
+            ran.set(true);
+            let stage = CudaStage::new(self, staging, address, stats);
             drain_through(&stage, len, done, &timed)
         });
+        let moved = match (moved, ran.get()) {
+            (Err(e), false) => Err(self.failed(done, e)),
+            (moved, _) => moved,
+        };
         stats.copies.fetch_add(1, Ordering::Relaxed);
         stats
             .bytes
@@ -893,13 +916,26 @@ impl DeviceCopy for CudaCopy {
 
     fn announce(&self, done: Announce) -> Result<(), HostError> {
         announce_word(done)?;
-        self.with_staging(false, |staging| {
-            // SAFETY: the word was checked just above; the staging set's stream is this call's.
-            let written = ok(unsafe {
-                sys::cuStreamWriteValue32_v2(staging.stream, done.address, done.value, 0)
-            });
-            written.then_some(()).ok_or(HostError::Io)
-        })
+        if !self.current() {
+            return Err(HostError::Io);
+        }
+        let stream = *self.announces.lock().unwrap_or_else(|e| e.into_inner());
+        // The word was checked just above; nothing was copied for this call.
+        match write_word(stream, done.address, done.value) {
+            true => Ok(()),
+            false => Err(HostError::Io),
+        }
+    }
+}
+
+impl CudaCopy {
+    /// `e`, the error of a call that ends before any copy ran, its end announced at `done` first
+    /// (the announce's own error if that fails).
+    fn failed(&self, done: Option<Announce>, e: HostError) -> HostError {
+        match done {
+            Some(d) => self.announce(d).err().unwrap_or(e),
+            None => e,
+        }
     }
 }
 
@@ -911,6 +947,14 @@ impl Drop for CudaCopy {
         let pool = std::mem::take(&mut *self.pool.lock().unwrap_or_else(|e| e.into_inner()));
         for staging in pool {
             self.free(staging);
+        }
+        let stream = *self.announces.get_mut().unwrap_or_else(|e| e.into_inner());
+        if !stream.is_null() {
+            // SAFETY: the copy's own stream, released once, after its writes are done.
+            unsafe {
+                sys::cuStreamSynchronize(stream);
+                sys::cuStreamDestroy_v2(stream);
+            }
         }
     }
 }
@@ -988,6 +1032,9 @@ mod tests {
             buf.copy_from_slice(&self.device.lock().unwrap()[at..at + n]);
             self.copies.fetch_add(1, Ordering::Relaxed);
             !self.refuse
+        }
+        fn finish(&self) -> bool {
+            true
         }
         fn announce(&self, done: Announce) -> bool {
             let copies = self.copies.load(Ordering::Relaxed);
@@ -1211,6 +1258,17 @@ mod tests {
                 Some(DONE),
                 &read
             ),
+            Err(HostError::BadAddress)
+        );
+        assert_eq!(refusing.announced.lock().unwrap().len(), 1);
+        // A refused first copy out: announced all the same, after the wait.
+        let refusing = MemStage {
+            refuse: true,
+            ..MemStage::new(len)
+        };
+        let write = |_: u64, _: &[u8]| -> io::Result<()> { Ok(()) };
+        assert_eq!(
+            drain_through(&refusing, len as u64, Some(DONE), &write),
             Err(HostError::BadAddress)
         );
         assert_eq!(refusing.announced.lock().unwrap().len(), 1);
