@@ -19,6 +19,7 @@
 //!
 //! - `bulk_read(handle, dst, slice, errors)`, `bulk_write(handle, src, slice, errors)`: lane 0 of
 //!   each warp moves its `slice` of a file to or from device memory with one copy-engine call;
+//!   `bulk_read_lanes(...)`: every lane its thirty-second of the slice, in one call;
 //!   `chunk_read(...)`: the same read through the region, each lane reading its part with
 //!   `read_at` (`IO_CHUNK` bytes per call).
 //!
@@ -365,6 +366,29 @@ pub unsafe extern "ptx-kernel" fn bulk_read(
     let got = ferry_device::host::read_to_device(&ferry_device::client(), Handle(handle), at, buf);
     // SAFETY: `errors` is a valid device `u32` (launch contract).
     unsafe { count(errors, (got != Ok(slice as usize)) as u32) };
+}
+
+/// # Safety
+///
+/// As `bulk_read` (`slice` a multiple of 32), every lane at once: each of the warp's 32 lanes
+/// reads its thirty-second of the warp's slice into its place with `read_to_device`, 32 copies
+/// in one call, each lane waiting on its own announce word.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn bulk_read_lanes(
+    handle: u64,
+    dst: *mut u8,
+    slice: u64,
+    errors: *mut u32,
+) {
+    let lane = ferry_device::ferry_rpc::Lanes::lane_id(&ferry_device::lanes::Warp) as u64;
+    let part = slice / 32;
+    let at = global_warp_id() as u64 * slice + lane * part;
+    // SAFETY: the launch contract gives `slice` bytes of device memory per warp from `dst`;
+    // this lane's thirty-second of its warp's.
+    let buf = unsafe { core::slice::from_raw_parts_mut(dst.add(at as usize), part as usize) };
+    let got = ferry_device::host::read_to_device(&ferry_device::client(), Handle(handle), at, buf);
+    // SAFETY: `errors` is a valid device `u32` (launch contract).
+    unsafe { count(errors, (got != Ok(part as usize)) as u32) };
 }
 
 /// # Safety

@@ -780,6 +780,20 @@ fn bulk(
     for &warps in warp_counts {
         let slices = Staged::new(cuda, "slices", warps as usize * slice)?;
         let htod = time(&mut || slices.htod(cuda))?;
+        // Every lane its own thirty-second of the warp's slice: 32 copies a call (once).
+        if capped.function("bulk_read_lanes").is_ok() {
+            let secs = read(&slices, capped, "bulk_read_lanes", slice, warps, 1, 0)?;
+            rows.push(row(
+                format!(
+                    "{warps} warps, every lane its own 2 KiB of the warp's 64 KiB slice (32 copies a call, {} MiB), {servers} server threads, announced",
+                    slices.data.len() >> 20
+                ),
+                &slices,
+                secs,
+                htod,
+                "cuMemcpyHtoD from pinned memory",
+            ));
+        }
         for (&sleep, on) in sleeps.iter().flat_map(|s| [(s, false), (s, true)]) {
             announce.set(on);
             let secs = read(&slices, capped, "bulk_read", slice, warps, reps, sleep)?;
