@@ -821,6 +821,9 @@ impl DeviceCopy for CudaCopy {
         read: &(dyn Fn(u64, &mut [u8]) -> io::Result<usize> + Sync),
     ) -> Result<u64, HostError> {
         let (t, stats) = (Instant::now(), &self.stats);
+        // The driver's calls below (the checks included) on the program's context; a failure
+        // here shows in them.
+        self.current();
         done.map_or(Ok(()), announce_word)?;
         let checked = device_range(address, len);
         Counters::add(&stats.check_ns, t);
@@ -884,6 +887,9 @@ impl DeviceCopy for CudaCopy {
         write: &(dyn Fn(u64, &[u8]) -> io::Result<()> + Sync),
     ) -> Result<u64, HostError> {
         let (t, stats) = (Instant::now(), &self.stats);
+        // The driver's calls below (the checks included) on the program's context; a failure
+        // here shows in them.
+        self.current();
         done.map_or(Ok(()), announce_word)?;
         let checked = device_range(address, len);
         Counters::add(&stats.check_ns, t);
