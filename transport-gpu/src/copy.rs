@@ -51,7 +51,7 @@ use std::time::Instant;
 use cudarc::driver::sys;
 use ferry_libc::{Announce, DeviceCopy, HostError};
 
-use crate::batch::{write_word, Batcher};
+use crate::batch::{write_word, Batcher, CudaEngine};
 pub use crate::batch::{BATCH, SMALL_BYTES};
 use crate::cuda::Cuda;
 use crate::Error;
@@ -526,7 +526,7 @@ impl CudaCopy {
         let copy = CudaCopy {
             context: cuda.context(),
             pool: Mutex::new(VecDeque::new()),
-            batch: Batcher::new(cuda.context()),
+            batch: Batcher::new(CudaEngine::new(cuda.context())),
             announces: Mutex::new(std::ptr::null_mut()),
             stats: Counters::default(),
         };
