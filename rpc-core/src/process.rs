@@ -466,8 +466,8 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     /// packets. On an H200 (`BENCHMARKS.md`) a lone lane's no-op call is faster on a word line
     /// than through the packets, and so is a lone warp's; but a server does more work for a word
     /// call than for a packet, so thousands of warps calling at once are served faster on word
-    /// lines with many server threads (15: 1.45–1.63× the packets), about as fast with eight
-    /// (0.91–1.02×) and slower with one (0.85–0.88×).
+    /// lines with many server threads, about as fast with eight and slower with one (the figures:
+    /// `BENCHMARKS.md`).
     pub fn word_lanes(mut self, lanes: u32) -> Self {
         self.word_lanes = lanes;
         self

@@ -146,8 +146,8 @@ const fn seq_of(word: u64) -> u32 {
 /// Payload word `j` of `bytes` (little-endian, zero past the end).
 ///
 /// (A copy, not a byte-by-byte build: on an H200 the byte-by-byte form made a lone lane's word
-/// call 0.6 µs faster and every generated call through the packets, whose code it shares, about
-/// 1 µs slower; `BENCHMARKS-history.md`, "Word lines, second pass".)
+/// call faster and every generated call through the packets, whose code it shares, slower by
+/// more; `BENCHMARKS-history.md`, "Word lines, second pass".)
 #[inline(always)]
 fn payload(bytes: &[u8], j: usize) -> u32 {
     let mut b = [0u8; 4];

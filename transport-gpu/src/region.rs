@@ -140,9 +140,9 @@ impl GpuRegion {
     /// Lets whole warps' small calls take the word lines too, not only a lone lane's, if the
     /// region has them; returns whether it is on. Takes effect at the next
     /// [`install`](Self::install). A server does more work for a warp's word call than for its
-    /// packet: on an H200 host (`BENCHMARKS.md`) thousands of warps' calls were served 0.85–0.88×
-    /// as fast on word lines with one server thread, 0.91–1.02× with eight, 1.45–1.63× with
-    /// fifteen; a lone warp's call is faster on a word line.
+    /// packet: on an H200 host thousands of warps' calls were served slower on word lines with one
+    /// server thread, about as fast with eight, and faster with fifteen (`BENCHMARKS.md`); a lone
+    /// warp's call is faster on a word line.
     pub fn set_words_for_warps(&mut self, on: bool) -> bool {
         self.words_for_warps = on && self.layout.has_words();
         self.words_for_warps
