@@ -554,3 +554,48 @@ fn an_adopted_port_is_opened_without_a_search_and_taken_back_locked() {
     );
     assert!(region.region().client_owns(37));
 }
+
+/// Announce words: refused at the wrong length; a handle without them arms nothing and waits for
+/// nothing; each arming asks for a new value, never 0, counted per port and lane.
+#[test]
+fn announce_words_are_checked_and_armed_values_never_repeat() {
+    use ferry_rpc::sync::AtomicU32;
+    let region = ferry_rpc::HeapRegion::<ferry_rpc::PerPort>::new(32, 1).unwrap();
+    for wrong in [0usize, 32, 63, 65] {
+        let words: Vec<AtomicU32> = (0..wrong).map(|_| AtomicU32::new(0)).collect();
+        assert!(
+            region.client().with_announce_words(&words).is_err(),
+            "{wrong} words for 32 ports of one lane"
+        );
+    }
+    let bare = region.client();
+    assert!(!bare.announces());
+    {
+        let port = bare.open(7).unwrap();
+        assert_eq!(port.arm_announce(), None);
+        assert_eq!(port.await_announced(5), Ok(()));
+    }
+    let words: Vec<AtomicU32> = (0..64).map(|_| AtomicU32::new(0)).collect();
+    // Counts about to wrap: the next value skips 0.
+    for count in words.iter().skip(1).step_by(2) {
+        count.store(u32::MAX, std::sync::atomic::Ordering::Relaxed);
+    }
+    let client = region.client().with_announce_words(&words).unwrap();
+    assert!(client.announces());
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..3 {
+        let port = client.open(7).unwrap();
+        let (address, value) = port.arm_announce().unwrap();
+        let index = (address - words.as_ptr() as u64) / 4;
+        assert_eq!(
+            index,
+            2 * port.index() as u64,
+            "the lane's word on its port"
+        );
+        assert_ne!(value, 0);
+        assert!(seen.insert((index, value)), "value {value} asked twice");
+        // The announce, as the service would write it: the wait ends at once.
+        words[index as usize].store(value, std::sync::atomic::Ordering::Release);
+        assert_eq!(port.await_announced(value), Ok(()));
+    }
+}
