@@ -60,8 +60,9 @@ use crate::Error;
 /// bytes, small enough that reading the file and copying overlap early.
 pub const STAGING_BYTES: usize = 4 << 20;
 
-/// The most threads that read (or write) one staging buffer's piece of the file at once: one
-/// thread's read of the page cache is a memory copy, several times slower than the copy engine.
+/// The most threads on the file side of one copy (a large read's independent runs, a write's
+/// parts of each piece): one thread's read of the page cache is a memory copy, several times
+/// slower than the copy engine.
 pub const READERS: usize = 12;
 
 /// Large copies whose file side runs on helper threads right now. While there are any, an idle
@@ -87,11 +88,11 @@ impl Drop for Helped {
     }
 }
 
-/// The smallest part one of the readers takes: a copy below this is read by one thread.
+/// The smallest part one of a write's threads takes: a write below this is made by one thread.
 const PART_BYTES: usize = 256 << 10;
 
-/// Threads for a copy of `len` bytes: one per `PART_BYTES` of a piece, at most `READERS` and
-/// the host's CPUs.
+/// Threads for a write of `len` bytes from device memory: one per `PART_BYTES` of a piece, at
+/// most `READERS` and the host's CPUs.
 fn workers(len: u64) -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let piece = len.min(STAGING_BYTES as u64) as usize;
