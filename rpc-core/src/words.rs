@@ -703,6 +703,11 @@ mod tests {
                     assert_eq!(reply[4 * k..4 * k + 4], seq.to_le_bytes());
                 }
                 let (_, line) = region.region().word_lines(index);
+                // The client returns once its own words are in; the server writes the other
+                // lanes' words, then the served word: wait for that before looking.
+                while seq_of(line[0].load(Ordering::Acquire)) != seq {
+                    std::hint::spin_loop();
+                }
                 let bits: Vec<u32> = (0..WORDS * n)
                     .map(|k| reply_seq(line[1 + k].load(Ordering::Relaxed)))
                     .collect();
