@@ -118,6 +118,12 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
     /// a `send` (this side's), while this side holds the packet.
     pub fn header(&self, word: HeaderWord) -> u64 {
         debug_assert!(self.owns);
+        self.read_header(word)
+    }
+
+    /// Header word `word`, read whether or not `owns` says this side holds the packet (it must:
+    /// `await_announced` reads it once it has seen the other side's flip, before `take`).
+    fn read_header(&self, word: HeaderWord) -> u64 {
         // SAFETY: this side holds the packet (ownership protocol), so nobody writes the header
         // concurrently; the pointer is to a live, initialised `Slot` in the region.
         self.process
@@ -425,13 +431,10 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, crate::Client, L, M, W> {
                 look = polls.saturating_add(1024);
                 let mut refused = 0;
                 if lanes.is_first_lane(mask) && self.process.owns(self.index, self.out) {
-                    // SYNC (take ownership): as in `wait_owned`, before the header is read.
+                    // SYNC (take ownership): as in `wait_owned`, before the header is read (the
+                    // reply is in: the other side flipped the packet back to this side).
                     fence(Ordering::Acquire);
-                    let header = self.process.region().header(self.index);
-                    // SAFETY: the reply is in: this side holds the packet (the other side
-                    // flipped it back), so nobody writes the header while it is read here.
-                    let status =
-                        header.with(|h| unsafe { (*h).words[HeaderWord::Status as usize] });
+                    let status = self.read_header(HeaderWord::Status);
                     refused = (status as u32 != crate::service::status::OK) as u32;
                 }
                 if lanes.broadcast(mask, refused) != 0 {

@@ -508,6 +508,23 @@ impl ModelDevice {
         }
     }
 
+    /// `copy`'s outcome, its end announced at `done` whatever it is (a word that is not one of
+    /// the announce words: refused, nothing copied).
+    fn announced(
+        &self,
+        done: Option<Announce>,
+        copy: impl FnOnce() -> Result<u64, HostError>,
+    ) -> Result<u64, HostError> {
+        if let Some(done) = done {
+            self.word(done.address)?;
+        }
+        let result = copy();
+        if let Some(done) = done {
+            self.announce_now(done);
+        }
+        result
+    }
+
     fn announce_now(&self, done: Announce) {
         let i = self.word(done.address).unwrap();
         self.announced.lock().unwrap().push((i, done.value));
@@ -536,14 +553,7 @@ impl ferry_libc::DeviceCopy for ModelDevice {
         done: Option<Announce>,
         read: &(dyn Fn(u64, &mut [u8]) -> std::io::Result<usize> + Sync),
     ) -> Result<u64, HostError> {
-        if let Some(done) = done {
-            self.word(done.address)?;
-        }
-        let result = self.fill_unannounced(address, len, read);
-        if let Some(done) = done {
-            self.announce_now(done);
-        }
-        result
+        self.announced(done, || self.fill_unannounced(address, len, read))
     }
 
     fn drain(
@@ -553,14 +563,7 @@ impl ferry_libc::DeviceCopy for ModelDevice {
         done: Option<Announce>,
         write: &(dyn Fn(u64, &[u8]) -> std::io::Result<()> + Sync),
     ) -> Result<u64, HostError> {
-        if let Some(done) = done {
-            self.word(done.address)?;
-        }
-        let result = self.drain_unannounced(address, len, write);
-        if let Some(done) = done {
-            self.announce_now(done);
-        }
-        result
+        self.announced(done, || self.drain_unannounced(address, len, write))
     }
 
     fn announce(&self, done: Announce) -> Result<(), HostError> {

@@ -122,24 +122,31 @@ fn serve(
     (log.into_inner().unwrap(), host)
 }
 
-#[test]
-fn a_warp_calls_on_its_word_line_each_lane_getting_its_own_reply() {
-    let (log, _) = serve("whole warp", 8, true, |lane, region| {
-        // The client a kernel builds from its descriptor.
+/// Every lane of an 8-lane warp, its client built from the region's descriptor as a kernel's is
+/// with whole warps on the word lines, calls `mix(base + round)` for `rounds` rounds, each lane
+/// checking its own reply; every call went on the word line with all 8 lanes.
+fn warp_mixes_on_word_lines(name: &'static str, rounds: u64, base: u64) {
+    let (log, _) = serve(name, 8, true, |lane, region| {
         let desc = sim::descriptor(region);
         // SAFETY: `desc` names `region`, alive and used only through the protocol here.
         let client = unsafe { desc.client(lane, Yield) }.unwrap().word_lanes(64);
         assert!(client.has_words());
         let me = client.lanes().lane_id();
         let host = Host::client(&client);
-        for round in 0..50 {
-            assert_eq!(host.mix(me, round), Ok(mix(me, round)), "lane {me}");
+        for round in 0..rounds {
+            let value = base + round;
+            assert_eq!(host.mix(me, value), Ok(mix(me, value)), "lane {me}");
         }
     });
-    assert_eq!(log.len(), 50);
+    assert_eq!(log.len() as u64, rounds);
     assert!(log
         .iter()
         .all(|&e| e == (Path::Words, Host::OPCODE_MIX, 0xff)));
+}
+
+#[test]
+fn a_warp_calls_on_its_word_line_each_lane_getting_its_own_reply() {
+    warp_mixes_on_word_lines("whole warp", 50, 0);
 }
 
 #[test]
@@ -326,21 +333,7 @@ fn a_lane_asking_for_more_than_the_calls_reply_gets_zeros_past_it_and_does_not_w
 
 #[test]
 fn a_warp_whose_reply_is_slow_waits_on_the_served_word_and_gets_its_own_replies() {
-    let (log, _) = serve("slow server", 8, true, |lane, region| {
-        let desc = sim::descriptor(region);
-        // SAFETY: `desc` names `region`, alive and used only through the protocol here.
-        let client = unsafe { desc.client(lane, Yield) }.unwrap().word_lanes(64);
-        let me = client.lanes().lane_id();
-        let host = Host::client(&client);
-        for round in 0..5 {
-            let value = SLOW + round;
-            assert_eq!(host.mix(me, value), Ok(mix(me, value)), "lane {me}");
-        }
-    });
-    assert_eq!(log.len(), 5);
-    assert!(log
-        .iter()
-        .all(|&e| e == (Path::Words, Host::OPCODE_MIX, 0xff)));
+    warp_mixes_on_word_lines("slow server", 5, SLOW);
 }
 
 #[test]

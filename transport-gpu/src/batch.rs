@@ -71,7 +71,7 @@ pub(crate) fn write_word(stream: sys::CUstream, address: u64, value: u32) -> boo
 }
 
 /// Locks `m`, taking the value of a mutex a panicking thread left.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -51,7 +51,7 @@ use std::time::Instant;
 use cudarc::driver::sys;
 use ferry_libc::{Announce, DeviceCopy, HostError};
 
-use crate::batch::{write_word, Batcher, CudaEngine};
+use crate::batch::{lock, write_word, Batcher, CudaEngine};
 pub use crate::batch::{BATCH, SMALL_BYTES};
 use crate::cuda::Cuda;
 use crate::Error;
@@ -154,7 +154,7 @@ fn rounds<T: Send>(
     let run = |k: u64, i: usize| {
         let r = catch_unwind(AssertUnwindSafe(|| part(k, i)))
             .unwrap_or_else(|_| Err(io::Error::other("a copy thread panicked")));
-        *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        *lock(&slots[i]) = Some(r);
     };
     std::thread::scope(|s| {
         for i in 1..workers {
@@ -182,7 +182,7 @@ fn rounds<T: Send>(
             let results = slots
                 .iter()
                 .map(|s| {
-                    let r = s.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    let r = lock(s).take();
                     r.unwrap_or_else(|| Err(io::Error::other("a part did not run")))
                 })
                 .collect();
@@ -441,7 +441,7 @@ pub struct CudaCopy {
     /// The batched path of small announced reads (`None` if the driver refused its memory).
     batch: Option<Batcher>,
     /// A stream of its own for announces made when no copy ran (a call that failed first).
-    announces: Mutex<sys::CUstream>,
+    announces: sys::CUstream,
     stats: Counters,
 }
 
@@ -524,33 +524,29 @@ impl CudaCopy {
     /// not outlive `cuda` (the loader drops it with the program).
     pub fn new(cuda: &Cuda, threads: usize) -> Result<CudaCopy, Error> {
         cuda.make_current()?;
-        let copy = CudaCopy {
-            context: cuda.context(),
-            pool: Mutex::new(VecDeque::new()),
-            batch: Batcher::new(CudaEngine::new(cuda.context())),
-            announces: Mutex::new(std::ptr::null_mut()),
-            stats: Counters::default(),
-        };
-        let mut stream = std::ptr::null_mut();
+        let mut announces = std::ptr::null_mut();
         // SAFETY: a valid out-pointer; 1 is CU_STREAM_NON_BLOCKING.
-        if !ok(unsafe { sys::cuStreamCreate(&mut stream, 1) }) {
+        if !ok(unsafe { sys::cuStreamCreate(&mut announces, 1) }) {
             return Err(Error::Cuda {
                 call: "cuStreamCreate",
                 code: 0,
                 message: "could not make the announces' stream".into(),
             });
         }
-        *copy.announces.lock().unwrap_or_else(|e| e.into_inner()) = stream;
+        let copy = CudaCopy {
+            context: cuda.context(),
+            pool: Mutex::new(VecDeque::new()),
+            batch: Batcher::new(CudaEngine::new(cuda.context())),
+            announces,
+            stats: Counters::default(),
+        };
         for _ in 0..threads.max(1) {
             let staging = copy.make_staging().ok_or_else(|| Error::Cuda {
                 call: "cuMemHostAlloc (staging)",
                 code: 0,
                 message: "could not make pinned staging buffers".into(),
             })?;
-            copy.pool
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push_back(staging);
+            lock(&copy.pool).push_back(staging);
         }
         Ok(copy)
     }
@@ -619,48 +615,15 @@ impl CudaCopy {
         }
     }
 
-    /// Runs `f` with a staging set (from the pool, the longest unused first, or a new one if
-    /// every set is in use); the set's copies are over before it goes back to the pool.
-    fn with_staging<R>(
-        &self,
-        f: impl FnOnce(&Staging) -> Result<R, HostError>,
-    ) -> Result<R, HostError> {
-        if !self.current() {
-            return Err(HostError::Io);
-        }
-        let taken = self
-            .pool
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop_front();
-        let staging = match taken {
-            Some(s) => s,
-            None => self.make_staging().ok_or(HostError::Io)?,
-        };
-        let result = f(&staging);
-        // SAFETY: the stream is this call's; waiting leaves no copy in flight on its buffers.
-        unsafe { sys::cuStreamSynchronize(staging.stream) };
-        self.pool
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(staging);
-        result
-    }
-}
-
-impl CudaCopy {
-    /// Runs `f` with `n` staging sets (from the pool, the longest unused first, new ones if the
-    /// pool has too few); they go back to the pool after `f`, whose copies must be over.
-    fn with_stagings<R>(
-        &self,
-        n: usize,
-        f: impl FnOnce(&[Staging]) -> Result<R, HostError>,
-    ) -> Result<R, HostError> {
+    /// Runs `f` with up to `n` staging sets, at least one (from the pool, the longest unused
+    /// first, new ones if the pool has too few); they go back to the pool after `f`, whose
+    /// copies must be over. An error only if `f` could not run (no context, no pinned memory).
+    fn with_stagings<R>(&self, n: usize, f: impl FnOnce(&[Staging]) -> R) -> Result<R, HostError> {
         if !self.current() {
             return Err(HostError::Io);
         }
         let mut taken: Vec<Staging> = {
-            let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+            let mut pool = lock(&self.pool);
             let k = n.min(pool.len());
             pool.drain(..k).collect()
         };
@@ -672,11 +635,8 @@ impl CudaCopy {
             }
         }
         let result = f(&taken);
-        self.pool
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(taken);
-        result
+        lock(&self.pool).extend(taken);
+        Ok(result)
     }
 }
 
@@ -821,16 +781,7 @@ impl DeviceCopy for CudaCopy {
         done: Option<Announce>,
         read: &(dyn Fn(u64, &mut [u8]) -> io::Result<usize> + Sync),
     ) -> Result<u64, HostError> {
-        let (t, stats) = (Instant::now(), &self.stats);
-        // The driver's calls below (the checks included) on the program's context; a failure
-        // here shows in them.
-        self.current();
-        done.map_or(Ok(()), announce_word)?;
-        let checked = device_range(address, len);
-        Counters::add(&stats.check_ns, t);
-        if let Err(e) = checked {
-            return Err(self.failed(done, e));
-        }
+        let (t, stats) = (self.begin(address, len, done)?, &self.stats);
         let timed = |at: u64, buf: &mut [u8]| {
             let t = Instant::now();
             let r = read(at, buf);
@@ -848,36 +799,17 @@ impl DeviceCopy for CudaCopy {
                 let issued = Instant::now();
                 batch.submit(chunk, address, *got.as_ref().unwrap_or(&0), done);
                 Counters::add(&stats.issue_ns, issued);
-                let moved = got.map(|n| n as u64).map_err(|_| HostError::Io);
-                stats.copies.fetch_add(1, Ordering::Relaxed);
-                stats
-                    .bytes
-                    .fetch_add(*moved.as_ref().unwrap_or(&0), Ordering::Relaxed);
-                Counters::add(&stats.total_ns, t);
-                return moved;
+                return self.end(t, got.map(|n| n as u64).map_err(|_| HostError::Io));
             }
         }
-        let threads = readers(len);
-        let ran = Cell::new(false);
-        let moved = self.with_stagings(threads, |stagings| {
-            ran.set(true);
+        let moved = self.with_stagings(readers(len), |stagings| {
             let stages: Vec<CudaStage<'_>> = stagings
                 .iter()
                 .map(|staging| CudaStage::new(self, staging, address, stats))
                 .collect();
             fill_split(&stages, len, done, &timed)
         });
-        // No staging (no context, no pinned memory): announced here, as no copy ran.
-        let moved = match (moved, ran.get()) {
-            (Err(e), false) => Err(self.failed(done, e)),
-            (moved, _) => moved,
-        };
-        stats.copies.fetch_add(1, Ordering::Relaxed);
-        stats
-            .bytes
-            .fetch_add(*moved.as_ref().unwrap_or(&0), Ordering::Relaxed);
-        Counters::add(&stats.total_ns, t);
-        moved
+        self.end(t, self.ran(done, moved))
     }
 
     fn drain(
@@ -887,38 +819,18 @@ impl DeviceCopy for CudaCopy {
         done: Option<Announce>,
         write: &(dyn Fn(u64, &[u8]) -> io::Result<()> + Sync),
     ) -> Result<u64, HostError> {
-        let (t, stats) = (Instant::now(), &self.stats);
-        // The driver's calls below (the checks included) on the program's context; a failure
-        // here shows in them.
-        self.current();
-        done.map_or(Ok(()), announce_word)?;
-        let checked = device_range(address, len);
-        Counters::add(&stats.check_ns, t);
-        if let Err(e) = checked {
-            return Err(self.failed(done, e));
-        }
+        let (t, stats) = (self.begin(address, len, done)?, &self.stats);
         let timed = |at: u64, bytes: &[u8]| {
             let t = Instant::now();
             let r = write(at, bytes);
             Counters::add(&stats.file_ns, t);
             r
         };
-        let ran = Cell::new(false);
-        let moved = self.with_staging(|staging| {
-            ran.set(true);
-            let stage = CudaStage::new(self, staging, address, stats);
+        let moved = self.with_stagings(1, |stagings| {
+            let stage = CudaStage::new(self, &stagings[0], address, stats);
             drain_through(&stage, len, done, &timed)
         });
-        let moved = match (moved, ran.get()) {
-            (Err(e), false) => Err(self.failed(done, e)),
-            (moved, _) => moved,
-        };
-        stats.copies.fetch_add(1, Ordering::Relaxed);
-        stats
-            .bytes
-            .fetch_add(*moved.as_ref().unwrap_or(&0), Ordering::Relaxed);
-        Counters::add(&stats.total_ns, t);
-        moved
+        self.end(t, self.ran(done, moved))
     }
 
     fn announce(&self, done: Announce) -> Result<(), HostError> {
@@ -926,9 +838,8 @@ impl DeviceCopy for CudaCopy {
         if !self.current() {
             return Err(HostError::Io);
         }
-        let stream = *self.announces.lock().unwrap_or_else(|e| e.into_inner());
         // The word was checked just above; nothing was copied for this call.
-        match write_word(stream, done.address, done.value) {
+        match write_word(self.announces, done.address, done.value) {
             true => Ok(()),
             false => Err(HostError::Io),
         }
@@ -936,6 +847,38 @@ impl DeviceCopy for CudaCopy {
 }
 
 impl CudaCopy {
+    /// The start of a copy at `t`, returned: the program's context made current (for the
+    /// driver's calls, the checks included: a failure shows in them), `done`'s word and the
+    /// device range checked (a range refused is announced at `done`).
+    fn begin(&self, address: u64, len: u64, done: Option<Announce>) -> Result<Instant, HostError> {
+        let t = Instant::now();
+        self.current();
+        done.map_or(Ok(()), announce_word)?;
+        let checked = device_range(address, len);
+        Counters::add(&self.stats.check_ns, t);
+        checked.map(|()| t).map_err(|e| self.failed(done, e))
+    }
+
+    /// A copy's outcome from `with_stagings`: the copy's own, or where it could not start (no
+    /// staging, no context), its error, announced here as no copy ran.
+    fn ran(
+        &self,
+        done: Option<Announce>,
+        moved: Result<Result<u64, HostError>, HostError>,
+    ) -> Result<u64, HostError> {
+        moved.unwrap_or_else(|e| Err(self.failed(done, e)))
+    }
+
+    /// Counts a copy begun at `t` that ended with `moved`, and returns `moved`.
+    fn end(&self, t: Instant, moved: Result<u64, HostError>) -> Result<u64, HostError> {
+        let stats = &self.stats;
+        stats.copies.fetch_add(1, Ordering::Relaxed);
+        let bytes = *moved.as_ref().unwrap_or(&0);
+        stats.bytes.fetch_add(bytes, Ordering::Relaxed);
+        Counters::add(&stats.total_ns, t);
+        moved
+    }
+
     /// `e`, the error of a call that ends before any copy ran, its end announced at `done` first
     /// (the announce's own error if that fails).
     fn failed(&self, done: Option<Announce>, e: HostError) -> HostError {
@@ -951,17 +894,14 @@ impl Drop for CudaCopy {
         if !self.current() {
             return;
         }
-        let pool = std::mem::take(&mut *self.pool.lock().unwrap_or_else(|e| e.into_inner()));
+        let pool = std::mem::take(&mut *lock(&self.pool));
         for staging in pool {
             self.free(staging);
         }
-        let stream = *self.announces.get_mut().unwrap_or_else(|e| e.into_inner());
-        if !stream.is_null() {
-            // SAFETY: the copy's own stream, released once, after its writes are done.
-            unsafe {
-                sys::cuStreamSynchronize(stream);
-                sys::cuStreamDestroy_v2(stream);
-            }
+        // SAFETY: the copy's own stream, released once, after its writes are done.
+        unsafe {
+            sys::cuStreamSynchronize(self.announces);
+            sys::cuStreamDestroy_v2(self.announces);
         }
     }
 }

@@ -357,8 +357,9 @@ fn serve_thread(
             };
         } else {
             idle = idle.saturating_add(1);
-            if crate::copy::HELPED_COPIES.load(Ordering::Relaxed) > 0 {
-                // A large copy's file threads need the CPUs more than an idle scan does.
+            // After a few idle scans (not in the busy loop's first ones), a large copy's file
+            // threads need the CPUs more than an idle scan does.
+            if idle > 64 && crate::copy::HELPED_COPIES.load(Ordering::Relaxed) > 0 {
                 std::thread::sleep(std::time::Duration::from_micros(100));
             } else if idle > 4096 {
                 std::thread::yield_now();

@@ -373,24 +373,47 @@ fn bulk_file(tag: &str, bytes: usize) -> Result<(std::path::PathBuf, Vec<u8>), E
 }
 
 /// Reads `path` into `s`'s pinned memory, or writes that memory to `path`, on `threads` threads
-/// each taking a contiguous part in 4 MiB calls: the seconds it took.
+/// each taking a contiguous part: by 4 MiB calls, or with `mapped` through a shared mapping of
+/// the file (a write makes the file's pages first, so that the threads only fill them). The
+/// seconds it took.
 fn file_alone(
     s: &Staged,
     path: &std::path::Path,
     write: bool,
     threads: usize,
+    mapped: bool,
 ) -> Result<f64, Error> {
     use std::os::unix::fs::FileExt;
-    let io = |e: std::io::Error| Error::Program(format!("{}: {e}", path.display()));
+    let how = if mapped { " (mapped)" } else { "" };
+    let io = |e: std::io::Error| Error::Program(format!("{}{how}: {e}", path.display()));
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(write)
         .create(write)
+        .truncate(write)
         .open(path)
         .map_err(io)?;
     let host = s.host();
     let part = host.len().div_ceil(threads);
     let start = Instant::now();
+    let map = match mapped {
+        false => None,
+        true => {
+            if write {
+                let size = host.len() as u64;
+                rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, size)
+                    .map_err(|e| io(e.into()))?;
+            }
+            // The file is this benchmark's own, not changed by anyone else while mapped.
+            let options = memmap2::MmapOptions::new().len(host.len()).clone();
+            let map = match write {
+                true => options.map_raw(&file),
+                false => options.map_raw_read_only(&file),
+            };
+            Some(map.map_err(io)?)
+        }
+    };
+    let base = map.as_ref().map(|m| m.as_mut_ptr() as usize);
     std::thread::scope(|scope| {
         let parts: Vec<_> = host
             .chunks_mut(part)
@@ -398,6 +421,17 @@ fn file_alone(
             .map(|(i, mine)| {
                 let file = &file;
                 scope.spawn(move || -> std::io::Result<()> {
+                    if let Some(base) = base {
+                        let at = (base + i * part) as *mut u8;
+                        // SAFETY: this thread's part of the mapping, disjoint from the others',
+                        // inside the mapping's `host.len()` bytes.
+                        let theirs = unsafe { std::slice::from_raw_parts_mut(at, mine.len()) };
+                        match write {
+                            true => theirs.copy_from_slice(mine),
+                            false => mine.copy_from_slice(theirs),
+                        }
+                        return Ok(());
+                    }
                     for (j, piece) in mine.chunks_mut(4 << 20).enumerate() {
                         let at = (i * part + j * (4 << 20)) as u64;
                         match write {
@@ -415,60 +449,6 @@ fn file_alone(
         })
     })
     .map_err(io)?;
-    Ok(start.elapsed().as_secs_f64())
-}
-
-/// As [`file_alone`], through a shared mapping of the file (the write sets the file's length
-/// first): each thread copies its contiguous part between the mapping and pinned memory.
-fn file_alone_mapped(
-    s: &Staged,
-    path: &std::path::Path,
-    write: bool,
-    threads: usize,
-) -> Result<f64, Error> {
-    let io = |e: std::io::Error| Error::Program(format!("{} (mapped): {e}", path.display()));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(write)
-        .create(write)
-        .truncate(write)
-        .open(path)
-        .map_err(io)?;
-    let host = s.host();
-    let part = host.len().div_ceil(threads);
-    let start = Instant::now();
-    if write {
-        // The file's pages made at once, so that the threads only fill them.
-        rustix::fs::fallocate(
-            &file,
-            rustix::fs::FallocateFlags::empty(),
-            0,
-            host.len() as u64,
-        )
-        .map_err(|e| io(e.into()))?;
-    }
-    // The file is this benchmark's own, not changed by anyone else while mapped.
-    let options = memmap2::MmapOptions::new().len(host.len()).clone();
-    let map = match write {
-        true => options.map_raw(&file),
-        false => options.map_raw_read_only(&file),
-    }
-    .map_err(io)?;
-    let base = map.as_mut_ptr() as usize;
-    std::thread::scope(|scope| {
-        for (i, mine) in host.chunks_mut(part).enumerate() {
-            scope.spawn(move || {
-                let at = (base + i * part) as *mut u8;
-                // SAFETY: this thread's part of the mapping, disjoint from the others', inside
-                // the mapping's `host.len()` bytes.
-                let theirs = unsafe { std::slice::from_raw_parts_mut(at, mine.len()) };
-                match write {
-                    true => theirs.copy_from_slice(mine),
-                    false => mine.copy_from_slice(theirs),
-                }
-            });
-        }
-    });
     drop(map);
     Ok(start.elapsed().as_secs_f64())
 }
@@ -743,10 +723,7 @@ fn bulk(
     // system calls and through a mapping of the file.
     for &threads in file_threads {
         for (mapped, how) in [(false, "read/write calls"), (true, "a shared mapping")] {
-            let alone = |path, write| match mapped {
-                true => file_alone_mapped(&whole, path, write, threads),
-                false => file_alone(&whole, path, write, threads),
-            };
+            let alone = |path, write| file_alone(&whole, path, write, threads, mapped);
             let secs = time(&mut || alone(&whole.path, false))?;
             rows.push(row(
                 format!("no GPU: the {mib} MiB file read into pinned memory on {threads} threads, {how}"),
