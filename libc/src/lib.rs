@@ -223,7 +223,7 @@ pub type LibcError = Error<HostError>;
 pub enum Libc {
     /// Replies its value plus one (wrapping): a call that does nothing, the unit the benchmarks
     /// time (LLVM libc's `RPC_NOOP`).
-    #[rpc(response = u64)]
+    #[rpc(response = u64, values)]
     Noop {
         /// The value.
         value: u64,
@@ -295,7 +295,7 @@ pub enum Libc {
         data: Bytes,
     },
     /// The file's size in bytes.
-    #[rpc(response = u64, error = HostError)]
+    #[rpc(response = u64, error = HostError, values)]
     Size {
         /// The file.
         handle: Handle,
@@ -347,7 +347,7 @@ pub enum Libc {
         done_value: u32,
     },
     /// Moves the position; replies the new one.
-    #[rpc(response = u64, error = HostError)]
+    #[rpc(response = u64, error = HostError, values)]
     Seek {
         /// The file.
         handle: Handle,
@@ -357,7 +357,7 @@ pub enum Libc {
         whence: u32,
     },
     /// Replies the position.
-    #[rpc(response = u64, error = HostError)]
+    #[rpc(response = u64, error = HostError, values)]
     Tell {
         /// The file.
         handle: Handle,
@@ -408,7 +408,7 @@ pub enum Libc {
         address: u64,
     },
     /// The host's clocks.
-    #[rpc(response = ClockReading)]
+    #[rpc(response = ClockReading, values)]
     Clock,
     /// The value of an environment variable of the host (the loader's: the program's
     /// environment), if the host gives its environment ([`HostError::Disabled`] otherwise);

@@ -368,6 +368,11 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// A client's sequence word for each port's word line (empty: no word calls); see
     /// [`Self::with_word_seqs`].
     seqs: &'a [AtomicU32],
+    /// The port of this handle's last word call and the sequence it sent, while the port has
+    /// stayed locked for this handle since (so its sequence word still holds it); `NONE` as the
+    /// port otherwise. Set and read in the first lane only. A call on that port takes its
+    /// sequence from here instead of reading the word (on a GPU, a trip to device memory).
+    last_seq: Cell<(u32, u32)>,
     /// The most active lanes whose small calls take the word lines ([`Self::word_lanes`]).
     word_lanes: u32,
     /// A client's announce words, one per lane of every port (empty: none); see
@@ -421,6 +426,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
             return Err(LayoutError::Ports(layout.ports()));
         }
         self.seqs = seqs;
+        self.last_seq.set((NONE, 0));
         Ok(self)
     }
 
@@ -545,6 +551,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             keep: false,
             kept: Cell::new(NONE),
             kept_out: Cell::new(UNKNOWN),
+            last_seq: Cell::new((NONE, 0)),
             sole: false,
             first_word: 0,
             words: locks.len() as u32,
@@ -587,6 +594,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         self.keep = true;
         let previous = self.kept.replace(port);
         self.kept_out.set(UNKNOWN);
+        // The lock was set for this handle from outside: the port's sequence word is read again.
+        self.last_seq.set((NONE, 0));
         if previous != NONE && previous != port {
             self.unlock(previous);
         }
@@ -599,6 +608,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// other side held its packet at the last open).
     pub fn take_kept(&self) -> Option<u32> {
         self.kept_out.set(UNKNOWN);
+        // Another handle may make the port's next calls.
+        self.last_seq.set((NONE, 0));
         match self.kept.replace(NONE) {
             NONE => None,
             port => Some(port),
@@ -1034,6 +1045,29 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         self.seqs
     }
 
+    /// The next word-call sequence of `port`, which this handle holds: from
+    /// [`last_seq`](Self::last_seq) where that is the port's, else from its sequence word. The
+    /// caller stores it with [`sent_seq`](Self::sent_seq). First lane only.
+    #[inline(always)]
+    pub(crate) fn next_seq(&self, port: u32) -> u32 {
+        let (last_port, last) = self.last_seq.get();
+        if last_port == port {
+            return last.wrapping_add(1);
+        }
+        // Only the lock holder touches the port's sequence word.
+        self.seqs[port as usize]
+            .load(Ordering::Relaxed)
+            .wrapping_add(1)
+    }
+
+    /// Records `seq` as `port`'s last word call: in its sequence word (for the port's next
+    /// holder) and in this handle. First lane only.
+    #[inline(always)]
+    pub(crate) fn sent_seq(&self, port: u32, seq: u32) {
+        self.seqs[port as usize].store(seq, Ordering::Relaxed);
+        self.last_seq.set((port, seq));
+    }
+
     /// Whether this handle holds every lock of its range ([`Self::exclusive`]).
     #[inline(always)]
     pub(crate) fn is_sole(&self) -> bool {
@@ -1071,6 +1105,10 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         if self.sole {
             // Held until the handle is dropped.
             return;
+        }
+        // The next holder (another handle, maybe) moves the port's sequence on.
+        if self.last_seq.get().0 == port {
+            self.last_seq.set((NONE, 0));
         }
         // SYNC (lock release): everything this holder did to the port, its outbox flip included,
         // happens before the next holder's `lock`.

@@ -41,7 +41,8 @@
 //! 1. The first lane takes the port's next sequence number from the client's own memory
 //!    (`Process::with_word_seqs`; on a GPU device memory, so no host read) and shares it.
 //! 2. RELEASE fence: what the lanes wrote before the call is visible to whoever reads the
-//!    request (a handler may read memory the call names).
+//!    request (a handler may read memory the call names). A call that passes values only
+//!    ([`Memory::Untouched`]) skips it, and the acquire fence of step 4.
 //! 3. Each lane stores its request words; the first lane stores the three meta words and then the
 //!    head. No fence between them: the server checks every word's sequence.
 //! 4. Each lane polls its own reply words, all loads issued together (one trip across the bus
@@ -165,12 +166,38 @@ fn put_payload(bytes: &mut [u8], j: usize, value: u32) {
     bytes[from..to].copy_from_slice(&value.to_le_bytes()[..to - from]);
 }
 
+/// What a word call's handler does with the caller's memory, which decides the fences the
+/// caller pays around the call.
+///
+/// The words themselves need no fence: each carries its call's sequence, so a reader takes no
+/// word of another call for one of this call's (above). The fences order *other* memory: the
+/// caller's writes before the call (a handler may read memory the call names, such as a string
+/// to print) and the handler's writes before its reply (a copy into the caller's memory). On a
+/// GPU calling its host, the release fence before the request is a trip across the bus of its
+/// own (`BENCHMARKS.md`, the word-line steps).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Memory {
+    /// The handler may read memory the call names, or write memory the caller reads after the
+    /// call: a release fence before the request, an acquire fence after the reply. The default,
+    /// and the only safe choice for a call that passes an address.
+    #[default]
+    Shared,
+    /// The call passes values only: its handler reads none of the caller's memory and writes
+    /// none of it (directly or through a copy), so neither fence is needed. A call declared so
+    /// whose handler does reach the caller's memory may read the caller's old bytes there, or
+    /// leave the caller reading stale ones: the declaration is the caller's promise
+    /// (`#[rpc(values)]` on a call of a derived service).
+    Untouched,
+}
+
 /// A word call on its way: what [`Port::recv_words`] needs to wait for its reply.
 #[derive(Clone, Copy, Debug)]
 pub struct WordCall {
     seq: u32,
     /// The call's reply length in words (the first lane's): the server writes no more.
     reply_words: u8,
+    /// Whether the reply is followed by an acquire fence ([`Memory::Shared`]).
+    fenced: bool,
 }
 
 impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
@@ -196,6 +223,22 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
     /// If a length is over [`WORD_BYTES`] or the process has no word lines
     /// ([`Process::has_words`]).
     pub fn send_words(&mut self, request: &[u8], reply_len: usize) -> WordCall {
+        self.send_words_with(request, reply_len, Memory::Shared)
+    }
+
+    /// As [`send_words`](Self::send_words), with the fences `memory` asks for: none for a call
+    /// that passes values only ([`Memory::Untouched`]), which then costs one trip across the bus
+    /// less on a GPU. Every active lane passes the same `memory`.
+    ///
+    /// # Panics
+    ///
+    /// As [`send_words`](Self::send_words).
+    pub fn send_words_with(
+        &mut self,
+        request: &[u8],
+        reply_len: usize,
+        memory: Memory,
+    ) -> WordCall {
         assert!(request.len() <= WORD_BYTES && reply_len <= WORD_BYTES);
         let process = self.process();
         let index = self.index();
@@ -206,8 +249,9 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         let mut seq = 0;
         if lanes.is_first_lane(mask) {
             // Only the lock holder touches the port's sequence word (stored after the fence
-            // below, which would otherwise wait for this store too).
-            seq = seqs[index as usize].load(Ordering::Relaxed).wrapping_add(1);
+            // below, which would otherwise wait for this store too). A port this handle kept
+            // since its last word call needs no read: the handle remembers what it sent.
+            seq = process.next_seq(index);
         }
         // A lone lane (the default for word calls) has nothing to share.
         let alone = mask.count_ones() == 1;
@@ -234,11 +278,15 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         let region = process.region();
         let n = region.layout().lanes() as usize;
         let (line, _) = region.word_lines(index);
-        // SYNC (word request, release): this lane's earlier writes happen before the server's
-        // acquire load of any word stored below.
-        fence(Ordering::Release);
+        let fenced = memory == Memory::Shared;
+        if fenced {
+            // SYNC (word request, release): this lane's earlier writes happen before the
+            // server's acquire load of any word stored below. (A values-only call has no earlier
+            // writes the handler reads: its words carry their own sequence.)
+            fence(Ordering::Release);
+        }
         if lanes.is_first_lane(mask) {
-            seqs[index as usize].store(seq, Ordering::Relaxed);
+            process.sent_seq(index, seq);
         }
         let lane = lanes.lane_id() as usize;
         for j in 0..words {
@@ -253,6 +301,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         WordCall {
             seq,
             reply_words: ((lengths >> 8 & 0xff) as usize).div_ceil(4).min(WORDS) as u8,
+            fenced,
         }
     }
 
@@ -338,9 +387,12 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
                 polls = polls.saturating_add(1);
             }
         }
-        // SYNC (word reply, acquire): pairs with the server's release stores of these words, so
-        // what the handler did before replying is visible from here on.
-        fence(Ordering::Acquire);
+        if call.fenced {
+            // SYNC (word reply, acquire): pairs with the server's release stores of these words,
+            // so what the handler did before replying is visible from here on. (A values-only
+            // call's reply is in the words just read.)
+            fence(Ordering::Acquire);
+        }
         if lanes.ballot(mask, !ok) != 0 {
             return Err(Error::Stalled);
         }
@@ -358,7 +410,17 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
 
     /// [`send_words`](Self::send_words) then [`recv_words`](Self::recv_words): one small call.
     pub fn call_words(&mut self, request: &[u8], reply: &mut [u8]) -> Result<u32, Error> {
-        let call = self.send_words(request, reply.len());
+        self.call_words_with(request, reply, Memory::Shared)
+    }
+
+    /// [`send_words_with`](Self::send_words_with) then [`recv_words`](Self::recv_words).
+    pub fn call_words_with(
+        &mut self,
+        request: &[u8],
+        reply: &mut [u8],
+        memory: Memory,
+    ) -> Result<u32, Error> {
+        let call = self.send_words_with(request, reply.len(), memory);
         self.recv_words(call, reply)
     }
 }
@@ -816,6 +878,7 @@ mod tests {
                 WordCall {
                     seq,
                     reply_words: 2,
+                    fenced: true,
                 },
                 &mut reply,
             );
@@ -930,6 +993,7 @@ mod arrival {
                 WordCall {
                     seq,
                     reply_words: 2,
+                    fenced: true,
                 },
                 &mut reply,
             ),

@@ -36,6 +36,8 @@ pub struct CallAttrs {
     /// `limit = EXPR`: the most bytes a lane may stream, either way (any `u64` const
     /// expression).
     pub limit: Option<Spanned<Expr>>,
+    /// `values`: the call passes values only; its handler touches none of the caller's memory.
+    pub values: Option<Span>,
 }
 
 fn set<T>(slot: &mut Option<Spanned<T>>, value: T, span: Span, key: &str) -> syn::Result<()> {
@@ -110,6 +112,12 @@ pub fn call(attrs: &[Attribute]) -> syn::Result<CallAttrs> {
                 }
                 out.oneway = Some(span);
                 Ok(())
+            } else if meta.path.is_ident("values") {
+                if out.values.is_some() {
+                    return Err(syn::Error::new(span, "duplicate `values`"));
+                }
+                out.values = Some(span);
+                Ok(())
             } else if meta.path.is_ident("opcode") {
                 let lit: LitInt = meta.value()?.parse()?;
                 let opcode = int(&lit, "`opcode` (a u32)")?;
@@ -122,7 +130,7 @@ pub fn call(attrs: &[Attribute]) -> syn::Result<CallAttrs> {
                 Err(syn::Error::new(
                     span,
                     "unknown call setting; expected `response = T`, `error = E`, `oneway`, \
-                     `opcode = N` or `limit = N`",
+                     `values`, `opcode = N` or `limit = N`",
                 ))
             }
         })?;

@@ -724,7 +724,14 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
     let pack = pack_args(call);
     let run = |inner: TokenStream| {
         quote! {
-            #s::Site::call(&self.site, self.deadline, move |__rpc_c| { #check #inner })
+            #s::Site::call(
+                &self.site,
+                self.deadline,
+                // On a GPU the call is made where it is written: a call to a function of its
+                // own passes the client through memory, a round trip to it per field it reads.
+                #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(always))]
+                move |__rpc_c| { #check #inner },
+            )
         }
     };
     match call.response() {
@@ -821,6 +828,9 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
             let make = match &body {
                 Some(b) => quote! {
                     #p::call_stream::<_, __RPC_Q, __RPC_R>(__rpc_c, #opcode, &__rpc_q, #b, false)
+                },
+                None if call.attrs.values.is_some() => quote! {
+                    #p::call_fixed_values::<_, __RPC_Q, __RPC_R>(__rpc_c, #opcode, &__rpc_q)
                 },
                 None => quote!(#p::call_fixed::<_, __RPC_Q, __RPC_R>(__rpc_c, #opcode, &__rpc_q)),
             };

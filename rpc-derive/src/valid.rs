@@ -205,6 +205,27 @@ fn check_call(service: &Service, call: &Call) -> syn::Result<()> {
             ),
         }
     }
+    if let Some(span) = call.attrs.values {
+        let why = if call.oneway() {
+            Some("is `oneway` (it waits for no reply, so it has no fences to leave out)")
+        } else if call.stream_arg().is_some() || call.streams_reply() {
+            Some("streams bytes through memory (the fences order them)")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            combine(
+                &mut errors,
+                syn::Error::new(
+                    span,
+                    format!(
+                        "`values` is for a call whose fixed arguments and reply are all it \
+                         passes, and call `{name}` {why}"
+                    ),
+                ),
+            );
+        }
+    }
     if let Some(limit) = &call.attrs.limit {
         if call.stream_arg().is_none() && !call.streams_reply() {
             combine(

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ferry_device::sim::{self, SimWarp, Yield};
 use ferry_rpc::service::{InlineLanes, Text};
-use ferry_rpc::{HeapRegion, Lanes, RpcOpcodes};
+use ferry_rpc::{HeapRegion, Lanes, RpcOpcodes, Single};
 use ferry_tests::{serving_while, Watchdog};
 
 #[derive(RpcOpcodes)]
@@ -30,6 +30,9 @@ enum Host {
     /// Three words each way: more than a word line carries (through the packets).
     #[rpc(response = [u64; 3])]
     Wide { a: [u64; 3] },
+    /// `mix` declared to pass values only: no fences around it on a GPU.
+    #[rpc(response = u64, values)]
+    MixValues { lane: u32, value: u64 },
 }
 
 fn mix(lane: u32, value: u64) -> u64 {
@@ -63,6 +66,9 @@ impl HostServer for Served {
     fn wide(&self, a: [u64; 3]) -> [u64; 3] {
         [a[2], a[1], a[0]]
     }
+    fn mix_values(&self, lane: u32, value: u64) -> u64 {
+        mix(lane, value)
+    }
 }
 
 /// How a call reached the server.
@@ -83,13 +89,24 @@ fn serve(
     inline: bool,
     warp: impl Fn(SimWarp, &HeapRegion) + Sync,
 ) -> (Log, Served) {
+    serve_ports(name, 32, lanes, inline, warp)
+}
+
+/// [`serve`] on a region of `ports` ports.
+fn serve_ports(
+    name: &'static str,
+    ports: u32,
+    lanes: u32,
+    inline: bool,
+    warp: impl Fn(SimWarp, &HeapRegion) + Sync,
+) -> (Log, Served) {
     let _watchdog = Watchdog::new(name, Duration::from_secs(120));
-    let region: HeapRegion = HeapRegion::with_words(32, lanes).unwrap();
+    let region: HeapRegion = HeapRegion::with_words(ports, lanes).unwrap();
     let host = Served::default();
     let log = Mutex::new(Vec::new());
     let server = region.server();
     let mut buffers = Vec::new();
-    let mut seen = vec![0u64; 32];
+    let mut seen = vec![0u64; ports as usize];
     let (served, seen_log) = (&host, &log);
     serving_while(
         move || {
@@ -360,4 +377,93 @@ fn inline_lanes_keep_to_the_arrays_they_are_given() {
     assert_eq!(lanes.status(0), DECLINED);
     // Lanes outside the call are not touched.
     assert_eq!(replies[2], [9; WORD_BYTES]);
+}
+
+#[test]
+fn values_calls_take_the_word_line_beside_fenced_ones_and_get_their_own_replies() {
+    // Whole warps, a divergent half and a lone lane, each alternating a values call with a
+    // fenced one on the same (kept) port: every reply to its own lane, every call on words.
+    let (log, _) = serve("values calls", 8, true, |lane, region| {
+        let client = region
+            .client_with(lane, Yield)
+            .unwrap()
+            .word_lanes(64)
+            .keep_port(true);
+        let me = client.lanes().lane_id();
+        let host = Host::client(&client);
+        for round in 0..30 {
+            assert_eq!(host.mix_values(me, round), Ok(mix(me, round)), "lane {me}");
+            assert_eq!(host.mix(me, round + 7), Ok(mix(me, round + 7)), "lane {me}");
+        }
+        client.lanes().when(me % 2 == 1, || {
+            for round in 0..10 {
+                assert_eq!(host.mix_values(me, round), Ok(mix(me, round)));
+            }
+        });
+        client.lanes().when(me == 0, || {
+            for round in 0..10 {
+                assert_eq!(host.mix_values(me, round), Ok(mix(me, round)));
+            }
+        });
+    });
+    let count = |opcode, mask| {
+        log.iter()
+            .filter(|e| **e == (Path::Words, opcode, mask))
+            .count()
+    };
+    assert_eq!(count(Host::OPCODE_MIX_VALUES, 0xff), 30);
+    assert_eq!(count(Host::OPCODE_MIX, 0xff), 30);
+    assert_eq!(count(Host::OPCODE_MIX_VALUES, 0b1010_1010), 10);
+    assert_eq!(count(Host::OPCODE_MIX_VALUES, 1), 10);
+    assert_eq!(log.len(), 80);
+}
+
+#[test]
+fn a_port_that_changes_hands_between_word_calls_never_repeats_a_sequence() {
+    // One port (each handle's first choice, handed on), handles of one lane: a handle remembers the sequence of its last word call while
+    // it keeps the port, and must forget it once the port leaves its hands (closed and unlocked,
+    // taken, or adopted), or its next call would repeat a number the server already served and
+    // wait forever (the watchdog would end the test).
+    let (log, _) = serve_ports("port changes hands", 32, 1, true, |_, region| {
+        let value = std::cell::Cell::new(0);
+        let call = |c: &ferry_rpc::Process<'_, ferry_rpc::Client, Single, _, Yield>| {
+            value.set(value.get() + 1);
+            let v = value.get();
+            assert_eq!(Host::client(c).mix_values(0, v), Ok(mix(0, v)));
+        };
+        let handle = || region.client_with(Single, Yield).unwrap();
+        // A handle that does not keep its port: it locks it at each open, unlocks at each close.
+        let plain = handle();
+        let a = handle().keep_port(true);
+        // Each hand-over is followed by exactly one call of the other handles: a handle that
+        // kept its last sequence would send that call's number again, and take its reply (still
+        // in the reply words) for its own.
+        let unlock = |a: &ferry_rpc::Process<'_, ferry_rpc::Client, Single, _, Yield>| {
+            let port = a.take_kept().expect("a keeps its port");
+            assert_eq!(port, 0);
+            // SAFETY: the port's lock was set for `a`, which gave it up with `take_kept`; the
+            // handle adopting it unlocks it when dropped.
+            drop(unsafe { handle().adopt_port(port) });
+        };
+        for _ in 0..5 {
+            // `a` keeps the port over two calls, then hands it to `b` (taken, adopted) ...
+            call(&a);
+            call(&a);
+            let port = a.take_kept().expect("a keeps its port");
+            // SAFETY: as in `unlock`.
+            let b = unsafe { handle().adopt_port(port) };
+            call(&b);
+            // ... which unlocks it when dropped; `a` locks it again at its next open.
+            drop(b);
+            call(&a);
+            // Then `plain` and `a` take turns, the port unlocked between them.
+            unlock(&a);
+            call(&plain);
+            call(&a);
+            unlock(&a);
+            call(&plain);
+        }
+    });
+    assert_eq!(log.len(), 5 * 7);
+    assert!(log.iter().all(|e| e.0 == Path::Words));
 }

@@ -127,6 +127,22 @@ pub trait InlineCall {
         reply: &mut [u8],
     ) -> Option<Result<u32, ProtocolError>>;
 
+    /// As [`call_inline`](Self::call_inline), for a call that passes values only: its handler
+    /// reads none of the caller's memory and writes none of it (`#[rpc(values)]`), so a path
+    /// whose fences order such memory may leave them out ([`Memory::Untouched`] on a GPU's word
+    /// lines). The default makes the call as any other.
+    ///
+    /// [`Memory::Untouched`]: crate::words::Memory::Untouched
+    #[inline(always)]
+    fn call_inline_values(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8],
+    ) -> Option<Result<u32, ProtocolError>> {
+        self.call_inline(opcode, request, reply)
+    }
+
     /// As [`call_inline`](Self::call_inline), for a call with a streamed argument: `body` travels
     /// beside the request, for example in the port's bulk area (`Layout::with_bulk`), written in
     /// place before the request is handed over and read there by the handler. `None` if this path
@@ -236,6 +252,30 @@ impl<L: Lanes, M: Mailbox, W: Wait> InlineCall for Process<'_, Client, L, M, W> 
         request: &[u8],
         reply: &mut [u8],
     ) -> Option<Result<u32, ProtocolError>> {
+        self.call_on_words(opcode, request, reply, crate::words::Memory::Shared)
+    }
+
+    #[inline(always)]
+    fn call_inline_values(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8],
+    ) -> Option<Result<u32, ProtocolError>> {
+        self.call_on_words(opcode, request, reply, crate::words::Memory::Untouched)
+    }
+}
+
+impl<L: Lanes, M: Mailbox, W: Wait> Process<'_, Client, L, M, W> {
+    /// [`InlineCall`] on the word lines, with the fences `memory` asks for.
+    #[inline(always)]
+    fn call_on_words(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8],
+        memory: crate::words::Memory,
+    ) -> Option<Result<u32, ProtocolError>> {
         use crate::words::{DECLINED, WORD_BYTES};
         let fits = request.len() <= WORD_BYTES && reply.len() <= WORD_BYTES;
         // Decided for the whole group: its mask, and whether every lane's call fits.
@@ -247,7 +287,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> InlineCall for Process<'_, Client, L, M, W> 
             Ok(port) => port,
             Err(e) => return Some(Err(e)),
         };
-        match port.call_words(request, reply) {
+        match port.call_words_with(request, reply, memory) {
             Ok(DECLINED) => None,
             other => Some(other),
         }

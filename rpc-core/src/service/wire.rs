@@ -107,10 +107,36 @@ pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     opcode: u32,
     request: &[u8; Q],
 ) -> Result<[u8; R], Error> {
+    fixed(site, opcode, request, false)
+}
+
+/// As [`call_fixed`], for a call that passes values only (`#[rpc(values)]`): inline through
+/// [`InlineCall::call_inline_values`](super::InlineCall::call_inline_values).
+#[inline(always)]
+pub fn call_fixed_values<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+    site: &C,
+    opcode: u32,
+    request: &[u8; Q],
+) -> Result<[u8; R], Error> {
+    fixed(site, opcode, request, true)
+}
+
+/// [`call_fixed`] and [`call_fixed_values`].
+#[inline(always)]
+fn fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+    site: &C,
+    opcode: u32,
+    request: &[u8; Q],
+    values: bool,
+) -> Result<[u8; R], Error> {
     let mut reply = [0u8; R];
     if Q <= INLINE_BYTES && R <= INLINE_BYTES {
         if let Some(inline) = site.inline() {
-            if let Some(answer) = inline.call_inline(opcode, request, &mut reply) {
+            let answer = match values {
+                true => inline.call_inline_values(opcode, request, &mut reply),
+                false => inline.call_inline(opcode, request, &mut reply),
+            };
+            if let Some(answer) = answer {
                 check(answer?, opcode)?;
                 return Ok(reply);
             }

@@ -955,6 +955,10 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         ::ferry_rpc::service::Site::call(
             &self.site,
             self.deadline,
+            #[cfg_attr(
+                any(target_arch = "nvptx64", target_arch = "amdgpu"),
+                inline(always)
+            )]
             move |__rpc_c| {
                 let __rpc_r = ::ferry_rpc::__private::call_fixed::<
                     _,
@@ -986,6 +990,10 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         ::ferry_rpc::service::Site::call(
             &self.site,
             self.deadline,
+            #[cfg_attr(
+                any(target_arch = "nvptx64", target_arch = "amdgpu"),
+                inline(always)
+            )]
             move |__rpc_c| {
                 ::ferry_rpc::__private::check_limit(__rpc_c, (value).len(), 65536u64)
                     .map_err(::ferry_rpc::service::Error::widen)?;
@@ -1024,12 +1032,13 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         ::ferry_rpc::service::Error < StoreError > > { const __RPC_Q : usize = 0usize +
         ::core::mem::size_of:: < u32 > (); let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::__private::put(& mut __rpc_q, 0usize, & key);
-        ::ferry_rpc::service::Site::call(& self.site, self.deadline, move | __rpc_c | {
-        let __rpc_r = ::ferry_rpc::__private::call_vec:: < _, __RPC_Q > (__rpc_c,
-        0x8a8506d8u32, & __rpc_q, ::core::option::Option::None, Counter::__RPC_LIMIT_2,
-        true,).map_err(::ferry_rpc::service::Error::widen) ?; let __rpc_b =
-        ::ferry_rpc::__private::reply_bytes(__rpc_r) ?;
-        ::ferry_rpc::__private::string(__rpc_b) }) }
+        ::ferry_rpc::service::Site::call(& self.site, self.deadline,
+        #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(always))]
+        move | __rpc_c | { let __rpc_r = ::ferry_rpc::__private::call_vec:: < _, __RPC_Q
+        > (__rpc_c, 0x8a8506d8u32, & __rpc_q, ::core::option::Option::None,
+        Counter::__RPC_LIMIT_2, true,).map_err(::ferry_rpc::service::Error::widen) ?; let
+        __rpc_b = ::ferry_rpc::__private::reply_bytes(__rpc_r) ?;
+        ::ferry_rpc::__private::string(__rpc_b) },) }
     }
     ///As [`name`](Self::name), the reply written into `out` (no allocation): a reply longer than `out` is `Status::ReplyTooLarge`, and the port is left at rest.
     pub fn name_into<'__rpc_b>(
@@ -1043,6 +1052,10 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         ::ferry_rpc::service::Site::call(
             &self.site,
             self.deadline,
+            #[cfg_attr(
+                any(target_arch = "nvptx64", target_arch = "amdgpu"),
+                inline(always)
+            )]
             move |__rpc_c| {
                 let __rpc_r = ::ferry_rpc::__private::call_into::<
                     _,
@@ -1077,6 +1090,10 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         ::ferry_rpc::service::Site::call(
             &self.site,
             self.deadline,
+            #[cfg_attr(
+                any(target_arch = "nvptx64", target_arch = "amdgpu"),
+                inline(always)
+            )]
             move |__rpc_c| {
                 let __rpc_r = ::ferry_rpc::__private::call_fixed::<
                     _,
@@ -1097,6 +1114,10 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         ::ferry_rpc::service::Site::call(
             &self.site,
             self.deadline,
+            #[cfg_attr(
+                any(target_arch = "nvptx64", target_arch = "amdgpu"),
+                inline(always)
+            )]
             move |__rpc_c| {
                 ::ferry_rpc::__private::call_oneway::<
                     _,
