@@ -15,7 +15,11 @@
 //!   `PHASES` durations per call into `phases`), to show where a call's time goes.
 //!
 //! - `call_phases_words(iters, phases, errors)`: the same calls on the port's word line, step by
-//!   step (`WORD_PHASES` durations per call); `call_phases_words_lane0(..)`: lane 0 alone.
+//!   step (`WORD_PHASES` durations per call); `call_phases_words_lane0(..)`: lane 0 alone;
+//!   `call_phases_values(..)`, `call_phases_values_lane0(..)`: the same declared to pass values
+//!   only (`Memory::Untouched`: no fences).
+//! - `call_latency_words_lane0_fenced(..)`, `call_latency_words_lane0_values(..)`: lane 0's
+//!   no-op on its kept port's word line made directly, with and without the fences.
 //!
 //! - `bulk_read(handle, dst, slice, errors)`, `bulk_write(handle, src, slice, errors)`: lane 0 of
 //!   each warp moves its `slice` of a file to or from device memory with one copy-engine call;
@@ -30,6 +34,7 @@
 
 use core::ptr::{read_volatile, write_volatile};
 use ferry_device::ferry_rpc::service::status;
+use ferry_device::ferry_rpc::words::Memory;
 use ferry_device::host::{opcode, Handle, Libc};
 use ferry_device::nvptx::{global_thread_id, global_warp_id, globaltimer, membar_sys};
 
@@ -157,6 +162,71 @@ pub unsafe extern "ptx-kernel" fn call_latency_lane0_kept(
     }
 }
 
+/// # Safety
+///
+/// As `call_latency_lane0_kept`, the no-op made on the port's word line directly
+/// (`Port::call_words_with`) with the fences of a call that may name memory
+/// (`Memory::Shared`): beside `call_latency_words_lane0_values`, what the fences cost.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_latency_words_lane0_fenced(
+    iters: u32,
+    stamps: *mut u64,
+    errors: *mut u32,
+) {
+    if global_thread_id() == 0 {
+        // SAFETY: the caller's contract is the one `words_loop` needs.
+        unsafe { words_loop(iters, stamps, errors, Memory::Shared) };
+    }
+}
+
+/// # Safety
+///
+/// As `call_latency_words_lane0_fenced`, declared to pass values only (`Memory::Untouched`).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_latency_words_lane0_values(
+    iters: u32,
+    stamps: *mut u64,
+    errors: *mut u32,
+) {
+    if global_thread_id() == 0 {
+        // SAFETY: the caller's contract is the one `words_loop` needs.
+        unsafe { words_loop(iters, stamps, errors, Memory::Untouched) };
+    }
+}
+
+/// `iters` no-op calls on a kept port's word line with the fences `memory` asks for, stamping
+/// the timer every `STAMP_EVERY`.
+///
+/// # Safety
+///
+/// As `latency_loop`.
+#[inline(always)]
+unsafe fn words_loop(iters: u32, stamps: *mut u64, errors: *mut u32, memory: Memory) {
+    let client = ferry_device::client().keep_port(true);
+    let mut wrong = 0;
+    // SAFETY: `stamps` is valid for `iters / STAMP_EVERY + 1` words (contract).
+    unsafe { write_volatile(stamps, globaltimer()) };
+    for i in 1..=iters {
+        let x = i as u64;
+        let mut reply = [0u8; 8];
+        match client.open_for_words(opcode::NOOP) {
+            Ok(mut port) => {
+                let status = port.call_words_with(&x.to_le_bytes(), &mut reply, memory);
+                if status != Ok(status::OK) || u64::from_le_bytes(reply) != x + 1 {
+                    wrong += 1;
+                }
+            }
+            Err(_) => wrong += 1,
+        }
+        if i % STAMP_EVERY == 0 {
+            // SAFETY: as above.
+            unsafe { write_volatile(stamps.add((i / STAMP_EVERY) as usize), globaltimer()) };
+        }
+    }
+    // SAFETY: `errors` is a valid device `u32` (contract).
+    unsafe { count(errors, wrong) };
+}
+
 /// Timed steps of a call in `call_phases`.
 const PHASES: usize = 5;
 
@@ -262,7 +332,7 @@ pub unsafe extern "ptx-kernel" fn call_phases_words(
     errors: *mut u32,
 ) {
     // SAFETY: the kernel's contract is `phases_words`'.
-    unsafe { phases_words(iters, phases, errors) };
+    unsafe { phases_words(iters, phases, errors, Memory::Shared) };
 }
 
 /// # Safety
@@ -276,7 +346,36 @@ pub unsafe extern "ptx-kernel" fn call_phases_words_lane0(
 ) {
     if global_thread_id() == 0 {
         // SAFETY: the kernel's contract is `phases_words`'.
-        unsafe { phases_words(iters, phases, errors) };
+        unsafe { phases_words(iters, phases, errors, Memory::Shared) };
+    }
+}
+
+/// # Safety
+///
+/// As `call_phases_words`, each call declared to pass values only (`Memory::Untouched`: no
+/// fences around it).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_phases_values(
+    iters: u32,
+    phases: *mut u32,
+    errors: *mut u32,
+) {
+    // SAFETY: the kernel's contract is `phases_words`'.
+    unsafe { phases_words(iters, phases, errors, Memory::Untouched) };
+}
+
+/// # Safety
+///
+/// As `call_phases_values`; only lane 0 of the warp calls.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_phases_values_lane0(
+    iters: u32,
+    phases: *mut u32,
+    errors: *mut u32,
+) {
+    if global_thread_id() == 0 {
+        // SAFETY: the kernel's contract is `phases_words`'.
+        unsafe { phases_words(iters, phases, errors, Memory::Untouched) };
     }
 }
 
@@ -286,7 +385,7 @@ pub unsafe extern "ptx-kernel" fn call_phases_words_lane0(
 ///
 /// As `call_phases_words`.
 #[inline(always)]
-unsafe fn phases_words(iters: u32, phases: *mut u32, errors: *mut u32) {
+unsafe fn phases_words(iters: u32, phases: *mut u32, errors: *mut u32, memory: Memory) {
     let client = ferry_device::client().keep_port(true);
     let lane = global_thread_id() as u64;
     let mut wrong = 0;
@@ -299,7 +398,7 @@ unsafe fn phases_words(iters: u32, phases: *mut u32, errors: *mut u32) {
             continue;
         };
         t[1] = stamp();
-        let call = port.send_words(&x.to_le_bytes(), 8);
+        let call = port.send_words_with(&x.to_le_bytes(), 8, memory);
         t[2] = stamp();
         let mut reply = [0u8; 8];
         let status = port.recv_words(call, &mut reply);

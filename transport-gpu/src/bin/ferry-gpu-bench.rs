@@ -206,7 +206,6 @@ impl<M: Mailbox, W: Wait, H: Handler<M, W>> Handler<M, W> for Timed<H> {
         handled
     }
 
-    /// Word-line calls come one lane at a time: not timed (the kernel's stamps time the call).
     fn handle_inline(
         &self,
         opcode: u32,
@@ -215,6 +214,20 @@ impl<M: Mailbox, W: Wait, H: Handler<M, W>> Handler<M, W> for Timed<H> {
         reply: &mut [u8; ferry_gpu::ferry_rpc::service::INLINE_BYTES],
     ) -> Option<(u32, usize)> {
         self.inner.handle_inline(opcode, request, body, reply)
+    }
+
+    /// A word-line call: every lane of it in one span, as a packet's.
+    fn handle_inline_lanes(
+        &self,
+        opcode: u32,
+        lanes: &mut ferry_gpu::ferry_rpc::service::InlineLanes<'_>,
+    ) {
+        let start = Instant::now();
+        self.inner.handle_inline_lanes(opcode, lanes);
+        let end = Instant::now();
+        if let Ok(mut spans) = self.spans.lock() {
+            spans.push((start, end));
+        }
     }
 
     fn serves_inline(&self) -> bool {
@@ -255,6 +268,14 @@ const WORD_PHASES: [&str; 4] = [
     "close",
 ];
 
+/// The steps of a values-only call on the word line (`call_phases_values`).
+const VALUE_PHASES: [&str; 4] = [
+    "open (a kept port)",
+    "send: sequence, word stores (no fence)",
+    "poll the lane's reply words until they carry the sequence (no fence)",
+    "close",
+];
+
 /// `kernel` (`call_phases` or `call_phases_words`, timing `steps` steps) on 64 ports: the median
 /// nanoseconds of each step, and the wrong replies.
 fn call_phases(
@@ -264,7 +285,7 @@ fn call_phases(
     kernel: &str,
     steps: &[&str],
 ) -> Result<(Vec<f64>, u32), Error> {
-    let words = kernel.starts_with("call_phases_words");
+    let words = kernel.starts_with("call_phases_words") || kernel.starts_with("call_phases_values");
     let kernel = module.function(kernel)?;
     let region = match words {
         true => GpuRegion::new(cuda, PortCount::Exactly(64))?,
@@ -374,12 +395,14 @@ fn bulk_file(tag: &str, bytes: usize) -> Result<(std::path::PathBuf, Vec<u8>), E
 
 /// Reads `path` into `s`'s pinned memory, or writes that memory to `path`, on `threads` threads
 /// each taking a contiguous part: by 4 MiB calls, or with `mapped` through a shared mapping of
-/// the file (a write makes the file's pages first, so that the threads only fill them). The
-/// seconds it took.
+/// the file (a write makes the file's pages first, so that the threads only fill them). A write
+/// keeps what the file holds (its pages) unless `fresh`, which empties it first. The seconds it
+/// took.
 fn file_alone(
     s: &Staged,
     path: &std::path::Path,
     write: bool,
+    fresh: bool,
     threads: usize,
     mapped: bool,
 ) -> Result<f64, Error> {
@@ -390,7 +413,7 @@ fn file_alone(
         .read(true)
         .write(write)
         .create(write)
-        .truncate(write)
+        .truncate(write && fresh)
         .open(path)
         .map_err(io)?;
     let host = s.host();
@@ -451,6 +474,62 @@ fn file_alone(
     .map_err(io)?;
     drop(map);
     Ok(start.elapsed().as_secs_f64())
+}
+
+/// Copies `s`'s device memory into the file at `path` with no CPU copy: the file (emptied first
+/// if `fresh`, then sized) is mapped shared, the mapping registered with the driver
+/// (`cuMemHostRegister`), the copy engine writes the file's pages (`cuMemcpyDtoH`), and the
+/// mapping is unregistered. The seconds of each step: registering, copying, unregistering.
+fn file_by_registration(
+    s: &Staged,
+    path: &std::path::Path,
+    fresh: bool,
+) -> Result<[f64; 3], Error> {
+    use cudarc::driver::sys;
+    let io = |e: std::io::Error| Error::Program(format!("{} (registered): {e}", path.display()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(fresh)
+        .open(path)
+        .map_err(io)?;
+    let len = s.data.len();
+    file.set_len(len as u64).map_err(io)?;
+    // The file is this benchmark's own, not changed by anyone else while mapped.
+    let map = memmap2::MmapOptions::new()
+        .len(len)
+        .map_raw(&file)
+        .map_err(io)?;
+    let driver = |what: &str, r: sys::CUresult| match r {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        e => Err(Error::Program(format!("{what}: {e:?}"))),
+    };
+    let t0 = Instant::now();
+    // SAFETY: `map` is `len` bytes of this process's memory, mapped until after the unregister
+    // below.
+    driver("cuMemHostRegister", unsafe {
+        sys::cuMemHostRegister_v2(map.as_mut_ptr().cast(), len, 0)
+    })?;
+    let t1 = Instant::now();
+    // SAFETY: `map` is `len` bytes, registered; `s.dev` is `len` bytes of device memory.
+    let copied = driver("cuMemcpyDtoH", unsafe {
+        sys::cuMemcpyDtoH_v2(map.as_mut_ptr().cast(), s.dev.ptr(), len)
+    });
+    let t2 = Instant::now();
+    // SAFETY: registered above.
+    let unregistered = driver("cuMemHostUnregister", unsafe {
+        sys::cuMemHostUnregister(map.as_mut_ptr().cast())
+    });
+    let t3 = Instant::now();
+    copied?;
+    unregistered?;
+    drop(map);
+    Ok([
+        (t1 - t0).as_secs_f64(),
+        (t2 - t1).as_secs_f64(),
+        (t3 - t2).as_secs_f64(),
+    ])
 }
 
 /// Runs a bulk kernel (`bulk_read`, `bulk_write`, `chunk_read`) over `warps` warps with `slice`
@@ -686,45 +765,104 @@ fn bulk(
         ));
     }
     let out_path = whole.path.with_extension("out");
-    let out = program.open(
-        mode::WRITE | mode::CREATE | mode::TRUNCATE,
-        out_path.to_str().unwrap_or_default(),
-    )?;
-    let secs = time(&mut || {
-        let (h, ptr, n) = (out.0, whole.dev.ptr(), (mib << 20) as u64);
-        bulk_kernel(
-            cuda,
-            module,
-            "bulk_write",
-            &host,
-            h,
-            ptr,
-            n,
-            1,
-            servers,
-            0,
-            true,
-        )
-    })?;
-    program.close(out)?;
-    let written = std::fs::read(&out_path)?;
-    let _ = std::fs::remove_file(&out_path);
-    if written != whole.data {
-        return Err("bulk_write: the file differs from device memory".into());
+    // To a new file (emptied before each run, outside the kernel's time), then over the file
+    // just written (its pages there already).
+    for fresh in [true, false] {
+        let secs = time(&mut || {
+            let how = mode::WRITE | mode::CREATE | if fresh { mode::TRUNCATE } else { 0 };
+            let host_err = |e| Error::Program(format!("{}: {e:?}", out_path.display()));
+            let out = program
+                .open(how, out_path.to_str().unwrap_or_default())
+                .map_err(host_err)?;
+            let (h, ptr, n) = (out.0, whole.dev.ptr(), (mib << 20) as u64);
+            let secs = bulk_kernel(
+                cuda,
+                module,
+                "bulk_write",
+                &host,
+                h,
+                ptr,
+                n,
+                1,
+                servers,
+                0,
+                true,
+            );
+            program.close(out).map_err(host_err)?;
+            secs
+        })?;
+        let written = std::fs::read(&out_path)?;
+        if written != whole.data {
+            return Err("bulk_write: the file differs from device memory".into());
+        }
+        rows.push(row(
+            format!(
+                "one call writes {mib} MiB of device memory {}",
+                match fresh {
+                    true => "to a new file",
+                    false => "over an existing file",
+                }
+            ),
+            &whole,
+            secs,
+            dtoh,
+            "cuMemcpyDtoH to pinned memory",
+        ));
     }
-    rows.push(row(
-        format!("one call writes {mib} MiB of device memory to a file"),
-        &whole,
-        secs,
-        dtoh,
-        "cuMemcpyDtoH to pinned memory",
-    ));
+    let _ = std::fs::remove_file(&out_path);
+    // No CPU copy at all: the copy engine writes the file's pages through a registered mapping
+    // (a new file, then over it), each step's time apart.
+    for fresh in [true, false] {
+        if fresh {
+            let _ = std::fs::remove_file(&out_path);
+        }
+        let mut steps = Vec::new();
+        let secs = time(&mut || {
+            let t = file_by_registration(&whole, &out_path, fresh)?;
+            steps.push(t);
+            Ok(t.iter().sum())
+        });
+        let which = match fresh {
+            true => "a new",
+            false => "an existing",
+        };
+        match secs {
+            Ok(secs) => {
+                if std::fs::read(&out_path)? != whole.data {
+                    return Err("registered mapping: the file differs from device memory".into());
+                }
+                let mid = |k: usize| {
+                    let mut v: Vec<f64> = steps.iter().map(|t| t[k] * 1e3).collect();
+                    median(&mut v)
+                };
+                rows.push(row(
+                    format!(
+                        "no CPU copy: {mib} MiB of device memory copied into {which} file's pages, \
+                         its mapping registered with the driver (register / copy / unregister \
+                         {:.1} / {:.1} / {:.1} ms)",
+                        mid(0),
+                        mid(1),
+                        mid(2)
+                    ),
+                    &whole,
+                    secs,
+                    dtoh,
+                    "cuMemcpyDtoH to pinned memory",
+                ));
+            }
+            Err(e) => {
+                println!("| bulk: no CPU copy into {which} file's pages: refused ({e}) | | |")
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&out_path);
     // The file side alone, no GPU: what the copies above can reach at most on this host, by
     // system calls and through a mapping of the file.
     for &threads in file_threads {
         for (mapped, how) in [(false, "read/write calls"), (true, "a shared mapping")] {
-            let alone = |path, write| file_alone(&whole, path, write, threads, mapped);
-            let secs = time(&mut || alone(&whole.path, false))?;
+            let alone =
+                |path, write, fresh| file_alone(&whole, path, write, fresh, threads, mapped);
+            let secs = time(&mut || alone(&whole.path, false, false))?;
             rows.push(row(
                 format!("no GPU: the {mib} MiB file read into pinned memory on {threads} threads, {how}"),
                 &whole,
@@ -732,22 +870,34 @@ fn bulk(
                 htod,
                 "cuMemcpyHtoD from pinned memory",
             ));
-            let secs = time(&mut || {
-                let _ = std::fs::remove_file(&out_path);
-                alone(&out_path, true)
-            })?;
-            let back = std::fs::read(&out_path)?;
-            let _ = std::fs::remove_file(&out_path);
-            if back != whole.data {
-                return Err(format!("file alone ({how}): the file differs from memory").into());
+            // A new file (its pages made as it is written), then over the file just written
+            // (its pages there already).
+            for fresh in [true, false] {
+                let secs = time(&mut || {
+                    if fresh {
+                        let _ = std::fs::remove_file(&out_path);
+                    }
+                    alone(&out_path, true, fresh)
+                })?;
+                let back = std::fs::read(&out_path)?;
+                if back != whole.data {
+                    return Err(format!("file alone ({how}): the file differs from memory").into());
+                }
+                rows.push(row(
+                    format!(
+                        "no GPU: pinned memory written {} {mib} MiB file on {threads} threads, {how}",
+                        match fresh {
+                            true => "to a new",
+                            false => "over an existing",
+                        }
+                    ),
+                    &whole,
+                    secs,
+                    dtoh,
+                    "cuMemcpyDtoH to pinned memory",
+                ));
             }
-            rows.push(row(
-                format!("no GPU: pinned memory written to a new {mib} MiB file on {threads} threads, {how}"),
-                &whole,
-                secs,
-                dtoh,
-                "cuMemcpyDtoH to pinned memory",
-            ));
+            let _ = std::fs::remove_file(&out_path);
         }
     }
     drop(whole);
@@ -1117,6 +1267,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 2e: lane 0 alone keeping its port, through the packets and on the word line.
     let mut lane0_kept = optional("call_latency_lane0_kept", false)?;
     let mut words_lane0_kept = optional("call_latency_lane0_kept", true)?;
+    // 2f: the same on the word line directly, with and without the fences.
+    let mut words_fenced = optional("call_latency_words_lane0_fenced", true)?;
+    let mut words_values = optional("call_latency_words_lane0_values", true)?;
     let (f_rust, f_cpp) = (median(&mut f_rust), median(&mut f_cpp));
     let (lat64, lat_all) = (median(&mut lat64), median(&mut lat_all));
     // 3: the call step by step, through the packets and on the word line (a program without
@@ -1129,6 +1282,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "call_phases_words_lane0",
             &WORD_PHASES[..],
             "on the word line, lane 0 alone",
+        ),
+        (
+            "call_phases_values",
+            &VALUE_PHASES[..],
+            "on the word line, values only (no fences)",
+        ),
+        (
+            "call_phases_values_lane0",
+            &VALUE_PHASES[..],
+            "on the word line, values only, lane 0 alone",
         ),
     ] {
         if rust.function(kernel).is_ok() {
@@ -1213,12 +1376,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (what, runs) in [
         ("one warp, 64 ports, client keeps its port", &mut lat_kept),
         (
-            "one warp, 64 ports, client keeps its port, on word lines",
+            "one warp, 64 ports, client keeps its port, on word lines (the no-op passes values: no fences)",
             &mut words_kept,
         ),
         ("lane 0 of a warp alone, 64 ports", &mut lat_lane0),
         (
-            "lane 0 of a warp alone, 64 ports, on word lines",
+            "lane 0 of a warp alone, 64 ports, on word lines (the no-op passes values: no fences)",
             &mut words_lane0,
         ),
         (
@@ -1226,8 +1389,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &mut lane0_kept,
         ),
         (
-            "lane 0 of a warp alone, 64 ports, port kept, on word lines",
+            "lane 0 of a warp alone, 64 ports, port kept, on word lines (the no-op passes values: no fences)",
             &mut words_lane0_kept,
+        ),
+        (
+            "lane 0 alone, port kept, word line called directly, with the fences of a call naming memory",
+            &mut words_fenced,
+        ),
+        (
+            "lane 0 alone, port kept, word line called directly, values only (no fences)",
+            &mut words_values,
         ),
     ] {
         if !runs.is_empty() {
