@@ -403,3 +403,46 @@ fn a_word_call_given_up_on_is_never_taken_for_the_next() {
         server.join().unwrap();
     });
 }
+
+/// Calls that pass values only (`Memory::Untouched`: no fence on either side) on a kept port,
+/// whose handle takes each call's sequence from its own memory: every reply is the call's own,
+/// in every interleaving of the client's word stores with the server's loads (each word carries
+/// its call's sequence, so no word of an earlier call or half of a word passes for this one).
+#[test]
+fn values_calls_without_fences_on_a_kept_port_get_their_own_replies() {
+    model(2, Some(120), || {
+        let region = Arc::new(HeapRegion::<PerPort>::with_words(32, 1).unwrap());
+        let stop = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        let server = {
+            let (region, stop) = (region.clone(), stop.clone());
+            thread::spawn(move || {
+                let server = region.server().exclusive().ok().unwrap();
+                let mut seen = [0u64; 32];
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    let served = server.serve_words(
+                        &mut seen,
+                        ferry_rpc::words::lane_by_lane(|_, request, reply| {
+                            let v = u64::from_le_bytes(request[..8].try_into().unwrap());
+                            reply[..8].copy_from_slice(&(v + 1).to_le_bytes());
+                            Some((0, 8))
+                        }),
+                        |_| {},
+                    );
+                    if served == 0 {
+                        thread::yield_now();
+                    }
+                }
+            })
+        };
+        let client = region.client().keep_port(true);
+        for v in [5u64, 7] {
+            let mut port = client.open_for_words(1).unwrap();
+            let mut reply = [0u8; 8];
+            let memory = ferry_rpc::words::Memory::Untouched;
+            assert_eq!(port.call_words_with(&v.to_le_bytes(), &mut reply, memory), Ok(0));
+            assert_eq!(u64::from_le_bytes(reply), v + 1, "call {v}'s own reply");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        server.join().unwrap();
+    });
+}
