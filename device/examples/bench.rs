@@ -19,7 +19,8 @@
 //!   `call_phases_values(..)`, `call_phases_values_lane0(..)`: the same declared to pass values
 //!   only (`Memory::Untouched`: no fences).
 //! - `call_latency_words_lane0_fenced(..)`, `call_latency_words_lane0_values(..)`: lane 0's
-//!   no-op on its kept port's word line made directly, with and without the fences.
+//!   no-op on its kept port's word line made directly, with and without the fences;
+//!   `call_values_one_word(..)`, `call_values_one_word_lane0(..)`: one word each way.
 //!
 //! - `bulk_read(handle, dst, slice, errors)`, `bulk_write(handle, src, slice, errors)`: lane 0 of
 //!   each warp moves its `slice` of a file to or from device memory with one copy-engine call;
@@ -221,6 +222,93 @@ unsafe fn words_loop(iters: u32, stamps: *mut u64, errors: *mut u32, memory: Mem
         if i % STAMP_EVERY == 0 {
             // SAFETY: as above.
             unsafe { write_volatile(stamps.add((i / STAMP_EVERY) as usize), globaltimer()) };
+        }
+    }
+    // SAFETY: `errors` is a valid device `u32` (contract).
+    unsafe { count(errors, wrong) };
+}
+
+/// # Safety
+///
+/// As `call_phases_values`, each call one word each way (4 bytes of request, 4 of reply: the
+/// no-op refuses it as a bad request, which still crosses as a call); `phases` is not written.
+/// For the host-side timing of `ferry-gpu-bench --word-timing` beside the two-word call.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_values_one_word(
+    iters: u32,
+    _phases: *mut u32,
+    errors: *mut u32,
+) {
+    // SAFETY: the kernel's contract is `one_word`'s.
+    unsafe { one_word(iters, errors) };
+}
+
+/// # Safety
+///
+/// As `call_values_one_word`; only lane 0 of the warp calls.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_values_one_word_lane0(
+    iters: u32,
+    _phases: *mut u32,
+    errors: *mut u32,
+) {
+    if global_thread_id() == 0 {
+        // SAFETY: the kernel's contract is `one_word`'s.
+        unsafe { one_word(iters, errors) };
+    }
+}
+
+/// # Safety
+///
+/// As `call_values_one_word`, with two words of request (the no-op's 8 bytes, served) and one of
+/// reply (its low 4 bytes).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_values_two_in_one_out(
+    iters: u32,
+    _phases: *mut u32,
+    errors: *mut u32,
+) {
+    let client = ferry_device::client().keep_port(true);
+    let lane = global_thread_id() as u64;
+    let mut wrong = 0;
+    for i in 0..iters {
+        let x = (lane << 32) | i as u64;
+        let mut reply = [0u8; 4];
+        match client.open_for_words(opcode::NOOP) {
+            Ok(mut port) => {
+                let status = port.call_words_with(&x.to_le_bytes(), &mut reply, Memory::Untouched);
+                if status != Ok(status::OK) || u32::from_le_bytes(reply) != (x + 1) as u32 {
+                    wrong += 1;
+                }
+            }
+            Err(_) => wrong += 1,
+        }
+    }
+    // SAFETY: `errors` is a valid device `u32` (launch contract).
+    unsafe { count(errors, wrong) };
+}
+
+/// `iters` one-word values calls on a kept port's word line; a call not answered
+/// `BAD_REQUEST` counts as wrong.
+///
+/// # Safety
+///
+/// The host set up the descriptor and serves it; `errors` is a device `u32`.
+#[inline(always)]
+unsafe fn one_word(iters: u32, errors: *mut u32) {
+    let client = ferry_device::client().keep_port(true);
+    let mut wrong = 0;
+    for i in 0..iters {
+        let mut reply = [0u8; 4];
+        match client.open_for_words(opcode::NOOP) {
+            Ok(mut port) => {
+                let request = i.to_le_bytes();
+                let status = port.call_words_with(&request, &mut reply, Memory::Untouched);
+                if status != Ok(status::BAD_REQUEST) {
+                    wrong += 1;
+                }
+            }
+            Err(_) => wrong += 1,
         }
     }
     // SAFETY: `errors` is a valid device `u32` (contract).

@@ -30,6 +30,10 @@ use crate::mailbox::MailboxKind;
 /// Bytes in one slot: the unit of a packet, one per lane, and the size of the header.
 pub const SLOT_BYTES: usize = 64;
 
+/// The alignment of the word lines (`crate::words`): a GPU's cache line.
+const WORD_LINE_BYTES: usize = 128;
+const _: () = assert!(WORD_LINE_BYTES == crate::words::ROW * 8);
+
 /// The smallest port count, and the granule: port counts are multiples of 32 (one lock word).
 pub const PORT_GRANULE: u32 = 32;
 
@@ -202,8 +206,10 @@ impl Layout {
         if self.words != 0 {
             return self;
         }
-        let words = align_up(self.size, SLOT_BYTES);
-        let heads = align_up(self.ports as usize * 8, SLOT_BYTES);
+        // Every line of a port starts a 128-byte line (`crate::words::ROW` words), and so every
+        // row of it does.
+        let words = align_up(self.size, WORD_LINE_BYTES);
+        let heads = align_up(self.ports as usize * 8, WORD_LINE_BYTES);
         let lines = self.ports as usize * self.word_line_words() * 8;
         Layout {
             words,
@@ -227,20 +233,26 @@ impl Layout {
         if self.words == 0 {
             0
         } else {
-            align_up(self.ports as usize * 8, SLOT_BYTES) / 8
+            align_up(self.ports as usize * 8, WORD_LINE_BYTES) / 8
         }
     }
 
-    /// Words of one port's request line: the call's 3 meta words, then each lane's
-    /// [`crate::words::WORDS`] request words.
-    pub const fn request_line_words(&self) -> usize {
-        align_up(3 + self.lanes as usize * crate::words::WORDS, 8)
+    /// Words of a row of a word line (word `j` of every lane): one per lane, rounded up to
+    /// whole 128-byte lines ([`crate::words::ROW`] words).
+    pub const fn row_words(&self) -> usize {
+        align_up(self.lanes as usize, crate::words::ROW)
     }
 
-    /// Words of one port's reply line: the served word, then each lane's
-    /// [`crate::words::WORDS`] reply words.
+    /// Words of one port's request line: the call's 3 meta words padded to a line, then
+    /// [`crate::words::WORDS`] rows of request words.
+    pub const fn request_line_words(&self) -> usize {
+        crate::words::ROW + crate::words::WORDS * self.row_words()
+    }
+
+    /// Words of one port's reply line: the served word padded to a line, then
+    /// [`crate::words::WORDS`] rows of reply words.
     pub const fn reply_line_words(&self) -> usize {
-        align_up(1 + self.lanes as usize * crate::words::WORDS, 8)
+        crate::words::ROW + crate::words::WORDS * self.row_words()
     }
 
     /// Words of one port's two lines.

@@ -26,15 +26,23 @@
 //! each after its wait policy's limit and none of them served, to find a stale reply: a GPU never
 //! gives up.)
 //!
-//! **Layout** (`Layout::with_words`), for `P` ports of `L` lanes, `W` = [`WORDS`] words each way:
+//! **Layout** (`Layout::with_words`), for `P` ports of `L` lanes, `W` = [`WORDS`] words each way,
+//! rows of `R` = `L` rounded up to [`ROW`] words (whole 128-byte lines):
 //!
 //! ```text
 //! heads                  P words, one per port: opcode | seq  (the server scans these)
-//! per port, request      mask low | seq, mask high | seq, lengths | seq, then word j of lane i
-//!                        at 3 + j × L + i (a warp's stores of word j are one coalesced line)
-//! per port, reply        served | seq (the server's own record), then word j of lane i at
-//!                        1 + j × L + i: payload | status byte | low 24 bits of seq
+//! per port, request      mask low | seq, mask high | seq, lengths | seq, padding to ROW words,
+//!                        then word j of lane i at ROW + j × R + i (a warp's stores of word j are
+//!                        one coalesced run)
+//! per port, reply        served | seq (the server's own record), padding to ROW words, then word
+//!                        j of lane i at ROW + j × R + i: payload | status byte | low 24 bits of seq
 //! ```
+//!
+//! Every row starts a 128-byte line of its own, and no row shares a line with the meta words or
+//! the served word: a GPU's loads of one poll that touch the same line go across the bus one
+//! after the other, not together (a warp's two-word reply took two more trips a call when word 1
+//! of lane 0 shared a line with word 0 of lane 31: `BENCHMARKS-history.md`, "Values calls, kept
+//! sequences, inlined calls").
 //!
 //! **A call** (client side, every active lane together, on a port it opened and so owns: no
 //! packet call is in flight on it):
@@ -88,6 +96,16 @@ pub const WORD_BYTES: usize = 16;
 
 /// Words of payload per lane each way (4 bytes of payload each).
 pub const WORDS: usize = WORD_BYTES / 4;
+
+/// Words (`u64`) of a 128-byte line: each row of a word line starts on a line of its own
+/// (see the layout above).
+pub const ROW: usize = 16;
+
+/// Where word `j` of `lane` is in a request or reply line whose rows are `row` words long.
+#[inline(always)]
+const fn at(row: usize, j: usize, lane: usize) -> usize {
+    ROW + j * row + lane
+}
 
 /// The status a server answers on a word line when its handler cannot serve the call there (it
 /// serves no inline calls, or not this one): nothing was executed; the client makes the call
@@ -276,7 +294,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             false => ((lengths & 0xff) as usize).div_ceil(4).max(1),
         };
         let region = process.region();
-        let n = region.layout().lanes() as usize;
+        let row = region.layout().row_words();
         let (line, _) = region.word_lines(index);
         let fenced = memory == Memory::Shared;
         if fenced {
@@ -290,7 +308,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         }
         let lane = lanes.lane_id() as usize;
         for j in 0..words {
-            line[3 + j * n + lane].store(word(payload(request, j), seq), Ordering::Relaxed);
+            line[at(row, j, lane)].store(word(payload(request, j), seq), Ordering::Relaxed);
         }
         if lanes.is_first_lane(mask) {
             line[0].store(word(mask as u32, seq), Ordering::Relaxed);
@@ -316,7 +334,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
     pub fn recv_words(&mut self, call: WordCall, reply: &mut [u8]) -> Result<u32, Error> {
         let process = self.process();
         let region = process.region();
-        let n = region.layout().lanes() as usize;
+        let row = region.layout().row_words();
         let (_, line) = region.word_lines(self.index());
         let lane = process.lanes().lane_id() as usize;
         assert!(
@@ -337,7 +355,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         // other than OK carries no reply: only the first word is waited for.
         let poll = |got: &mut [u64; WORDS]| {
             for (j, g) in got[..words].iter_mut().enumerate() {
-                *g = line[1 + j * n + lane].load(Ordering::Relaxed);
+                *g = line[at(row, j, lane)].load(Ordering::Relaxed);
             }
             reply_seq(got[0]) == expect
                 && (reply_status(got[0]) != OK
@@ -606,6 +624,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             Err(Skip::Pending)
         };
         let n = region.layout().lanes() as usize;
+        let row = region.layout().row_words();
         let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
         let mask_lo = wait_for(&req[0])? as u32 as u64;
         let mask_hi = wait_for(&req[1])? as u32 as u64;
@@ -629,7 +648,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             // lane's earlier writes before the handler (a call without arguments too).
             for j in 0..req_len.div_ceil(4).max(1) {
                 for lane in lanes_in(mask) {
-                    let w = wait_for(&req[3 + j * n + lane])? as u32;
+                    let w = wait_for(&req[at(row, j, lane)])? as u32;
                     requests[lane][4 * j..4 * j + 4].copy_from_slice(&w.to_le_bytes());
                 }
             }
@@ -669,7 +688,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                 let bytes = &replies[lane][4 * j..4 * j + 4];
                 let value = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) & keep;
                 let v = reply_word(value, statuses[lane], seq);
-                rep[1 + j * n + lane].store(v, Ordering::Release);
+                rep[at(row, j, lane)].store(v, Ordering::Release);
             }
         }
         rep[0].store(word(0, seq), Ordering::Release);
@@ -770,8 +789,9 @@ mod tests {
                 while seq_of(line[0].load(Ordering::Acquire)) != seq {
                     std::hint::spin_loop();
                 }
+                let row = region.layout().row_words();
                 let bits: Vec<u32> = (0..WORDS * n)
-                    .map(|k| reply_seq(line[1 + k].load(Ordering::Relaxed)))
+                    .map(|k| reply_seq(line[at(row, k / n, k % n)].load(Ordering::Relaxed)))
                     .collect();
                 bits
             };
@@ -981,8 +1001,9 @@ mod arrival {
             0
         );
         // Its words arrive: the next pass serves it.
-        line[3].store(word(9, seq), Ordering::Relaxed);
-        line[4].store(word(0, seq), Ordering::Relaxed);
+        let row = r.layout().row_words();
+        line[at(row, 0, 0)].store(word(9, seq), Ordering::Relaxed);
+        line[at(row, 1, 0)].store(word(0, seq), Ordering::Relaxed);
         assert_eq!(
             server.serve_words(&mut seen, lane_by_lane(plus_one), |_| {}),
             1

@@ -439,7 +439,10 @@ fn values_calls_without_fences_on_a_kept_port_get_their_own_replies() {
             let mut port = client.open_for_words(1).unwrap();
             let mut reply = [0u8; 8];
             let memory = ferry_rpc::words::Memory::Untouched;
-            assert_eq!(port.call_words_with(&v.to_le_bytes(), &mut reply, memory), Ok(0));
+            assert_eq!(
+                port.call_words_with(&v.to_le_bytes(), &mut reply, memory),
+                Ok(0)
+            );
             assert_eq!(u64::from_le_bytes(reply), v + 1, "call {v}'s own reply");
         }
         stop.store(true, std::sync::atomic::Ordering::Release);

@@ -45,6 +45,36 @@ fn layout_is_computed_and_checked() {
     assert!(HeapRegion::<Packed>::new(32, 1).is_ok());
 }
 
+#[test]
+fn every_row_of_the_word_lines_starts_a_128_byte_line_of_its_own() {
+    // A GPU's loads of one poll that touch the same line cross the bus one after the other: no
+    // row (word j of every lane) may share a line with another row, the meta words or the served
+    // word, whatever the lanes, the ports and what comes before the lines.
+    for lanes in [1, 7, 8, 16, 31, 32, 33, 64] {
+        for ports in [32, 64, 8480] {
+            for bulk in [false, true] {
+                let mut l = Layout::new(ports, lanes, MailboxKind::PerPort).unwrap();
+                if bulk {
+                    l = l.with_bulk(4096).unwrap();
+                }
+                let l = l.with_words();
+                let row = l.row_words();
+                assert!(
+                    row >= lanes as usize && row.is_multiple_of(16),
+                    "{lanes} lanes: rows of {row}"
+                );
+                assert_eq!(l.words_offset() % 128, 0);
+                assert_eq!(l.head_words() * 8 % 128, 0);
+                for line in [l.request_line_words(), l.reply_line_words()] {
+                    // The first 16 words: meta words or the served word; then whole rows.
+                    assert_eq!(line, 16 + ferry_rpc::words::WORDS * row);
+                }
+                assert!(l.size() >= l.words_offset() + l.head_words() * 8);
+            }
+        }
+    }
+}
+
 fn call_in_one_thread<M: ferry_rpc::Mailbox>() {
     let region = HeapRegion::<M>::new(64, 1).unwrap();
     let client = region.client();

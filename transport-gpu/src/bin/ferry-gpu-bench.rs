@@ -251,6 +251,85 @@ impl<H> Timed<H> {
     }
 }
 
+/// Runs `kernel` (`call_phases_values` or its lane-0 variant: word calls only) on 64 ports
+/// against a server loop of its own, which times each call: the medians, in nanoseconds, of the
+/// pass that found it up to its handler (the scan and the request words' reads), of the handler,
+/// of the replies' writing (the handler's end to the served word written), and of the rest of the
+/// round trip (the served word written to the start of the pass that finds the next call: the
+/// reply crossing, the GPU's next call, the request crossing).
+fn word_timing(
+    cuda: &Cuda,
+    module: &Module,
+    kernel: &str,
+    iters: u32,
+) -> Result<[f64; 4], Box<dyn std::error::Error>> {
+    use ferry_gpu::ferry_rpc::{PerPort, ServerProcess, Spin};
+    let function = module.function(kernel)?;
+    let region = GpuRegion::new(cuda, PortCount::Exactly(64))?;
+    region.install(cuda, module)?;
+    let phases = cuda.alloc_device(iters as usize * 4 * 4)?;
+    let errors = cuda.alloc_device(4)?;
+    let host = quiet_host();
+    let stop = AtomicBool::new(false);
+    let mut times: Vec<[Instant; 4]> = Vec::with_capacity(iters as usize);
+    let launched = std::thread::scope(|s| {
+        let server = s.spawn(|| {
+            let server = ServerProcess::new(region.region(), region.server_locks(), Single, Spin)
+                .expect("the region's own locks")
+                .exclusive()
+                .ok()
+                .expect("no other server");
+            let mut seen = vec![0u64; 64];
+            let handled = std::cell::Cell::new([Instant::now(); 2]);
+            while !stop.load(Ordering::Acquire) {
+                let pass = Instant::now();
+                server.serve_words(
+                    &mut seen,
+                    |opcode, lanes| {
+                        let start = Instant::now();
+                        Handler::<PerPort, Spin>::handle_inline_lanes(&host, opcode, lanes);
+                        handled.set([start, Instant::now()]);
+                    },
+                    |_| {
+                        let [start, end] = handled.get();
+                        times.push([pass, start, end, Instant::now()]);
+                    },
+                );
+            }
+        });
+        let mut n = iters;
+        let mut p_phases = phases.ptr();
+        let mut p_errors = errors.ptr();
+        let mut params: [*mut c_void; 3] = [
+            (&raw mut n).cast(),
+            (&raw mut p_phases).cast(),
+            (&raw mut p_errors).cast(),
+        ];
+        // SAFETY: `call_phases_values(u32, u32*, u32*)`: buffers and region outlive the wait.
+        let r = unsafe { function.launch(1, 32, &mut params) }.and_then(|()| cuda.wait(TIMEOUT));
+        stop.store(true, Ordering::Release);
+        server.join().map_err(|_| "the timing server panicked")?;
+        Ok::<_, Box<dyn std::error::Error>>(r)
+    });
+    launched??;
+    let mut e = [0u8; 4];
+    cuda.copy_from_device(&mut e, errors.ptr())?;
+    if u32::from_le_bytes(e) != 0 {
+        return Err(format!("{kernel}: {} wrong replies", u32::from_le_bytes(e)).into());
+    }
+    let ns = |d: Duration| d.as_nanos() as f64;
+    let mut request: Vec<f64> = times.iter().map(|t| ns(t[1] - t[0])).collect();
+    let mut handler: Vec<f64> = times.iter().map(|t| ns(t[2] - t[1])).collect();
+    let mut replies: Vec<f64> = times.iter().map(|t| ns(t[3] - t[2])).collect();
+    let mut rest: Vec<f64> = times.windows(2).map(|w| ns(w[1][0] - w[0][3])).collect();
+    Ok([
+        median(&mut request),
+        median(&mut handler),
+        median(&mut replies),
+        median(&mut rest),
+    ])
+}
+
 /// Steps timed by `call_phases`, in its order.
 const PHASES: [&str; 5] = [
     "open (a kept port)",
@@ -1144,6 +1223,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut sleeps = vec![0u32];
     let mut servers = vec![1u32, 2, 4, 8];
     let mut copy_probe_on = false;
+    let mut word_timing_on = false;
     let (mut bulk_only, mut bulk_warps, mut file_threads) =
         (false, Vec::<u32>::new(), vec![ferry_gpu::copy::READERS]);
     while let Some(a) = args.next() {
@@ -1155,6 +1235,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--bulk-mib" => bulk_mib = value()?.parse()?,
             "--bulk-only" => bulk_only = true,
             "--copy-probe" => copy_probe_on = true,
+            "--word-timing" => word_timing_on = true,
             "--bulk-warps" => {
                 bulk_warps = value()?
                     .split(',')
@@ -1196,6 +1277,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cuda.resident_warps()
     );
     let rust = cuda.load_module(&std::fs::read(bench_ptx)?, None)?;
+    if word_timing_on {
+        for kernel in [
+            "call_phases_values",
+            "call_phases_values_lane0",
+            "call_values_one_word",
+            "call_values_one_word_lane0",
+            "call_values_two_in_one_out",
+        ] {
+            for _ in 0..reps {
+                let [q, h, r, rest] = word_timing(&cuda, &rust, kernel, iters)?;
+                println!(
+                    "| word timing, {kernel}: pass to handler (request read) / handler / reply words written / the rest of the round trip | {q:.0} / {h:.0} / {r:.0} / {rest:.0} ns |"
+                );
+            }
+        }
+        return Ok(());
+    }
     if copy_probe_on {
         for _ in 0..2 {
             copy_probe(&cuda, cuda.resident_warps() as usize, 64 << 10)?;
