@@ -17,10 +17,11 @@
 //! - `call_phases_words(iters, phases, errors)`: the same calls on the port's word line, step by
 //!   step (`WORD_PHASES` durations per call); `call_phases_words_lane0(..)`: lane 0 alone;
 //!   `call_phases_values(..)`, `call_phases_values_lane0(..)`: the same declared to pass values
-//!   only (`Memory::Untouched`: no fences).
+//!   only (`Memory::ValuesOnly`: no fences).
 //! - `call_latency_words_lane0_fenced(..)`, `call_latency_words_lane0_values(..)`: lane 0's
 //!   no-op on its kept port's word line made directly, with and without the fences;
-//!   `call_values_one_word(..)`, `call_values_one_word_lane0(..)`: one word each way.
+//!   `call_values_one_word(..)`, `call_values_one_word_lane0(..)`: one word each way;
+//!   `call_values_two_in_one_out(..)`: two words of request, one of reply.
 //!
 //! - `bulk_read(handle, dst, slice, errors)`, `bulk_write(handle, src, slice, errors)`: lane 0 of
 //!   each warp moves its `slice` of a file to or from device memory with one copy-engine call;
@@ -167,7 +168,7 @@ pub unsafe extern "ptx-kernel" fn call_latency_lane0_kept(
 ///
 /// As `call_latency_lane0_kept`, the no-op made on the port's word line directly
 /// (`Port::call_words_with`) with the fences of a call that may name memory
-/// (`Memory::Shared`): beside `call_latency_words_lane0_values`, what the fences cost.
+/// (`Memory::Fenced`): beside `call_latency_words_lane0_values`, what the fences cost.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn call_latency_words_lane0_fenced(
     iters: u32,
@@ -176,13 +177,13 @@ pub unsafe extern "ptx-kernel" fn call_latency_words_lane0_fenced(
 ) {
     if global_thread_id() == 0 {
         // SAFETY: the caller's contract is the one `words_loop` needs.
-        unsafe { words_loop(iters, stamps, errors, Memory::Shared) };
+        unsafe { words_loop(iters, stamps, errors, Memory::Fenced) };
     }
 }
 
 /// # Safety
 ///
-/// As `call_latency_words_lane0_fenced`, declared to pass values only (`Memory::Untouched`).
+/// As `call_latency_words_lane0_fenced`, declared to pass values only (`Memory::ValuesOnly`).
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn call_latency_words_lane0_values(
     iters: u32,
@@ -191,7 +192,7 @@ pub unsafe extern "ptx-kernel" fn call_latency_words_lane0_values(
 ) {
     if global_thread_id() == 0 {
         // SAFETY: the caller's contract is the one `words_loop` needs.
-        unsafe { words_loop(iters, stamps, errors, Memory::Untouched) };
+        unsafe { words_loop(iters, stamps, errors, Memory::ValuesOnly) };
     }
 }
 
@@ -276,7 +277,7 @@ pub unsafe extern "ptx-kernel" fn call_values_two_in_one_out(
         let mut reply = [0u8; 4];
         match client.open_for_words(opcode::NOOP) {
             Ok(mut port) => {
-                let status = port.call_words_with(&x.to_le_bytes(), &mut reply, Memory::Untouched);
+                let status = port.call_words_with(&x.to_le_bytes(), &mut reply, Memory::ValuesOnly);
                 if status != Ok(status::OK) || u32::from_le_bytes(reply) != (x + 1) as u32 {
                     wrong += 1;
                 }
@@ -303,7 +304,7 @@ unsafe fn one_word(iters: u32, errors: *mut u32) {
         match client.open_for_words(opcode::NOOP) {
             Ok(mut port) => {
                 let request = i.to_le_bytes();
-                let status = port.call_words_with(&request, &mut reply, Memory::Untouched);
+                let status = port.call_words_with(&request, &mut reply, Memory::ValuesOnly);
                 if status != Ok(status::BAD_REQUEST) {
                     wrong += 1;
                 }
@@ -420,7 +421,7 @@ pub unsafe extern "ptx-kernel" fn call_phases_words(
     errors: *mut u32,
 ) {
     // SAFETY: the kernel's contract is `phases_words`'.
-    unsafe { phases_words(iters, phases, errors, Memory::Shared) };
+    unsafe { phases_words(iters, phases, errors, Memory::Fenced) };
 }
 
 /// # Safety
@@ -434,13 +435,13 @@ pub unsafe extern "ptx-kernel" fn call_phases_words_lane0(
 ) {
     if global_thread_id() == 0 {
         // SAFETY: the kernel's contract is `phases_words`'.
-        unsafe { phases_words(iters, phases, errors, Memory::Shared) };
+        unsafe { phases_words(iters, phases, errors, Memory::Fenced) };
     }
 }
 
 /// # Safety
 ///
-/// As `call_phases_words`, each call declared to pass values only (`Memory::Untouched`: no
+/// As `call_phases_words`, each call declared to pass values only (`Memory::ValuesOnly`: no
 /// fences around it).
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn call_phases_values(
@@ -449,7 +450,7 @@ pub unsafe extern "ptx-kernel" fn call_phases_values(
     errors: *mut u32,
 ) {
     // SAFETY: the kernel's contract is `phases_words`'.
-    unsafe { phases_words(iters, phases, errors, Memory::Untouched) };
+    unsafe { phases_words(iters, phases, errors, Memory::ValuesOnly) };
 }
 
 /// # Safety
@@ -463,7 +464,7 @@ pub unsafe extern "ptx-kernel" fn call_phases_values_lane0(
 ) {
     if global_thread_id() == 0 {
         // SAFETY: the kernel's contract is `phases_words`'.
-        unsafe { phases_words(iters, phases, errors, Memory::Untouched) };
+        unsafe { phases_words(iters, phases, errors, Memory::ValuesOnly) };
     }
 }
 

@@ -13,8 +13,11 @@ use ferry_rpc::{ClientProcess, Lanes, Layout, LayoutError, PerPort, Region, Wait
 /// The name of the program's descriptor global, as the host looks it up.
 pub const SYMBOL: &str = "FERRY_RPC";
 
-/// The value of [`Descriptor::magic`] once the host has filled the descriptor in.
-pub const MAGIC: u32 = 0x4652_5259;
+/// The value of [`Descriptor::magic`] once the host has filled the descriptor in. It also names
+/// the region's layout: it changes whenever the layout does (last: the word lines' rows on
+/// 128-byte lines of their own), so a program built for another layout than its host's finds no
+/// descriptor set up instead of reading words where there are none.
+pub const MAGIC: u32 = 0x4652_5932;
 
 /// [`Descriptor::mailbox`] flag: each warp's client keeps its port between calls
 /// (`ferry_rpc::Process::keep_port`). The host sets it only when the region has a port for every

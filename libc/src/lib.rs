@@ -347,7 +347,7 @@ pub enum Libc {
         done_value: u32,
     },
     /// Moves the position; replies the new one.
-    #[rpc(response = u64, error = HostError, values)]
+    #[rpc(response = u64, error = HostError)]
     Seek {
         /// The file.
         handle: Handle,

@@ -182,7 +182,8 @@ impl<M: Mailbox> HeapRegion<M> {
 
     #[cfg(not(loom))]
     fn heap_layout(layout: &Layout) -> core::alloc::Layout {
-        core::alloc::Layout::from_size_align(layout.size(), crate::layout::SLOT_BYTES)
+        // The word lines' rows are laid on 128-byte lines from the base: so is the base.
+        core::alloc::Layout::from_size_align(layout.size(), crate::layout::WORD_LINE_BYTES)
             .expect("region sizes are bounded far below isize::MAX")
     }
 
@@ -194,7 +195,7 @@ impl<M: Mailbox> HeapRegion<M> {
     /// The shared part of the region.
     pub fn region(&self) -> Region<'_, M> {
         #[cfg(not(loom))]
-        // SAFETY: `base` is our own zeroed, 64-byte aligned block of `layout.size()` bytes, alive
+        // SAFETY: `base` is our own zeroed, 128-byte aligned block of `layout.size()` bytes, alive
         // as long as `self`, reached only through `Region`s.
         let region = unsafe { Region::from_raw(self.base.as_ptr(), self.layout) };
         #[cfg(loom)]

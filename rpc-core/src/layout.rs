@@ -1,6 +1,7 @@
 //! The region: what lies where in the memory both sides share.
 //!
-//! For `P` ports and `L` lanes per packet the region is, in order, each part aligned to 64 bytes:
+//! For `P` ports and `L` lanes per packet the region is, in order, each part aligned to 64 bytes
+//! (the word lines to 128, a GPU's cache line):
 //!
 //! ```text
 //! offset 0               client outbox  (the server's inbox): mailbox words, see `mailbox`
@@ -30,8 +31,8 @@ use crate::mailbox::MailboxKind;
 /// Bytes in one slot: the unit of a packet, one per lane, and the size of the header.
 pub const SLOT_BYTES: usize = 64;
 
-/// The alignment of the word lines (`crate::words`): a GPU's cache line.
-const WORD_LINE_BYTES: usize = 128;
+/// The alignment of the word lines (`crate::words`) from the region's base: a GPU's cache line.
+pub(crate) const WORD_LINE_BYTES: usize = 128;
 const _: () = assert!(WORD_LINE_BYTES == crate::words::ROW * 8);
 
 /// The smallest port count, and the granule: port counts are multiples of 32 (one lock word).

@@ -38,19 +38,20 @@
 //!                        j of lane i at ROW + j × R + i: payload | status byte | low 24 bits of seq
 //! ```
 //!
-//! Every row starts a 128-byte line of its own, and no row shares a line with the meta words or
-//! the served word: a GPU's loads of one poll that touch the same line go across the bus one
-//! after the other, not together (a warp's two-word reply took two more trips a call when word 1
-//! of lane 0 shared a line with word 0 of lane 31: `BENCHMARKS-history.md`, "Values calls, kept
-//! sequences, inlined calls").
+//! Every row starts a 128-byte line of its own (offsets from the region's base, which a GPU
+//! region has page-aligned), and no row shares a line with the meta words or the served word: a
+//! GPU's loads of one poll that touch the same line go across the bus one after the other, not
+//! together, and a warp's word 1 of lane 0 once shared a line with its word 0 of lane 31
+//! (`BENCHMARKS-history.md`, "Values calls, kept sequences, inlined calls").
 //!
 //! **A call** (client side, every active lane together, on a port it opened and so owns: no
 //! packet call is in flight on it):
 //! 1. The first lane takes the port's next sequence number from the client's own memory
-//!    (`Process::with_word_seqs`; on a GPU device memory, so no host read) and shares it.
+//!    (`Process::with_word_seqs`; on a GPU device memory, so no host read), or from the handle
+//!    itself when it kept the port since its last word call, and shares it.
 //! 2. RELEASE fence: what the lanes wrote before the call is visible to whoever reads the
 //!    request (a handler may read memory the call names). A call that passes values only
-//!    ([`Memory::Untouched`]) skips it, and the acquire fence of step 4.
+//!    ([`Memory::ValuesOnly`]) skips it, and the acquire fence of step 4.
 //! 3. Each lane stores its request words; the first lane stores the three meta words and then the
 //!    head. No fence between them: the server checks every word's sequence.
 //! 4. Each lane polls its own reply words, all loads issued together (one trip across the bus
@@ -192,20 +193,23 @@ fn put_payload(bytes: &mut [u8], j: usize, value: u32) {
 /// caller's writes before the call (a handler may read memory the call names, such as a string
 /// to print) and the handler's writes before its reply (a copy into the caller's memory). On a
 /// GPU calling its host, the release fence before the request is a trip across the bus of its
-/// own (`BENCHMARKS.md`, the word-line steps).
+/// own (`BENCHMARKS-history.md`, "Values calls, kept sequences, inlined calls").
+///
+/// Only calls whose request and reply fit a word line ([`WORD_BYTES`] a lane) travel on one; a
+/// values call that does not fit goes through the packets, fenced as any other.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Memory {
     /// The handler may read memory the call names, or write memory the caller reads after the
     /// call: a release fence before the request, an acquire fence after the reply. The default,
     /// and the only safe choice for a call that passes an address.
     #[default]
-    Shared,
+    Fenced,
     /// The call passes values only: its handler reads none of the caller's memory and writes
     /// none of it (directly or through a copy), so neither fence is needed. A call declared so
     /// whose handler does reach the caller's memory may read the caller's old bytes there, or
     /// leave the caller reading stale ones: the declaration is the caller's promise
     /// (`#[rpc(values)]` on a call of a derived service).
-    Untouched,
+    ValuesOnly,
 }
 
 /// A word call on its way: what [`Port::recv_words`] needs to wait for its reply.
@@ -214,7 +218,7 @@ pub struct WordCall {
     seq: u32,
     /// The call's reply length in words (the first lane's): the server writes no more.
     reply_words: u8,
-    /// Whether the reply is followed by an acquire fence ([`Memory::Shared`]).
+    /// Whether the reply is followed by an acquire fence ([`Memory::Fenced`]).
     fenced: bool,
 }
 
@@ -241,11 +245,11 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
     /// If a length is over [`WORD_BYTES`] or the process has no word lines
     /// ([`Process::has_words`]).
     pub fn send_words(&mut self, request: &[u8], reply_len: usize) -> WordCall {
-        self.send_words_with(request, reply_len, Memory::Shared)
+        self.send_words_with(request, reply_len, Memory::Fenced)
     }
 
     /// As [`send_words`](Self::send_words), with the fences `memory` asks for: none for a call
-    /// that passes values only ([`Memory::Untouched`]), which then costs one trip across the bus
+    /// that passes values only ([`Memory::ValuesOnly`]), which then costs one trip across the bus
     /// less on a GPU. Every active lane passes the same `memory`.
     ///
     /// # Panics
@@ -296,13 +300,14 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         let region = process.region();
         let row = region.layout().row_words();
         let (line, _) = region.word_lines(index);
-        let fenced = memory == Memory::Shared;
+        let fenced = memory == Memory::Fenced;
         if fenced {
             // SYNC (word request, release): this lane's earlier writes happen before the
-            // server's acquire load of any word stored below. (A values-only call has no earlier
-            // writes the handler reads: its words carry their own sequence.)
+            // server's acquire load of any word stored below.
             fence(Ordering::Release);
         }
+        // SYNC (none needed for a values call): its handler reads none of this lane's memory,
+        // and its words carry their own sequence.
         if lanes.is_first_lane(mask) {
             process.sent_seq(index, seq);
         }
@@ -407,10 +412,11 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         }
         if call.fenced {
             // SYNC (word reply, acquire): pairs with the server's release stores of these words,
-            // so what the handler did before replying is visible from here on. (A values-only
-            // call's reply is in the words just read.)
+            // so what the handler did before replying is visible from here on.
             fence(Ordering::Acquire);
         }
+        // SYNC (none needed for a values call): its handler wrote none of this lane's memory,
+        // and its reply is in the words just read.
         if lanes.ballot(mask, !ok) != 0 {
             return Err(Error::Stalled);
         }
@@ -428,7 +434,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
 
     /// [`send_words`](Self::send_words) then [`recv_words`](Self::recv_words): one small call.
     pub fn call_words(&mut self, request: &[u8], reply: &mut [u8]) -> Result<u32, Error> {
-        self.call_words_with(request, reply, Memory::Shared)
+        self.call_words_with(request, reply, Memory::Fenced)
     }
 
     /// [`send_words_with`](Self::send_words_with) then [`recv_words`](Self::recv_words).
@@ -605,7 +611,8 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         }
         let heads = region.heads();
         // SYNC (word request, acquire): pairs with the client's release fence before its
-        // stores; each load looks for the word of this call a few times.
+        // stores (none for a values call: its words carry all it passes); each load looks for
+        // the word of this call a few times.
         let wait_for = |w: &AtomicU64| -> Result<u64, Skip> {
             for _ in 0..ARRIVAL_POLLS {
                 let v = w.load(Ordering::Acquire);

@@ -404,7 +404,8 @@ fn a_word_call_given_up_on_is_never_taken_for_the_next() {
     });
 }
 
-/// Calls that pass values only (`Memory::Untouched`: no fence on either side) on a kept port,
+/// Calls that pass values only (`Memory::ValuesOnly`: no fence on the client's side; the server
+/// still loads with acquire and stores with release) on a kept port,
 /// whose handle takes each call's sequence from its own memory: every reply is the call's own,
 /// in every interleaving of the client's word stores with the server's loads (each word carries
 /// its call's sequence, so no word of an earlier call or half of a word passes for this one).
@@ -438,7 +439,7 @@ fn values_calls_without_fences_on_a_kept_port_get_their_own_replies() {
         for v in [5u64, 7] {
             let mut port = client.open_for_words(1).unwrap();
             let mut reply = [0u8; 8];
-            let memory = ferry_rpc::words::Memory::Untouched;
+            let memory = ferry_rpc::words::Memory::ValuesOnly;
             assert_eq!(
                 port.call_words_with(&v.to_le_bytes(), &mut reply, memory),
                 Ok(0)

@@ -610,6 +610,9 @@ fn docs(call: &Call, verb: &str) -> TokenStream {
         if call.oneway() {
             ", one-way: the client returns once the call is sent, and a later call of the same \
              client may be served before it"
+        } else if call.attrs.values.is_some() {
+            ", a values call: its handler must read none of the caller's memory and write none \
+             of it, since a GPU caller makes it without the fences that would order that memory"
         } else {
             ""
         }

@@ -141,7 +141,7 @@
 //! | `response = Bytes` / `Text` | the reply is bytes or text of any length, streamed |
 //! | `error = E` | the handler returns `Result<_, E>`; `E` is a fixed zerocopy value, carried back in a tagged reply (one tag byte, then the value or the error: with a fixed reply, `1 + max(size_of T, size_of E)` must fit a slot) |
 //! | `oneway` | no reply: the client returns once the arguments are sent, without waiting; no `response` or `error` |
-//! | `values` | the call passes values only: its handler reads none of the caller's memory and writes none of it, so a GPU caller leaves out the fences around the call (one trip across the bus less; `ferry_rpc::words::Memory`); only on a call with fixed arguments and reply. A promise: a handler that does reach memory the call names may see old bytes there |
+//! | `values` | the call passes values only: its handler reads none of the caller's memory and writes none of it, so a GPU caller leaves out the fences around the call (one trip across the bus less; `ferry_rpc::words::Memory`); only on a call with fixed arguments and reply, and only a call that fits a word line (16 bytes a lane each way) gains. A promise, written on the handler's method too: a handler that does reach memory the call names may see old bytes there. The client's choice alone: not part of the fingerprint, and the server serves the call as any other |
 //! | `opcode = N` | this call's opcode, instead of the scheme's |
 //! | `limit = EXPR` | the most bytes a lane may stream, in the argument and in the reply: any `u64` constant expression (`4096`, `MAX_NAME`, `2 * KIB`); default 64 KiB; only on a call that streams |
 //!

@@ -420,10 +420,11 @@ fn values_calls_take_the_word_line_beside_fenced_ones_and_get_their_own_replies(
 
 #[test]
 fn a_port_that_changes_hands_between_word_calls_never_repeats_a_sequence() {
-    // One port (each handle's first choice, handed on), handles of one lane: a handle remembers the sequence of its last word call while
-    // it keeps the port, and must forget it once the port leaves its hands (closed and unlocked,
-    // taken, or adopted), or its next call would repeat a number the server already served and
-    // wait forever (the watchdog would end the test).
+    // One port (each handle's first choice, handed on), handles of one lane: a handle remembers
+    // the sequence of its last word call while it keeps the port, and must forget it once the
+    // port leaves its hands (closed and unlocked, taken, or adopted), or its next call would
+    // repeat the number of the last call served there, whose reply words still carry it: the
+    // call would return that call's reply at once (the value checks catch it).
     let (log, _) = serve_ports("port changes hands", 32, 1, true, |_, region| {
         let value = std::cell::Cell::new(0);
         let call = |c: &ferry_rpc::Process<'_, ferry_rpc::Client, Single, _, Yield>| {

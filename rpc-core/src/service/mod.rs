@@ -129,10 +129,10 @@ pub trait InlineCall {
 
     /// As [`call_inline`](Self::call_inline), for a call that passes values only: its handler
     /// reads none of the caller's memory and writes none of it (`#[rpc(values)]`), so a path
-    /// whose fences order such memory may leave them out ([`Memory::Untouched`] on a GPU's word
+    /// whose fences order such memory may leave them out ([`Memory::ValuesOnly`] on a GPU's word
     /// lines). The default makes the call as any other.
     ///
-    /// [`Memory::Untouched`]: crate::words::Memory::Untouched
+    /// [`Memory::ValuesOnly`]: crate::words::Memory::ValuesOnly
     #[inline(always)]
     fn call_inline_values(
         &self,
@@ -252,7 +252,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> InlineCall for Process<'_, Client, L, M, W> 
         request: &[u8],
         reply: &mut [u8],
     ) -> Option<Result<u32, ProtocolError>> {
-        self.call_on_words(opcode, request, reply, crate::words::Memory::Shared)
+        self.call_on_words(opcode, request, reply, crate::words::Memory::Fenced)
     }
 
     #[inline(always)]
@@ -262,7 +262,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> InlineCall for Process<'_, Client, L, M, W> 
         request: &[u8],
         reply: &mut [u8],
     ) -> Option<Result<u32, ProtocolError>> {
-        self.call_on_words(opcode, request, reply, crate::words::Memory::Untouched)
+        self.call_on_words(opcode, request, reply, crate::words::Memory::ValuesOnly)
     }
 }
 

@@ -167,8 +167,12 @@ fn call_latency_of(
     r?;
     let (mut inside, mut between) = services.medians();
     eprintln!(
-        "{name}, {} ports: host handler {:.0} ns, from one handler's end to the next's start {:.0} ns (medians)",
+        "{name}, {} ports, {}: host handler {:.0} ns, from one handler's end to the next's start {:.0} ns (medians)",
         region.layout().ports(),
+        match words {
+            true => "word lines",
+            false => "packets",
+        },
         median(&mut inside),
         median(&mut between)
     );
@@ -251,8 +255,11 @@ impl<H> Timed<H> {
     }
 }
 
-/// Runs `kernel` (`call_phases_values` or its lane-0 variant: word calls only) on 64 ports
-/// against a server loop of its own, which times each call: the medians, in nanoseconds, of the
+/// Runs `kernel` (one of the word-call kernels of `--word-timing`: `call_phases_values` and its
+/// lane-0 variant, whose timer stamps between steps add ~0.3 µs to the rest; `call_values_one_word`
+/// and its lane-0 variant, whose 4-byte requests the no-op refuses as bad requests, so their
+/// handler column times a refusal; `call_values_two_in_one_out`) on 64 ports against a server
+/// loop of its own, which times each call: the medians, in nanoseconds, of the
 /// pass that found it up to its handler (the scan and the request words' reads), of the handler,
 /// of the replies' writing (the handler's end to the served word written), and of the rest of the
 /// round trip (the served word written to the start of the pass that finds the next call: the
