@@ -26,15 +26,18 @@ pub const DEFAULT_ROUNDS: u32 = 8;
 #[rpc(service = "ferry.example.tally")]
 pub enum Tally {
     /// Adds `n` to key `key`'s total; replies the new total.
-    #[rpc(response = u64)]
+    ///
+    /// A values call (`values`): its arguments and reply are all it passes, and its handler
+    /// touches none of the caller's memory, so a GPU caller makes it without fences.
+    #[rpc(response = u64, values)]
     Add {
         /// Whose total (a GPU thread's global id).
         key: u32,
         /// How much to add.
         n: u64,
     },
-    /// Replies key `key`'s total (0 for a key never added to).
-    #[rpc(response = u64)]
+    /// Replies key `key`'s total (0 for a key never added to). A values call, as `Add`.
+    #[rpc(response = u64, values)]
     Total {
         /// Whose total.
         key: u32,
