@@ -19,6 +19,13 @@ pub const SYMBOL: &str = "FERRY_RPC";
 /// descriptor set up instead of reading words where there are none.
 pub const MAGIC: u32 = 0x4652_5932;
 
+/// The value of [`Descriptor::magic`] in a program's descriptor before any host set it up
+/// ([`Descriptor::UNSET`]): as [`MAGIC`], it names the layout the program was built for, so a
+/// host finding neither value there (another version's, or 0 from a version before this one)
+/// knows the program was built for another layout and says so rather than launching it.
+pub const UNSET_MAGIC: u32 = !MAGIC;
+const _: () = assert!(UNSET_MAGIC != MAGIC && UNSET_MAGIC != 0);
+
 /// [`Descriptor::mailbox`] flag: each warp's client keeps its port between calls
 /// (`ferry_rpc::Process::keep_port`). The host sets it only when the region has a port for every
 /// warp of the launch, so no warp can wait for a port another warp keeps while idle.
@@ -83,9 +90,9 @@ pub struct Descriptor {
 const _: () = assert!(core::mem::size_of::<Descriptor>() == 40);
 
 impl Descriptor {
-    /// The descriptor of an unset program.
+    /// The descriptor of an unset program (magic [`UNSET_MAGIC`]).
     pub const UNSET: Descriptor = Descriptor {
-        magic: 0,
+        magic: UNSET_MAGIC,
         ports: 0,
         lanes: 0,
         mailbox: 0,
@@ -237,5 +244,25 @@ impl Descriptor {
             0 => client,
             _ => client.word_lanes(u32::MAX),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unset_descriptor_names_its_layout_and_gives_no_client() {
+        // A host tells a program built for its layout by this value (`transport-gpu`'s
+        // `GpuRegion::install`); it is neither set up nor 0 (what a version before it held).
+        assert_eq!(Descriptor::UNSET.magic, UNSET_MAGIC);
+        let bytes = Descriptor::UNSET.to_bytes();
+        assert_eq!(
+            u32::from_le_bytes(bytes[..4].try_into().unwrap()),
+            UNSET_MAGIC
+        );
+        // SAFETY: refused before any memory is touched (no region, no magic).
+        let client = unsafe { Descriptor::UNSET.client(ferry_rpc::Single, ferry_rpc::Spin) };
+        assert!(client.is_err());
     }
 }

@@ -206,6 +206,20 @@ impl GpuRegion {
                 d.len()
             )));
         }
+        // The program's descriptor holds the magic of the layout it was built for: unset, or set
+        // by an earlier install of this host.
+        let mut magic = [0u8; 4];
+        cuda.copy_from_device(&mut magic, ptr)?;
+        let magic = u32::from_le_bytes(magic);
+        if magic != descriptor::UNSET_MAGIC && magic != descriptor::MAGIC {
+            return Err(Error::Program(format!(
+                "global `{}` holds magic {magic:#010x}, not {:#010x}: the program was built with \
+                 another version of the ferry `device` crate, for another region layout; build \
+                 the program and its host from the same version",
+                descriptor::SYMBOL,
+                descriptor::UNSET_MAGIC
+            )));
+        }
         cuda.copy_to_device(ptr, &d)
     }
 }
