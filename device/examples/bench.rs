@@ -204,23 +204,57 @@ pub unsafe extern "ptx-kernel" fn call_latency_words_lane0_values(
 /// As `latency_loop`.
 #[inline(always)]
 unsafe fn words_loop(iters: u32, stamps: *mut u64, errors: *mut u32, memory: Memory) {
+    // SAFETY: the caller's contract is `word_calls`'.
+    unsafe {
+        word_calls(
+            iters,
+            stamps,
+            errors,
+            memory,
+            |i| (i as u64).to_le_bytes(),
+            |i, status, reply: [u8; 8]| {
+                status == Ok(status::OK) && u64::from_le_bytes(reply) == i as u64 + 1
+            },
+        )
+    };
+}
+
+/// `iters` no-op calls on a kept port's word line, call `i` (from 1) sending `request(i)` and
+/// asking for `R` bytes back, with the fences `memory` asks for; `right(i, status, reply)` says
+/// whether its answer is the one expected (the others are counted into `errors`). With `stamps`
+/// non-null, the timer is stamped every `STAMP_EVERY` calls.
+///
+/// # Safety
+///
+/// The host set up the descriptor and serves it; `errors` is a device `u32`; `stamps` is null or
+/// holds `iters / STAMP_EVERY + 1` words.
+#[inline(always)]
+unsafe fn word_calls<const Q: usize, const R: usize>(
+    iters: u32,
+    stamps: *mut u64,
+    errors: *mut u32,
+    memory: Memory,
+    request: impl Fn(u32) -> [u8; Q],
+    right: impl Fn(u32, Result<u32, ferry_device::ferry_rpc::Error>, [u8; R]) -> bool,
+) {
     let client = ferry_device::client().keep_port(true);
     let mut wrong = 0;
-    // SAFETY: `stamps` is valid for `iters / STAMP_EVERY + 1` words (contract).
-    unsafe { write_volatile(stamps, globaltimer()) };
+    if !stamps.is_null() {
+        // SAFETY: `stamps` holds `iters / STAMP_EVERY + 1` words (contract).
+        unsafe { write_volatile(stamps, globaltimer()) };
+    }
     for i in 1..=iters {
-        let x = i as u64;
-        let mut reply = [0u8; 8];
+        let mut reply = [0u8; R];
         match client.open_for_words(opcode::NOOP) {
             Ok(mut port) => {
-                let status = port.call_words_with(&x.to_le_bytes(), &mut reply, memory);
-                if status != Ok(status::OK) || u64::from_le_bytes(reply) != x + 1 {
+                let status = port.call_words_with(&request(i), &mut reply, memory);
+                if !right(i, status, reply) {
                     wrong += 1;
                 }
             }
             Err(_) => wrong += 1,
         }
-        if i % STAMP_EVERY == 0 {
+        if !stamps.is_null() && i % STAMP_EVERY == 0 {
             // SAFETY: as above.
             unsafe { write_volatile(stamps.add((i / STAMP_EVERY) as usize), globaltimer()) };
         }
@@ -269,24 +303,21 @@ pub unsafe extern "ptx-kernel" fn call_values_two_in_one_out(
     _phases: *mut u32,
     errors: *mut u32,
 ) {
-    let client = ferry_device::client().keep_port(true);
     let lane = global_thread_id() as u64;
-    let mut wrong = 0;
-    for i in 0..iters {
-        let x = (lane << 32) | i as u64;
-        let mut reply = [0u8; 4];
-        match client.open_for_words(opcode::NOOP) {
-            Ok(mut port) => {
-                let status = port.call_words_with(&x.to_le_bytes(), &mut reply, Memory::ValuesOnly);
-                if status != Ok(status::OK) || u32::from_le_bytes(reply) != (x + 1) as u32 {
-                    wrong += 1;
-                }
-            }
-            Err(_) => wrong += 1,
-        }
-    }
-    // SAFETY: `errors` is a valid device `u32` (launch contract).
-    unsafe { count(errors, wrong) };
+    let x = move |i: u32| (lane << 32) | i as u64;
+    // SAFETY: the kernel's contract is `word_calls`' (no stamps).
+    unsafe {
+        word_calls(
+            iters,
+            core::ptr::null_mut(),
+            errors,
+            Memory::ValuesOnly,
+            |i| x(i).to_le_bytes(),
+            |i, status, reply: [u8; 4]| {
+                status == Ok(status::OK) && u32::from_le_bytes(reply) == (x(i) + 1) as u32
+            },
+        )
+    };
 }
 
 /// `iters` one-word values calls on a kept port's word line; a call not answered
@@ -297,23 +328,17 @@ pub unsafe extern "ptx-kernel" fn call_values_two_in_one_out(
 /// The host set up the descriptor and serves it; `errors` is a device `u32`.
 #[inline(always)]
 unsafe fn one_word(iters: u32, errors: *mut u32) {
-    let client = ferry_device::client().keep_port(true);
-    let mut wrong = 0;
-    for i in 0..iters {
-        let mut reply = [0u8; 4];
-        match client.open_for_words(opcode::NOOP) {
-            Ok(mut port) => {
-                let request = i.to_le_bytes();
-                let status = port.call_words_with(&request, &mut reply, Memory::ValuesOnly);
-                if status != Ok(status::BAD_REQUEST) {
-                    wrong += 1;
-                }
-            }
-            Err(_) => wrong += 1,
-        }
-    }
-    // SAFETY: `errors` is a valid device `u32` (contract).
-    unsafe { count(errors, wrong) };
+    // SAFETY: the caller's contract is `word_calls`' (no stamps).
+    unsafe {
+        word_calls(
+            iters,
+            core::ptr::null_mut(),
+            errors,
+            Memory::ValuesOnly,
+            |i| i.to_le_bytes(),
+            |_, status, _: [u8; 4]| status == Ok(status::BAD_REQUEST),
+        )
+    };
 }
 
 /// Timed steps of a call in `call_phases`.

@@ -348,6 +348,33 @@ fn word_calls_after_a_packet_call() {
     });
 }
 
+/// A server thread answering word calls on `region`'s word lines with the request's first 8
+/// bytes plus one, until `stop`.
+fn plus_one_on_word_lines(
+    region: &Arc<HeapRegion<PerPort>>,
+    stop: &Arc<loom::sync::atomic::AtomicBool>,
+) -> thread::JoinHandle<()> {
+    let (region, stop) = (region.clone(), stop.clone());
+    thread::spawn(move || {
+        let server = region.server().exclusive().ok().unwrap();
+        let mut seen = [0u64; 32];
+        while !stop.load(std::sync::atomic::Ordering::Acquire) {
+            let served = server.serve_words(
+                &mut seen,
+                ferry_rpc::words::lane_by_lane(|_, request, reply| {
+                    let v = u64::from_le_bytes(request[..8].try_into().unwrap());
+                    reply[..8].copy_from_slice(&(v + 1).to_le_bytes());
+                    Some((0, 8))
+                }),
+                |_| {},
+            );
+            if served == 0 {
+                thread::yield_now();
+            }
+        }
+    })
+}
+
 /// A client gives up on a word call (its wait policy's limit) and makes the next one on the same
 /// port; the server may serve the first late (after the client gave up, or while it makes the
 /// next), or find only the second. The second call's reply is always its own: never the words of
@@ -357,27 +384,7 @@ fn a_word_call_given_up_on_is_never_taken_for_the_next() {
     model(2, Some(120), || {
         let region = Arc::new(HeapRegion::<PerPort>::with_words(32, 1).unwrap());
         let stop = Arc::new(loom::sync::atomic::AtomicBool::new(false));
-        let server = {
-            let (region, stop) = (region.clone(), stop.clone());
-            thread::spawn(move || {
-                let server = region.server().exclusive().ok().unwrap();
-                let mut seen = [0u64; 32];
-                while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                    let served = server.serve_words(
-                        &mut seen,
-                        ferry_rpc::words::lane_by_lane(|_, request, reply| {
-                            let v = u64::from_le_bytes(request[..8].try_into().unwrap());
-                            reply[..8].copy_from_slice(&(v + 1).to_le_bytes());
-                            Some((0, 8))
-                        }),
-                        |_| {},
-                    );
-                    if served == 0 {
-                        thread::yield_now();
-                    }
-                }
-            })
-        };
+        let server = plus_one_on_word_lines(&region, &stop);
         let mut reply = [0u8; 8];
         // A client that gives up after one poll: the call is answered or given up on, as loom
         // schedules it.
@@ -414,27 +421,7 @@ fn values_calls_without_fences_on_a_kept_port_get_their_own_replies() {
     model(2, Some(120), || {
         let region = Arc::new(HeapRegion::<PerPort>::with_words(32, 1).unwrap());
         let stop = Arc::new(loom::sync::atomic::AtomicBool::new(false));
-        let server = {
-            let (region, stop) = (region.clone(), stop.clone());
-            thread::spawn(move || {
-                let server = region.server().exclusive().ok().unwrap();
-                let mut seen = [0u64; 32];
-                while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                    let served = server.serve_words(
-                        &mut seen,
-                        ferry_rpc::words::lane_by_lane(|_, request, reply| {
-                            let v = u64::from_le_bytes(request[..8].try_into().unwrap());
-                            reply[..8].copy_from_slice(&(v + 1).to_le_bytes());
-                            Some((0, 8))
-                        }),
-                        |_| {},
-                    );
-                    if served == 0 {
-                        thread::yield_now();
-                    }
-                }
-            })
-        };
+        let server = plus_one_on_word_lines(&region, &stop);
         let client = region.client().keep_port(true);
         for v in [5u64, 7] {
             let mut port = client.open_for_words(1).unwrap();

@@ -153,16 +153,7 @@ fn call_latency_of(
         spans: std::sync::Mutex::new(Vec::with_capacity(iters as usize)),
     };
     let (r, _) = serve(region.region(), region.server_locks(), 1, &services, || {
-        let mut n = iters;
-        let mut p_stamps = stamps.ptr();
-        let mut p_errors = errors.ptr();
-        let mut params: [*mut c_void; 3] = [
-            (&raw mut n).cast(),
-            (&raw mut p_stamps).cast(),
-            (&raw mut p_errors).cast(),
-        ];
-        // SAFETY: `call_latency(u32, u64*, u32*)`: buffers and region outlive the wait.
-        unsafe { kernel.launch(1, 32, &mut params) }.and_then(|()| cuda.wait(TIMEOUT))
+        launch_one_warp(cuda, &kernel, iters, stamps.ptr(), errors.ptr())
     })?;
     r?;
     let (mut inside, mut between) = services.medians();
@@ -176,12 +167,37 @@ fn call_latency_of(
         median(&mut inside),
         median(&mut between)
     );
-    let mut e = [0u8; 4];
-    cuda.copy_from_device(&mut e, errors.ptr())?;
     Ok((
         median(&mut batches(cuda, &stamps, iters)?),
-        u32::from_le_bytes(e),
+        read_u32(cuda, errors.ptr())?,
     ))
+}
+
+/// Launches `kernel`, a `(iters: u32, buffer: T*, errors: u32*)` kernel of the bench program, on
+/// one warp and waits for it (what the wait returns).
+fn launch_one_warp(
+    cuda: &Cuda,
+    kernel: &Function,
+    iters: u32,
+    buffer: u64,
+    errors: u64,
+) -> Result<Duration, Error> {
+    let (mut n, mut buffer, mut errors) = (iters, buffer, errors);
+    let mut params: [*mut c_void; 3] = [
+        (&raw mut n).cast(),
+        (&raw mut buffer).cast(),
+        (&raw mut errors).cast(),
+    ];
+    // SAFETY: the kernel takes `(u32, T*, u32*)` (the callers' kernels do); the callers keep the
+    // buffers and the region alive until the wait returns.
+    unsafe { kernel.launch(1, 32, &mut params) }.and_then(|()| cuda.wait(TIMEOUT))
+}
+
+/// The `u32` at `ptr` in device memory (a kernel's error count).
+fn read_u32(cuda: &Cuda, ptr: u64) -> Result<u32, Error> {
+    let mut e = [0u8; 4];
+    cuda.copy_from_device(&mut e, ptr)?;
+    Ok(u32::from_le_bytes(e))
 }
 
 /// The `Libc` host the benchmark kernels call (their no-ops), its output thrown away.
@@ -304,25 +320,15 @@ fn word_timing(
                 );
             }
         });
-        let mut n = iters;
-        let mut p_phases = phases.ptr();
-        let mut p_errors = errors.ptr();
-        let mut params: [*mut c_void; 3] = [
-            (&raw mut n).cast(),
-            (&raw mut p_phases).cast(),
-            (&raw mut p_errors).cast(),
-        ];
-        // SAFETY: `call_phases_values(u32, u32*, u32*)`: buffers and region outlive the wait.
-        let r = unsafe { function.launch(1, 32, &mut params) }.and_then(|()| cuda.wait(TIMEOUT));
+        let r = launch_one_warp(cuda, &function, iters, phases.ptr(), errors.ptr());
         stop.store(true, Ordering::Release);
         server.join().map_err(|_| "the timing server panicked")?;
         Ok::<_, Box<dyn std::error::Error>>(r)
     });
     launched??;
-    let mut e = [0u8; 4];
-    cuda.copy_from_device(&mut e, errors.ptr())?;
-    if u32::from_le_bytes(e) != 0 {
-        return Err(format!("{kernel}: {} wrong replies", u32::from_le_bytes(e)).into());
+    let wrong = read_u32(cuda, errors.ptr())?;
+    if wrong != 0 {
+        return Err(format!("{kernel}: {wrong} wrong replies").into());
     }
     let ns = |d: Duration| d.as_nanos() as f64;
     let mut request: Vec<f64> = times.iter().map(|t| ns(t[1] - t[0])).collect();
@@ -382,16 +388,7 @@ fn call_phases(
     let errors = cuda.alloc_device(4)?;
     let services = quiet_host();
     let (r, _) = serve(region.region(), region.server_locks(), 1, &services, || {
-        let mut n = iters;
-        let mut p_phases = phases.ptr();
-        let mut p_errors = errors.ptr();
-        let mut params: [*mut c_void; 3] = [
-            (&raw mut n).cast(),
-            (&raw mut p_phases).cast(),
-            (&raw mut p_errors).cast(),
-        ];
-        // SAFETY: `call_phases(u32, u32*, u32*)`: buffers and region outlive the wait.
-        unsafe { kernel.launch(1, 32, &mut params) }.and_then(|()| cuda.wait(TIMEOUT))
+        launch_one_warp(cuda, &kernel, iters, phases.ptr(), errors.ptr())
     })?;
     r?;
     let mut raw = vec![0u8; iters as usize * steps.len() * 4];
@@ -409,9 +406,7 @@ fn call_phases(
             median(&mut v)
         })
         .collect();
-    let mut e = [0u8; 4];
-    cuda.copy_from_device(&mut e, errors.ptr())?;
-    Ok((medians, u32::from_le_bytes(e)))
+    Ok((medians, read_u32(cuda, errors.ptr())?))
 }
 
 /// Every warp calls `calls` times: (warp-calls per second, wrong replies).
@@ -445,12 +440,10 @@ fn throughput(
         },
     )?;
     let elapsed = r?;
-    let mut e = [0u8; 4];
-    cuda.copy_from_device(&mut e, errors.ptr())?;
     let warp_calls = grid as u64 * (block as u64 / 32) * calls as u64;
     Ok((
         warp_calls as f64 / elapsed.as_secs_f64(),
-        u32::from_le_bytes(e),
+        read_u32(cuda, errors.ptr())?,
         stats.calls(),
     ))
 }
@@ -667,12 +660,10 @@ fn bulk_kernel(
         },
     )?;
     let elapsed = r?;
-    let mut e = [0u8; 4];
-    cuda.copy_from_device(&mut e, errors.ptr())?;
-    if u32::from_le_bytes(e) != 0 {
+    let wrong = read_u32(cuda, errors.ptr())?;
+    if wrong != 0 {
         return Err(Error::Program(format!(
-            "{name}: {} warps' calls moved the wrong number of bytes",
-            u32::from_le_bytes(e)
+            "{name}: {wrong} warps' calls moved the wrong number of bytes"
         )));
     }
     Ok(elapsed.as_secs_f64())
