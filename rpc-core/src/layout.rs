@@ -32,8 +32,7 @@ use crate::mailbox::MailboxKind;
 pub const SLOT_BYTES: usize = 64;
 
 /// The alignment of the word lines (`crate::words`) from the region's base: a GPU's cache line.
-pub(crate) const WORD_LINE_BYTES: usize = 128;
-const _: () = assert!(WORD_LINE_BYTES == crate::words::ROW * 8);
+pub(crate) const WORD_LINE_BYTES: usize = crate::words::ROW * 8;
 
 /// The smallest port count, and the granule: port counts are multiples of 32 (one lock word).
 pub const PORT_GRANULE: u32 = 32;
@@ -251,9 +250,9 @@ impl Layout {
     }
 
     /// Words of one port's reply line: the served word padded to a line, then
-    /// [`crate::words::WORDS`] rows of reply words.
+    /// [`crate::words::WORDS`] rows of reply words (as many words as a request line).
     pub const fn reply_line_words(&self) -> usize {
-        crate::words::ROW + crate::words::WORDS * self.row_words()
+        self.request_line_words()
     }
 
     /// Words of one port's two lines.

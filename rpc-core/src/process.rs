@@ -1102,13 +1102,14 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// Clears `port`'s lock bit. Runs in the first lane only.
     #[inline(always)]
     pub(crate) fn unlock(&self, port: u32) {
+        // The next holder moves the port's sequence on: another handle, or (a handle holding
+        // every lock, whose lock is not released) another group of this handle's lanes.
+        if self.last_seq.get().0 == port {
+            self.last_seq.set((NONE, 0));
+        }
         if self.sole {
             // Held until the handle is dropped.
             return;
-        }
-        // The next holder (another handle, maybe) moves the port's sequence on.
-        if self.last_seq.get().0 == port {
-            self.last_seq.set((NONE, 0));
         }
         // SYNC (lock release): everything this holder did to the port, its outbox flip included,
         // happens before the next holder's `lock`.

@@ -24,6 +24,7 @@ use crate::port::Port;
 use crate::process::Client;
 use crate::stream::StreamSink;
 use crate::wait::Wait;
+use crate::words::Memory;
 
 /// The larger of two sizes (for a tagged reply: the value's or the error's).
 pub const fn max(a: usize, b: usize) -> usize {
@@ -107,7 +108,7 @@ pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     opcode: u32,
     request: &[u8; Q],
 ) -> Result<[u8; R], Error> {
-    fixed(site, opcode, request, false)
+    fixed(site, opcode, request, Memory::Fenced)
 }
 
 /// As [`call_fixed`], for a call that passes values only (`#[rpc(values)]`): inline through
@@ -118,7 +119,7 @@ pub fn call_fixed_values<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     opcode: u32,
     request: &[u8; Q],
 ) -> Result<[u8; R], Error> {
-    fixed(site, opcode, request, true)
+    fixed(site, opcode, request, Memory::ValuesOnly)
 }
 
 /// [`call_fixed`] and [`call_fixed_values`].
@@ -127,14 +128,14 @@ fn fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
     opcode: u32,
     request: &[u8; Q],
-    values: bool,
+    memory: Memory,
 ) -> Result<[u8; R], Error> {
     let mut reply = [0u8; R];
     if Q <= INLINE_BYTES && R <= INLINE_BYTES {
         if let Some(inline) = site.inline() {
-            let answer = match values {
-                true => inline.call_inline_values(opcode, request, &mut reply),
-                false => inline.call_inline(opcode, request, &mut reply),
+            let answer = match memory {
+                Memory::ValuesOnly => inline.call_inline_values(opcode, request, &mut reply),
+                Memory::Fenced => inline.call_inline(opcode, request, &mut reply),
             };
             if let Some(answer) = answer {
                 check(answer?, opcode)?;
