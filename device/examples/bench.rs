@@ -18,6 +18,8 @@
 //!   step (`WORD_PHASES` durations per call); `call_phases_words_lane0(..)`: lane 0 alone;
 //!   `call_phases_values(..)`, `call_phases_values_lane0(..)`: the same declared to pass values
 //!   only (`Memory::ValuesOnly`: no fences).
+//! - `call_phases_values_open(..)`, `call_phases_values_lane0_open(..)`: the values calls with the
+//!   port opened for each call; `lock_phases(..)`: a port's lock, and an open and close, alone.
 //! - `call_latency_words_lane0_fenced(..)`, `call_latency_words_lane0_values(..)`: lane 0's
 //!   no-op on its kept port's word line made directly, with and without the fences;
 //!   `call_values_one_word(..)`, `call_values_one_word_lane0(..)`: one word each way;
@@ -446,7 +448,7 @@ pub unsafe extern "ptx-kernel" fn call_phases_words(
     errors: *mut u32,
 ) {
     // SAFETY: the kernel's contract is `phases_words`'.
-    unsafe { phases_words(iters, phases, errors, Memory::Fenced) };
+    unsafe { phases_words(iters, phases, errors, Memory::Fenced, true) };
 }
 
 /// # Safety
@@ -460,7 +462,7 @@ pub unsafe extern "ptx-kernel" fn call_phases_words_lane0(
 ) {
     if global_thread_id() == 0 {
         // SAFETY: the kernel's contract is `phases_words`'.
-        unsafe { phases_words(iters, phases, errors, Memory::Fenced) };
+        unsafe { phases_words(iters, phases, errors, Memory::Fenced, true) };
     }
 }
 
@@ -475,7 +477,7 @@ pub unsafe extern "ptx-kernel" fn call_phases_values(
     errors: *mut u32,
 ) {
     // SAFETY: the kernel's contract is `phases_words`'.
-    unsafe { phases_words(iters, phases, errors, Memory::ValuesOnly) };
+    unsafe { phases_words(iters, phases, errors, Memory::ValuesOnly, true) };
 }
 
 /// # Safety
@@ -489,8 +491,80 @@ pub unsafe extern "ptx-kernel" fn call_phases_values_lane0(
 ) {
     if global_thread_id() == 0 {
         // SAFETY: the kernel's contract is `phases_words`'.
-        unsafe { phases_words(iters, phases, errors, Memory::ValuesOnly) };
+        unsafe { phases_words(iters, phases, errors, Memory::ValuesOnly, true) };
     }
+}
+
+/// # Safety
+///
+/// As `call_phases_values_lane0`, by a client that opens the port for each call and closes it
+/// after (no kept port): step 0 is then the lock and the port's state, step 3 the unlock.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_phases_values_lane0_open(
+    iters: u32,
+    phases: *mut u32,
+    errors: *mut u32,
+) {
+    if global_thread_id() == 0 {
+        // SAFETY: the kernel's contract is `phases_words`'.
+        unsafe { phases_words(iters, phases, errors, Memory::ValuesOnly, false) };
+    }
+}
+
+/// # Safety
+///
+/// As `call_phases_values`, a whole warp's port opened for each call and closed after.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn call_phases_values_open(
+    iters: u32,
+    phases: *mut u32,
+    errors: *mut u32,
+) {
+    // SAFETY: the kernel's contract is `phases_words`'.
+    unsafe { phases_words(iters, phases, errors, Memory::ValuesOnly, false) };
+}
+
+/// Timed steps of `lock_phases`.
+const LOCK_PHASES: usize = 4;
+
+/// # Safety
+///
+/// As `call_phases`, `phases` holding `iters * LOCK_PHASES` `u32`s; lane 0 alone runs it.
+///
+/// What opening and closing a port cost without a call: 0 taking port 0's lock alone
+/// (`Process::try_hold`: the lock's atomic and its acquire fence), 1 releasing it (the release
+/// fence and the atomic), 2 `open_for_words` (the lock, then the port's state), 3 `close`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn lock_phases(iters: u32, phases: *mut u32, errors: *mut u32) {
+    if global_thread_id() != 0 {
+        return;
+    }
+    let client = ferry_device::client().keep_port(false);
+    let mut wrong = 0;
+    for i in 0..iters {
+        let mut t = [0u64; LOCK_PHASES + 1];
+        t[0] = stamp();
+        let held = client.try_hold(0);
+        t[1] = stamp();
+        wrong += u32::from(held.is_none());
+        drop(held);
+        t[2] = stamp();
+        match client.open_for_words(opcode::NOOP) {
+            Ok(port) => {
+                t[3] = stamp();
+                port.close();
+            }
+            Err(_) => {
+                wrong += 1;
+                t[3] = stamp();
+            }
+        }
+        t[4] = stamp();
+        // SAFETY: `phases` holds `iters * LOCK_PHASES` words (launch contract).
+        unsafe { record(phases, i, &t) };
+    }
+    // SAFETY: `errors` is a valid device `u32` (launch contract).
+    unsafe { count(errors, wrong) };
 }
 
 /// The body of `call_phases_words` for the lanes that run it.
@@ -499,8 +573,8 @@ pub unsafe extern "ptx-kernel" fn call_phases_values_lane0(
 ///
 /// As `call_phases_words`.
 #[inline(always)]
-unsafe fn phases_words(iters: u32, phases: *mut u32, errors: *mut u32, memory: Memory) {
-    let client = ferry_device::client().keep_port(true);
+unsafe fn phases_words(iters: u32, phases: *mut u32, errors: *mut u32, memory: Memory, keep: bool) {
+    let client = ferry_device::client().keep_port(keep);
     let lane = global_thread_id() as u64;
     let mut wrong = 0;
     for i in 0..iters {

@@ -14,10 +14,10 @@ use ferry_rpc::{ClientProcess, Lanes, Layout, LayoutError, PerPort, Region, Wait
 pub const SYMBOL: &str = "FERRY_RPC";
 
 /// The value of [`Descriptor::magic`] once the host has filled the descriptor in. It also names
-/// the region's layout: it changes whenever the layout does (last: the word lines' rows on
-/// 128-byte lines of their own), so a program built for another layout than its host's finds no
+/// the region's layout: it changes whenever the layout does (last: the word lines' bell
+/// words after their heads), so a program built for another layout than its host's finds no
 /// descriptor set up instead of reading words where there are none.
-pub const MAGIC: u32 = 0x4652_5932;
+pub const MAGIC: u32 = 0x4652_5933;
 
 /// The value of [`Descriptor::magic`] in a program's descriptor before any host set it up
 /// ([`Descriptor::UNSET`]): as [`MAGIC`], it names the layout the program was built for, so a

@@ -11,7 +11,8 @@
 //! bulk                   optional (`Layout::with_bulk`): P bulk areas, one per port, each L lane
 //!                        shares of B bytes: [ lane 0's B bytes | ... | lane L-1's B bytes ]
 //! words                  optional (`Layout::with_words`): the word lines of small calls, see
-//!                        `words`: P head words, then per port a request line and a reply line
+//!                        `words`: P head words and P / 32 bell words, then per port a request
+//!                        line and a reply line
 //! ```
 //!
 //! A port's bulk area belongs to whichever side holds the port's packet, exactly as the packet's
@@ -209,7 +210,7 @@ impl Layout {
         // Every line of a port starts a 128-byte line (`crate::words::ROW` words), and so every
         // row of it does.
         let words = align_up(self.size, WORD_LINE_BYTES);
-        let heads = align_up(self.ports as usize * 8, WORD_LINE_BYTES);
+        let heads = self.heads_bytes();
         let lines = self.ports as usize * self.word_line_words() * 8;
         Layout {
             words,
@@ -228,13 +229,21 @@ impl Layout {
         self.words
     }
 
-    /// Words (`u64`) in the head array.
+    /// Words (`u64`) in the head array: a head word per port, then a bell word per group of
+    /// [`crate::words::BELL_PORTS`] ports (see [`crate::words`]), padded to a 128-byte line.
     pub const fn head_words(&self) -> usize {
         if self.words == 0 {
             0
         } else {
-            align_up(self.ports as usize * 8, WORD_LINE_BYTES) / 8
+            self.heads_bytes() / 8
         }
+    }
+
+    /// Bytes of the head array (heads, then bells), whole 128-byte lines.
+    const fn heads_bytes(&self) -> usize {
+        let ports = self.ports as usize;
+        let bells = ports.div_ceil(crate::words::BELL_PORTS as usize);
+        align_up((ports + bells) * 8, WORD_LINE_BYTES)
     }
 
     /// Words of a row of a word line (word `j` of every lane): one per lane, rounded up to

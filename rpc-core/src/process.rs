@@ -42,7 +42,10 @@ use crate::lanes::{Lanes, Single};
 use crate::layout::{Layout, LayoutError, Slot, PORT_GRANULE};
 use crate::mailbox::{Mailbox, PerPort};
 use crate::port::Port;
-use crate::sync::{fence, lock_fence, AtomicU32, AtomicU64, Ordering, SharedCell};
+use crate::sync::{
+    fence, lock_acquire_or, lock_fence, lock_release_and, private_load, private_store, AtomicU32,
+    AtomicU64, Ordering, SharedCell,
+};
 use crate::wait::{Spin, Wait};
 
 /// A region's shared memory, seen as its parts. Cheap to copy; both sides hold one.
@@ -130,6 +133,15 @@ impl<'a, M: Mailbox> Region<'a, M> {
     #[inline(always)]
     pub(crate) fn heads(&self) -> &'a [AtomicU64] {
         self.heads
+    }
+
+    /// The bell words of the word lines, one per group of [`crate::words::BELL_PORTS`] ports
+    /// (empty: the region has none).
+    #[inline(always)]
+    pub(crate) fn bells(&self) -> &'a [AtomicU64] {
+        let ports = self.layout.ports() as usize;
+        let groups = ports.div_ceil(crate::words::BELL_PORTS as usize);
+        self.heads.get(ports..ports + groups).unwrap_or(&[])
     }
 
     /// `port`'s request line and reply line (empty: the region has none).
@@ -369,8 +381,9 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// [`Self::with_word_seqs`].
     seqs: &'a [AtomicU32],
     /// The port of this handle's last word call and the sequence it sent, while the port has
-    /// stayed locked for this handle since (so its sequence word still holds it); `NONE` as the
-    /// port otherwise. Set and read in the first lane only. A call on that port takes its
+    /// stayed locked for this handle since (so its sequence word still holds it), or a port this
+    /// handle locked and the sequence its word held then (a GPU's open reads it beside the
+    /// port's state); `NONE` as the port otherwise. Set and read in the first lane only. A call on that port takes its
     /// sequence from here instead of reading the word (on a GPU, a trip to device memory).
     last_seq: Cell<(u32, u32)>,
     /// The most active lanes whose small calls take the word lines ([`Self::word_lanes`]).
@@ -505,7 +518,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
             let mask = self.lanes.active_mask();
             let mut found = NONE;
             if self.lanes.is_first_lane(mask) {
-                found = self.search();
+                found = self.search(u32::MAX);
             }
             let found = self.lanes.broadcast(mask, found);
             if found != NONE {
@@ -739,10 +752,23 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// reads the opcode from the port. Every active lane must call this together with the same
     /// argument (on a GPU: convergently).
     pub fn try_open(&self, arg: S::Open) -> Option<Port<'_, 'a, S, L, M, W>> {
+        self.try_open_within(arg, u32::MAX)
+    }
+
+    /// As [`try_open`](Self::try_open), looking at no more than `lock_words` lock words (32
+    /// ports each) of this handle's range, from where the last search started: the next call
+    /// goes on after them. A server thread with other work between its searches (a pass over
+    /// the word lines) so bounds the time of each on a region of thousands of ports, and still
+    /// looks at every port in turn.
+    pub fn try_open_within(
+        &self,
+        arg: S::Open,
+        lock_words: u32,
+    ) -> Option<Port<'_, 'a, S, L, M, W>> {
         let mask = self.lanes.active_mask();
         let mut found = NONE;
         if self.lanes.is_first_lane(mask) {
-            found = self.search();
+            found = self.search(lock_words);
         }
         // The port index is made uniform: every lane uses the first lane's choice.
         let found = self.lanes.broadcast(mask, found);
@@ -829,11 +855,11 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             // A flip toggles the bit. Only this handle touches its mirror (first lane, ports it
             // holds), so a load and a store do.
             let bit = 1 << (port % PORT_GRANULE);
-            bits.store(bits.load(Ordering::Relaxed) ^ bit, Ordering::Relaxed);
+            private_store(bits, private_load(bits) ^ bit);
         }
         #[cfg(target_arch = "nvptx64")]
         if let Some(shadow) = self.shadow.get(port as usize) {
-            shadow.store(value | SHADOW_IN_FLIGHT, Ordering::Relaxed);
+            private_store(shadow, value | SHADOW_IN_FLIGHT);
         }
     }
 
@@ -843,7 +869,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     #[inline(always)]
     pub(crate) fn note_owned(&self, port: u32, out: u32) {
         if let Some(shadow) = self.shadow.get(port as usize) {
-            shadow.store(out, Ordering::Relaxed);
+            private_store(shadow, out);
         }
     }
 
@@ -852,7 +878,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     #[cfg(target_arch = "nvptx64")]
     #[inline(always)]
     fn open_by_shadow(&self, shadow: &AtomicU32, port: u32) -> Option<u32> {
-        let word = shadow.load(Ordering::Relaxed);
+        let word = private_load(shadow);
         let out = word & 1;
         if word & SHADOW_IN_FLIGHT == 0 {
             // SYNC (take ownership, no fence): the last holder saw inbox == outbox, fenced
@@ -866,15 +892,16 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             // SYNC (take ownership): pairs with the server's release fence before the flip we
             // just observed (a port a client left mid-call, now answered).
             fence(Ordering::Acquire);
-            shadow.store(out, Ordering::Relaxed);
+            private_store(shadow, out);
             return Some(out);
         }
         None
     }
 
-    /// Finds a port this side owns and locks it; returns `index * 2 + outbox bit`, or `NONE`.
-    /// Runs in the first lane only.
-    fn search(&self) -> u32 {
+    /// Finds a port this side owns and locks it, among the ports of at most `limit` lock words
+    /// from the cursor; returns `index * 2 + outbox bit`, or `NONE` (the cursor then moves past
+    /// the words looked at). Runs in the first lane only.
+    fn search(&self, limit: u32) -> u32 {
         let kept = self.kept.replace(NONE);
         let kept_out = self.kept_out.replace(UNKNOWN);
         if kept != NONE && kept_out != UNKNOWN {
@@ -926,9 +953,15 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         // `words + 1` steps: the starting word is visited twice, first from `first_bit` up, last
         // below it, so every port of the range is tried exactly once. The word index wraps by
         // comparison: a `%` (a division) per step would cost more than the step.
+        // With a `limit` below the range's words, `limit` words: the first from `first_bit` up,
+        // the next ones whole (the first word's bits below `first_bit` were the last window's).
+        let last_step = match limit < words {
+            true => limit.max(1) - 1,
+            false => words,
+        };
         let mut offset = first_word;
         let mut step = 0;
-        while step <= words {
+        while step <= last_step {
             if step != 0 {
                 offset += 1;
                 if offset == words {
@@ -963,6 +996,11 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             }
             step += 1;
         }
+        if last_step < words {
+            // The next search goes on from the word after the last one looked at.
+            let next = (first_word + last_step + 1) % words;
+            self.cursor.set((base + next) * PORT_GRANULE);
+        }
         NONE
     }
 
@@ -973,7 +1011,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         if self.sole {
             u32::MAX
         } else {
-            !self.locks[word as usize].load(Ordering::Relaxed)
+            !private_load(&self.locks[word as usize])
         }
     }
 
@@ -983,7 +1021,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     fn owned_bits(&self, word: u32) -> u32 {
         let inbox = M::load_word(S::inbox(&self.region), word);
         let outbox = match self.mirror.get(word as usize) {
-            Some(bits) => bits.load(Ordering::Relaxed),
+            Some(bits) => private_load(bits),
             None => M::load_word(S::outbox(&self.region), word),
         };
         if S::OWNED_WHEN == 1 {
@@ -1002,8 +1040,16 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         }
         #[cfg(target_arch = "nvptx64")]
         if let Some(shadow) = self.shadow.get(port as usize) {
+            // The port's last word-call sequence is loaded beside the shadow (both in device
+            // memory, independent: one trip for the two), so a word call on the port reads
+            // neither again. Only the lock holder writes it, and the lock's acquire ordered the
+            // last holder's store before this load.
+            let seq = self.seqs.get(port as usize).map(private_load);
             return match self.open_by_shadow(shadow, port) {
                 Some(out) => {
+                    if let Some(seq) = seq {
+                        self.last_seq.set((port, seq));
+                    }
                     self.advance_cursor(port);
                     Some(port * 2 + out)
                 }
@@ -1055,16 +1101,14 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             return last.wrapping_add(1);
         }
         // Only the lock holder touches the port's sequence word.
-        self.seqs[port as usize]
-            .load(Ordering::Relaxed)
-            .wrapping_add(1)
+        private_load(&self.seqs[port as usize]).wrapping_add(1)
     }
 
     /// Records `seq` as `port`'s last word call: in its sequence word (for the port's next
     /// holder) and in this handle. First lane only.
     #[inline(always)]
     pub(crate) fn sent_seq(&self, port: u32, seq: u32) {
-        self.seqs[port as usize].store(seq, Ordering::Relaxed);
+        private_store(&self.seqs[port as usize], seq);
         self.last_seq.set((port, seq));
     }
 
@@ -1089,14 +1133,10 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             return true;
         }
         let bit = 1 << (port % PORT_GRANULE);
-        let previous = self.locks[(port / PORT_GRANULE) as usize].fetch_or(bit, Ordering::Relaxed);
-        if previous & bit != 0 {
-            return false;
-        }
-        // SYNC (lock acquire): pairs with the release fence in `unlock` of the previous holder, so
-        // its outbox flip and header writes are visible before we re-read the mailboxes.
-        lock_fence(Ordering::Acquire);
-        true
+        // SYNC (lock acquire): pairs with the release in `unlock` of the previous holder, so its
+        // outbox flip and header writes are visible before we re-read the mailboxes.
+        let previous = lock_acquire_or(&self.locks[(port / PORT_GRANULE) as usize], bit);
+        previous & bit == 0
     }
 
     /// Clears `port`'s lock bit. Runs in the first lane only.
@@ -1113,9 +1153,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         }
         // SYNC (lock release): everything this holder did to the port, its outbox flip included,
         // happens before the next holder's `lock`.
-        lock_fence(Ordering::Release);
         let bit = 1 << (port % PORT_GRANULE);
-        self.locks[(port / PORT_GRANULE) as usize].fetch_and(!bit, Ordering::Relaxed);
+        lock_release_and(&self.locks[(port / PORT_GRANULE) as usize], !bit);
     }
 }
 

@@ -34,6 +34,97 @@ pub(crate) fn lock_fence(order: Ordering) {
     fence(order);
 }
 
+/// Sets `bits` in a lock word of this side's private bitmap and returns the word as it was,
+/// ordered as a lock acquire: nothing this thread does after it moves before it, and a
+/// previous holder's accesses released by [`lock_release_and`] are visible after it.
+///
+/// On NVPTX one `atom.acquire.gpu` (the locks are in device memory and taken by one GPU's
+/// warps); elsewhere a relaxed `fetch_or` then [`lock_fence`]`(Acquire)`. A caller that finds
+/// the bits were already set took nothing, and pays the ordering for nothing.
+#[inline(always)]
+pub(crate) fn lock_acquire_or(word: &AtomicU32, bits: u32) -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let previous: u32;
+        // SAFETY: an atomic read-modify-write of a valid, aligned `u32` (`word` is a reference
+        // to an `AtomicU32`, which has the layout of a `u32`) in the generic address space; it
+        // touches nothing else.
+        unsafe {
+            core::arch::asm!(
+                "atom.acquire.gpu.or.b32 {p}, [{a}], {b};",
+                p = out(reg32) previous,
+                a = in(reg64) word.as_ptr(),
+                b = in(reg32) bits,
+                options(nostack),
+            )
+        };
+        previous
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let previous = word.fetch_or(bits, Ordering::Relaxed);
+        if previous & bits != bits {
+            lock_fence(Ordering::Acquire);
+        }
+        previous
+    }
+}
+
+/// Clears the bits not in `keep` in a lock word, ordered as a lock release: everything this
+/// thread did before happens before the next [`lock_acquire_or`] that sees the bits clear.
+/// [`lock_fence`]`(Release)` then a relaxed `fetch_and` (on NVPTX a `red.release.gpu` measured
+/// slower than the two).
+#[inline(always)]
+pub(crate) fn lock_release_and(word: &AtomicU32, keep: u32) {
+    lock_fence(Ordering::Release);
+    word.fetch_and(keep, Ordering::Relaxed);
+}
+
+/// Loads a word of this side's private memory: one only threads of this side on one device
+/// touch (a GPU client's lock bitmap, outbox shadow and mirror, word-call sequences), ordered by
+/// this side's lock. On NVPTX a relaxed load at GPU scope (`ld.relaxed.gpu`), where `core`'s
+/// relaxed load is at system scope; elsewhere a relaxed load.
+#[inline(always)]
+pub(crate) fn private_load(word: &AtomicU32) -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let value: u32;
+        // SAFETY: an atomic load of a valid, aligned `u32` (`word` is a reference to an
+        // `AtomicU32`) in the generic address space; it touches nothing else.
+        unsafe {
+            core::arch::asm!(
+                "ld.relaxed.gpu.u32 {v}, [{a}];",
+                v = out(reg32) value,
+                a = in(reg64) word.as_ptr(),
+                options(nostack, readonly),
+            )
+        };
+        value
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    word.load(Ordering::Relaxed)
+}
+
+/// Stores a word of this side's private memory (see [`private_load`]): on NVPTX a relaxed
+/// store at GPU scope (`st.relaxed.gpu`), elsewhere a relaxed store.
+#[inline(always)]
+pub(crate) fn private_store(word: &AtomicU32, value: u32) {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        // SAFETY: an atomic store to a valid, aligned `u32`, as in `private_load`.
+        unsafe {
+            core::arch::asm!(
+                "st.relaxed.gpu.u32 [{a}], {v};",
+                a = in(reg64) word.as_ptr(),
+                v = in(reg32) value,
+                options(nostack),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    word.store(value, Ordering::Relaxed)
+}
+
 /// The ordering of a load that decides whether this side owns a packet (`Mailbox::load`).
 ///
 /// Every such load is followed by an acquire fence before the packet is touched, which already
@@ -48,6 +139,28 @@ pub(crate) const MAILBOX_LOAD: Ordering = Ordering::Acquire;
 /// See the host definition: on NVPTX the explicit acquire fence after the load orders it.
 #[cfg(target_arch = "nvptx64")]
 pub(crate) const MAILBOX_LOAD: Ordering = Ordering::Relaxed;
+
+/// A hint that `word`'s cache line will be read soon: the CPU starts fetching it now, so loads of
+/// several such lines miss together. No effect on what any load returns; nothing on targets
+/// without a prefetch instruction, and under loom.
+#[inline(always)]
+pub(crate) fn prefetch<T>(word: &T) {
+    #[cfg(all(target_arch = "x86_64", not(loom)))]
+    // SAFETY: a prefetch is a hint, not an access: it reads nothing the program sees and cannot
+    // fault; `word` is a valid reference anyway.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            (word as *const T).cast::<i8>(),
+        )
+    };
+    #[cfg(all(target_arch = "aarch64", not(loom)))]
+    // SAFETY: as above (`prfm` is a hint and cannot fault).
+    unsafe {
+        core::arch::asm!("prfm pldl1keep, [{p}]", p = in(reg) word as *const T, options(nostack, readonly, preserves_flags))
+    };
+    #[cfg(any(loom, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
+    let _ = word;
+}
 
 /// A hint that the caller is spinning on a value the other side will change.
 #[inline(always)]

@@ -307,7 +307,7 @@ fn word_calls_after_a_packet_call() {
                 (region.clone(), to_server.clone(), to_client.clone());
             thread::spawn(move || {
                 let server = region.server().exclusive().ok().unwrap();
-                let mut seen = [0u64; 32];
+                let mut seen = vec![0u64; server.seen_words()];
                 serve_on(&server, 1);
                 let mut served = 0;
                 while served < 2 {
@@ -357,7 +357,7 @@ fn plus_one_on_word_lines(
     let (region, stop) = (region.clone(), stop.clone());
     thread::spawn(move || {
         let server = region.server().exclusive().ok().unwrap();
-        let mut seen = [0u64; 32];
+        let mut seen = vec![0u64; server.seen_words()];
         while !stop.load(std::sync::atomic::Ordering::Acquire) {
             let served = server.serve_words(
                 &mut seen,

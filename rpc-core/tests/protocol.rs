@@ -212,6 +212,35 @@ fn all_ports_busy_means_none_then_a_port_frees() {
 }
 
 #[test]
+fn a_search_within_a_window_looks_at_every_port_in_turn() {
+    // Four lock words of 32 ports; a request on port 100 (the fourth word) and one on port 5.
+    let region = HeapRegion::<PerPort>::new(128, 1).unwrap();
+    let server = region.server();
+    for p in [100, 5] {
+        let client = region.client().with_cursor(p);
+        let mut port = client.try_open(3).unwrap();
+        assert_eq!(port.index(), p);
+        port.send(|s, _| s.words[0] = p as u64).unwrap();
+        port.close();
+    }
+    let serve = |words| {
+        server.try_open_within((), words).map(|mut s| {
+            s.recv(|_, _| {}).unwrap();
+            s.index()
+        })
+    };
+    // One word at a time: the first word's port; the rest of the first word, the second and
+    // the third (nothing); the fourth's port; then nothing more, whichever window.
+    assert_eq!(
+        [serve(1), serve(1), serve(1), serve(1), serve(1)],
+        [Some(5), None, None, None, Some(100)]
+    );
+    for words in [1, 2, 3, 4, 5, u32::MAX] {
+        assert_eq!(serve(words), None);
+    }
+}
+
+#[test]
 fn server_scan_is_fair_to_high_ports() {
     // Keep low ports constantly busy with requests; a request on the highest port must still be
     // served within one pass of the server's scan.

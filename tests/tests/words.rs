@@ -106,7 +106,7 @@ fn serve_ports(
     let log = Mutex::new(Vec::new());
     let server = region.server();
     let mut buffers = Vec::new();
-    let mut seen = vec![0u64; ports as usize];
+    let mut seen = vec![0u64; server.seen_words()];
     let (served, seen_log) = (&host, &log);
     serving_while(
         move || {

@@ -9,7 +9,10 @@
 //! or read each other's mailbox lines; each holds its range's locks for its lifetime
 //! (`Process::exclusive`), so serving a call takes no locked instruction for the lock, and keeps a
 //! copy of its own outbox bits (`Process::with_outbox_mirror`), so a scan reads only the clients'
-//! mailbox words. At most one thread per 32 ports is started.
+//! mailbox words. At most one thread per 32 ports is started. Each turn of a thread's loop
+//! searches a window of its mailboxes (`Process::try_open_within`, [`SCAN_LOCK_WORDS`] lock
+//! words), then passes over its word lines, so on a region of thousands of ports a word call
+//! does not wait for a search of every mailbox.
 //!
 //! The server is generic over where the region lives: the same code serves a GPU region in mapped
 //! host memory and a heap region that simulated warps call in tests.
@@ -292,6 +295,11 @@ struct Served {
     by_opcode: Vec<(u32, u64)>,
 }
 
+/// Lock words (32 ports each) a serving thread's search for packets looks at per turn of its
+/// loop (`Process::try_open_within`): on a region of a port per resident warp (thousands), one
+/// turn over every mailbox would come between a word call's arrival and its pass.
+pub const SCAN_LOCK_WORDS: u32 = 32;
+
 fn serve_thread(
     server: &ServerProcess<'_, Single, PerPort, ServerWait>,
     handler: &impl Handler<PerPort, ServerWait>,
@@ -314,7 +322,14 @@ fn serve_thread(
         // request made before it was seen (by this thread or by the thread holding its lock).
         let stopping = stop.load(Ordering::Acquire);
         let mut pass_due = true;
-        let packet = server.try_open(());
+        // A window of the mailboxes per turn, so that the word lines' pass (a few loads on an
+        // idle region: their bells) comes between two windows, not after a scan of every port;
+        // once told to stop, every port (the drain needs a whole scan that finds nothing).
+        let window = match stopping {
+            true => u32::MAX,
+            false => SCAN_LOCK_WORDS,
+        };
+        let packet = server.try_open_within((), window);
         let found_packet = packet.is_some();
         if let Some(mut port) = packet {
             add_count(&mut by_opcode, port.opcode(), 1);
@@ -330,6 +345,10 @@ fn serve_thread(
         }
         let mut found_words = false;
         if let Some(scan) = words.as_mut().filter(|_| pass_due) {
+            if stopping {
+                // The drain: every head, whatever the bells say.
+                scan.read_every_head();
+            }
             let n = scan.pass(
                 server,
                 |opcode, lanes| match inline {

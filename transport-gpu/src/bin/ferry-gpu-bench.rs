@@ -302,7 +302,7 @@ fn word_timing(
                 .exclusive()
                 .ok()
                 .expect("no other server");
-            let mut seen = vec![0u64; 64];
+            let mut seen = vec![0u64; server.seen_words()];
             let handled = std::cell::Cell::new([Instant::now(); 2]);
             while !stop.load(Ordering::Acquire) {
                 let pass = Instant::now();
@@ -368,6 +368,23 @@ const VALUE_PHASES: [&str; 4] = [
     "close",
 ];
 
+/// The steps of a values-only call on the word line by a client that opens its port for each
+/// call (`call_phases_values_open`).
+const OPEN_VALUE_PHASES: [&str; 4] = [
+    "open (the lock, the port's state)",
+    "send: sequence, word stores (no fence)",
+    "poll the lane's reply words until they carry the sequence (no fence)",
+    "close (the unlock)",
+];
+
+/// The steps of `lock_phases`: a port's lock, then an open and a close, with no call.
+const LOCK_PHASES: [&str; 4] = [
+    "lock alone (try_hold: atomic, acquire fence)",
+    "unlock alone (release fence, atomic)",
+    "open_for_words (lock, port state)",
+    "close (unlock)",
+];
+
 /// `kernel` (`call_phases` or `call_phases_words`, timing `steps` steps) on 64 ports: the median
 /// nanoseconds of each step, and the wrong replies.
 fn call_phases(
@@ -377,7 +394,9 @@ fn call_phases(
     kernel: &str,
     steps: &[&str],
 ) -> Result<(Vec<f64>, u32), Error> {
-    let words = kernel.starts_with("call_phases_words") || kernel.starts_with("call_phases_values");
+    let words = kernel.starts_with("call_phases_words")
+        || kernel.starts_with("call_phases_values")
+        || kernel == "lock_phases";
     let kernel = module.function(kernel)?;
     let region = match words {
         true => GpuRegion::new(cuda, PortCount::Exactly(64))?,
@@ -1327,6 +1346,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 1 + 2: floors and one warp's call, interleaved over repetitions.
     let (mut f_rust, mut f_cpp, mut lat64, mut lat_all) = (vec![], vec![], vec![], vec![]);
+    // The same on word lines (every small call takes them, a warp's too), and lane 0 alone on
+    // them with every port.
+    let (mut words64, mut words_all, mut words_lane0_all) = (vec![], vec![], vec![]);
     let mut wrong = 0;
     for _ in 0..reps {
         f_rust.push(floor(&cuda, rust.function("pingpong")?, iters)?);
@@ -1339,7 +1361,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (l, e) = call_latency(&cuda, &rust, PortCount::default(), iters)?;
         lat_all.push(l);
         wrong += e;
+        for (ports, kernel, runs) in [
+            (PortCount::Exactly(64), "call_latency", &mut words64),
+            (PortCount::default(), "call_latency", &mut words_all),
+            (
+                PortCount::default(),
+                "call_latency_lane0",
+                &mut words_lane0_all,
+            ),
+        ] {
+            let (l, e) = call_latency_of(&cuda, &rust, kernel, ports, iters, true)?;
+            runs.push(l);
+            wrong += e;
+        }
     }
+    let all_ports = PortCount::default().resolve(cuda.resident_warps());
     // 2b: the same call by a client that keeps its port; 2c: by lane 0 of the warp alone (one
     // slot each way instead of 32). A program without the kernel skips it.
     let mut optional = |name: &str, words: bool| -> Result<Vec<f64>, Error> {
@@ -1388,6 +1424,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "call_phases_values_lane0",
             &VALUE_PHASES[..],
             "on the word line, values only, lane 0 alone",
+        ),
+        (
+            "call_phases_values_open",
+            &OPEN_VALUE_PHASES[..],
+            "on the word line, values only, port opened per call",
+        ),
+        (
+            "call_phases_values_lane0_open",
+            &OPEN_VALUE_PHASES[..],
+            "on the word line, values only, lane 0 alone, port opened per call",
+        ),
+        (
+            "lock_phases",
+            &LOCK_PHASES[..],
+            "with no call, lane 0 alone",
         ),
     ] {
         if rust.function(kernel).is_ok() {
@@ -1469,7 +1520,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         lat_all / 1e3,
         lat_all / f_cpp
     );
+    let words_label =
+        format!("one warp, {all_ports} ports, on word lines (the no-op passes values: no fences)");
+    let lane0_label = format!(
+        "lane 0 of a warp alone, {all_ports} ports, on word lines (the no-op passes values: no fences)"
+    );
     for (what, runs) in [
+        (
+            "one warp, 64 ports, on word lines (the no-op passes values: no fences)",
+            &mut words64,
+        ),
+        (words_label.as_str(), &mut words_all),
+        (lane0_label.as_str(), &mut words_lane0_all),
         ("one warp, 64 ports, client keeps its port", &mut lat_kept),
         (
             "one warp, 64 ports, client keeps its port, on word lines (the no-op passes values: no fences)",
