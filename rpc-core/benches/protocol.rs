@@ -309,6 +309,72 @@ fn stream(len: usize) -> (f64, f64) {
     (ours, copy)
 }
 
+/// What serving `ports` lone lanes' small calls (8 bytes each way, all pending at once) costs the
+/// server, per call: one pass over the word lines (`serve_words`), and the same calls through the
+/// packets (a `try_open` and a reply each). Medians over `reps` rounds; only the server is timed.
+fn word_pass(ports: u32, reps: usize) -> (f64, f64) {
+    use ferry_rpc::words::lane_by_lane;
+    use ferry_rpc::{Single, Spin};
+    let region = HeapRegion::<PerPort>::with_words(ports, 32).unwrap();
+    let clients: Vec<_> = (0..ports)
+        .map(|p| region.client_with(Single, Spin).unwrap().with_cursor(p))
+        .collect();
+    let server = region.server().exclusive().ok().unwrap();
+    let mut seen = vec![0u64; server.seen_words()];
+    let plus_one = |_: u32, req: &[u8], rep: &mut [u8; ferry_rpc::service::INLINE_BYTES]| {
+        let v = u64::from_le_bytes(req[..8].try_into().unwrap());
+        rep[..8].copy_from_slice(&(v + 1).to_le_bytes());
+        Some((0, 8))
+    };
+    let (mut words, mut packets) = (Vec::new(), Vec::new());
+    for round in 0..reps as u64 {
+        let mut calls: Vec<_> = clients
+            .iter()
+            .map(|c| {
+                let mut port = c.open_for_words(1).unwrap();
+                let call = port.send_words(&round.to_le_bytes(), 8);
+                (port, call)
+            })
+            .collect();
+        let t = Instant::now();
+        let mut served = 0;
+        while served < ports as usize {
+            served += server.serve_words(&mut seen, lane_by_lane(plus_one), |_| {});
+        }
+        words.push(t.elapsed().as_nanos() as f64 / ports as f64);
+        for (port, call) in &mut calls {
+            let mut reply = [0u8; 8];
+            assert_eq!(port.recv_words(*call, &mut reply), Ok(0));
+            assert_eq!(u64::from_le_bytes(reply), round + 1);
+        }
+        drop(calls);
+        let mut ports_open: Vec<_> = clients
+            .iter()
+            .map(|c| {
+                let mut port = c.try_open(1).unwrap();
+                port.send(|s, _| s.words[0] = round).unwrap();
+                port
+            })
+            .collect();
+        let t = Instant::now();
+        for _ in 0..ports {
+            let mut s = server.try_open(()).expect("a pending request");
+            s.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
+        }
+        packets.push(t.elapsed().as_nanos() as f64 / ports as f64);
+        for port in &mut ports_open {
+            let mut got = 0;
+            port.recv(|s, _| got = s.words[0]).unwrap();
+            assert_eq!(got, round + 1);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    };
+    (median(&mut words), median(&mut packets))
+}
+
 fn row(name: &str, ours: f64, base_name: &str, base: f64) {
     println!(
         "| {name} | {} | {base_name} | {} | {:.2}× |",
@@ -335,10 +401,11 @@ fn main() {
         println!("smoke run (use `cargo bench` for figures)");
         black_box(round_trip::<PerPort>(100, false, true));
         black_box(stream(4096));
+        black_box(word_pass(64, 3));
         return;
     }
     // `cargo bench -p ferry-rpc --bench protocol -- NAME` runs only the groups whose name contains
-    // NAME: round_trip, try_open, server_scan, stream.
+    // NAME: round_trip, try_open, word_pass, server_scan, stream.
     let filter = std::env::args()
         .skip(1)
         .find(|a| !a.starts_with('-'))
@@ -407,6 +474,17 @@ fn main() {
         let (ours, naive) = try_open_contended(16384, percent, 2);
         let name = format!("try_open+close, 16384 ports, {percent}% busy, 2 threads at once");
         row(&name, ours, "seed linear scan, 2 threads", naive);
+    }
+    if run("word_pass") {
+        for ports in [64, 1024] {
+            let (words, packets) = word_pass(ports, 201);
+            row(
+                &format!("server's cost of a lone lane's word call, {ports} pending at once"),
+                words,
+                "the same calls through the packets",
+                packets,
+            );
+        }
     }
     if run("server_scan") {
         let per_port = server_scan::<PerPort>(16384);

@@ -566,6 +566,23 @@ impl WordScan {
 /// least one for every four groups of the range): one caller at a time leaves the bells on.
 const BUSY_CALLS: usize = 4;
 
+/// A pass's room for one call's lanes: their requests, replies and statuses.
+struct Buffers {
+    requests: [[u8; WORD_BYTES]; crate::layout::MAX_LANES as usize],
+    replies: [[u8; WORD_BYTES]; crate::layout::MAX_LANES as usize],
+    statuses: [u32; crate::layout::MAX_LANES as usize],
+}
+
+impl Buffers {
+    fn new() -> Self {
+        Buffers {
+            requests: [[0; WORD_BYTES]; crate::layout::MAX_LANES as usize],
+            replies: [[0; WORD_BYTES]; crate::layout::MAX_LANES as usize],
+            statuses: [0; crate::layout::MAX_LANES as usize],
+        }
+    }
+}
+
 /// Why a pass left a port's head alone.
 enum Skip {
     /// Nothing to serve: the head of a call already served, or of one its client gave up on.
@@ -634,6 +651,9 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         let busy = rest[1] != 0;
         let first_group = (range.start / BELL_PORTS) as usize;
         let mut count = 0;
+        // The lanes' requests and replies, set up at the first call the pass serves (an idle
+        // pass sets up nothing) and used for every call after it.
+        let mut buffers = None;
         for (g, rung) in rung.iter_mut().enumerate() {
             // SYNC (none needed): a bell is a hint that a head of its group may have moved (a
             // client stores the head, then the bell, both relaxed). A head that becomes visible
@@ -670,7 +690,8 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                     settled = false;
                     continue;
                 }
-                let call = self.serve_port(port, head, &mut handle);
+                let buffers = buffers.get_or_insert_with(Buffers::new);
+                let call = self.serve_port(port, head, &mut handle, buffers);
                 if !self.is_sole() {
                     self.unlock(port);
                 }
@@ -725,6 +746,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         port: u32,
         head: u64,
         handle: &mut impl FnMut(u32, &mut InlineLanes<'_>),
+        buffers: &mut Buffers,
     ) -> Result<WordServed, Skip> {
         let region = *self.region();
         let (req, rep) = region.word_lines(port);
@@ -773,12 +795,16 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         // Read every lane's request words (a warp's stores of word j are one run of the line),
         // serve every lane, then write the replies in one burst: the client polls these lines,
         // and each of its reads takes a line the server is writing away from it.
-        let mut replies = [[0u8; WORD_BYTES]; crate::layout::MAX_LANES as usize];
-        let mut statuses = [crate::service::status::BAD_REQUEST; crate::layout::MAX_LANES as usize];
+        let Buffers {
+            requests,
+            replies,
+            statuses,
+        } = buffers;
         // (A call of no lanes executes nothing either.)
         let mut declined = mask == 0;
         if fits {
-            let mut requests = [[0u8; WORD_BYTES]; crate::layout::MAX_LANES as usize];
+            // Every byte a lane's handler sees is written below (its request's words), and
+            // `InlineLanes::new` zeroes the call's replies: the buffers need no clearing.
             // At least one word a lane, as every lane stores: its acquire load is what orders that
             // lane's earlier writes before the handler (a call without arguments too).
             // First one look at every word, with no branch on what it finds (the loads go out
@@ -833,9 +859,20 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         for j in 0..words {
             let keep = kept(j);
             for lane in lanes_in(written) {
-                let bytes = &replies[lane][4 * j..4 * j + 4];
-                let value = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) & keep;
-                let v = reply_word(value, statuses[lane], seq);
+                // A lane of the call gets its reply; another (a whole line rewritten) a zero word
+                // with a status no call of its own had, as a client of this call never reads it.
+                let v = match (fits && mask & 1 << lane != 0, &replies[lane]) {
+                    (true, bytes) => {
+                        let bytes = [
+                            bytes[4 * j],
+                            bytes[4 * j + 1],
+                            bytes[4 * j + 2],
+                            bytes[4 * j + 3],
+                        ];
+                        reply_word(u32::from_le_bytes(bytes) & keep, statuses[lane], seq)
+                    }
+                    (false, _) => reply_word(0, crate::service::status::BAD_REQUEST, seq),
+                };
                 rep[at(row, j, lane)].store(v, Ordering::Release);
             }
         }
