@@ -142,7 +142,7 @@ impl Descriptor {
     /// outbox shadow, then (if the layout has word lines) each port's sequence word, then two
     /// announce words per lane of every port ([`FLAG_ANNOUNCE`]).
     pub fn client_words(layout: &Layout) -> usize {
-        Self::announce_at(layout) + 2 * layout.ports() as usize * layout.lanes() as usize
+        Self::announce_at(layout) + layout.announce_words()
     }
 
     /// Where the announce words start in the client memory, in words.
@@ -216,12 +216,12 @@ impl Descriptor {
             0 => client,
             _ => {
                 // SAFETY: with FLAG_ANNOUNCE the caller guarantees `client_words` words at
-                // `locks`; the announce words are the last `2 × ports × lanes`, used only as
+                // `locks`; the announce words are the last `layout.announce_words()`, used only as
                 // such.
                 let words = unsafe {
                     core::slice::from_raw_parts(
                         (self.locks as usize as *const AtomicU32).add(Self::announce_at(&layout)),
-                        2 * layout.ports() as usize * layout.lanes() as usize,
+                        layout.announce_words(),
                     )
                 };
                 client.with_announce_words(words)?

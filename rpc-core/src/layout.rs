@@ -329,6 +329,12 @@ impl Layout {
         self.size
     }
 
+    /// `u32` announce words of a client's memory (`Process::with_announce_words`): two per lane
+    /// of every port (the word a service writes, then the count of values the lane asked for).
+    pub const fn announce_words(&self) -> usize {
+        2 * self.ports as usize * self.lanes as usize
+    }
+
     /// `u32` lock words each side needs for its private lock bitmap.
     pub const fn lock_words(&self) -> usize {
         (self.ports / PORT_GRANULE) as usize

@@ -444,8 +444,8 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     }
 
     /// Lets this handle's calls be announced in its own memory, with `words` as the announce
-    /// words: two per lane of every port (`2 × ports × lanes`, port by port, lane by lane: the
-    /// word the service writes, then the count of values this lane asked for), shared by every
+    /// words: two per lane of every port (`Layout::announce_words`, port by port, lane by lane:
+    /// the word the service writes, then the count of values this lane asked for), shared by every
     /// client handle on the region and by nothing else (on a GPU, device memory). An error
     /// (naming the port count) if `words` has the wrong length.
     ///
@@ -456,7 +456,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     /// reply across the bus, and reads the reply once, when it is there.
     pub fn with_announce_words(mut self, words: &'a [AtomicU32]) -> Result<Self, LayoutError> {
         let layout = &self.region.layout;
-        if words.len() != 2 * layout.ports() as usize * layout.lanes() as usize {
+        if words.len() != layout.announce_words() {
             return Err(LayoutError::Ports(layout.ports()));
         }
         self.announce = words;

@@ -46,7 +46,8 @@ const STREAMS: usize = 2;
 /// The most copies (and announces) one driver call issues.
 pub const BATCH: usize = 128;
 
-fn ok(r: sys::CUresult) -> bool {
+/// Whether a driver call succeeded.
+pub(crate) fn ok(r: sys::CUresult) -> bool {
     r == sys::CUresult::CUDA_SUCCESS
 }
 

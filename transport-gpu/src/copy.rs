@@ -51,7 +51,7 @@ use std::time::Instant;
 use cudarc::driver::sys;
 use ferry_libc::{Announce, DeviceCopy, HostError};
 
-use crate::batch::{lock, write_word, Batcher, CudaEngine};
+use crate::batch::{lock, ok, write_word, Batcher, CudaEngine};
 pub use crate::batch::{BATCH, SMALL_BYTES};
 use crate::cuda::Cuda;
 use crate::Error;
@@ -515,10 +515,6 @@ impl std::fmt::Debug for CudaCopy {
     }
 }
 
-fn ok(r: sys::CUresult) -> bool {
-    r == sys::CUresult::CUDA_SUCCESS
-}
-
 impl CudaCopy {
     /// Copies for `cuda`'s device, with staging for `threads` serving threads made now. It must
     /// not outlive `cuda` (the loader drops it with the program).
@@ -617,11 +613,9 @@ impl CudaCopy {
 
     /// Runs `f` with up to `n` staging sets, at least one (from the pool, the longest unused
     /// first, new ones if the pool has too few); they go back to the pool after `f`, whose
-    /// copies must be over. An error only if `f` could not run (no context, no pinned memory).
+    /// copies must be over. The calling thread has the context current (`begin`). An error only
+    /// if `f` could not run (no pinned memory).
     fn with_stagings<R>(&self, n: usize, f: impl FnOnce(&[Staging]) -> R) -> Result<R, HostError> {
-        if !self.current() {
-            return Err(HostError::Io);
-        }
         let mut taken: Vec<Staging> = {
             let mut pool = lock(&self.pool);
             let k = n.min(pool.len());
@@ -790,7 +784,7 @@ impl DeviceCopy for CudaCopy {
         };
         // A small announced read: the file into a chunk, the copy queued for the next batch.
         if let (Some(done), Some(batch)) = (done, &self.batch) {
-            if len <= SMALL_BYTES as u64 && self.current() {
+            if len <= SMALL_BYTES as u64 {
                 let waited = Instant::now();
                 let (chunk, buf) = batch.chunk();
                 Counters::add(&stats.wait_ns, waited);
@@ -847,20 +841,24 @@ impl DeviceCopy for CudaCopy {
 }
 
 impl CudaCopy {
-    /// The start of a copy at `t`, returned: the program's context made current (for the
-    /// driver's calls, the checks included: a failure shows in them), `done`'s word and the
-    /// device range checked (a range refused is announced at `done`).
+    /// The start of a copy at `t`, returned: the program's context made current on this thread
+    /// (for the checks and every driver call of the copy on it: none makes it current again),
+    /// `done`'s word and the device range checked (a range refused, or no context, is announced
+    /// at `done` where that can be done).
     fn begin(&self, address: u64, len: u64, done: Option<Announce>) -> Result<Instant, HostError> {
         let t = Instant::now();
-        self.current();
+        let current = self.current();
         done.map_or(Ok(()), announce_word)?;
-        let checked = device_range(address, len);
+        let checked = match current {
+            true => device_range(address, len),
+            false => Err(HostError::Io),
+        };
         Counters::add(&self.stats.check_ns, t);
         checked.map(|()| t).map_err(|e| self.failed(done, e))
     }
 
     /// A copy's outcome from `with_stagings`: the copy's own, or where it could not start (no
-    /// staging, no context), its error, announced here as no copy ran.
+    /// staging), its error, announced here as no copy ran.
     fn ran(
         &self,
         done: Option<Announce>,
