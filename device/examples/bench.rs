@@ -356,6 +356,23 @@ fn stamp() -> u64 {
     t
 }
 
+/// The global timer, read once `v` has arrived (a load's value: the read is predicated on it, so
+/// it cannot issue before; 0 in the one case `v` is `u32::MAX`).
+#[inline(always)]
+fn stamp_after(v: u32) -> u64 {
+    let t: u64;
+    // SAFETY: reads a special register; `v` is an input only so the read waits for it.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p; setp.ne.u32 p, {v}, 0xFFFFFFFF; mov.u64 {t}, 0; @p mov.u64 {t}, %globaltimer; }}",
+            v = in(reg32) v,
+            t = out(reg64) t,
+            options(nostack)
+        )
+    };
+    t
+}
+
 /// # Safety
 ///
 /// The host set up the descriptor and serves it; `phases` holds `iters * PHASES` `u32`s;
@@ -565,6 +582,91 @@ pub unsafe extern "ptx-kernel" fn lock_phases(iters: u32, phases: *mut u32, erro
     }
     // SAFETY: `errors` is a valid device `u32` (launch contract).
     unsafe { count(errors, wrong) };
+}
+
+/// Timed steps of `open_probe`.
+const OPEN_PROBE: usize = 10;
+
+/// Device words for `open_probe`: a lock word, then two words read after it, each on a line of
+/// its own.
+static mut PROBE_WORDS: [u32; 96] = [0; 96];
+
+/// Three loads of `local`, each at an index taken from the one before (starting from `from`):
+/// their latencies add up.
+#[inline(always)]
+fn local_chain(local: &[u32; 64], from: u32) -> u32 {
+    let mut v = from;
+    for _ in 0..3 {
+        // SAFETY: the index is masked into the array.
+        v = unsafe { read_volatile(local.as_ptr().add((v & 63) as usize)) };
+    }
+    v
+}
+
+/// # Safety
+///
+/// As `call_phases`, `phases` holding `iters * OPEN_PROBE` `u32`s; lane 0 alone runs it.
+///
+/// What the steps of an open cost on their own, on device words no other thread touches:
+/// 0 `atom.acquire.gpu.or` (its value used), 1 two `ld.relaxed.gpu` of other lines after it,
+/// 2 `atom.relaxed.gpu.or`, 3 the two loads after that, 4 `fence.acq_rel.gpu` alone,
+/// 5 `st.release.gpu` of the lock word; 6 `atom.acquire.gpu.or` again, 7 three dependent loads
+/// of the thread's local memory after it, 8 `atom.relaxed.gpu.or`, 9 the same loads after it.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn open_probe(iters: u32, phases: *mut u32, errors: *mut u32) {
+    if global_thread_id() != 0 {
+        return;
+    }
+    // SAFETY: lane 0 of one warp is the only user of `PROBE_WORDS`; the pointers are in bounds.
+    let (lock, b, c) = unsafe {
+        let base = (&raw mut PROBE_WORDS).cast::<u32>();
+        (base, base.add(32), base.add(64))
+    };
+    let mut sum = 0u32;
+    // Thread-local memory the compiler cannot keep in registers (read volatile, indexed by
+    // loaded values).
+    let local = [0u32; 64];
+    for i in 0..iters {
+        let mut t = [0u64; OPEN_PROBE + 1];
+        let (mut x, mut y, mut z): (u32, u32, u32);
+        t[0] = stamp();
+        // SAFETY: atomic accesses of valid, aligned device words (above).
+        unsafe {
+            core::arch::asm!("atom.acquire.gpu.or.b32 {x}, [{a}], 1;", x = out(reg32) x, a = in(reg64) lock, options(nostack));
+            sum = sum.wrapping_add(x);
+            t[1] = stamp_after(x);
+            core::arch::asm!("ld.relaxed.gpu.u32 {y}, [{b}];", "ld.relaxed.gpu.u32 {z}, [{c}];", y = out(reg32) y, z = out(reg32) z, b = in(reg64) b, c = in(reg64) c, options(nostack));
+            sum = sum.wrapping_add(y ^ z);
+            t[2] = stamp_after(y ^ z);
+            core::arch::asm!("atom.relaxed.gpu.or.b32 {x}, [{a}], 1;", x = out(reg32) x, a = in(reg64) lock, options(nostack));
+            sum = sum.wrapping_add(x);
+            t[3] = stamp_after(x);
+            core::arch::asm!("ld.relaxed.gpu.u32 {y}, [{b}];", "ld.relaxed.gpu.u32 {z}, [{c}];", y = out(reg32) y, z = out(reg32) z, b = in(reg64) b, c = in(reg64) c, options(nostack));
+            sum = sum.wrapping_add(y ^ z);
+            t[4] = stamp_after(y ^ z);
+            core::arch::asm!("fence.acq_rel.gpu;", options(nostack));
+            t[5] = stamp();
+            core::arch::asm!("st.release.gpu.u32 [{a}], {v};", a = in(reg64) lock, v = in(reg32) sum & 0, options(nostack));
+            t[6] = stamp();
+            // Three dependent loads of this thread's local memory, after an acquire and after a
+            // relaxed atomic: does the acquire send them to L2?
+            core::arch::asm!("atom.acquire.gpu.or.b32 {x}, [{a}], 1;", x = out(reg32) x, a = in(reg64) lock, options(nostack));
+            t[7] = stamp_after(x);
+            let v = local_chain(&local, x);
+            t[8] = stamp_after(v);
+            core::arch::asm!("atom.relaxed.gpu.or.b32 {x}, [{a}], 1;", x = out(reg32) x, a = in(reg64) lock, options(nostack));
+            t[9] = stamp_after(x);
+            let w = local_chain(&local, x ^ v);
+            t[10] = stamp_after(w);
+            sum = sum.wrapping_add(v ^ w);
+            core::arch::asm!("st.release.gpu.u32 [{a}], {v};", a = in(reg64) lock, v = in(reg32) sum & 0, options(nostack));
+        }
+        // SAFETY: `phases` holds `iters * OPEN_PROBE` words (launch contract).
+        unsafe { record(phases, i, &t) };
+    }
+    // SAFETY: `errors` is a valid device `u32` (launch contract); `sum` keeps the loads alive
+    // and is 0 or more, counted as no error unless it is the impossible `u32::MAX`.
+    unsafe { count(errors, u32::from(sum == u32::MAX)) };
 }
 
 /// The body of `call_phases_words` for the lanes that run it.

@@ -385,6 +385,20 @@ const LOCK_PHASES: [&str; 4] = [
     "close (unlock)",
 ];
 
+/// The steps of `open_probe`: an open's instructions on device words no other thread touches.
+const OPEN_PROBE: [&str; 10] = [
+    "atom.acquire.gpu.or",
+    "two ld.relaxed.gpu after it",
+    "atom.relaxed.gpu.or",
+    "two ld.relaxed.gpu after it",
+    "fence.acq_rel.gpu",
+    "st.release.gpu",
+    "atom.acquire.gpu.or again",
+    "three dependent ld.local after it",
+    "atom.relaxed.gpu.or again",
+    "three dependent ld.local after it",
+];
+
 /// `kernel` (`call_phases` or `call_phases_words`, timing `steps` steps) on 64 ports: the median
 /// nanoseconds of each step, and the wrong replies.
 fn call_phases(
@@ -1439,6 +1453,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "lock_phases",
             &LOCK_PHASES[..],
             "with no call, lane 0 alone",
+        ),
+        (
+            "open_probe",
+            &OPEN_PROBE[..],
+            "of the open's instructions alone, lane 0",
         ),
     ] {
         if rust.function(kernel).is_ok() {
