@@ -833,8 +833,9 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         if self.sole || !self.lock(port) {
             return None;
         }
-        // SYNC (lock acquire): `lock` fenced after taking the bit; it pairs with the release
-        // fence in the previous holder's `unlock`, so that holder's outbox flip is visible to the
+        // SYNC (lock acquire): `lock` took the bit with acquire ordering (an acquire atomic on
+        // NVPTX, an acquire fence after it elsewhere); it pairs with the release fence in the
+        // previous holder's `unlock`, so that holder's outbox flip is visible to the
         // mailbox reads made through the guard.
         Some(Held {
             process: self,

@@ -51,7 +51,8 @@
 //! packet call is in flight on it):
 //! 1. The first lane takes the port's next sequence number from the client's own memory
 //!    (`Process::with_word_seqs`; on a GPU device memory, so no host read), or from the handle
-//!    itself when it kept the port since its last word call, and shares it.
+//!    itself when it kept the port since its last word call or read the sequence when it took
+//!    the port's lock (a GPU's open loads it beside the outbox shadow), and shares it.
 //! 2. RELEASE fence: what the lanes wrote before the call is visible to whoever reads the
 //!    request (a handler may read memory the call names). A call that passes values only
 //!    ([`Memory::ValuesOnly`]) skips it, and the acquire fence of step 4.
@@ -521,6 +522,8 @@ pub const PASS_EVERY: u32 = 64;
 pub struct WordScan {
     seen: alloc::vec::Vec<u64>,
     packets: u32,
+    /// Whether the next pass reads every head ([`WordScan::read_every_head`]).
+    every_head: bool,
 }
 
 #[cfg(feature = "alloc")]
@@ -530,6 +533,7 @@ impl WordScan {
         WordScan {
             seen: alloc::vec![0; server.seen_words()],
             packets: 0,
+            every_head: false,
         }
     }
 
@@ -544,9 +548,7 @@ impl WordScan {
     /// served many calls does): for a server draining the region, whose last pass must have looked
     /// at every port.
     pub fn read_every_head(&mut self) {
-        if let Some(busy) = self.seen.last_mut() {
-            *busy = 1;
-        }
+        self.every_head = true;
     }
 
     /// One pass of `server` over its word lines ([`Process::serve_words`]); returns how many
@@ -558,13 +560,26 @@ impl WordScan {
         served: impl FnMut(WordServed),
     ) -> usize {
         self.packets = 0;
+        let words = server.seen_words();
+        if self.seen.len() != words {
+            // Another range than the one this memory was made for: start again from nothing
+            // seen (every head is compared with the port's served word, so nothing is served
+            // twice).
+            self.seen = alloc::vec![0; words];
+        }
+        if core::mem::take(&mut self.every_head) {
+            self.seen[words - 1] = 1;
+        }
         server.serve_words(&mut self.seen, handle, served)
     }
 }
 
+/// What a pass records as a group's last bell when it left one of the group's heads for later.
+const UNSETTLED: u64 = u64::MAX;
+
 /// The fewest calls a pass serves for the next to read every head instead of the bells (and at
 /// least one for every four groups of the range): one caller at a time leaves the bells on.
-const BUSY_CALLS: usize = 4;
+pub const BUSY_CALLS: usize = 4;
 
 /// A pass's room for one call's lanes: their requests, replies and statuses.
 struct Buffers {
@@ -607,17 +622,19 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
     /// ([`InlineLanes::serve`]; a handler's `handle_inline_lanes`, or [`lane_by_lane`] for a
     /// function of one lane's call) or declines it (the client then makes it through the
     /// packets), telling `served` of each call served. `seen` is this handle's memory of what
-    /// it saw (zero at first; keep it between calls): [`seen_words`](Self::seen_words) words,
-    /// each port's last head, each group's last bell, which group the next pass sweeps and
-    /// whether the last pass served any call.
-    /// Returns how many calls it served (0 if none, or the region has no word lines).
+    /// it saw (zero at first; keep it between calls, and give it to this handle only):
+    /// [`seen_words`](Self::seen_words) words, each port's last head, each group's last bell,
+    /// which group the next pass sweeps and whether the next pass reads every head (the last
+    /// word: set it to 1 for that; [`WordScan::read_every_head`]). Returns how many calls it
+    /// served (0 if none, or the region has no word lines).
     ///
-    /// A pass after one that served nothing reads one bell word per group of [`BELL_PORTS`]
-    /// ports, and the heads of a group only when its bell rang since the group was last
-    /// settled, or when the pass sweeps it (one group a pass, in turn, whatever its bell says:
-    /// a bell is a hint, see the module's text); a pass after one that served calls on many
-    /// groups (a quarter of them, and at least four calls) reads every head. It serves all it finds rather than one: a busy server pays a pass for many calls.
-    /// Call it from one thread (a server handle has one lane).
+    /// A pass reads one bell word per group of [`BELL_PORTS`] ports, and the heads of a group
+    /// only when its bell changed since a pass last found every head of the group done with,
+    /// or when the pass sweeps it (one group a pass, in turn, whatever its bell says: a bell is
+    /// a hint, see the module's text). A pass after one that served many calls (at least
+    /// [`BUSY_CALLS`], and one for every four groups) reads every head and no bell. It serves
+    /// all it finds rather than one: a busy server pays a pass for many calls. Call it from one
+    /// thread (a server handle has one lane).
     ///
     /// # Panics
     ///
@@ -708,9 +725,14 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                     Err(Skip::Pending) => settled = false,
                 }
             }
-            if let (true, Some(bell)) = (settled, bell) {
-                *rung = bell;
-            }
+            *rung = match (settled, bell) {
+                (true, Some(bell)) => bell,
+                // Read every head (a busy pass): the bell is left to the next idle pass.
+                (true, None) => *rung,
+                // A head left for later: no bell holds this value (its port would be 2³² - 1), so
+                // the next pass reads the group's heads again, whatever the bell holds then.
+                (false, _) => UNSETTLED,
+            };
         }
         rest[1] = u64::from(count >= BUSY_CALLS.max(groups / 4));
         count
@@ -1149,6 +1171,13 @@ mod arrival {
     use super::*;
     use crate::{HeapRegion, PerPort, Single, Spin};
 
+    /// A handler of one lane's `u64`: the value plus one.
+    fn plus_one(_: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> {
+        let v = u64::from_le_bytes(req[..8].try_into().unwrap());
+        rep[..8].copy_from_slice(&(v + 1).to_le_bytes());
+        Some((0, 8))
+    }
+
     /// Writes a lone lane's whole call of opcode 7 on `port` (`value` as a `u64`, 8 bytes each
     /// way), its head too, but not its bell.
     fn write_without_bell(region: &HeapRegion<PerPort>, port: u32, seq: u32, value: u32) {
@@ -1167,11 +1196,6 @@ mod arrival {
         let region = HeapRegion::<PerPort>::with_words(128, 1).unwrap();
         let server = region.server();
         let mut seen = vec![0u64; server.seen_words()];
-        let plus_one = |_: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]| {
-            let v = u64::from_le_bytes(req[..8].try_into().unwrap());
-            rep[..8].copy_from_slice(&(v + 1).to_le_bytes());
-            Some((0, 8))
-        };
         let mut pass = || server.serve_words(&mut seen, lane_by_lane(plus_one), |_| {});
         // An idle pass (it sweeps the first of the four groups of 32 ports).
         assert_eq!(pass(), 0);
@@ -1241,16 +1265,74 @@ mod arrival {
     }
 
     #[test]
+    fn a_group_swept_while_a_call_is_arriving_is_looked_at_again_by_the_next_pass() {
+        let region = HeapRegion::<PerPort>::with_words(128, 1).unwrap();
+        let server = region.server();
+        let mut seen = vec![0u64; server.seen_words()];
+        let mut pass = || server.serve_words(&mut seen, lane_by_lane(plus_one), |_| {});
+        // An idle pass (it sweeps the first of the four groups).
+        assert_eq!(pass(), 0);
+        let client = region.client_with(Single, Spin).unwrap().with_cursor(100);
+        let mut port = client.open_for_words(7).unwrap();
+        let r = region.region();
+        let (line, _) = r.word_lines(100);
+        let (row, seq) = (r.layout().row_words(), 1);
+        client.word_seqs()[100].store(seq, Ordering::Relaxed);
+        // Port 100's bell is seen before its head: the pass finds the group's heads as they
+        // were and settles it on the new bell.
+        r.bells()[3].store(bell(100, seq), Ordering::Relaxed);
+        assert_eq!(pass(), 0);
+        // The head and meta words come, not yet the lane's words. The next pass sweeps the third
+        // group; the one after sweeps the fourth and finds the call still arriving.
+        line[0].store(word(1, seq), Ordering::Relaxed);
+        line[2].store(word(8 | 8 << 8, seq), Ordering::Relaxed);
+        r.heads()[100].store(word(7, seq), Ordering::Release);
+        assert_eq!([pass(), pass()], [0, 0]);
+        // Its words come: the next pass (it sweeps the first group) serves it, the bell being
+        // what it was.
+        line[at(row, 0, 0)].store(word(4, seq), Ordering::Relaxed);
+        line[at(row, 1, 0)].store(word(0, seq), Ordering::Relaxed);
+        assert_eq!(pass(), 1);
+        let call = WordCall {
+            seq,
+            reply_words: 2,
+            fenced: true,
+        };
+        let mut reply = [0u8; 8];
+        assert_eq!(port.recv_words(call, &mut reply), Ok(0));
+        assert_eq!(u64::from_le_bytes(reply), 5);
+    }
+
+    #[test]
+    fn a_draining_pass_reads_every_head_whatever_the_bells_say() {
+        let region = HeapRegion::<PerPort>::with_words(128, 1).unwrap();
+        let server = region.server();
+        let mut scan = WordScan::new(&server);
+        assert_eq!(scan.pass(&server, lane_by_lane(plus_one), |_| {}), 0);
+        // A call on port 100 whose bell is not there: the next pass would not look at its group
+        // (it sweeps the second), but told to read every head, it serves the call.
+        let client = region.client_with(Single, Spin).unwrap().with_cursor(100);
+        let mut port = client.open_for_words(7).unwrap();
+        client.word_seqs()[100].store(1, Ordering::Relaxed);
+        write_without_bell(&region, 100, 1, 1);
+        scan.read_every_head();
+        assert_eq!(scan.pass(&server, lane_by_lane(plus_one), |_| {}), 1);
+        let call = WordCall {
+            seq: 1,
+            reply_words: 2,
+            fenced: true,
+        };
+        let mut reply = [0u8; 8];
+        assert_eq!(port.recv_words(call, &mut reply), Ok(0));
+        assert_eq!(u64::from_le_bytes(reply), 2);
+    }
+
+    #[test]
     fn a_head_before_its_words_waits_for_the_next_pass_and_blocks_nothing() {
         let region = HeapRegion::<PerPort>::with_words(32, 1).unwrap();
         let client = region.client_with(Single, Spin).unwrap();
         let server = region.server();
         let mut seen = vec![0u64; server.seen_words()];
-        let plus_one = |_: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]| {
-            let v = u64::from_le_bytes(req[..8].try_into().unwrap());
-            rep[..8].copy_from_slice(&(v + 1).to_le_bytes());
-            Some((0, 8))
-        };
         // A call whose head and meta words are there, its request words not yet.
         let port = client.open_for_words(7).unwrap();
         let r = region.region();

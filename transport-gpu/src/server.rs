@@ -309,6 +309,12 @@ fn serve_thread(
     let mut failed = 0u64;
     let mut by_opcode = Vec::new();
     let mut idle = 0u32;
+    // Turns in a row that found nothing, and how many make one look at every mailbox (the
+    // backoff below counts whole looks, not windows).
+    let mut quiet = 0u32;
+    let windows = (server.port_range().len() as u32)
+        .div_ceil(ferry_rpc::layout::PORT_GRANULE * SCAN_LOCK_WORDS)
+        .max(1);
     let inline = handler.serves_inline();
     // The word lines, if the region has them: looked over when no packet came, and every
     // `PASS_EVERY` packets.
@@ -368,6 +374,7 @@ fn serve_thread(
         }
         if found_packet || found_words {
             idle = 0;
+            quiet = 0;
         } else if stopping {
             return Served {
                 served,
@@ -375,10 +382,15 @@ fn serve_thread(
                 by_opcode,
             };
         } else {
-            idle = idle.saturating_add(1);
+            quiet += 1;
+            if quiet == windows {
+                // A whole look at every mailbox (and as many word passes) found nothing.
+                quiet = 0;
+                idle = idle.saturating_add(1);
+            }
             // After a few idle scans (not in the busy loop's first ones), a large copy's file
-            // threads need the CPUs more than an idle scan does.
-            if idle > 64 && crate::copy::HELPED_COPIES.load(Ordering::Relaxed) > 0 {
+            // threads need the CPUs more than an idle scan does; a look is not cut by a sleep.
+            if quiet == 0 && idle > 64 && crate::copy::HELPED_COPIES.load(Ordering::Relaxed) > 0 {
                 std::thread::sleep(std::time::Duration::from_micros(100));
             } else if idle > 4096 {
                 std::thread::yield_now();
