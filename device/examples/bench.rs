@@ -450,95 +450,68 @@ unsafe fn record<const M: usize>(phases: *mut u32, i: u32, t: &[u64; M]) {
 /// Timed steps of a call in `call_phases_words`.
 const WORD_PHASES: usize = 4;
 
-/// # Safety
-///
-/// As `call_phases`, `phases` holding `iters * WORD_PHASES` `u32`s.
-///
-/// The same no-op calls on the port's word line (`ferry_rpc::words`), as the generated client
-/// makes them: 0 `open_for_words` (kept port); 1 `send_words` (the sequence from device memory,
-/// the release fence, the word stores); 2 `recv_words` (polling the lane's reply words until they
-/// carry the call's sequence, the acquire fence); 3 `close`.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn call_phases_words(
-    iters: u32,
-    phases: *mut u32,
-    errors: *mut u32,
-) {
-    // SAFETY: the kernel's contract is `phases_words`'.
-    unsafe { phases_words(iters, phases, errors, Memory::Fenced, true) };
+/// A `(iters, phases, errors)` kernel of `phases_words` with the given fences (`Memory`) and
+/// port keeping, run by every lane of the warp or by lane 0 alone (`lane0`).
+macro_rules! word_phases_kernel {
+    ($(#[$doc:meta])* $name:ident, $memory:expr, keep: $keep:expr, lane0: $lane0:expr) => {
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(iters: u32, phases: *mut u32, errors: *mut u32) {
+            if !$lane0 || global_thread_id() == 0 {
+                // SAFETY: the kernel's contract is `phases_words`'.
+                unsafe { phases_words(iters, phases, errors, $memory, $keep) };
+            }
+        }
+    };
 }
 
-/// # Safety
-///
-/// As `call_phases_words`; only lane 0 of the warp calls.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn call_phases_words_lane0(
-    iters: u32,
-    phases: *mut u32,
-    errors: *mut u32,
-) {
-    if global_thread_id() == 0 {
-        // SAFETY: the kernel's contract is `phases_words`'.
-        unsafe { phases_words(iters, phases, errors, Memory::Fenced, true) };
-    }
+word_phases_kernel! {
+    /// # Safety
+    ///
+    /// As `call_phases`, `phases` holding `iters * WORD_PHASES` `u32`s.
+    ///
+    /// The same no-op calls on the port's word line (`ferry_rpc::words`), as the generated
+    /// client makes them: 0 `open_for_words` (kept port); 1 `send_words` (the sequence from
+    /// device memory, the release fence, the word stores); 2 `recv_words` (polling the lane's
+    /// reply words until they carry the call's sequence, the acquire fence); 3 `close`.
+    call_phases_words, Memory::Fenced, keep: true, lane0: false
 }
 
-/// # Safety
-///
-/// As `call_phases_words`, each call declared to pass values only (`Memory::ValuesOnly`: no
-/// fences around it).
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn call_phases_values(
-    iters: u32,
-    phases: *mut u32,
-    errors: *mut u32,
-) {
-    // SAFETY: the kernel's contract is `phases_words`'.
-    unsafe { phases_words(iters, phases, errors, Memory::ValuesOnly, true) };
+word_phases_kernel! {
+    /// # Safety
+    ///
+    /// As `call_phases_words`; only lane 0 of the warp calls.
+    call_phases_words_lane0, Memory::Fenced, keep: true, lane0: true
 }
 
-/// # Safety
-///
-/// As `call_phases_values`; only lane 0 of the warp calls.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn call_phases_values_lane0(
-    iters: u32,
-    phases: *mut u32,
-    errors: *mut u32,
-) {
-    if global_thread_id() == 0 {
-        // SAFETY: the kernel's contract is `phases_words`'.
-        unsafe { phases_words(iters, phases, errors, Memory::ValuesOnly, true) };
-    }
+word_phases_kernel! {
+    /// # Safety
+    ///
+    /// As `call_phases_words`, each call declared to pass values only (`Memory::ValuesOnly`: no
+    /// fences around it).
+    call_phases_values, Memory::ValuesOnly, keep: true, lane0: false
 }
 
-/// # Safety
-///
-/// As `call_phases_values_lane0`, by a client that opens the port for each call and closes it
-/// after (no kept port): step 0 is then the lock and the port's state, step 3 the unlock.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn call_phases_values_lane0_open(
-    iters: u32,
-    phases: *mut u32,
-    errors: *mut u32,
-) {
-    if global_thread_id() == 0 {
-        // SAFETY: the kernel's contract is `phases_words`'.
-        unsafe { phases_words(iters, phases, errors, Memory::ValuesOnly, false) };
-    }
+word_phases_kernel! {
+    /// # Safety
+    ///
+    /// As `call_phases_values`; only lane 0 of the warp calls.
+    call_phases_values_lane0, Memory::ValuesOnly, keep: true, lane0: true
 }
 
-/// # Safety
-///
-/// As `call_phases_values`, a whole warp's port opened for each call and closed after.
-#[no_mangle]
-pub unsafe extern "ptx-kernel" fn call_phases_values_open(
-    iters: u32,
-    phases: *mut u32,
-    errors: *mut u32,
-) {
-    // SAFETY: the kernel's contract is `phases_words`'.
-    unsafe { phases_words(iters, phases, errors, Memory::ValuesOnly, false) };
+word_phases_kernel! {
+    /// # Safety
+    ///
+    /// As `call_phases_values_lane0`, by a client that opens the port for each call and closes
+    /// it after (no kept port): step 0 is then the lock and the port's state, step 3 the unlock.
+    call_phases_values_lane0_open, Memory::ValuesOnly, keep: false, lane0: true
+}
+
+word_phases_kernel! {
+    /// # Safety
+    ///
+    /// As `call_phases_values`, a whole warp's port opened for each call and closed after.
+    call_phases_values_open, Memory::ValuesOnly, keep: false, lane0: false
 }
 
 /// Timed steps of `lock_phases`.

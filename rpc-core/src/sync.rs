@@ -36,7 +36,8 @@ pub(crate) fn lock_fence(order: Ordering) {
 
 /// Sets `bits` in a lock word of this side's private bitmap and returns the word as it was,
 /// ordered as a lock acquire: nothing this thread does after it moves before it, and a
-/// previous holder's accesses released by [`lock_release_and`] are visible after it.
+/// previous holder's accesses released by its unlock (a release fence, then the bit cleared)
+/// are visible after it.
 ///
 /// On NVPTX one `atom.acquire.gpu` (the locks are in device memory and taken by one GPU's
 /// warps); elsewhere a relaxed `fetch_or` then [`lock_fence`]`(Acquire)`. A caller that finds
@@ -68,16 +69,6 @@ pub(crate) fn lock_acquire_or(word: &AtomicU32, bits: u32) -> u32 {
         }
         previous
     }
-}
-
-/// Clears the bits not in `keep` in a lock word, ordered as a lock release: everything this
-/// thread did before happens before the next [`lock_acquire_or`] that sees the bits clear.
-/// [`lock_fence`]`(Release)` then a relaxed `fetch_and` (on NVPTX a `red.release.gpu` measured
-/// slower than the two).
-#[inline(always)]
-pub(crate) fn lock_release_and(word: &AtomicU32, keep: u32) {
-    lock_fence(Ordering::Release);
-    word.fetch_and(keep, Ordering::Relaxed);
 }
 
 /// Loads a word of this side's private memory: one only threads of this side on one device
@@ -139,28 +130,6 @@ pub(crate) const MAILBOX_LOAD: Ordering = Ordering::Acquire;
 /// See the host definition: on NVPTX the explicit acquire fence after the load orders it.
 #[cfg(target_arch = "nvptx64")]
 pub(crate) const MAILBOX_LOAD: Ordering = Ordering::Relaxed;
-
-/// A hint that `word`'s cache line will be read soon: the CPU starts fetching it now, so loads of
-/// several such lines miss together. No effect on what any load returns; nothing on targets
-/// without a prefetch instruction, and under loom.
-#[inline(always)]
-pub(crate) fn prefetch<T>(word: &T) {
-    #[cfg(all(target_arch = "x86_64", not(loom)))]
-    // SAFETY: a prefetch is a hint, not an access: it reads nothing the program sees and cannot
-    // fault; `word` is a valid reference anyway.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            (word as *const T).cast::<i8>(),
-        )
-    };
-    #[cfg(all(target_arch = "aarch64", not(loom)))]
-    // SAFETY: as above (`prfm` is a hint and cannot fault).
-    unsafe {
-        core::arch::asm!("prfm pldl1keep, [{p}]", p = in(reg) word as *const T, options(nostack, readonly, preserves_flags))
-    };
-    #[cfg(any(loom, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
-    let _ = word;
-}
 
 /// A hint that the caller is spinning on a value the other side will change.
 #[inline(always)]

@@ -76,10 +76,8 @@
 //! the group. So every pass also sweeps one group whatever its bell says (each group in turn),
 //! and a pass after one that served many calls reads every head and no bell (under load nearly
 //! every group has rung): a head seen after its bell waits at most one sweep of the groups, never
-//! forever. For each request it reads the meta words and every lane's request words, the lines
-//! of all the group's requests prefetched first so their misses overlap (acquire loads checking
-//! their sequence, all loaded before any is checked; a word not there yet leaves the port to the
-//! next pass,
+//! forever. For each request it reads the meta words and every lane's request words
+//! (acquire loads checking their sequence; a word not there yet leaves the port to the next pass,
 //! so no port waits for another; a head that moved on is a client that gave up and called
 //! again: that call is dropped), serves every lane in one dispatch (`Handler::handle_inline_lanes`:
 //! a derived service decodes the opcode once), and then writes the
@@ -686,22 +684,12 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             let mut settled = true;
             let first = g * BELL_PORTS as usize;
             let group = first..(first + BELL_PORTS as usize).min(ports);
-            // First the heads that moved, and a prefetch of each one's lines: their loads then
-            // miss together, not one port after another (the client wrote them from afar).
-            let mut moved = [(0u32, 0u64); BELL_PORTS as usize];
-            let mut n = 0;
-            for i in group {
+            for (last, i) in last_heads[group.clone()].iter_mut().zip(group) {
                 let port = range.start + i as u32;
                 let head = heads[port as usize].load(Ordering::Relaxed);
-                if head != last_heads[i] {
-                    moved[n] = (i as u32, head);
-                    n += 1;
-                    self.prefetch_word_lines(port);
+                if head == *last {
+                    continue;
                 }
-            }
-            for &(i, head) in &moved[..n] {
-                let port = range.start + i;
-                let last = &mut last_heads[i as usize];
                 if !self.is_sole() && !self.lock_port(port) {
                     // Another handle of this side is on the port: the next pass looks again.
                     settled = false;
@@ -743,22 +731,6 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
     pub fn seen_words(&self) -> usize {
         let ports = self.port_range().len();
         ports + ports.div_ceil(BELL_PORTS as usize) + 2
-    }
-
-    /// Asks the CPU to fetch the lines a call on `port` is read from: its served word, its meta
-    /// words and the first two rows of its request (a call of up to 8 bytes a lane).
-    #[inline(always)]
-    fn prefetch_word_lines(&self, port: u32) {
-        let region = self.region();
-        let row = region.layout().row_words();
-        let (req, rep) = region.word_lines(port);
-        crate::sync::prefetch(&rep[0]);
-        crate::sync::prefetch(&req[0]);
-        for j in 0..2 {
-            for lane in (0..region.layout().lanes() as usize).step_by(ROW) {
-                crate::sync::prefetch(&req[at(row, j, lane)]);
-            }
-        }
     }
 
     /// Serves the request `head` announces on `port`, if it is one and all its words are
@@ -829,23 +801,10 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             // `InlineLanes::new` zeroes the call's replies: the buffers need no clearing.
             // At least one word a lane, as every lane stores: its acquire load is what orders that
             // lane's earlier writes before the handler (a call without arguments too).
-            // First one look at every word, with no branch on what it finds (the loads go out
-            // together); then, if some word was not there yet, a wait for each.
-            let words = req_len.div_ceil(4).max(1);
-            let mut missing = 0;
-            for j in 0..words {
+            for j in 0..req_len.div_ceil(4).max(1) {
                 for lane in lanes_in(mask) {
-                    let w = req[at(row, j, lane)].load(Ordering::Acquire);
-                    missing |= seq_of(w) ^ seq;
-                    requests[lane][4 * j..4 * j + 4].copy_from_slice(&(w as u32).to_le_bytes());
-                }
-            }
-            if missing != 0 {
-                for j in 0..words {
-                    for lane in lanes_in(mask) {
-                        let w = wait_for(&req[at(row, j, lane)])? as u32;
-                        requests[lane][4 * j..4 * j + 4].copy_from_slice(&w.to_le_bytes());
-                    }
+                    let w = wait_for(&req[at(row, j, lane)])? as u32;
+                    requests[lane][4 * j..4 * j + 4].copy_from_slice(&w.to_le_bytes());
                 }
             }
             // Every lane in one dispatch: the handler decodes the opcode once.
