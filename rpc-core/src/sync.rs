@@ -116,6 +116,60 @@ pub(crate) fn private_store(word: &AtomicU32, value: u32) {
     word.store(value, Ordering::Relaxed)
 }
 
+/// Loads two adjacent words, `pair[0]` and `pair[1]` (16-byte aligned), each single-copy atomic
+/// and relaxed. On NVPTX one vector load (`ld.relaxed.sys.v2.u64`): one request across the bus
+/// where two loads would be two, and a poll with two requests in flight answers later
+/// (`BENCHMARKS.md`); elsewhere two relaxed loads.
+#[inline(always)]
+pub(crate) fn load_pair(pair: &[AtomicU64]) -> (u64, u64) {
+    debug_assert!(pair.len() >= 2 && (pair.as_ptr() as usize).is_multiple_of(16));
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let (a, b): (u64, u64);
+        // SAFETY: two atomic loads of valid, aligned `u64`s (`pair` holds at least two
+        // `AtomicU64`s, which have the layout of `u64`; the callers pass 16-byte aligned pairs) in
+        // the generic address space; they touch nothing else.
+        unsafe {
+            core::arch::asm!(
+                "ld.relaxed.sys.v2.u64 {{{a}, {b}}}, [{p}];",
+                a = out(reg64) a,
+                b = out(reg64) b,
+                p = in(reg64) pair.as_ptr(),
+                options(nostack, readonly),
+            )
+        };
+        (a, b)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    (
+        pair[0].load(Ordering::Relaxed),
+        pair[1].load(Ordering::Relaxed),
+    )
+}
+
+/// Stores two adjacent words (16-byte aligned), each single-copy atomic and relaxed: on NVPTX
+/// one vector store (`st.relaxed.sys.v2.u64`), elsewhere two relaxed stores (see [`load_pair`]).
+#[inline(always)]
+pub(crate) fn store_pair(pair: &[AtomicU64], a: u64, b: u64) {
+    debug_assert!(pair.len() >= 2 && (pair.as_ptr() as usize).is_multiple_of(16));
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: two atomic stores to valid, aligned `u64`s, as in `load_pair`.
+    unsafe {
+        core::arch::asm!(
+            "st.relaxed.sys.v2.u64 [{p}], {{{a}, {b}}};",
+            p = in(reg64) pair.as_ptr(),
+            a = in(reg64) a,
+            b = in(reg64) b,
+            options(nostack),
+        )
+    };
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        pair[0].store(a, Ordering::Relaxed);
+        pair[1].store(b, Ordering::Relaxed);
+    }
+}
+
 /// The ordering of a load that decides whether this side owns a packet (`Mailbox::load`).
 ///
 /// Every such load is followed by an acquire fence before the packet is touched, which already

@@ -19,8 +19,9 @@
 //! with the same sequence while anyone waits for it: the port's sequence goes up by one per call
 //! (its client holds the port's lock); a request word would need 2³² calls on its port to come
 //! back to a number. A reply word carries 24 bits of it: the server writes the words of the
-//! call's lanes and reply length, and every word of the port when the call does not follow the
-//! last one it served and once every 2¹⁶ calls, so no reply word is 2²⁴ calls older than the
+//! call's lanes and reply length, and every word of the port's reply line (whichever layout
+//! below last used it) when the call does not follow the last one it served and once every 2¹⁶
+//! calls, so no reply word is 2²⁴ calls older than the
 //! call that reads it. (This starts from reply lines zeroed with the region: sequence 0, a
 //! multiple of 2¹⁶. A client would have to give up on about 2²⁴ − 2¹⁶ calls in a row on one port,
 //! each after its wait policy's limit and none of them served, to find a stale reply: a GPU never
@@ -34,11 +35,15 @@
 //! bells                  P / 32 words, one per group of 32 ports: port | seq of the call that
 //!                        rang it last (the server reads these first)
 //! per port, request      mask low | seq, mask high | seq (read and written only where a group has
-//!                        more than 32 lanes), lengths | seq, padding to ROW words,
-//!                        then word j of lane i at ROW + j × R + i (a warp's stores of word j are
-//!                        one coalesced run)
-//! per port, reply        served | seq (the server's own record), padding to ROW words, then word
-//!                        j of lane i at ROW + j × R + i: payload | status byte | low 24 bits of seq
+//!                        more than 32 lanes), lengths | seq, padding to ROW words, then the
+//!                        lanes' words (below)
+//! per port, reply        served | seq (the server's own record), padding to ROW words, then the
+//!                        lanes' words: payload | status byte | low 24 bits of seq
+//! a group's words        word j of lane i at ROW + j × R + i (a warp's stores of word j are one
+//!                        coalesced run)
+//! a lone lane's words    word j of lane i at ROW + i × W + j (its words next to each other,
+//!                        16-byte aligned: moved two at a time by one vector access, one request
+//!                        across the bus; a poll with two requests in flight is answered later)
 //! ```
 //!
 //! Every row starts a 128-byte line of its own (offsets from the region's base, which a GPU
@@ -58,7 +63,8 @@
 //!    ([`Memory::ValuesOnly`]) skips it, and the acquire fence of step 4.
 //! 3. Each lane stores its request words; the first lane stores the meta words, then the head,
 //!    then its group's bell. No fence between them: the server checks every word's sequence.
-//! 4. Each lane polls its own reply words, all loads issued together (one trip across the bus
+//! 4. Each lane polls its own reply words, all loads issued together (a lone lane's two words
+//!    with one vector load; one trip across the bus
 //!    per poll), until every one carries the sequence (only the first for a status other than
 //!    OK, which carries no reply); then an ACQUIRE fence, so whatever the handler made visible
 //!    before replying is visible after. A lone lane polls its own words until they come. In a
@@ -95,7 +101,7 @@ use crate::port::Port;
 use crate::process::{Client, Process, Server};
 use crate::service::status::OK;
 use crate::service::{InlineLanes, INLINE_BYTES};
-use crate::sync::{fence, AtomicU64, Ordering};
+use crate::sync::{fence, load_pair, store_pair, AtomicU64, Ordering};
 use crate::wait::Wait;
 use crate::Error;
 
@@ -118,10 +124,27 @@ pub const BELL_PORTS: u32 = crate::layout::PORT_GRANULE;
 /// (see the layout above).
 pub const ROW: usize = 16;
 
-/// Where word `j` of `lane` is in a request or reply line whose rows are `row` words long.
+/// Where word `j` of `lane` is in a request or reply line whose rows are `row` words long, for a
+/// call of one lane (`alone`) or of a group. A group's word `j` of every lane is one run of row
+/// `j` (a warp's stores of word `j` coalesce); a lone lane's [`WORDS`] words are next to each
+/// other, 16-byte aligned, so it moves them two at a time with one vector access (one request
+/// across the bus: a poll with two requests in flight is answered later, `BENCHMARKS.md`).
 #[inline(always)]
-const fn at(row: usize, j: usize, lane: usize) -> usize {
-    ROW + j * row + lane
+const fn at(row: usize, alone: bool, j: usize, lane: usize) -> usize {
+    match alone {
+        true => ROW + lane * WORDS + j,
+        false => ROW + j * row + lane,
+    }
+}
+
+/// The lane and word a call's layout ([`at`]) puts at position `p` of a line's words (past the
+/// meta row); a lane number past the region's lanes is padding.
+#[inline(always)]
+const fn lane_and_word(row: usize, alone: bool, p: usize) -> (usize, usize) {
+    match alone {
+        true => (p / WORDS, p % WORDS),
+        false => (p % row, p / row),
+    }
 }
 
 /// The status a server answers on a word line when its handler cannot serve the call there (it
@@ -334,8 +357,26 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             process.sent_seq(index, seq);
         }
         let lane = lanes.lane_id() as usize;
-        for j in 0..words {
-            line[at(row, j, lane)].store(word(payload(request, j), seq), Ordering::Relaxed);
+        // (Loops over every word, the call's only stored: each index is then known where the
+        // call is compiled, and the request's bytes stay in registers.)
+        if alone {
+            // Two words at a time (one store across the bus).
+            let mine = &line[at(row, true, 0, lane)..];
+            for j in (0..WORDS).step_by(2) {
+                let first = word(payload(request, j), seq);
+                if j + 1 < words {
+                    store_pair(&mine[j..], first, word(payload(request, j + 1), seq));
+                } else if j < words {
+                    mine[j].store(first, Ordering::Relaxed);
+                }
+            }
+        } else {
+            for j in 0..WORDS {
+                if j < words {
+                    let w = word(payload(request, j), seq);
+                    line[at(row, false, j, lane)].store(w, Ordering::Relaxed);
+                }
+            }
         }
         if lanes.is_first_lane(mask) {
             line[0].store(word(mask as u32, seq), Ordering::Relaxed);
@@ -384,18 +425,33 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         let written = (call.reply_words as usize).max(1);
         let mut got = [0u64; WORDS];
         let expect = call.seq & REPLY_SEQ;
-        // One poll of this lane: every word at once (independent loads, one trip). A status
-        // other than OK carries no reply: only the first word is waited for.
-        let poll = |got: &mut [u64; WORDS]| {
-            for (j, g) in got[..words].iter_mut().enumerate() {
-                *g = line[at(row, j, lane)].load(Ordering::Relaxed);
-            }
-            reply_seq(got[0]) == expect
-                && (reply_status(got[0]) != OK
-                    || (1..words).all(|j| j >= written || reply_seq(got[j]) == expect))
-        };
         let lanes = process.lanes();
         let mask = self.exec_mask();
+        let alone = mask.count_ones() == 1;
+        // The words to wait for: those of the call's reply this lane asked for.
+        let need = words.min(written);
+        let mine = &line[at(row, true, 0, lane)..];
+        // One poll of this lane: every word at once (independent loads, one trip; a lone
+        // lane's two at a time, one request each). A status other than OK carries no reply:
+        // only the first word is waited for.
+        let poll = |got: &mut [u64; WORDS]| {
+            if alone {
+                if need >= 2 {
+                    (got[0], got[1]) = load_pair(mine);
+                } else {
+                    got[0] = mine[0].load(Ordering::Relaxed);
+                }
+                if need >= 3 {
+                    (got[2], got[3]) = load_pair(&mine[2..]);
+                }
+            } else {
+                for (j, g) in got[..words].iter_mut().enumerate() {
+                    *g = line[at(row, false, j, lane)].load(Ordering::Relaxed);
+                }
+            }
+            reply_seq(got[0]) == expect
+                && (reply_status(got[0]) != OK || (1..need).all(|j| reply_seq(got[j]) == expect))
+        };
         let wait = process.wait_policy();
         let mut polls = 0u32;
         let mut ok = true;
@@ -781,6 +837,8 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         };
         // A corrupt mask cannot make us touch lanes that do not exist.
         let mask = (mask_lo | mask_hi << 32) & all;
+        // The layout of the call's words (`at`): a lone lane's next to each other.
+        let alone = mask.count_ones() == 1;
         let lengths = wait_for(&req[2])? as u32;
         let (req_len, rep_len) = ((lengths & 0xff) as usize, (lengths >> 8 & 0xff) as usize);
         let opcode = head as u32;
@@ -803,7 +861,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             // lane's earlier writes before the handler (a call without arguments too).
             for j in 0..req_len.div_ceil(4).max(1) {
                 for lane in lanes_in(mask) {
-                    let w = wait_for(&req[at(row, j, lane)])? as u32;
+                    let w = wait_for(&req[at(row, alone, j, lane)])? as u32;
                     requests[lane][4 * j..4 * j + 4].copy_from_slice(&w.to_le_bytes());
                 }
             }
@@ -826,10 +884,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         // client gave up on came between) and every `REFRESH` calls, which keeps every word less
         // than `REFRESH` calls old (`REFRESH` < 2^24).
         let full = seq.wrapping_sub(last) != 1 || seq.is_multiple_of(REFRESH);
-        let (words, written) = match full {
-            true => (WORDS, all),
-            false => (rep_len.div_ceil(4).clamp(1, WORDS), mask),
-        };
+        let words = rep_len.div_ceil(4).clamp(1, WORDS);
         // The bytes of word `j` the call asked for (a reply longer than that is cut to it: the
         // bytes past its end are not sent).
         let kept = |j: usize| match rep_len.saturating_sub(4 * j) {
@@ -837,24 +892,33 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             b @ 1..=3 => (1u32 << (8 * b)) - 1,
             _ => u32::MAX,
         };
-        for j in 0..words {
-            let keep = kept(j);
-            for lane in lanes_in(written) {
-                // A lane of the call gets its reply; another (a whole line rewritten) a zero word
-                // with a status no call of its own had, as a client of this call never reads it.
-                let v = match (fits && mask & 1 << lane != 0, &replies[lane]) {
-                    (true, bytes) => {
-                        let bytes = [
-                            bytes[4 * j],
-                            bytes[4 * j + 1],
-                            bytes[4 * j + 2],
-                            bytes[4 * j + 3],
-                        ];
-                        reply_word(u32::from_le_bytes(bytes) & keep, statuses[lane], seq)
-                    }
-                    (false, _) => reply_word(0, crate::service::status::BAD_REQUEST, seq),
-                };
-                rep[at(row, j, lane)].store(v, Ordering::Release);
+        // Word `j` of `lane`'s reply: a lane of the call gets its reply; another (a whole line
+        // rewritten: padding too, as the other layout's words may lie there) a zero word with
+        // a status no call of its own had, as a client of this call never reads it.
+        let value = |lane: usize, j: usize| match lane < n && fits && mask & 1 << lane != 0 {
+            true => {
+                let bytes = &replies[lane];
+                let bytes = [
+                    bytes[4 * j],
+                    bytes[4 * j + 1],
+                    bytes[4 * j + 2],
+                    bytes[4 * j + 3],
+                ];
+                reply_word(u32::from_le_bytes(bytes) & kept(j), statuses[lane], seq)
+            }
+            false => reply_word(0, crate::service::status::BAD_REQUEST, seq),
+        };
+        if full {
+            // Every word of the line, once each (a word written twice could be read between).
+            for p in 0..WORDS * row {
+                let (lane, j) = lane_and_word(row, alone, p);
+                rep[ROW + p].store(value(lane, j), Ordering::Release);
+            }
+        } else {
+            for j in 0..words {
+                for lane in lanes_in(mask) {
+                    rep[at(row, alone, j, lane)].store(value(lane, j), Ordering::Release);
+                }
             }
         }
         rep[0].store(word(0, seq), Ordering::Release);
@@ -933,7 +997,6 @@ mod tests {
         // Eight lanes a port; the client is one lane (lane 0): the other lanes' reply words are
         // outside every call, written only when the server rewrites the whole line.
         let region = HeapRegion::<crate::PerPort>::with_words(32, 8).unwrap();
-        let n = region.layout().lanes() as usize;
         serving(&region, repeat, || {
             let client = region.client_with(Single, Spin).unwrap();
             let seqs = client.word_seqs();
@@ -955,29 +1018,31 @@ mod tests {
                 while seq_of(line[0].load(Ordering::Acquire)) != seq {
                     std::hint::spin_loop();
                 }
+                // Every word of the line past its meta row, padding included (a lone lane's
+                // words lie where a group's padding is).
                 let row = region.layout().row_words();
-                let bits: Vec<u32> = (0..WORDS * n)
-                    .map(|k| reply_seq(line[at(row, k / n, k % n)].load(Ordering::Relaxed)))
+                let bits: Vec<u32> = (0..WORDS * row)
+                    .map(|p| reply_seq(line[ROW + p].load(Ordering::Relaxed)))
                     .collect();
                 bits
             };
-            // Every word carries `want(lane, word)`.
-            let check = |bits: Vec<u32>, want: &dyn Fn(usize, usize) -> u32| {
-                for (k, &b) in bits.iter().enumerate() {
-                    let (j, lane) = (k / n, k % n);
-                    assert_eq!(b, want(lane, j) & REPLY_SEQ, "word {j} of lane {lane}");
+            // Word `p` of the line carries `want(p)`.
+            let check = |bits: Vec<u32>, want: &dyn Fn(usize) -> u32| {
+                for (p, &b) in bits.iter().enumerate() {
+                    assert_eq!(b, want(p) & REPLY_SEQ, "word {p} of the line");
                 }
             };
-            // Lane 0's first `words` words carry `new`, every other word `old`.
+            // Lane 0's first `words` words (a lone lane's lie first, next to each other) carry
+            // `new`, every other word `old`.
             let lane0 = |words: usize, new: u32, old: u32| {
-                move |lane: usize, j: usize| if lane == 0 && j < words { new } else { old }
+                move |p: usize| if p < words { new } else { old }
             };
             // The first call on a fresh port follows the line's zeroed words (sequence 0): it
             // writes its own lane's words only, as calls that follow each other do.
             check(call(1, 16), &lane0(4, 1, 0));
-            check(call(2, 4), &|lane, j| match (lane, j) {
-                (0, 0) => 2,
-                (0, _) => 1,
+            check(call(2, 4), &|p| match p {
+                0 => 2,
+                1..=3 => 1,
                 _ => 0,
             });
             // A call that does not follow the last one served (its client gave up on the ones
@@ -1145,8 +1210,8 @@ mod arrival {
         let row = r.layout().row_words();
         line[0].store(word(1, seq), Ordering::Relaxed);
         line[2].store(word(8 | 8 << 8, seq), Ordering::Relaxed);
-        line[at(row, 0, 0)].store(word(value, seq), Ordering::Relaxed);
-        line[at(row, 1, 0)].store(word(0, seq), Ordering::Relaxed);
+        line[at(row, true, 0, 0)].store(word(value, seq), Ordering::Relaxed);
+        line[at(row, true, 1, 0)].store(word(0, seq), Ordering::Relaxed);
         r.heads()[port as usize].store(word(7, seq), Ordering::Release);
     }
 
@@ -1249,8 +1314,8 @@ mod arrival {
         assert_eq!([pass(), pass()], [0, 0]);
         // Its words come: the next pass (it sweeps the first group) serves it, the bell being
         // what it was.
-        line[at(row, 0, 0)].store(word(4, seq), Ordering::Relaxed);
-        line[at(row, 1, 0)].store(word(0, seq), Ordering::Relaxed);
+        line[at(row, true, 0, 0)].store(word(4, seq), Ordering::Relaxed);
+        line[at(row, true, 1, 0)].store(word(0, seq), Ordering::Relaxed);
         assert_eq!(pass(), 1);
         let call = WordCall {
             seq,
@@ -1319,8 +1384,8 @@ mod arrival {
         );
         // Its words arrive: the next pass serves it.
         let row = r.layout().row_words();
-        line[at(row, 0, 0)].store(word(9, seq), Ordering::Relaxed);
-        line[at(row, 1, 0)].store(word(0, seq), Ordering::Relaxed);
+        line[at(row, true, 0, 0)].store(word(9, seq), Ordering::Relaxed);
+        line[at(row, true, 1, 0)].store(word(0, seq), Ordering::Relaxed);
         assert_eq!(
             server.serve_words(&mut seen, lane_by_lane(plus_one), |_| {}),
             1
