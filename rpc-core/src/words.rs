@@ -13,8 +13,10 @@
 //! **Why a torn read cannot pass for a reply.** Each word is written with one aligned 8-byte
 //! store and read with one aligned 8-byte load, which are single-copy atomic on the CPUs and GPUs
 //! this runs on (x86-64 and AArch64 aligned 64-bit accesses; NVPTX and AMDGPU 64-bit global
-//! accesses, which cross PCIe as one transaction of a naturally aligned 8 bytes): a load returns
-//! the whole old word or the whole new one, never half of each. A word whose sequence is the one
+//! accesses, which cross PCIe as one transaction of a naturally aligned 8 bytes), or as one
+//! element of an aligned 16-byte vector access on NVPTX (a lone lane's pairs, below: each element
+//! of a vector access is single-copy atomic on its own, and each carries its own sequence): a load
+//! returns the whole old word or the whole new one, never half of each. A word whose sequence is the one
 //! awaited was therefore written, payload included, by this call's writer. A word is never reused
 //! with the same sequence while anyone waits for it: the port's sequence goes up by one per call
 //! (its client holds the port's lock); a request word would need 2³² calls on its port to come
@@ -48,9 +50,11 @@
 //!
 //! Every row starts a 128-byte line of its own (offsets from the region's base, which a GPU
 //! region has page-aligned), and no row shares a line with the meta words or the served word: a
-//! GPU's loads of one poll that touch the same line go across the bus one after the other, not
-//! together, and a warp's word 1 of lane 0 once shared a line with its word 0 of lane 31
-//! (`BENCHMARKS-history.md`, "Values calls, kept sequences, inlined calls").
+//! GPU's load requests of one poll that touch the same line go across the bus one after the
+//! other, not together, and a warp's word 1 of lane 0 once shared a line with its word 0 of lane
+//! 31 (`BENCHMARKS-history.md`, "Values calls, kept sequences, inlined calls"). What costs is the
+//! requests, not the lines: a lone lane's words share a line but go in one vector request per two
+//! words ("Stores and loads across the bus").
 //!
 //! **A call** (client side, every active lane together, on a port it opened and so owns: no
 //! packet call is in flight on it):
@@ -63,7 +67,7 @@
 //!    ([`Memory::ValuesOnly`]) skips it, and the acquire fence of step 4.
 //! 3. Each lane stores its request words; the first lane stores the meta words, then the head,
 //!    then its group's bell. No fence between them: the server checks every word's sequence.
-//! 4. Each lane polls its own reply words, all loads issued together (a lone lane's two words
+//! 4. Each lane polls its own reply words, all loads issued together (a lone lane's two at a time
 //!    with one vector load; one trip across the bus
 //!    per poll), until every one carries the sequence (only the first for a status other than
 //!    OK, which carries no reply); then an ACQUIRE fence, so whatever the handler made visible
@@ -261,7 +265,8 @@ pub enum Memory {
 #[derive(Clone, Copy, Debug)]
 pub struct WordCall {
     seq: u32,
-    /// The call's reply length in words (the first lane's): the server writes no more.
+    /// The call's reply length in words (the first lane's): the server writes no more of the
+    /// call's words (a full rewrite of the line writes the others with another status).
     reply_words: u8,
     /// Whether the reply is followed by an acquire fence ([`Memory::Fenced`]).
     fenced: bool,
@@ -879,8 +884,8 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         // SYNC (word reply, release): each word's store publishes what the handler did before
         // it. The call's lanes get the words of its reply (at least the first, which carries the
         // status). A reply word left alone keeps the sequence of the call that wrote it last, and
-        // its 24 bits must not come round to a later call's: so every word of every lane is
-        // rewritten when this call does not follow the last one served on the port (a call its
+        // its 24 bits must not come round to a later call's: so every word of the line (every
+        // lane's, padding too: either layout's words) is rewritten when this call does not follow the last one served on the port (a call its
         // client gave up on came between) and every `REFRESH` calls, which keeps every word less
         // than `REFRESH` calls old (`REFRESH` < 2^24).
         let full = seq.wrapping_sub(last) != 1 || seq.is_multiple_of(REFRESH);
