@@ -10,24 +10,23 @@
 //! no flag has to be read first and no fence has to order the payload before a flag. This is the
 //! "LL" protocol of NCCL.
 //!
-//! **Why a torn read cannot pass for a reply.** Each word is written with one aligned 8-byte
-//! store and read with one aligned 8-byte load, which are single-copy atomic on the CPUs and GPUs
-//! this runs on (x86-64 and AArch64 aligned 64-bit accesses; NVPTX and AMDGPU 64-bit global
-//! accesses, which cross PCIe as one transaction of a naturally aligned 8 bytes), or as one
-//! element of an aligned 16-byte vector access on NVPTX (a lone lane's pairs, below: each element
-//! of a vector access is single-copy atomic on its own, and each carries its own sequence): a load
-//! returns the whole old word or the whole new one, never half of each. A word whose sequence is the one
+//! **Why a torn read cannot pass for a reply.** Each word is written with one aligned 8-byte store
+//! and read with one aligned 8-byte load, which are single-copy atomic on the CPUs and GPUs this
+//! runs on (x86-64 and AArch64 aligned 64-bit accesses; NVPTX and AMDGPU 64-bit global accesses,
+//! which cross PCIe as one transaction of a naturally aligned 8 bytes), or as one element of an
+//! aligned 16-byte vector access on NVPTX (a lone lane's pairs, below: each element of a vector
+//! access is single-copy atomic on its own, and each carries its own sequence): a load returns the
+//! whole old word or the whole new one, never half of each. A word whose sequence is the one
 //! awaited was therefore written, payload included, by this call's writer. A word is never reused
 //! with the same sequence while anyone waits for it: the port's sequence goes up by one per call
-//! (its client holds the port's lock); a request word would need 2³² calls on its port to come
-//! back to a number. A reply word carries 24 bits of it: the server writes the words of the
-//! call's lanes and reply length, and every word of the port's reply line (whichever layout
-//! below last used it) when the call does not follow the last one it served and once every 2¹⁶
-//! calls, so no reply word is 2²⁴ calls older than the
-//! call that reads it. (This starts from reply lines zeroed with the region: sequence 0, a
-//! multiple of 2¹⁶. A client would have to give up on about 2²⁴ − 2¹⁶ calls in a row on one port,
-//! each after its wait policy's limit and none of them served, to find a stale reply: a GPU never
-//! gives up.)
+//! (its client holds the port's lock); a request word would need 2³² calls on its port to come back
+//! to a number. A reply word carries 24 bits of it: the server writes the words of the call's lanes
+//! and reply length, and every word of the port's reply line (whichever layout below last used it)
+//! when the call does not follow the last one it served and once every 2¹⁶ calls, so no reply word
+//! is 2²⁴ calls older than the call that reads it. (This starts from reply lines zeroed with the
+//! region: sequence 0, a multiple of 2¹⁶. A client would have to give up on about 2²⁴ − 2¹⁶ calls
+//! in a row on one port, each after its wait policy's limit and none of them served, to find a
+//! stale reply: a GPU never gives up.)
 //!
 //! **Layout** (`Layout::with_words`), for `P` ports of `L` lanes, `W` = [`WORDS`] words each way,
 //! rows of `R` = `L` rounded up to [`ROW`] words (whole 128-byte lines):
@@ -881,13 +880,13 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             handle(opcode, &mut call);
             declined = call.declined();
         }
-        // SYNC (word reply, release): each word's store publishes what the handler did before
-        // it. The call's lanes get the words of its reply (at least the first, which carries the
+        // SYNC (word reply, release): each word's store publishes what the handler did before it.
+        // The call's lanes get the words of its reply (at least the first, which carries the
         // status). A reply word left alone keeps the sequence of the call that wrote it last, and
         // its 24 bits must not come round to a later call's: so every word of the line (every
-        // lane's, padding too: either layout's words) is rewritten when this call does not follow the last one served on the port (a call its
-        // client gave up on came between) and every `REFRESH` calls, which keeps every word less
-        // than `REFRESH` calls old (`REFRESH` < 2^24).
+        // lane's, padding too: either layout's words) is rewritten when this call does not follow
+        // the last one served on the port (a call its client gave up on came between) and every
+        // `REFRESH` calls, which keeps every word less than `REFRESH` calls old (`REFRESH` < 2^24).
         let full = seq.wrapping_sub(last) != 1 || seq.is_multiple_of(REFRESH);
         let words = rep_len.div_ceil(4).clamp(1, WORDS);
         // The bytes of word `j` the call asked for (a reply longer than that is cut to it: the

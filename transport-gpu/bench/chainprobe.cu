@@ -46,7 +46,6 @@ struct Region {
   Line rep[2];       // 32 reply words
   Line req2[2];      // second request word per lane (extra & 16)
   Line rep2[2];      // second reply word per lane (extra & 16)
-  int errors;
 };
 
 __device__ __forceinline__ void st_(u64* p, u64 v) { asm volatile("st.relaxed.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory"); }
@@ -170,10 +169,8 @@ static void host(Region* r, int mode, int iters, std::atomic<int>* herr, int ext
       while (((w = L(&req[l])) >> 32) != i) if (timed_out()) { herr->fetch_add(1); return; }
       sum += w;
     }
-    if (extra & 384) {
-      u64 w;
-      while (((w = L(&r->req[0].w[1])) >> 32) != i) if (timed_out()) { herr->fetch_add(1); return; }
-    }
+    if (extra & 384)
+      while ((L(&r->req[0].w[1]) >> 32) != i) if (timed_out()) { herr->fetch_add(1); return; }
     if (extra & 16) for (int l = 0; l < n; l++) {
       u64 w;
       while (((w = L(&r->req2[0].w[l])) >> 32) != i) if (timed_out()) { herr->fetch_add(1); return; }
@@ -185,7 +182,7 @@ static void host(Region* r, int mode, int iters, std::atomic<int>* herr, int ext
       ((volatile u64*)r->rep[l / 16].w)[l % 16] = ((u64)i << 32) | d;
     }
     if (extra & 384) ((volatile u64*)r->rep[0].w)[1] = ((u64)i << 32) | ((L(&r->req[0].w[1]) & 0xffffffffULL) + 1);
-    if (extra & 16) for (int l = 0; l < n; l++) ((volatile u64*)r->rep2[l / 16].w)[l % 16] = ((u64)i << 32) | (L(&r->req2[0].w[l]) & 0xffffffffULL) + 1;
+    if (extra & 16) for (int l = 0; l < n; l++) ((volatile u64*)r->rep2[l / 16].w)[l % 16] = ((u64)i << 32) | ((L(&r->req2[0].w[l]) & 0xffffffffULL) + 1);
     if (mode >= 5 && mode != 8) ((volatile u64*)r->rep_meta.w)[0] = (u64)i << 32;
   }
 }
