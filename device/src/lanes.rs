@@ -55,8 +55,26 @@ mod nvptx_warp {
         }
 
         #[inline(always)]
+        fn is_first_lane(&self, mask: u64) -> bool {
+            let (le, eq): (u32, u32);
+            // SAFETY: reads two special registers (this lane's bit, and the bits of it and the
+            // lanes below); no memory is touched.
+            unsafe {
+                asm!(
+                    "mov.u32 {le}, %lanemask_le;",
+                    "mov.u32 {eq}, %lanemask_eq;",
+                    le = out(reg32) le,
+                    eq = out(reg32) eq,
+                    options(nomem, nostack, pure),
+                )
+            };
+            // In the mask, and no lane of the mask below it (32-bit: a warp's mask has no more).
+            mask as u32 & le == eq
+        }
+
+        #[inline(always)]
         fn broadcast(&self, mask: u64, value: u32) -> u32 {
-            let src = mask.trailing_zeros();
+            let src = (mask as u32).trailing_zeros();
             let out: u32;
             // SAFETY: a warp shuffle among the lanes of `mask`, all of which execute it (the
             // convergence contract); `src` is a lane of `mask`; clamp 31 is the whole warp.

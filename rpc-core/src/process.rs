@@ -509,27 +509,46 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     /// in the packet), so make only word calls on the port it returns (a `send` would carry
     /// the header of an earlier call). Generated clients do this by themselves for calls that
     /// fit a word line.
+    // (Inlined whole: a handle whose address escapes to a call lives in local memory on a GPU,
+    // and its every field access is then a memory access.)
+    #[inline(always)]
     pub fn open_for_words(
         &self,
         opcode: u32,
     ) -> Result<Port<'_, 'a, Client, L, M, W>, crate::Error> {
+        let mut mask = self.lanes.active_mask();
+        let lone = mask.count_ones() == 1;
+        // First the port this handle keeps, if it closed it holding its packet: no search, no
+        // memory read (the usual case for a GPU's word calls).
+        let mut found = NONE;
+        if self.keep {
+            if lone || self.lanes.is_first_lane(mask) {
+                found = self.take_kept_open();
+            }
+            if !lone {
+                found = self.lanes.broadcast(mask, found);
+            }
+        }
         let mut polls = 0u32;
-        loop {
-            let mask = self.lanes.active_mask();
-            let mut found = NONE;
+        while found == NONE {
+            mask = self.lanes.active_mask();
             if self.lanes.is_first_lane(mask) {
                 found = self.search(u32::MAX);
             }
-            let found = self.lanes.broadcast(mask, found);
-            if found != NONE {
-                let mut port = Port::new(self, found >> 1, found & 1, mask);
-                port.set_opcode(opcode);
-                self.lanes.sync(mask);
-                return Ok(port);
+            found = self.lanes.broadcast(mask, found);
+            if found == NONE {
+                self.wait.pause(polls)?;
+                polls = polls.saturating_add(1);
             }
-            self.wait.pause(polls)?;
-            polls = polls.saturating_add(1);
         }
+        let mut port = Port::new(self, found >> 1, found & 1, mask);
+        port.set_opcode(opcode);
+        // SYNC (open): the first lane's take of the port happens before every lane's accesses
+        // to it. A lone lane orders nothing with itself.
+        if mask.count_ones() != 1 {
+            self.lanes.sync(mask);
+        }
+        Ok(port)
     }
 }
 
@@ -897,6 +916,20 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             return Some(out);
         }
         None
+    }
+
+    /// This handle's kept port as `index * 2 + outbox bit`, taken (as `search` takes it) if this
+    /// handle closed it holding its packet, else `NONE` with nothing changed. No memory is read.
+    /// First lane only.
+    #[inline(always)]
+    fn take_kept_open(&self) -> u32 {
+        let (kept, out) = (self.kept.get(), self.kept_out.get());
+        if kept == NONE || out == UNKNOWN {
+            return NONE;
+        }
+        self.kept.set(NONE);
+        self.kept_out.set(UNKNOWN);
+        kept * 2 + out
     }
 
     /// Finds a port this side owns and locks it, among the ports of at most `limit` lock words

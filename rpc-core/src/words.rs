@@ -150,6 +150,82 @@ const fn lane_and_word(row: usize, alone: bool, p: usize) -> (usize, usize) {
     }
 }
 
+/// A port's two word lines as one lane of a call sees them, checked once when made: every word
+/// [`at`] gives this lane (word `j < WORDS`, either layout) and every meta word lie inside both
+/// lines, so a call reads and writes them with no check of its own (on a GPU a check is a compare
+/// and a branch on the call's path, and a call would make a dozen).
+#[derive(Clone, Copy)]
+struct LaneLines<'a> {
+    req: &'a [AtomicU64],
+    rep: &'a [AtomicU64],
+    row: u32,
+    lane: u32,
+}
+
+impl<'a> LaneLines<'a> {
+    /// `port`'s lines in `region`, for lane `lane`.
+    ///
+    /// # Panics
+    ///
+    /// If the region has no word lines, or no words for `lane` (a lane past its layout's).
+    #[inline(always)]
+    fn new<M: Mailbox>(region: &crate::process::Region<'a, M>, port: u32, lane: u32) -> Self {
+        let (req, rep) = region.word_lines(port);
+        let row = region.layout().row_words();
+        let len = ROW + WORDS * row;
+        assert!(
+            (lane as usize) < row && req.len() >= len && rep.len() >= len,
+            "lane {lane} has no words on port {port}'s word lines"
+        );
+        LaneLines {
+            req,
+            rep,
+            row: row as u32,
+            lane,
+        }
+    }
+
+    /// Position of word `j % WORDS` of this lane in either line, in a lone lane's layout or a
+    /// group's (as [`at`], in 32-bit arithmetic).
+    #[inline(always)]
+    fn position(&self, alone: bool, j: usize) -> usize {
+        let j = (j % WORDS) as u32;
+        let p = match alone {
+            true => ROW as u32 + self.lane * WORDS as u32 + j,
+            false => ROW as u32 + j * self.row + self.lane,
+        };
+        p as usize
+    }
+
+    /// Word `j % WORDS` of this lane in `line` (`self.req` or `self.rep`).
+    #[inline(always)]
+    fn word(&self, line: &'a [AtomicU64], alone: bool, j: usize) -> &'a AtomicU64 {
+        debug_assert!(j < WORDS && line.len() >= ROW + WORDS * self.row as usize);
+        // SAFETY: `new` checked `lane < row` and that both lines hold `ROW + WORDS * row` words.
+        // With `j < WORDS` (the `% WORDS` above), a lone lane's position `ROW + lane * WORDS + j`
+        // is at most `ROW + (row - 1) * WORDS + WORDS - 1`, and a group's `ROW + j * row + lane`
+        // at most `ROW + (WORDS - 1) * row + row - 1`: both below `ROW + WORDS * row`.
+        unsafe { line.get_unchecked(self.position(alone, j)) }
+    }
+
+    /// A lone lane's words `j & !1` and the one after it in `line`: a 16-byte aligned pair.
+    #[inline(always)]
+    fn pair(&self, line: &'a [AtomicU64], j: usize) -> &'a [AtomicU64] {
+        let at = self.position(true, j & !1);
+        debug_assert!(at + 2 <= line.len());
+        // SAFETY: as in `word`: the even word `j & !1 <= WORDS - 2` of a lone lane and the one
+        // after it are both at most `ROW + (row - 1) * WORDS + WORDS - 1`, inside the line.
+        unsafe { line.get_unchecked(at..at + 2) }
+    }
+
+    /// Meta word `k % ROW` of `line` (the request's mask and lengths, the reply's served word).
+    #[inline(always)]
+    fn meta(&self, line: &'a [AtomicU64], k: usize) -> &'a AtomicU64 {
+        // SAFETY: `new` checked that both lines hold at least `ROW` words.
+        unsafe { line.get_unchecked(k % ROW) }
+    }
+}
+
 /// The status a server answers on a word line when its handler cannot serve the call there (it
 /// serves no inline calls, or not this one): nothing was executed; the client makes the call
 /// through the packets.
@@ -233,6 +309,23 @@ fn put_payload(bytes: &mut [u8], j: usize, value: u32) {
     bytes[from..to].copy_from_slice(&value.to_le_bytes()[..to - from]);
 }
 
+/// Writes a lane's reply words `got` into `reply` (its bytes, as many as it holds): the first
+/// `written` words' payloads where the status is OK, zeros past them and for any other status.
+/// Returns the status.
+#[inline(always)]
+fn put_reply(got: &[u64; WORDS], written: usize, reply: &mut [u8]) -> u32 {
+    let status = reply_status(got[0]);
+    for (j, &w) in got.iter().enumerate().take(reply.len().div_ceil(4)) {
+        let value = if status == OK && j < written {
+            w as u32
+        } else {
+            0
+        };
+        put_payload(reply, j, value);
+    }
+    status
+}
+
 /// What a word call's handler does with the caller's memory, which decides the fences the
 /// caller pays around the call.
 ///
@@ -313,19 +406,22 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         assert!(request.len() <= WORD_BYTES && reply_len <= WORD_BYTES);
         let process = self.process();
         let index = self.index();
-        let seqs = process.word_seqs();
-        assert!(!seqs.is_empty(), "the process has no word lines");
+        assert!(
+            !process.word_seqs().is_empty(),
+            "the process has no word lines"
+        );
         let lanes = process.lanes();
         let mask = self.exec_mask();
+        // A lone lane (the default for word calls) has nothing to share.
+        let alone = mask.count_ones() == 1;
+        let first = alone || lanes.is_first_lane(mask);
         let mut seq = 0;
-        if lanes.is_first_lane(mask) {
+        if first {
             // Only the lock holder touches the port's sequence word (stored after the fence
             // below, which would otherwise wait for this store too). A port this handle kept
             // since its last word call needs no read: the handle remembers what it sent.
             seq = process.next_seq(index);
         }
-        // A lone lane (the default for word calls) has nothing to share.
-        let alone = mask.count_ones() == 1;
         let seq = if alone {
             seq
         } else {
@@ -347,8 +443,8 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             false => ((lengths & 0xff) as usize).div_ceil(4).max(1),
         };
         let region = process.region();
-        let row = region.layout().row_words();
-        let (line, _) = region.word_lines(index);
+        let lines = LaneLines::new(region, index, lanes.lane_id());
+        let line = lines.req;
         let fenced = memory == Memory::Fenced;
         if fenced {
             // SYNC (word request, release): this lane's earlier writes happen before the
@@ -357,38 +453,46 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         }
         // SYNC (none needed for a values call): its handler reads none of this lane's memory,
         // and its words carry their own sequence.
-        if lanes.is_first_lane(mask) {
+        if first {
             process.sent_seq(index, seq);
         }
-        let lane = lanes.lane_id() as usize;
         // (Loops over every word, the call's only stored: each index is then known where the
         // call is compiled, and the request's bytes stay in registers.)
         if alone {
             // Two words at a time (one store across the bus).
-            let mine = &line[at(row, true, 0, lane)..];
             for j in (0..WORDS).step_by(2) {
                 let first = word(payload(request, j), seq);
                 if j + 1 < words {
-                    store_pair(&mine[j..], first, word(payload(request, j + 1), seq));
+                    store_pair(
+                        lines.pair(line, j),
+                        first,
+                        word(payload(request, j + 1), seq),
+                    );
                 } else if j < words {
-                    mine[j].store(first, Ordering::Relaxed);
+                    lines.word(line, true, j).store(first, Ordering::Relaxed);
                 }
             }
         } else {
             for j in 0..WORDS {
                 if j < words {
                     let w = word(payload(request, j), seq);
-                    line[at(row, false, j, lane)].store(w, Ordering::Relaxed);
+                    lines.word(line, false, j).store(w, Ordering::Relaxed);
                 }
             }
         }
-        if lanes.is_first_lane(mask) {
-            line[0].store(word(mask as u32, seq), Ordering::Relaxed);
+        if first {
+            lines
+                .meta(line, 0)
+                .store(word(mask as u32, seq), Ordering::Relaxed);
             // Lanes past 32 exist only where a group has more (an AMD wavefront of 64).
             if region.layout().lanes() > 32 {
-                line[1].store(word((mask >> 32) as u32, seq), Ordering::Relaxed);
+                lines
+                    .meta(line, 1)
+                    .store(word((mask >> 32) as u32, seq), Ordering::Relaxed);
             }
-            line[2].store(word(lengths, seq), Ordering::Relaxed);
+            lines
+                .meta(line, 2)
+                .store(word(lengths, seq), Ordering::Relaxed);
             region.heads()[index as usize].store(word(self.opcode(), seq), Ordering::Relaxed);
             // The group's bell: a value no call rang before (this port, this sequence).
             region.bells()[(index / BELL_PORTS) as usize]
@@ -412,9 +516,8 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
     pub fn recv_words(&mut self, call: WordCall, reply: &mut [u8]) -> Result<u32, Error> {
         let process = self.process();
         let region = process.region();
-        let row = region.layout().row_words();
-        let (_, line) = region.word_lines(self.index());
-        let lane = process.lanes().lane_id() as usize;
+        let lines = LaneLines::new(region, self.index(), process.lanes().lane_id());
+        let line = lines.rep;
         assert!(
             reply.len() <= WORD_BYTES,
             "a word line carries {WORD_BYTES} bytes a lane"
@@ -434,23 +537,24 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         let alone = mask.count_ones() == 1;
         // The words to wait for: those of the call's reply this lane asked for.
         let need = words.min(written);
-        let mine = &line[at(row, true, 0, lane)..];
         // One poll of this lane: every word at once (independent loads, one trip; a lone
         // lane's two at a time, one request each). A status other than OK carries no reply:
         // only the first word is waited for.
         let poll = |got: &mut [u64; WORDS]| {
             if alone {
                 if need >= 2 {
-                    (got[0], got[1]) = load_pair(mine);
+                    (got[0], got[1]) = load_pair(lines.pair(line, 0));
                 } else {
-                    got[0] = mine[0].load(Ordering::Relaxed);
+                    got[0] = lines.word(line, true, 0).load(Ordering::Relaxed);
                 }
                 if need >= 3 {
-                    (got[2], got[3]) = load_pair(&mine[2..]);
+                    (got[2], got[3]) = load_pair(lines.pair(line, 2));
                 }
             } else {
-                for (j, g) in got[..words].iter_mut().enumerate() {
-                    *g = line[at(row, false, j, lane)].load(Ordering::Relaxed);
+                for (j, g) in got.iter_mut().enumerate() {
+                    if j < words {
+                        *g = lines.word(line, false, j).load(Ordering::Relaxed);
+                    }
                 }
             }
             reply_seq(got[0]) == expect
@@ -460,27 +564,41 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         let mut polls = 0u32;
         let mut ok = true;
         let mut done = poll(&mut got);
-        // A lone warp's reply comes within a few polls of every word by every lane. A lone lane
-        // polls its own words to the end: they are as few as the served word, and arrive first.
-        let full_polls = match mask.count_ones() {
-            1 => u32::MAX,
-            _ => FULL_POLLS,
-        };
-        // (Every lane takes each turn of the loop, so the ballot stays whole; a lane its wait
-        // policy gave up on stops polling.)
-        while lanes.ballot(mask, !done && ok) != 0 && polls < full_polls {
-            ok &= wait.pause(polls).is_ok();
-            polls = polls.saturating_add(1);
-            if !done && ok {
+        if alone {
+            while !done {
+                if wait.pause(polls).is_err() {
+                    return Err(Error::Stalled);
+                }
+                polls = polls.saturating_add(1);
                 done = poll(&mut got);
             }
+            if call.fenced {
+                // SYNC (word reply, acquire): pairs with the server's release stores of these
+                // words, so what the handler did before replying is visible from here on.
+                fence(Ordering::Acquire);
+            }
+            // SYNC (none needed for a values call): as below.
+            return Ok(put_reply(&got, written, reply));
+        }
+        // A lone warp's reply comes within a few polls of every word by every lane. (Every lane
+        // takes each turn of the loop, so the ballot stays whole; only a lane still waiting
+        // pauses, so `ok` is false only where `done` is: a lane the wait policy gave up on is
+        // one without its reply.)
+        while lanes.ballot(mask, !done && ok) != 0 && polls < FULL_POLLS {
+            if !done && ok {
+                ok = wait.pause(polls).is_ok();
+                if ok {
+                    done = poll(&mut got);
+                }
+            }
+            polls = polls.saturating_add(1);
         }
         if lanes.ballot(mask, !done) != 0 {
             // Under load: only the first lane polls, one word (the served word, written after
             // every lane's), so waiting warps do not fill the bus with reads.
             let mut waited = 1;
             if lanes.is_first_lane(mask) {
-                while seq_of(line[0].load(Ordering::Relaxed)) != call.seq {
+                while seq_of(lines.meta(line, 0).load(Ordering::Relaxed)) != call.seq {
                     if wait.pause(polls).is_err() {
                         waited = 0;
                         break;
@@ -497,7 +615,12 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
                 }
                 polls = polls.saturating_add(1);
             }
+            // The group gives up together if any lane has no reply.
+            if lanes.ballot(mask, !ok) != 0 {
+                return Err(Error::Stalled);
+            }
         }
+        // (Every lane has its reply here.)
         if call.fenced {
             // SYNC (word reply, acquire): pairs with the server's release stores of these words,
             // so what the handler did before replying is visible from here on.
@@ -505,19 +628,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         }
         // SYNC (none needed for a values call): its handler wrote none of this lane's memory,
         // and its reply is in the words just read.
-        if lanes.ballot(mask, !ok) != 0 {
-            return Err(Error::Stalled);
-        }
-        let status = reply_status(got[0]);
-        for (j, &w) in got.iter().enumerate().take(reply.len().div_ceil(4)) {
-            let value = if status == OK && j < written {
-                w as u32
-            } else {
-                0
-            };
-            put_payload(reply, j, value);
-        }
-        Ok(status)
+        Ok(put_reply(&got, written, reply))
     }
 
     /// [`send_words`](Self::send_words) then [`recv_words`](Self::recv_words): one small call.
@@ -1168,6 +1279,46 @@ mod tests {
                 assert_eq!(u64::from_le_bytes(reply), i + 1);
             }
         });
+    }
+
+    /// Lanes that say they are one lane wide but give a lane number past any region's: a broken
+    /// `Lanes` implementation (the trait is unsafe to implement).
+    struct LyingLanes;
+
+    // SAFETY: not uniform (its lane number is past its size): for the test below only, which
+    // checks that a call refuses such a lane before it indexes a line.
+    unsafe impl Lanes for LyingLanes {
+        fn lane_size(&self) -> u32 {
+            1
+        }
+        fn lane_id(&self) -> u32 {
+            40
+        }
+        fn active_mask(&self) -> u64 {
+            1
+        }
+        fn broadcast(&self, _: u64, value: u32) -> u32 {
+            value
+        }
+        fn ballot(&self, _: u64, predicate: bool) -> u64 {
+            predicate as u64
+        }
+        fn sync(&self, _: u64) {}
+        fn is_first_lane(&self, _: u64) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "lane 40 has no words")]
+    fn a_lane_past_the_lines_is_refused_before_any_word_is_touched() {
+        // The lines are checked once per call, then indexed without a check: a lane number past
+        // them must stop the call there, not write past the line.
+        let region = HeapRegion::<crate::PerPort>::with_words(32, 1).unwrap();
+        let client = region.client_with(LyingLanes, Spin).unwrap();
+        let mut port = client.open_for_words(7).unwrap();
+        let mut reply = [0u8; 8];
+        let _ = port.call_words(&1u64.to_le_bytes(), &mut reply);
     }
 
     #[test]

@@ -51,7 +51,9 @@ const SLOW: u64 = 1 << 40;
 
 impl HostServer for Served {
     fn mix(&self, lane: u32, value: u64) -> u64 {
-        if value >= SLOW {
+        if value >= STUCK {
+            std::thread::sleep(Duration::from_millis(100));
+        } else if value >= SLOW {
             std::thread::sleep(Duration::from_millis(2));
         }
         mix(lane, value)
@@ -416,6 +418,76 @@ fn values_calls_take_the_word_line_beside_fenced_ones_and_get_their_own_replies(
     assert_eq!(count(Host::OPCODE_MIX_VALUES, 0b1010_1010), 10);
     assert_eq!(count(Host::OPCODE_MIX_VALUES, 1), 10);
     assert_eq!(log.len(), 80);
+}
+
+/// A wait that yields, and gives up `patience` after its first pause when one is set.
+struct Patience {
+    patience: std::cell::Cell<Option<Duration>>,
+    since: std::cell::Cell<Option<std::time::Instant>>,
+}
+
+impl ferry_rpc::Wait for Patience {
+    fn pause(&self, polls: u32) -> Result<(), ferry_rpc::Stalled> {
+        let now = std::time::Instant::now();
+        if polls == 0 {
+            self.since.set(Some(now));
+        }
+        match (self.patience.get(), self.since.get()) {
+            (Some(p), Some(since)) if now - since > p => Err(ferry_rpc::Stalled),
+            _ => {
+                std::thread::yield_now();
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A `Mix` value at least this large is answered after a long pause (a caller that waits a few
+/// milliseconds gives up first).
+const STUCK: u64 = 1 << 50;
+
+#[test]
+fn a_lone_lane_and_its_warp_take_turns_on_one_port_with_a_warp_call_given_up_between() {
+    // Lane 0 alone and the whole warp alternate on the port the warp keeps, its words laid out
+    // per lane for one and per word for the other; between them the warp gives up a call the
+    // server answers late (and the next call follows a sequence gap: the server rewrites every
+    // word of the reply line). Every later call must get its own reply, in either layout: a word
+    // left from the given-up call, or from the other layout, taken for a reply is caught.
+    let (log, _) = serve("turns with a give-up", 8, true, |lane, region| {
+        let wait = Patience {
+            patience: std::cell::Cell::new(None),
+            since: std::cell::Cell::new(None),
+        };
+        let client = region
+            .client_with(lane, wait)
+            .unwrap()
+            .keep_port(true)
+            .word_lanes(64);
+        let me = client.lanes().lane_id();
+        let host = Host::client(&client);
+        for round in 0..3u64 {
+            let v = 10 * round;
+            let alone = client.lanes().when(me == 0, || host.mix(me, v + 1));
+            assert_eq!(alone, (me == 0).then_some(Ok(mix(0, v + 1))));
+            client
+                .wait_policy()
+                .patience
+                .set(Some(Duration::from_millis(5)));
+            assert!(host.mix(me, STUCK + v).is_err(), "lane {me}");
+            client.wait_policy().patience.set(None);
+            assert_eq!(host.mix(me, v + 2), Ok(mix(me, v + 2)), "lane {me}");
+            let alone = client.lanes().when(me == 0, || host.mix(me, v + 3));
+            assert_eq!(alone, (me == 0).then_some(Ok(mix(0, v + 3))));
+            assert_eq!(host.mix(me, v + 4), Ok(mix(me, v + 4)), "lane {me}");
+        }
+    });
+    // Per round: lane 0, the warp (given up: served late, or dropped if the warp's next call
+    // came before the server read it), the warp, lane 0, the warp; all on the word line.
+    let by_mask = |mask: u64| log.iter().filter(|e| e.2 == mask).count();
+    assert_eq!(by_mask(1), 2 * 3);
+    assert!((2 * 3..=3 * 3).contains(&by_mask(0xff)), "{log:?}");
+    assert_eq!(log.len(), by_mask(1) + by_mask(0xff));
+    assert!(log.iter().all(|e| e.0 == Path::Words));
 }
 
 #[test]

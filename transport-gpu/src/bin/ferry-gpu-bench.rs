@@ -3,6 +3,7 @@
 //! ```text
 //! ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N]
 //!                 [--bulk-mib N]
+//! ferry-gpu-bench BENCH.ptx FLOOR_CUDA.ptx --ab old=OLD/bench.ptx,new=NEW/bench.ptx [--reps N]
 //! ```
 //!
 //! 1. The floor: one GPU thread ping-pongs a flag with a host thread through mapped pinned memory,
@@ -21,6 +22,9 @@
 //!    once; each against `cuMemcpyHtoD`/`DtoH` of the same bytes from pinned memory in the same
 //!    run. Then the path through the region (`chunk_read`: 512-byte calls, each lane its part) on
 //!    a 16 MiB file, so the gain is visible. Every byte moved is compared with the file.
+//!
+//! `--ab` instead compares builds of the bench program in one process: each no-op row on word
+//! lines, and the warps' throughput on them, for every build in turn (`ab_compare`).
 //!
 //! Per-iteration times come from the kernels' `%globaltimer` stamps every 100 iterations; each
 //! figure is the median over batches (latency) or over repetitions (throughput).
@@ -1246,6 +1250,110 @@ fn print_bulk(rows: &[BulkRow]) {
     }
 }
 
+/// `--ab label=path,...`: builds of the bench program (an older tree and this one, say) measured
+/// in one process, each row's kernel of every build in turn, `reps` times, with the CUDA C++
+/// floor and the warps' word-line throughput (15 server threads): medians per build. Runs of
+/// one process vary less than separate runs of one build on this machine, so a change is judged
+/// this way.
+fn ab_compare(
+    cuda: &Cuda,
+    cpp: Option<&Module>,
+    spec: &str,
+    iters: u32,
+    reps: usize,
+    calls: u32,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut mods = Vec::new();
+    for item in spec.split(',') {
+        let (label, path) = item.split_once('=').ok_or("--ab label=path,...")?;
+        let m = cuda.load_module(&std::fs::read(path)?, None)?;
+        let capped = cuda.load_module(&std::fs::read(path)?, Some(32))?;
+        mods.push((label.to_string(), m, capped));
+    }
+    let all = PortCount::default();
+    let p64 = PortCount::Exactly(64);
+    let ks: [(&str, PortCount, &str); 7] = [
+        ("call_latency_lane0_kept", p64, "lane 0 alone, port kept"),
+        (
+            "call_latency_words_lane0_values",
+            p64,
+            "lane 0 alone, port kept, Port::call_words_with",
+        ),
+        ("call_latency_lane0", p64, "lane 0 alone, opened per call"),
+        (
+            "call_latency_lane0",
+            all,
+            "lane 0 alone, opened per call, every port",
+        ),
+        ("call_latency_kept", p64, "one warp, port kept"),
+        ("call_latency", p64, "one warp, opened per call"),
+        ("call_latency", all, "one warp, opened per call, every port"),
+    ];
+    let mut lat = vec![vec![Vec::new(); mods.len()]; ks.len()];
+    let mut floors = Vec::new();
+    let mut rates = vec![Vec::new(); mods.len()];
+    let mut wrong = 0;
+    for _ in 0..reps {
+        if let Some(m) = cpp {
+            floors.push(floor(cuda, m.function("pingpong")?, iters)?);
+        }
+        for (k, (name, ports, _)) in ks.iter().enumerate() {
+            for (v, (_, m, _)) in mods.iter().enumerate() {
+                if m.function(name).is_err() {
+                    continue;
+                }
+                let (l, e) = call_latency_of(cuda, m, name, *ports, iters, true)?;
+                lat[k][v].push(l);
+                wrong += e;
+            }
+        }
+        for (v, (_, _, capped)) in mods.iter().enumerate() {
+            let kernel = capped.function("call_throughput")?;
+            let per_sm = kernel.blocks_per_sm(1024)?;
+            let grid = cuda.sms * per_sm;
+            let mut region = GpuRegion::new(cuda, PortCount::default())?;
+            region.keep_ports_for((grid * 1024 / 32) as u64);
+            region.set_words_for_warps(true);
+            region.install(cuda, capped)?;
+            let (rate, e, _) = throughput(cuda, &region, kernel, grid, 1024, calls, 15)?;
+            rates[v].push(rate / 1e6);
+            wrong += e;
+        }
+    }
+    let f = median(&mut floors);
+    println!(
+        "| A/B: no-op calls on word lines ({reps} repetitions, one process) | {} |",
+        mods.iter()
+            .map(|m| m.0.clone())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    println!("| floor, CUDA C++ flag ping-pong | {:.0} ns |", f);
+    for (k, (_, _, what)) in ks.iter().enumerate() {
+        let cells: Vec<String> = lat[k]
+            .iter_mut()
+            .map(|v| match v.is_empty() {
+                true => "-".into(),
+                false => {
+                    let m = median(v);
+                    format!("{m:.0} ns {:.2}x", m / f)
+                }
+            })
+            .collect();
+        println!("| A/B {what} | {} |", cells.join(" | "));
+    }
+    let cells: Vec<String> = rates
+        .iter_mut()
+        .map(|v| format!("{:.2} M", median(v)))
+        .collect();
+    println!(
+        "| A/B warps on word lines, 15 threads | {} |",
+        cells.join(" | ")
+    );
+    println!("wrong replies: {wrong}");
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut ptx = Vec::new();
@@ -1255,6 +1363,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut servers = vec![1u32, 2, 4, 8];
     let mut copy_probe_on = false;
     let mut word_timing_on = false;
+    let mut ab = String::new();
     let (mut bulk_only, mut bulk_warps, mut file_threads) =
         (false, Vec::<u32>::new(), vec![ferry_gpu::copy::READERS]);
     while let Some(a) = args.next() {
@@ -1267,6 +1376,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--bulk-only" => bulk_only = true,
             "--copy-probe" => copy_probe_on = true,
             "--word-timing" => word_timing_on = true,
+            "--ab" => ab = value()?,
             "--bulk-warps" => {
                 bulk_warps = value()?
                     .split(',')
@@ -1295,7 +1405,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let Some(bench_ptx) = ptx.first() else {
-        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N] [--bulk-mib N] [--bulk-only] [--bulk-warps 64,8448] [--file-threads 8,16] [--max-sleep-ns 0,32768]".into());
+        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N] [--bulk-mib N] [--bulk-only] [--bulk-warps 64,8448] [--file-threads 8,16] [--max-sleep-ns 0,32768] [--ab label=BENCH.ptx,...]".into());
     };
     let cuda = Cuda::new(0)?;
     println!(
@@ -1358,6 +1468,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
 
+    if !ab.is_empty() {
+        return ab_compare(&cuda, cpp.as_ref(), &ab, iters, reps, calls);
+    }
     // 1 + 2: floors and one warp's call, interleaved over repetitions.
     let (mut f_rust, mut f_cpp, mut lat64, mut lat_all) = (vec![], vec![], vec![], vec![]);
     // The same on word lines (every small call takes them, a warp's too), and lane 0 alone on
