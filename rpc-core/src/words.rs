@@ -73,8 +73,9 @@
 //!    before replying is visible after. A lone lane polls its own words until they come. In a
 //!    group, after a few such polls (a lone warp's reply is there by then) only the first lane
 //!    polls, one word, the served word the server writes after every lane's: every lane polling
-//!    its words would fill the bus when thousands of warps wait at once. Then each lane reads its
-//!    words once more.
+//!    its words would fill the bus when thousands of warps wait at once. Then each lane still
+//!    without its words polls them again. A group gives up together ([`Error::Stalled`] in every
+//!    lane) if the wait policy gave up on any lane.
 //!
 //! **The server** first reads the bells: a group whose bell holds what it held when the server
 //! last found every head of the group done with is skipped, so an idle pass over thousands of
@@ -162,6 +163,13 @@ struct LaneLines<'a> {
     lane: u32,
 }
 
+/// Which of a port's two word lines ([`LaneLines`]).
+#[derive(Clone, Copy)]
+enum Line {
+    Request,
+    Reply,
+}
+
 impl<'a> LaneLines<'a> {
     /// `port`'s lines in `region`, for lane `lane`.
     ///
@@ -197,9 +205,19 @@ impl<'a> LaneLines<'a> {
         p as usize
     }
 
-    /// Word `j % WORDS` of this lane in `line` (`self.req` or `self.rep`).
+    /// The request line or the reply line (each checked by `new`).
     #[inline(always)]
-    fn word(&self, line: &'a [AtomicU64], alone: bool, j: usize) -> &'a AtomicU64 {
+    fn line(&self, which: Line) -> &'a [AtomicU64] {
+        match which {
+            Line::Request => self.req,
+            Line::Reply => self.rep,
+        }
+    }
+
+    /// Word `j % WORDS` of this lane in line `which`.
+    #[inline(always)]
+    fn word(&self, which: Line, alone: bool, j: usize) -> &'a AtomicU64 {
+        let line = self.line(which);
         debug_assert!(j < WORDS && line.len() >= ROW + WORDS * self.row as usize);
         // SAFETY: `new` checked `lane < row` and that both lines hold `ROW + WORDS * row` words.
         // With `j < WORDS` (the `% WORDS` above), a lone lane's position `ROW + lane * WORDS + j`
@@ -208,9 +226,12 @@ impl<'a> LaneLines<'a> {
         unsafe { line.get_unchecked(self.position(alone, j)) }
     }
 
-    /// A lone lane's words `j & !1` and the one after it in `line`: a 16-byte aligned pair.
+    /// A lone lane's words `j & !1` and the one after it in line `which`: 16-byte aligned where
+    /// the line is (a region's layout starts lines on 128-byte boundaries; `sync::load_pair` and
+    /// `store_pair` need the 16 on NVPTX).
     #[inline(always)]
-    fn pair(&self, line: &'a [AtomicU64], j: usize) -> &'a [AtomicU64] {
+    fn pair(&self, which: Line, j: usize) -> &'a [AtomicU64] {
+        let line = self.line(which);
         let at = self.position(true, j & !1);
         debug_assert!(at + 2 <= line.len());
         // SAFETY: as in `word`: the even word `j & !1 <= WORDS - 2` of a lone lane and the one
@@ -218,9 +239,12 @@ impl<'a> LaneLines<'a> {
         unsafe { line.get_unchecked(at..at + 2) }
     }
 
-    /// Meta word `k % ROW` of `line` (the request's mask and lengths, the reply's served word).
+    /// Meta word `k % ROW` of line `which` (the request's mask and lengths, the reply's served
+    /// word).
     #[inline(always)]
-    fn meta(&self, line: &'a [AtomicU64], k: usize) -> &'a AtomicU64 {
+    fn meta(&self, which: Line, k: usize) -> &'a AtomicU64 {
+        let line = self.line(which);
+        debug_assert!(line.len() >= ROW);
         // SAFETY: `new` checked that both lines hold at least `ROW` words.
         unsafe { line.get_unchecked(k % ROW) }
     }
@@ -444,7 +468,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         };
         let region = process.region();
         let lines = LaneLines::new(region, index, lanes.lane_id());
-        let line = lines.req;
+        let line = Line::Request;
         let fenced = memory == Memory::Fenced;
         if fenced {
             // SYNC (word request, release): this lane's earlier writes happen before the
@@ -517,7 +541,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         let process = self.process();
         let region = process.region();
         let lines = LaneLines::new(region, self.index(), process.lanes().lane_id());
-        let line = lines.rep;
+        let line = Line::Reply;
         assert!(
             reply.len() <= WORD_BYTES,
             "a word line carries {WORD_BYTES} bytes a lane"
@@ -582,16 +606,18 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         }
         // A lone warp's reply comes within a few polls of every word by every lane. (Every lane
         // takes each turn of the loop, so the ballot stays whole; only a lane still waiting
-        // pauses, so `ok` is false only where `done` is: a lane the wait policy gave up on is
-        // one without its reply.)
-        while lanes.ballot(mask, !done && ok) != 0 && polls < FULL_POLLS {
+        // pauses, so `ok` is false only where `done` is false: a lane the wait policy gave up on
+        // is one without its reply. `polls` counts this lane's own pauses, as `Wait` expects.)
+        let mut turns = 0;
+        while lanes.ballot(mask, !done && ok) != 0 && turns < FULL_POLLS {
             if !done && ok {
                 ok = wait.pause(polls).is_ok();
+                polls = polls.saturating_add(1);
                 if ok {
                     done = poll(&mut got);
                 }
             }
-            polls = polls.saturating_add(1);
+            turns += 1;
         }
         if lanes.ballot(mask, !done) != 0 {
             // Under load: only the first lane polls, one word (the served word, written after
