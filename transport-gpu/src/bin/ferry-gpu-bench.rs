@@ -1250,6 +1250,14 @@ fn print_bulk(rows: &[BulkRow]) {
     }
 }
 
+/// The least and the greatest of `v` (non-empty).
+fn spread(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
+            (lo.min(x), hi.max(x))
+        })
+}
+
 /// `--ab label=path,...`: builds of the bench program (an older tree and this one, say) measured
 /// in one process, each row's kernel of every build in turn, `reps` times, with the CUDA C++
 /// floor and the warps' word-line throughput (15 server threads): medians per build. Runs of
@@ -1329,6 +1337,7 @@ fn ab_compare(
             .join(" | ")
     );
     println!("| floor, CUDA C++ flag ping-pong | {:.0} ns |", f);
+    // Each cell: the median over the repetitions, its ratio to the floor, the repetitions' range.
     for (k, (_, _, what)) in ks.iter().enumerate() {
         let cells: Vec<String> = lat[k]
             .iter_mut()
@@ -1336,7 +1345,8 @@ fn ab_compare(
                 true => "-".into(),
                 false => {
                     let m = median(v);
-                    format!("{m:.0} ns {:.2}x", m / f)
+                    let (lo, hi) = spread(v);
+                    format!("{m:.0} ns {:.2}x ({lo:.0}–{hi:.0})", m / f)
                 }
             })
             .collect();
@@ -1344,7 +1354,10 @@ fn ab_compare(
     }
     let cells: Vec<String> = rates
         .iter_mut()
-        .map(|v| format!("{:.2} M", median(v)))
+        .map(|v| {
+            let (lo, hi) = spread(v);
+            format!("{:.2} M ({lo:.2}–{hi:.2})", median(v))
+        })
         .collect();
     println!(
         "| A/B warps on word lines, 15 threads | {} |",
