@@ -918,15 +918,18 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         None
     }
 
-    /// This handle's kept port as `index * 2 + outbox bit`, taken (as `search` takes it) if this
-    /// handle closed it holding its packet, else `NONE` with nothing changed. No memory is read.
-    /// First lane only.
+    /// This handle's kept port as `index * 2 + outbox bit`, taken if this handle closed it
+    /// holding its packet, else `NONE` with nothing changed (`search` then decides). No memory is
+    /// read: on a GPU this open costs no trip across the bus. First lane only.
     #[inline(always)]
     fn take_kept_open(&self) -> u32 {
         let (kept, out) = (self.kept.get(), self.kept_out.get());
         if kept == NONE || out == UNKNOWN {
             return NONE;
         }
+        // SYNC (none needed): this handle closed the port holding its packet, after taking it
+        // with an acquire (fence or load) that ordered the other side's accesses before ours; the
+        // other side flips only a packet it owns, so it has not touched the packet since.
         self.kept.set(NONE);
         self.kept_out.set(UNKNOWN);
         kept * 2 + out
@@ -936,15 +939,13 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// from the cursor; returns `index * 2 + outbox bit`, or `NONE` (the cursor then moves past
     /// the words looked at). Runs in the first lane only.
     fn search(&self, limit: u32) -> u32 {
-        let kept = self.kept.replace(NONE);
-        let kept_out = self.kept_out.replace(UNKNOWN);
-        if kept != NONE && kept_out != UNKNOWN {
-            // SYNC (none needed): this handle closed the port holding its packet, after taking it
-            // with an acquire (fence or load) that ordered the other side's accesses before ours;
-            // the other side flips only a packet it owns, so it has not touched the packet since.
-            // No memory is read: on a GPU this open costs no trip across the bus.
-            return kept * 2 + kept_out;
+        let open = self.take_kept_open();
+        if open != NONE {
+            return open;
         }
+        // A kept port whose packet this handle may not hold (or none): decided below.
+        let kept = self.kept.replace(NONE);
+        self.kept_out.set(UNKNOWN);
         #[cfg(target_arch = "nvptx64")]
         if let Some(shadow) = self.shadow.get(kept as usize) {
             // NVPTX with a shadow: decide from the shadow word in device memory, as a fresh lock

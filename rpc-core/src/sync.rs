@@ -116,16 +116,22 @@ pub(crate) fn private_store(word: &AtomicU32, value: u32) {
     word.store(value, Ordering::Relaxed)
 }
 
+/// What [`load_pair`] and [`store_pair`] expect of `pair`: two words, 16-byte aligned where the
+/// access is one vector access (a host's, and loom's cells, need no alignment).
+#[inline(always)]
+fn debug_check_pair(pair: &[AtomicU64]) {
+    #[cfg(target_arch = "nvptx64")]
+    debug_assert!((pair.as_ptr() as usize).is_multiple_of(16));
+    debug_assert!(pair.len() >= 2);
+}
+
 /// Loads two adjacent words, `pair[0]` and `pair[1]` (16-byte aligned), each single-copy atomic
 /// and relaxed. On NVPTX one vector load (`ld.relaxed.sys.v2.u64`): one request across the bus
 /// where two loads would be two, and a poll with two requests in flight answers later
 /// (`BENCHMARKS.md`); elsewhere two relaxed loads.
 #[inline(always)]
 pub(crate) fn load_pair(pair: &[AtomicU64]) -> (u64, u64) {
-    // (Alignment matters only to the vector access; a host's, and loom's cells, need none.)
-    #[cfg(target_arch = "nvptx64")]
-    debug_assert!((pair.as_ptr() as usize).is_multiple_of(16));
-    debug_assert!(pair.len() >= 2);
+    debug_check_pair(pair);
     #[cfg(target_arch = "nvptx64")]
     {
         let (a, b): (u64, u64);
@@ -154,10 +160,7 @@ pub(crate) fn load_pair(pair: &[AtomicU64]) -> (u64, u64) {
 /// one vector store (`st.relaxed.sys.v2.u64`), elsewhere two relaxed stores (see [`load_pair`]).
 #[inline(always)]
 pub(crate) fn store_pair(pair: &[AtomicU64], a: u64, b: u64) {
-    // (Alignment matters only to the vector access; a host's, and loom's cells, need none.)
-    #[cfg(target_arch = "nvptx64")]
-    debug_assert!((pair.as_ptr() as usize).is_multiple_of(16));
-    debug_assert!(pair.len() >= 2);
+    debug_check_pair(pair);
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: two atomic stores to valid, aligned `u64`s, as in `load_pair`.
     unsafe {

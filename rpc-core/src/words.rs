@@ -135,9 +135,16 @@ pub const ROW: usize = 16;
 /// across the bus: a poll with two requests in flight is answered later, `BENCHMARKS.md`).
 #[inline(always)]
 const fn at(row: usize, alone: bool, j: usize, lane: usize) -> usize {
+    at32(row as u32, alone, j as u32, lane as u32) as usize
+}
+
+/// [`at`] in 32-bit arithmetic (rows, lanes and words are all below 2⁸; on a GPU a 64-bit
+/// multiply and add take twice the instructions).
+#[inline(always)]
+const fn at32(row: u32, alone: bool, j: u32, lane: u32) -> u32 {
     match alone {
-        true => ROW + lane * WORDS + j,
-        false => ROW + j * row + lane,
+        true => ROW as u32 + lane * WORDS as u32 + j,
+        false => ROW as u32 + j * row + lane,
     }
 }
 
@@ -194,15 +201,10 @@ impl<'a> LaneLines<'a> {
     }
 
     /// Position of word `j % WORDS` of this lane in either line, in a lone lane's layout or a
-    /// group's (as [`at`], in 32-bit arithmetic).
+    /// group's ([`at`]).
     #[inline(always)]
     fn position(&self, alone: bool, j: usize) -> usize {
-        let j = (j % WORDS) as u32;
-        let p = match alone {
-            true => ROW as u32 + self.lane * WORDS as u32 + j,
-            false => ROW as u32 + j * self.row + self.lane,
-        };
-        p as usize
+        at32(self.row, alone, (j % WORDS) as u32, self.lane) as usize
     }
 
     /// The request line or the reply line (each checked by `new`).
@@ -586,9 +588,10 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         };
         let wait = process.wait_policy();
         let mut polls = 0u32;
-        let mut ok = true;
         let mut done = poll(&mut got);
         if alone {
+            // A lone lane polls its own words to the end: they are as few as the served word,
+            // and arrive first.
             while !done {
                 if wait.pause(polls).is_err() {
                     return Err(Error::Stalled);
@@ -596,54 +599,50 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
                 polls = polls.saturating_add(1);
                 done = poll(&mut got);
             }
-            if call.fenced {
-                // SYNC (word reply, acquire): pairs with the server's release stores of these
-                // words, so what the handler did before replying is visible from here on.
-                fence(Ordering::Acquire);
-            }
-            // SYNC (none needed for a values call): as below.
-            return Ok(put_reply(&got, written, reply));
-        }
-        // A lone warp's reply comes within a few polls of every word by every lane. (Every lane
-        // takes each turn of the loop, so the ballot stays whole; only a lane still waiting
-        // pauses, so `ok` is false only where `done` is false: a lane the wait policy gave up on
-        // is one without its reply. `polls` counts this lane's own pauses, as `Wait` expects.)
-        let mut turns = 0;
-        while lanes.ballot(mask, !done && ok) != 0 && turns < FULL_POLLS {
-            if !done && ok {
-                ok = wait.pause(polls).is_ok();
-                polls = polls.saturating_add(1);
-                if ok {
-                    done = poll(&mut got);
+        } else {
+            // A lone warp's reply comes within a few polls of every word by every lane. (Every
+            // lane takes each turn of the loop, so the ballot stays whole; only a lane still
+            // waiting pauses, so `ok` is false only where `done` is false: a lane the wait policy
+            // gave up on is one without its reply. `polls` counts this lane's own pauses, as
+            // `Wait` expects.)
+            let mut ok = true;
+            let mut turns = 0;
+            while lanes.ballot(mask, !done && ok) != 0 && turns < FULL_POLLS {
+                if !done && ok {
+                    ok = wait.pause(polls).is_ok();
+                    polls = polls.saturating_add(1);
+                    if ok {
+                        done = poll(&mut got);
+                    }
                 }
+                turns += 1;
             }
-            turns += 1;
-        }
-        if lanes.ballot(mask, !done) != 0 {
-            // Under load: only the first lane polls, one word (the served word, written after
-            // every lane's), so waiting warps do not fill the bus with reads.
-            let mut waited = 1;
-            if lanes.is_first_lane(mask) {
-                while seq_of(lines.meta(line, 0).load(Ordering::Relaxed)) != call.seq {
-                    if wait.pause(polls).is_err() {
-                        waited = 0;
-                        break;
+            if lanes.ballot(mask, !done) != 0 {
+                // Under load: only the first lane polls, one word (the served word, written after
+                // every lane's), so waiting warps do not fill the bus with reads.
+                let mut waited = 1;
+                if lanes.is_first_lane(mask) {
+                    while seq_of(lines.meta(line, 0).load(Ordering::Relaxed)) != call.seq {
+                        if wait.pause(polls).is_err() {
+                            waited = 0;
+                            break;
+                        }
+                        polls = polls.saturating_add(1);
+                    }
+                }
+                ok &= lanes.broadcast(mask, waited) != 0;
+                // Then each lane reads its words, there by now or about to be.
+                while ok && !done {
+                    done = poll(&mut got);
+                    if !done && wait.pause(polls).is_err() {
+                        ok = false;
                     }
                     polls = polls.saturating_add(1);
                 }
-            }
-            ok &= lanes.broadcast(mask, waited) != 0;
-            // Then each lane reads its words, there by now or about to be.
-            while ok && !done {
-                done = poll(&mut got);
-                if !done && wait.pause(polls).is_err() {
-                    ok = false;
+                // The group gives up together if any lane has no reply.
+                if lanes.ballot(mask, !ok) != 0 {
+                    return Err(Error::Stalled);
                 }
-                polls = polls.saturating_add(1);
-            }
-            // The group gives up together if any lane has no reply.
-            if lanes.ballot(mask, !ok) != 0 {
-                return Err(Error::Stalled);
             }
         }
         // (Every lane has its reply here.)
