@@ -74,8 +74,23 @@ mod nvptx_warp {
 
         #[inline(always)]
         fn broadcast(&self, mask: u64, value: u32) -> u32 {
-            let src = (mask as u32).trailing_zeros();
             let out: u32;
+            if mask as u32 == u32::MAX {
+                // The whole warp, named by an immediate: the GPU's compiler then emits the
+                // shuffle alone, where a mask in a register costs a check, at run time, that
+                // its lanes are converged (a match, a reduction and a branch).
+                // SAFETY: as below, with every lane of the warp; lane 0 is the first.
+                unsafe {
+                    asm!(
+                        "shfl.sync.idx.b32 {o}, {v}, 0, 31, -1;",
+                        o = out(reg32) out,
+                        v = in(reg32) value,
+                        options(nomem, nostack),
+                    )
+                };
+                return out;
+            }
+            let src = (mask as u32).trailing_zeros();
             // SAFETY: a warp shuffle among the lanes of `mask`, all of which execute it (the
             // convergence contract); `src` is a lane of `mask`; clamp 31 is the whole warp.
             unsafe {
@@ -94,6 +109,19 @@ mod nvptx_warp {
         #[inline(always)]
         fn ballot(&self, mask: u64, predicate: bool) -> u64 {
             let out: u32;
+            if mask as u32 == u32::MAX {
+                // The whole warp, named by an immediate (see `broadcast`).
+                // SAFETY: as below, with every lane of the warp.
+                unsafe {
+                    asm!(
+                        "{{ .reg .pred p; setp.ne.u32 p, {v}, 0; vote.sync.ballot.b32 {o}, p, -1; }}",
+                        o = out(reg32) out,
+                        v = in(reg32) predicate as u32,
+                        options(nomem, nostack),
+                    )
+                };
+                return out as u64;
+            }
             // SAFETY: a warp vote among the lanes of `mask`, all of which execute it.
             unsafe {
                 asm!(
@@ -109,6 +137,12 @@ mod nvptx_warp {
 
         #[inline(always)]
         fn sync(&self, mask: u64) {
+            if mask as u32 == u32::MAX {
+                // The whole warp, named by an immediate (see `broadcast`).
+                // SAFETY: as below, with every lane of the warp.
+                unsafe { asm!("bar.warp.sync -1;", options(nostack)) };
+                return;
+            }
             // SAFETY: a warp barrier among the lanes of `mask`, all of which execute it. It also
             // orders their memory accesses, which the protocol needs (no `nomem`).
             unsafe { asm!("bar.warp.sync {m};", m = in(reg32) mask as u32, options(nostack)) };

@@ -516,7 +516,20 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         &self,
         opcode: u32,
     ) -> Result<Port<'_, 'a, Client, L, M, W>, crate::Error> {
-        let mut mask = self.lanes.active_mask();
+        self.open_for_words_in(opcode, self.lanes.active_mask())
+    }
+
+    /// [`open_for_words`](Self::open_for_words) by the lanes of `mask`, the active mask read by
+    /// the caller at this same convergent point (a generated call passes the group's full mask as
+    /// a constant where every lane calls: each lane primitive of the call then names the whole
+    /// group, which the GPU's compiler turns into a plain instruction, where a mask known only at
+    /// run time costs a check of the lanes' convergence at every primitive).
+    #[inline(always)]
+    pub(crate) fn open_for_words_in(
+        &self,
+        opcode: u32,
+        mask: u64,
+    ) -> Result<Port<'_, 'a, Client, L, M, W>, crate::Error> {
         let lone = mask.count_ones() == 1;
         // First the port this handle keeps, if it closed it holding its packet: no search, no
         // memory read (the usual case for a GPU's word calls).
@@ -530,9 +543,9 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
             }
         }
         let mut polls = 0u32;
+        // (The group is the lanes that called: the same at every turn of the search.)
         while found == NONE {
-            mask = self.lanes.active_mask();
-            if self.lanes.is_first_lane(mask) {
+            if lone || self.lanes.is_first_lane(mask) {
                 found = self.search(u32::MAX);
             }
             found = self.lanes.broadcast(mask, found);
@@ -545,7 +558,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         port.set_opcode(opcode);
         // SYNC (open): the first lane's take of the port happens before every lane's accesses
         // to it. A lone lane orders nothing with itself.
-        if mask.count_ones() != 1 {
+        if !lone {
             self.lanes.sync(mask);
         }
         Ok(port)

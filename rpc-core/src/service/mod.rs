@@ -276,14 +276,36 @@ impl<L: Lanes, M: Mailbox, W: Wait> Process<'_, Client, L, M, W> {
         reply: &mut [u8],
         memory: crate::words::Memory,
     ) -> Option<Result<u32, ProtocolError>> {
-        use crate::words::{DECLINED, WORD_BYTES};
+        use crate::words::WORD_BYTES;
         let fits = request.len() <= WORD_BYTES && reply.len() <= WORD_BYTES;
         // Decided for the whole group: its mask, and whether every lane's call fits.
         let mask = self.lanes().active_mask();
+        // A whole group (a warp whose every lane calls) makes the call with its mask as a
+        // constant: see `open_for_words_in`. (Two copies of the call; the mask decides which.)
+        let full = self.lanes().full_mask();
+        if mask == full {
+            self.call_on_words_in(full, fits, opcode, request, reply, memory)
+        } else {
+            self.call_on_words_in(mask, fits, opcode, request, reply, memory)
+        }
+    }
+
+    /// [`call_on_words`](Self::call_on_words) by the lanes of `mask`, the active mask.
+    #[inline(always)]
+    fn call_on_words_in(
+        &self,
+        mask: u64,
+        fits: bool,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8],
+        memory: crate::words::Memory,
+    ) -> Option<Result<u32, ProtocolError>> {
+        use crate::words::DECLINED;
         if !self.words_for(mask) || self.lanes().ballot(mask, !fits) != 0 {
             return None;
         }
-        let mut port = match self.open_for_words(opcode) {
+        let mut port = match self.open_for_words_in(opcode, mask) {
             Ok(port) => port,
             Err(e) => return Some(Err(e)),
         };
