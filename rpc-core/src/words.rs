@@ -605,9 +605,13 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             // waiting pauses, so `ok` is false only where `done` is false: a lane the wait policy
             // gave up on is one without its reply. `polls` counts this lane's own pauses, as
             // `Wait` expects.)
+            // (One ballot a turn: whether a lane still waits. A lane the policy gave up on
+            // polls no more, and leaves the loop to its turn limit and the group to the end of
+            // the slow path below, where it gives up with the rest.)
             let mut ok = true;
             let mut turns = 0;
-            while lanes.ballot(mask, !done && ok) != 0 && turns < FULL_POLLS {
+            let mut waiting = lanes.ballot(mask, !done);
+            while waiting != 0 && turns < FULL_POLLS {
                 if !done && ok {
                     ok = wait.pause(polls).is_ok();
                     polls = polls.saturating_add(1);
@@ -616,8 +620,9 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
                     }
                 }
                 turns += 1;
+                waiting = lanes.ballot(mask, !done);
             }
-            if lanes.ballot(mask, !done) != 0 {
+            if waiting != 0 {
                 // Under load: only the first lane polls, one word (the served word, written after
                 // every lane's), so waiting warps do not fill the bus with reads.
                 let mut waited = 1;
