@@ -102,8 +102,29 @@ fn serve_ports(
     inline: bool,
     warp: impl Fn(SimWarp, &HeapRegion) + Sync,
 ) -> (Log, Served) {
+    serve_warps(name, ports, 0, lanes, 1, inline, warp)
+}
+
+/// [`serve_ports`] with `warps` simulated warps at once, and every port but the first `free`
+/// held by another client handle for the whole run (0: none held).
+fn serve_warps(
+    name: &'static str,
+    ports: u32,
+    free: u32,
+    lanes: u32,
+    warps: u32,
+    inline: bool,
+    warp: impl Fn(SimWarp, &HeapRegion) + Sync,
+) -> (Log, Served) {
     let _watchdog = Watchdog::new(name, Duration::from_secs(120));
     let region: HeapRegion = HeapRegion::with_words(ports, lanes).unwrap();
+    let holder = region.client();
+    let _held: Vec<_> = match free {
+        0 => Vec::new(),
+        _ => (free..ports)
+            .map(|p| holder.try_hold(p).expect("a port no one holds yet"))
+            .collect(),
+    };
     let host = Served::default();
     let log = Mutex::new(Vec::new());
     let server = region.server();
@@ -136,7 +157,13 @@ fn serve_ports(
             );
             words > 0
         },
-        || SimWarp::run(lanes, |lane| warp(lane, &region)),
+        || {
+            std::thread::scope(|s| {
+                for _ in 0..warps {
+                    s.spawn(|| SimWarp::run(lanes, |lane| warp(lane, &region)));
+                }
+            })
+        },
     );
     (log.into_inner().unwrap(), host)
 }
@@ -488,6 +515,38 @@ fn a_lone_lane_and_its_warp_take_turns_on_one_port_with_a_warp_call_given_up_bet
     assert!((2 * 3..=3 * 3).contains(&by_mask(0xff)), "{log:?}");
     assert_eq!(log.len(), by_mask(1) + by_mask(0xff));
     assert!(log.iter().all(|e| e.0 == Path::Words));
+}
+
+#[test]
+fn whole_warps_that_outnumber_the_free_ports_wait_their_turn_and_get_their_own_replies() {
+    // Three warps of 8 lanes, every lane calling, one free port (the others held by another
+    // handle), no port kept: a warp's open often finds the port taken and its group waits in
+    // the open's search loop, its first lane searching again for the lanes its caller counted,
+    // until the port is free. Each lane checks its own reply.
+    const ROUNDS: u64 = 40;
+    let (log, _) = serve_warps(
+        "warps wait for a port",
+        32,
+        1,
+        8,
+        3,
+        true,
+        |lane, region| {
+            let desc = sim::descriptor(region);
+            // SAFETY: `desc` names `region`, alive and used only through the protocol here.
+            let client = unsafe { desc.client(lane, Yield) }.unwrap().word_lanes(64);
+            let me = client.lanes().lane_id();
+            let host = Host::client(&client);
+            for round in 0..ROUNDS {
+                let value = (u64::from(me) << 32) + round;
+                assert_eq!(host.mix(me, value), Ok(mix(me, value)), "lane {me}");
+            }
+        },
+    );
+    assert_eq!(log.len() as u64, 3 * ROUNDS);
+    assert!(log
+        .iter()
+        .all(|&e| e == (Path::Words, Host::OPCODE_MIX, 0xff)));
 }
 
 #[test]
