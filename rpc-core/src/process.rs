@@ -548,10 +548,17 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
             if lone || self.lanes.is_first_lane(mask) {
                 found = self.search(u32::MAX);
             }
-            found = self.lanes.broadcast(mask, found);
+            if !lone {
+                found = self.lanes.broadcast(mask, found);
+            }
             if found == NONE {
-                self.wait.pause(polls)?;
+                // The group gives up together: a policy may give up on one lane a turn before
+                // another, and the others would wait for it at the next broadcast.
+                let stalled = self.wait.pause(polls).is_err();
                 polls = polls.saturating_add(1);
+                if (lone && stalled) || (!lone && self.lanes.ballot(mask, stalled) != 0) {
+                    return Err(crate::Error::Stalled);
+                }
             }
         }
         let mut port = Port::new(self, found >> 1, found & 1, mask);

@@ -606,8 +606,8 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             // gave up on is one without its reply. `polls` counts this lane's own pauses, as
             // `Wait` expects.)
             // (One ballot a turn: whether a lane still waits. A lane the policy gave up on
-            // polls no more, and leaves the loop to its turn limit and the group to the end of
-            // the slow path below, where it gives up with the rest.)
+            // polls and pauses no more but keeps the loop going to its turn limit, and the group
+            // then always takes the slow path below, where it gives up with the rest.)
             let mut ok = true;
             let mut turns = 0;
             let mut waiting = lanes.ballot(mask, !done);

@@ -102,11 +102,14 @@ fn serve_ports(
     inline: bool,
     warp: impl Fn(SimWarp, &HeapRegion) + Sync,
 ) -> (Log, Served) {
-    serve_warps(name, ports, 0, lanes, 1, inline, warp)
+    let (log, served, _) = serve_warps(name, ports, 0, lanes, 1, inline, warp);
+    (log, served)
 }
 
-/// [`serve_ports`] with `warps` simulated warps at once, and every port but the first `free`
-/// held by another client handle for the whole run (0: none held).
+/// [`serve_ports`] with `warps` simulated warps at once and, where `free` is not 0, every port
+/// past the first `free` held by another client handle for the whole run, and the first `free`
+/// held too until the warps have been started for 20 ms (so each warp's first open waits). Also
+/// returns the port of every call served on the word lines, in order.
 fn serve_warps(
     name: &'static str,
     ports: u32,
@@ -115,22 +118,26 @@ fn serve_warps(
     warps: u32,
     inline: bool,
     warp: impl Fn(SimWarp, &HeapRegion) + Sync,
-) -> (Log, Served) {
+) -> (Log, Served, Vec<u32>) {
     let _watchdog = Watchdog::new(name, Duration::from_secs(120));
     let region: HeapRegion = HeapRegion::with_words(ports, lanes).unwrap();
     let holder = region.client();
-    let _held: Vec<_> = match free {
-        0 => Vec::new(),
-        _ => (free..ports)
-            .map(|p| holder.try_hold(p).expect("a port no one holds yet"))
-            .collect(),
+    let hold = |p| holder.try_hold(p).expect("a port no one holds yet");
+    let (first, _rest): (Vec<_>, Vec<_>) = match free {
+        0 => Default::default(),
+        _ => (
+            (0..free).map(hold).collect(),
+            (free..ports).map(hold).collect(),
+        ),
     };
     let host = Served::default();
     let log = Mutex::new(Vec::new());
+    let word_ports = Mutex::new(Vec::new());
     let server = region.server();
     let mut buffers = Vec::new();
     let mut seen = vec![0u64; server.seen_words()];
-    let (served, seen_log) = (&host, &log);
+    let (served, seen_log, seen_ports) = (&host, &log, &word_ports);
+    let (region, warp) = (&region, &warp);
     serving_while(
         move || {
             if let Some(mut port) = server.try_open(()) {
@@ -152,20 +159,34 @@ fn serve_warps(
                     seen_log
                         .lock()
                         .unwrap()
-                        .push((Path::Words, w.opcode, w.mask))
+                        .push((Path::Words, w.opcode, w.mask));
+                    seen_ports.lock().unwrap().push(w.port);
                 },
             );
             words > 0
         },
-        || {
+        move || {
             std::thread::scope(|s| {
-                for _ in 0..warps {
-                    s.spawn(|| SimWarp::run(lanes, |lane| warp(lane, &region)));
+                let warps: Vec<_> = (0..warps)
+                    .map(|_| s.spawn(|| SimWarp::run(lanes, |lane| warp(lane, region))))
+                    .collect();
+                if !first.is_empty() {
+                    std::thread::sleep(Duration::from_millis(20));
+                    drop(first);
+                }
+                // A warp's own panic, not the scope's.
+                let ends: Vec<_> = warps.into_iter().map(|w| w.join()).collect();
+                if let Some(Err(panic)) = ends.into_iter().find(Result::is_err) {
+                    std::panic::resume_unwind(panic);
                 }
             })
         },
     );
-    (log.into_inner().unwrap(), host)
+    (
+        log.into_inner().unwrap(),
+        host,
+        word_ports.into_inner().unwrap(),
+    )
 }
 
 /// Every lane of an 8-lane warp, its client built from the region's descriptor as a kernel's is
@@ -520,11 +541,12 @@ fn a_lone_lane_and_its_warp_take_turns_on_one_port_with_a_warp_call_given_up_bet
 #[test]
 fn whole_warps_that_outnumber_the_free_ports_wait_their_turn_and_get_their_own_replies() {
     // Three warps of 8 lanes, every lane calling, one free port (the others held by another
-    // handle), no port kept: a warp's open often finds the port taken and its group waits in
-    // the open's search loop, its first lane searching again for the lanes its caller counted,
-    // until the port is free. Each lane checks its own reply.
+    // handle; the free one held too for the warps' first 20 ms), no port kept: each warp's
+    // first open, and many later ones, find the port taken, and its group waits in the open's
+    // search loop, its first lane searching again for the lanes its caller counted, until the
+    // port is free. Each lane checks its own reply; every call was served on the free port.
     const ROUNDS: u64 = 40;
-    let (log, _) = serve_warps(
+    let (log, _, ports) = serve_warps(
         "warps wait for a port",
         32,
         1,
@@ -547,6 +569,82 @@ fn whole_warps_that_outnumber_the_free_ports_wait_their_turn_and_get_their_own_r
     assert!(log
         .iter()
         .all(|&e| e == (Path::Words, Host::OPCODE_MIX, 0xff)));
+    assert_eq!(ports, vec![0; log.len()]);
+}
+
+/// A wait that yields, or gives up at once while `give_up` is set.
+struct GivesUp {
+    give_up: std::cell::Cell<bool>,
+}
+
+impl ferry_rpc::Wait for GivesUp {
+    fn pause(&self, _polls: u32) -> Result<(), ferry_rpc::Stalled> {
+        if self.give_up.get() {
+            return Err(ferry_rpc::Stalled);
+        }
+        std::thread::yield_now();
+        Ok(())
+    }
+}
+
+#[test]
+fn a_lane_given_up_on_in_its_first_polls_gives_up_the_whole_group() {
+    // A call the server answers late; the wait policy of lane 3 alone gives up at its first
+    // pause, while the receive's first polls still have every lane poll its own words: the
+    // other lanes go on waiting (the first one on the served word) until the reply comes, then
+    // the whole group gives up, every lane with an error. The port then serves the next calls.
+    let (log, _) = serve("one lane gives up early", 8, true, |lane, region| {
+        let wait = GivesUp {
+            give_up: std::cell::Cell::new(false),
+        };
+        let client = region
+            .client_with(lane, wait)
+            .unwrap()
+            .keep_port(true)
+            .word_lanes(64);
+        let me = client.lanes().lane_id();
+        let host = Host::client(&client);
+        assert_eq!(host.mix(me, 1), Ok(mix(me, 1)), "lane {me}");
+        client.wait_policy().give_up.set(me == 3);
+        assert!(host.mix(me, STUCK).is_err(), "lane {me}");
+        client.wait_policy().give_up.set(false);
+        for round in 2..6 {
+            assert_eq!(host.mix(me, round), Ok(mix(me, round)), "lane {me}");
+        }
+    });
+    // The given-up call was served (the first lane waited for it) before the next ones.
+    assert_eq!(log.len(), 6, "{log:?}");
+    assert!(log.iter().all(|e| e.0 == Path::Words && e.2 == 0xff));
+}
+
+#[test]
+fn a_group_waiting_for_a_port_gives_up_together_when_one_lane_s_policy_does() {
+    // Every port held for the warp's first 20 ms; lane 5's wait policy gives up at its first
+    // pause, the others never: the open's search waits, and the whole group gives up at once
+    // (a lane leaving alone would leave the others waiting for it at the next broadcast). Then
+    // the port is free and every lane's next call goes through.
+    let (log, _, ports) = serve_warps(
+        "a group gives up its open",
+        32,
+        1,
+        8,
+        1,
+        true,
+        |lane, region| {
+            let wait = GivesUp {
+                give_up: std::cell::Cell::new(false),
+            };
+            let client = region.client_with(lane, wait).unwrap().word_lanes(64);
+            let me = client.lanes().lane_id();
+            client.wait_policy().give_up.set(me == 5);
+            let host = Host::client(&client);
+            assert!(host.mix(me, 1).is_err(), "lane {me}");
+            client.wait_policy().give_up.set(false);
+            assert_eq!(host.mix(me, 2), Ok(mix(me, 2)), "lane {me}");
+        },
+    );
+    assert_eq!(log, vec![(Path::Words, Host::OPCODE_MIX, 0xff)]);
+    assert_eq!(ports, vec![0]);
 }
 
 #[test]
