@@ -348,6 +348,10 @@ impl Side for Server {
 /// No port found (all lock words full, or nothing owned).
 const NONE: u32 = u32::MAX;
 
+/// What a group's first lane shares in place of a port when its wait policy gave up the search
+/// (`index * 2 + outbox bit` never reaches it: ports are at most `MAX_PORTS`).
+pub(crate) const GAVE_UP: u32 = u32::MAX - 1;
+
 /// A kept port whose ownership must be checked at the next open.
 const UNKNOWN: u32 = u32::MAX;
 
@@ -516,23 +520,31 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         &self,
         opcode: u32,
     ) -> Result<Port<'_, 'a, Client, L, M, W>, crate::Error> {
-        self.open_for_words_in(opcode, self.lanes.active_mask())
+        let mut mask = self.lanes.active_mask();
+        let mut found = self.take_kept_for(mask);
+        let mut polls = 0u32;
+        // (The mask is read again at each turn: a lane whose wait policy gave up has left, and
+        // the others go on as a smaller group.)
+        while found == NONE {
+            mask = self.lanes.active_mask();
+            if self.lanes.is_first_lane(mask) {
+                found = self.search(u32::MAX);
+            }
+            found = self.lanes.broadcast(mask, found);
+            if found == NONE {
+                self.wait.pause(polls)?;
+                polls = polls.saturating_add(1);
+            }
+        }
+        Ok(self.port_for_words(found, opcode, mask))
     }
 
-    /// [`open_for_words`](Self::open_for_words) by the lanes of `mask`, the active mask read by
-    /// the caller at this same convergent point (a generated call passes the group's full mask as
-    /// a constant where every lane calls: each lane primitive of the call then names the whole
-    /// group, which the GPU's compiler turns into a plain instruction, where a mask known only at
-    /// run time costs a check of the lanes' convergence at every primitive).
+    /// The port this handle keeps, if it closed it holding its packet, as `index * 2 + outbox
+    /// bit` shared by the lanes of `mask`, else `NONE`: no search, no memory read (the usual case
+    /// for a GPU's word calls).
     #[inline(always)]
-    pub(crate) fn open_for_words_in(
-        &self,
-        opcode: u32,
-        mask: u64,
-    ) -> Result<Port<'_, 'a, Client, L, M, W>, crate::Error> {
+    fn take_kept_for(&self, mask: u64) -> u32 {
         let lone = mask.count_ones() == 1;
-        // First the port this handle keeps, if it closed it holding its packet: no search, no
-        // memory read (the usual case for a GPU's word calls).
         let mut found = NONE;
         if self.keep {
             if lone || self.lanes.is_first_lane(mask) {
@@ -542,8 +554,30 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
                 found = self.lanes.broadcast(mask, found);
             }
         }
+        found
+    }
+
+    /// The port a generated word call of the lanes of `mask` opens, as `index * 2 + outbox
+    /// bit`, locked (or the kept one), and shared by every lane; `GAVE_UP` in every lane if the
+    /// wait policy of any lane gave up. `mask` is the active mask the caller
+    /// read at this same convergent point: a generated call passes a whole group's as a constant,
+    /// so that each lane primitive of the call names the full group, which the GPU's compiler
+    /// turns into the plain instruction (a mask known only at run time costs a check of the
+    /// lanes' convergence at every primitive); the group is the same at every turn.
+    ///
+    /// (No `Result<Port, _>` here: its error shares the bytes of the port's handle pointer, and
+    /// the merge of the two can keep the compiler from holding the handle in registers; on a GPU
+    /// its fields then live in local memory. The caller checks this word and builds the port,
+    /// [`port_for_words`](Self::port_for_words), only where there is one.)
+    #[inline(always)]
+    pub(crate) fn find_for_words(&self, mask: u64) -> u32 {
+        let lone = mask.count_ones() == 1;
+        let mut found = self.take_kept_for(mask);
         let mut polls = 0u32;
-        // (The group is the lanes that called: the same at every turn of the search.)
+        // (The group is the lanes that called: the same at every turn of the search.) Every lane
+        // waits between searches under its wait policy, and the group gives up together when
+        // one lane's policy gives up (a lane leaving alone would leave the others waiting for it
+        // at the next broadcast), as a group's receive does.
         while found == NONE {
             if lone || self.lanes.is_first_lane(mask) {
                 found = self.search(u32::MAX);
@@ -552,23 +586,33 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
                 found = self.lanes.broadcast(mask, found);
             }
             if found == NONE {
-                // The group gives up together: a policy may give up on one lane a turn before
-                // another, and the others would wait for it at the next broadcast.
                 let stalled = self.wait.pause(polls).is_err();
                 polls = polls.saturating_add(1);
                 if (lone && stalled) || (!lone && self.lanes.ballot(mask, stalled) != 0) {
-                    return Err(crate::Error::Stalled);
+                    found = GAVE_UP;
                 }
             }
         }
+        found
+    }
+
+    /// The port `found` (from [`find_for_words`](Self::find_for_words)) opened for word calls
+    /// by the lanes of `mask`.
+    #[inline(always)]
+    pub(crate) fn port_for_words(
+        &self,
+        found: u32,
+        opcode: u32,
+        mask: u64,
+    ) -> Port<'_, 'a, Client, L, M, W> {
         let mut port = Port::new(self, found >> 1, found & 1, mask);
         port.set_opcode(opcode);
         // SYNC (open): the first lane's take of the port happens before every lane's accesses
         // to it. A lone lane orders nothing with itself.
-        if !lone {
+        if mask.count_ones() != 1 {
             self.lanes.sync(mask);
         }
-        Ok(port)
+        port
     }
 }
 

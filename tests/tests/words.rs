@@ -620,9 +620,10 @@ fn a_lane_given_up_on_in_its_first_polls_gives_up_the_whole_group() {
 #[test]
 fn a_group_waiting_for_a_port_gives_up_together_when_one_lane_s_policy_does() {
     // Every port held for the warp's first 20 ms; lane 5's wait policy gives up at its first
-    // pause, the others never: the open's search waits, and the whole group gives up at once
-    // (a lane leaving alone would leave the others waiting for it at the next broadcast). Then
-    // the port is free and every lane's next call goes through.
+    // pause, the others never: the open's search waits, and the whole group gives up at once,
+    // every lane with an error and nothing sent (a lane leaving alone would leave the others
+    // waiting for it at the next broadcast). Then the port is free and every lane's next call
+    // goes through.
     let (log, _, ports) = serve_warps(
         "a group gives up its open",
         32,

@@ -229,9 +229,13 @@ impl<L: Lanes, M: Mailbox, W: Wait> CallSite for Process<'_, Client, L, M, W> {
     type Wait = W;
     type Inline = Self;
 
+    // Always the process itself: its `call_inline` answers `None` at once where it has no word
+    // lines (`words_for`). (A `None` here, chosen at run time, made the handle's address a
+    // select between it and null, which can keep the compiler from holding the handle in
+    // registers: on a GPU every field access then becomes a local-memory access.)
     #[inline(always)]
     fn inline(&self) -> Option<&Self> {
-        self.has_words().then_some(self)
+        Some(self)
     }
 
     #[inline(always)]
@@ -281,7 +285,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Process<'_, Client, L, M, W> {
         // Decided for the whole group: its mask, and whether every lane's call fits.
         let mask = self.lanes().active_mask();
         // A whole group (a warp whose every lane calls) makes the call with its mask as a
-        // constant: see `open_for_words_in`. (Two copies of the call; the mask decides which.)
+        // constant: see `find_for_words`. (Two copies of the call; the mask decides which.)
         let full = self.lanes().full_mask();
         if mask == full {
             self.call_on_words_in(full, fits, opcode, request, reply, memory)
@@ -305,10 +309,12 @@ impl<L: Lanes, M: Mailbox, W: Wait> Process<'_, Client, L, M, W> {
         if !self.words_for(mask) || self.lanes().ballot(mask, !fits) != 0 {
             return None;
         }
-        let mut port = match self.open_for_words_in(opcode, mask) {
-            Ok(port) => port,
-            Err(e) => return Some(Err(e)),
-        };
+        // (The port is built only once there is one: see `find_for_words`.)
+        let found = self.find_for_words(mask);
+        if found == crate::process::GAVE_UP {
+            return Some(Err(ProtocolError::Stalled));
+        }
+        let mut port = self.port_for_words(found, opcode, mask);
         match port.call_words_with(request, reply, memory) {
             Ok(DECLINED) => None,
             other => Some(other),
