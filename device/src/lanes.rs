@@ -4,7 +4,8 @@
 //!   ballot from `vote.sync.ballot`, broadcast from `shfl.sync.idx` (this is how the port index the
 //!   first lane found is made uniform across the warp), sync from `bar.warp.sync`. The full warp's
 //!   mask goes to these as an immediate: with a mask in a register the GPU's compiler checks, at
-//!   every one of them, that the mask's lanes are converged (`transport-gpu/NOTES.md`).
+//!   every one of them, that the mask's lanes are converged (`transport-gpu/NOTES.md`); a
+//!   one-lane mask (a lone lane's call) needs none of them, and they cost it nothing.
 //! - `Wavefront` (AMDGPU): 64 lanes (32 on wave32 targets), through LLVM's AMDGPU intrinsics:
 //!   lane id from `mbcnt`, the active mask and ballot from `ballot` (the `exec` mask), broadcast
 //!   from `readlane`, sync from `wave.barrier`. It builds for `amdgcn-amd-amdhsa` here (Debian's
@@ -71,12 +72,17 @@ mod nvptx_warp {
                 )
             };
             // In the mask, and no lane of the mask below it (32-bit: a warp's mask has no more).
-            mask as u32 & le == eq
+            // A one-lane mask is the calling lane's (the contract): no register to read.
+            mask.count_ones() == 1 || mask as u32 & le == eq
         }
 
         #[inline(always)]
         fn broadcast(&self, mask: u64, value: u32) -> u32 {
             let out: u32;
+            if mask.count_ones() == 1 {
+                // One lane (the caller): its own value, no shuffle.
+                return value;
+            }
             if mask as u32 == u32::MAX {
                 // The whole warp, named by an immediate: the GPU's compiler then emits the
                 // shuffle alone, where a mask in a register costs a check, at run time, that
@@ -111,6 +117,10 @@ mod nvptx_warp {
         #[inline(always)]
         fn ballot(&self, mask: u64, predicate: bool) -> u64 {
             let out: u32;
+            if mask.count_ones() == 1 {
+                // One lane (the caller): its own vote, no vote instruction.
+                return if predicate { mask } else { 0 };
+            }
             if mask as u32 == u32::MAX {
                 // The whole warp, named by an immediate (see `broadcast`).
                 // SAFETY: as below, with every lane of the warp.
@@ -139,6 +149,10 @@ mod nvptx_warp {
 
         #[inline(always)]
         fn sync(&self, mask: u64) {
+            if mask.count_ones() == 1 {
+                // One lane orders nothing with itself.
+                return;
+            }
             if mask as u32 == u32::MAX {
                 // The whole warp, named by an immediate (see `broadcast`).
                 // SAFETY: as below, with every lane of the warp.

@@ -358,12 +358,9 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Port<'_, '_, S, L, M, W> {
         }
         let lanes = self.process.lanes();
         // SYNC (close): every lane's accesses to the port happen before the first lane's unlock
-        // (and before the next call's, on a port kept). A lone lane orders nothing with itself.
-        let lone = self.exec_mask.count_ones() == 1;
-        if !lone {
-            lanes.sync(self.exec_mask);
-        }
-        if lone || lanes.is_first_lane(self.exec_mask) {
+        // (and before the next call's, on a port kept).
+        lanes.sync(self.exec_mask);
+        if lanes.is_first_lane(self.exec_mask) {
             self.process.release(
                 self.index,
                 self.owns.then_some(self.out),

@@ -348,7 +348,7 @@ impl Side for Server {
 /// No port found (all lock words full, or nothing owned).
 const NONE: u32 = u32::MAX;
 
-/// What a group's first lane shares in place of a port when its wait policy gave up the search
+/// What a group's search for a port answers, in every lane, when a lane's wait policy gave up
 /// (`index * 2 + outbox bit` never reaches it: ports are at most `MAX_PORTS`).
 pub(crate) const GAVE_UP: u32 = u32::MAX - 1;
 
@@ -544,15 +544,12 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     /// for a GPU's word calls).
     #[inline(always)]
     fn take_kept_for(&self, mask: u64) -> u32 {
-        let lone = mask.count_ones() == 1;
         let mut found = NONE;
         if self.keep {
-            if lone || self.lanes.is_first_lane(mask) {
+            if self.lanes.is_first_lane(mask) {
                 found = self.take_kept_open();
             }
-            if !lone {
-                found = self.lanes.broadcast(mask, found);
-            }
+            found = self.lanes.broadcast(mask, found);
         }
         found
     }
@@ -571,7 +568,6 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     /// [`port_for_words`](Self::port_for_words), only where there is one.)
     #[inline(always)]
     pub(crate) fn find_for_words(&self, mask: u64) -> u32 {
-        let lone = mask.count_ones() == 1;
         let mut found = self.take_kept_for(mask);
         let mut polls = 0u32;
         // (The group is the lanes that called: the same at every turn of the search.) Every lane
@@ -579,16 +575,14 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         // one lane's policy gives up (a lane leaving alone would leave the others waiting for it
         // at the next broadcast), as a group's receive does.
         while found == NONE {
-            if lone || self.lanes.is_first_lane(mask) {
+            if self.lanes.is_first_lane(mask) {
                 found = self.search(u32::MAX);
             }
-            if !lone {
-                found = self.lanes.broadcast(mask, found);
-            }
+            found = self.lanes.broadcast(mask, found);
             if found == NONE {
                 let stalled = self.wait.pause(polls).is_err();
                 polls = polls.saturating_add(1);
-                if (lone && stalled) || (!lone && self.lanes.ballot(mask, stalled) != 0) {
+                if self.lanes.ballot(mask, stalled) != 0 {
                     found = GAVE_UP;
                 }
             }
@@ -608,10 +602,8 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         let mut port = Port::new(self, found >> 1, found & 1, mask);
         port.set_opcode(opcode);
         // SYNC (open): the first lane's take of the port happens before every lane's accesses
-        // to it. A lone lane orders nothing with itself.
-        if mask.count_ones() != 1 {
-            self.lanes.sync(mask);
-        }
+        // to it.
+        self.lanes.sync(mask);
         port
     }
 }

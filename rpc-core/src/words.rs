@@ -438,9 +438,9 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         );
         let lanes = process.lanes();
         let mask = self.exec_mask();
-        // A lone lane (the default for word calls) has nothing to share.
+        // A lone lane's words lie next to each other (`at`).
         let alone = mask.count_ones() == 1;
-        let first = alone || lanes.is_first_lane(mask);
+        let first = lanes.is_first_lane(mask);
         let mut seq = 0;
         if first {
             // Only the lock holder touches the port's sequence word (stored after the fence
@@ -448,20 +448,12 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             // since its last word call needs no read: the handle remembers what it sent.
             seq = process.next_seq(index);
         }
-        let seq = if alone {
-            seq
-        } else {
-            lanes.broadcast(mask, seq)
-        };
+        let seq = lanes.broadcast(mask, seq);
         // The first lane's lengths are the call's: every lane stores that many words (its own
         // bytes, zero past their end), at least one, so the server finds every word it waits
         // for and every lane's earlier writes are published by a word the server reads.
         let own = request.len() as u32 | (reply_len as u32) << 8;
-        let lengths = if alone {
-            own
-        } else {
-            lanes.broadcast(mask, own)
-        };
+        let lengths = lanes.broadcast(mask, own);
         // This lane's own length where it is the call's (always, from a generated client: a
         // length the compiler knows), else the first lane's.
         let words = match lengths == own {
