@@ -82,6 +82,16 @@ enum Path {
 
 type Log = Vec<(Path, u32, u64)>;
 
+/// A client of `region` on the simulated warp's `lane`, waiting with `wait`, whose calls of any
+/// group take the word lines (`word_lanes(64)`).
+fn words_client<W: ferry_rpc::Wait>(
+    region: &HeapRegion,
+    lane: SimWarp,
+    wait: W,
+) -> ferry_rpc::Process<'_, ferry_rpc::Client, SimWarp, ferry_rpc::PerPort, W> {
+    region.client_with(lane, wait).unwrap().word_lanes(64)
+}
+
 /// Runs `warp` on a simulated warp of `lanes` lanes against a server of `Host` on a 32-port
 /// region with word lines; `inline` false makes the server decline word calls (as a handler
 /// that serves no inline calls does). Returns what the server saw.
@@ -219,7 +229,7 @@ fn a_warp_calls_on_its_word_line_each_lane_getting_its_own_reply() {
 #[test]
 fn divergent_halves_and_lane_zero_alone_call_with_their_own_lanes() {
     let (log, host) = serve("divergent", 8, true, |lane, region| {
-        let client = region.client_with(lane, Yield).unwrap().word_lanes(64);
+        let client = words_client(region, lane, Yield);
         let me = client.lanes().lane_id();
         let host = Host::client(&client);
         let odd = me % 2 == 1;
@@ -243,11 +253,7 @@ fn divergent_halves_and_lane_zero_alone_call_with_their_own_lanes() {
 #[test]
 fn calls_that_do_not_fit_take_the_packets_in_order_with_word_calls() {
     let (log, host) = serve("mixed paths", 4, true, |lane, region| {
-        let client = region
-            .client_with(lane, Yield)
-            .unwrap()
-            .keep_port(true)
-            .word_lanes(64);
+        let client = words_client(region, lane, Yield).keep_port(true);
         let me = client.lanes().lane_id();
         let host = Host::client(&client);
         for round in 0..10u64 {
@@ -273,7 +279,7 @@ fn calls_that_do_not_fit_take_the_packets_in_order_with_word_calls() {
 #[test]
 fn a_server_that_declines_word_calls_gets_them_through_the_packets() {
     let (log, _) = serve("declined", 4, false, |lane, region| {
-        let client = region.client_with(lane, Yield).unwrap().word_lanes(64);
+        let client = words_client(region, lane, Yield);
         let me = client.lanes().lane_id();
         for round in 0..10 {
             assert_eq!(Host::client(&client).mix(me, round), Ok(mix(me, round)));
@@ -434,11 +440,7 @@ fn values_calls_take_the_word_line_beside_fenced_ones_and_get_their_own_replies(
     // Whole warps, a divergent half and a lone lane, each alternating a values call with a
     // fenced one on the same (kept) port: every reply to its own lane, every call on words.
     let (log, _) = serve("values calls", 8, true, |lane, region| {
-        let client = region
-            .client_with(lane, Yield)
-            .unwrap()
-            .word_lanes(64)
-            .keep_port(true);
+        let client = words_client(region, lane, Yield).keep_port(true);
         let me = client.lanes().lane_id();
         let host = Host::client(&client);
         for round in 0..30 {
@@ -506,11 +508,7 @@ fn a_lone_lane_and_its_warp_take_turns_on_one_port_with_a_warp_call_given_up_bet
             patience: std::cell::Cell::new(None),
             since: std::cell::Cell::new(None),
         };
-        let client = region
-            .client_with(lane, wait)
-            .unwrap()
-            .keep_port(true)
-            .word_lanes(64);
+        let client = words_client(region, lane, wait).keep_port(true);
         let me = client.lanes().lane_id();
         let host = Host::client(&client);
         for round in 0..3u64 {
@@ -597,11 +595,7 @@ fn a_lane_given_up_on_in_its_first_polls_gives_up_the_whole_group() {
         let wait = GivesUp {
             give_up: std::cell::Cell::new(false),
         };
-        let client = region
-            .client_with(lane, wait)
-            .unwrap()
-            .keep_port(true)
-            .word_lanes(64);
+        let client = words_client(region, lane, wait).keep_port(true);
         let me = client.lanes().lane_id();
         let host = Host::client(&client);
         assert_eq!(host.mix(me, 1), Ok(mix(me, 1)), "lane {me}");
@@ -635,7 +629,7 @@ fn a_group_waiting_for_a_port_gives_up_together_when_one_lane_s_policy_does() {
             let wait = GivesUp {
                 give_up: std::cell::Cell::new(false),
             };
-            let client = region.client_with(lane, wait).unwrap().word_lanes(64);
+            let client = words_client(region, lane, wait);
             let me = client.lanes().lane_id();
             client.wait_policy().give_up.set(me == 5);
             let host = Host::client(&client);
