@@ -642,6 +642,86 @@ pub unsafe extern "ptx-kernel" fn open_probe(iters: u32, phases: *mut u32, error
     unsafe { count(errors, u32::from(sum == u32::MAX)) };
 }
 
+/// Timed steps of `open_real_probe`.
+const OPEN_REAL: usize = 9;
+
+/// The lock bit of a client's port word (`ferry_rpc::Process::with_port_words`).
+const PORT_LOCKED: u64 = 1 << 32;
+
+/// # Safety
+///
+/// As `call_phases`, `phases` holding `iters * OPEN_REAL` `u32`s; lane 0 alone runs it, on a
+/// region with word lines whose descriptor the host set up (port 0 is the warp's).
+///
+/// A real open beside its instructions written out on the same word (port 0's port word in the
+/// client's memory), in the same loop: 0 `open_for_words` (port not kept), 1 a values call on
+/// it, 2 `close`; 3 `atom.acquire.gpu.or.b64` of the word's lock bit (its value used), 4 the
+/// unlock's `st.release.gpu.u64`; 5 the atomic again, 6 an unlock as a lock bitmap's
+/// (`fence.acq_rel.gpu`, then a relaxed store); 7 `open_for_words` again with no call before it,
+/// 8 its `close`.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn open_real_probe(iters: u32, phases: *mut u32, errors: *mut u32) {
+    if global_thread_id() != 0 {
+        return;
+    }
+    let client = ferry_device::client().keep_port(false);
+    // SAFETY: the host set the descriptor up before launch (the kernel's contract).
+    let desc = unsafe { read_volatile(&raw const ferry_device::nvptx::FERRY_RPC) };
+    // Port 0's port word: the first `u64` of the client memory (the descriptor's contract).
+    let word = desc.locks as usize as *mut u64;
+    let mut wrong = 0;
+    for i in 0..iters {
+        let x = i as u64;
+        let mut t = [0u64; OPEN_REAL + 1];
+        t[0] = stamp();
+        let Ok(mut port) = client.open_for_words(opcode::NOOP) else {
+            wrong += 1;
+            continue;
+        };
+        t[1] = stamp();
+        let call = port.send_words_with(&x.to_le_bytes(), 8, Memory::ValuesOnly);
+        let mut reply = [0u8; 8];
+        let status = port.recv_words(call, &mut reply);
+        t[2] = stamp_after(reply[0] as u32);
+        if status != Ok(status::OK) || u64::from_le_bytes(reply) != x + 1 {
+            wrong += 1;
+        }
+        port.close();
+        t[3] = stamp();
+        let mut a: u64;
+        // SAFETY: atomic accesses of port 0's word, which this lane alone uses (one warp, lane
+        // 0); the lock is taken and released as an open and a close would, the state put back.
+        unsafe {
+            core::arch::asm!("atom.acquire.gpu.or.b64 {x}, [{a}], {b};", x = out(reg64) a, a = in(reg64) word, b = in(reg64) PORT_LOCKED, options(nostack));
+            t[4] = stamp_after(a as u32 ^ (a >> 32) as u32);
+            // (A lock bit found set is an error: nothing else holds port 0.)
+            wrong += u32::from(a & PORT_LOCKED != 0);
+            core::arch::asm!("st.release.gpu.u64 [{a}], {v};", a = in(reg64) word, v = in(reg64) a, options(nostack));
+            t[5] = stamp();
+            core::arch::asm!("atom.acquire.gpu.or.b64 {x}, [{a}], {b};", x = out(reg64) a, a = in(reg64) word, b = in(reg64) PORT_LOCKED, options(nostack));
+            t[6] = stamp_after(a as u32 ^ (a >> 32) as u32);
+            wrong += u32::from(a & PORT_LOCKED != 0);
+            core::arch::asm!("fence.acq_rel.gpu;", "st.relaxed.gpu.u64 [{a}], {v};", a = in(reg64) word, v = in(reg64) a, options(nostack));
+            t[7] = stamp();
+        }
+        match client.open_for_words(opcode::NOOP) {
+            Ok(port) => {
+                t[8] = stamp();
+                port.close();
+            }
+            Err(_) => {
+                wrong += 1;
+                t[8] = stamp();
+            }
+        }
+        t[9] = stamp();
+        // SAFETY: `phases` holds `iters * OPEN_REAL` words (launch contract).
+        unsafe { record(phases, i, &t) };
+    }
+    // SAFETY: `errors` is a valid device `u32` (launch contract).
+    unsafe { count(errors, wrong) };
+}
+
 /// The body of `call_phases_words` for the lanes that run it.
 ///
 /// # Safety

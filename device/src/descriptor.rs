@@ -7,7 +7,7 @@
 //! lane count are the host's choice (`Layout`), so the GPU code has no compiled-in sizes.
 
 use ferry_rpc::mailbox::MailboxKind;
-use ferry_rpc::sync::AtomicU32;
+use ferry_rpc::sync::{AtomicU32, AtomicU64};
 use ferry_rpc::{ClientProcess, Lanes, Layout, LayoutError, PerPort, Region, Wait};
 
 /// The name of the program's descriptor global, as the host looks it up.
@@ -15,9 +15,9 @@ pub const SYMBOL: &str = "FERRY_RPC";
 
 /// The value of [`Descriptor::magic`] once the host has filled the descriptor in. It also names
 /// the region's layout: it changes whenever the layout does (last: the word lines' bell
-/// words after their heads), so a program built for another layout than its host's finds no
+/// words after their heads; before that, the client memory's port words), so a program built for another layout than its host's finds no
 /// descriptor set up instead of reading words where there are none.
-pub const MAGIC: u32 = 0x4652_5933;
+pub const MAGIC: u32 = 0x4652_5934;
 
 /// The value of [`Descriptor::magic`] in a program's descriptor before any host set it up
 /// ([`Descriptor::UNSET`]): as [`MAGIC`], it names the layout the program was built for, so a
@@ -32,8 +32,8 @@ const _: () = assert!(UNSET_MAGIC != MAGIC && UNSET_MAGIC != 0);
 pub const FLAG_KEEP_PORTS: u32 = 1 << 16;
 
 /// [`Descriptor::mailbox`] flag: the region has word lines for small calls
-/// (`Layout::with_words`, `ferry_rpc::words`), and the client memory at [`Descriptor::locks`]
-/// holds each port's sequence word after the outbox shadow. Clients then make calls whose
+/// (`Layout::with_words`, `ferry_rpc::words`), and the client's port words at
+/// [`Descriptor::locks`] hold the ports' word-call sequences. Clients then make calls whose
 /// request and reply fit a word line there, in one trip across the bus.
 pub const FLAG_WORDS: u32 = 1 << 17;
 
@@ -74,10 +74,11 @@ pub struct Descriptor {
     pub mailbox: u32,
     /// Address of the region as the client sees it (device address of mapped host memory).
     pub region: u64,
-    /// Address of the client's lock bitmap (`layout.lock_words()` words), followed by its outbox
-    /// shadow (`layout.ports()` words, used on NVPTX only: `Process::with_outbox_shadow`) and,
-    /// with [`FLAG_WORDS`], its word lines' sequence words (`layout.ports()` words), all zeroed
-    /// together with the region before the first launch. See [`Descriptor::client_words`].
+    /// Address of the client's memory, 8-byte aligned: its port words (`layout.ports()` `u64`
+    /// words: each port's lock, outbox shadow and word-call sequence,
+    /// `ferry_rpc::Process::with_port_words`), then, with [`FLAG_ANNOUNCE`], its announce words,
+    /// all zeroed together with the region before the first launch. See
+    /// [`Descriptor::client_words`].
     pub locks: u64,
     /// Bytes of each lane's share of a port's bulk area (`Layout::with_bulk`; 0: none).
     pub bulk: u32,
@@ -138,21 +139,15 @@ impl Descriptor {
         self.mailbox & FLAG_KEEP_PORTS != 0
     }
 
-    /// The `u32` words of client memory `locks` points to for `layout`: the lock bitmap, then the
-    /// outbox shadow, then (if the layout has word lines) each port's sequence word, then two
-    /// announce words per lane of every port ([`FLAG_ANNOUNCE`]).
+    /// The `u32` words of client memory `locks` points to for `layout`: the port words (two
+    /// `u32` words each), then two announce words per lane of every port ([`FLAG_ANNOUNCE`]).
     pub fn client_words(layout: &Layout) -> usize {
         Self::announce_at(layout) + layout.announce_words()
     }
 
-    /// Where the announce words start in the client memory, in words.
+    /// Where the announce words start in the client memory, in `u32` words.
     fn announce_at(layout: &Layout) -> usize {
-        let seqs = if layout.has_words() {
-            layout.ports() as usize
-        } else {
-            0
-        };
-        layout.lock_words() + layout.ports() as usize + seqs
+        2 * layout.ports() as usize
     }
 
     /// The bytes of the descriptor, as the host copies them to the device.
@@ -175,43 +170,36 @@ impl Descriptor {
     ///
     /// The descriptor must be set up ([`MAGIC`]) by a host that keeps, for `'a`: `region` valid,
     /// 64-byte aligned memory of `layout().size()` bytes shared with its server only through the
-    /// protocol, and `locks` valid, 4-byte aligned memory of `layout().lock_words()` words used
-    /// only as this region's client lock bitmap; on NVPTX or with [`FLAG_WORDS`] (on every
-    /// target), [`Descriptor::client_words`] words, the rest used only as the client's outbox
-    /// shadow and word-line sequence words, zeroed while the mailboxes were.
+    /// protocol, and `locks` valid, 8-byte aligned memory of [`Descriptor::client_words`] `u32`
+    /// words, used only as this region's client port words and (with [`FLAG_ANNOUNCE`]) its
+    /// announce words, zeroed while the mailboxes were. (An unaligned `locks` is refused.)
     pub unsafe fn client<'a, L: Lanes, W: Wait>(
         &self,
         lanes: L,
         wait: W,
     ) -> Result<Client<'a, L, W>, LayoutError> {
-        if self.magic != MAGIC || self.region == 0 || self.locks == 0 {
+        if self.magic != MAGIC
+            || self.region == 0
+            || self.locks == 0
+            || !self.locks.is_multiple_of(8)
+        {
             return Err(LayoutError::Ports(self.ports));
         }
         let layout = self.layout()?;
         // SAFETY: the caller guarantees the region memory (aligned, sized, protocol-only access).
         let region =
             unsafe { Region::<PerPort>::from_raw(self.region as usize as *mut u8, layout)? };
-        // SAFETY: the caller guarantees `locks` holds `lock_words()` aligned words used only as
-        // this client lock bitmap; `AtomicU32` accepts any bit pattern.
-        let locks = unsafe {
+        // SAFETY: the caller guarantees `client_words` words at `locks` (8-byte aligned,
+        // checked above), the first `ports` `u64` words used only as this region's client port
+        // words; `AtomicU64` accepts any bit pattern.
+        let words = unsafe {
             core::slice::from_raw_parts(
-                self.locks as usize as *const AtomicU32,
-                layout.lock_words(),
+                self.locks as usize as *const AtomicU64,
+                layout.ports() as usize,
             )
         };
-        let client = ClientProcess::new(region, locks, lanes, wait)?.keep_port(self.keep_ports());
-        #[cfg(target_arch = "nvptx64")]
-        let client = {
-            // SAFETY: on NVPTX the caller guarantees `client_words` words at `locks`; the shadow
-            // is the `ports` words after the lock bitmap, used only as the outbox shadow.
-            let shadow = unsafe {
-                core::slice::from_raw_parts(
-                    (self.locks as usize as *const AtomicU32).add(layout.lock_words()),
-                    layout.ports() as usize,
-                )
-            };
-            client.with_outbox_shadow(shadow)?
-        };
+        let client = ClientProcess::with_port_words(region, words, lanes, wait)?
+            .keep_port(self.keep_ports());
         let client = match self.mailbox & FLAG_ANNOUNCE {
             0 => client,
             _ => {
@@ -227,19 +215,6 @@ impl Descriptor {
                 client.with_announce_words(words)?
             }
         };
-        if !layout.has_words() {
-            return Ok(client);
-        }
-        // SAFETY: with FLAG_WORDS the caller guarantees `client_words` words at `locks`; the
-        // sequence words are the `ports` words after the shadow, used only as such.
-        let seqs = unsafe {
-            core::slice::from_raw_parts(
-                (self.locks as usize as *const AtomicU32)
-                    .add(layout.lock_words() + layout.ports() as usize),
-                layout.ports() as usize,
-            )
-        };
-        let client = client.with_word_seqs(seqs)?;
         Ok(match self.mailbox & FLAG_WORDS_FOR_WARPS {
             0 => client,
             _ => client.word_lanes(u32::MAX),

@@ -530,7 +530,7 @@ pub(crate) fn program_client() -> crate::Client<'static, ferry_rpc::Single, Prog
         );
     };
     // SAFETY: `run_program` set this descriptor up for a region it leaked (alive for the rest of
-    // the process: `'static` holds) and a client lock bitmap of the same region, reached only
+    // the process: `'static` holds) and the client port words of the same region, reached only
     // through the protocol; the host serves it for the length of the run.
     let client = unsafe { descriptor.client(ferry_rpc::Single, ProgramWait) }
         .expect("run_program's descriptor names its own region");

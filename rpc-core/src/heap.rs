@@ -8,7 +8,7 @@ use crate::lanes::{Lanes, Single};
 use crate::layout::{Layout, LayoutError};
 use crate::mailbox::{Mailbox, PerPort};
 use crate::process::{Client, Process, Region, Server};
-use crate::sync::AtomicU32;
+use crate::sync::{AtomicU32, AtomicU64};
 use crate::wait::{Spin, Wait};
 
 /// A heap-allocated region and both sides' lock bitmaps.
@@ -25,10 +25,12 @@ pub struct HeapRegion<M: Mailbox = PerPort> {
         Box<[crate::sync::AtomicU64]>,
         Box<[crate::sync::AtomicU64]>,
     ),
-    /// The client's lock bitmap, followed (with word lines) by a word per port that a GPU
-    /// client would use as its outbox shadow and by the ports' word-line sequence words: the
-    /// client memory a device descriptor names (`Descriptor::client_words`).
+    /// The client's lock bitmap, followed (with word lines) by the ports' word-line sequence
+    /// words: the memory of [`client`](Self::client)'s handles.
     client_locks: LockBitmap,
+    /// The client's port words (`Process::with_port_words`): the client memory a device
+    /// descriptor names (`Descriptor::client_words`), for clients built as a GPU's are.
+    port_words: Box<[AtomicU64]>,
     server_locks: LockBitmap,
     _mailbox: PhantomData<M>,
 }
@@ -170,11 +172,12 @@ impl<M: Mailbox> HeapRegion<M> {
             client_locks: LockBitmap::new(
                 layout.lock_words(),
                 if layout.has_words() {
-                    2 * layout.ports() as usize
+                    layout.ports() as usize
                 } else {
                     0
                 },
             ),
+            port_words: (0..layout.ports()).map(|_| AtomicU64::new(0)).collect(),
             server_locks: LockBitmap::new(layout.lock_words(), 0),
             _mailbox: PhantomData,
         }
@@ -221,10 +224,7 @@ impl<M: Mailbox> HeapRegion<M> {
     ) -> Result<Process<'_, Client, L, M, W>, LayoutError> {
         let client = Process::new(self.region(), &self.client_locks, lanes, wait)?;
         match self.layout.has_words() {
-            true => {
-                let after_shadow = self.layout.lock_words() + self.layout.ports() as usize;
-                client.with_word_seqs(&self.client_locks.all()[after_shadow..])
-            }
+            true => client.with_word_seqs(&self.client_locks.all()[self.layout.lock_words()..]),
             false => Ok(client),
         }
     }
@@ -250,11 +250,12 @@ impl<M: Mailbox> HeapRegion<M> {
             .expect("one lane always fits")
     }
 
-    /// The client's memory as a device descriptor names it (`Descriptor::locks`): the lock
-    /// bitmap, then, with word lines, a word per port a GPU client uses as its outbox shadow and
-    /// the ports' word-line sequence words.
-    pub fn client_memory(&self) -> &[AtomicU32] {
-        self.client_locks.all()
+    /// The client's memory as a device descriptor names it (`Descriptor::locks`): the port
+    /// words, one per port (`Process::with_port_words`), apart from the lock bitmap of
+    /// [`client`](Self::client)'s handles (the two kinds of handle do not exclude each other:
+    /// use one kind on a region).
+    pub fn client_memory(&self) -> &[AtomicU64] {
+        &self.port_words
     }
 
     /// The client's lock bitmap (for diagnostics and baselines).

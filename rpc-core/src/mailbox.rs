@@ -24,8 +24,8 @@
 //! - On a GPU (`transport-gpu`) **`PerPort` is required**: the client's outbox lives in host memory
 //!   across PCIe, where a flip must be a posted store, not a read-modify-write the GPU would have
 //!   to carry out over the link (and NVPTX lowers ordered RMWs to relaxed GPU-scope ones, see
-//!   `DESIGN.md`); the device library also keeps a per-port outbox shadow in device memory that
-//!   assumes one word per port. It is the type parameters' default, as in LLVM libc's layout.
+//!   `DESIGN.md`); the device library also keeps a per-port outbox shadow in the client's port
+//!   words that assumes one word per port. It is the type parameters' default, as in LLVM libc's layout.
 
 use crate::sync::{AtomicU32, Ordering, MAILBOX_LOAD};
 

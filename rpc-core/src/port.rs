@@ -221,7 +221,6 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
         // SYNC (take ownership): pairs with the other side's release fence before its flip, which
         // the first lane observed; every lane fences before touching its slot.
         fence(Ordering::Acquire);
-        #[cfg(target_arch = "nvptx64")]
         if lanes.is_first_lane(self.exec_mask) {
             self.process.note_owned(self.index, self.out);
         }

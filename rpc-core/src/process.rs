@@ -30,6 +30,10 @@
 //! [`Process::keep_port`] keeps a closed port locked for the handle's next open, which skips the
 //! search, the lock and the unlock when the handle still owns the packet.
 //!
+//! A client may hold its locks in port words instead ([`Process::with_port_words`], a GPU's
+//! clients): a word per port holding the port's lock bit, its outbox shadow and its word-call
+//! sequence, taken with its state in one atomic and released with one store.
+//!
 //! A transport's housekeeping that must keep one side's handles off a port without opening it
 //! (the shared-memory server's monitor, before it frees a dead client's port) takes the port's
 //! lock with [`Process::try_hold`]: a [`Held`] guard, released on drop, with the same orderings
@@ -43,8 +47,8 @@ use crate::layout::{Layout, LayoutError, Slot, PORT_GRANULE};
 use crate::mailbox::{Mailbox, PerPort};
 use crate::port::Port;
 use crate::sync::{
-    fence, lock_acquire_or, lock_fence, private_load, private_store, AtomicU32, AtomicU64,
-    Ordering, SharedCell,
+    fence, holder_store64, lock_acquire_or, lock_acquire_or64, lock_fence, lock_release_store64,
+    private_load, private_load64, private_store, AtomicU32, AtomicU64, Ordering, SharedCell,
 };
 use crate::wait::{Spin, Wait};
 
@@ -375,9 +379,9 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// The lock words this handle searches: `first_word .. first_word + words` (all by default).
     first_word: u32,
     words: u32,
-    /// NVPTX only: the client's outbox shadow in device memory, one word per port (empty: none).
-    #[cfg(target_arch = "nvptx64")]
-    shadow: &'a [AtomicU32],
+    /// A client's port words, one per port, which hold the ports' locks in place of the bitmap
+    /// `locks` (empty: the bitmap); see [`Self::with_port_words`].
+    port_words: &'a [AtomicU64],
     /// An exclusive handle's copy of its own outbox bits, one word per 32 ports of the whole
     /// region (empty: none); see [`Self::with_outbox_mirror`].
     mirror: &'a [AtomicU32],
@@ -390,6 +394,12 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// port's state); `NONE` as the port otherwise. Set and read in the first lane only. A call on that port takes its
     /// sequence from here instead of reading the word (on a GPU, a trip to device memory).
     last_seq: Cell<(u32, u32)>,
+    /// With port words, the outbox shadow bits of `last_seq`'s port (its port word's state
+    /// beside the sequence, kept while this handle holds the port: see `PORT_LOCKED`).
+    last_shadow: Cell<u32>,
+    /// Whether this client makes small calls on the word lines (it has sequence words: its
+    /// port words, or [`Self::with_word_seqs`]).
+    word_calls: bool,
     /// The most active lanes whose small calls take the word lines ([`Self::word_lanes`]).
     word_lanes: u32,
     /// A client's announce words, one per lane of every port (empty: none); see
@@ -398,33 +408,70 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     _side: PhantomData<S>,
 }
 
-/// NVPTX only: the shadow word's bit saying the client flipped its outbox and has not yet seen the
-/// reply (bit 0 mirrors the outbox bit).
-#[cfg(target_arch = "nvptx64")]
+/// A port word's lock bit. A client's port word (see [`Process::with_port_words`]) holds, for
+/// one port: the sequence of its last word call (bits 0..32), this bit, and the outbox shadow
+/// (bits `SHADOW_SHIFT`..: the outbox bit and `SHADOW_IN_FLIGHT`).
+const PORT_LOCKED: u64 = 1 << 32;
+
+/// Where the outbox shadow sits in a port word.
+const SHADOW_SHIFT: u32 = 33;
+
+/// The shadow's bit saying the client flipped its outbox and has not yet seen the reply (bit 0
+/// is the outbox bit).
 const SHADOW_IN_FLIGHT: u32 = 2;
 
-/// NVPTX only: the client's private shadow of its outbox.
+/// `SHADOW_IN_FLIGHT` in a port word.
+const PORT_IN_FLIGHT: u64 = (SHADOW_IN_FLIGHT as u64) << SHADOW_SHIFT;
+
+/// A client whose locks are port words.
 ///
-/// A warp opening a port normally reads the port's two mailbox words across PCIe (its own outbox
-/// and the server's) and fences at system scope: one round trip per call. Both can be known
+/// With a lock bitmap, opening a port costs a locked instruction on a word 32 ports share, then
+/// reads of the port's state (on a GPU: its outbox shadow and word-call sequence, a second trip
+/// to memory), and closing it a release fence and another locked instruction. A port word holds
+/// the lock and that state together: the open's one atomic (`fetch_or` of `PORT_LOCKED`,
+/// acquire) returns the state with the lock, and the close is one release store of the state
+/// with the bit clear (no other port shares the word, so a store will do). While a handle holds
+/// the port, it stores every change of the state to the word (relaxed: only the holder writes
+/// it, and a contender's `fetch_or` writes back what it read, the bit already set), so the word
+/// is exact whichever way the port is later released.
+///
+/// **The outbox shadow.** A client opening a port normally reads the port's two mailbox words
+/// (on a GPU across PCIe, and fences at system scope): one round trip per call. Both can be known
 /// without that read. The client outbox is written only by client lock holders, so a copy of it
-/// in device memory, updated with every flip under the lock, is exact. And once a client has seen
+/// in the port word, updated with every flip under the lock, is exact. And once a client has seen
 /// inbox == outbox (its reply), the packet stays the client's until a client flips again: the
-/// server flips only a packet it owns (the invariant in the module doc). So each shadow word holds
-/// the outbox bit and [`SHADOW_IN_FLIGHT`], set with every flip and cleared when a client sees the
-/// reply; a port opened with the bit clear is owned without reading host memory. A port left mid
-/// call (the bit set) is checked across PCIe as before. The shadow is device memory shared by
-/// the GPU's warps only, ordered by the lock's GPU-scope fences like the lock bitmap.
-#[cfg(target_arch = "nvptx64")]
+/// server flips only a packet it owns (the invariant in the module doc). So the shadow holds the
+/// outbox bit and `SHADOW_IN_FLIGHT`, set with every flip and cleared when a client sees the
+/// reply; a port opened with the bit clear is owned without reading the mailboxes. A port left
+/// mid call (the bit set) is checked as before.
 impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
-    /// Uses `shadow` (one word per port, zeroed while the region's mailboxes were zeroed, shared
-    /// by every client handle on the region and by nothing else) as the outbox shadow.
-    pub fn with_outbox_shadow(mut self, shadow: &'a [AtomicU32]) -> Result<Self, LayoutError> {
-        if shadow.len() != self.region.layout.ports() as usize {
-            return Err(LayoutError::Ports(self.region.layout.ports()));
+    /// A client handle on `region` whose ports' locks are `words` (one `u64` port word per port,
+    /// zeroed while the region's mailboxes were, shared by every client handle on the region
+    /// and by nothing else): each open takes its port's lock and state in one atomic, each close
+    /// releases them with one store (this `impl`'s doc says how). With word lines in the region,
+    /// the port words also hold the ports' word-call sequences: the handle makes small calls on
+    /// them.
+    /// For a GPU's clients (the words in device memory: an open reads nothing across the bus).
+    /// An error (naming the port count) if `words` does not have one word per port, or the
+    /// lanes do not fit the region's packets.
+    pub fn with_port_words(
+        region: Region<'a, M>,
+        words: &'a [AtomicU64],
+        lanes: L,
+        wait: W,
+    ) -> Result<Self, LayoutError> {
+        if words.len() != region.layout.ports() as usize {
+            return Err(LayoutError::Ports(region.layout.ports()));
         }
-        self.shadow = shadow;
-        Ok(self)
+        let word_calls = region.layout.has_words() && !region.heads.is_empty();
+        let mut client = Self::build(region, &[], words, lanes, wait)?;
+        client.word_calls = word_calls;
+        Ok(client)
+    }
+
+    /// Whether this handle's locks are port words ([`Self::with_port_words`]).
+    pub fn has_port_words(&self) -> bool {
+        !self.port_words.is_empty()
     }
 }
 
@@ -443,6 +490,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
             return Err(LayoutError::Ports(layout.ports()));
         }
         self.seqs = seqs;
+        self.word_calls = true;
         self.last_seq.set((NONE, 0));
         Ok(self)
     }
@@ -505,7 +553,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     /// Whether a group of `active` lanes makes its small calls on the word lines.
     #[inline(always)]
     pub(crate) fn words_for(&self, active: u64) -> bool {
-        !self.seqs.is_empty() && active.count_ones() <= self.word_lanes
+        self.word_calls && active.count_ones() <= self.word_lanes
     }
 
     /// Opens a port for a call on its word line ([`Port::call_words`]): as
@@ -627,9 +675,22 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         if locks.len() != region.layout.lock_words() {
             return Err(LayoutError::Ports(region.layout.ports()));
         }
+        Self::build(region, locks, &[], lanes, wait)
+    }
+
+    /// A handle whose locks are the bitmap `locks`, or (`locks` empty) the port words
+    /// `port_words`; the caller checked their lengths.
+    fn build(
+        region: Region<'a, M>,
+        locks: &'a [AtomicU32],
+        port_words: &'a [AtomicU64],
+        lanes: L,
+        wait: W,
+    ) -> Result<Self, LayoutError> {
         if lanes.lane_size() > region.layout.lanes() {
             return Err(LayoutError::Lanes(lanes.lane_size()));
         }
+        let words = region.layout.lock_words() as u32;
         Ok(Process {
             region,
             locks,
@@ -640,11 +701,12 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             kept: Cell::new(NONE),
             kept_out: Cell::new(UNKNOWN),
             last_seq: Cell::new((NONE, 0)),
+            last_shadow: Cell::new(0),
+            word_calls: false,
             sole: false,
             first_word: 0,
-            words: locks.len() as u32,
-            #[cfg(target_arch = "nvptx64")]
-            shadow: &[],
+            words,
+            port_words,
             mirror: &[],
             seqs: &[],
             announce: &[],
@@ -731,6 +793,24 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     // The handle itself comes back on failure (no allocation in this `no_std` crate to box it).
     #[allow(clippy::result_large_err)]
     pub fn exclusive(mut self) -> Result<Self, Self> {
+        if !self.port_words.is_empty() {
+            let ports = self.port_range();
+            for port in ports.clone() {
+                let previous =
+                    self.port_words[port as usize].fetch_or(PORT_LOCKED, Ordering::Relaxed);
+                if previous & PORT_LOCKED != 0 {
+                    // Give back the locks taken before this one.
+                    for p in ports.start..port {
+                        self.port_words[p as usize].fetch_and(!PORT_LOCKED, Ordering::Relaxed);
+                    }
+                    return Err(self);
+                }
+            }
+            // SYNC (lock acquire): as below.
+            lock_fence(Ordering::Acquire);
+            self.sole = true;
+            return Ok(self);
+        }
         let range = self.first_word as usize..(self.first_word + self.words) as usize;
         for w in range.clone() {
             let previous = self.locks[w].fetch_or(u32::MAX, Ordering::Relaxed);
@@ -933,30 +1013,56 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             let bit = 1 << (port % PORT_GRANULE);
             private_store(bits, private_load(bits) ^ bit);
         }
-        #[cfg(target_arch = "nvptx64")]
-        if let Some(shadow) = self.shadow.get(port as usize) {
-            private_store(shadow, value | SHADOW_IN_FLIGHT);
+        if !self.port_words.is_empty() {
+            let seq = self.held_word(port) as u32;
+            self.set_held(port, seq, value | SHADOW_IN_FLIGHT);
         }
     }
 
-    /// NVPTX only: records that this side (a client with a shadow) saw the reply on `port` and
-    /// fenced after it. Runs in the first lane only, with the lock held.
-    #[cfg(target_arch = "nvptx64")]
+    /// Records that this side (a client with port words) saw the reply on `port` and fenced
+    /// after it. Runs in the first lane only, with the lock held.
     #[inline(always)]
     pub(crate) fn note_owned(&self, port: u32, out: u32) {
-        if let Some(shadow) = self.shadow.get(port as usize) {
-            private_store(shadow, out);
+        if !self.port_words.is_empty() {
+            let seq = self.held_word(port) as u32;
+            self.set_held(port, seq, out);
         }
     }
 
-    /// NVPTX only: with a shadow, whether the locked `port` is ours and our outbox bit, from the
-    /// shadow alone when the last holder saw its reply, else from the inbox.
-    #[cfg(target_arch = "nvptx64")]
+    /// The state of `port`, whose port word this handle holds, as the word holds it with the lock
+    /// bit clear: from the handle when it took the lock or made the last change
+    /// ([`set_held`](Self::set_held)), else from the word (exact: the holder stores every change).
+    /// First lane only.
     #[inline(always)]
-    fn open_by_shadow(&self, shadow: &AtomicU32, port: u32) -> Option<u32> {
-        let word = private_load(shadow);
-        let out = word & 1;
-        if word & SHADOW_IN_FLIGHT == 0 {
+    fn held_word(&self, port: u32) -> u64 {
+        let (last, seq) = self.last_seq.get();
+        if last == port {
+            return (self.last_shadow.get() as u64) << SHADOW_SHIFT | seq as u64;
+        }
+        private_load64(&self.port_words[port as usize]) & !PORT_LOCKED
+    }
+
+    /// Records `port`'s new state (its word-call sequence and outbox shadow) in its port word,
+    /// which this handle holds, and in the handle. First lane only.
+    #[inline(always)]
+    fn set_held(&self, port: u32, seq: u32, shadow: u32) {
+        self.last_seq.set((port, seq));
+        self.last_shadow.set(shadow);
+        // Only the holder writes the word's state: a relaxed store keeps the word exact
+        // (`holder_store64`), and the unlock's release orders it before the next holder's lock.
+        holder_store64(
+            &self.port_words[port as usize],
+            PORT_LOCKED | (shadow as u64) << SHADOW_SHIFT | seq as u64,
+        );
+    }
+
+    /// With port words, whether the locked `port` is ours and our outbox bit: from the outbox
+    /// shadow alone when the last holder saw its reply, else from the inbox.
+    #[inline(always)]
+    fn open_by_shadow(&self, port: u32) -> Option<u32> {
+        let word = self.held_word(port);
+        let out = (word >> SHADOW_SHIFT) as u32 & 1;
+        if word & PORT_IN_FLIGHT == 0 {
             // SYNC (take ownership, no fence): the last holder saw inbox == outbox, fenced
             // (acquire, system scope) and then cleared the bit; its unlock's release and our
             // lock's acquire (GPU scope) order us after that fence, so the server's last accesses
@@ -968,7 +1074,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             // SYNC (take ownership): pairs with the server's release fence before the flip we
             // just observed (a port a client left mid-call, now answered).
             fence(Ordering::Acquire);
-            private_store(shadow, out);
+            self.note_owned(port, out);
             return Some(out);
         }
         None
@@ -1002,23 +1108,15 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         // A kept port whose packet this handle may not hold (or none): decided below.
         let kept = self.kept.replace(NONE);
         self.kept_out.set(UNKNOWN);
-        #[cfg(target_arch = "nvptx64")]
-        if let Some(shadow) = self.shadow.get(kept as usize) {
-            // NVPTX with a shadow: decide from the shadow word in device memory, as a fresh lock
-            // would, without reading host memory (`open_by_shadow` holds the argument; here the
-            // last holder is this warp itself, so program order replaces the lock's pairing).
-            if let Some(out) = self.open_by_shadow(shadow, kept) {
+        if kept != NONE && !self.port_words.is_empty() {
+            // With port words: decide from the outbox shadow, as a fresh lock would, without
+            // reading the mailboxes (`open_by_shadow` holds the argument; here the last holder
+            // is this handle itself, so program order replaces the lock's pairing).
+            if let Some(out) = self.open_by_shadow(kept) {
                 return kept * 2 + out;
             }
             self.unlock(kept);
-        }
-        #[cfg(target_arch = "nvptx64")]
-        let kept = if (kept as usize) < self.shadow.len() {
-            NONE
-        } else {
-            kept
-        };
-        if kept != NONE {
+        } else if kept != NONE {
             // The lock was never released: no other handle of this side touched the port since we
             // closed it, so our outbox bit is still the one we wrote.
             let out = M::load(S::outbox(&self.region), kept);
@@ -1101,6 +1199,18 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     fn unlocked(&self, word: u32) -> u32 {
         if self.sole {
             u32::MAX
+        } else if !self.port_words.is_empty() {
+            let first = (word * PORT_GRANULE) as usize;
+            let mut free = 0;
+            for (bit, port_word) in self.port_words[first..first + PORT_GRANULE as usize]
+                .iter()
+                .enumerate()
+            {
+                if private_load64(port_word) & PORT_LOCKED == 0 {
+                    free |= 1 << bit;
+                }
+            }
+            free
         } else {
             !private_load(&self.locks[word as usize])
         }
@@ -1129,18 +1239,11 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         if !self.lock(port) {
             return None;
         }
-        #[cfg(target_arch = "nvptx64")]
-        if let Some(shadow) = self.shadow.get(port as usize) {
-            // The port's last word-call sequence is loaded beside the shadow (both in device
-            // memory, independent: one trip for the two), so a word call on the port reads
-            // neither again. Only the lock holder writes it, and the lock's acquire ordered the
-            // last holder's store before this load.
-            let seq = self.seqs.get(port as usize).map(private_load);
-            return match self.open_by_shadow(shadow, port) {
+        if !self.port_words.is_empty() {
+            // The lock's atomic returned the port's state with it (`lock` keeps it in the
+            // handle): its outbox shadow and word-call sequence are known without a load.
+            return match self.open_by_shadow(port) {
                 Some(out) => {
-                    if let Some(seq) = seq {
-                        self.last_seq.set((port, seq));
-                    }
                     self.advance_cursor(port);
                     Some(port * 2 + out)
                 }
@@ -1176,10 +1279,17 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         });
     }
 
-    /// The sequence words of word calls (empty: none).
-    #[inline(always)]
+    /// The sequence words of word calls (empty: none, or port words).
+    #[cfg(test)]
     pub(crate) fn word_seqs(&self) -> &'a [AtomicU32] {
         self.seqs
+    }
+
+    /// Whether this handle makes calls on the word lines (it has sequence words for them: its
+    /// port words, or those of [`with_word_seqs`](Process::with_word_seqs)).
+    #[inline(always)]
+    pub(crate) fn word_calls(&self) -> bool {
+        self.word_calls
     }
 
     /// The next word-call sequence of `port`, which this handle holds: from
@@ -1192,6 +1302,9 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             return last.wrapping_add(1);
         }
         // Only the lock holder touches the port's sequence word.
+        if !self.port_words.is_empty() {
+            return (self.held_word(port) as u32).wrapping_add(1);
+        }
         private_load(&self.seqs[port as usize]).wrapping_add(1)
     }
 
@@ -1199,6 +1312,11 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// holder) and in this handle. First lane only.
     #[inline(always)]
     pub(crate) fn sent_seq(&self, port: u32, seq: u32) {
+        if !self.port_words.is_empty() {
+            let shadow = (self.held_word(port) >> SHADOW_SHIFT) as u32;
+            self.set_held(port, seq, shadow);
+            return;
+        }
         private_store(&self.seqs[port as usize], seq);
         self.last_seq.set((port, seq));
     }
@@ -1223,6 +1341,21 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             // Held since `exclusive`.
             return true;
         }
+        if let Some(word) = self.port_words.get(port as usize) {
+            // SYNC (lock acquire): pairs with the release store of the previous holder's
+            // `unlock`, so its outbox flip and header writes are visible before we read the
+            // mailboxes, and the state it left in the word (read by this very atomic) is the
+            // latest.
+            let previous = lock_acquire_or64(word, PORT_LOCKED);
+            if previous & PORT_LOCKED != 0 {
+                return false;
+            }
+            // The port's state came with the lock: kept in the handle, so the open and a word
+            // call on the port read nothing more.
+            self.last_seq.set((port, previous as u32));
+            self.last_shadow.set((previous >> SHADOW_SHIFT) as u32);
+            return true;
+        }
         let bit = 1 << (port % PORT_GRANULE);
         // SYNC (lock acquire): pairs with the release in `unlock` of the previous holder, so its
         // outbox flip and header writes are visible before we re-read the mailboxes.
@@ -1233,6 +1366,22 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// Clears `port`'s lock bit. Runs in the first lane only.
     #[inline(always)]
     pub(crate) fn unlock(&self, port: u32) {
+        if let Some(word) = self.port_words.get(port as usize) {
+            let state = match self.sole {
+                // Held until the handle is dropped; the word is exact (`set_held`).
+                true => 0,
+                false => self.held_word(port),
+            };
+            if self.last_seq.get().0 == port {
+                self.last_seq.set((NONE, 0));
+            }
+            if !self.sole {
+                // SYNC (lock release): everything this holder did to the port happens before
+                // the next holder's `lock`, which reads this store; the state goes with it.
+                lock_release_store64(word, state);
+            }
+            return;
+        }
         // The next holder moves the port's sequence on: another handle, or (a handle holding
         // every lock, whose lock is not released) another group of this handle's lanes.
         if self.last_seq.get().0 == port {
@@ -1259,7 +1408,13 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Process<'_, S, L, M, W> {
         if kept != NONE {
             self.unlock(kept);
         }
-        if self.sole {
+        if self.sole && !self.port_words.is_empty() {
+            // SYNC (lock release): as `unlock`, for every port of the range at once.
+            lock_fence(Ordering::Release);
+            for port in self.port_range() {
+                self.port_words[port as usize].fetch_and(!PORT_LOCKED, Ordering::Relaxed);
+            }
+        } else if self.sole {
             // SYNC (lock release): as `unlock`, for every port of the range at once.
             lock_fence(Ordering::Release);
             for w in self.first_word..self.first_word + self.words {

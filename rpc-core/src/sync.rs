@@ -71,9 +71,107 @@ pub(crate) fn lock_acquire_or(word: &AtomicU32, bits: u32) -> u32 {
     }
 }
 
+/// As [`lock_acquire_or`], on a client's port word (`Process::with_port_words`): sets `bits`
+/// and returns the word as it was, ordered as a lock acquire. On NVPTX one
+/// `atom.acquire.gpu.or.b64` (the port words are in device memory, taken by one GPU's warps);
+/// elsewhere a relaxed `fetch_or` then [`lock_fence`]`(Acquire)` when the bits were taken.
+#[inline(always)]
+pub(crate) fn lock_acquire_or64(word: &AtomicU64, bits: u64) -> u64 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let previous: u64;
+        // SAFETY: an atomic read-modify-write of a valid, aligned `u64` (`word` is a reference
+        // to an `AtomicU64`, which has the layout of a `u64`) in the generic address space; it
+        // touches nothing else.
+        unsafe {
+            core::arch::asm!(
+                "atom.acquire.gpu.or.b64 {p}, [{a}], {b};",
+                p = out(reg64) previous,
+                a = in(reg64) word.as_ptr(),
+                b = in(reg64) bits,
+                options(nostack),
+            )
+        };
+        previous
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let previous = word.fetch_or(bits, Ordering::Relaxed);
+        if previous & bits != bits {
+            lock_fence(Ordering::Acquire);
+        }
+        previous
+    }
+}
+
+/// Stores `value` to a client's port word, ordered as a lock release: everything this thread did
+/// before it is visible to the next thread whose [`lock_acquire_or64`] reads it. On NVPTX one
+/// `st.release.gpu.u64` (a store, where a lock bitmap's unlock needs a fence and an atomic:
+/// other ports share a bitmap word). Elsewhere a release `swap`: the same ordering, as an RMW
+/// ([`holder_store64`] says why).
+#[inline(always)]
+pub(crate) fn lock_release_store64(word: &AtomicU64, value: u64) {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: an atomic store to a valid, aligned `u64`, as in `lock_acquire_or64`.
+    unsafe {
+        core::arch::asm!(
+            "st.release.gpu.u64 [{a}], {v};",
+            a = in(reg64) word.as_ptr(),
+            v = in(reg64) value,
+            options(nostack),
+        )
+    };
+    #[cfg(not(target_arch = "nvptx64"))]
+    word.swap(value, Ordering::Release);
+}
+
+/// Stores `value` to a client's port word that this thread holds (its lock bit set in `value`
+/// too), relaxed: only the holder writes the word's state, and a contender's `fetch_or` on it
+/// writes back what it read (the bit already set), so whichever comes first in the word's
+/// modification order the word ends up holding `value`. On NVPTX a relaxed store at GPU scope
+/// (`st.relaxed.gpu.u64`). Elsewhere a relaxed `swap`: in the C++ model a store racing an RMW is
+/// as good, but loom's model of it is not (it lets the store fall between the RMW's read and
+/// write, tokio-rs/loom#254), and the host's port-word clients are the ones loom checks.
+#[inline(always)]
+pub(crate) fn holder_store64(word: &AtomicU64, value: u64) {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: an atomic store to a valid, aligned `u64`, as in `lock_acquire_or64`.
+    unsafe {
+        core::arch::asm!(
+            "st.relaxed.gpu.u64 [{a}], {v};",
+            a = in(reg64) word.as_ptr(),
+            v = in(reg64) value,
+            options(nostack),
+        )
+    };
+    #[cfg(not(target_arch = "nvptx64"))]
+    word.swap(value, Ordering::Relaxed);
+}
+
+/// As [`private_load`], for a `u64` word (a client's port word).
+#[inline(always)]
+pub(crate) fn private_load64(word: &AtomicU64) -> u64 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let value: u64;
+        // SAFETY: an atomic load of a valid, aligned `u64`, as in `private_load`.
+        unsafe {
+            core::arch::asm!(
+                "ld.relaxed.gpu.u64 {v}, [{a}];",
+                v = out(reg64) value,
+                a = in(reg64) word.as_ptr(),
+                options(nostack, readonly),
+            )
+        };
+        value
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    word.load(Ordering::Relaxed)
+}
+
 /// Loads a word of this side's private memory: one only threads of this side on one device
-/// touch (a GPU client's lock bitmap, outbox shadow and mirror, word-call sequences), ordered by
-/// this side's lock. On NVPTX a relaxed load at GPU scope (`ld.relaxed.gpu`), where `core`'s
+/// touch (a client's lock bitmap or port words, an exclusive server's mirror, word-call
+/// sequences), ordered by this side's lock. On NVPTX a relaxed load at GPU scope (`ld.relaxed.gpu`), where `core`'s
 /// relaxed load is at system scope; elsewhere a relaxed load.
 #[inline(always)]
 pub(crate) fn private_load(word: &AtomicU32) -> u32 {

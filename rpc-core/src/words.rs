@@ -58,9 +58,10 @@
 //! **A call** (client side, every active lane together, on a port it opened and so owns: no
 //! packet call is in flight on it):
 //! 1. The first lane takes the port's next sequence number from the client's own memory
-//!    (`Process::with_word_seqs`; on a GPU device memory, so no host read), or from the handle
-//!    itself when it kept the port since its last word call or read the sequence when it took
-//!    the port's lock (a GPU's open loads it beside the outbox shadow), and shares it.
+//!    (its port word, `Process::with_port_words`, or `Process::with_word_seqs`; on a GPU device
+//!    memory, so no host read), or from the handle itself when it kept the port since its last
+//!    word call or took the sequence with the port's lock (a port word's atomic returns it), and
+//!    shares it.
 //! 2. RELEASE fence: what the lanes wrote before the call is visible to whoever reads the
 //!    request (a handler may read memory the call names). A call that passes values only
 //!    ([`Memory::ValuesOnly`]) skips it, and the acquire fence of step 4.
@@ -392,10 +393,11 @@ pub struct WordCall {
 
 impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     /// Whether this handle can make calls on word lines: the region has them and the handle has
-    /// its sequence words ([`with_word_seqs`](Self::with_word_seqs)).
+    /// its sequence words ([`with_word_seqs`](Self::with_word_seqs), or its port words:
+    /// [`with_port_words`](Self::with_port_words)).
     #[inline(always)]
     pub fn has_words(&self) -> bool {
-        !self.word_seqs().is_empty()
+        self.word_calls()
     }
 }
 
@@ -432,10 +434,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         assert!(request.len() <= WORD_BYTES && reply_len <= WORD_BYTES);
         let process = self.process();
         let index = self.index();
-        assert!(
-            !process.word_seqs().is_empty(),
-            "the process has no word lines"
-        );
+        assert!(process.word_calls(), "the process has no word lines");
         let lanes = process.lanes();
         let mask = self.exec_mask();
         // A lone lane's words lie next to each other (`at`).

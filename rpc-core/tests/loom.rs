@@ -437,3 +437,71 @@ fn values_calls_without_fences_on_a_kept_port_get_their_own_replies() {
         server.join().unwrap();
     });
 }
+
+/// A client on `region`'s port words (`Process::with_port_words`), as a GPU's clients are.
+fn port_word_client(region: &HeapRegion<PerPort>) -> ferry_rpc::ClientProcess<'_> {
+    ferry_rpc::ClientProcess::with_port_words(
+        region.region(),
+        region.client_memory(),
+        ferry_rpc::Single,
+        ferry_rpc::Spin,
+    )
+    .unwrap()
+}
+
+/// Two clients on port words race for the one free port (the others held), each making a call
+/// through the packets, with a server: the port word's lock admits one at a time, and the second
+/// opens the port from the outbox shadow the first left in the word (no mailbox read), so its
+/// slot writes must be ordered after the server's last ones by the word's release store and
+/// acquire atomic alone (the tracked slots report it if not). Each client gets its own reply.
+#[test]
+fn port_words_hand_a_port_and_its_shadow_on() {
+    model(1, Some(60), || {
+        let region = Arc::new(HeapRegion::<PerPort>::new(32, 1).unwrap());
+        let holder = port_word_client(&region);
+        let _held: Vec<_> = (1..32).map(|p| holder.try_hold(p).unwrap()).collect();
+        let r = region.clone();
+        let server = thread::spawn(move || serve(&r, 2));
+        let r = region.clone();
+        let other = thread::spawn(move || call_on(&port_word_client(&r), 10));
+        assert_eq!(call_on(&port_word_client(&region), 20), 21);
+        assert_eq!(other.join().unwrap(), 11);
+        server.join().unwrap();
+    });
+}
+
+/// Two clients on port words make word calls in turn on one port (the others held): the second
+/// takes the port's sequence from the word with its lock, so its call follows the first's and
+/// its reply is its own (a sequence repeated would find the first call's reply, or none).
+#[test]
+fn port_words_carry_the_word_call_sequence_between_clients() {
+    model(2, Some(60), || {
+        let region = Arc::new(HeapRegion::<PerPort>::with_words(32, 1).unwrap());
+        let holder = port_word_client(&region);
+        let held: Vec<_> = (1..32).map(|p| holder.try_hold(p).unwrap()).collect();
+        let stop = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        let server = plus_one_on_word_lines(&region, &stop);
+        let r = region.clone();
+        let other = thread::spawn(move || {
+            let client = port_word_client(&r);
+            let mut port = client.open_for_words(1).unwrap();
+            let mut reply = [0u8; 8];
+            assert_eq!(port.call_words(&5u64.to_le_bytes(), &mut reply), Ok(0));
+            assert_eq!(u64::from_le_bytes(reply), 6, "the first client's own reply");
+        });
+        let client = port_word_client(&region);
+        let mut port = client.open_for_words(1).unwrap();
+        let mut reply = [0u8; 8];
+        assert_eq!(port.call_words(&9u64.to_le_bytes(), &mut reply), Ok(0));
+        assert_eq!(
+            u64::from_le_bytes(reply),
+            10,
+            "the second client's own reply"
+        );
+        drop(port);
+        other.join().unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        server.join().unwrap();
+        drop(held);
+    });
+}

@@ -89,7 +89,10 @@ fn words_client<W: ferry_rpc::Wait>(
     lane: SimWarp,
     wait: W,
 ) -> ferry_rpc::Process<'_, ferry_rpc::Client, SimWarp, ferry_rpc::PerPort, W> {
-    region.client_with(lane, wait).unwrap().word_lanes(64)
+    // Built as a GPU's clients are: on the region's port words.
+    ferry_rpc::ClientProcess::with_port_words(region.region(), region.client_memory(), lane, wait)
+        .unwrap()
+        .word_lanes(64)
 }
 
 /// Runs `warp` on a simulated warp of `lanes` lanes against a server of `Host` on a 32-port
@@ -131,7 +134,10 @@ fn serve_warps(
 ) -> (Log, Served, Vec<u32>) {
     let _watchdog = Watchdog::new(name, Duration::from_secs(120));
     let region: HeapRegion = HeapRegion::with_words(ports, lanes).unwrap();
-    let holder = region.client();
+    // The holder is a client as the warps' are (one on the region's port words).
+    let desc = sim::descriptor(&region);
+    // SAFETY: `desc` names `region`, alive for the run and used only through the protocol.
+    let holder = unsafe { desc.client(ferry_rpc::Single, Yield) }.unwrap();
     let hold = |p| holder.try_hold(p).expect("a port no one holds yet");
     let (first, _rest): (Vec<_>, Vec<_>) = match free {
         0 => Default::default(),

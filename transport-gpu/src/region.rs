@@ -39,8 +39,8 @@ impl PortCount {
 }
 
 /// A region in mapped pinned host memory (with word lines for small calls if asked,
-/// `ferry_rpc::words`), the client's locks (and outbox shadow, word sequences and announce words)
-/// in device memory, the server's locks in host memory.
+/// `ferry_rpc::words`), the client's port words (each port's lock, outbox shadow and word-call
+/// sequence) and announce words in device memory, the server's locks in host memory.
 #[derive(Debug)]
 pub struct GpuRegion {
     layout: Layout,
@@ -81,7 +81,7 @@ impl GpuRegion {
         let memory = cuda.alloc_mapped(layout.size())?;
         // `cuMemHostAlloc` returns page-aligned memory; the layout needs 64 bytes.
         debug_assert_eq!(memory.host() as usize % 64, 0);
-        // The client's lock bitmap and outbox shadow, zeroed like the region's mailboxes.
+        // The client's port words (and announce words), zeroed like the region's mailboxes.
         let client_locks = cuda.alloc_device(Descriptor::client_words(&layout) * 4)?;
         Ok(GpuRegion {
             layout,

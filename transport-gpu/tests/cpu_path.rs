@@ -151,10 +151,11 @@ fn the_keep_ports_flag_reaches_the_clients() {
     };
     assert!(!plain.keep_ports() && keep.keep_ports());
     assert_eq!(keep.layout(), plain.layout());
-    // SAFETY: the descriptor names `region`'s memory and its client lock bitmap, alive for the
+    // SAFETY: the descriptor names `region`'s memory and its client port words, alive for the
     // test and used only through the protocol.
     let client = unsafe { keep.client(ferry_rpc::Single, Yield) }.unwrap();
-    let locks = region.client_locks();
+    // SAFETY: as above: a second client handle on the same memory, as a second warp's.
+    let other = unsafe { plain.client(ferry_rpc::Single, Yield) }.unwrap();
     let served = std::thread::scope(|s| {
         let server = s.spawn(|| {
             let server = region.server();
@@ -176,11 +177,10 @@ fn the_keep_ports_flag_reaches_the_clients() {
         (index, got)
     });
     assert_eq!(served.1, 2);
-    // Kept: still locked after the call, released with the handle.
-    let bit = 1 << (served.0 % 32);
-    assert_ne!(locks[0].load(std::sync::atomic::Ordering::Relaxed) & bit, 0);
+    // Kept: still locked after the call (no other client takes it), released with the handle.
+    assert!(other.try_hold(served.0).is_none());
     drop(client);
-    assert_eq!(locks[0].load(std::sync::atomic::Ordering::Relaxed) & bit, 0);
+    assert!(other.try_hold(served.0).is_some());
 }
 
 #[test]

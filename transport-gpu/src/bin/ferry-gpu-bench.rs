@@ -403,6 +403,19 @@ const OPEN_PROBE: [&str; 10] = [
     "three dependent ld.local after it",
 ];
 
+/// The steps of `open_real_probe`: a real open beside its instructions on the same words.
+const OPEN_REAL: [&str; 9] = [
+    "open_for_words (port not kept)",
+    "a values call on it",
+    "close",
+    "atom.acquire.gpu.or.b64 of its port word",
+    "st.release.gpu.u64 (the unlock)",
+    "atom.acquire.gpu.or.b64 again",
+    "fence.acq_rel.gpu, st.relaxed (a bitmap's unlock)",
+    "open_for_words again, no call before it",
+    "close",
+];
+
 /// `kernel` (`call_phases` or `call_phases_words`, timing `steps` steps) on 64 ports: the median
 /// nanoseconds of each step, and the wrong replies.
 fn call_phases(
@@ -414,7 +427,8 @@ fn call_phases(
 ) -> Result<(Vec<f64>, u32), Error> {
     let words = kernel.starts_with("call_phases_words")
         || kernel.starts_with("call_phases_values")
-        || kernel == "lock_phases";
+        || kernel == "lock_phases"
+        || kernel == "open_real_probe";
     let kernel = module.function(kernel)?;
     let region = match words {
         true => GpuRegion::new(cuda, PortCount::Exactly(64))?,
@@ -1584,6 +1598,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "open_probe",
             &OPEN_PROBE[..],
             "of the open's instructions alone, lane 0",
+        ),
+        (
+            "open_real_probe",
+            &OPEN_REAL[..],
+            "of a real open beside its instructions on the same words, lane 0",
         ),
     ] {
         if rust.function(kernel).is_ok() {
