@@ -394,8 +394,9 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// port's state); `NONE` as the port otherwise. Set and read in the first lane only. A call on that port takes its
     /// sequence from here instead of reading the word (on a GPU, a trip to device memory).
     last_seq: Cell<(u32, u32)>,
-    /// With port words, the outbox shadow bits of `last_seq`'s port (its port word's state
-    /// beside the sequence, kept while this handle holds the port: see `PORT_LOCKED`).
+    /// With port words, the outbox shadow bits of `last_seq`'s port. With port words, `last_seq`
+    /// and this are the state of a port this handle holds, newer than its word (written back
+    /// when the handle caches another port or gives the lock away: `write_back`).
     last_shadow: Cell<u32>,
     /// Whether this client makes small calls on the word lines (it has sequence words: its
     /// port words, or [`Self::with_word_seqs`]).
@@ -431,9 +432,10 @@ const PORT_IN_FLIGHT: u64 = (SHADOW_IN_FLIGHT as u64) << SHADOW_SHIFT;
 /// the lock and that state together: the open's one atomic (`fetch_or` of `PORT_LOCKED`,
 /// acquire) returns the state with the lock, and the close is one release store of the state
 /// with the bit clear (no other port shares the word, so a store will do). While a handle holds
-/// the port, it stores every change of the state to the word (relaxed: only the holder writes
-/// it, and a contender's `fetch_or` writes back what it read, the bit already set), so the word
-/// is exact whichever way the port is later released.
+/// the port, it keeps the state's changes (a word call's sequence, a flip's shadow) in the handle
+/// and writes them to the word only when it releases the lock, or caches another port's state
+/// instead, or gives the lock away without releasing it (relaxed: only the holder writes the
+/// state, and a contender's `fetch_or` writes back what it read, the bit already set).
 ///
 /// **The outbox shadow.** A client opening a port normally reads the port's two mailbox words
 /// (on a GPU across PCIe, and fences at system scope): one round trip per call. Both can be known
@@ -744,11 +746,11 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         self.keep = true;
         let previous = self.kept.replace(port);
         self.kept_out.set(UNKNOWN);
-        // The lock was set for this handle from outside: the port's sequence word is read again.
-        self.last_seq.set((NONE, 0));
         if previous != NONE && previous != port {
             self.unlock(previous);
         }
+        // The lock was set for this handle from outside: the port's sequence word is read again.
+        self.write_back();
         self
     }
 
@@ -758,8 +760,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// other side held its packet at the last open).
     pub fn take_kept(&self) -> Option<u32> {
         self.kept_out.set(UNKNOWN);
-        // Another handle may make the port's next calls.
-        self.last_seq.set((NONE, 0));
+        // Another handle may make the port's next calls: the port's state goes to its word.
+        self.write_back();
         match self.kept.replace(NONE) {
             NONE => None,
             port => Some(port),
@@ -1031,8 +1033,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
 
     /// The state of `port`, whose port word this handle holds, as the word holds it with the lock
     /// bit clear: from the handle when it took the lock or made the last change
-    /// ([`set_held`](Self::set_held)), else from the word (exact: the holder stores every change).
-    /// First lane only.
+    /// ([`set_held`](Self::set_held)), else from the word (exact: a state the handle no longer
+    /// caches was written back). First lane only.
     #[inline(always)]
     fn held_word(&self, port: u32) -> u64 {
         let (last, seq) = self.last_seq.get();
@@ -1042,18 +1044,30 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         private_load64(&self.port_words[port as usize]) & !PORT_LOCKED
     }
 
-    /// Records `port`'s new state (its word-call sequence and outbox shadow) in its port word,
-    /// which this handle holds, and in the handle. First lane only.
+    /// Records `port`'s new state (its word-call sequence and outbox shadow), the port's word
+    /// held by this handle, in the handle: the word gets it when the lock is released or given
+    /// away, or when the handle caches another port (`write_back`). First lane only.
     #[inline(always)]
     fn set_held(&self, port: u32, seq: u32, shadow: u32) {
+        if self.last_seq.get().0 != port {
+            self.write_back();
+        }
         self.last_seq.set((port, seq));
         self.last_shadow.set(shadow);
-        // Only the holder writes the word's state: a relaxed store keeps the word exact
-        // (`holder_store64`), and the unlock's release orders it before the next holder's lock.
-        holder_store64(
-            &self.port_words[port as usize],
-            PORT_LOCKED | (shadow as u64) << SHADOW_SHIFT | seq as u64,
-        );
+    }
+
+    /// With port words, writes the state the handle caches (of a port it holds) back to the
+    /// port's word, its lock bit still set, and forgets it. First lane only.
+    #[inline(always)]
+    fn write_back(&self) {
+        let (port, seq) = self.last_seq.replace((NONE, 0));
+        if let Some(word) = self.port_words.get(port as usize) {
+            // Only the holder writes the word's state: a relaxed store keeps the word exact
+            // (`holder_store64`), and the unlock's release orders it before the next holder's
+            // lock.
+            let shadow = self.last_shadow.get() as u64;
+            holder_store64(word, PORT_LOCKED | shadow << SHADOW_SHIFT | seq as u64);
+        }
     }
 
     /// With port words, whether the locked `port` is ours and our outbox bit: from the outbox
@@ -1313,8 +1327,13 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     #[inline(always)]
     pub(crate) fn sent_seq(&self, port: u32, seq: u32) {
         if !self.port_words.is_empty() {
-            let shadow = (self.held_word(port) >> SHADOW_SHIFT) as u32;
-            self.set_held(port, seq, shadow);
+            if self.last_seq.get().0 != port {
+                // Not cached (a handle holding two ports): cache the port's state first.
+                let state = self.held_word(port);
+                self.set_held(port, state as u32, (state >> SHADOW_SHIFT) as u32);
+            }
+            // The word gets it when the lock is released or given away (`set_held`).
+            self.last_seq.set((port, seq));
             return;
         }
         private_store(&self.seqs[port as usize], seq);
@@ -1352,6 +1371,9 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             }
             // The port's state came with the lock: kept in the handle, so the open and a word
             // call on the port read nothing more.
+            if self.last_seq.get().0 != NONE {
+                self.write_back();
+            }
             self.last_seq.set((port, previous as u32));
             self.last_shadow.set((previous >> SHADOW_SHIFT) as u32);
             return true;
@@ -1367,19 +1389,21 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     #[inline(always)]
     pub(crate) fn unlock(&self, port: u32) {
         if let Some(word) = self.port_words.get(port as usize) {
-            let state = match self.sole {
-                // Held until the handle is dropped; the word is exact (`set_held`).
-                true => 0,
-                false => self.held_word(port),
-            };
+            if self.sole {
+                // Held until the handle is dropped: the state goes to the word, for the next
+                // group of this handle's lanes.
+                if self.last_seq.get().0 == port {
+                    self.write_back();
+                }
+                return;
+            }
+            let state = self.held_word(port);
             if self.last_seq.get().0 == port {
                 self.last_seq.set((NONE, 0));
             }
-            if !self.sole {
-                // SYNC (lock release): everything this holder did to the port happens before
-                // the next holder's `lock`, which reads this store; the state goes with it.
-                lock_release_store64(word, state);
-            }
+            // SYNC (lock release): everything this holder did to the port happens before the
+            // next holder's `lock`, which reads this store; the state goes with it.
+            lock_release_store64(word, state);
             return;
         }
         // The next holder moves the port's sequence on: another handle, or (a handle holding
@@ -1409,6 +1433,7 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Process<'_, S, L, M, W> {
             self.unlock(kept);
         }
         if self.sole && !self.port_words.is_empty() {
+            self.write_back();
             // SYNC (lock release): as `unlock`, for every port of the range at once.
             lock_fence(Ordering::Release);
             for port in self.port_range() {

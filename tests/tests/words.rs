@@ -650,19 +650,40 @@ fn a_group_waiting_for_a_port_gives_up_together_when_one_lane_s_policy_does() {
 
 #[test]
 fn a_port_that_changes_hands_between_word_calls_never_repeats_a_sequence() {
-    // One port (each handle's first choice, handed on), handles of one lane: a handle remembers
-    // the sequence of its last word call while it keeps the port, and must forget it once the
-    // port leaves its hands (closed and unlocked, taken, or adopted), or its next call would
-    // repeat the number of the last call served there, whose reply words still carry it: the
-    // call would return that call's reply at once (the value checks catch it).
-    let (log, _) = serve_ports("port changes hands", 32, 1, true, |_, region| {
+    port_changes_hands("port changes hands", false);
+}
+
+#[test]
+fn a_port_word_that_changes_hands_between_word_calls_never_repeats_a_sequence() {
+    // The same with clients on port words, as a GPU's are: a handle keeps a port's sequence in
+    // itself and writes it to the port's word only when it gives the port up or caches another
+    // port's state.
+    port_changes_hands("port word changes hands", true);
+}
+
+/// One port (each handle's first choice, handed on), handles of one lane, on the lock bitmap or
+/// on port words: a handle remembers the sequence of its last word call while it keeps the port,
+/// and must forget it once the port leaves its hands (closed and unlocked, taken, or adopted), or
+/// its next call would repeat the number of the last call served there, whose reply words still
+/// carry it: the call would return that call's reply at once (the value checks catch it).
+fn port_changes_hands(name: &'static str, port_words: bool) {
+    let (log, _) = serve_ports(name, 32, 1, true, |_, region| {
         let value = std::cell::Cell::new(0);
         let call = |c: &ferry_rpc::Process<'_, ferry_rpc::Client, Single, _, Yield>| {
             value.set(value.get() + 1);
             let v = value.get();
             assert_eq!(Host::client(c).mix_values(0, v), Ok(mix(0, v)));
         };
-        let handle = || region.client_with(Single, Yield).unwrap();
+        let handle = || match port_words {
+            true => ferry_rpc::ClientProcess::with_port_words(
+                region.region(),
+                region.client_memory(),
+                Single,
+                Yield,
+            )
+            .unwrap(),
+            false => region.client_with(Single, Yield).unwrap(),
+        };
         // A handle that does not keep its port: it locks it at each open, unlocks at each close.
         let plain = handle();
         let a = handle().keep_port(true);
@@ -678,6 +699,16 @@ fn a_port_that_changes_hands_between_word_calls_never_repeats_a_sequence() {
         };
         for _ in 0..5 {
             // `a` keeps the port over two calls, then hands it to `b` (taken, adopted) ...
+            // One call by `a`, then another port's lock taken and released while `a` keeps port
+            // 0 (a handle on port words caches the state of one port: port 0's goes to its word
+            // then), then one call by a handle port 0 is handed to.
+            call(&a);
+            drop(a.try_hold(5).expect("port 5 is free"));
+            let port = a.take_kept().expect("a keeps its port");
+            // SAFETY: as in `unlock`.
+            let b = unsafe { handle().adopt_port(port) };
+            call(&b);
+            drop(b);
             call(&a);
             call(&a);
             let port = a.take_kept().expect("a keeps its port");
@@ -695,6 +726,6 @@ fn a_port_that_changes_hands_between_word_calls_never_repeats_a_sequence() {
             call(&plain);
         }
     });
-    assert_eq!(log.len(), 5 * 7);
+    assert_eq!(log.len(), 5 * 9);
     assert!(log.iter().all(|e| e.0 == Path::Words));
 }
