@@ -134,6 +134,12 @@ fn a_corrupt_descriptor_is_refused() {
             ..good
         },
         Descriptor { region: 0, ..good },
+        Descriptor { locks: 0, ..good },
+        // Port words are 64-bit atomics: client memory that is not 8-byte aligned.
+        Descriptor {
+            locks: good.locks + 4,
+            ..good
+        },
     ] {
         // SAFETY: each descriptor is refused before any memory it names is touched.
         let client = unsafe { bad.client(ferry_rpc::Single, Yield) };

@@ -1,0 +1,67 @@
+//! Clients whose locks are port words (`Process::with_port_words`, a GPU's clients): the API's
+//! refusals, and the lock's behaviour seen from other handles.
+
+use ferry_rpc::{ClientProcess, HeapRegion, LayoutError, PerPort, Single, Spin};
+
+fn client(region: &HeapRegion<PerPort>) -> ClientProcess<'_> {
+    ClientProcess::with_port_words(region.region(), region.client_memory(), Single, Spin).unwrap()
+}
+
+#[test]
+fn port_words_of_the_wrong_length_are_refused() {
+    let region = HeapRegion::<PerPort>::new(64, 1).unwrap();
+    let words = region.client_memory();
+    for wrong in [&words[..0], &words[..32], &words[..63]] {
+        let refused = ClientProcess::with_port_words(region.region(), wrong, Single, Spin);
+        assert!(matches!(refused, Err(LayoutError::Ports(64))));
+    }
+    assert!(client(&region).has_port_words());
+    assert!(!region.client().has_port_words());
+}
+
+#[test]
+fn a_port_held_on_its_word_is_held_for_every_handle_of_the_words() {
+    let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
+    let (a, b) = (client(&region), client(&region));
+    let held = a.try_hold(3).expect("port 3 is free");
+    assert!(b.try_hold(3).is_none(), "a second handle takes a held port");
+    assert!(b.try_hold(4).is_some(), "another port is free");
+    drop(held);
+    assert!(b.try_hold(3).is_some(), "the port is free once released");
+}
+
+#[test]
+fn an_exclusive_client_on_port_words_holds_its_range_until_dropped() {
+    let region = HeapRegion::<PerPort>::new(64, 1).unwrap();
+    let other = client(&region);
+    // Refused while another handle holds a port of the range, and nothing is left taken.
+    let held = other.try_hold(40).unwrap();
+    let refused = client(&region).restrict(32, 32).unwrap().exclusive();
+    assert!(refused.is_err());
+    assert!(
+        other.try_hold(33).is_some(),
+        "a refused exclusive handle gave its ports back"
+    );
+    drop(held);
+    let sole = client(&region)
+        .restrict(32, 32)
+        .unwrap()
+        .exclusive()
+        .ok()
+        .unwrap();
+    assert!(
+        other.try_hold(40).is_none(),
+        "an exclusive handle holds its range"
+    );
+    assert!(other.try_hold(5).is_some(), "and nothing outside it");
+    // It opens and closes its ports without taking or releasing their locks.
+    for _ in 0..3 {
+        drop(sole.try_open(1).expect("a port of its range"));
+        assert!(other.try_hold(32).is_none());
+    }
+    drop(sole);
+    assert!(
+        other.try_hold(40).is_some(),
+        "its range is free once it is dropped"
+    );
+}
