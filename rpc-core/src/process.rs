@@ -389,10 +389,13 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// [`Self::with_word_seqs`].
     seqs: &'a [AtomicU32],
     /// The port of this handle's last word call and the sequence it sent, while the port has
-    /// stayed locked for this handle since (so its sequence word still holds it), or a port this
-    /// handle locked and the sequence its word held then (a GPU's open reads it beside the
-    /// port's state); `NONE` as the port otherwise. Set and read in the first lane only. A call on that port takes its
-    /// sequence from here instead of reading the word (on a GPU, a trip to device memory).
+    /// stayed locked for this handle since, or a port this handle locked and the sequence its
+    /// word held then (with port words, the lock's atomic returns it); `NONE` as the port
+    /// otherwise. Set and read in the first lane only. A call on that port takes its sequence
+    /// from here instead of reading the word (on a GPU, a trip to device memory). With a lock
+    /// bitmap the sequence word holds it too; with port words the word may be older (see
+    /// `last_shadow`). An exclusive handle on port words caches nothing: its lane groups each
+    /// hold every port, so the word is the only place they all see.
     last_seq: Cell<(u32, u32)>,
     /// With port words, the outbox shadow bits of `last_seq`'s port. With port words, `last_seq`
     /// and this are the state of a port this handle holds, newer than its word (written back
@@ -737,10 +740,11 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     ///
     /// # Safety
     ///
-    /// `port` must be inside this handle's [`port_range`](Self::port_range) and its bit must be set
-    /// in this side's lock bitmap on this handle's behalf: no other handle of this side opens it
-    /// until this handle releases it (by `take_kept`, or by unlocking it when dropped). Otherwise
-    /// two handles could write the same packet at once.
+    /// `port` must be inside this handle's [`port_range`](Self::port_range) and its lock must be
+    /// held on this handle's behalf (its bit set in this side's lock bitmap, or its port word's
+    /// lock bit set: a port another handle gave up with [`take_kept`](Self::take_kept)): no other
+    /// handle of this side opens it until this handle releases it (by `take_kept`, or by
+    /// unlocking it when dropped). Otherwise two handles could write the same packet at once.
     pub unsafe fn adopt_port(mut self, port: u32) -> Self {
         debug_assert!(self.port_range().contains(&port));
         self.keep = true;
@@ -755,7 +759,9 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     }
 
     /// Takes the kept port back from this handle without unlocking it: its lock bit stays set, and
-    /// the caller is now responsible for it (to adopt it into another handle, or to clear it).
+    /// the caller is now responsible for it: to adopt it into another handle
+    /// ([`adopt_port`](Self::adopt_port)), which releases it in the end, or, on a lock bitmap, to
+    /// clear its bit (with release ordering). A port word's state is written to the word first.
     /// `None` if no port is kept (`keep_port` is off, or the kept port was released because the
     /// other side held its packet at the last open).
     pub fn take_kept(&self) -> Option<u32> {
@@ -777,8 +783,13 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// and the calls of lane 0 alone (a print from one thread) keep theirs as a whole warp does.
     pub(crate) fn release(&self, port: u32, owned_out: Option<u32>, lead: bool) {
         if self.keep && lead {
-            self.kept.set(port);
+            // A handle with two ports open keeps the last one closed: the one kept before is
+            // released.
+            let previous = self.kept.replace(port);
             self.kept_out.set(owned_out.unwrap_or(UNKNOWN));
+            if previous != NONE && previous != port {
+                self.unlock(previous);
+            }
         } else {
             self.unlock(port);
         }
@@ -825,8 +836,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
                 return Err(self);
             }
         }
-        // SYNC (lock acquire): pairs with the release fence in the `unlock` of every port's
-        // previous holder, as a `lock` of each would.
+        // SYNC (lock acquire): pairs with the release (fence, or a port word's release store)
+        // in the `unlock` of every port's previous holder, as a `lock` of each would.
         lock_fence(Ordering::Acquire);
         self.sole = true;
         Ok(self)
@@ -840,7 +851,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// this side's outbox for the handle's ports: it holds all their locks. Refused (the error
     /// names the port count) if the handle is not exclusive or `mirror` has the wrong length.
     pub fn with_outbox_mirror(mut self, mirror: &'a [AtomicU32]) -> Result<Self, LayoutError> {
-        if !self.sole || mirror.len() != self.locks.len() {
+        if !self.sole || mirror.len() != self.region.layout.lock_words() {
             return Err(LayoutError::Ports(self.region.layout.ports()));
         }
         for w in self.first_word..self.first_word + self.words {
@@ -939,7 +950,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     }
 
     /// Whether [`try_open`](Self::try_open) may find a port now: one look at each lock word of
-    /// this handle's range and, for a server, at each mailbox word; no lock is taken. A hint for
+    /// this handle's range (with port words, at each port's word) and, for a server, at each
+    /// mailbox word; no lock is taken. A hint for
     /// a poll loop (a port may be taken, or a request arrive, right after), much cheaper than a
     /// search that finds nothing. Any lane may call it.
     pub fn may_open(&self) -> bool {
@@ -991,8 +1003,9 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             return None;
         }
         // SYNC (lock acquire): `lock` took the bit with acquire ordering (an acquire atomic on
-        // NVPTX, an acquire fence after it elsewhere); it pairs with the release fence in the
-        // previous holder's `unlock`, so that holder's outbox flip is visible to the
+        // NVPTX, an acquire fence after it elsewhere); it pairs with the release (fence, or a
+        // port word's release store) in the previous holder's `unlock`, so that holder's outbox
+        // flip is visible to the
         // mailbox reads made through the guard.
         Some(Held {
             process: self,
@@ -1049,6 +1062,15 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// away, or when the handle caches another port (`write_back`). First lane only.
     #[inline(always)]
     fn set_held(&self, port: u32, seq: u32, shadow: u32) {
+        if self.sole {
+            // An exclusive handle's lane groups each hold every port: the state goes to the word
+            // at once, and nothing is cached (`last_seq`).
+            holder_store64(
+                &self.port_words[port as usize],
+                PORT_LOCKED | (shadow as u64) << SHADOW_SHIFT | seq as u64,
+            );
+            return;
+        }
         if self.last_seq.get().0 != port {
             self.write_back();
         }
@@ -1322,18 +1344,20 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         private_load(&self.seqs[port as usize]).wrapping_add(1)
     }
 
-    /// Records `seq` as `port`'s last word call: in its sequence word (for the port's next
-    /// holder) and in this handle. First lane only.
+    /// Records `seq` as `port`'s last word call: in this handle, and in its sequence word (for
+    /// the port's next holder; a port word gets it when the lock is released or given away,
+    /// `set_held`). First lane only.
     #[inline(always)]
     pub(crate) fn sent_seq(&self, port: u32, seq: u32) {
         if !self.port_words.is_empty() {
-            if self.last_seq.get().0 != port {
-                // Not cached (a handle holding two ports): cache the port's state first.
-                let state = self.held_word(port);
-                self.set_held(port, state as u32, (state >> SHADOW_SHIFT) as u32);
-            }
+            // The port's shadow, to go with the new sequence: cached unless the handle holds two
+            // ports or is exclusive.
+            let shadow = match self.last_seq.get().0 == port {
+                true => self.last_shadow.get(),
+                false => (self.held_word(port) >> SHADOW_SHIFT) as u32,
+            };
             // The word gets it when the lock is released or given away (`set_held`).
-            self.last_seq.set((port, seq));
+            self.set_held(port, seq, shadow);
             return;
         }
         private_store(&self.seqs[port as usize], seq);
@@ -1478,8 +1502,8 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Held<'_, '_, S, L, M, W> {
 
 impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Held<'_, '_, S, L, M, W> {
     fn drop(&mut self) {
-        // SYNC (lock release): `unlock`'s release fence orders everything the holder did before
-        // the next holder's lock acquire.
+        // SYNC (lock release): `unlock`'s release (fence, or a port word's release store) orders
+        // everything the holder did before the next holder's lock acquire.
         self.process.unlock(self.port);
     }
 }

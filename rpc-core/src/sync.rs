@@ -107,8 +107,8 @@ pub(crate) fn lock_acquire_or64(word: &AtomicU64, bits: u64) -> u64 {
 /// Stores `value` to a client's port word, ordered as a lock release: everything this thread did
 /// before it is visible to the next thread whose [`lock_acquire_or64`] reads it. On NVPTX one
 /// `st.release.gpu.u64` (a store, where a lock bitmap's unlock needs a fence and an atomic:
-/// other ports share a bitmap word). Elsewhere a release `swap`: the same ordering, as an RMW
-/// ([`holder_store64`] says why).
+/// other ports share a bitmap word). Elsewhere (hosts, loom, AMD GPUs) a release `swap`: the same
+/// ordering, as an RMW ([`holder_store64`] says why).
 #[inline(always)]
 pub(crate) fn lock_release_store64(word: &AtomicU64, value: u64) {
     #[cfg(target_arch = "nvptx64")]
@@ -129,9 +129,10 @@ pub(crate) fn lock_release_store64(word: &AtomicU64, value: u64) {
 /// too), relaxed: only the holder writes the word's state, and a contender's `fetch_or` on it
 /// writes back what it read (the bit already set), so whichever comes first in the word's
 /// modification order the word ends up holding `value`. On NVPTX a relaxed store at GPU scope
-/// (`st.relaxed.gpu.u64`). Elsewhere a relaxed `swap`: in the C++ model a store racing an RMW is
-/// as good, but loom's model of it is not (it lets the store fall between the RMW's read and
-/// write, tokio-rs/loom#254), and the host's port-word clients are the ones loom checks.
+/// (`st.relaxed.gpu.u64`). Elsewhere (hosts, loom, AMD GPUs) a relaxed `swap`: in the C++ model a
+/// store racing an RMW is as good, but loom's model of it is not (it lets the store fall between
+/// the RMW's read and write, tokio-rs/loom#254), and the host's port-word clients are the ones
+/// loom checks.
 #[inline(always)]
 pub(crate) fn holder_store64(word: &AtomicU64, value: u64) {
     #[cfg(target_arch = "nvptx64")]

@@ -65,3 +65,45 @@ fn an_exclusive_client_on_port_words_holds_its_range_until_dropped() {
         "its range is free once it is dropped"
     );
 }
+
+#[test]
+fn an_outbox_mirror_is_checked_against_the_region_on_port_words_too() {
+    let region = HeapRegion::<PerPort>::new(64, 1).unwrap();
+    let mirror: Vec<_> = (0..2).map(|_| ferry_rpc::sync::AtomicU32::new(0)).collect();
+    // Not exclusive: refused, whatever the mirror.
+    assert!(client(&region).with_outbox_mirror(&mirror).is_err());
+    let sole = || client(&region).exclusive().ok().unwrap();
+    // Exclusive: a mirror of the wrong length refused (not a panic), the right one taken.
+    assert!(sole().with_outbox_mirror(&[]).is_err());
+    assert!(sole().with_outbox_mirror(&mirror[..1]).is_err());
+    assert!(sole().with_outbox_mirror(&mirror).is_ok());
+}
+
+/// A handle keeping its port (`keep_port`) with two ports open closes both: the second close
+/// keeps the second port and releases the first, which `other` (a handle on the same locks) can
+/// then take.
+fn two_open_ports_of_a_keeping_handle(keeper: ClientProcess<'_>, other: ClientProcess<'_>) {
+    let keeper = keeper.keep_port(true);
+    let a = keeper.open(1).unwrap();
+    let b = keeper.open(1).unwrap();
+    let (pa, pb) = (a.index(), b.index());
+    assert_ne!(pa, pb);
+    drop(a);
+    drop(b);
+    assert!(
+        other.try_hold(pa).is_some(),
+        "the port kept first is released"
+    );
+    assert!(other.try_hold(pb).is_none(), "the last port closed is kept");
+    drop(keeper);
+    assert!(other.try_hold(pb).is_some(), "and released with the handle");
+}
+
+#[test]
+fn a_keeping_handle_with_two_ports_open_leaves_neither_locked() {
+    let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
+    two_open_ports_of_a_keeping_handle(client(&region), client(&region));
+    // The same on the lock bitmap.
+    let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
+    two_open_ports_of_a_keeping_handle(region.client(), region.client());
+}
