@@ -19,7 +19,10 @@
 //!   `call_phases_values(..)`, `call_phases_values_lane0(..)`: the same declared to pass values
 //!   only (`Memory::ValuesOnly`: no fences).
 //! - `call_phases_values_open(..)`, `call_phases_values_lane0_open(..)`: the values calls with the
-//!   port opened for each call; `lock_phases(..)`: a port's lock, and an open and close, alone.
+//!   port opened for each call; `lock_phases(..)`: a port's lock, and an open and close, alone;
+//!   `open_probe(..)`, `open_real_probe(..)`: an open's instructions alone, and beside a real open
+//!   on the same words; `warp_open_probe(..)`, `warp_open_probe_lane0(..)`: a port word's lock
+//!   taken and released by a warp's first lane, and by lane 0 alone, beside a real open.
 //! - `call_latency_words_lane0_fenced(..)`, `call_latency_words_lane0_values(..)`: lane 0's
 //!   no-op on its kept port's word line made directly, with and without the fences;
 //!   `call_values_one_word(..)`, `call_values_one_word_lane0(..)`: one word each way;
@@ -539,22 +542,35 @@ pub unsafe extern "ptx-kernel" fn lock_phases(iters: u32, phases: *mut u32, erro
         wrong += u32::from(held.is_none());
         drop(held);
         t[2] = stamp();
-        match client.open_for_words(opcode::NOOP) {
-            Ok(port) => {
-                t[3] = stamp();
-                port.close();
-            }
-            Err(_) => {
-                wrong += 1;
-                t[3] = stamp();
-            }
-        }
-        t[4] = stamp();
+        wrong += timed_open_close(&client, &mut t, 3);
         // SAFETY: `phases` holds `iters * LOCK_PHASES` words (launch contract).
         unsafe { record(phases, i, &t) };
     }
     // SAFETY: `errors` is a valid device `u32` (launch contract).
     unsafe { count(errors, wrong) };
+}
+
+/// Opens a port for word calls with `client` and closes it, stamping `t[k]` after the open and
+/// `t[k + 1]` after the close; 1 if the open failed, else 0.
+#[inline(always)]
+fn timed_open_close<const M: usize>(
+    client: &ferry_device::Client<'_, ferry_device::lanes::Warp, ferry_device::GpuWait>,
+    t: &mut [u64; M],
+    k: usize,
+) -> u32 {
+    let wrong = match client.open_for_words(opcode::NOOP) {
+        Ok(port) => {
+            t[k] = stamp();
+            port.close();
+            0
+        }
+        Err(_) => {
+            t[k] = stamp();
+            1
+        }
+    };
+    t[k + 1] = stamp();
+    wrong
 }
 
 /// Timed steps of `open_probe`.
@@ -704,22 +720,95 @@ pub unsafe extern "ptx-kernel" fn open_real_probe(iters: u32, phases: *mut u32, 
             core::arch::asm!("fence.acq_rel.gpu;", "st.relaxed.gpu.u64 [{a}], {v};", a = in(reg64) word, v = in(reg64) a, options(nostack));
             t[7] = stamp();
         }
-        match client.open_for_words(opcode::NOOP) {
-            Ok(port) => {
-                t[8] = stamp();
-                port.close();
-            }
-            Err(_) => {
-                wrong += 1;
-                t[8] = stamp();
-            }
-        }
-        t[9] = stamp();
+        wrong += timed_open_close(&client, &mut t, 8);
         // SAFETY: `phases` holds `iters * OPEN_REAL` words (launch contract).
         unsafe { record(phases, i, &t) };
     }
     // SAFETY: `errors` is a valid device `u32` (launch contract).
     unsafe { count(errors, wrong) };
+}
+
+/// Timed steps of `warp_open_probe`.
+const WARP_OPEN: usize = 4;
+
+/// `warp_open_probe`'s steps, run by the lanes that call it: 0 the first lane's
+/// `atom.acquire.gpu.or.b64` of port 0's word and its broadcast (a port word's lock as an open
+/// takes it, written out), 1 the first lane's `st.release.gpu.u64` of it and the lanes' sync;
+/// 2 `open_for_words` of the same port, 3 its `close`.
+///
+/// # Safety
+///
+/// As `open_real_probe`.
+#[inline(always)]
+unsafe fn warp_open_steps(iters: u32, phases: *mut u32, errors: *mut u32) {
+    use ferry_device::ferry_rpc::Lanes;
+    let client = ferry_device::client().keep_port(false);
+    let lanes = *client.lanes();
+    // SAFETY: the host set the descriptor up before launch (the kernel's contract).
+    let desc = unsafe { read_volatile(&raw const ferry_device::nvptx::FERRY_RPC) };
+    // Port 0's port word: the first `u64` of the client memory (the descriptor's contract).
+    let word = desc.locks as usize as *mut u64;
+    let first = lanes.is_first_lane(lanes.active_mask());
+    let mut wrong = 0;
+    for i in 0..iters {
+        let mut t = [0u64; WARP_OPEN + 1];
+        let mask = lanes.active_mask();
+        t[0] = stamp();
+        let mut a = 0u64;
+        if lanes.is_first_lane(mask) {
+            // SAFETY: port 0's word, which this warp alone uses; taken and put back as an open
+            // and a close would.
+            unsafe {
+                core::arch::asm!("atom.acquire.gpu.or.b64 {x}, [{a}], {b};", x = out(reg64) a, a = in(reg64) word, b = in(reg64) PORT_LOCKED, options(nostack));
+            }
+        }
+        let low = lanes.broadcast(mask, a as u32);
+        let high = lanes.broadcast(mask, (a >> 32) as u32);
+        t[1] = stamp_after(low ^ high);
+        wrong += u32::from(high & 1 != 0);
+        if lanes.is_first_lane(mask) {
+            // SAFETY: as above.
+            unsafe {
+                core::arch::asm!("st.release.gpu.u64 [{a}], {v};", a = in(reg64) word, v = in(reg64) a, options(nostack));
+            }
+        }
+        lanes.sync(mask);
+        t[2] = stamp();
+        wrong += timed_open_close(&client, &mut t, 3);
+        if first {
+            // SAFETY: `phases` holds `iters * WARP_OPEN` words (launch contract).
+            unsafe { record(phases, i, &t) };
+        }
+    }
+    // SAFETY: `errors` is a valid device `u32` (launch contract).
+    unsafe { count(errors, wrong) };
+}
+
+/// # Safety
+///
+/// As `open_real_probe`, `phases` holding `iters * WARP_OPEN` `u32`s; the whole warp runs it.
+///
+/// A warp's open of a port not kept, in pieces (`warp_open_steps`): where a warp's open costs
+/// more than a lone lane's (`warp_open_probe_lane0`).
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn warp_open_probe(iters: u32, phases: *mut u32, errors: *mut u32) {
+    // SAFETY: the kernel's contract is `warp_open_steps`'.
+    unsafe { warp_open_steps(iters, phases, errors) };
+}
+
+/// # Safety
+///
+/// As `warp_open_probe`; lane 0 of the warp alone runs it.
+#[no_mangle]
+pub unsafe extern "ptx-kernel" fn warp_open_probe_lane0(
+    iters: u32,
+    phases: *mut u32,
+    errors: *mut u32,
+) {
+    if global_thread_id() == 0 {
+        // SAFETY: the kernel's contract is `warp_open_steps`'.
+        unsafe { warp_open_steps(iters, phases, errors) };
+    }
 }
 
 /// The body of `call_phases_words` for the lanes that run it.

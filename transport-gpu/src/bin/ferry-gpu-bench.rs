@@ -416,6 +416,14 @@ const OPEN_REAL: [&str; 9] = [
     "close",
 ];
 
+/// The steps of `warp_open_probe`: a port word's lock taken by the first lane, beside a real open.
+const WARP_OPEN: [&str; 4] = [
+    "the first lane's atom.acquire.gpu.or.b64, broadcast",
+    "the first lane's st.release.gpu.u64, lane sync",
+    "open_for_words (port not kept)",
+    "close",
+];
+
 /// `kernel` (`call_phases` or `call_phases_words`, timing `steps` steps) on 64 ports: the median
 /// nanoseconds of each step, and the wrong replies.
 fn call_phases(
@@ -428,7 +436,8 @@ fn call_phases(
     let words = kernel.starts_with("call_phases_words")
         || kernel.starts_with("call_phases_values")
         || kernel == "lock_phases"
-        || kernel == "open_real_probe";
+        || kernel == "open_real_probe"
+        || kernel.starts_with("warp_open_probe");
     let kernel = module.function(kernel)?;
     let region = match words {
         true => GpuRegion::new(cuda, PortCount::Exactly(64))?,
@@ -1603,6 +1612,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "open_real_probe",
             &OPEN_REAL[..],
             "of a real open beside its instructions on the same words, lane 0",
+        ),
+        (
+            "warp_open_probe",
+            &WARP_OPEN[..],
+            "of a port word's lock by a warp's first lane, beside a real open",
+        ),
+        (
+            "warp_open_probe_lane0",
+            &WARP_OPEN[..],
+            "of a port word's lock by lane 0 alone, beside a real open",
         ),
     ] {
         if rust.function(kernel).is_ok() {
