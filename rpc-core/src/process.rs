@@ -47,8 +47,8 @@ use crate::layout::{Layout, LayoutError, Slot, PORT_GRANULE};
 use crate::mailbox::{Mailbox, PerPort};
 use crate::port::Port;
 use crate::sync::{
-    fence, holder_store64, lock_acquire_or, lock_acquire_or64, lock_fence, lock_release_store64,
-    private_load, private_load64, private_store, AtomicU32, AtomicU64, Ordering, SharedCell,
+    fence, holder_store64, lock_acquire_or, lock_fence, lock_release_store64, private_load,
+    private_store, AtomicU32, AtomicU64, Ordering, SharedCell,
 };
 use crate::wait::{Spin, Wait};
 
@@ -426,6 +426,19 @@ const SHADOW_IN_FLIGHT: u32 = 2;
 
 /// `SHADOW_IN_FLIGHT` in a port word.
 const PORT_IN_FLIGHT: u64 = (SHADOW_IN_FLIGHT as u64) << SHADOW_SHIFT;
+
+/// A port word's state (lock bit clear) from its word-call sequence and outbox shadow.
+#[inline(always)]
+const fn port_state(seq: u32, shadow: u32) -> u64 {
+    (shadow as u64) << SHADOW_SHIFT | seq as u64
+}
+
+/// The outbox shadow of a port word (or state): its outbox bit and `SHADOW_IN_FLIGHT` (no
+/// bit above them is ever set).
+#[inline(always)]
+const fn shadow_of(word: u64) -> u32 {
+    (word >> SHADOW_SHIFT) as u32
+}
 
 /// A client whose locks are port words.
 ///
@@ -806,6 +819,19 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     // The handle itself comes back on failure (no allocation in this `no_std` crate to box it).
     #[allow(clippy::result_large_err)]
     pub fn exclusive(mut self) -> Result<Self, Self> {
+        if !self.take_range() {
+            return Err(self);
+        }
+        // SYNC (lock acquire): pairs with the release (fence, or a port word's release store)
+        // in the `unlock` of every port's previous holder, as a `lock` of each would.
+        lock_fence(Ordering::Acquire);
+        self.sole = true;
+        Ok(self)
+    }
+
+    /// Sets every lock of this handle's range (relaxed: the caller orders), or none if another
+    /// handle holds one of them; whether it did.
+    fn take_range(&self) -> bool {
         if !self.port_words.is_empty() {
             let ports = self.port_range();
             for port in ports.clone() {
@@ -816,13 +842,10 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
                     for p in ports.start..port {
                         self.port_words[p as usize].fetch_and(!PORT_LOCKED, Ordering::Relaxed);
                     }
-                    return Err(self);
+                    return false;
                 }
             }
-            // SYNC (lock acquire): as below.
-            lock_fence(Ordering::Acquire);
-            self.sole = true;
-            return Ok(self);
+            return true;
         }
         let range = self.first_word as usize..(self.first_word + self.words) as usize;
         for w in range.clone() {
@@ -833,14 +856,25 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
                 for v in range.start..w {
                     self.locks[v].fetch_and(0, Ordering::Relaxed);
                 }
-                return Err(self);
+                return false;
             }
         }
-        // SYNC (lock acquire): pairs with the release (fence, or a port word's release store)
-        // in the `unlock` of every port's previous holder, as a `lock` of each would.
-        lock_fence(Ordering::Acquire);
-        self.sole = true;
-        Ok(self)
+        true
+    }
+
+    /// Clears every lock of this handle's range, released: what `exclusive` took.
+    fn give_range(&self) {
+        // SYNC (lock release): as `unlock`, for every port of the range at once.
+        lock_fence(Ordering::Release);
+        if !self.port_words.is_empty() {
+            for port in self.port_range() {
+                self.port_words[port as usize].fetch_and(!PORT_LOCKED, Ordering::Relaxed);
+            }
+        } else {
+            for w in self.first_word..self.first_word + self.words {
+                self.locks[w as usize].fetch_and(0, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Gives an [`exclusive`](Self::exclusive) handle a copy of its own outbox bits in `mirror`
@@ -1029,8 +1063,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             private_store(bits, private_load(bits) ^ bit);
         }
         if !self.port_words.is_empty() {
-            let seq = self.held_word(port) as u32;
-            self.set_held(port, seq, value | SHADOW_IN_FLIGHT);
+            self.set_shadow(port, value | SHADOW_IN_FLIGHT);
         }
     }
 
@@ -1039,9 +1072,15 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     #[inline(always)]
     pub(crate) fn note_owned(&self, port: u32, out: u32) {
         if !self.port_words.is_empty() {
-            let seq = self.held_word(port) as u32;
-            self.set_held(port, seq, out);
+            self.set_shadow(port, out);
         }
+    }
+
+    /// Records `port`'s new outbox shadow (its word held by this handle), its sequence kept.
+    #[inline(always)]
+    fn set_shadow(&self, port: u32, shadow: u32) {
+        let seq = self.held_word(port) as u32;
+        self.set_held(port, seq, shadow);
     }
 
     /// The state of `port`, whose port word this handle holds, as the word holds it with the lock
@@ -1052,9 +1091,9 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     fn held_word(&self, port: u32) -> u64 {
         let (last, seq) = self.last_seq.get();
         if last == port {
-            return (self.last_shadow.get() as u64) << SHADOW_SHIFT | seq as u64;
+            return port_state(seq, self.last_shadow.get());
         }
-        private_load64(&self.port_words[port as usize]) & !PORT_LOCKED
+        private_load(&self.port_words[port as usize]) & !PORT_LOCKED
     }
 
     /// Records `port`'s new state (its word-call sequence and outbox shadow), the port's word
@@ -1067,7 +1106,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             // at once, and nothing is cached (`last_seq`).
             holder_store64(
                 &self.port_words[port as usize],
-                PORT_LOCKED | (shadow as u64) << SHADOW_SHIFT | seq as u64,
+                PORT_LOCKED | port_state(seq, shadow),
             );
             return;
         }
@@ -1087,8 +1126,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             // Only the holder writes the word's state: a relaxed store keeps the word exact
             // (`holder_store64`), and the unlock's release orders it before the next holder's
             // lock.
-            let shadow = self.last_shadow.get() as u64;
-            holder_store64(word, PORT_LOCKED | shadow << SHADOW_SHIFT | seq as u64);
+            holder_store64(word, PORT_LOCKED | port_state(seq, self.last_shadow.get()));
         }
     }
 
@@ -1097,7 +1135,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     #[inline(always)]
     fn open_by_shadow(&self, port: u32) -> Option<u32> {
         let word = self.held_word(port);
-        let out = (word >> SHADOW_SHIFT) as u32 & 1;
+        let out = shadow_of(word) & 1;
         if word & PORT_IN_FLIGHT == 0 {
             // SYNC (take ownership, no fence): the last holder saw inbox == outbox, fenced
             // (acquire, system scope) and then cleared the bit; its unlock's release and our
@@ -1242,7 +1280,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
                 .iter()
                 .enumerate()
             {
-                if private_load64(port_word) & PORT_LOCKED == 0 {
+                if private_load(port_word) & PORT_LOCKED == 0 {
                     free |= 1 << bit;
                 }
             }
@@ -1350,14 +1388,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     #[inline(always)]
     pub(crate) fn sent_seq(&self, port: u32, seq: u32) {
         if !self.port_words.is_empty() {
-            // The port's shadow, to go with the new sequence: cached unless the handle holds two
-            // ports or is exclusive.
-            let shadow = match self.last_seq.get().0 == port {
-                true => self.last_shadow.get(),
-                false => (self.held_word(port) >> SHADOW_SHIFT) as u32,
-            };
             // The word gets it when the lock is released or given away (`set_held`).
-            self.set_held(port, seq, shadow);
+            self.set_held(port, seq, shadow_of(self.held_word(port)));
             return;
         }
         private_store(&self.seqs[port as usize], seq);
@@ -1389,17 +1421,13 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             // `unlock`, so its outbox flip and header writes are visible before we read the
             // mailboxes, and the state it left in the word (read by this very atomic) is the
             // latest.
-            let previous = lock_acquire_or64(word, PORT_LOCKED);
+            let previous = lock_acquire_or(word, PORT_LOCKED);
             if previous & PORT_LOCKED != 0 {
                 return false;
             }
             // The port's state came with the lock: kept in the handle, so the open and a word
             // call on the port read nothing more.
-            if self.last_seq.get().0 != NONE {
-                self.write_back();
-            }
-            self.last_seq.set((port, previous as u32));
-            self.last_shadow.set((previous >> SHADOW_SHIFT) as u32);
+            self.set_held(port, previous as u32, shadow_of(previous));
             return true;
         }
         let bit = 1 << (port % PORT_GRANULE);
@@ -1456,19 +1484,9 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Process<'_, S, L, M, W> {
         if kept != NONE {
             self.unlock(kept);
         }
-        if self.sole && !self.port_words.is_empty() {
+        if self.sole {
             self.write_back();
-            // SYNC (lock release): as `unlock`, for every port of the range at once.
-            lock_fence(Ordering::Release);
-            for port in self.port_range() {
-                self.port_words[port as usize].fetch_and(!PORT_LOCKED, Ordering::Relaxed);
-            }
-        } else if self.sole {
-            // SYNC (lock release): as `unlock`, for every port of the range at once.
-            lock_fence(Ordering::Release);
-            for w in self.first_word..self.first_word + self.words {
-                self.locks[w as usize].fetch_and(0, Ordering::Relaxed);
-            }
+            self.give_range();
         }
     }
 }

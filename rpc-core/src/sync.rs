@@ -34,85 +34,104 @@ pub(crate) fn lock_fence(order: Ordering) {
     fence(order);
 }
 
-/// Sets `bits` in a lock word of this side's private bitmap and returns the word as it was,
-/// ordered as a lock acquire: nothing this thread does after it moves before it, and a
-/// previous holder's accesses released by its unlock (a release fence, then the bit cleared)
-/// are visible after it.
+/// A word of this side's private memory, 32 or 64 bits (a lock bitmap's word, a client's port
+/// word): the width-specific halves of [`lock_acquire_or`] and [`private_load`].
+pub(crate) trait PrivateWord {
+    /// The word's value.
+    type Value: Copy + PartialEq + core::ops::BitAnd<Output = Self::Value>;
+
+    /// Sets `bits` and returns the word as it was: on NVPTX with acquire ordering at GPU scope,
+    /// elsewhere relaxed (`lock_acquire_or` fences after it).
+    fn fetch_or_for_lock(&self, bits: Self::Value) -> Self::Value;
+
+    /// A relaxed load, at GPU scope on NVPTX.
+    fn load_private(&self) -> Self::Value;
+}
+
+/// [`PrivateWord`] for one width: its atomic type, value type, PTX register class and bit count.
+macro_rules! private_word {
+    ($atomic:ty, $value:ty, $reg:ident, $bits:literal) => {
+        impl PrivateWord for $atomic {
+            type Value = $value;
+
+            #[inline(always)]
+            fn fetch_or_for_lock(&self, bits: $value) -> $value {
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    let previous: $value;
+                    // SAFETY: an atomic read-modify-write of a valid, aligned word (`self` is a
+                    // reference to an atomic, which has the layout of its value) in the generic
+                    // address space; it touches nothing else.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("atom.acquire.gpu.or.b", $bits, " {p}, [{a}], {b};"),
+                            p = out($reg) previous,
+                            a = in(reg64) self.as_ptr(),
+                            b = in($reg) bits,
+                            options(nostack),
+                        )
+                    };
+                    previous
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                self.fetch_or(bits, Ordering::Relaxed)
+            }
+
+            #[inline(always)]
+            fn load_private(&self) -> $value {
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    let value: $value;
+                    // SAFETY: an atomic load of a valid, aligned word (as above) in the generic
+                    // address space; it touches nothing else.
+                    unsafe {
+                        core::arch::asm!(
+                            concat!("ld.relaxed.gpu.u", $bits, " {v}, [{a}];"),
+                            v = out($reg) value,
+                            a = in(reg64) self.as_ptr(),
+                            options(nostack, readonly),
+                        )
+                    };
+                    value
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                self.load(Ordering::Relaxed)
+            }
+        }
+    };
+}
+
+private_word!(AtomicU32, u32, reg32, "32");
+private_word!(AtomicU64, u64, reg64, "64");
+
+/// Sets `bits` in a lock word of this side's private memory (a bitmap's word, or a client's port
+/// word) and returns the word as it was, ordered as a lock acquire: nothing this thread does
+/// after it moves before it, and a previous holder's accesses released by its unlock (a release
+/// fence then the bit cleared, or a port word's release store) are visible after it.
 ///
-/// On NVPTX one `atom.acquire.gpu` (the locks are in device memory and taken by one GPU's
+/// On NVPTX one `atom.acquire.gpu.or` (the locks are in device memory and taken by one GPU's
 /// warps); elsewhere a relaxed `fetch_or` then [`lock_fence`]`(Acquire)`. A caller that finds
 /// the bits were already set took nothing, and pays the ordering for nothing.
 #[inline(always)]
-pub(crate) fn lock_acquire_or(word: &AtomicU32, bits: u32) -> u32 {
-    #[cfg(target_arch = "nvptx64")]
-    {
-        let previous: u32;
-        // SAFETY: an atomic read-modify-write of a valid, aligned `u32` (`word` is a reference
-        // to an `AtomicU32`, which has the layout of a `u32`) in the generic address space; it
-        // touches nothing else.
-        unsafe {
-            core::arch::asm!(
-                "atom.acquire.gpu.or.b32 {p}, [{a}], {b};",
-                p = out(reg32) previous,
-                a = in(reg64) word.as_ptr(),
-                b = in(reg32) bits,
-                options(nostack),
-            )
-        };
-        previous
-    }
+pub(crate) fn lock_acquire_or<W: PrivateWord>(word: &W, bits: W::Value) -> W::Value {
+    let previous = word.fetch_or_for_lock(bits);
     #[cfg(not(target_arch = "nvptx64"))]
-    {
-        let previous = word.fetch_or(bits, Ordering::Relaxed);
-        if previous & bits != bits {
-            lock_fence(Ordering::Acquire);
-        }
-        previous
+    if previous & bits != bits {
+        lock_fence(Ordering::Acquire);
     }
-}
-
-/// As [`lock_acquire_or`], on a client's port word (`Process::with_port_words`): sets `bits`
-/// and returns the word as it was, ordered as a lock acquire. On NVPTX one
-/// `atom.acquire.gpu.or.b64` (the port words are in device memory, taken by one GPU's warps);
-/// elsewhere a relaxed `fetch_or` then [`lock_fence`]`(Acquire)` when the bits were taken.
-#[inline(always)]
-pub(crate) fn lock_acquire_or64(word: &AtomicU64, bits: u64) -> u64 {
-    #[cfg(target_arch = "nvptx64")]
-    {
-        let previous: u64;
-        // SAFETY: an atomic read-modify-write of a valid, aligned `u64` (`word` is a reference
-        // to an `AtomicU64`, which has the layout of a `u64`) in the generic address space; it
-        // touches nothing else.
-        unsafe {
-            core::arch::asm!(
-                "atom.acquire.gpu.or.b64 {p}, [{a}], {b};",
-                p = out(reg64) previous,
-                a = in(reg64) word.as_ptr(),
-                b = in(reg64) bits,
-                options(nostack),
-            )
-        };
-        previous
-    }
-    #[cfg(not(target_arch = "nvptx64"))]
-    {
-        let previous = word.fetch_or(bits, Ordering::Relaxed);
-        if previous & bits != bits {
-            lock_fence(Ordering::Acquire);
-        }
-        previous
-    }
+    previous
 }
 
 /// Stores `value` to a client's port word, ordered as a lock release: everything this thread did
-/// before it is visible to the next thread whose [`lock_acquire_or64`] reads it. On NVPTX one
+/// before it is visible to the next thread whose [`lock_acquire_or`] reads it. On NVPTX one
 /// `st.release.gpu.u64` (a store, where a lock bitmap's unlock needs a fence and an atomic:
 /// other ports share a bitmap word). Elsewhere (hosts, loom, AMD GPUs) a release `swap`: the same
 /// ordering, as an RMW ([`holder_store64`] says why).
 #[inline(always)]
 pub(crate) fn lock_release_store64(word: &AtomicU64, value: u64) {
     #[cfg(target_arch = "nvptx64")]
-    // SAFETY: an atomic store to a valid, aligned `u64`, as in `lock_acquire_or64`.
+    // SAFETY: an atomic store to a valid, aligned `u64` (`word` is a reference to an
+    // `AtomicU64`) in the generic address space; it touches nothing else.
     unsafe {
         core::arch::asm!(
             "st.release.gpu.u64 [{a}], {v};",
@@ -136,7 +155,8 @@ pub(crate) fn lock_release_store64(word: &AtomicU64, value: u64) {
 #[inline(always)]
 pub(crate) fn holder_store64(word: &AtomicU64, value: u64) {
     #[cfg(target_arch = "nvptx64")]
-    // SAFETY: an atomic store to a valid, aligned `u64`, as in `lock_acquire_or64`.
+    // SAFETY: an atomic store to a valid, aligned `u64` (`word` is a reference to an
+    // `AtomicU64`) in the generic address space; it touches nothing else.
     unsafe {
         core::arch::asm!(
             "st.relaxed.gpu.u64 [{a}], {v};",
@@ -149,50 +169,13 @@ pub(crate) fn holder_store64(word: &AtomicU64, value: u64) {
     word.swap(value, Ordering::Relaxed);
 }
 
-/// As [`private_load`], for a `u64` word (a client's port word).
-#[inline(always)]
-pub(crate) fn private_load64(word: &AtomicU64) -> u64 {
-    #[cfg(target_arch = "nvptx64")]
-    {
-        let value: u64;
-        // SAFETY: an atomic load of a valid, aligned `u64`, as in `private_load`.
-        unsafe {
-            core::arch::asm!(
-                "ld.relaxed.gpu.u64 {v}, [{a}];",
-                v = out(reg64) value,
-                a = in(reg64) word.as_ptr(),
-                options(nostack, readonly),
-            )
-        };
-        value
-    }
-    #[cfg(not(target_arch = "nvptx64"))]
-    word.load(Ordering::Relaxed)
-}
-
 /// Loads a word of this side's private memory: one only threads of this side on one device
 /// touch (a client's lock bitmap or port words, an exclusive server's mirror, word-call
-/// sequences), ordered by this side's lock. On NVPTX a relaxed load at GPU scope (`ld.relaxed.gpu`), where `core`'s
-/// relaxed load is at system scope; elsewhere a relaxed load.
+/// sequences), ordered by this side's lock. On NVPTX a relaxed load at GPU scope
+/// (`ld.relaxed.gpu`), where `core`'s relaxed load is at system scope; elsewhere a relaxed load.
 #[inline(always)]
-pub(crate) fn private_load(word: &AtomicU32) -> u32 {
-    #[cfg(target_arch = "nvptx64")]
-    {
-        let value: u32;
-        // SAFETY: an atomic load of a valid, aligned `u32` (`word` is a reference to an
-        // `AtomicU32`) in the generic address space; it touches nothing else.
-        unsafe {
-            core::arch::asm!(
-                "ld.relaxed.gpu.u32 {v}, [{a}];",
-                v = out(reg32) value,
-                a = in(reg64) word.as_ptr(),
-                options(nostack, readonly),
-            )
-        };
-        value
-    }
-    #[cfg(not(target_arch = "nvptx64"))]
-    word.load(Ordering::Relaxed)
+pub(crate) fn private_load<W: PrivateWord>(word: &W) -> W::Value {
+    word.load_private()
 }
 
 /// Stores a word of this side's private memory (see [`private_load`]): on NVPTX a relaxed
