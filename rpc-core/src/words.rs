@@ -876,12 +876,21 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             let mut settled = true;
             let first = g * BELL_PORTS as usize;
             let group = first..(first + BELL_PORTS as usize).min(ports);
-            for (last, i) in last_heads[group.clone()].iter_mut().zip(group) {
-                let port = range.start + i as u32;
-                let head = heads[port as usize].load(Ordering::Relaxed);
-                if head == *last {
-                    continue;
+            // The group's heads that moved, all read first (loads that do not wait on each
+            // other, where serving a call between two would keep the next from being issued),
+            // then served in turn.
+            let mut moved = [(0usize, 0u64); BELL_PORTS as usize];
+            let mut n_moved = 0;
+            for i in group {
+                let head = heads[range.start as usize + i].load(Ordering::Relaxed);
+                if head != last_heads[i] {
+                    moved[n_moved] = (i, head);
+                    n_moved += 1;
                 }
+            }
+            for &(i, head) in &moved[..n_moved] {
+                let last = &mut last_heads[i];
+                let port = range.start + i as u32;
                 if !self.is_sole() && !self.lock_port(port) {
                     // Another handle of this side is on the port: the next pass looks again.
                     settled = false;
@@ -995,10 +1004,23 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             // `InlineLanes::new` zeroes the call's replies: the buffers need no clearing.
             // At least one word a lane, as every lane stores: its acquire load is what orders that
             // lane's earlier writes before the handler (a call without arguments too).
-            for j in 0..req_len.div_ceil(4).max(1) {
+            // One look at every word first, with no branch per word: under load they are all
+            // there. Only if one is not does each word get its own wait.
+            let request_words = req_len.div_ceil(4).max(1);
+            let mut missing = 0;
+            for j in 0..request_words {
                 for lane in lanes_in(mask) {
-                    let w = wait_for(&req[at(row, alone, j, lane)])? as u32;
-                    requests[lane][4 * j..4 * j + 4].copy_from_slice(&w.to_le_bytes());
+                    let w = req[at(row, alone, j, lane)].load(Ordering::Acquire);
+                    missing |= seq_of(w) ^ seq;
+                    requests[lane][4 * j..4 * j + 4].copy_from_slice(&(w as u32).to_le_bytes());
+                }
+            }
+            if missing != 0 {
+                for j in 0..request_words {
+                    for lane in lanes_in(mask) {
+                        let w = wait_for(&req[at(row, alone, j, lane)])? as u32;
+                        requests[lane][4 * j..4 * j + 4].copy_from_slice(&w.to_le_bytes());
+                    }
                 }
             }
             // Every lane in one dispatch: the handler decodes the opcode once.
@@ -1031,17 +1053,17 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         // Word `j` of `lane`'s reply: a lane of the call gets its reply; another (a whole line
         // rewritten: padding too, as the other layout's words may lie there) a zero word with
         // a status no call of its own had, as a client of this call never reads it.
+        let payload_of = |lane: usize, j: usize| {
+            let bytes = &replies[lane];
+            u32::from_le_bytes([
+                bytes[4 * j],
+                bytes[4 * j + 1],
+                bytes[4 * j + 2],
+                bytes[4 * j + 3],
+            ])
+        };
         let value = |lane: usize, j: usize| match lane < n && fits && mask & 1 << lane != 0 {
-            true => {
-                let bytes = &replies[lane];
-                let bytes = [
-                    bytes[4 * j],
-                    bytes[4 * j + 1],
-                    bytes[4 * j + 2],
-                    bytes[4 * j + 3],
-                ];
-                reply_word(u32::from_le_bytes(bytes) & kept(j), statuses[lane], seq)
-            }
+            true => reply_word(payload_of(lane, j) & kept(j), statuses[lane], seq),
             false => reply_word(0, crate::service::status::BAD_REQUEST, seq),
         };
         if full {
@@ -1050,10 +1072,25 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                 let (lane, j) = lane_and_word(row, alone, p);
                 rep[ROW + p].store(value(lane, j), Ordering::Release);
             }
+        } else if fits {
+            // Each lane's status and the sequence once (the same in each of its words), then
+            // each word's payload beside them.
+            let mut tags = [0u64; crate::layout::MAX_LANES as usize];
+            for lane in lanes_in(mask) {
+                tags[lane] = reply_word(0, statuses[lane], seq);
+            }
+            for j in 0..words {
+                let kept = kept(j);
+                for lane in lanes_in(mask) {
+                    let w = tags[lane] | u64::from(payload_of(lane, j) & kept);
+                    rep[at(row, alone, j, lane)].store(w, Ordering::Release);
+                }
+            }
         } else {
+            let w = reply_word(0, crate::service::status::BAD_REQUEST, seq);
             for j in 0..words {
                 for lane in lanes_in(mask) {
-                    rep[at(row, alone, j, lane)].store(value(lane, j), Ordering::Release);
+                    rep[at(row, alone, j, lane)].store(w, Ordering::Release);
                 }
             }
         }

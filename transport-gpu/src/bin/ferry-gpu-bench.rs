@@ -478,7 +478,7 @@ fn throughput(
     block: u32,
     calls: u32,
     servers: u32,
-) -> Result<(f64, u32, u64), Error> {
+) -> Result<(f64, u32), Error> {
     let errors = cuda.alloc_device(4)?;
     let host = quiet_host();
     // As the loader serves a program: the derived service, counted by the server's stats.
@@ -501,10 +501,15 @@ fn throughput(
     )?;
     let elapsed = r?;
     let warp_calls = grid as u64 * (block as u64 / 32) * calls as u64;
+    if stats.calls() != warp_calls {
+        return Err(Error::Program(format!(
+            "served {} calls, expected {warp_calls}",
+            stats.calls()
+        )));
+    }
     Ok((
         warp_calls as f64 / elapsed.as_secs_f64(),
         read_u32(cuda, errors.ptr())?,
-        stats.calls(),
     ))
 }
 
@@ -1346,7 +1351,7 @@ fn ab_compare(
             region.keep_ports_for((grid * 1024 / 32) as u64);
             region.set_words_for_warps(true);
             region.install(cuda, capped)?;
-            let (rate, e, _) = throughput(cuda, &region, kernel, grid, 1024, calls, 15)?;
+            let (rate, e) = throughput(cuda, &region, kernel, grid, 1024, calls, 15)?;
             rates[v].push(rate / 1e6);
             wrong += e;
         }
@@ -1390,6 +1395,48 @@ fn ab_compare(
     Ok(())
 }
 
+/// All resident warps' no-op calls with their ports kept, on word lines and through the packets,
+/// for each server thread count (`--throughput-only`): the server's side of the throughput alone,
+/// for comparing host programs against the same PTX.
+fn throughput_only(
+    cuda: &Cuda,
+    bench_ptx: &str,
+    servers: &[u32],
+    reps: usize,
+    calls: u32,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let capped = cuda.load_module(&std::fs::read(bench_ptx)?, Some(32))?;
+    let kernel = capped.function("call_throughput")?;
+    let per_sm = kernel.blocks_per_sm(1024)?;
+    let grid = cuda.sms * per_sm;
+    let warps = grid * 1024 / 32;
+    let mut region = GpuRegion::new(cuda, PortCount::default())?;
+    region.keep_ports_for(warps as u64);
+    let mut wrong = 0;
+    println!("| all {warps} warps x {calls} calls, ports kept ({reps} repetitions) | server threads | M warp-calls/s, median (range) |");
+    println!("|---|---|---|");
+    for words in [true, false] {
+        region.set_words_for_warps(words);
+        region.install(cuda, &capped)?;
+        for &s in servers {
+            let mut r = Vec::new();
+            for _ in 0..reps {
+                let (rate, e) = throughput(cuda, &region, kernel, grid, 1024, calls, s)?;
+                wrong += e;
+                r.push(rate / 1e6);
+            }
+            let (lo, hi) = spread(&r);
+            let path = match words {
+                true => "on word lines",
+                false => "through the packets",
+            };
+            println!("| {path} | {s} | {:.2} ({lo:.2}–{hi:.2}) |", median(&mut r));
+        }
+    }
+    println!("wrong replies: {wrong}");
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut ptx = Vec::new();
@@ -1400,6 +1447,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut copy_probe_on = false;
     let mut word_timing_on = false;
     let mut ab = String::new();
+    let mut throughput_only_on = false;
     let (mut bulk_only, mut bulk_warps, mut file_threads) =
         (false, Vec::<u32>::new(), vec![ferry_gpu::copy::READERS]);
     while let Some(a) = args.next() {
@@ -1413,6 +1461,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--copy-probe" => copy_probe_on = true,
             "--word-timing" => word_timing_on = true,
             "--ab" => ab = value()?,
+            "--throughput-only" => throughput_only_on = true,
             "--bulk-warps" => {
                 bulk_warps = value()?
                     .split(',')
@@ -1441,7 +1490,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let Some(bench_ptx) = ptx.first() else {
-        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N] [--bulk-mib N] [--bulk-only] [--bulk-warps 64,8448] [--file-threads 8,16] [--max-sleep-ns 0,32768] [--ab label=BENCH.ptx,...]".into());
+        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N] [--bulk-mib N] [--bulk-only] [--bulk-warps 64,8448] [--file-threads 8,16] [--max-sleep-ns 0,32768] [--ab label=BENCH.ptx,...] [--throughput-only]".into());
     };
     let cuda = Cuda::new(0)?;
     println!(
@@ -1470,6 +1519,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         return Ok(());
+    }
+    if throughput_only_on {
+        return throughput_only(&cuda, bench_ptx, &servers, reps, calls);
     }
     if copy_probe_on {
         for _ in 0..2 {
@@ -1662,15 +1714,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for &s in &servers {
             let mut r = Vec::new();
             for _ in 0..reps {
-                let (rate, e, served) = throughput(&cuda, &region, kernel, grid, block, calls, s)?;
+                let (rate, e) = throughput(&cuda, &region, kernel, grid, block, calls, s)?;
                 wrong += e;
-                if served != warps as u64 * calls as u64 {
-                    return Err(format!(
-                        "served {served} calls, expected {}",
-                        warps as u64 * calls as u64
-                    )
-                    .into());
-                }
                 eprintln!(
                     "throughput (keep ports: {keep}, word lines: {words}, max sleep {sleep} ns), \
                      {s} server threads: {rate:.0} warp-calls/s"
