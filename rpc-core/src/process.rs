@@ -32,7 +32,10 @@
 //!
 //! A client may hold its locks in port words instead ([`Process::with_port_words`], a GPU's
 //! clients): a word per port holding the port's lock bit, its outbox shadow and its word-call
-//! sequence, taken with its state in one atomic and released with one store.
+//! sequence, taken with its state in one atomic and released with one store. A group's open of a
+//! port it does not keep first tries its cursor port with that atomic alone, in a short stretch
+//! run by its first lane, and searches only if that fails: a long stretch run by one lane while
+//! the others wait costs a group far more than it costs a lone lane.
 //!
 //! A transport's housekeeping that must keep one side's handles off a port without opening it
 //! (the shared-memory server's monitor, before it frees a dead client's port) takes the port's
@@ -588,6 +591,9 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     ) -> Result<Port<'_, 'a, Client, L, M, W>, crate::Error> {
         let mut mask = self.lanes.active_mask();
         let mut found = self.take_kept_for(mask);
+        if found == NONE {
+            found = self.take_cursor_for(mask);
+        }
         let mut polls = 0u32;
         // (The mask is read again at each turn: a lane whose wait policy gave up has left, and
         // the others go on as a smaller group.)
@@ -620,6 +626,20 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         found
     }
 
+    /// The usual open of a port not kept, for the lanes of `mask`: the cursor port, free and ours
+    /// by its outbox shadow, taken by one atomic in a short stretch of code run by the first lane
+    /// alone ([`try_cursor`](Self::try_cursor)), as `index * 2 + outbox bit` shared by every
+    /// lane; else `NONE` (the search decides). The search is far longer, and a stretch run by
+    /// one lane while the others wait costs a group more than it costs a lone lane.
+    #[inline(always)]
+    fn take_cursor_for(&self, mask: u64) -> u32 {
+        let mut found = NONE;
+        if self.lanes.is_first_lane(mask) {
+            found = self.try_cursor();
+        }
+        self.lanes.broadcast(mask, found)
+    }
+
     /// The port a generated word call of the lanes of `mask` opens, as `index * 2 + outbox
     /// bit`, locked (or the kept one), and shared by every lane; `GAVE_UP` in every lane if the
     /// wait policy of any lane gave up. `mask` is the active mask the caller
@@ -635,6 +655,9 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     #[inline(always)]
     pub(crate) fn find_for_words(&self, mask: u64) -> u32 {
         let mut found = self.take_kept_for(mask);
+        if found == NONE {
+            found = self.take_cursor_for(mask);
+        }
         let mut polls = 0u32;
         // (The group is the lanes that called: the same at every turn of the search.) Every lane
         // waits between searches under its wait policy, and the group gives up together when
@@ -1152,6 +1175,21 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             return Some(out);
         }
         None
+    }
+
+    /// With port words and no port kept, the cursor port locked and opened as by `search`'s
+    /// first step (`try_port`: free, and ours by its outbox shadow), as `index * 2 + outbox
+    /// bit`; else `NONE`, nothing held (the search decides). First lane only.
+    #[inline(always)]
+    fn try_cursor(&self) -> u32 {
+        let port = self.cursor.get();
+        if self.port_words.is_empty()
+            || self.kept.get() != NONE
+            || !self.port_range().contains(&port)
+        {
+            return NONE;
+        }
+        self.try_port(port).unwrap_or(NONE)
     }
 
     /// This handle's kept port as `index * 2 + outbox bit`, taken if this handle closed it

@@ -107,3 +107,24 @@ fn a_keeping_handle_with_two_ports_open_leaves_neither_locked() {
     let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
     two_open_ports_of_a_keeping_handle(region.client(), region.client());
 }
+
+#[test]
+fn a_word_open_takes_its_cursor_port_if_free_and_searches_if_not() {
+    let region = HeapRegion::<PerPort>::with_words(64, 1).unwrap();
+    let caller = client(&region).with_cursor(5);
+    let other = client(&region);
+    let port = caller.open_for_words(1).unwrap();
+    assert_eq!(port.index(), 5, "the cursor port, free, is the one opened");
+    assert!(other.try_hold(5).is_none(), "and it is locked while open");
+    drop(port);
+    let held = other.try_hold(5).expect("closed: free again");
+    let port = caller.open_for_words(1).unwrap();
+    let index = port.index();
+    assert_ne!(index, 5, "a cursor port another handle holds is not opened");
+    assert!(other.try_hold(index).is_none(), "the port found is locked");
+    drop(port);
+    drop(held);
+    // The cursor moved to the port the search found: the next open takes that one.
+    let port = caller.open_for_words(1).unwrap();
+    assert_eq!(port.index(), index);
+}
