@@ -2,6 +2,8 @@
 //!
 //! - `pingpong(ping, pong, iters, stamps)`: the raw floor: one thread writes `i` to `ping` in
 //!   mapped host memory (volatile store, `membar.sys`) and spins until the host echoes it in `pong`.
+//! - `pingpong_piped_KxG(..)` (2x600, 4x300, 4x150, 8x150): the same exchange with its poll kept
+//!   `K` reads of `pong` deep, issued `G` ns apart (`ferry-gpu-bench --poll-probe`).
 //! - `call_latency(iters, stamps)`: one warp makes `iters` no-op calls (`Libc::Noop`, through the
 //!   generated client) through the protocol.
 //! - `call_latency_kept(iters, stamps, errors)`: the same by a client that keeps its port.
@@ -72,6 +74,76 @@ pub unsafe extern "ptx-kernel" fn pingpong(
         }
     }
 }
+
+/// The floor's exchange (`pingpong`) with its poll kept `K` reads deep: `K` reads of `pong`
+/// issued `gap_ns` apart, each checked when it returns and issued again at once, so a new read
+/// leaves every `gap_ns` instead of one per round trip. A probe of whether the reply's wait can
+/// be cut below one read's round trip.
+///
+/// # Safety
+///
+/// As `pingpong`.
+#[inline(always)]
+unsafe fn pingpong_piped<const K: usize>(
+    ping: *mut u32,
+    pong: *const u32,
+    iters: u32,
+    stamps: *mut u64,
+    gap_ns: u64,
+) {
+    // SAFETY: the launch contract makes every pointer valid for these accesses.
+    unsafe {
+        write_volatile(stamps, globaltimer());
+        for i in 1..=iters {
+            write_volatile(ping, i);
+            membar_sys();
+            let mut v = [0u32; K];
+            for (k, v) in v.iter_mut().enumerate() {
+                *v = read_volatile(pong);
+                if k + 1 < K {
+                    let t = globaltimer();
+                    while globaltimer() - t < gap_ns {}
+                }
+            }
+            'wait: loop {
+                for v in v.iter_mut() {
+                    if *v == i {
+                        break 'wait;
+                    }
+                    *v = read_volatile(pong);
+                }
+            }
+            if i % STAMP_EVERY == 0 {
+                write_volatile(stamps.add((i / STAMP_EVERY) as usize), globaltimer());
+            }
+        }
+    }
+}
+
+macro_rules! pingpong_piped_kernel {
+    ($name:ident, $k:expr, $gap:expr) => {
+        /// `pingpong` with its poll kept deep (`pingpong_piped`: reads, gap in ns in the name).
+        ///
+        /// # Safety
+        ///
+        /// As `pingpong`.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(
+            ping: *mut u32,
+            pong: *const u32,
+            iters: u32,
+            stamps: *mut u64,
+        ) {
+            // SAFETY: the kernel's contract is `pingpong_piped`'s.
+            unsafe { pingpong_piped::<$k>(ping, pong, iters, stamps, $gap) };
+        }
+    };
+}
+
+pingpong_piped_kernel!(pingpong_piped_2x600, 2, 600);
+pingpong_piped_kernel!(pingpong_piped_4x300, 4, 300);
+pingpong_piped_kernel!(pingpong_piped_4x150, 4, 150);
+pingpong_piped_kernel!(pingpong_piped_8x150, 8, 150);
 
 /// # Safety
 ///

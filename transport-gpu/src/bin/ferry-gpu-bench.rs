@@ -1395,6 +1395,33 @@ fn ab_compare(
     Ok(())
 }
 
+/// The floor's exchange with its poll kept several reads deep (the bench program's
+/// `pingpong_piped_*` kernels), beside the floor itself, alternated over `reps` (`--poll-probe`).
+fn poll_probe(cuda: &Cuda, rust: &Module, iters: u32, reps: usize) -> Result<(), Error> {
+    let kernels = [
+        "pingpong",
+        "pingpong_piped_2x600",
+        "pingpong_piped_4x300",
+        "pingpong_piped_4x150",
+        "pingpong_piped_8x150",
+    ];
+    let mut runs = vec![Vec::new(); kernels.len()];
+    for _ in 0..reps {
+        for (k, name) in kernels.iter().enumerate() {
+            runs[k].push(floor(cuda, rust.function(name)?, iters)?);
+        }
+    }
+    let base = median(&mut runs[0].clone());
+    println!("| flag ping-pong, the poll kept K reads deep, G ns apart ({reps} repetitions) | ns, median (range) | × the floor |");
+    println!("|---|---|---|");
+    for (name, r) in kernels.iter().zip(&mut runs) {
+        let (lo, hi) = spread(r);
+        let m = median(r);
+        println!("| {name} | {m:.0} ({lo:.0}–{hi:.0}) | {:.2} |", m / base);
+    }
+    Ok(())
+}
+
 /// All resident warps' no-op calls with their ports kept, on word lines and through the packets,
 /// for each server thread count (`--throughput-only`): the server's side of the throughput alone,
 /// for comparing host programs against the same PTX.
@@ -1448,6 +1475,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut word_timing_on = false;
     let mut ab = String::new();
     let mut throughput_only_on = false;
+    let mut poll_probe_on = false;
     let (mut bulk_only, mut bulk_warps, mut file_threads) =
         (false, Vec::<u32>::new(), vec![ferry_gpu::copy::READERS]);
     while let Some(a) = args.next() {
@@ -1462,6 +1490,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--word-timing" => word_timing_on = true,
             "--ab" => ab = value()?,
             "--throughput-only" => throughput_only_on = true,
+            "--poll-probe" => poll_probe_on = true,
             "--bulk-warps" => {
                 bulk_warps = value()?
                     .split(',')
@@ -1490,7 +1519,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let Some(bench_ptx) = ptx.first() else {
-        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N] [--bulk-mib N] [--bulk-only] [--bulk-warps 64,8448] [--file-threads 8,16] [--max-sleep-ns 0,32768] [--ab label=BENCH.ptx,...] [--throughput-only]".into());
+        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N] [--bulk-mib N] [--bulk-only] [--bulk-warps 64,8448] [--file-threads 8,16] [--max-sleep-ns 0,32768] [--ab label=BENCH.ptx,...] [--throughput-only] [--poll-probe]".into());
     };
     let cuda = Cuda::new(0)?;
     println!(
@@ -1519,6 +1548,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         return Ok(());
+    }
+    if poll_probe_on {
+        return Ok(poll_probe(&cuda, &rust, iters, reps)?);
     }
     if throughput_only_on {
         return throughput_only(&cuda, bench_ptx, &servers, reps, calls);
