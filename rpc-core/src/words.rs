@@ -88,9 +88,10 @@
 //! and a pass after one that served many calls reads every head and no bell (under load nearly
 //! every group has rung): a head seen after its bell waits at most one sweep of the groups, never
 //! forever. For each request it reads the meta words and every lane's request words
-//! (acquire loads checking their sequence; a word not there yet leaves the port to the next pass,
-//! so no port waits for another; a head that moved on is a client that gave up and called
-//! again: that call is dropped), serves every lane in one dispatch (`Handler::handle_inline_lanes`:
+//! (acquire loads checking their sequence, all of them in one look with no branch per word, and
+//! only if one has not arrived a few more loads of each; a word still not there leaves the port
+//! to the next pass, so no port waits for another; a head that moved on is a client that gave up
+//! and called again: that call is dropped), serves every lane in one dispatch (`Handler::handle_inline_lanes`:
 //! a derived service decodes the opcode once), and then writes the
 //! reply words in one burst (release stores), then the served word. The burst matters: the
 //! client polls those lines, and each of its reads takes a line the server is writing away from
