@@ -39,6 +39,11 @@ use ferry_gpu::Handler;
 use ferry_gpu::{serve, Error, GpuRegion, LibcConfig, LibcHost, PortCount};
 
 const STAMP_EVERY: u32 = 100;
+
+/// Whether the latency rows time the host's handler of each call (`--host-spans`, printed to
+/// stderr): two clock reads and a lock per call on the reply's path, before its reply is
+/// written, so the rows are measured without them unless asked.
+static HOST_SPANS: AtomicBool = AtomicBool::new(false);
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How a row names a `--max-sleep-ns` value (nothing for the default).
@@ -152,25 +157,35 @@ fn call_latency_of(
     region.install(cuda, module)?;
     let stamps = cuda.alloc_device((iters / STAMP_EVERY + 1) as usize * 8)?;
     let errors = cuda.alloc_device(4)?;
-    let services = Timed {
-        inner: quiet_host(),
-        spans: std::sync::Mutex::new(Vec::with_capacity(iters as usize)),
-    };
-    let (r, _) = serve(region.region(), region.server_locks(), 1, &services, || {
-        launch_one_warp(cuda, &kernel, iters, stamps.ptr(), errors.ptr())
-    })?;
-    r?;
-    let (mut inside, mut between) = services.medians();
-    eprintln!(
-        "{name}, {} ports, {}: host handler {:.0} ns, from one handler's end to the next's start {:.0} ns (medians)",
-        region.layout().ports(),
-        match words {
-            true => "word lines",
-            false => "packets",
-        },
-        median(&mut inside),
-        median(&mut between)
-    );
+    let launch = || launch_one_warp(cuda, &kernel, iters, stamps.ptr(), errors.ptr());
+    if HOST_SPANS.load(Ordering::Relaxed) {
+        let services = Timed {
+            inner: quiet_host(),
+            spans: std::sync::Mutex::new(Vec::with_capacity(iters as usize)),
+        };
+        let (r, _) = serve(region.region(), region.server_locks(), 1, &services, launch)?;
+        r?;
+        let (mut inside, mut between) = services.medians();
+        eprintln!(
+            "{name}, {} ports, {}: host handler {:.0} ns, from one handler's end to the next's start {:.0} ns (medians)",
+            region.layout().ports(),
+            match words {
+                true => "word lines",
+                false => "packets",
+            },
+            median(&mut inside),
+            median(&mut between)
+        );
+    } else {
+        let (r, _) = serve(
+            region.region(),
+            region.server_locks(),
+            1,
+            &quiet_host(),
+            launch,
+        )?;
+        r?;
+    }
     Ok((
         median(&mut batches(cuda, &stamps, iters)?),
         read_u32(cuda, errors.ptr())?,
@@ -1491,6 +1506,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--ab" => ab = value()?,
             "--throughput-only" => throughput_only_on = true,
             "--poll-probe" => poll_probe_on = true,
+            "--host-spans" => HOST_SPANS.store(true, Ordering::Relaxed),
             "--bulk-warps" => {
                 bulk_warps = value()?
                     .split(',')
@@ -1519,7 +1535,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let Some(bench_ptx) = ptx.first() else {
-        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N] [--bulk-mib N] [--bulk-only] [--bulk-warps 64,8448] [--file-threads 8,16] [--max-sleep-ns 0,32768] [--ab label=BENCH.ptx,...] [--throughput-only] [--poll-probe]".into());
+        return Err("usage: ferry-gpu-bench BENCH.ptx [FLOOR_CUDA.ptx] [--iters N] [--calls N] [--servers 1,2,4,8] [--reps N] [--bulk-mib N] [--bulk-only] [--bulk-warps 64,8448] [--file-threads 8,16] [--max-sleep-ns 0,32768] [--ab label=BENCH.ptx,...] [--throughput-only] [--poll-probe] [--host-spans]".into());
     };
     let cuda = Cuda::new(0)?;
     println!(
