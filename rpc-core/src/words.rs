@@ -107,7 +107,7 @@ use crate::port::Port;
 use crate::process::{Client, Process, Server};
 use crate::service::status::OK;
 use crate::service::{InlineLanes, INLINE_BYTES};
-use crate::sync::{fence, load_pair, store_pair, AtomicU64, Ordering};
+use crate::sync::{fence, load_pair, prefetch, store_pair, AtomicU64, Ordering};
 use crate::wait::Wait;
 use crate::Error;
 
@@ -873,6 +873,15 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             if bell == Some(*rung) && g != swept {
                 continue;
             }
+            if let Some(bell) = bell {
+                // The bell names the port that rang it: its head, meta words and request words
+                // are fetched together now, not each after the one before (a call's lines were
+                // written by the other side: each is a miss).
+                let port = (bell >> 32) as u32;
+                if port / BELL_PORTS == (first_group + g) as u32 && range.contains(&port) {
+                    self.prefetch_call(port);
+                }
+            }
             // Whether every head of the group is done with: only then is its bell settled.
             let mut settled = true;
             let first = g * BELL_PORTS as usize;
@@ -926,6 +935,22 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         }
         rest[1] = u64::from(count >= BUSY_CALLS.max(groups / 4));
         count
+    }
+
+    /// Asks the CPU for the lines of `port`'s head, its request's meta words and its first two
+    /// rows of request words ([`prefetch`]).
+    #[inline(always)]
+    fn prefetch_call(&self, port: u32) {
+        let region = self.region();
+        let (req, _) = region.word_lines(port);
+        prefetch(&region.heads()[port as usize]);
+        prefetch(&req[0]);
+        // Every 64 bytes of the two rows (a CPU's cache line; a lone lane's words lie in the
+        // first row).
+        let row = region.layout().row_words();
+        for k in (0..2 * row).step_by(8) {
+            prefetch(&req[ROW + k]);
+        }
     }
 
     /// The words of memory [`serve_words`](Self::serve_words) keeps for this handle's range of
