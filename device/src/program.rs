@@ -8,7 +8,7 @@
 //!   hardware's, and `client()` is the warp's;
 //! - **on the CPU**, in the program crate's own tests (feature `sim`):
 //!   `sim::run_program` runs `main` on one host thread per GPU thread
-//!   of a launch you choose, against the real host services ([`ferry_libc::LibcHost`]); each
+//!   of a launch you choose, against the real host services (`ferry_libc::LibcHost`); each
 //!   thread's indices are those it would have on the GPU, and its `client()` calls alone (a GPU
 //!   thread's calls are its own either way: the warp only packs them together).
 //!
@@ -264,6 +264,23 @@ pub fn client() -> crate::Client<'static, ferry_rpc::Single, crate::sim::Program
     crate::sim::program_client()
 }
 
+/// This thread's handle for calling the host, in a host build without feature `sim`: there is
+/// no host to call, so it panics (saying so). A program's code still compiles for the host this
+/// way (a library's own tests, `cargo doc`); run it with feature `sim` (`sim::run_program`) to
+/// serve its calls.
+///
+/// # Panics
+///
+/// Always.
+#[cfg(all(not(target_arch = "nvptx64"), not(feature = "sim")))]
+pub fn client() -> crate::Client<'static, ferry_rpc::Single, crate::GpuWait> {
+    panic!(
+        "ferry_device::program::client(): no host serves this build's calls \
+         (build for nvptx64 and run with rpc-gpu-run, or enable feature `sim` and use \
+         sim::run_program)"
+    )
+}
+
 /// The program's exit code as the OR of every thread's: for programs whose threads each report
 /// failures as bit flags (a program's code is otherwise thread 0's return, or the first `exit`
 /// call's). Put one in a `static` and end `main` with `return CODE.finish(&client, code)`: every
@@ -314,5 +331,14 @@ impl ExitOr {
             }
         }
         code
+    }
+}
+
+#[cfg(all(test, not(feature = "sim"), not(target_arch = "nvptx64")))]
+mod no_host {
+    #[test]
+    #[should_panic(expected = "no host serves this build's calls")]
+    fn client_without_a_host_panics_saying_so() {
+        let _ = super::client();
     }
 }
