@@ -14,11 +14,11 @@ use ferry_rpc::{ClientProcess, Lanes, Layout, LayoutError, PerPort, Region, Wait
 pub const SYMBOL: &str = "FERRY_RPC";
 
 /// The value of [`Descriptor::magic`] once the host has filled the descriptor in. It also names
-/// the region's layout: it changes whenever the layout does (last: the client memory's port
-/// words; before that, the word lines' bell words after their heads), so a program built for
+/// the region's layout: it changes whenever the layout does (last: the word lines' summit words
+/// after their bells; before that, the client memory's port words), so a program built for
 /// another layout than its host's finds no descriptor set up instead of reading words where
 /// there are none.
-pub const MAGIC: u32 = 0x4652_5934;
+pub const MAGIC: u32 = 0x4652_5935;
 
 /// The value of [`Descriptor::magic`] in a program's descriptor before any host set it up
 /// ([`Descriptor::UNSET`]): as [`MAGIC`], it names the layout the program was built for, so a

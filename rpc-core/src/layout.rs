@@ -11,8 +11,8 @@
 //! bulk                   optional (`Layout::with_bulk`): P bulk areas, one per port, each L lane
 //!                        shares of B bytes: [ lane 0's B bytes | ... | lane L-1's B bytes ]
 //! words                  optional (`Layout::with_words`): the word lines of small calls, see
-//!                        `words`: P head words and P / 32 bell words, then per port a request
-//!                        line and a reply line
+//!                        `words`: P head words, P / 32 bell words and P / 1024 summit
+//!                        words, then per port a request line and a reply line
 //! ```
 //!
 //! A port's bulk area belongs to whichever side holds the port's packet, exactly as the packet's
@@ -230,7 +230,8 @@ impl Layout {
     }
 
     /// Words (`u64`) in the head array: a head word per port, then a bell word per group of
-    /// [`crate::words::BELL_PORTS`] ports (see [`crate::words`]), padded to a 128-byte line.
+    /// [`crate::words::BELL_PORTS`] ports, then a summit word per [`crate::words::SUMMIT_BELLS`]
+    /// bells (see [`crate::words`]), padded to a 128-byte line.
     pub const fn head_words(&self) -> usize {
         if self.words == 0 {
             0
@@ -239,11 +240,12 @@ impl Layout {
         }
     }
 
-    /// Bytes of the head array (heads, then bells), whole 128-byte lines.
+    /// Bytes of the head array (heads, then bells, then summits), whole 128-byte lines.
     const fn heads_bytes(&self) -> usize {
         let ports = self.ports as usize;
         let bells = ports.div_ceil(crate::words::BELL_PORTS as usize);
-        align_up((ports + bells) * 8, WORD_LINE_BYTES)
+        let summits = bells.div_ceil(crate::words::SUMMIT_BELLS as usize);
+        align_up((ports + bells + summits) * 8, WORD_LINE_BYTES)
     }
 
     /// Words of a row of a word line (word `j` of every lane): one per lane, rounded up to

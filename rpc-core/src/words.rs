@@ -34,7 +34,9 @@
 //! ```text
 //! heads                  P words, one per port: opcode | seq  (the server scans these)
 //! bells                  P / 32 words, one per group of 32 ports: port | seq of the call that
-//!                        rang it last (the server reads these first)
+//!                        rang it last
+//! summits                P / 1024 words, one per 32 bells: the same, for the call that rang
+//!                        any of them last (the server reads these first)
 //! per port, request      mask low | seq, mask high | seq (read and written only where a group has
 //!                        more than 32 lanes), lengths | seq, padding to ROW words, then the
 //!                        lanes' words (below)
@@ -78,9 +80,12 @@
 //!    without its words polls them again. A group gives up together ([`Error::Stalled`] in every
 //!    lane) if the wait policy gave up on any lane.
 //!
-//! **The server** first reads the bells: a group whose bell holds what it held when the server
+//! **The server** first reads the summits, then the bells under the summits that changed: a
+//! summit that holds what it held when the server last found every group under it done with
+//! spares the reading of its 32 bells, and a group whose bell holds what it held when the server
 //! last found every head of the group done with is skipped, so an idle pass over thousands of
-//! ports costs one load per 32 of them. Each head of the other groups is compared with the last
+//! ports costs one load per 1024 of them (and the swept group's, below). A client rings its
+//! group's bell after its head, and its summit after its bell. Each head of the other groups is compared with the last
 //! head it saw on that port (a copy of its own); a head whose sequence differs from the port's
 //! served word is a request. A bell is only a hint: the head and the bell are stored without a
 //! fence between them, so a server may see a bell before its head, find nothing new and settle
@@ -125,6 +130,11 @@ pub const WORDS: usize = WORD_BYTES / 4;
 /// server pass reads the heads only of the groups whose bell rang (see the module's text). A
 /// group is a lock word's ports, so a server's range of ports is whole groups.
 pub const BELL_PORTS: u32 = crate::layout::PORT_GRANULE;
+
+/// Bells that share a summit word: a client rings its group's summit after its bell, and a pass
+/// reads the bells only under the summits that rang (see the module's text): an idle pass over
+/// thousands of ports reads a few words.
+pub const SUMMIT_BELLS: u32 = 32;
 
 /// Words (`u64`) of a 128-byte line: each row of a word line starts on a line of its own
 /// (see the layout above).
@@ -515,6 +525,9 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             // The group's bell: a value no call rang before (this port, this sequence).
             region.bells()[(index / BELL_PORTS) as usize]
                 .store(bell(index, seq), Ordering::Relaxed);
+            // And its summit, the same value.
+            region.summits()[(index / (BELL_PORTS * SUMMIT_BELLS)) as usize]
+                .store(bell(index, seq), Ordering::Relaxed);
         }
         WordCall {
             seq,
@@ -765,6 +778,15 @@ impl WordScan {
     }
 }
 
+/// The summits over `groups` groups of bells from port `start` (a multiple of [`BELL_PORTS`]).
+const fn summits_over(start: u32, groups: usize) -> usize {
+    if groups == 0 {
+        return 0;
+    }
+    let first = (start / BELL_PORTS) as usize;
+    (first + groups - 1) / SUMMIT_BELLS as usize - first / SUMMIT_BELLS as usize + 1
+}
+
 /// What a pass records as a group's last bell when it left one of the group's heads for later.
 const UNSETTLED: u64 = u64::MAX;
 
@@ -852,6 +874,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         );
         let (last_heads, rest) = seen.split_at_mut(ports);
         let (rung, rest) = rest.split_at_mut(groups);
+        let (tops, rest) = rest.split_at_mut(summits_over(range.start, groups));
         let swept = (rest[0] % groups as u64) as usize;
         rest[0] = rest[0].wrapping_add(1);
         // After a pass that served calls on many groups, the next reads every head and no bell:
@@ -862,74 +885,104 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         // The lanes' requests and replies, set up at the first call the pass serves (an idle
         // pass sets up nothing) and used for every call after it.
         let mut buffers = None;
-        for (g, rung) in rung.iter_mut().enumerate() {
-            // SYNC (none needed): a bell is a hint that a head of its group may have moved (a
-            // client stores the head, then the bell, both relaxed). A head that becomes visible
-            // after its bell is found when its group is swept, within `groups` passes.
-            let bell = match busy {
+        // Summits first: the bells under a summit that holds what it held when a pass last found
+        // every group under it settled are not read (the swept group's summit excepted).
+        let summits = region.summits();
+        let first_summit = first_group / SUMMIT_BELLS as usize;
+        for (t, top) in tops.iter_mut().enumerate() {
+            let s = first_summit + t;
+            // This range's groups under summit `s`.
+            let lo = (s * SUMMIT_BELLS as usize).max(first_group) - first_group;
+            let hi = ((s + 1) * SUMMIT_BELLS as usize).min(first_group + groups) - first_group;
+            // SYNC (none needed): a summit is a hint, as a bell is (stored after it, relaxed).
+            let summit = match busy {
                 true => None,
-                false => Some(bells[first_group + g].load(Ordering::Relaxed)),
+                false => Some(summits[s].load(Ordering::Relaxed)),
             };
-            if bell == Some(*rung) && g != swept {
+            // Settled since: only the swept group is looked at, if it is under this summit.
+            let quiet = summit == Some(*top);
+            if quiet && !(lo..hi).contains(&swept) {
                 continue;
             }
-            if let Some(bell) = bell {
-                // The bell names the port that rang it: its head, meta words and request words
-                // are fetched together now, not each after the one before (a call's lines were
-                // written by the other side: each is a miss).
-                let port = (bell >> 32) as u32;
-                if port / BELL_PORTS == (first_group + g) as u32 && range.contains(&port) {
-                    self.prefetch_call(port);
-                }
-            }
-            // Whether every head of the group is done with: only then is its bell settled.
-            let mut settled = true;
-            let first = g * BELL_PORTS as usize;
-            let group = first..(first + BELL_PORTS as usize).min(ports);
-            // The group's heads that moved, all read first (loads that do not wait on each
-            // other, where serving a call between two would keep the next from being issued),
-            // then served in turn.
-            let mut moved = [(0usize, 0u64); BELL_PORTS as usize];
-            let mut n_moved = 0;
-            for i in group {
-                let head = heads[range.start as usize + i].load(Ordering::Relaxed);
-                if head != last_heads[i] {
-                    moved[n_moved] = (i, head);
-                    n_moved += 1;
-                }
-            }
-            for &(i, head) in &moved[..n_moved] {
-                let last = &mut last_heads[i];
-                let port = range.start + i as u32;
-                if !self.is_sole() && !self.lock_port(port) {
-                    // Another handle of this side is on the port: the next pass looks again.
-                    settled = false;
+            let mut all_settled = true;
+            for (g, rung) in rung[..hi].iter_mut().enumerate().skip(lo) {
+                if quiet && g != swept {
                     continue;
                 }
-                let buffers = buffers.get_or_insert_with(Buffers::new);
-                let call = self.serve_port(port, head, &mut handle, buffers);
-                if !self.is_sole() {
-                    self.unlock(port);
+                // SYNC (none needed): a bell is a hint that a head of its group may have moved (a
+                // client stores the head, then the bell, both relaxed). A head that becomes visible
+                // after its bell is found when its group is swept, within `groups` passes.
+                let bell = match busy {
+                    true => None,
+                    false => Some(bells[first_group + g].load(Ordering::Relaxed)),
+                };
+                if bell == Some(*rung) && g != swept {
+                    continue;
                 }
-                match call {
-                    Ok(call) => {
-                        *last = head;
-                        count += 1;
-                        served(call);
+                if let Some(bell) = bell {
+                    // The bell names the port that rang it: its head, meta words and request words
+                    // are fetched together now, not each after the one before (a call's lines were
+                    // written by the other side: each is a miss).
+                    let port = (bell >> 32) as u32;
+                    if port / BELL_PORTS == (first_group + g) as u32 && range.contains(&port) {
+                        self.prefetch_call(port);
                     }
-                    // Not a request (the head of a call already served), or one its client gave
-                    // up on: this head is done with.
-                    Err(Skip::Done) => *last = head,
-                    // Some of its words have not arrived: the next pass looks again.
-                    Err(Skip::Pending) => settled = false,
                 }
+                // Whether every head of the group is done with: only then is its bell settled.
+                let mut settled = true;
+                let first = g * BELL_PORTS as usize;
+                let group = first..(first + BELL_PORTS as usize).min(ports);
+                // The group's heads that moved, all read first (loads that do not wait on each
+                // other, where serving a call between two would keep the next from being issued),
+                // then served in turn.
+                let mut moved = [(0usize, 0u64); BELL_PORTS as usize];
+                let mut n_moved = 0;
+                for i in group {
+                    let head = heads[range.start as usize + i].load(Ordering::Relaxed);
+                    if head != last_heads[i] {
+                        moved[n_moved] = (i, head);
+                        n_moved += 1;
+                    }
+                }
+                for &(i, head) in &moved[..n_moved] {
+                    let last = &mut last_heads[i];
+                    let port = range.start + i as u32;
+                    if !self.is_sole() && !self.lock_port(port) {
+                        // Another handle of this side is on the port: the next pass looks again.
+                        settled = false;
+                        continue;
+                    }
+                    let buffers = buffers.get_or_insert_with(Buffers::new);
+                    let call = self.serve_port(port, head, &mut handle, buffers);
+                    if !self.is_sole() {
+                        self.unlock(port);
+                    }
+                    match call {
+                        Ok(call) => {
+                            *last = head;
+                            count += 1;
+                            served(call);
+                        }
+                        // Not a request (the head of a call already served), or one its client gave
+                        // up on: this head is done with.
+                        Err(Skip::Done) => *last = head,
+                        // Some of its words have not arrived: the next pass looks again.
+                        Err(Skip::Pending) => settled = false,
+                    }
+                }
+                *rung = match (settled, bell) {
+                    (true, Some(bell)) => bell,
+                    // Read every head (a busy pass): the bell is left to the next idle pass.
+                    (true, None) => *rung,
+                    // A head left for later: no bell holds this value (its port would be 2³² - 1), so
+                    // the next pass reads the group's heads again, whatever the bell holds then.
+                    (false, _) => UNSETTLED,
+                };
+                all_settled &= *rung != UNSETTLED;
             }
-            *rung = match (settled, bell) {
-                (true, Some(bell)) => bell,
-                // Read every head (a busy pass): the bell is left to the next idle pass.
-                (true, None) => *rung,
-                // A head left for later: no bell holds this value (its port would be 2³² - 1), so
-                // the next pass reads the group's heads again, whatever the bell holds then.
+            *top = match (all_settled, summit) {
+                (true, Some(summit)) => summit,
+                (true, None) => *top,
                 (false, _) => UNSETTLED,
             };
         }
@@ -956,8 +1009,9 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
     /// The words of memory [`serve_words`](Self::serve_words) keeps for this handle's range of
     /// ports: one per port, one per group of [`BELL_PORTS`] ports, and two.
     pub fn seen_words(&self) -> usize {
-        let ports = self.port_range().len();
-        ports + ports.div_ceil(BELL_PORTS as usize) + 2
+        let range = self.port_range();
+        let groups = range.len().div_ceil(BELL_PORTS as usize);
+        range.len() + groups + summits_over(range.start, groups) + 2
     }
 
     /// Serves the request `head` announces on `port`, if it is one and all its words are
@@ -1441,6 +1495,21 @@ mod arrival {
         Some((0, 8))
     }
 
+    /// The reply to the hand-written call `seq` of [`write_without_bell`] on `port`, as a `u64`.
+    fn reply_to<L: Lanes, W: Wait>(
+        port: &mut crate::port::Port<'_, '_, crate::process::Client, L, PerPort, W>,
+        seq: u32,
+    ) -> u64 {
+        let call = WordCall {
+            seq,
+            reply_words: 2,
+            fenced: true,
+        };
+        let mut reply = [0u8; 8];
+        assert_eq!(port.recv_words(call, &mut reply), Ok(0));
+        u64::from_le_bytes(reply)
+    }
+
     /// Writes a lone lane's whole call of opcode 7 on `port` (`value` as a `u64`, 8 bytes each
     /// way), its head too, but not its bell.
     fn write_without_bell(region: &HeapRegion<PerPort>, port: u32, seq: u32, value: u32) {
@@ -1452,6 +1521,46 @@ mod arrival {
         line[at(row, true, 0, 0)].store(word(value, seq), Ordering::Relaxed);
         line[at(row, true, 1, 0)].store(word(0, seq), Ordering::Relaxed);
         r.heads()[port as usize].store(word(7, seq), Ordering::Release);
+    }
+
+    #[test]
+    fn a_call_under_a_summit_is_served_by_the_next_pass_and_an_idle_pass_reads_no_bell_under_a_quiet_one(
+    ) {
+        // 4096 ports: 128 groups of 32, four summits of 32 groups.
+        let region = HeapRegion::<PerPort>::with_words(4096, 1).unwrap();
+        let server = region.server();
+        let mut seen = vec![0u64; server.seen_words()];
+        let mut pass = || server.serve_words(&mut seen, lane_by_lane(plus_one), |_| {});
+        // Idle passes settle every summit (they sweep groups 0, 1 and 2).
+        assert_eq!([pass(), pass(), pass()], [0, 0, 0]);
+        // Port 3000 (group 93, summit 2): a call as a client makes it, head, bell and summit,
+        // is served by the very next pass, which sweeps group 3.
+        let client = region.client_with(Single, Spin).unwrap().with_cursor(3000);
+        let mut port = client.open_for_words(7).unwrap();
+        assert_eq!(port.index(), 3000);
+        let call = port.send_words(&5u64.to_le_bytes(), 8);
+        assert_eq!(pass(), 1);
+        let mut reply = [0u8; 8];
+        assert_eq!(port.recv_words(call, &mut reply), Ok(0));
+        assert_eq!(u64::from_le_bytes(reply), 6);
+        drop(port);
+        // A bell rung under a summit that was not: the bells under a quiet summit are not read,
+        // so the head waits for its group's sweep (group 40, summit 1).
+        let r = region.region();
+        let quiet = region.client_with(Single, Spin).unwrap().with_cursor(1290);
+        let mut port = quiet.open_for_words(7).unwrap();
+        assert_eq!(port.index(), 1290);
+        let seq = 1;
+        quiet.word_seqs()[1290].store(seq, Ordering::Relaxed);
+        write_without_bell(&region, 1290, seq, 9);
+        r.bells()[1290 / BELL_PORTS as usize].store(bell(1290, seq), Ordering::Relaxed);
+        // The passes that sweep groups 4 to 39 find nothing; the one that sweeps group 40 serves
+        // it.
+        for _ in 4..40 {
+            assert_eq!(pass(), 0);
+        }
+        assert_eq!(pass(), 1);
+        assert_eq!(reply_to(&mut port, seq), 10);
     }
 
     #[test]
@@ -1473,13 +1582,7 @@ mod arrival {
         // The next passes sweep the second, third and fourth groups: the last finds it.
         assert_eq!([pass(), pass(), pass()], [0, 0, 1]);
         let mut reply = [0u8; 8];
-        let call = WordCall {
-            seq,
-            reply_words: 2,
-            fenced: true,
-        };
-        assert_eq!(port.recv_words(call, &mut reply), Ok(0));
-        assert_eq!(u64::from_le_bytes(reply), 10);
+        assert_eq!(reply_to(&mut port, seq), 10);
         // An idle pass (it sweeps the first group).
         assert_eq!(pass(), 0);
         // Port 70 (the third group): a call as a client makes it, bell and all, is served by
@@ -1518,13 +1621,7 @@ mod arrival {
         silent.word_seqs()[100].store(seq, Ordering::Relaxed);
         write_without_bell(&region, 100, seq, 19);
         assert_eq!(pass(), 1);
-        let call = WordCall {
-            seq,
-            reply_words: 2,
-            fenced: true,
-        };
-        assert_eq!(port.recv_words(call, &mut reply), Ok(0));
-        assert_eq!(u64::from_le_bytes(reply), 20);
+        assert_eq!(reply_to(&mut port, seq), 20);
     }
 
     #[test]
@@ -1556,14 +1653,7 @@ mod arrival {
         line[at(row, true, 0, 0)].store(word(4, seq), Ordering::Relaxed);
         line[at(row, true, 1, 0)].store(word(0, seq), Ordering::Relaxed);
         assert_eq!(pass(), 1);
-        let call = WordCall {
-            seq,
-            reply_words: 2,
-            fenced: true,
-        };
-        let mut reply = [0u8; 8];
-        assert_eq!(port.recv_words(call, &mut reply), Ok(0));
-        assert_eq!(u64::from_le_bytes(reply), 5);
+        assert_eq!(reply_to(&mut port, seq), 5);
     }
 
     #[test]

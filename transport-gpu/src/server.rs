@@ -298,7 +298,7 @@ struct Served {
 /// Lock words (32 ports each) a serving thread's search for packets looks at per turn of its
 /// loop (`Process::try_open_within`): on a region of a port per resident warp (thousands), one
 /// turn over every mailbox would come between a word call's arrival and its pass.
-pub const SCAN_LOCK_WORDS: u32 = 32;
+pub const SCAN_LOCK_WORDS: u32 = 8;
 
 fn serve_thread(
     server: &ServerProcess<'_, Single, PerPort, ServerWait>,
