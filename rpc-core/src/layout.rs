@@ -242,10 +242,23 @@ impl Layout {
 
     /// Bytes of the head array (heads, then bells, then summits), whole 128-byte lines.
     const fn heads_bytes(&self) -> usize {
-        let ports = self.ports as usize;
-        let bells = ports.div_ceil(crate::words::BELL_PORTS as usize);
-        let summits = bells.div_ceil(crate::words::SUMMIT_BELLS as usize);
-        align_up((ports + bells + summits) * 8, WORD_LINE_BYTES)
+        align_up(
+            (self.ports as usize + self.bell_words() + self.summit_words()) * 8,
+            WORD_LINE_BYTES,
+        )
+    }
+
+    /// Bell words of the word lines: one per group of [`crate::words::BELL_PORTS`] ports (they
+    /// follow the heads).
+    pub(crate) const fn bell_words(&self) -> usize {
+        (self.ports as usize).div_ceil(crate::words::BELL_PORTS as usize)
+    }
+
+    /// Summit words of the word lines: one per [`crate::words::SUMMIT_BELLS`] bells (they follow
+    /// the bells).
+    pub(crate) const fn summit_words(&self) -> usize {
+        self.bell_words()
+            .div_ceil(crate::words::SUMMIT_BELLS as usize)
     }
 
     /// Words of a row of a word line (word `j` of every lane): one per lane, rounded up to

@@ -146,21 +146,18 @@ impl<'a, M: Mailbox> Region<'a, M> {
     /// (empty: the region has none).
     #[inline(always)]
     pub(crate) fn bells(&self) -> &'a [AtomicU64] {
-        let ports = self.layout.ports() as usize;
-        let groups = ports.div_ceil(crate::words::BELL_PORTS as usize);
-        self.heads.get(ports..ports + groups).unwrap_or(&[])
+        let start = self.layout.ports() as usize;
+        let end = start + self.layout.bell_words();
+        self.heads.get(start..end).unwrap_or(&[])
     }
 
     /// The summit words of the word lines, one per [`crate::words::SUMMIT_BELLS`] bell words
     /// (empty: the region has none).
     #[inline(always)]
     pub(crate) fn summits(&self) -> &'a [AtomicU64] {
-        let ports = self.layout.ports() as usize;
-        let groups = ports.div_ceil(crate::words::BELL_PORTS as usize);
-        let summits = groups.div_ceil(crate::words::SUMMIT_BELLS as usize);
-        self.heads
-            .get(ports + groups..ports + groups + summits)
-            .unwrap_or(&[])
+        let start = self.layout.ports() as usize + self.layout.bell_words();
+        let end = start + self.layout.summit_words();
+        self.heads.get(start..end).unwrap_or(&[])
     }
 
     /// `port`'s request line and reply line (empty: the region has none).

@@ -286,6 +286,12 @@ const fn bell(port: u32, seq: u32) -> u64 {
     (port as u64) << 32 | seq as u64
 }
 
+/// The port that rang a bell (or a summit).
+#[inline(always)]
+const fn bell_port(bell: u64) -> u32 {
+    (bell >> 32) as u32
+}
+
 /// The bits of a call's sequence a reply word carries (24: the rest holds the status).
 const REPLY_SEQ: u32 = 0xFF_FFFF;
 
@@ -790,6 +796,18 @@ const fn summits_over(start: u32, groups: usize) -> usize {
 /// What a pass records as a group's last bell when it left one of the group's heads for later.
 const UNSETTLED: u64 = u64::MAX;
 
+/// What a pass records for a bell (or a summit) it read as `read` (`None`: a busy pass read none)
+/// over what it recorded before, `last`: the value read if everything under it was `settled`; the
+/// record unchanged if nothing was read; else [`UNSETTLED`], which no bell holds (its port would
+/// be 2³² - 1), so the next pass looks under it again, whatever it holds then.
+const fn settle(settled: bool, read: Option<u64>, last: u64) -> u64 {
+    match (settled, read) {
+        (true, Some(read)) => read,
+        (true, None) => last,
+        (false, _) => UNSETTLED,
+    }
+}
+
 /// The fewest calls a pass serves for the next to read every head instead of the bells (and at
 /// least one for every four groups of the range): one caller at a time leaves the bells on.
 pub const BUSY_CALLS: usize = 4;
@@ -919,75 +937,95 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                 if bell == Some(*rung) && g != swept {
                     continue;
                 }
-                if let Some(bell) = bell {
-                    // The bell names the port that rang it: its head, meta words and request words
-                    // are fetched together now, not each after the one before (a call's lines were
-                    // written by the other side: each is a miss).
-                    let port = (bell >> 32) as u32;
-                    if port / BELL_PORTS == (first_group + g) as u32 && range.contains(&port) {
-                        self.prefetch_call(port);
-                    }
-                }
-                // Whether every head of the group is done with: only then is its bell settled.
-                let mut settled = true;
-                let first = g * BELL_PORTS as usize;
-                let group = first..(first + BELL_PORTS as usize).min(ports);
-                // The group's heads that moved, all read first (loads that do not wait on each
-                // other, where serving a call between two would keep the next from being issued),
-                // then served in turn.
-                let mut moved = [(0usize, 0u64); BELL_PORTS as usize];
-                let mut n_moved = 0;
-                for i in group {
-                    let head = heads[range.start as usize + i].load(Ordering::Relaxed);
-                    if head != last_heads[i] {
-                        moved[n_moved] = (i, head);
-                        n_moved += 1;
-                    }
-                }
-                for &(i, head) in &moved[..n_moved] {
-                    let last = &mut last_heads[i];
-                    let port = range.start + i as u32;
-                    if !self.is_sole() && !self.lock_port(port) {
-                        // Another handle of this side is on the port: the next pass looks again.
-                        settled = false;
-                        continue;
-                    }
-                    let buffers = buffers.get_or_insert_with(Buffers::new);
-                    let call = self.serve_port(port, head, &mut handle, buffers);
-                    if !self.is_sole() {
-                        self.unlock(port);
-                    }
-                    match call {
-                        Ok(call) => {
-                            *last = head;
-                            count += 1;
-                            served(call);
-                        }
-                        // Not a request (the head of a call already served), or one its client gave
-                        // up on: this head is done with.
-                        Err(Skip::Done) => *last = head,
-                        // Some of its words have not arrived: the next pass looks again.
-                        Err(Skip::Pending) => settled = false,
-                    }
-                }
-                *rung = match (settled, bell) {
-                    (true, Some(bell)) => bell,
-                    // Read every head (a busy pass): the bell is left to the next idle pass.
-                    (true, None) => *rung,
-                    // A head left for later: no bell holds this value (its port would be 2³² - 1), so
-                    // the next pass reads the group's heads again, whatever the bell holds then.
-                    (false, _) => UNSETTLED,
-                };
+                let settled = self.pass_group(
+                    g,
+                    bell,
+                    last_heads,
+                    &mut buffers,
+                    &mut handle,
+                    &mut served,
+                    &mut count,
+                );
+                *rung = settle(settled, bell, *rung);
                 all_settled &= *rung != UNSETTLED;
             }
-            *top = match (all_settled, summit) {
-                (true, Some(summit)) => summit,
-                (true, None) => *top,
-                (false, _) => UNSETTLED,
-            };
+            *top = settle(all_settled, summit, *top);
         }
         rest[1] = u64::from(count >= BUSY_CALLS.max(groups / 4));
         count
+    }
+
+    /// Looks at group `g` (of this handle's range) in a pass of [`serve_words`](Self::serve_words),
+    /// its bell read as `bell` (`None`: a busy pass): serves the calls whose heads moved, telling
+    /// `served` of each and counting them in `count`; returns whether every head of the group is
+    /// done with (only then is its bell settled).
+    #[allow(clippy::too_many_arguments)]
+    fn pass_group(
+        &self,
+        g: usize,
+        bell: Option<u64>,
+        last_heads: &mut [u64],
+        buffers: &mut Option<Buffers>,
+        handle: &mut impl FnMut(u32, &mut InlineLanes<'_>),
+        served: &mut impl FnMut(WordServed),
+        count: &mut usize,
+    ) -> bool {
+        let heads = self.region().heads();
+        let range = self.port_range();
+        let ports = range.len();
+        let first_group = (range.start / BELL_PORTS) as usize;
+        if let Some(bell) = bell {
+            // The bell names the port that rang it: its head, meta words and request words
+            // are fetched together now, not each after the one before (a call's lines were
+            // written by the other side: each is a miss).
+            let port = bell_port(bell);
+            if port / BELL_PORTS == (first_group + g) as u32 && range.contains(&port) {
+                self.prefetch_call(port);
+            }
+        }
+        // Whether every head of the group is done with: only then is its bell settled.
+        let mut settled = true;
+        let first = g * BELL_PORTS as usize;
+        let group = first..(first + BELL_PORTS as usize).min(ports);
+        // The group's heads that moved, all read first (loads that do not wait on each
+        // other, where serving a call between two would keep the next from being issued),
+        // then served in turn.
+        let mut moved = [(0usize, 0u64); BELL_PORTS as usize];
+        let mut n_moved = 0;
+        for i in group {
+            let head = heads[range.start as usize + i].load(Ordering::Relaxed);
+            if head != last_heads[i] {
+                moved[n_moved] = (i, head);
+                n_moved += 1;
+            }
+        }
+        for &(i, head) in &moved[..n_moved] {
+            let last = &mut last_heads[i];
+            let port = range.start + i as u32;
+            if !self.is_sole() && !self.lock_port(port) {
+                // Another handle of this side is on the port: the next pass looks again.
+                settled = false;
+                continue;
+            }
+            let buffers = buffers.get_or_insert_with(Buffers::new);
+            let call = self.serve_port(port, head, handle, buffers);
+            if !self.is_sole() {
+                self.unlock(port);
+            }
+            match call {
+                Ok(call) => {
+                    *last = head;
+                    *count += 1;
+                    served(call);
+                }
+                // Not a request (the head of a call already served), or one its client gave
+                // up on: this head is done with.
+                Err(Skip::Done) => *last = head,
+                // Some of its words have not arrived: the next pass looks again.
+                Err(Skip::Pending) => settled = false,
+            }
+        }
+        settled
     }
 
     /// Asks the CPU for the lines of `port`'s head, its request's meta words and its first two
@@ -1007,7 +1045,8 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
     }
 
     /// The words of memory [`serve_words`](Self::serve_words) keeps for this handle's range of
-    /// ports: one per port, one per group of [`BELL_PORTS`] ports, and two.
+    /// ports: one per port, one per group of [`BELL_PORTS`] ports, one per summit over them, and
+    /// two.
     pub fn seen_words(&self) -> usize {
         let range = self.port_range();
         let groups = range.len().div_ceil(BELL_PORTS as usize);
