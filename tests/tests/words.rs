@@ -411,6 +411,37 @@ fn a_lane_asking_for_more_than_the_calls_reply_gets_zeros_past_it_and_does_not_w
 }
 
 #[test]
+fn a_lane_whose_request_is_longer_or_shorter_than_the_calls_is_cut_or_padded_with_zeros() {
+    serve("request lengths", 4, true, |lane, region| {
+        let desc = sim::descriptor(region);
+        // SAFETY: `desc` names `region`, alive and used only through the protocol here.
+        let client = unsafe { desc.client(lane, Yield) }.unwrap().word_lanes(64);
+        let me = client.lanes().lane_id();
+        for round in 0..20u64 {
+            // The first lane's lengths are the call's (12 bytes: the lane and the value): lane 1
+            // sends 16, of which the last 4 are dropped; lane 2 sends 8 (the lane and the value's
+            // low half), the rest read as zeros; lane 3 sends 12.
+            let value = round << 40 | 0xBEEF_0000 | round;
+            let mut request = [0x77_u8; 16];
+            request[..4].copy_from_slice(&me.to_le_bytes());
+            request[4..12].copy_from_slice(&value.to_le_bytes());
+            let len = match me {
+                1 => 16,
+                2 => 8,
+                _ => 12,
+            };
+            let mut port = client.open_for_words(Host::OPCODE_MIX).unwrap();
+            let mut reply = [0u8; 8];
+            let status = port.call_words(&request[..len], &mut reply);
+            drop(port);
+            assert_eq!(status, Ok(0), "lane {me}");
+            let seen = if me == 2 { value & 0xFFFF_FFFF } else { value };
+            assert_eq!(u64::from_le_bytes(reply), mix(me, seen), "lane {me}");
+        }
+    });
+}
+
+#[test]
 fn a_warp_whose_reply_is_slow_waits_on_the_served_word_and_gets_its_own_replies() {
     warp_mixes_on_word_lines("slow server", 5, SLOW);
 }
