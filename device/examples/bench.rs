@@ -145,6 +145,76 @@ pingpong_piped_kernel!(pingpong_piped_4x300, 4, 300);
 pingpong_piped_kernel!(pingpong_piped_4x150, 4, 150);
 pingpong_piped_kernel!(pingpong_piped_8x150, 8, 150);
 
+/// The floor's exchange with `K` reads in flight as `pingpong_piped`, each of a different line:
+/// the echo writes its value to `K` words 128 bytes apart (`pong` first), and read `k` polls
+/// word `k`. A probe of whether reads of different lines overlap where reads of one word do not.
+///
+/// # Safety
+///
+/// As `pingpong`, `pong` holding `K` words 128 bytes apart.
+#[inline(always)]
+unsafe fn pingpong_split<const K: usize>(
+    ping: *mut u32,
+    pong: *const u32,
+    iters: u32,
+    stamps: *mut u64,
+    gap_ns: u64,
+) {
+    // SAFETY: the launch contract makes every pointer valid for these accesses.
+    unsafe {
+        write_volatile(stamps, globaltimer());
+        for i in 1..=iters {
+            write_volatile(ping, i);
+            membar_sys();
+            let mut v = [0u32; K];
+            for (k, v) in v.iter_mut().enumerate() {
+                *v = read_volatile(pong.add(k * 32));
+                if k + 1 < K {
+                    let t = globaltimer();
+                    while globaltimer() - t < gap_ns {}
+                }
+            }
+            'wait: loop {
+                for (k, v) in v.iter_mut().enumerate() {
+                    if *v == i {
+                        break 'wait;
+                    }
+                    *v = read_volatile(pong.add(k * 32));
+                }
+            }
+            if i % STAMP_EVERY == 0 {
+                write_volatile(stamps.add((i / STAMP_EVERY) as usize), globaltimer());
+            }
+        }
+    }
+}
+
+macro_rules! pingpong_split_kernel {
+    ($name:ident, $k:expr, $gap:expr) => {
+        /// `pingpong` polling `K` lines (`pingpong_split`: lines, gap in ns in the name).
+        ///
+        /// # Safety
+        ///
+        /// As `pingpong`, `pong` holding the lines' words.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(
+            ping: *mut u32,
+            pong: *const u32,
+            iters: u32,
+            stamps: *mut u64,
+        ) {
+            // SAFETY: the kernel's contract is `pingpong_split`'s.
+            unsafe { pingpong_split::<$k>(ping, pong, iters, stamps, $gap) };
+        }
+    };
+}
+
+pingpong_split_kernel!(pingpong_split_2x0, 2, 0);
+pingpong_split_kernel!(pingpong_split_2x400, 2, 400);
+pingpong_split_kernel!(pingpong_split_2x600, 2, 600);
+pingpong_split_kernel!(pingpong_split_4x300, 4, 300);
+pingpong_split_kernel!(pingpong_split_4x200, 4, 200);
+
 /// # Safety
 ///
 /// The host set up the descriptor and serves it; `stamps` holds `iters / STAMP_EVERY + 1` words;

@@ -82,7 +82,13 @@ fn batches(
 
 /// The flag ping-pong floor of `kernel`: median ns per round trip.
 fn floor(cuda: &Cuda, kernel: Function, iters: u32) -> Result<f64, Error> {
-    let flags = cuda.alloc_mapped(128)?;
+    floor_lines(cuda, kernel, iters, 1)
+}
+
+/// [`floor`] with the echo's value written to `lines` words 128 bytes apart (the
+/// `pingpong_split_*` kernels poll each).
+fn floor_lines(cuda: &Cuda, kernel: Function, iters: u32, lines: usize) -> Result<f64, Error> {
+    let flags = cuda.alloc_mapped(64 + 128 * lines.max(1))?;
     let stamps = cuda.alloc_device((iters / STAMP_EVERY + 1) as usize * 8)?;
     // SAFETY: `flags` is 128 bytes of mapped memory, 64-byte aligned (page-aligned allocation):
     // `ping` at 0, `pong` at 64, each an aligned u32 shared with the kernel only atomically.
@@ -99,6 +105,12 @@ fn floor(cuda: &Cuda, kernel: Function, iters: u32) -> Result<f64, Error> {
             while last != iters && !stop.load(Ordering::Relaxed) {
                 let v = ping.load(Ordering::Acquire);
                 if v != last {
+                    for k in 1..lines {
+                        // SAFETY: `flags` holds `lines` words 128 bytes apart from `pong`.
+                        let other =
+                            unsafe { &*(flags.host().add(64 + 128 * k) as *const AtomicU32) };
+                        other.store(v, Ordering::Release);
+                    }
                     pong.store(v, Ordering::Release);
                     last = v;
                 } else {
@@ -1410,26 +1422,31 @@ fn ab_compare(
     Ok(())
 }
 
-/// The floor's exchange with its poll kept several reads deep (the bench program's
-/// `pingpong_piped_*` kernels), beside the floor itself, alternated over `reps` (`--poll-probe`).
+/// The floor's exchange with its poll kept several reads deep, of one word (the bench program's
+/// `pingpong_piped_*` kernels) or of one word in each of several lines the echo writes
+/// (`pingpong_split_*`), beside the floor itself, alternated over `reps` (`--poll-probe`).
 fn poll_probe(cuda: &Cuda, rust: &Module, iters: u32, reps: usize) -> Result<(), Error> {
+    // (The kernel, and the lines the echo writes.)
     let kernels = [
-        "pingpong",
-        "pingpong_piped_2x600",
-        "pingpong_piped_4x300",
-        "pingpong_piped_4x150",
-        "pingpong_piped_8x150",
+        ("pingpong", 1),
+        ("pingpong_piped_2x600", 1),
+        ("pingpong_piped_4x300", 1),
+        ("pingpong_split_2x0", 2),
+        ("pingpong_split_2x400", 2),
+        ("pingpong_split_2x600", 2),
+        ("pingpong_split_4x300", 4),
+        ("pingpong_split_4x200", 4),
     ];
     let mut runs = vec![Vec::new(); kernels.len()];
     for _ in 0..reps {
-        for (k, name) in kernels.iter().enumerate() {
-            runs[k].push(floor(cuda, rust.function(name)?, iters)?);
+        for (k, &(name, lines)) in kernels.iter().enumerate() {
+            runs[k].push(floor_lines(cuda, rust.function(name)?, iters, lines)?);
         }
     }
     let base = median(&mut runs[0].clone());
     println!("| flag ping-pong, the poll kept K reads deep, G ns apart ({reps} repetitions) | ns, median (range) | × the floor |");
     println!("|---|---|---|");
-    for (name, r) in kernels.iter().zip(&mut runs) {
+    for ((name, _), r) in kernels.iter().zip(&mut runs) {
         let (lo, hi) = spread(r);
         let m = median(r);
         println!("| {name} | {m:.0} ({lo:.0}–{hi:.0}) | {:.2} |", m / base);
