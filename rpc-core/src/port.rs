@@ -382,6 +382,30 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> core::fmt::Debug for Port<'_, '_, S
 }
 
 impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, crate::Client, L, M, W> {
+    /// Closes a port on which only word calls were made since it was opened (a generated word
+    /// call's): as dropping it, but, where the last call was `answered`, unlocked as
+    /// [`Process::release_words`] does, with no fence (a call given up on may still have stores on
+    /// their way: its port is released as any other, fenced).
+    #[inline(always)]
+    pub(crate) fn close_words(self, answered: bool) {
+        let process = self.process;
+        let lanes = process.lanes();
+        let mask = self.exec_mask;
+        // SYNC (close): every lane's accesses to the port happen before the first lane's unlock
+        // (and before the next call's, on a port kept).
+        lanes.sync(mask);
+        if lanes.is_first_lane(mask) {
+            // Lane 0 is in the group (and so its first lane).
+            let lead = mask & 1 != 0;
+            match answered {
+                true => process.release_words(self.index, self.out, lead),
+                false => process.release(self.index, self.owns.then_some(self.out), lead),
+            }
+        }
+        // (Its lock is released above: the drop would release it again.)
+        core::mem::forget(self);
+    }
+
     /// Arms this lane's announce word on this port for the next call
     /// ([`Process::with_announce_words`](crate::Process::with_announce_words)): returns the word's
     /// address as this side's memory has it and the value the service is to write there once

@@ -51,7 +51,7 @@ use crate::mailbox::{Mailbox, PerPort};
 use crate::port::Port;
 use crate::sync::{
     fence, holder_store64, lock_acquire_or, lock_fence, lock_release_store64, private_load,
-    private_store, AtomicU32, AtomicU64, Ordering, SharedCell,
+    private_store, unlock_swap64, AtomicU32, AtomicU64, Ordering, SharedCell,
 };
 use crate::wait::{Spin, Wait};
 
@@ -884,6 +884,32 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         } else {
             self.unlock(port);
         }
+    }
+
+    /// [`release`](Self::release) for a port whose hold made word calls only (no packet was
+    /// touched since its lock): kept as `release` keeps it, else unlocked with no fence. With
+    /// port words the unlock is a relaxed swap of the port's state into its word
+    /// ([`unlock_swap64`]): the next holder needs from this one only that state, which is in the
+    /// word its lock reads (the word lines' words carry their own sequence numbers, and the
+    /// caller's last call was answered, so its words had arrived: a call given up on is closed
+    /// as any port is, fenced, so its stores cannot land on the next holder's); the swap, a
+    /// read-modify-write, keeps the next holder's lock in the release sequence of the last
+    /// holder that touched the packet. (A bell or summit store of the answered call, a hint, could
+    /// in principle still land after the next holder's: the server would then see its group
+    /// settled and find the next call at the group's sweep, as for any bell seen early.) A lock
+    /// bitmap's unlock is `unlock`'s. Runs in the first lane only.
+    #[inline(always)]
+    pub(crate) fn release_words(&self, port: u32, out: u32, lead: bool) {
+        if (self.keep && lead) || self.sole || self.port_words.is_empty() {
+            self.release(port, Some(out), lead);
+            return;
+        }
+        let state = self.held_word(port);
+        if self.last_seq.get().0 == port {
+            self.last_seq.set((NONE, 0));
+        }
+        // SYNC (lock release, word calls only): none needed but the word's own order, above.
+        unlock_swap64(&self.port_words[port as usize], state);
     }
 
     /// Takes every port of this handle's range ([`port_range`](Self::port_range)) for this

@@ -144,6 +144,31 @@ pub(crate) fn lock_release_store64(word: &AtomicU64, value: u64) {
     word.swap(value, Ordering::Release);
 }
 
+/// Swaps `value` (its lock bit clear) into a client's port word this thread holds, relaxed: the
+/// unlock of a holder that touched nothing the next holder reads but the word itself (a hold of
+/// word calls only: their words carry their own sequence numbers, and the port's state is this
+/// word's). Being a read-modify-write, it continues the release sequence of the last release
+/// store to the word, so a later holder's acquire still synchronizes with the last holder that
+/// touched the packet. On NVPTX `atom.relaxed.gpu.exch.b64`, its result unused (the warp does not
+/// wait for it, where a release store waits for a `MEMBAR` first); elsewhere a relaxed `swap`.
+#[inline(always)]
+pub(crate) fn unlock_swap64(word: &AtomicU64, value: u64) {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: an atomic read-modify-write of a valid, aligned `u64` (`word` is a reference to an
+    // `AtomicU64`) in the generic address space; it touches nothing else.
+    unsafe {
+        core::arch::asm!(
+            "atom.relaxed.gpu.exch.b64 {_old}, [{a}], {v};",
+            _old = out(reg64) _,
+            a = in(reg64) word.as_ptr(),
+            v = in(reg64) value,
+            options(nostack),
+        )
+    };
+    #[cfg(not(target_arch = "nvptx64"))]
+    word.swap(value, Ordering::Relaxed);
+}
+
 /// Stores `value` to a client's port word that this thread holds (its lock bit set in `value`
 /// too), relaxed: only the holder writes the word's state, and a contender's `fetch_or` on it
 /// writes back what it read (the bit already set), so whichever comes first in the word's

@@ -505,3 +505,83 @@ fn port_words_carry_the_word_call_sequence_between_clients() {
         drop(held);
     });
 }
+
+/// Three clients on port words take the one free port one after another (the others held), with
+/// a server of both paths: a call through the packets, then a generated word call, whose close
+/// unlocks the port with no fence (a relaxed swap of the port word: it touched no packet), then
+/// another call through the packets. Their turns are told by relaxed flags, which order nothing:
+/// the third client's slot writes are ordered after the server's slot writes of the first call
+/// only through the port word, where the word call's swap, a read-modify-write, keeps the first
+/// call's release store at the head of the word's release sequence (the tracked slots report a
+/// missing order: with a plain relaxed store in the swap's place, checked). Each call gets its
+/// own reply.
+#[test]
+fn a_word_call_s_unfenced_close_keeps_the_packets_ordered_for_the_next_holder() {
+    use ferry_rpc::service::InlineCall;
+    use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+    model(2, Some(90), || {
+        let region = Arc::new(HeapRegion::<PerPort>::with_words(32, 1).unwrap());
+        let holder = port_word_client(&region);
+        let held: Vec<_> = (1..32).map(|p| holder.try_hold(p).unwrap()).collect();
+        let stop = Arc::new(loom::sync::atomic::AtomicBool::new(false));
+        // Whose turn it is: 1, then 2, then 3 (relaxed: no order between the clients).
+        let turn = Arc::new(loom::sync::atomic::AtomicU32::new(1));
+        let server = {
+            let (region, stop) = (region.clone(), stop.clone());
+            thread::spawn(move || {
+                let server = region.server().exclusive().ok().unwrap();
+                let mut seen = vec![0u64; server.seen_words()];
+                while !stop.load(Acquire) {
+                    let mut served = server.serve_words(
+                        &mut seen,
+                        ferry_rpc::words::lane_by_lane(|_, request, reply| {
+                            let v = u64::from_le_bytes(request[..8].try_into().unwrap());
+                            reply[..8].copy_from_slice(&(v + 1).to_le_bytes());
+                            Some((0, 8))
+                        }),
+                        |_| {},
+                    );
+                    if let Some(mut port) = server.try_open(()) {
+                        port.recv_and_send(|s, _| s.words[0] += 1).unwrap();
+                        served += 1;
+                    }
+                    if served == 0 {
+                        thread::yield_now();
+                    }
+                }
+            })
+        };
+        let wait_turn = |turn: &loom::sync::atomic::AtomicU32, mine: u32| {
+            while turn.load(Relaxed) != mine {
+                thread::yield_now();
+            }
+        };
+        let (r, t) = (region.clone(), turn.clone());
+        let words = thread::spawn(move || {
+            let client = port_word_client(&r);
+            wait_turn(&t, 2);
+            let mut reply = [0u8; 8];
+            let answer = client.call_inline_values(1, &5u64.to_le_bytes(), &mut reply);
+            assert_eq!(
+                answer,
+                Some(Ok(0)),
+                "the word call is served on the word line"
+            );
+            t.store(3, Relaxed);
+            u64::from_le_bytes(reply)
+        });
+        let (r, t) = (region.clone(), turn.clone());
+        let last = thread::spawn(move || {
+            let client = port_word_client(&r);
+            wait_turn(&t, 3);
+            call_on(&client, 20)
+        });
+        assert_eq!(call_on(&port_word_client(&region), 10), 11);
+        turn.store(2, Relaxed);
+        assert_eq!(words.join().unwrap(), 6);
+        assert_eq!(last.join().unwrap(), 21);
+        stop.store(true, Release);
+        server.join().unwrap();
+        drop(held);
+    });
+}

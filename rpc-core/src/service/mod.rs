@@ -315,8 +315,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Process<'_, Client, L, M, W> {
         if open.found == crate::process::GAVE_UP {
             return Some(Err(ProtocolError::Stalled));
         }
-        // (Dropped at the end: the close.)
-        let _port = self.port_for_words(open.found, opcode, mask);
+        let port = self.port_for_words(open.found, opcode, mask);
         // The lines are found once for the send and the receive.
         let lines =
             crate::words::LaneLines::new(self.region(), open.found >> 1, self.lanes().lane_id());
@@ -327,7 +326,12 @@ impl<L: Lanes, M: Mailbox, W: Wait> Process<'_, Client, L, M, W> {
             memory,
         };
         let call = crate::words::send_on(self, mask, &lines, send, request);
-        match crate::words::recv_on(self, mask, &lines, call, reply) {
+        let answer = crate::words::recv_on(self, mask, &lines, call, reply);
+        // Answered (every lane's words had arrived), and only word calls were made on the port:
+        // no fence before its unlock. Given up on: the call's stores may still be on their way,
+        // and must not land on the next holder's words: fenced.
+        port.close_words(answer.is_ok());
+        match answer {
             Ok(DECLINED) => None,
             other => Some(other),
         }
