@@ -160,14 +160,6 @@ impl<'a, M: Mailbox> Region<'a, M> {
         self.heads.get(start..end).unwrap_or(&[])
     }
 
-    /// The word lines' head array (heads, bells, summits) and every port's lines, as the region
-    /// was made with them (`with_word_lines` checked their lengths against the layout; both
-    /// empty: the region has none).
-    #[inline(always)]
-    pub(crate) fn word_words(&self) -> (&'a [AtomicU64], &'a [AtomicU64]) {
-        (self.heads, self.lines)
-    }
-
     /// `port`'s request line and reply line (empty: the region has none).
     #[inline(always)]
     pub(crate) fn word_lines(&self, port: u32) -> (&'a [AtomicU64], &'a [AtomicU64]) {
@@ -375,17 +367,6 @@ const NONE: u32 = u32::MAX;
 /// What a group's search for a port answers, in every lane, when a lane's wait policy gave up
 /// (`index * 2 + outbox bit` never reaches it: ports are at most `MAX_PORTS`).
 pub(crate) const GAVE_UP: u32 = u32::MAX - 1;
-
-/// What [`Process::find_for_words`] opens for a generated word call, shared by every lane.
-#[derive(Clone, Copy)]
-pub(crate) struct WordOpen {
-    /// The port, as `index * 2 + outbox bit`, or `GAVE_UP`.
-    pub(crate) found: u32,
-    /// The call's sequence number on the port (this handle holds its lock).
-    pub(crate) seq: u32,
-    /// The call's lengths (`words::lengths_of`, the first lane's).
-    pub(crate) lengths: u32,
-}
 
 /// A kept port whose ownership must be checked at the next open.
 const UNKNOWN: u32 = u32::MAX;
@@ -669,52 +650,31 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     }
 
     /// The port a generated word call of the lanes of `mask` opens, as `index * 2 + outbox
-    /// bit`, locked (or the kept one), with the call's sequence number on it and the call's
-    /// lengths (the first lane's `own`), all three shared by every lane; `found` is `GAVE_UP` in
-    /// every lane if the wait policy of any lane gave up. `mask` is the active mask the caller
+    /// bit`, locked (or the kept one), and shared by every lane; `GAVE_UP` in every lane if the
+    /// wait policy of any lane gave up. `mask` is the active mask the caller
     /// read at this same convergent point: a generated call passes a whole group's as a constant,
     /// so that each lane primitive of the call names the full group, which the GPU's compiler
     /// turns into the plain instruction (a mask known only at run time costs a check of the
     /// lanes' convergence at every primitive); the group is the same at every turn.
     ///
-    /// The usual opens (the kept port, or the cursor port: [`take_kept_open`](Self::take_kept_open),
-    /// [`try_cursor`](Self::try_cursor)) and the sequence are the first lane's, shared in one go
-    /// with the lengths: one stretch of the first lane alone and three shuffles issued together,
-    /// where the word call would otherwise share each after the one before.
-    ///
     /// (No `Result<Port, _>` here: its error shares the bytes of the port's handle pointer, and
     /// the merge of the two can keep the compiler from holding the handle in registers; on a GPU
-    /// its fields then live in local memory. The caller checks `found` and builds the port,
+    /// its fields then live in local memory. The caller checks this word and builds the port,
     /// [`port_for_words`](Self::port_for_words), only where there is one.)
     #[inline(always)]
-    pub(crate) fn find_for_words(&self, mask: u64, own: u32) -> WordOpen {
-        let first = self.lanes.is_first_lane(mask);
-        let (mut found, mut seq) = (NONE, 0);
-        if first {
-            if self.keep {
-                found = self.take_kept_open();
-            }
-            if found == NONE {
-                found = self.try_cursor();
-            }
-            if found != NONE {
-                seq = self.next_seq(found >> 1);
-            }
+    pub(crate) fn find_for_words(&self, mask: u64) -> u32 {
+        let mut found = self.take_kept_for(mask);
+        if found == NONE {
+            found = self.take_cursor_for(mask);
         }
-        let mut found = self.lanes.broadcast(mask, found);
-        let mut seq = self.lanes.broadcast(mask, seq);
-        let lengths = self.lanes.broadcast(mask, own);
         let mut polls = 0u32;
         // (The group is the lanes that called: the same at every turn of the search.) Every lane
         // waits between searches under its wait policy, and the group gives up together when
         // one lane's policy gives up (a lane leaving alone would leave the others waiting for it
         // at the next broadcast), as a group's receive does.
         while found == NONE {
-            if first {
+            if self.lanes.is_first_lane(mask) {
                 found = self.search(u32::MAX);
-                if found != NONE {
-                    seq = self.next_seq(found >> 1);
-                }
             }
             found = self.lanes.broadcast(mask, found);
             if found == NONE {
@@ -723,15 +683,9 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
                 if self.lanes.ballot(mask, stalled) != 0 {
                     found = GAVE_UP;
                 }
-            } else {
-                seq = self.lanes.broadcast(mask, seq);
             }
         }
-        WordOpen {
-            found,
-            seq,
-            lengths,
-        }
+        found
     }
 
     /// The port `found` (from [`find_for_words`](Self::find_for_words)) opened for word calls

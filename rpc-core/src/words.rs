@@ -178,14 +178,9 @@ const fn lane_and_word(row: usize, alone: bool, p: usize) -> (usize, usize) {
 /// lines, so a call reads and writes them with no check of its own (on a GPU a check is a compare
 /// and a branch on the call's path, and a call would make a dozen).
 #[derive(Clone, Copy)]
-pub(crate) struct LaneLines<'a> {
+struct LaneLines<'a> {
     req: &'a [AtomicU64],
     rep: &'a [AtomicU64],
-    /// The port's head, its group's bell and the bell's summit.
-    head: &'a AtomicU64,
-    bell: &'a AtomicU64,
-    summit: &'a AtomicU64,
-    port: u32,
     row: u32,
     lane: u32,
 }
@@ -202,50 +197,21 @@ impl<'a> LaneLines<'a> {
     ///
     /// # Panics
     ///
-    /// If the region has no word lines, `port` is not one of its ports, or `lane` has no words
-    /// (a lane past its layout's).
+    /// If the region has no word lines, or no words for `lane` (a lane past its layout's).
     #[inline(always)]
-    pub(crate) fn new<M: Mailbox>(
-        region: &crate::process::Region<'a, M>,
-        port: u32,
-        lane: u32,
-    ) -> Self {
-        let layout = region.layout();
-        let row = layout.row_words();
-        let (heads, lines) = region.word_words();
-        let per = layout.word_line_words();
-        let req_words = layout.request_line_words();
-        let at = port as usize * per;
-        let bell = layout.ports() as usize + (port / BELL_PORTS) as usize;
-        let summit = layout.ports() as usize
-            + layout.bell_words()
-            + (port / (BELL_PORTS * SUMMIT_BELLS)) as usize;
-        // One check for every word the call touches (a GPU's check is a compare and a branch
-        // on the call's path): the port's lines and its head, bell and summit are in the region
-        // (which has them all for a port of its layout: `Region::with_word_lines`), and the lane
-        // has words in each row.
+    fn new<M: Mailbox>(region: &crate::process::Region<'a, M>, port: u32, lane: u32) -> Self {
+        let (req, rep) = region.word_lines(port);
+        let row = region.layout().row_words();
+        let len = ROW + WORDS * row;
         assert!(
-            port < layout.ports()
-                && (lane as usize) < row
-                && lines.len() >= at + per
-                && heads.len() > summit,
+            (lane as usize) < row && req.len() >= len && rep.len() >= len,
             "lane {lane} has no words on port {port}'s word lines"
         );
-        // SAFETY: checked above: `at..at + per` is inside `lines`, and the head (`port`), the
-        // bell and the summit are inside `heads` (heads, then bells, then summits: port `p`'s
-        // bell is bell `p / BELL_PORTS`, bell `b`'s summit is summit `b / SUMMIT_BELLS`, each
-        // index below the summit's).
-        unsafe {
-            LaneLines {
-                req: lines.get_unchecked(at..at + req_words),
-                rep: lines.get_unchecked(at + req_words..at + per),
-                head: heads.get_unchecked(port as usize),
-                bell: heads.get_unchecked(bell),
-                summit: heads.get_unchecked(summit),
-                port,
-                row: row as u32,
-                lane,
-            }
+        LaneLines {
+            req,
+            rep,
+            row: row as u32,
+            lane,
         }
     }
 
@@ -270,8 +236,7 @@ impl<'a> LaneLines<'a> {
     fn word(&self, which: Line, alone: bool, j: usize) -> &'a AtomicU64 {
         let line = self.line(which);
         debug_assert!(j < WORDS && line.len() >= ROW + WORDS * self.row as usize);
-        // SAFETY: `new` checked `lane < row` and took both lines `ROW + WORDS * row` words long
-        // (`request_line_words`, `reply_line_words`).
+        // SAFETY: `new` checked `lane < row` and that both lines hold `ROW + WORDS * row` words.
         // With `j < WORDS` (the `% WORDS` above), a lone lane's position `ROW + lane * WORDS + j`
         // is at most `ROW + (row - 1) * WORDS + WORDS - 1`, and a group's `ROW + j * row + lane`
         // at most `ROW + (WORDS - 1) * row + row - 1`: both below `ROW + WORDS * row`.
@@ -297,7 +262,7 @@ impl<'a> LaneLines<'a> {
     fn meta(&self, which: Line, k: usize) -> &'a AtomicU64 {
         let line = self.line(which);
         debug_assert!(line.len() >= ROW);
-        // SAFETY: both lines hold `ROW + WORDS * row` words (`new`), at least `ROW`.
+        // SAFETY: `new` checked that both lines hold at least `ROW` words.
         unsafe { line.get_unchecked(k % ROW) }
     }
 }
@@ -498,23 +463,81 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         assert!(process.word_calls(), "the process has no word lines");
         let lanes = process.lanes();
         let mask = self.exec_mask();
+        // A lone lane's words lie next to each other (`at`).
+        let alone = mask.count_ones() == 1;
+        let first = lanes.is_first_lane(mask);
         let mut seq = 0;
-        if lanes.is_first_lane(mask) {
-            // Only the lock holder touches the port's sequence word. A port this handle kept
+        if first {
+            // Only the lock holder touches the port's sequence word (stored after the fence
+            // below, which would otherwise wait for this store too). A port this handle kept
             // since its last word call needs no read: the handle remembers what it sent.
             seq = process.next_seq(index);
         }
         let seq = lanes.broadcast(mask, seq);
-        let own = lengths_of(request.len(), reply_len);
+        // The first lane's lengths are the call's: every lane stores that many words (its own
+        // bytes, zero past their end), at least one, so the server finds every word it waits
+        // for and every lane's earlier writes are published by a word the server reads.
+        let own = request.len() as u32 | (reply_len as u32) << 8;
         let lengths = lanes.broadcast(mask, own);
-        let lines = LaneLines::new(process.region(), index, lanes.lane_id());
-        let call = WordSend {
-            opcode: self.opcode(),
-            seq,
-            lengths,
-            memory,
+        // This lane's own length where it is the call's (always, from a generated client: a
+        // length the compiler knows), else the first lane's.
+        let words = match lengths == own {
+            true => request.len().div_ceil(4).max(1),
+            false => ((lengths & 0xff) as usize).div_ceil(4).max(1),
         };
-        send_on(process, mask, &lines, call, request)
+        let region = process.region();
+        let lines = LaneLines::new(region, index, lanes.lane_id());
+        let line = Line::Request;
+        let fenced = memory == Memory::Fenced;
+        if fenced {
+            // SYNC (word request, release): this lane's earlier writes happen before the
+            // server's acquire load of any word stored below.
+            fence(Ordering::Release);
+        }
+        // SYNC (none needed for a values call): its handler reads none of this lane's memory,
+        // and its words carry their own sequence.
+        if first {
+            process.sent_seq(index, seq);
+        }
+        // A lane whose length is the call's (always, from a generated client) stores a count
+        // the compiler knows: a straight run of stores.
+        if lengths == own {
+            store_request(
+                &lines,
+                alone,
+                request,
+                seq,
+                request.len().div_ceil(4).max(1),
+            );
+        } else {
+            store_request(&lines, alone, request, seq, words);
+        }
+        if first {
+            lines
+                .meta(line, 0)
+                .store(word(mask as u32, seq), Ordering::Relaxed);
+            // Lanes past 32 exist only where a group has more (an AMD wavefront of 64).
+            if region.layout().lanes() > 32 {
+                lines
+                    .meta(line, 1)
+                    .store(word((mask >> 32) as u32, seq), Ordering::Relaxed);
+            }
+            lines
+                .meta(line, 2)
+                .store(word(lengths, seq), Ordering::Relaxed);
+            region.heads()[index as usize].store(word(self.opcode(), seq), Ordering::Relaxed);
+            // The group's bell: a value no call rang before (this port, this sequence).
+            region.bells()[(index / BELL_PORTS) as usize]
+                .store(bell(index, seq), Ordering::Relaxed);
+            // And its summit, the same value.
+            region.summits()[(index / (BELL_PORTS * SUMMIT_BELLS)) as usize]
+                .store(bell(index, seq), Ordering::Relaxed);
+        }
+        WordCall {
+            seq,
+            reply_words: ((lengths >> 8 & 0xff) as usize).div_ceil(4).min(WORDS) as u8,
+            fenced,
+        }
     }
 
     /// Waits for the reply to `call` and writes this lane's bytes of it into `reply` (its
@@ -527,8 +550,124 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
     /// If `reply` is longer than [`WORD_BYTES`].
     pub fn recv_words(&mut self, call: WordCall, reply: &mut [u8]) -> Result<u32, Error> {
         let process = self.process();
-        let lines = LaneLines::new(process.region(), self.index(), process.lanes().lane_id());
-        recv_on(process, self.exec_mask(), &lines, call, reply)
+        let region = process.region();
+        let lines = LaneLines::new(region, self.index(), process.lanes().lane_id());
+        let line = Line::Reply;
+        assert!(
+            reply.len() <= WORD_BYTES,
+            "a word line carries {WORD_BYTES} bytes a lane"
+        );
+        // At least one word: it carries the status. The count is the caller's length (known where
+        // the call is compiled), so the loads below unroll into registers and go out together;
+        // a count known only at run time would index `got` in local memory and wait for each load
+        // before issuing the next (a trip across the bus each).
+        let words = reply.len().div_ceil(4).max(1);
+        // Of those, the words the server writes: the call's reply length (the first lane's). A
+        // lane that asked for more gets zeros past it.
+        let written = (call.reply_words as usize).max(1);
+        let mut got = [0u64; WORDS];
+        let expect = call.seq & REPLY_SEQ;
+        let lanes = process.lanes();
+        let mask = self.exec_mask();
+        let alone = mask.count_ones() == 1;
+        // The words to wait for: those of the call's reply this lane asked for.
+        let need = words.min(written);
+        // One poll of this lane: every word at once (independent loads, one trip; a lone
+        // lane's two at a time, one request each). A status other than OK carries no reply:
+        // only the first word is waited for.
+        let poll = |got: &mut [u64; WORDS]| {
+            if alone {
+                if need >= 2 {
+                    (got[0], got[1]) = load_pair(lines.pair(line, 0));
+                } else {
+                    got[0] = lines.word(line, true, 0).load(Ordering::Relaxed);
+                }
+                if need >= 3 {
+                    (got[2], got[3]) = load_pair(lines.pair(line, 2));
+                }
+            } else {
+                for (j, g) in got.iter_mut().enumerate() {
+                    if j < words {
+                        *g = lines.word(line, false, j).load(Ordering::Relaxed);
+                    }
+                }
+            }
+            reply_seq(got[0]) == expect
+                && (reply_status(got[0]) != OK || (1..need).all(|j| reply_seq(got[j]) == expect))
+        };
+        let wait = process.wait_policy();
+        let mut polls = 0u32;
+        let mut done = poll(&mut got);
+        if alone {
+            // A lone lane polls its own words to the end: they are as few as the served word,
+            // and arrive first.
+            while !done {
+                if wait.pause(polls).is_err() {
+                    return Err(Error::Stalled);
+                }
+                polls = polls.saturating_add(1);
+                done = poll(&mut got);
+            }
+        } else {
+            // A lone warp's reply comes within a few polls of every word by every lane. (Every
+            // lane takes each turn of the loop, so the ballot stays whole; only a lane still
+            // waiting pauses, so `ok` is false only where `done` is false: a lane the wait policy
+            // gave up on is one without its reply. `polls` counts this lane's own pauses, as
+            // `Wait` expects.)
+            // (One ballot a turn: whether a lane still waits. A lane the policy gave up on
+            // polls and pauses no more but keeps the loop going to its turn limit, and the group
+            // then always takes the slow path below, where it gives up with the rest.)
+            let mut ok = true;
+            let mut turns = 0;
+            let mut waiting = lanes.ballot(mask, !done);
+            while waiting != 0 && turns < FULL_POLLS {
+                if !done && ok {
+                    ok = wait.pause(polls).is_ok();
+                    polls = polls.saturating_add(1);
+                    if ok {
+                        done = poll(&mut got);
+                    }
+                }
+                turns += 1;
+                waiting = lanes.ballot(mask, !done);
+            }
+            if waiting != 0 {
+                // Under load: only the first lane polls, one word (the served word, written after
+                // every lane's), so waiting warps do not fill the bus with reads.
+                let mut waited = 1;
+                if lanes.is_first_lane(mask) {
+                    while seq_of(lines.meta(line, 0).load(Ordering::Relaxed)) != call.seq {
+                        if wait.pause(polls).is_err() {
+                            waited = 0;
+                            break;
+                        }
+                        polls = polls.saturating_add(1);
+                    }
+                }
+                ok &= lanes.broadcast(mask, waited) != 0;
+                // Then each lane reads its words, there by now or about to be.
+                while ok && !done {
+                    done = poll(&mut got);
+                    if !done && wait.pause(polls).is_err() {
+                        ok = false;
+                    }
+                    polls = polls.saturating_add(1);
+                }
+                // The group gives up together if any lane has no reply.
+                if lanes.ballot(mask, !ok) != 0 {
+                    return Err(Error::Stalled);
+                }
+            }
+        }
+        // (Every lane has its reply here.)
+        if call.fenced {
+            // SYNC (word reply, acquire): pairs with the server's release stores of these words,
+            // so what the handler did before replying is visible from here on.
+            fence(Ordering::Acquire);
+        }
+        // SYNC (none needed for a values call): its handler wrote none of this lane's memory,
+        // and its reply is in the words just read.
+        Ok(put_reply(&got, written, reply))
     }
 
     /// [`send_words`](Self::send_words) then [`recv_words`](Self::recv_words): one small call.
@@ -545,107 +684,6 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
     ) -> Result<u32, Error> {
         let call = self.send_words_with(request, reply.len(), memory);
         self.recv_words(call, reply)
-    }
-}
-
-/// What a word call sends, beside each lane's request: decided for the whole group (the first
-/// lane's, shared).
-#[derive(Clone, Copy)]
-pub(crate) struct WordSend {
-    /// The call's opcode (the head carries it).
-    pub(crate) opcode: u32,
-    /// The port's sequence number for this call.
-    pub(crate) seq: u32,
-    /// The call's lengths, `lengths_of` the first lane's.
-    pub(crate) lengths: u32,
-    pub(crate) memory: Memory,
-}
-
-/// A lane's request and reply lengths as one word (request bytes, then reply bytes << 8), as the
-/// request's meta word carries them.
-#[inline(always)]
-pub(crate) const fn lengths_of(request: usize, reply: usize) -> u32 {
-    request as u32 | (reply as u32) << 8
-}
-
-/// Sends a word call: every lane of `mask` stores its words of `request` on its lines `lines`,
-/// and the first lane records the sequence and stores the meta words, the head, the bell and
-/// the summit ([`Port::send_words_with`], and the generated calls, which share the port, the
-/// sequence and the lengths in one go). The port's lock is held by the group.
-#[inline(always)]
-pub(crate) fn send_on<L: Lanes, M: Mailbox, W: Wait>(
-    process: &Process<'_, Client, L, M, W>,
-    mask: u64,
-    lines: &LaneLines<'_>,
-    call: WordSend,
-    request: &[u8],
-) -> WordCall {
-    let WordSend {
-        opcode,
-        seq,
-        lengths,
-        memory,
-    } = call;
-    let lanes = process.lanes();
-    // A lone lane's words lie next to each other (`at`).
-    let alone = mask.count_ones() == 1;
-    let first = lanes.is_first_lane(mask);
-    // The first lane's lengths are the call's: every lane stores that many words (its own
-    // bytes, zero past their end), at least one, so the server finds every word it waits
-    // for and every lane's earlier writes are published by a word the server reads.
-    // This lane's own length where it is the call's (always, from a generated client: a
-    // length the compiler knows, and then the stores below are a straight run), else the first
-    // lane's.
-    let own_words = request.len().div_ceil(4).max(1);
-    let same = (lengths & 0xff) as usize == request.len();
-    let index = lines.port;
-    let region = process.region();
-    let line = Line::Request;
-    let fenced = memory == Memory::Fenced;
-    if fenced {
-        // SYNC (word request, release): this lane's earlier writes happen before the
-        // server's acquire load of any word stored below.
-        fence(Ordering::Release);
-    }
-    // SYNC (none needed for a values call): its handler reads none of this lane's memory,
-    // and its words carry their own sequence.
-    if first {
-        process.sent_seq(index, seq);
-    }
-    if same {
-        store_request(lines, alone, request, seq, own_words);
-    } else {
-        store_request(
-            lines,
-            alone,
-            request,
-            seq,
-            ((lengths & 0xff) as usize).div_ceil(4).max(1),
-        );
-    }
-    if first {
-        lines
-            .meta(line, 0)
-            .store(word(mask as u32, seq), Ordering::Relaxed);
-        // Lanes past 32 exist only where a group has more (an AMD wavefront of 64).
-        if region.layout().lanes() > 32 {
-            lines
-                .meta(line, 1)
-                .store(word((mask >> 32) as u32, seq), Ordering::Relaxed);
-        }
-        lines
-            .meta(line, 2)
-            .store(word(lengths, seq), Ordering::Relaxed);
-        lines.head.store(word(opcode, seq), Ordering::Relaxed);
-        // The group's bell: a value no call rang before (this port, this sequence).
-        lines.bell.store(bell(index, seq), Ordering::Relaxed);
-        // And its summit, the same value.
-        lines.summit.store(bell(index, seq), Ordering::Relaxed);
-    }
-    WordCall {
-        seq,
-        reply_words: ((lengths >> 8 & 0xff) as usize).div_ceil(4).min(WORDS) as u8,
-        fenced,
     }
 }
 
@@ -678,133 +716,6 @@ fn store_request(lines: &LaneLines<'_>, alone: bool, request: &[u8], seq: u32, w
             }
         }
     }
-}
-
-/// Waits for the reply to `call` on this lane's lines `lines` and writes this lane's bytes of it
-/// into `reply` ([`Port::recv_words`]); every lane of `mask` calls it together.
-#[inline(always)]
-pub(crate) fn recv_on<L: Lanes, M: Mailbox, W: Wait>(
-    process: &Process<'_, Client, L, M, W>,
-    mask: u64,
-    lines: &LaneLines<'_>,
-    call: WordCall,
-    reply: &mut [u8],
-) -> Result<u32, Error> {
-    let line = Line::Reply;
-    assert!(
-        reply.len() <= WORD_BYTES,
-        "a word line carries {WORD_BYTES} bytes a lane"
-    );
-    // At least one word: it carries the status. The count is the caller's length (known where
-    // the call is compiled), so the loads below unroll into registers and go out together;
-    // a count known only at run time would index `got` in local memory and wait for each load
-    // before issuing the next (a trip across the bus each).
-    let words = reply.len().div_ceil(4).max(1);
-    // Of those, the words the server writes: the call's reply length (the first lane's). A
-    // lane that asked for more gets zeros past it.
-    let written = (call.reply_words as usize).max(1);
-    let mut got = [0u64; WORDS];
-    let expect = call.seq & REPLY_SEQ;
-    let lanes = process.lanes();
-    let alone = mask.count_ones() == 1;
-    // The words to wait for: those of the call's reply this lane asked for.
-    let need = words.min(written);
-    // One poll of this lane: every word at once (independent loads, one trip; a lone
-    // lane's two at a time, one request each). A status other than OK carries no reply:
-    // only the first word is waited for.
-    let poll = |got: &mut [u64; WORDS]| {
-        if alone {
-            if need >= 2 {
-                (got[0], got[1]) = load_pair(lines.pair(line, 0));
-            } else {
-                got[0] = lines.word(line, true, 0).load(Ordering::Relaxed);
-            }
-            if need >= 3 {
-                (got[2], got[3]) = load_pair(lines.pair(line, 2));
-            }
-        } else {
-            for (j, g) in got.iter_mut().enumerate() {
-                if j < words {
-                    *g = lines.word(line, false, j).load(Ordering::Relaxed);
-                }
-            }
-        }
-        reply_seq(got[0]) == expect
-            && (reply_status(got[0]) != OK || (1..need).all(|j| reply_seq(got[j]) == expect))
-    };
-    let wait = process.wait_policy();
-    let mut polls = 0u32;
-    let mut done = poll(&mut got);
-    if alone {
-        // A lone lane polls its own words to the end: they are as few as the served word,
-        // and arrive first.
-        while !done {
-            if wait.pause(polls).is_err() {
-                return Err(Error::Stalled);
-            }
-            polls = polls.saturating_add(1);
-            done = poll(&mut got);
-        }
-    } else {
-        // A lone warp's reply comes within a few polls of every word by every lane. (Every
-        // lane takes each turn of the loop, so the ballot stays whole; only a lane still
-        // waiting pauses, so `ok` is false only where `done` is false: a lane the wait policy
-        // gave up on is one without its reply. `polls` counts this lane's own pauses, as
-        // `Wait` expects.)
-        // (One ballot a turn: whether a lane still waits. A lane the policy gave up on
-        // polls and pauses no more but keeps the loop going to its turn limit, and the group
-        // then always takes the slow path below, where it gives up with the rest.)
-        let mut ok = true;
-        let mut turns = 0;
-        let mut waiting = lanes.ballot(mask, !done);
-        while waiting != 0 && turns < FULL_POLLS {
-            if !done && ok {
-                ok = wait.pause(polls).is_ok();
-                polls = polls.saturating_add(1);
-                if ok {
-                    done = poll(&mut got);
-                }
-            }
-            turns += 1;
-            waiting = lanes.ballot(mask, !done);
-        }
-        if waiting != 0 {
-            // Under load: only the first lane polls, one word (the served word, written after
-            // every lane's), so waiting warps do not fill the bus with reads.
-            let mut waited = 1;
-            if lanes.is_first_lane(mask) {
-                while seq_of(lines.meta(line, 0).load(Ordering::Relaxed)) != call.seq {
-                    if wait.pause(polls).is_err() {
-                        waited = 0;
-                        break;
-                    }
-                    polls = polls.saturating_add(1);
-                }
-            }
-            ok &= lanes.broadcast(mask, waited) != 0;
-            // Then each lane reads its words, there by now or about to be.
-            while ok && !done {
-                done = poll(&mut got);
-                if !done && wait.pause(polls).is_err() {
-                    ok = false;
-                }
-                polls = polls.saturating_add(1);
-            }
-            // The group gives up together if any lane has no reply.
-            if lanes.ballot(mask, !ok) != 0 {
-                return Err(Error::Stalled);
-            }
-        }
-    }
-    // (Every lane has its reply here.)
-    if call.fenced {
-        // SYNC (word reply, acquire): pairs with the server's release stores of these words,
-        // so what the handler did before replying is visible from here on.
-        fence(Ordering::Acquire);
-    }
-    // SYNC (none needed for a values call): its handler wrote none of this lane's memory,
-    // and its reply is in the words just read.
-    Ok(put_reply(&got, written, reply))
 }
 
 /// A word-line handler for [`Process::serve_words`] made of a function serving one lane's call:

@@ -310,23 +310,12 @@ impl<L: Lanes, M: Mailbox, W: Wait> Process<'_, Client, L, M, W> {
             return None;
         }
         // (The port is built only once there is one: see `find_for_words`.)
-        let own = crate::words::lengths_of(request.len(), reply.len());
-        let open = self.find_for_words(mask, own);
-        if open.found == crate::process::GAVE_UP {
+        let found = self.find_for_words(mask);
+        if found == crate::process::GAVE_UP {
             return Some(Err(ProtocolError::Stalled));
         }
-        let port = self.port_for_words(open.found, opcode, mask);
-        // The lines are found once for the send and the receive.
-        let lines =
-            crate::words::LaneLines::new(self.region(), open.found >> 1, self.lanes().lane_id());
-        let send = crate::words::WordSend {
-            opcode,
-            seq: open.seq,
-            lengths: open.lengths,
-            memory,
-        };
-        let call = crate::words::send_on(self, mask, &lines, send, request);
-        let answer = crate::words::recv_on(self, mask, &lines, call, reply);
+        let mut port = self.port_for_words(found, opcode, mask);
+        let answer = port.call_words_with(request, reply, memory);
         // Answered (every lane's words had arrived), and only word calls were made on the port:
         // no fence before its unlock. Given up on: the call's stores may still be on their way,
         // and must not land on the next holder's words: fenced.
