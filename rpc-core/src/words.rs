@@ -85,10 +85,7 @@
 //! spares the reading of its 32 bells, and a group whose bell holds what it held when the server
 //! last found every head of the group done with is skipped, so an idle pass over thousands of
 //! ports costs one load per 1024 of them (and the swept group's, below). A client rings its
-//! group's bell after its head, and its summit after its bell. A summit and a bell hold the port
-//! that rang them last: a changed one has the CPU fetch that port's bell, head and call lines at
-//! once (a prefetch), rather than each after the one before (each a line the other side wrote).
-//! Each head of the other groups is compared with the last
+//! group's bell after its head, and its summit after its bell. Each head of the other groups is compared with the last
 //! head it saw on that port (a copy of its own); a head whose sequence differs from the port's
 //! served word is a request. A bell is only a hint: the head and the bell are stored without a
 //! fence between them, so a server may see a bell before its head, find nothing new and settle
@@ -293,12 +290,6 @@ const fn bell(port: u32, seq: u32) -> u64 {
 #[inline(always)]
 const fn bell_port(bell: u64) -> u32 {
     (bell >> 32) as u32
-}
-
-/// The port a summit names: the last to ring it, as its bell ([`bell_port`]).
-#[inline(always)]
-const fn summit_port(summit: u64) -> u32 {
-    bell_port(summit)
 }
 
 /// The bits of a call's sequence a reply word carries (24: the rest holds the status).
@@ -950,17 +941,6 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             let quiet = summit == Some(*top);
             if quiet && !(lo..hi).contains(&swept) {
                 continue;
-            }
-            if let (Some(summit), false) = (summit, quiet) {
-                // The summit names the port that rang it last: its bell and its call's lines
-                // are fetched together now, not each after the one before (each is a line the
-                // other side wrote: a miss).
-                let port = summit_port(summit);
-                let group = (port / BELL_PORTS) as usize;
-                if group / SUMMIT_BELLS as usize == s && range.contains(&port) {
-                    prefetch(&bells[group]);
-                    self.prefetch_call(port);
-                }
             }
             let mut all_settled = true;
             for (g, rung) in rung[..hi].iter_mut().enumerate().skip(lo) {
