@@ -32,7 +32,9 @@
 //!
 //! A client may hold its locks in port words instead ([`Process::with_port_words`], a GPU's
 //! clients): a word per port holding the port's lock bit, its outbox shadow and its word-call
-//! sequence, taken with its state in one atomic and released with one store. A group's open of a
+//! sequence, taken with its state in one atomic and released with one store (a release store; a
+//! generated word call's port, answered, with a relaxed swap and no fence: `release_words` says
+//! why that is enough). A group's open of a
 //! port it does not keep first tries its cursor port with that atomic alone, in a short stretch
 //! run by its first lane, and searches only if that fails: a long stretch run by one lane while
 //! the others wait costs a group far more than it costs a lone lane.
