@@ -112,7 +112,7 @@ pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
 }
 
 /// As [`call_fixed`], for a call that passes values only (`#[rpc(values)]`): inline through
-/// [`InlineCall::call_inline_values`](super::InlineCall::call_inline_values).
+/// [`InlineCall::call_inline_values`].
 #[inline(always)]
 pub fn call_fixed_values<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
