@@ -3,7 +3,8 @@
 //! - `pingpong(ping, pong, iters, stamps)`: the raw floor: one thread writes `i` to `ping` in
 //!   mapped host memory (volatile store, `membar.sys`) and spins until the host echoes it in `pong`.
 //! - `pingpong_piped_KxG(..)` (2x600, 4x300, 4x150, 8x150): the same exchange with its poll kept
-//!   `K` reads of `pong` deep, issued `G` ns apart (`ferry-gpu-bench --poll-probe`).
+//!   `K` reads of `pong` deep, issued `G` ns apart (`ferry-gpu-bench --poll-probe`);
+//!   `pingpong_split_KxG(..)` the same with each read polling a word on a line of its own.
 //! - `call_latency(iters, stamps)`: one warp makes `iters` no-op calls (`Libc::Noop`, through the
 //!   generated client) through the protocol.
 //! - `call_latency_kept(iters, stamps, errors)`: the same by a client that keeps its port.
@@ -75,16 +76,18 @@ pub unsafe extern "ptx-kernel" fn pingpong(
     }
 }
 
-/// The floor's exchange (`pingpong`) with its poll kept `K` reads deep: `K` reads of `pong`
-/// issued `gap_ns` apart, each checked when it returns and issued again at once, so a new read
-/// leaves every `gap_ns` instead of one per round trip. A probe of whether the reply's wait can
-/// be cut below one read's round trip.
+/// The floor's exchange (`pingpong`) with its poll kept `K` reads deep: `K` reads issued
+/// `gap_ns` apart, each checked when it returns and issued again at once, so a new read leaves
+/// every `gap_ns` instead of one per round trip. Read `k` polls the word `k × STRIDE` words past
+/// `pong`: with `STRIDE` 0 every read polls `pong` itself; with 32 each polls a word on a
+/// 128-byte line of its own, which the echo writes too. A probe of whether the reply's wait can be
+/// cut below one read's round trip.
 ///
 /// # Safety
 ///
-/// As `pingpong`.
+/// As `pingpong`, `pong` holding the `K` words polled.
 #[inline(always)]
-unsafe fn pingpong_piped<const K: usize>(
+unsafe fn pingpong_piped<const K: usize, const STRIDE: usize>(
     ping: *mut u32,
     pong: *const u32,
     iters: u32,
@@ -99,76 +102,7 @@ unsafe fn pingpong_piped<const K: usize>(
             membar_sys();
             let mut v = [0u32; K];
             for (k, v) in v.iter_mut().enumerate() {
-                *v = read_volatile(pong);
-                if k + 1 < K {
-                    let t = globaltimer();
-                    while globaltimer() - t < gap_ns {}
-                }
-            }
-            'wait: loop {
-                for v in v.iter_mut() {
-                    if *v == i {
-                        break 'wait;
-                    }
-                    *v = read_volatile(pong);
-                }
-            }
-            if i % STAMP_EVERY == 0 {
-                write_volatile(stamps.add((i / STAMP_EVERY) as usize), globaltimer());
-            }
-        }
-    }
-}
-
-macro_rules! pingpong_piped_kernel {
-    ($name:ident, $k:expr, $gap:expr) => {
-        /// `pingpong` with its poll kept deep (`pingpong_piped`: reads, gap in ns in the name).
-        ///
-        /// # Safety
-        ///
-        /// As `pingpong`.
-        #[no_mangle]
-        pub unsafe extern "ptx-kernel" fn $name(
-            ping: *mut u32,
-            pong: *const u32,
-            iters: u32,
-            stamps: *mut u64,
-        ) {
-            // SAFETY: the kernel's contract is `pingpong_piped`'s.
-            unsafe { pingpong_piped::<$k>(ping, pong, iters, stamps, $gap) };
-        }
-    };
-}
-
-pingpong_piped_kernel!(pingpong_piped_2x600, 2, 600);
-pingpong_piped_kernel!(pingpong_piped_4x300, 4, 300);
-pingpong_piped_kernel!(pingpong_piped_4x150, 4, 150);
-pingpong_piped_kernel!(pingpong_piped_8x150, 8, 150);
-
-/// The floor's exchange with `K` reads in flight as `pingpong_piped`, each of a different line:
-/// the echo writes its value to `K` words 128 bytes apart (`pong` first), and read `k` polls
-/// word `k`. A probe of whether reads of different lines overlap where reads of one word do not.
-///
-/// # Safety
-///
-/// As `pingpong`, `pong` holding `K` words 128 bytes apart.
-#[inline(always)]
-unsafe fn pingpong_split<const K: usize>(
-    ping: *mut u32,
-    pong: *const u32,
-    iters: u32,
-    stamps: *mut u64,
-    gap_ns: u64,
-) {
-    // SAFETY: the launch contract makes every pointer valid for these accesses.
-    unsafe {
-        write_volatile(stamps, globaltimer());
-        for i in 1..=iters {
-            write_volatile(ping, i);
-            membar_sys();
-            let mut v = [0u32; K];
-            for (k, v) in v.iter_mut().enumerate() {
-                *v = read_volatile(pong.add(k * 32));
+                *v = read_volatile(pong.add(k * STRIDE));
                 if k + 1 < K {
                     let t = globaltimer();
                     while globaltimer() - t < gap_ns {}
@@ -179,7 +113,7 @@ unsafe fn pingpong_split<const K: usize>(
                     if *v == i {
                         break 'wait;
                     }
-                    *v = read_volatile(pong.add(k * 32));
+                    *v = read_volatile(pong.add(k * STRIDE));
                 }
             }
             if i % STAMP_EVERY == 0 {
@@ -189,13 +123,14 @@ unsafe fn pingpong_split<const K: usize>(
     }
 }
 
-macro_rules! pingpong_split_kernel {
-    ($name:ident, $k:expr, $gap:expr) => {
-        /// `pingpong` polling `K` lines (`pingpong_split`: lines, gap in ns in the name).
+macro_rules! pingpong_piped_kernel {
+    ($name:ident, $k:expr, $stride:expr, $gap:expr) => {
+        /// `pingpong` with its poll kept deep (`pingpong_piped`: reads, gap in ns in the name;
+        /// `piped` polls one word, `split` one word a line).
         ///
         /// # Safety
         ///
-        /// As `pingpong`, `pong` holding the lines' words.
+        /// As `pingpong`, `pong` holding the words polled.
         #[no_mangle]
         pub unsafe extern "ptx-kernel" fn $name(
             ping: *mut u32,
@@ -203,17 +138,21 @@ macro_rules! pingpong_split_kernel {
             iters: u32,
             stamps: *mut u64,
         ) {
-            // SAFETY: the kernel's contract is `pingpong_split`'s.
-            unsafe { pingpong_split::<$k>(ping, pong, iters, stamps, $gap) };
+            // SAFETY: the kernel's contract is `pingpong_piped`'s.
+            unsafe { pingpong_piped::<$k, $stride>(ping, pong, iters, stamps, $gap) };
         }
     };
 }
 
-pingpong_split_kernel!(pingpong_split_2x0, 2, 0);
-pingpong_split_kernel!(pingpong_split_2x400, 2, 400);
-pingpong_split_kernel!(pingpong_split_2x600, 2, 600);
-pingpong_split_kernel!(pingpong_split_4x300, 4, 300);
-pingpong_split_kernel!(pingpong_split_4x200, 4, 200);
+pingpong_piped_kernel!(pingpong_piped_2x600, 2, 0, 600);
+pingpong_piped_kernel!(pingpong_piped_4x300, 4, 0, 300);
+pingpong_piped_kernel!(pingpong_piped_4x150, 4, 0, 150);
+pingpong_piped_kernel!(pingpong_piped_8x150, 8, 0, 150);
+pingpong_piped_kernel!(pingpong_split_2x0, 2, 32, 0);
+pingpong_piped_kernel!(pingpong_split_2x400, 2, 32, 400);
+pingpong_piped_kernel!(pingpong_split_2x600, 2, 32, 600);
+pingpong_piped_kernel!(pingpong_split_4x300, 4, 32, 300);
+pingpong_piped_kernel!(pingpong_split_4x200, 4, 32, 200);
 
 /// # Safety
 ///

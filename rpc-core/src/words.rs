@@ -80,28 +80,27 @@
 //!    without its words polls them again. A group gives up together ([`Error::Stalled`] in every
 //!    lane) if the wait policy gave up on any lane.
 //!
-//! **The server** first reads the summits, then the bells under the summits that changed: a
-//! summit that holds what it held when the server last found every group under it done with
-//! spares the reading of its 32 bells, and a group whose bell holds what it held when the server
-//! last found every head of the group done with is skipped, so an idle pass over thousands of
-//! ports costs one load per 1024 of them (and the swept group's, below). A client rings its
-//! group's bell after its head, and its summit after its bell. Each head of the other groups is compared with the last
+//! **The server** first reads the summits, then the bells under the summits that changed: a summit
+//! that holds what it held when the server last found every group under it done with spares the
+//! reading of its 32 bells, and a group whose bell holds what it held when the server last found
+//! every head of the group done with is skipped, so an idle pass over thousands of ports costs one
+//! load per 1024 of them (and the swept group's, below). A client rings its group's bell after its
+//! head, and its summit after its bell. Each head of the other groups is compared with the last
 //! head it saw on that port (a copy of its own); a head whose sequence differs from the port's
 //! served word is a request. A bell is only a hint: the head and the bell are stored without a
-//! fence between them, so a server may see a bell before its head, find nothing new and settle
-//! the group. So every pass also sweeps one group whatever its bell says (each group in turn),
-//! and a pass after one that served many calls reads every head and no bell (under load nearly
-//! every group has rung): a head seen after its bell waits at most one sweep of the groups, never
-//! forever. For each request it reads the meta words and every lane's request words
-//! (acquire loads checking their sequence, all of them in one look with no branch per word, and
-//! only if one has not arrived a few more loads of each; a word still not there leaves the port
-//! to the next pass, so no port waits for another; a head that moved on is a client that gave up
-//! and called again: that call is dropped), serves every lane in one dispatch (`Handler::handle_inline_lanes`:
-//! a derived service decodes the opcode once), and then writes the
-//! reply words in one burst (release stores), then the served word. The burst matters: the
-//! client polls those lines, and each of its reads takes a line the server is writing away from
-//! it. A handler that cannot serve the call this way answers [`DECLINED`]: the client then makes
-//! the call through the packets.
+//! fence between them, so a server may see a bell before its head, find nothing new and settle the
+//! group. So every pass also sweeps one group whatever its bell says (each group in turn), and a
+//! pass after one that served many calls reads every head and no bell (under load nearly every
+//! group has rung): a head seen after its bell waits at most one sweep of the groups, never
+//! forever. For each request it reads the meta words and every lane's request words (acquire loads
+//! checking their sequence, all of them in one look with no branch per word, and only if one has
+//! not arrived a few more loads of each; a word still not there leaves the port to the next pass,
+//! so no port waits for another; a head that moved on is a client that gave up and called again:
+//! that call is dropped), serves every lane in one dispatch (`Handler::handle_inline_lanes`: a
+//! derived service decodes the opcode once), and then writes the reply words in one burst (release
+//! stores), then the served word. The burst matters: the client polls those lines, and each of its
+//! reads takes a line the server is writing away from it. A handler that cannot serve the call this
+//! way answers [`DECLINED`]: the client then makes the call through the packets.
 //!
 //! The packets and the word lines of one port never carry a call at once: a word call is made on
 //! a port whose packet the client holds, and it leaves the packet there.
@@ -491,7 +490,9 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             process.sent_seq(index, seq);
         }
         // A lane whose length is the call's (always, from a generated client) stores a count
-        // the compiler knows: a straight run of stores.
+        // the compiler knows: a straight run of stores. (`words` is the first lane's count in the
+        // other branch only; computed above, as measured: written in the branch, the calls of the
+        // occupancy program compiled to more code.)
         if lengths == own {
             store_request(
                 &lines,

@@ -349,17 +349,19 @@ fn word_calls_after_a_packet_call() {
 }
 
 /// A server thread answering word calls on `region`'s word lines with the request's first 8
-/// bytes plus one, until `stop`.
+/// bytes plus one, and, where `packets`, calls through the packets with their slot's value plus
+/// one, until `stop`.
 fn plus_one_on_word_lines(
     region: &Arc<HeapRegion<PerPort>>,
     stop: &Arc<loom::sync::atomic::AtomicBool>,
+    packets: bool,
 ) -> thread::JoinHandle<()> {
     let (region, stop) = (region.clone(), stop.clone());
     thread::spawn(move || {
         let server = region.server().exclusive().ok().unwrap();
         let mut seen = vec![0u64; server.seen_words()];
         while !stop.load(std::sync::atomic::Ordering::Acquire) {
-            let served = server.serve_words(
+            let mut served = server.serve_words(
                 &mut seen,
                 ferry_rpc::words::lane_by_lane(|_, request, reply| {
                     let v = u64::from_le_bytes(request[..8].try_into().unwrap());
@@ -368,6 +370,12 @@ fn plus_one_on_word_lines(
                 }),
                 |_| {},
             );
+            if packets {
+                if let Some(mut port) = server.try_open(()) {
+                    port.recv_and_send(|s, _| s.words[0] += 1).unwrap();
+                    served += 1;
+                }
+            }
             if served == 0 {
                 thread::yield_now();
             }
@@ -384,7 +392,7 @@ fn a_word_call_given_up_on_is_never_taken_for_the_next() {
     model(2, Some(120), || {
         let region = Arc::new(HeapRegion::<PerPort>::with_words(32, 1).unwrap());
         let stop = Arc::new(loom::sync::atomic::AtomicBool::new(false));
-        let server = plus_one_on_word_lines(&region, &stop);
+        let server = plus_one_on_word_lines(&region, &stop, false);
         let mut reply = [0u8; 8];
         // A client that gives up after one poll: the call is answered or given up on, as loom
         // schedules it.
@@ -421,7 +429,7 @@ fn values_calls_without_fences_on_a_kept_port_get_their_own_replies() {
     model(2, Some(120), || {
         let region = Arc::new(HeapRegion::<PerPort>::with_words(32, 1).unwrap());
         let stop = Arc::new(loom::sync::atomic::AtomicBool::new(false));
-        let server = plus_one_on_word_lines(&region, &stop);
+        let server = plus_one_on_word_lines(&region, &stop, false);
         let client = region.client().keep_port(true);
         for v in [5u64, 7] {
             let mut port = client.open_for_words(1).unwrap();
@@ -480,7 +488,7 @@ fn port_words_carry_the_word_call_sequence_between_clients() {
         let holder = port_word_client(&region);
         let held: Vec<_> = (1..32).map(|p| holder.try_hold(p).unwrap()).collect();
         let stop = Arc::new(loom::sync::atomic::AtomicBool::new(false));
-        let server = plus_one_on_word_lines(&region, &stop);
+        let server = plus_one_on_word_lines(&region, &stop, false);
         let r = region.clone();
         let other = thread::spawn(move || {
             let client = port_word_client(&r);
@@ -518,7 +526,7 @@ fn port_words_carry_the_word_call_sequence_between_clients() {
 #[test]
 fn a_word_call_s_unfenced_close_keeps_the_packets_ordered_for_the_next_holder() {
     use ferry_rpc::service::InlineCall;
-    use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+    use std::sync::atomic::Ordering::{Relaxed, Release};
     model(2, Some(90), || {
         let region = Arc::new(HeapRegion::<PerPort>::with_words(32, 1).unwrap());
         let holder = port_word_client(&region);
@@ -526,31 +534,7 @@ fn a_word_call_s_unfenced_close_keeps_the_packets_ordered_for_the_next_holder() 
         let stop = Arc::new(loom::sync::atomic::AtomicBool::new(false));
         // Whose turn it is: 1, then 2, then 3 (relaxed: no order between the clients).
         let turn = Arc::new(loom::sync::atomic::AtomicU32::new(1));
-        let server = {
-            let (region, stop) = (region.clone(), stop.clone());
-            thread::spawn(move || {
-                let server = region.server().exclusive().ok().unwrap();
-                let mut seen = vec![0u64; server.seen_words()];
-                while !stop.load(Acquire) {
-                    let mut served = server.serve_words(
-                        &mut seen,
-                        ferry_rpc::words::lane_by_lane(|_, request, reply| {
-                            let v = u64::from_le_bytes(request[..8].try_into().unwrap());
-                            reply[..8].copy_from_slice(&(v + 1).to_le_bytes());
-                            Some((0, 8))
-                        }),
-                        |_| {},
-                    );
-                    if let Some(mut port) = server.try_open(()) {
-                        port.recv_and_send(|s, _| s.words[0] += 1).unwrap();
-                        served += 1;
-                    }
-                    if served == 0 {
-                        thread::yield_now();
-                    }
-                }
-            })
-        };
+        let server = plus_one_on_word_lines(&region, &stop, true);
         let wait_turn = |turn: &loom::sync::atomic::AtomicU32, mine: u32| {
             while turn.load(Relaxed) != mine {
                 thread::yield_now();

@@ -98,6 +98,11 @@ fn floor_lines(cuda: &Cuda, kernel: Function, iters: u32, lines: usize) -> Resul
             &*(flags.host().add(64) as *const AtomicU32),
         )
     };
+    // SAFETY: `flags` holds `lines` words 128 bytes apart from `pong`, each aligned and shared
+    // with the kernel only atomically.
+    let others: Vec<&AtomicU32> = (1..lines)
+        .map(|k| unsafe { &*(flags.host().add(64 + 128 * k) as *const AtomicU32) })
+        .collect();
     let stop = AtomicBool::new(false);
     let result = std::thread::scope(|s| {
         s.spawn(|| {
@@ -105,10 +110,7 @@ fn floor_lines(cuda: &Cuda, kernel: Function, iters: u32, lines: usize) -> Resul
             while last != iters && !stop.load(Ordering::Relaxed) {
                 let v = ping.load(Ordering::Acquire);
                 if v != last {
-                    for k in 1..lines {
-                        // SAFETY: `flags` holds `lines` words 128 bytes apart from `pong`.
-                        let other =
-                            unsafe { &*(flags.host().add(64 + 128 * k) as *const AtomicU32) };
+                    for other in &others {
                         other.store(v, Ordering::Release);
                     }
                     pong.store(v, Ordering::Release);
