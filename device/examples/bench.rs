@@ -154,6 +154,135 @@ pingpong_piped_kernel!(pingpong_split_2x600, 2, 32, 600);
 pingpong_piped_kernel!(pingpong_split_4x300, 4, 32, 300);
 pingpong_piped_kernel!(pingpong_split_4x200, 4, 32, 200);
 
+/// The floor's exchange (`pingpong`) with its first poll `delay_ns` after the write: no read of
+/// `pong` is in flight while the echo answers, if the delay is long enough. A probe of whether
+/// the reads of a poll slow the answer they wait for.
+///
+/// # Safety
+///
+/// As `pingpong`.
+#[inline(always)]
+unsafe fn pingpong_delayed(
+    ping: *mut u32,
+    pong: *const u32,
+    iters: u32,
+    stamps: *mut u64,
+    delay_ns: u64,
+) {
+    // SAFETY: the launch contract makes every pointer valid for these accesses.
+    unsafe {
+        write_volatile(stamps, globaltimer());
+        for i in 1..=iters {
+            write_volatile(ping, i);
+            membar_sys();
+            let t = globaltimer();
+            while globaltimer() - t < delay_ns {}
+            while read_volatile(pong) != i {}
+            if i % STAMP_EVERY == 0 {
+                write_volatile(stamps.add((i / STAMP_EVERY) as usize), globaltimer());
+            }
+        }
+    }
+}
+
+macro_rules! pingpong_delayed_kernel {
+    ($name:ident, $delay:expr) => {
+        /// `pingpong` with its first poll delayed (`pingpong_delayed`, the delay in ns in the
+        /// name).
+        ///
+        /// # Safety
+        ///
+        /// As `pingpong`.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $name(
+            ping: *mut u32,
+            pong: *const u32,
+            iters: u32,
+            stamps: *mut u64,
+        ) {
+            // SAFETY: the kernel's contract is `pingpong_delayed`'s.
+            unsafe { pingpong_delayed(ping, pong, iters, stamps, $delay) };
+        }
+    };
+}
+
+pingpong_delayed_kernel!(pingpong_delay_300, 300);
+pingpong_delayed_kernel!(pingpong_delay_600, 600);
+pingpong_delayed_kernel!(pingpong_delay_900, 900);
+pingpong_delayed_kernel!(pingpong_delay_1200, 1200);
+
+/// `iters` no-op calls (values only) on a kept port's word line, each call's first poll of its
+/// reply `delay_ns` after its send; by every lane that calls it.
+///
+/// # Safety
+///
+/// As `latency_loop`.
+#[inline(always)]
+unsafe fn words_delayed(iters: u32, stamps: *mut u64, errors: *mut u32, delay_ns: u64) {
+    let client = ferry_device::client().keep_port(true);
+    let lane = global_thread_id() as u64;
+    let mut wrong = 0;
+    // SAFETY: `stamps` holds `iters / STAMP_EVERY + 1` words (contract).
+    unsafe { write_volatile(stamps, globaltimer()) };
+    for i in 1..=iters {
+        let x = (lane << 32) | i as u64;
+        let mut reply = [0u8; 8];
+        match client.open_for_words(opcode::NOOP) {
+            Ok(mut port) => {
+                let call = port.send_words_with(&x.to_le_bytes(), 8, Memory::ValuesOnly);
+                let t = globaltimer();
+                while globaltimer() - t < delay_ns {}
+                let status = port.recv_words(call, &mut reply);
+                if status != Ok(status::OK) || u64::from_le_bytes(reply) != x + 1 {
+                    wrong += 1;
+                }
+            }
+            Err(_) => wrong += 1,
+        }
+        if i % STAMP_EVERY == 0 && lane % 32 == 0 {
+            // SAFETY: as above.
+            unsafe { write_volatile(stamps.add((i / STAMP_EVERY) as usize), globaltimer()) };
+        }
+    }
+    // SAFETY: `errors` is a valid device `u32` (contract).
+    unsafe { count(errors, wrong) };
+}
+
+macro_rules! words_delayed_kernels {
+    ($warp:ident, $lane0:ident, $delay:expr) => {
+        /// One warp's no-op word calls, the first poll delayed (`words_delayed`, ns in the name).
+        ///
+        /// # Safety
+        ///
+        /// As `call_latency_kept`.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $warp(iters: u32, stamps: *mut u64, errors: *mut u32) {
+            // SAFETY: the kernel's contract is `words_delayed`'s.
+            unsafe { words_delayed(iters, stamps, errors, $delay) };
+        }
+
+        /// Lane 0's no-op word calls, the first poll delayed (`words_delayed`, ns in the name).
+        ///
+        /// # Safety
+        ///
+        /// As `call_latency_lane0_kept`.
+        #[no_mangle]
+        pub unsafe extern "ptx-kernel" fn $lane0(iters: u32, stamps: *mut u64, errors: *mut u32) {
+            if global_thread_id() == 0 {
+                // SAFETY: the kernel's contract is `words_delayed`'s.
+                unsafe { words_delayed(iters, stamps, errors, $delay) };
+            }
+        }
+    };
+}
+
+words_delayed_kernels!(words_delay_warp_0, words_delay_lane0_0, 0);
+words_delayed_kernels!(words_delay_warp_600, words_delay_lane0_600, 600);
+words_delayed_kernels!(words_delay_warp_900, words_delay_lane0_900, 900);
+words_delayed_kernels!(words_delay_warp_1200, words_delay_lane0_1200, 1200);
+words_delayed_kernels!(words_delay_warp_1500, words_delay_lane0_1500, 1500);
+words_delayed_kernels!(words_delay_warp_1800, words_delay_lane0_1800, 1800);
+
 /// # Safety
 ///
 /// The host set up the descriptor and serves it; `stamps` holds `iters / STAMP_EVERY + 1` words;

@@ -108,3 +108,33 @@ macro_rules! __rpc_if_alloc {
 macro_rules! __rpc_if_alloc {
     ($($item:tt)*) => {};
 }
+
+/// Diagnostic stamps of a word pass (a build with `--cfg ferry_trace` only).
+#[cfg(ferry_trace)]
+#[doc(hidden)]
+pub mod trace {
+    use core::sync::atomic::{AtomicU64, Ordering};
+    /// The time stamp counter at each point.
+    pub static STAMPS: [AtomicU64; 10] = [const { AtomicU64::new(0) }; 10];
+    /// Stamps point `k`.
+    #[inline(always)]
+    pub fn stamp(k: usize) {
+        // SAFETY: rdtsc has no preconditions.
+        STAMPS[k].store(unsafe { core::arch::x86_64::_rdtsc() }, Ordering::Relaxed);
+    }
+    /// Sets point `k` to `v`.
+    pub fn set(k: usize, v: u64) {
+        STAMPS[k].store(v, Ordering::Relaxed);
+    }
+}
+#[cfg(ferry_trace)]
+macro_rules! trace_stamp {
+    ($k:expr) => {
+        crate::trace::stamp($k)
+    };
+}
+#[cfg(not(ferry_trace))]
+macro_rules! trace_stamp {
+    ($k:expr) => {};
+}
+pub(crate) use trace_stamp;

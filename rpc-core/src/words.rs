@@ -80,7 +80,11 @@
 //!    without its words polls them again. A group gives up together ([`Error::Stalled`] in every
 //!    lane) if the wait policy gave up on any lane.
 //!
-//! **The server** first reads the summits, then the bells under the summits that changed: a summit
+//! **The server** first has the CPU fetch the lines of the last port it served (its head, meta and
+//! request words: the client that called last is the likeliest to call again, and its lines are
+//! misses once it has), then reads the summits. A summit that changed names the port that rang it
+//! last: that port's call is served at once, before any bell is read. Then the server reads the
+//! bells under the summits that changed: a summit
 //! that holds what it held when the server last found every group under it done with spares the
 //! reading of its 32 bells, and a group whose bell holds what it held when the server last found
 //! every head of the group done with is skipped, so an idle pass over thousands of ports costs one
@@ -755,6 +759,8 @@ pub struct WordScan {
     packets: u32,
     /// Whether the next pass reads every head ([`WordScan::read_every_head`]).
     every_head: bool,
+    /// The room for a call's lanes, set up by the first pass that serves a call.
+    buffers: Option<Buffers>,
 }
 
 #[cfg(feature = "alloc")]
@@ -765,6 +771,7 @@ impl WordScan {
             seen: alloc::vec![0; server.seen_words()],
             packets: 0,
             every_head: false,
+            buffers: None,
         }
     }
 
@@ -801,7 +808,7 @@ impl WordScan {
         if core::mem::take(&mut self.every_head) {
             self.seen[words - 1] = 1;
         }
-        server.serve_words(&mut self.seen, handle, served)
+        server.scan_words(&mut self.seen, &mut self.buffers, handle, served)
     }
 }
 
@@ -834,6 +841,7 @@ const fn settle(settled: bool, read: Option<u64>, last: u64) -> u64 {
 pub const BUSY_CALLS: usize = 4;
 
 /// A pass's room for one call's lanes: their requests, replies and statuses.
+#[derive(Debug)]
 struct Buffers {
     requests: [[u8; WORD_BYTES]; crate::layout::MAX_LANES as usize],
     replies: [[u8; WORD_BYTES]; crate::layout::MAX_LANES as usize],
@@ -876,8 +884,8 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
     /// packets), telling `served` of each call served. `seen` is this handle's memory of what
     /// it saw (zero at first; keep it between calls, and give it to this handle only):
     /// [`seen_words`](Self::seen_words) words, each port's last head, each group's last bell,
-    /// which group the next pass sweeps and whether the next pass reads every head (the last
-    /// word: set it to 1 for that; [`WordScan::read_every_head`]). Returns how many calls it
+    /// which group the next pass sweeps, the last port served and whether the next pass reads
+    /// every head (the last word: set it to 1 for that; [`WordScan::read_every_head`]). Returns how many calls it
     /// served (0 if none, or the region has no word lines).
     ///
     /// A pass reads one bell word per group of [`BELL_PORTS`] ports, and the heads of a group
@@ -885,8 +893,11 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
     /// or when the pass sweeps it (one group a pass, in turn, whatever its bell says: a bell is
     /// a hint, see the module's text). A pass after one that served many calls (at least
     /// [`BUSY_CALLS`], and one for every four groups) reads every head and no bell. It serves
-    /// all it finds rather than one: a busy server pays a pass for many calls. Call it from one
-    /// thread (a server handle has one lane).
+    /// all it finds rather than one: a busy server pays a pass for many calls. A pass that is
+    /// not busy first has the CPU fetch the lines of the last port it served (its head, its
+    /// request's meta and words: loads of lines nobody wrote since cost next to nothing), so a
+    /// client calling again is read in the time of one miss, not of the summit's and then its
+    /// own. Call it from one thread (a server handle has one lane).
     ///
     /// # Panics
     ///
@@ -894,6 +905,20 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
     pub fn serve_words(
         &self,
         seen: &mut [u64],
+        handle: impl FnMut(u32, &mut InlineLanes<'_>),
+        served: impl FnMut(WordServed),
+    ) -> usize {
+        // The lanes' requests and replies, set up at the first call the pass serves (an idle
+        // pass sets up nothing) and used for every call after it.
+        self.scan_words(seen, &mut None, handle, served)
+    }
+
+    /// [`serve_words`](Self::serve_words) with the room for a call's lanes kept by the caller
+    /// (`buffers`: set up at the first call served, kept for the next passes).
+    fn scan_words(
+        &self,
+        seen: &mut [u64],
+        buffers: &mut Option<Buffers>,
         mut handle: impl FnMut(u32, &mut InlineLanes<'_>),
         mut served: impl FnMut(WordServed),
     ) -> usize {
@@ -918,12 +943,22 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         rest[0] = rest[0].wrapping_add(1);
         // After a pass that served calls on many groups, the next reads every head and no bell:
         // under such load most groups have rung, and the bells would only add loads.
-        let busy = rest[1] != 0;
+        let busy = rest[2] != 0;
+        // The last port served (plus one; 0: none). Its lines are fetched now, beside the
+        // summit's load below: the client that called last is the likeliest to call next, and
+        // its lines are a miss when it has (the other side wrote them), which would otherwise
+        // wait for the summit's miss to name the port.
+        let hot = rest[1].wrapping_sub(1);
+        if !busy && hot < u64::from(range.end) && hot >= u64::from(range.start) {
+            self.prefetch_call(hot as u32);
+        }
         let first_group = (range.start / BELL_PORTS) as usize;
         let mut count = 0;
-        // The lanes' requests and replies, set up at the first call the pass serves (an idle
-        // pass sets up nothing) and used for every call after it.
-        let mut buffers = None;
+        let mut last_served = None;
+        let mut served = |call: WordServed| {
+            last_served = Some(call.port);
+            served(call)
+        };
         // Summits first: the bells under a summit that holds what it held when a pass last found
         // every group under it settled are not read (the swept group's summit excepted).
         let summits = region.summits();
@@ -938,8 +973,36 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                 true => None,
                 false => Some(summits[s].load(Ordering::Relaxed)),
             };
+            crate::trace_stamp!(1);
             // Settled since: only the swept group is looked at, if it is under this summit.
             let quiet = summit == Some(*top);
+            if let (Some(summit), false) = (summit, quiet) {
+                // The summit names the port that rang it last: that call is served first, its
+                // head read now and its lines fetched with it, before any bell is read (each
+                // is a line the other side wrote: a miss, and a lone call's would otherwise
+                // follow each other). Its group's pass below finds its head done with. A
+                // summit naming a port outside this range or this summit is a hint ignored.
+                let port = bell_port(summit);
+                if range.contains(&port) && port / (BELL_PORTS * SUMMIT_BELLS) == s as u32 {
+                    self.prefetch_call(port);
+                    crate::trace_stamp!(2);
+                    let i = (port - range.start) as usize;
+                    let head = heads[port as usize].load(Ordering::Relaxed);
+                    crate::trace_stamp!(3);
+                    if head != last_heads[i] {
+                        // Left for later (words not all there): its group's pass looks again.
+                        let _ = self.serve_moved(
+                            i,
+                            head,
+                            last_heads,
+                            buffers,
+                            &mut handle,
+                            &mut served,
+                            &mut count,
+                        );
+                    }
+                }
+            }
             if quiet && !(lo..hi).contains(&swept) {
                 continue;
             }
@@ -955,6 +1018,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                     true => None,
                     false => Some(bells[first_group + g].load(Ordering::Relaxed)),
                 };
+                crate::trace_stamp!(2);
                 if bell == Some(*rung) && g != swept {
                     continue;
                 }
@@ -962,7 +1026,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                     g,
                     bell,
                     last_heads,
-                    &mut buffers,
+                    buffers,
                     &mut handle,
                     &mut served,
                     &mut count,
@@ -972,7 +1036,10 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             }
             *top = settle(all_settled, summit, *top);
         }
-        rest[1] = u64::from(count >= BUSY_CALLS.max(groups / 4));
+        rest[2] = u64::from(count >= BUSY_CALLS.max(groups / 4));
+        if let Some(port) = last_served {
+            rest[1] = u64::from(port) + 1;
+        }
         count
     }
 
@@ -1011,42 +1078,74 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         // The group's heads that moved, all read first (loads that do not wait on each
         // other, where serving a call between two would keep the next from being issued),
         // then served in turn.
-        let mut moved = [(0usize, 0u64); BELL_PORTS as usize];
-        let mut n_moved = 0;
-        for i in group {
-            let head = heads[range.start as usize + i].load(Ordering::Relaxed);
-            if head != last_heads[i] {
-                moved[n_moved] = (i, head);
-                n_moved += 1;
-            }
+        // (The heads are kept as they are read, with no array cleared first: a pass over an
+        // idle group is these loads and compares alone.)
+        let group_heads =
+            &heads[range.start as usize + group.start..range.start as usize + group.end];
+        let read: [u64; BELL_PORTS as usize] = core::array::from_fn(|k| match group_heads.get(k) {
+            Some(head) => head.load(Ordering::Relaxed),
+            None => 0,
+        });
+        let mut moved = 0u64;
+        for (k, (&head, &last)) in read.iter().zip(&last_heads[group.clone()]).enumerate() {
+            moved |= u64::from(head != last) << k;
         }
-        for &(i, head) in &moved[..n_moved] {
-            let last = &mut last_heads[i];
-            let port = range.start + i as u32;
-            if !self.is_sole() && !self.lock_port(port) {
-                // Another handle of this side is on the port: the next pass looks again.
-                settled = false;
-                continue;
-            }
-            let buffers = buffers.get_or_insert_with(Buffers::new);
-            let call = self.serve_port(port, head, handle, buffers);
-            if !self.is_sole() {
-                self.unlock(port);
-            }
-            match call {
-                Ok(call) => {
-                    *last = head;
-                    *count += 1;
-                    served(call);
-                }
-                // Not a request (the head of a call already served), or one its client gave
-                // up on: this head is done with.
-                Err(Skip::Done) => *last = head,
-                // Some of its words have not arrived: the next pass looks again.
-                Err(Skip::Pending) => settled = false,
-            }
+        crate::trace_stamp!(3);
+        for k in crate::lanes::lanes_in(moved) {
+            settled &= self.serve_moved(
+                group.start + k,
+                read[k],
+                last_heads,
+                buffers,
+                handle,
+                served,
+                count,
+            );
         }
         settled
+    }
+
+    /// Serves the call whose head `head` (read from port `i` of this handle's range) moved
+    /// since the last look, telling `served` and counting it in `count`; returns whether the
+    /// head is done with (false: the port is left for the next pass).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn serve_moved(
+        &self,
+        i: usize,
+        head: u64,
+        last_heads: &mut [u64],
+        buffers: &mut Option<Buffers>,
+        handle: &mut impl FnMut(u32, &mut InlineLanes<'_>),
+        served: &mut impl FnMut(WordServed),
+        count: &mut usize,
+    ) -> bool {
+        let port = self.port_range().start + i as u32;
+        if !self.is_sole() && !self.lock_port(port) {
+            // Another handle of this side is on the port: the next pass looks again.
+            return false;
+        }
+        let buffers = buffers.get_or_insert_with(Buffers::new);
+        let call = self.serve_port(port, head, handle, buffers);
+        if !self.is_sole() {
+            self.unlock(port);
+        }
+        match call {
+            Ok(call) => {
+                last_heads[i] = head;
+                *count += 1;
+                served(call);
+                true
+            }
+            // Not a request (the head of a call already served), or one its client gave up
+            // on: this head is done with.
+            Err(Skip::Done) => {
+                last_heads[i] = head;
+                true
+            }
+            // Some of its words have not arrived: the next pass looks again.
+            Err(Skip::Pending) => false,
+        }
     }
 
     /// Asks the CPU for the lines of `port`'s head, its request's meta words and its first two
@@ -1067,11 +1166,11 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
 
     /// The words of memory [`serve_words`](Self::serve_words) keeps for this handle's range of
     /// ports: one per port, one per group of [`BELL_PORTS`] ports, one per summit over them, and
-    /// two.
+    /// three.
     pub fn seen_words(&self) -> usize {
         let range = self.port_range();
         let groups = range.len().div_ceil(BELL_PORTS as usize);
-        range.len() + groups + summits_over(range.start, groups) + 2
+        range.len() + groups + summits_over(range.start, groups) + 3
     }
 
     /// Serves the request `head` announces on `port`, if it is one and all its words are
@@ -1125,6 +1224,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         // The layout of the call's words (`at`): a lone lane's next to each other.
         let alone = mask.count_ones() == 1;
         let lengths = wait_for(&req[2])? as u32;
+        crate::trace_stamp!(4);
         let (req_len, rep_len) = ((lengths & 0xff) as usize, (lengths >> 8 & 0xff) as usize);
         let opcode = head as u32;
         // Hostile lengths are refused, not read past the line.
@@ -1149,12 +1249,28 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             let request_words = req_len.div_ceil(4).max(1);
             let mut missing = 0;
             for j in 0..request_words {
-                for lane in lanes_in(mask) {
-                    let w = req[at(row, alone, j, lane)].load(Ordering::Acquire);
-                    missing |= seq_of(w) ^ seq;
-                    requests[lane][4 * j..4 * j + 4].copy_from_slice(&(w as u32).to_le_bytes());
+                if alone {
+                    for lane in lanes_in(mask) {
+                        let w = req[at(row, alone, j, lane)].load(Ordering::Acquire);
+                        missing |= seq_of(w) ^ seq;
+                        requests[lane][4 * j..4 * j + 4].copy_from_slice(&(w as u32).to_le_bytes());
+                    }
+                } else {
+                    // A group's word `j` of every lane is one run of row `j`: read straight
+                    // through it, the words of lanes outside the call too (not used; the
+                    // sequence is checked for the call's lanes only).
+                    let words = &req[at(row, false, j, 0)..at(row, false, j, n)];
+                    for (lane, (w, request)) in words.iter().zip(&mut requests[..n]).enumerate() {
+                        let w = w.load(Ordering::Acquire);
+                        let in_call = ((mask >> lane) as u32 & 1).wrapping_neg();
+                        missing |= (seq_of(w) ^ seq) & in_call;
+                        request[4 * j..4 * j + 4].copy_from_slice(&(w as u32).to_le_bytes());
+                    }
                 }
             }
+            crate::trace_stamp!(5);
+            #[cfg(ferry_trace)]
+            crate::trace::set(8, u64::from(missing != 0));
             if missing != 0 {
                 for j in 0..request_words {
                     for lane in lanes_in(mask) {
@@ -1171,8 +1287,10 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                 &mut replies[..n],
                 &mut statuses[..n],
             );
+            crate::trace_stamp!(6);
             handle(opcode, &mut call);
             declined = call.declined();
+            crate::trace_stamp!(7);
         }
         // SYNC (word reply, release): each word's store publishes what the handler did before it.
         // The call's lanes get the words of its reply (at least the first, which carries the
@@ -1212,17 +1330,27 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                 let (lane, j) = lane_and_word(row, alone, p);
                 rep[ROW + p].store(value(lane, j), Ordering::Release);
             }
-        } else if fits {
-            // Each lane's status and the sequence once (the same in each of its words), then
-            // each word's payload beside them.
-            let mut tags = [0u64; crate::layout::MAX_LANES as usize];
-            for lane in lanes_in(mask) {
-                tags[lane] = reply_word(0, statuses[lane], seq);
+        } else if fits && !alone {
+            // A group's word `j` of every lane is one run of row `j`: written straight through,
+            // the lanes outside the call too, with the word a whole line's rewrite gives them
+            // (no call of theirs reads it).
+            let other = reply_word(0, crate::service::status::BAD_REQUEST, seq);
+            for j in 0..words {
+                let kept = kept(j);
+                let line = &rep[at(row, false, j, 0)..at(row, false, j, n)];
+                for (lane, w) in line.iter().enumerate() {
+                    let v = match mask >> lane & 1 {
+                        0 => other,
+                        _ => reply_word(payload_of(lane, j) & kept, statuses[lane], seq),
+                    };
+                    w.store(v, Ordering::Release);
+                }
             }
+        } else if fits {
             for j in 0..words {
                 let kept = kept(j);
                 for lane in lanes_in(mask) {
-                    let w = tags[lane] | u64::from(payload_of(lane, j) & kept);
+                    let w = reply_word(payload_of(lane, j) & kept, statuses[lane], seq);
                     rep[at(row, alone, j, lane)].store(w, Ordering::Release);
                 }
             }
@@ -1235,6 +1363,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             }
         }
         rep[0].store(word(0, seq), Ordering::Release);
+        crate::trace_stamp!(9);
         Ok(WordServed {
             port,
             opcode,

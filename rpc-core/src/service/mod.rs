@@ -366,10 +366,19 @@ impl<'a> InlineLanes<'a> {
             replies,
             statuses,
         };
-        for lane in crate::lanes::lanes_in(lanes.mask) {
-            lanes.replies[lane] = [0; crate::words::WORD_BYTES];
+        match lanes.mask == all {
+            // Every lane: straight fills (a warp's call, nearly always).
+            true => {
+                lanes.replies[..n].fill([0; crate::words::WORD_BYTES]);
+                lanes.statuses[..n].fill(crate::words::DECLINED);
+            }
+            false => {
+                for lane in crate::lanes::lanes_in(lanes.mask) {
+                    lanes.replies[lane] = [0; crate::words::WORD_BYTES];
+                }
+                lanes.decline();
+            }
         }
-        lanes.decline();
         lanes
     }
 

@@ -328,6 +328,8 @@ fn word_timing(
     let host = quiet_host();
     let stop = AtomicBool::new(false);
     let mut times: Vec<[Instant; 4]> = Vec::with_capacity(iters as usize);
+    #[cfg(ferry_trace)]
+    let mut traces: Vec<[u64; 10]> = Vec::with_capacity(iters as usize);
     let launched = std::thread::scope(|s| {
         let server = s.spawn(|| {
             let server = ServerProcess::new(region.region(), region.server_locks(), Single, Spin)
@@ -339,6 +341,8 @@ fn word_timing(
             let handled = std::cell::Cell::new([Instant::now(); 2]);
             while !stop.load(Ordering::Acquire) {
                 let pass = Instant::now();
+                #[cfg(ferry_trace)]
+                ferry_gpu::ferry_rpc::trace::stamp(0);
                 server.serve_words(
                     &mut seen,
                     |opcode, lanes| {
@@ -349,6 +353,10 @@ fn word_timing(
                     |_| {
                         let [start, end] = handled.get();
                         times.push([pass, start, end, Instant::now()]);
+                        #[cfg(ferry_trace)]
+                        traces.push(core::array::from_fn::<u64, 10, _>(|k| {
+                            ferry_gpu::ferry_rpc::trace::STAMPS[k].load(Ordering::Relaxed)
+                        }));
                     },
                 );
             }
@@ -364,6 +372,44 @@ fn word_timing(
         return Err(format!("{kernel}: {wrong} wrong replies").into());
     }
     let ns = |d: Duration| d.as_nanos() as f64;
+    #[cfg(ferry_trace)]
+    {
+        // SAFETY: rdtsc has no preconditions.
+        let tsc = || unsafe { core::arch::x86_64::_rdtsc() };
+        let (t0, c0) = (Instant::now(), tsc());
+        std::thread::sleep(Duration::from_millis(20));
+        let ghz = (tsc() - c0) as f64 / ns(t0.elapsed());
+        let names = [
+            "pass start→summit",
+            "summit→bell",
+            "bell→heads read",
+            "heads→meta read",
+            "meta→request words",
+            "request words→handler start",
+            "handler",
+            "handler end→served word",
+        ];
+        let pairs = [
+            (0, 1),
+            (1, 2),
+            (2, 3),
+            (3, 4),
+            (4, 5),
+            (5, 6),
+            (6, 7),
+            (7, 9),
+        ];
+        let mut row = String::new();
+        for (name, (a, b)) in names.iter().zip(pairs) {
+            let mut v: Vec<f64> = traces
+                .iter()
+                .map(|t| t[b].wrapping_sub(t[a]) as i64 as f64 / ghz)
+                .collect();
+            row += &format!("{name} {:.0}; ", median(&mut v));
+        }
+        let missing = traces.iter().filter(|t| t[8] != 0).count();
+        println!("| trace {kernel} (TSC {ghz:.2} GHz, {} calls, {missing} with a request word missing at the first look) | {row} |", traces.len());
+    }
     let mut request: Vec<f64> = times.iter().map(|t| ns(t[1] - t[0])).collect();
     let mut handler: Vec<f64> = times.iter().map(|t| ns(t[2] - t[1])).collect();
     let mut replies: Vec<f64> = times.iter().map(|t| ns(t[3] - t[2])).collect();
@@ -1427,6 +1473,51 @@ fn ab_compare(
 /// The floor's exchange with its poll kept several reads deep, of one word (the bench program's
 /// `pingpong_piped_*` kernels) or of one word in each of several lines the echo writes
 /// (`pingpong_split_*`), beside the floor itself, alternated over `reps` (`--poll-probe`).
+/// The floor's exchange and a kept port's no-op word call (one warp; lane 0 alone) with the first
+/// poll of the reply delayed by a few hundred ns after the send (the bench program's
+/// `pingpong_delay_*` and `words_delay_*` kernels), alternated over `reps` (`--delay-probe`).
+fn delay_probe(cuda: &Cuda, rust: &Module, iters: u32, reps: usize) -> Result<(), Error> {
+    let floors = [
+        "pingpong",
+        "pingpong_delay_300",
+        "pingpong_delay_600",
+        "pingpong_delay_900",
+        "pingpong_delay_1200",
+    ];
+    let delays = [0, 600, 900, 1200, 1500, 1800];
+    let calls: Vec<String> = ["warp", "lane0"]
+        .iter()
+        .flat_map(|who| delays.iter().map(move |d| format!("words_delay_{who}_{d}")))
+        .collect();
+    let mut runs = vec![Vec::new(); floors.len() + calls.len()];
+    let mut wrong = 0;
+    for _ in 0..reps {
+        for (k, name) in floors.iter().enumerate() {
+            runs[k].push(floor(cuda, rust.function(name)?, iters)?);
+        }
+        for (k, name) in calls.iter().enumerate() {
+            let (l, e) = call_latency_of(cuda, rust, name, PortCount::Exactly(64), iters, true)?;
+            runs[floors.len() + k].push(l);
+            wrong += e;
+        }
+    }
+    let base = median(&mut runs[0].clone());
+    println!("| the first poll delayed after the send ({reps} repetitions) | ns, median (range) | × the floor |");
+    println!("|---|---|---|");
+    for (name, r) in floors
+        .iter()
+        .map(|s| s.to_string())
+        .chain(calls)
+        .zip(&mut runs)
+    {
+        let (lo, hi) = spread(r);
+        let m = median(r);
+        println!("| {name} | {m:.0} ({lo:.0}–{hi:.0}) | {:.2} |", m / base);
+    }
+    println!("wrong replies: {wrong}");
+    Ok(())
+}
+
 fn poll_probe(cuda: &Cuda, rust: &Module, iters: u32, reps: usize) -> Result<(), Error> {
     // (The kernel, and the lines the echo writes.)
     let kernels = [
@@ -1507,6 +1598,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut servers = vec![1u32, 2, 4, 8];
     let mut copy_probe_on = false;
     let mut word_timing_on = false;
+    let mut delay_probe_on = false;
     let mut ab = String::new();
     let mut throughput_only_on = false;
     let mut poll_probe_on = false;
@@ -1525,6 +1617,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--ab" => ab = value()?,
             "--throughput-only" => throughput_only_on = true,
             "--poll-probe" => poll_probe_on = true,
+            "--delay-probe" => delay_probe_on = true,
             "--host-spans" => HOST_SPANS.store(true, Ordering::Relaxed),
             "--bulk-warps" => {
                 bulk_warps = value()?
@@ -1586,6 +1679,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if poll_probe_on {
         return Ok(poll_probe(&cuda, &rust, iters, reps)?);
+    }
+    if delay_probe_on {
+        return Ok(delay_probe(&cuda, &rust, iters, reps)?);
     }
     if throughput_only_on {
         return throughput_only(&cuda, bench_ptx, &servers, reps, calls);
