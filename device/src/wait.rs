@@ -48,6 +48,25 @@ impl Wait for GpuWait {
         }
         Ok(())
     }
+
+    /// `%globaltimer` on NVPTX (a word call's client learns when to poll first: see
+    /// `ferry_rpc::Wait::clock_ns`); none elsewhere.
+    #[inline(always)]
+    fn clock_ns(&self) -> Option<u32> {
+        clock_ns()
+    }
+}
+
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn clock_ns() -> Option<u32> {
+    Some(crate::nvptx::globaltimer() as u32)
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+#[inline(always)]
+fn clock_ns() -> Option<u32> {
+    None
 }
 
 #[cfg(target_arch = "nvptx64")]

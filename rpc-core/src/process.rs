@@ -415,6 +415,10 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// and this are the state of a port this handle holds, newer than its word (written back
     /// when the handle caches another port or gives the lock away: `write_back`).
     last_shadow: Cell<u32>,
+    /// How long after its send a word call's first poll for the reply goes out, in ns: learned
+    /// from the calls' replies where the wait policy has a clock (`Wait::clock_ns`; see
+    /// `words::learn_first_poll`), else 0. Uniform in a group (every lane learns the same).
+    first_poll: Cell<u32>,
     /// Whether this client makes small calls on the word lines (it has sequence words: its
     /// port words, or [`Self::with_word_seqs`]).
     word_calls: bool,
@@ -754,6 +758,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             kept_out: Cell::new(UNKNOWN),
             last_seq: Cell::new((NONE, 0)),
             last_shadow: Cell::new(0),
+            first_poll: Cell::new(0),
             word_calls: false,
             sole: false,
             first_word: 0,
@@ -1469,6 +1474,12 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         }
         private_store(&self.seqs[port as usize], seq);
         self.last_seq.set((port, seq));
+    }
+
+    /// How long after its send a word call polls first for its reply, in ns (`first_poll`).
+    #[inline(always)]
+    pub(crate) fn first_poll(&self) -> &Cell<u32> {
+        &self.first_poll
     }
 
     /// Whether this handle holds every lock of its range ([`Self::exclusive`]).

@@ -10,6 +10,18 @@
 pub trait Wait {
     /// Pauses before the next poll, or gives up the wait by returning `Err(Stalled)`.
     fn pause(&self, polls: u32) -> Result<(), Stalled>;
+
+    /// A clock in nanoseconds (any origin; the low 32 bits, wrapping), if this waiter has one:
+    /// `None` by default. With a clock, a client learns how long its small calls' replies take
+    /// at least and polls for a reply only from then on ([`Port::recv_words`]): where a poll is
+    /// a read across a bus that takes longer than the wait between two of them (a GPU's of its
+    /// host's memory), a poll that goes out too early is answered one read later.
+    ///
+    /// [`Port::recv_words`]: crate::Port::recv_words
+    #[inline(always)]
+    fn clock_ns(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// The wait was abandoned by the [`Wait`] policy (the peer did not answer in time).
@@ -48,5 +60,9 @@ impl<W: Wait + ?Sized> Wait for &W {
     #[inline(always)]
     fn pause(&self, polls: u32) -> Result<(), Stalled> {
         (**self).pause(polls)
+    }
+    #[inline(always)]
+    fn clock_ns(&self) -> Option<u32> {
+        (**self).clock_ns()
     }
 }

@@ -69,8 +69,13 @@
 //!    ([`Memory::ValuesOnly`]) skips it, and the acquire fence of step 4.
 //! 3. Each lane stores its request words; the first lane stores the meta words, then the head,
 //!    then its group's bell. No fence between them: the server checks every word's sequence.
-//! 4. Each lane polls its own reply words, all loads issued together (a lone lane's two at a time
-//!    with one vector load; one trip across the bus
+//! 4. With a clock in the wait policy (`Wait::clock_ns`: a GPU's), the lanes first wait until
+//!    the reply is likely written: a poll is a read across the bus, and one that goes out just
+//!    before the reply is written comes back without it, the next a whole trip later. The wait
+//!    is learned by the handle from its calls (`learn_first_poll`: a little shorter after a
+//!    first poll that found the reply, longer after one that did not when the reply came soon
+//!    after). Each lane polls its own reply words, all loads issued together (a lone lane's two
+//!    at a time with one vector load; one trip across the bus
 //!    per poll), until every one carries the sequence (only the first for a status other than
 //!    OK, which carries no reply); then an ACQUIRE fence, so whatever the handler made visible
 //!    before replying is visible after. A lone lane polls its own words until they come. In a
@@ -409,6 +414,37 @@ pub struct WordCall {
     reply_words: u8,
     /// Whether the reply is followed by an acquire fence ([`Memory::Fenced`]).
     fenced: bool,
+    /// The wait policy's clock when the call was sent (`Wait::clock_ns`; 0 without one).
+    sent: u32,
+}
+
+/// How much longer a word call's client waits before its first poll after a first poll that went
+/// out too early and a reply that came within [`FULL_POLLS`] more (`learn_first_poll`), in ns.
+const FIRST_POLL_UP: u32 = 128;
+
+/// The longest a word call's client waits before its first poll, in ns.
+const FIRST_POLL_MAX: u32 = 4096;
+
+/// Learns from a word call's wait (the same in every lane of its group) how long the next call
+/// waits after its send before its first poll (`delay`, in ns): a poll is a read across the bus,
+/// and one that goes out before the reply is written is answered one read later, while a poll
+/// that waited a little longer would have found it.
+///
+/// - The first poll `found` the whole reply: the wait may be longer than it needs; the next is a
+///   little shorter (by 4 ns and 1/128 of it), so it keeps looking for the shortest that works.
+/// - It did not, and the reply came `soon` after (within [`FULL_POLLS`] more polls): the wait was
+///   too short; the next is [`FIRST_POLL_UP`] longer, to at most [`FIRST_POLL_MAX`]. The wait
+///   settles where about one first poll in thirty goes out too early.
+/// - The reply came later than that (a busy server, a slow handler): nothing is learned (such a
+///   reply says nothing of when a fast one comes).
+#[inline(always)]
+fn learn_first_poll(delay: &core::cell::Cell<u32>, found: bool, soon: bool) {
+    let d = delay.get();
+    if found {
+        delay.set(d.saturating_sub(d / 128 + 4));
+    } else if soon {
+        delay.set((d + FIRST_POLL_UP).min(FIRST_POLL_MAX));
+    }
 }
 
 impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
@@ -533,6 +569,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             seq,
             reply_words: ((lengths >> 8 & 0xff) as usize).div_ceil(4).min(WORDS) as u8,
             fenced,
+            sent: process.wait_policy().clock_ns().unwrap_or(0),
         }
     }
 
@@ -593,8 +630,26 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
         };
         let wait = process.wait_policy();
         let mut polls = 0u32;
+        // With a clock, the first poll goes out only when the reply is likely there (the wait
+        // is learned from the calls before: `learn_first_poll`). A poll is a read across the
+        // bus: one that goes out just before the reply is written comes back without it, and
+        // the next read is a whole trip later.
+        let clocked = wait.clock_ns().is_some();
+        let delay = process.first_poll();
+        if clocked {
+            let wait_ns = delay.get();
+            // (At most `wait_ns` looks at the clock, each longer than a nanosecond: a clock that
+            // does not move cannot hold the call here.)
+            for _ in 0..wait_ns {
+                match wait.clock_ns() {
+                    Some(now) if now.wrapping_sub(call.sent) < wait_ns => crate::sync::spin_hint(),
+                    _ => break,
+                }
+            }
+        }
         let mut done = poll(&mut got);
         if alone {
+            let first = done;
             // A lone lane polls its own words to the end: they are as few as the served word,
             // and arrive first.
             while !done {
@@ -603,6 +658,9 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
                 }
                 polls = polls.saturating_add(1);
                 done = poll(&mut got);
+            }
+            if clocked {
+                learn_first_poll(delay, first, polls <= FULL_POLLS);
             }
         } else {
             // A lone warp's reply comes within a few polls of every word by every lane. (Every
@@ -616,6 +674,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
             let mut ok = true;
             let mut turns = 0;
             let mut waiting = lanes.ballot(mask, !done);
+            let first = waiting == 0;
             while waiting != 0 && turns < FULL_POLLS {
                 if !done && ok {
                     ok = wait.pause(polls).is_ok();
@@ -626,6 +685,10 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, Client, L, M, W> {
                 }
                 turns += 1;
                 waiting = lanes.ballot(mask, !done);
+            }
+            // (From ballots: every lane learns the same.)
+            if clocked {
+                learn_first_poll(delay, first, waiting == 0);
             }
             if waiting != 0 {
                 // Under load: only the first lane polls, one word (the served word, written after
@@ -1572,6 +1635,7 @@ mod tests {
                     seq,
                     reply_words: 2,
                     fenced: true,
+                    sent: 0,
                 },
                 &mut reply,
             );
@@ -1693,6 +1757,7 @@ mod arrival {
             seq,
             reply_words: 2,
             fenced: true,
+            sent: 0,
         };
         let mut reply = [0u8; 8];
         assert_eq!(port.recv_words(call, &mut reply), Ok(0));
@@ -1863,6 +1928,7 @@ mod arrival {
             seq: 1,
             reply_words: 2,
             fenced: true,
+            sent: 0,
         };
         let mut reply = [0u8; 8];
         assert_eq!(port.recv_words(call, &mut reply), Ok(0));
@@ -1915,11 +1981,125 @@ mod arrival {
                     seq,
                     reply_words: 2,
                     fenced: true,
+                    sent: 0,
                 },
                 &mut reply,
             ),
             Ok(0)
         );
         assert_eq!(u64::from_le_bytes(reply), 10);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod first_poll {
+    use super::*;
+    use crate::{HeapRegion, PerPort, Single, Stalled};
+    use core::cell::{Cell, RefCell};
+
+    /// A wait policy whose clock moves `step` ns each time it is read, and whose every pause
+    /// calls `pause` (here: a pass of the server, so a call made on one thread is answered
+    /// after a poll that found nothing).
+    struct Stepping<'f> {
+        now: Cell<u32>,
+        step: u32,
+        pause: &'f dyn Fn(),
+    }
+
+    impl Wait for Stepping<'_> {
+        fn pause(&self, _: u32) -> Result<(), Stalled> {
+            (self.pause)();
+            Ok(())
+        }
+        fn clock_ns(&self) -> Option<u32> {
+            self.now.set(self.now.get().wrapping_add(self.step));
+            Some(self.now.get())
+        }
+    }
+
+    fn plus_one(_: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> {
+        let v = u64::from_le_bytes(req[..8].try_into().unwrap());
+        rep[..8].copy_from_slice(&(v + 1).to_le_bytes());
+        Some((0, 8))
+    }
+
+    #[test]
+    fn a_first_poll_too_early_makes_the_next_wait_longer_one_that_finds_the_reply_shorter() {
+        let region = HeapRegion::<PerPort>::with_words(32, 1).unwrap();
+        let server = region.server().exclusive().ok().unwrap();
+        let seen = RefCell::new(vec![0u64; server.seen_words()]);
+        let serve = || {
+            server.serve_words(&mut seen.borrow_mut(), lane_by_lane(plus_one), |_| {});
+        };
+        // The pauses serve only from the `late`-th of a call on (0: the first).
+        let (pauses, late) = (Cell::new(0u32), Cell::new(0u32));
+        let pause = || {
+            pauses.set(pauses.get() + 1);
+            if pauses.get() > late.get() {
+                serve();
+            }
+        };
+        let wait = Stepping {
+            now: Cell::new(0),
+            step: 10,
+            pause: &pause,
+        };
+        let client = region.client_with(Single, wait).unwrap();
+        let delay = || client.first_poll().get();
+        let call = |value: u64, served_first: bool| {
+            pauses.set(0);
+            let mut port = client.open_for_words(1).unwrap();
+            let sent = port.send_words(&value.to_le_bytes(), 8);
+            if served_first {
+                serve();
+            }
+            let mut reply = [0u8; 8];
+            assert_eq!(port.recv_words(sent, &mut reply), Ok(0));
+            assert_eq!(u64::from_le_bytes(reply), value + 1);
+        };
+        // No wait yet: the first poll finds nothing, the next finds the reply: wait longer.
+        assert_eq!(delay(), 0);
+        call(1, false);
+        assert_eq!(delay(), FIRST_POLL_UP);
+        // Served before the first poll (after the wait, on the clock): a little shorter.
+        call(2, true);
+        assert_eq!(delay(), FIRST_POLL_UP - FIRST_POLL_UP / 128 - 4);
+        // A reply long after the first poll (a slow server): nothing learned.
+        let before = delay();
+        late.set(FULL_POLLS + 2);
+        call(3, false);
+        assert_eq!(delay(), before);
+        // Never past the longest wait.
+        late.set(0);
+        for v in 4..100 {
+            call(v, false);
+        }
+        assert_eq!(delay(), FIRST_POLL_MAX);
+        // And back down, a call at a time, once the replies come before the first poll.
+        for v in 100..1000 {
+            call(v, true);
+        }
+        assert!(delay() < FIRST_POLL_MAX / 4, "{}", delay());
+    }
+
+    #[test]
+    fn a_clock_that_does_not_move_does_not_hold_a_call() {
+        let region = HeapRegion::<PerPort>::with_words(32, 1).unwrap();
+        let server = region.server().exclusive().ok().unwrap();
+        let seen = RefCell::new(vec![0u64; server.seen_words()]);
+        let pause = || {
+            server.serve_words(&mut seen.borrow_mut(), lane_by_lane(plus_one), |_| {});
+        };
+        let wait = Stepping {
+            now: Cell::new(7),
+            step: 0,
+            pause: &pause,
+        };
+        let client = region.client_with(Single, wait).unwrap();
+        client.first_poll().set(FIRST_POLL_MAX);
+        let mut port = client.open_for_words(1).unwrap();
+        let mut reply = [0u8; 8];
+        assert_eq!(port.call_words(&41u64.to_le_bytes(), &mut reply), Ok(0));
+        assert_eq!(u64::from_le_bytes(reply), 42);
     }
 }
