@@ -109,8 +109,12 @@ macro_rules! __rpc_if_alloc {
     ($($item:tt)*) => {};
 }
 
-/// Diagnostic stamps of a word pass (a build with `--cfg ferry_trace` only).
-#[cfg(ferry_trace)]
+/// Diagnostic stamps of a word pass, for a host program built with `--cfg ferry_trace` on x86-64
+/// (`ferry-gpu-bench --word-timing` prints them; BENCHMARKS.md, command B): the time stamp
+/// counter at each step of the pass that served a call (points 0 to 9, as `words.rs` stamps
+/// them; point 8 says whether a request word was missing at the first look). A server thread
+/// writes them; one thread reads them between its passes. Not built otherwise.
+#[cfg(all(ferry_trace, target_arch = "x86_64"))]
 #[doc(hidden)]
 pub mod trace {
     use core::sync::atomic::{AtomicU64, Ordering};
@@ -119,7 +123,7 @@ pub mod trace {
     /// Stamps point `k`.
     #[inline(always)]
     pub fn stamp(k: usize) {
-        // SAFETY: rdtsc has no preconditions.
+        // SAFETY: `rdtsc` reads a counter; it has no preconditions.
         STAMPS[k].store(unsafe { core::arch::x86_64::_rdtsc() }, Ordering::Relaxed);
     }
     /// Sets point `k` to `v`.
@@ -127,13 +131,13 @@ pub mod trace {
         STAMPS[k].store(v, Ordering::Relaxed);
     }
 }
-#[cfg(ferry_trace)]
+#[cfg(all(ferry_trace, target_arch = "x86_64"))]
 macro_rules! trace_stamp {
     ($k:expr) => {
         crate::trace::stamp($k)
     };
 }
-#[cfg(not(ferry_trace))]
+#[cfg(not(all(ferry_trace, target_arch = "x86_64")))]
 macro_rules! trace_stamp {
     ($k:expr) => {};
 }

@@ -1332,7 +1332,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                 }
             }
             crate::trace_stamp!(5);
-            #[cfg(ferry_trace)]
+            #[cfg(all(ferry_trace, target_arch = "x86_64"))]
             crate::trace::set(8, u64::from(missing != 0));
             if missing != 0 {
                 for j in 0..request_words {

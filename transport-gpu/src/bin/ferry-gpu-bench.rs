@@ -328,7 +328,7 @@ fn word_timing(
     let host = quiet_host();
     let stop = AtomicBool::new(false);
     let mut times: Vec<[Instant; 4]> = Vec::with_capacity(iters as usize);
-    #[cfg(ferry_trace)]
+    #[cfg(all(ferry_trace, target_arch = "x86_64"))]
     let mut traces: Vec<[u64; 10]> = Vec::with_capacity(iters as usize);
     let launched = std::thread::scope(|s| {
         let server = s.spawn(|| {
@@ -341,7 +341,7 @@ fn word_timing(
             let handled = std::cell::Cell::new([Instant::now(); 2]);
             while !stop.load(Ordering::Acquire) {
                 let pass = Instant::now();
-                #[cfg(ferry_trace)]
+                #[cfg(all(ferry_trace, target_arch = "x86_64"))]
                 ferry_gpu::ferry_rpc::trace::stamp(0);
                 server.serve_words(
                     &mut seen,
@@ -353,7 +353,7 @@ fn word_timing(
                     |_| {
                         let [start, end] = handled.get();
                         times.push([pass, start, end, Instant::now()]);
-                        #[cfg(ferry_trace)]
+                        #[cfg(all(ferry_trace, target_arch = "x86_64"))]
                         traces.push(core::array::from_fn::<u64, 10, _>(|k| {
                             ferry_gpu::ferry_rpc::trace::STAMPS[k].load(Ordering::Relaxed)
                         }));
@@ -372,7 +372,7 @@ fn word_timing(
         return Err(format!("{kernel}: {wrong} wrong replies").into());
     }
     let ns = |d: Duration| d.as_nanos() as f64;
-    #[cfg(ferry_trace)]
+    #[cfg(all(ferry_trace, target_arch = "x86_64"))]
     {
         // SAFETY: rdtsc has no preconditions.
         let tsc = || unsafe { core::arch::x86_64::_rdtsc() };
