@@ -417,7 +417,8 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     last_shadow: Cell<u32>,
     /// How long after its send a word call's first poll for the reply goes out, in ns: learned
     /// from the calls' replies where the wait policy has a clock (`Wait::clock_ns`; see
-    /// `words::learn_first_poll`), else 0. Uniform in a group (every lane learns the same).
+    /// `words::learn_first_poll`), else 0. A group's call makes every lane's the first lane's and
+    /// learns the same in every lane; a call of fewer lanes changes only theirs.
     first_poll: Cell<u32>,
     /// Whether this client makes small calls on the word lines (it has sequence words: its
     /// port words, or [`Self::with_word_seqs`]).
