@@ -1981,7 +1981,10 @@ mod arrival {
             1
         );
         let (_, rep) = r.word_lines(port);
-        assert_eq!(reply_seq(rep[at(row, true, 0, 0)].load(Ordering::Relaxed)), seq);
+        assert_eq!(
+            reply_seq(rep[at(row, true, 0, 0)].load(Ordering::Relaxed)),
+            seq
+        );
         assert_eq!(rep[at(row, true, 0, 0)].load(Ordering::Relaxed) as u32, 10);
     }
 
