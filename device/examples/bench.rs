@@ -211,46 +211,35 @@ pingpong_delayed_kernel!(pingpong_delay_600, 600);
 pingpong_delayed_kernel!(pingpong_delay_900, 900);
 pingpong_delayed_kernel!(pingpong_delay_1200, 1200);
 
-/// `iters` no-op calls (values only) on a kept port's word line, each call's first poll of its
-/// reply `delay_ns` after its send; by every lane that calls it.
+/// `iters` no-op calls (values only) on a kept port's word line by every lane that calls it,
+/// each call's first poll of its reply `delay_ns` after its send (`word_calls`).
 ///
 /// # Safety
 ///
 /// As `latency_loop`.
 #[inline(always)]
 unsafe fn words_delayed(iters: u32, stamps: *mut u64, errors: *mut u32, delay_ns: u64) {
-    let client = ferry_device::client().keep_port(true);
     let lane = global_thread_id() as u64;
-    let mut wrong = 0;
-    // SAFETY: `stamps` holds `iters / STAMP_EVERY + 1` words (contract).
-    unsafe { write_volatile(stamps, globaltimer()) };
-    for i in 1..=iters {
-        let x = (lane << 32) | i as u64;
-        let mut reply = [0u8; 8];
-        match client.open_for_words(opcode::NOOP) {
-            Ok(mut port) => {
-                let call = port.send_words_with(&x.to_le_bytes(), 8, Memory::ValuesOnly);
-                let t = globaltimer();
-                while globaltimer() - t < delay_ns {}
-                let status = port.recv_words(call, &mut reply);
-                if status != Ok(status::OK) || u64::from_le_bytes(reply) != x + 1 {
-                    wrong += 1;
-                }
-            }
-            Err(_) => wrong += 1,
-        }
-        if i % STAMP_EVERY == 0 && lane % 32 == 0 {
-            // SAFETY: as above.
-            unsafe { write_volatile(stamps.add((i / STAMP_EVERY) as usize), globaltimer()) };
-        }
-    }
-    // SAFETY: `errors` is a valid device `u32` (contract).
-    unsafe { count(errors, wrong) };
+    let x = move |i: u32| (lane << 32) | i as u64;
+    // SAFETY: the caller's contract is `word_calls`'.
+    unsafe {
+        word_calls(
+            iters,
+            stamps,
+            errors,
+            Memory::ValuesOnly,
+            delay_ns,
+            |i| x(i).to_le_bytes(),
+            |i, status, reply: [u8; 8]| {
+                status == Ok(status::OK) && u64::from_le_bytes(reply) == x(i) + 1
+            },
+        )
+    };
 }
 
 macro_rules! words_delayed_kernels {
     ($warp:ident, $lane0:ident, $delay:expr) => {
-        /// One warp's no-op word calls, the first poll delayed (`words_delayed`, ns in the name).
+        /// One warp's no-op word calls, the first poll delayed (ns in the name).
         ///
         /// # Safety
         ///
@@ -261,7 +250,7 @@ macro_rules! words_delayed_kernels {
             unsafe { words_delayed(iters, stamps, errors, $delay) };
         }
 
-        /// Lane 0's no-op word calls, the first poll delayed (`words_delayed`, ns in the name).
+        /// Lane 0's no-op word calls, the first poll delayed (ns in the name).
         ///
         /// # Safety
         ///
@@ -426,6 +415,7 @@ unsafe fn words_loop(iters: u32, stamps: *mut u64, errors: *mut u32, memory: Mem
             stamps,
             errors,
             memory,
+            0,
             |i| (i as u64).to_le_bytes(),
             |i, status, reply: [u8; 8]| {
                 status == Ok(status::OK) && u64::from_le_bytes(reply) == i as u64 + 1
@@ -435,7 +425,8 @@ unsafe fn words_loop(iters: u32, stamps: *mut u64, errors: *mut u32, memory: Mem
 }
 
 /// `iters` no-op calls on a kept port's word line, call `i` (from 1) sending `request(i)` and
-/// asking for `R` bytes back, with the fences `memory` asks for; `right(i, status, reply)` says
+/// asking for `R` bytes back, with the fences `memory` asks for, its first poll of the reply at
+/// least `delay_ns` after its send (0: as the call makes it); `right(i, status, reply)` says
 /// whether its answer is the one expected (the others are counted into `errors`). With `stamps`
 /// non-null, the timer is stamped every `STAMP_EVERY` calls.
 ///
@@ -449,6 +440,7 @@ unsafe fn word_calls<const Q: usize, const R: usize>(
     stamps: *mut u64,
     errors: *mut u32,
     memory: Memory,
+    delay_ns: u64,
     request: impl Fn(u32) -> [u8; Q],
     right: impl Fn(u32, Result<u32, ferry_device::ferry_rpc::Error>, [u8; R]) -> bool,
 ) {
@@ -462,7 +454,12 @@ unsafe fn word_calls<const Q: usize, const R: usize>(
         let mut reply = [0u8; R];
         match client.open_for_words(opcode::NOOP) {
             Ok(mut port) => {
-                let status = port.call_words_with(&request(i), &mut reply, memory);
+                let call = port.send_words_with(&request(i), R, memory);
+                if delay_ns > 0 {
+                    let t = globaltimer();
+                    while globaltimer() - t < delay_ns {}
+                }
+                let status = port.recv_words(call, &mut reply);
                 if !right(i, status, reply) {
                     wrong += 1;
                 }
@@ -527,6 +524,7 @@ pub unsafe extern "ptx-kernel" fn call_values_two_in_one_out(
             core::ptr::null_mut(),
             errors,
             Memory::ValuesOnly,
+            0,
             |i| x(i).to_le_bytes(),
             |i, status, reply: [u8; 4]| {
                 status == Ok(status::OK) && u32::from_le_bytes(reply) == (x(i) + 1) as u32
@@ -550,6 +548,7 @@ unsafe fn one_word(iters: u32, errors: *mut u32) {
             core::ptr::null_mut(),
             errors,
             Memory::ValuesOnly,
+            0,
             |i| i.to_le_bytes(),
             |_, status, _: [u8; 4]| status == Ok(status::BAD_REQUEST),
         )

@@ -69,47 +69,46 @@
 //!    ([`Memory::ValuesOnly`]) skips it, and the acquire fence of step 4.
 //! 3. Each lane stores its request words; the first lane stores the meta words, then the head,
 //!    then its group's bell. No fence between them: the server checks every word's sequence.
-//! 4. With a clock in the wait policy (`Wait::clock_ns`: a GPU's), the lanes first wait until
-//!    the reply is likely written: a poll is a read across the bus, and one that goes out just
-//!    before the reply is written comes back without it, the next a whole trip later. The wait
-//!    is learned by the handle from its calls (`learn_first_poll`: a little shorter after a
-//!    first poll that found the reply, longer after one that did not when the reply came soon
-//!    after). Each lane polls its own reply words, all loads issued together (a lone lane's two
-//!    at a time with one vector load; one trip across the bus
-//!    per poll), until every one carries the sequence (only the first for a status other than
-//!    OK, which carries no reply); then an ACQUIRE fence, so whatever the handler made visible
-//!    before replying is visible after. A lone lane polls its own words until they come. In a
-//!    group, after a few such polls (a lone warp's reply is there by then) only the first lane
-//!    polls, one word, the served word the server writes after every lane's: every lane polling
-//!    its words would fill the bus when thousands of warps wait at once. Then each lane still
-//!    without its words polls them again. A group gives up together ([`Error::Stalled`] in every
-//!    lane) if the wait policy gave up on any lane.
+//! 4. With a clock in the wait policy (`Wait::clock_ns`: a GPU's), the lanes first wait until the
+//!    reply is likely written: a poll is a read across the bus, and one that goes out just before
+//!    the reply is written comes back without it, the next a whole trip later. The wait is learned
+//!    by the handle from its calls (`learn_first_poll`: a little shorter after a first poll that
+//!    found the reply, longer after one that did not when the reply came soon after). Each lane
+//!    polls its own reply words, all loads issued together (a lone lane's two at a time with one
+//!    vector load; one trip across the bus per poll), until every one carries the sequence (only
+//!    the first for a status other than OK, which carries no reply); then an ACQUIRE fence, so
+//!    whatever the handler made visible before replying is visible after. A lone lane polls its own
+//!    words until they come. In a group, after a few such polls (a lone warp's reply is there by
+//!    then) only the first lane polls, one word, the served word the server writes after every
+//!    lane's: every lane polling its words would fill the bus when thousands of warps wait at once.
+//!    Then each lane still without its words polls them again. A group gives up together
+//!    ([`Error::Stalled`] in every lane) if the wait policy gave up on any lane.
 //!
-//! **The server** first has the CPU fetch the lines of the last port it served (its head, meta and
-//! request words: the client that called last is the likeliest to call again, and its lines are
-//! misses once it has), then reads the summits. A summit that changed names the port that rang it
-//! last: that port's call is served at once, before any bell is read. Then the server reads the
-//! bells under the summits that changed: a summit
-//! that holds what it held when the server last found every group under it done with spares the
-//! reading of its 32 bells, and a group whose bell holds what it held when the server last found
-//! every head of the group done with is skipped, so an idle pass over thousands of ports costs one
-//! load per 1024 of them (and the swept group's, below). A client rings its group's bell after its
-//! head, and its summit after its bell. Each head of the other groups is compared with the last
-//! head it saw on that port (a copy of its own); a head whose sequence differs from the port's
-//! served word is a request. A bell is only a hint: the head and the bell are stored without a
-//! fence between them, so a server may see a bell before its head, find nothing new and settle the
-//! group. So every pass also sweeps one group whatever its bell says (each group in turn), and a
-//! pass after one that served many calls reads every head and no bell (under load nearly every
-//! group has rung): a head seen after its bell waits at most one sweep of the groups, never
-//! forever. For each request it reads the meta words and every lane's request words (acquire loads
-//! checking their sequence, all of them in one look with no branch per word, and only if one has
-//! not arrived a few more loads of each; a word still not there leaves the port to the next pass,
-//! so no port waits for another; a head that moved on is a client that gave up and called again:
-//! that call is dropped), serves every lane in one dispatch (`Handler::handle_inline_lanes`: a
-//! derived service decodes the opcode once), and then writes the reply words in one burst (release
-//! stores), then the served word. The burst matters: the client polls those lines, and each of its
-//! reads takes a line the server is writing away from it. A handler that cannot serve the call this
-//! way answers [`DECLINED`]: the client then makes the call through the packets.
+//! **The server** first has the CPU fetch the lines of the last port it served (its head, its meta
+//! words and the first two rows of its request words: the client that called last is the likeliest
+//! to call again, and its lines are misses once it has), then reads the summits. A summit that
+//! changed names the port that rang it last: that port's call is served at once, before any bell is
+//! read. Then the server reads the bells under the summits that changed: a summit that holds what
+//! it held when the server last found every group under it done with spares the reading of its 32
+//! bells, and a group whose bell holds what it held when the server last found every head of the
+//! group done with is skipped, so an idle pass over thousands of ports costs one load per 1024 of
+//! them (and the swept group's, below). A client rings its group's bell after its head, and its
+//! summit after its bell. Each head of the other groups is compared with the last head it saw on
+//! that port (a copy of its own); a head whose sequence differs from the port's served word is a
+//! request. A bell is only a hint: the head and the bell are stored without a fence between them,
+//! so a server may see a bell before its head, find nothing new and settle the group. So every pass
+//! also sweeps one group whatever its bell says (each group in turn), and a pass after one that
+//! served many calls reads every head and no bell (under load nearly every group has rung): a head
+//! seen after its bell waits at most one sweep of the groups, never forever. For each request it
+//! reads the meta words and every lane's request words (acquire loads checking their sequence, all
+//! of them in one look with no branch per word, and only if one has not arrived a few more loads of
+//! each; a word still not there leaves the port to the next pass, so no port waits for another; a
+//! head that moved on is a client that gave up and called again: that call is dropped), serves
+//! every lane in one dispatch (`Handler::handle_inline_lanes`: a derived service decodes the opcode
+//! once), and then writes the reply words in one burst (release stores), then the served word. The
+//! burst matters: the client polls those lines, and each of its reads takes a line the server is
+//! writing away from it. A handler that cannot serve the call this way answers [`DECLINED`]: the
+//! client then makes the call through the packets.
 //!
 //! The packets and the word lines of one port never carry a call at once: a word call is made on
 //! a port whose packet the client holds, and it leaves the packet there.
@@ -960,8 +959,8 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
     /// it saw (zero at first; keep it between calls, and give it to this handle only):
     /// [`seen_words`](Self::seen_words) words, each port's last head, each group's last bell,
     /// which group the next pass sweeps, the last port served and whether the next pass reads
-    /// every head (the last word: set it to 1 for that; [`WordScan::read_every_head`]). Returns how many calls it
-    /// served (0 if none, or the region has no word lines).
+    /// every head (the last word: set it to 1 for that; [`WordScan::read_every_head`]). Returns
+    /// how many calls it served (0 if none, or the region has no word lines).
     ///
     /// A pass reads one bell word per group of [`BELL_PORTS`] ports, and the heads of a group
     /// only when its bell changed since a pass last found every head of the group done with,
@@ -971,9 +970,8 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
     /// all it finds rather than one: a busy server pays a pass for many calls. A pass that is
     /// not busy first has the CPU fetch the lines of the last port it served (its head, its
     /// request's meta words and first two rows of words: loads of lines nobody wrote since cost
-    /// next to nothing), so a
-    /// client calling again is read in the time of one miss, not of the summit's and then its
-    /// own. Call it from one thread (a server handle has one lane).
+    /// next to nothing), so a client calling again is read in the time of one miss, not of the
+    /// summit's and then its own. Call it from one thread (a server handle has one lane).
     ///
     /// # Panics
     ///
@@ -1024,9 +1022,9 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         // summit's load below: the client that called last is the likeliest to call next, and
         // its lines are a miss when it has (the other side wrote them), which would otherwise
         // wait for the summit's miss to name the port.
-        let hot = rest[1].wrapping_sub(1);
-        if !busy && hot < u64::from(range.end) && hot >= u64::from(range.start) {
-            self.prefetch_call(hot as u32);
+        let hot = u32::try_from(rest[1].wrapping_sub(1)).ok();
+        if let Some(port) = hot.filter(|port| !busy && range.contains(port)) {
+            self.prefetch_call(port);
         }
         let first_group = (range.start / BELL_PORTS) as usize;
         let mut count = 0;
@@ -1784,14 +1782,27 @@ mod arrival {
     /// Writes a lone lane's whole call of opcode 7 on `port` (`value` as a `u64`, 8 bytes each
     /// way), its head too, but not its bell.
     fn write_without_bell(region: &HeapRegion<PerPort>, port: u32, seq: u32, value: u32) {
+        write_words(region, port, seq, value);
+        write_head(region, port, seq);
+    }
+
+    /// Writes the meta words (lane 0 alone, 8 bytes each way) and the head of a call of opcode 7
+    /// on `port`, but not its request words or its bell.
+    fn write_head(region: &HeapRegion<PerPort>, port: u32, seq: u32) {
+        let r = region.region();
+        let (line, _) = r.word_lines(port);
+        line[0].store(word(1, seq), Ordering::Relaxed);
+        line[2].store(word(8 | 8 << 8, seq), Ordering::Relaxed);
+        r.heads()[port as usize].store(word(7, seq), Ordering::Release);
+    }
+
+    /// Writes a lone lane's request words on `port`: `value` as a `u64`.
+    fn write_words(region: &HeapRegion<PerPort>, port: u32, seq: u32, value: u32) {
         let r = region.region();
         let (line, _) = r.word_lines(port);
         let row = r.layout().row_words();
-        line[0].store(word(1, seq), Ordering::Relaxed);
-        line[2].store(word(8 | 8 << 8, seq), Ordering::Relaxed);
         line[at(row, true, 0, 0)].store(word(value, seq), Ordering::Relaxed);
         line[at(row, true, 1, 0)].store(word(0, seq), Ordering::Relaxed);
-        r.heads()[port as usize].store(word(7, seq), Ordering::Release);
     }
 
     #[test]
@@ -1960,12 +1971,9 @@ mod arrival {
         let mut seen = vec![0u64; server.seen_words()];
         let r = region.region();
         let port = 5 * BELL_PORTS + 3;
-        let (line, _) = r.word_lines(port);
         let seq = 1;
         // Its head, meta words and summit are there; its request words and its bell not yet.
-        line[0].store(word(1, seq), Ordering::Relaxed);
-        line[2].store(word(8 | 8 << 8, seq), Ordering::Relaxed);
-        r.heads()[port as usize].store(word(7, seq), Ordering::Relaxed);
+        write_head(&region, port, seq);
         r.summits()[0].store(bell(port, seq), Ordering::Relaxed);
         assert_eq!(
             server.serve_words(&mut seen, lane_by_lane(plus_one), |_| {}),
@@ -1973,9 +1981,8 @@ mod arrival {
         );
         // The words arrive (the bell still not): the next pass serves the call, not the sweep
         // of its group 123 passes later.
+        write_words(&region, port, seq, 9);
         let row = r.layout().row_words();
-        line[at(row, true, 0, 0)].store(word(9, seq), Ordering::Relaxed);
-        line[at(row, true, 1, 0)].store(word(0, seq), Ordering::Relaxed);
         assert_eq!(
             server.serve_words(&mut seen, lane_by_lane(plus_one), |_| {}),
             1
@@ -1996,14 +2003,9 @@ mod arrival {
         let mut seen = vec![0u64; server.seen_words()];
         // A call whose head and meta words are there, its request words not yet.
         let port = client.open_for_words(7).unwrap();
-        let r = region.region();
-        let (line, _) = r.word_lines(port.index());
         let seq = 1;
         client.word_seqs()[port.index() as usize].store(seq, Ordering::Relaxed);
-        line[0].store(word(1, seq), Ordering::Relaxed);
-        line[1].store(word(0, seq), Ordering::Relaxed);
-        line[2].store(word(8 | 8 << 8, seq), Ordering::Relaxed);
-        r.heads()[port.index() as usize].store(word(7, seq), Ordering::Release);
+        write_head(&region, port.index(), seq);
         // A second call on another port, complete.
         let mut other = client.open_for_words(7).unwrap();
         let call = other.send_words(&41u64.to_le_bytes(), 8);
@@ -2020,9 +2022,7 @@ mod arrival {
             0
         );
         // Its words arrive: the next pass serves it.
-        let row = r.layout().row_words();
-        line[at(row, true, 0, 0)].store(word(9, seq), Ordering::Relaxed);
-        line[at(row, true, 1, 0)].store(word(0, seq), Ordering::Relaxed);
+        write_words(&region, port.index(), seq, 9);
         assert_eq!(
             server.serve_words(&mut seen, lane_by_lane(plus_one), |_| {}),
             1

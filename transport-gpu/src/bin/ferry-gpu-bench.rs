@@ -379,28 +379,19 @@ fn word_timing(
         let (t0, c0) = (Instant::now(), tsc());
         std::thread::sleep(Duration::from_millis(20));
         let ghz = (tsc() - c0) as f64 / ns(t0.elapsed());
-        let names = [
-            "pass start→summit",
-            "summit→bell",
-            "bell→heads read",
-            "heads→meta read",
-            "meta→request words",
-            "request words→handler start",
-            "handler",
-            "handler end→served word",
-        ];
-        let pairs = [
-            (0, 1),
-            (1, 2),
-            (2, 3),
-            (3, 4),
-            (4, 5),
-            (5, 6),
-            (6, 7),
-            (7, 9),
+        // Each step: its name and the stamps it lies between (`ferry_rpc::trace`).
+        let steps = [
+            ("pass start→summit", 0, 1),
+            ("summit→bell", 1, 2),
+            ("bell→heads read", 2, 3),
+            ("heads→meta read", 3, 4),
+            ("meta→request words", 4, 5),
+            ("request words→handler start", 5, 6),
+            ("handler", 6, 7),
+            ("handler end→served word", 7, 9),
         ];
         let mut row = String::new();
-        for (name, (a, b)) in names.iter().zip(pairs) {
+        for (name, a, b) in steps {
             let mut v: Vec<f64> = traces
                 .iter()
                 .map(|t| t[b].wrapping_sub(t[a]) as i64 as f64 / ghz)
@@ -1470,9 +1461,6 @@ fn ab_compare(
     Ok(())
 }
 
-/// The floor's exchange with its poll kept several reads deep, of one word (the bench program's
-/// `pingpong_piped_*` kernels) or of one word in each of several lines the echo writes
-/// (`pingpong_split_*`), beside the floor itself, alternated over `reps` (`--poll-probe`).
 /// The floor's exchange and a kept port's no-op word call (one warp; lane 0 alone) with the first
 /// poll of the reply delayed by a few hundred ns after the send (the bench program's
 /// `pingpong_delay_*` and `words_delay_*` kernels), alternated over `reps` (`--delay-probe`).
@@ -1501,23 +1489,34 @@ fn delay_probe(cuda: &Cuda, rust: &Module, iters: u32, reps: usize) -> Result<()
             wrong += e;
         }
     }
-    let base = median(&mut runs[0].clone());
-    println!("| the first poll delayed after the send ({reps} repetitions) | ns, median (range) | × the floor |");
-    println!("|---|---|---|");
-    for (name, r) in floors
-        .iter()
-        .map(|s| s.to_string())
-        .chain(calls)
-        .zip(&mut runs)
-    {
-        let (lo, hi) = spread(r);
-        let m = median(r);
-        println!("| {name} | {m:.0} ({lo:.0}–{hi:.0}) | {:.2} |", m / base);
-    }
+    let names = floors.iter().map(|s| s.to_string()).chain(calls);
+    probe_table(
+        &format!("the first poll delayed after the send ({reps} repetitions)"),
+        names.zip(&mut runs),
+    );
     println!("wrong replies: {wrong}");
     Ok(())
 }
 
+/// Prints a probe's table: each row's median over the repetitions, their range, and its ratio to
+/// the first row's median (the floor).
+fn probe_table<'r>(title: &str, rows: impl IntoIterator<Item = (String, &'r mut Vec<f64>)>) {
+    let mut rows: Vec<_> = rows.into_iter().collect();
+    let Some(base) = rows.first_mut().map(|(_, r)| median(r)) else {
+        return;
+    };
+    println!("| {title} | ns, median (range) | × the floor |");
+    println!("|---|---|---|");
+    for (name, r) in rows {
+        let (lo, hi) = spread(r);
+        let m = median(r);
+        println!("| {name} | {m:.0} ({lo:.0}–{hi:.0}) | {:.2} |", m / base);
+    }
+}
+
+/// The floor's exchange with its poll kept several reads deep, of one word (the bench program's
+/// `pingpong_piped_*` kernels) or of one word in each of several lines the echo writes
+/// (`pingpong_split_*`), beside the floor itself, alternated over `reps` (`--poll-probe`).
 fn poll_probe(cuda: &Cuda, rust: &Module, iters: u32, reps: usize) -> Result<(), Error> {
     // (The kernel, and the lines the echo writes.)
     let kernels = [
@@ -1536,14 +1535,13 @@ fn poll_probe(cuda: &Cuda, rust: &Module, iters: u32, reps: usize) -> Result<(),
             runs[k].push(floor_lines(cuda, rust.function(name)?, iters, lines)?);
         }
     }
-    let base = median(&mut runs[0].clone());
-    println!("| flag ping-pong, the poll kept K reads deep, G ns apart ({reps} repetitions) | ns, median (range) | × the floor |");
-    println!("|---|---|---|");
-    for ((name, _), r) in kernels.iter().zip(&mut runs) {
-        let (lo, hi) = spread(r);
-        let m = median(r);
-        println!("| {name} | {m:.0} ({lo:.0}–{hi:.0}) | {:.2} |", m / base);
-    }
+    probe_table(
+        &format!("flag ping-pong, the poll kept K reads deep, G ns apart ({reps} repetitions)"),
+        kernels
+            .iter()
+            .map(|(name, _)| name.to_string())
+            .zip(&mut runs),
+    );
     Ok(())
 }
 
