@@ -165,6 +165,8 @@ impl<'c, 'a, L: Lanes, M: Mailbox, W: Wait> Printer<'c, 'a, L, M, W> {
             }
         }
         let mut port = self.client.open(opcode)?;
+        // (`Print` and `EPrint` have no fixed arguments: the text is the whole stream.)
+        port.set_request_len(0);
         self.last.set(Some(port.index()));
         let result = match port.send_n(|_| bytes) {
             Ok(()) => Ok(()),

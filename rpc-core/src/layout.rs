@@ -80,7 +80,9 @@ impl Slot {
 pub enum HeaderWord {
     /// Lane mask of the warp that opened the port (bit `i`: slot `i` carries data).
     Mask = 0,
-    /// The opcode the client opened the port with.
+    /// The opcode the client opened the port with (the low 32 bits); the high 32 bits are the
+    /// length of a derived call's fixed arguments plus one, 0 if the client did not say it
+    /// (`Port::set_request_len`).
     Opcode = 1,
     /// A status the sending side may set before a send (services use it for errors).
     Status = 2,

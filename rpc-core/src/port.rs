@@ -82,6 +82,25 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
         self.opcode
     }
 
+    /// Says, before the first `send`, that this call's fixed arguments are `len` bytes (a
+    /// client; the generated calls do it), so that the server refuses a request whose length is
+    /// not its call's: the opcode word's upper half carries `len + 1`, 0 when not said (the open
+    /// writes the whole word, so no earlier call's length is ever left there).
+    #[inline(always)]
+    pub fn set_request_len(&mut self, len: usize) {
+        let said = (len as u64).min(u32::MAX as u64 - 1) + 1;
+        self.set_header(HeaderWord::Opcode, self.opcode as u64 | said << 32);
+    }
+
+    /// The length of the fixed arguments the client said its call has
+    /// ([`set_request_len`](Self::set_request_len)), `None` if it said none. Meaningful on a
+    /// server after the open, while it holds the packet.
+    pub fn request_len(&self) -> Option<u32> {
+        (self.read_header(HeaderWord::Opcode) >> 32)
+            .checked_sub(1)
+            .map(|n| n as u32)
+    }
+
     /// The lanes whose slots carry data (bit `i`: slot `i`).
     pub fn lane_mask(&self) -> u64 {
         self.packet_mask

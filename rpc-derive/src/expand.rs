@@ -1108,6 +1108,16 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     } else {
         quote!(#p::reply_error(port, #s::status::BAD_REQUEST)?;)
     };
+    // A request whose fixed arguments are not this call's length (a client built from another
+    // definition that skipped the checked attach, or one that did not say it) is refused before
+    // any byte of it is read: the packet goes back with the status (a one-way caller, which
+    // reads no answer, gets its port back so).
+    let check_len = quote! {
+        if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
+            #p::reply_error(port, #s::status::BAD_REQUEST)?;
+            return #bad_request;
+        }
+    };
 
     // Fixed arguments and a fixed reply: every lane's arguments are checked first (nothing runs
     // if one does not decode), then each slot becomes its reply in place.
@@ -1130,6 +1140,7 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
             #opcode => {
                 const __RPC_Q: usize = #q;
                 const __RPC_R: usize = #r;
+                #check_len
                 // Arguments that cannot fail to decode (every byte pattern a value): one pass,
                 // each slot turned into its reply in place.
                 #[allow(unused_imports)]
@@ -1317,6 +1328,7 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
         #opcode => {
             const __RPC_Q: usize = #q;
             #reply_size_const
+            #check_len
             let __rpc_lanes = #p::handled_lanes(port);
             #receive
             // The arguments (and streamed bodies, which may be read in place, borrowing the

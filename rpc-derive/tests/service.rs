@@ -390,6 +390,7 @@ fn arguments_whose_bytes_are_not_values_are_refused_before_any_handler() {
         // Hand-made requests through a raw port: a `Mode` of 7, a `bool` of 2.
         for bad in [apply_bytes(0, 7, 1, 0), apply_bytes(0, 1, 1, 2)] {
             let mut port = client.open(apply_opcode()).unwrap();
+            port.set_request_len(bad.len());
             port.send(|slot, _| {
                 slot.words = [0; 8];
                 slot.as_bytes_mut()[..bad.len()].copy_from_slice(&bad);
@@ -402,6 +403,7 @@ fn arguments_whose_bytes_are_not_values_are_refused_before_any_handler() {
         // The same bytes with valid values are served.
         let mut port = client.open(apply_opcode()).unwrap();
         let good = apply_bytes(0, 1, 4, 1);
+        port.set_request_len(good.len());
         let mut reply = [0u8; 9];
         port.send(|slot, _| {
             slot.words = [0; 8];

@@ -124,8 +124,15 @@ pub struct ClientConfig {
     /// The services this client will call, by name and fingerprint: attaching fails unless the
     /// server serves each (see [`ClientConfig::service`]).
     pub services: Vec<(&'static str, u64)>,
-    /// How long to wait for a free port, or for the server inside a call, before giving up (a
-    /// generated client's `with_deadline` overrides it for its calls).
+    /// How long a call may take, from claiming a port to its reply, every wait of the call
+    /// together (a generated client's `with_deadline` overrides it for its calls). A call past it
+    /// returns `Transport::Deadline` (`ShmError::Deadline` for a raw call), or
+    /// `Transport::NoFreePort` if no port became free, and never a reply that came after it.
+    /// The time is counted from the first reading of the clock in the call (after at most a few
+    /// hundred polls: a call answered within them reads no clock) and the clock is read between
+    /// every two waits of the backoff, so a call returns within the deadline plus the time its
+    /// thread was not running since the last reading: about a millisecond on a loaded machine
+    /// (a scheduler's time slice), microseconds on an idle one.
     pub deadline: Duration,
     /// Keep the claimed port between calls (until the handle is dropped or
     /// [`ShmClient::release_port`]): each call then skips the claim's compare-and-swap and the
@@ -297,6 +304,7 @@ impl ShmClient {
             service::Error::Transport(Transport::NoServer) => self.no_server(),
             service::Error::Transport(Transport::ShuttingDown) => ShmError::ShuttingDown,
             service::Error::Transport(Transport::NoFreePort) => ShmError::NoFreePort,
+            service::Error::Transport(Transport::Deadline) => ShmError::Deadline,
             service::Error::Transport(Transport::PortLost { port }) => ShmError::PortLost { port },
             service::Error::Transport(Transport::Protocol(e)) => ShmError::Call(e),
             e => ShmError::Refused(e.to_string()),
@@ -317,6 +325,8 @@ impl ShmClient {
         // must still reach us (`begin`). A kept claim is checked to be still ours (one load of a
         // word only its holder writes while the protocol is kept): one taken behind our back is
         // dropped, and a new claim made.
+        // The call's deadline counts from here, over the claim and every wait of the call.
+        let _deadline = DeadlineGuard::set(&self.wait, deadline);
         let (index, mine) = match self.held.take() {
             Some(held)
                 if self.mapped.state().load(Ordering::Acquire) == STATE_SERVING
@@ -331,7 +341,6 @@ impl ShmClient {
             mine,
             armed: true,
         };
-        let _deadline = DeadlineGuard::set(&self.wait, deadline);
         let result = {
             let inline = ClientInline::new(
                 self.mapped.inline_bitmap(),
@@ -349,7 +358,19 @@ impl ShmClient {
                 locks: &self.locks,
             };
             // Dropping the claim (also when `f` panics) takes its process's port back.
-            f(&claimed)
+            match f(&claimed) {
+                // A wait that gave up: at the call's deadline, or because the server is gone.
+                Err(service::Error::Transport(Transport::Protocol(ferry_rpc::Error::Stalled))) => {
+                    Err(service::Error::Transport(if self.wait.expired() {
+                        Transport::Deadline
+                    } else if !self.wait.server_alive() {
+                        Transport::NoServer
+                    } else {
+                        Transport::Protocol(ferry_rpc::Error::Stalled)
+                    }))
+                }
+                result => result,
+            }
         };
         self.cursor.set(index);
         let complete = match &result {
@@ -486,6 +507,7 @@ impl<'a> DeadlineGuard<'a> {
     #[inline(always)]
     fn set(wait: &'a ClientWait, deadline: Option<Duration>) -> Self {
         let previous = deadline.map(|d| wait.replace_deadline(d));
+        wait.begin_call();
         DeadlineGuard { wait, previous }
     }
 }

@@ -42,6 +42,14 @@ pub enum ShmError {
         /// The serving process, if its header could be read.
         pid: Option<u32>,
     },
+    /// A file stands at the path that is not a stale ferry file (not a ferry file at all, or of
+    /// a format this ferry does not know): a server never replaces it.
+    NotStale {
+        /// The file.
+        path: PathBuf,
+        /// What was found, in words.
+        why: String,
+    },
     /// The file was left by a server that is no longer running (or has stopped).
     NoServer {
         /// The file.
@@ -53,6 +61,9 @@ pub enum ShmError {
     ShuttingDown,
     /// No port became free before the deadline.
     NoFreePort,
+    /// The call's deadline passed before its reply came: the reply, if one comes, is discarded;
+    /// whether the server ran the call is unknown.
+    Deadline,
     /// This process's id does not fit an owner word (`owner::PID_BITS` bits; every Linux pid
     /// does), so it cannot claim ports.
     PidTooLarge(u32),
@@ -120,6 +131,11 @@ impl std::fmt::Display for ShmError {
                 Some(pid) => write!(f, "{} is already served by process {pid}", path.display()),
                 None => write!(f, "{} is already served by another process", path.display()),
             },
+            ShmError::NotStale { path, why } => write!(
+                f,
+                "refusing to replace {}: {why} (choose another name, or remove the file yourself)",
+                path.display()
+            ),
             ShmError::NoServer { path, pid } => write!(
                 f,
                 "{} was left by server process {pid}, which is no longer serving",
@@ -127,6 +143,9 @@ impl std::fmt::Display for ShmError {
             ),
             ShmError::ShuttingDown => f.write_str("the server is shutting down"),
             ShmError::NoFreePort => f.write_str("no port became free before the deadline"),
+            ShmError::Deadline => f.write_str(
+                "the call's deadline passed before its reply came (whether the server ran it is unknown)",
+            ),
             ShmError::PidTooLarge(pid) => write!(
                 f,
                 "process id {pid} does not fit in the {} bits an owner word gives it",

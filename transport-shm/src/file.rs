@@ -12,10 +12,13 @@
 //!
 //! **Stale files.** If the name exists, the server opens it (`O_NOFOLLOW`) and tries the lock
 //! without blocking. Held: a live server serves it, and creating fails with
-//! [`ShmError::AlreadyServing`]. Free: its server died (the kernel drops a dead process's locks);
-//! the new server, holding the old file's lock so no third server can judge it at the same time,
-//! checks that the name still names that very file (device and inode), unlinks it and publishes its
-//! own.
+//! [`ShmError::AlreadyServing`]. Free: the new server, holding the old file's lock so no third
+//! server can judge it at the same time, reads its header. Only a ferry file (the magic, a format
+//! version ferry wrote) whose server is gone (the kernel drops a dead process's locks, and the
+//! process its header names is not running) is replaced: the server checks that the name still
+//! names that very file (device and inode), unlinks it and publishes its own. Anything else under
+//! the name (a user's file under a mistyped name, another program's file) is left as it is, and
+//! creating fails with [`ShmError::NotStale`].
 //!
 //! **Attaching.** A client opens the name (`O_NOFOLLOW`), reads the header with `pread` and checks
 //! every field against the file's real size ([`Geometry::decode`]) before mapping it; then it checks
@@ -33,7 +36,8 @@ use rustix::fs::{AtFlags, FlockOperation, Mode, OFlags, CWD};
 
 use crate::error::ShmError;
 use crate::header::{
-    Geometry, HEADER_SIZE, SERVICE_ENTRY, STATE_OFFSET, STATE_SERVING, STATE_STOPPED,
+    Geometry, FORMAT_VERSION, HEADER_SIZE, MAGIC, SERVICE_ENTRY, STATE_OFFSET, STATE_SERVING,
+    STATE_STOPPED,
 };
 use crate::owner::process_alive;
 use crate::sync::{AtomicU32, AtomicU64};
@@ -422,8 +426,12 @@ fn fill_and_publish(
             }
             Err(e) => return Err(io("locking", path, e)),
         }
-        // We hold the stale file's lock: no other new server can judge it now. Remove it only if
-        // the name still names it (another server may have replaced it already).
+        // We hold the old file's lock: no other new server can judge it now. Only a file proven
+        // to be a ferry file whose server is gone is ours to replace; anything else (a user's
+        // file under a mistyped name, another program's) is left untouched.
+        check_stale(&old, path)?;
+        // Remove it only if the name still names it (another server may have replaced it
+        // already).
         if same_file(&old, path) {
             rustix::fs::unlinkat(CWD, path, AtFlags::empty())
                 .map_err(|e| io("removing the stale", path, e))?;
@@ -469,6 +477,58 @@ fn reserve(file: &File, tmp: &Path, path: &Path, size: u64) -> Result<(), ShmErr
     Ok(())
 }
 
+/// Checks that `old`, whose lock this side holds, is a stale ferry file: its first bytes are
+/// the ferry magic and a format version ferry has written, and, where its header is whole and of
+/// this version, the server it names is not running. Anything else is
+/// [`ShmError::NotStale`]: a file ferry did not write is never replaced.
+fn check_stale(old: &File, path: &Path) -> Result<(), ShmError> {
+    let size = rustix::fs::fstat(old)
+        .map_err(|e| io("inspecting", path, e))?
+        .st_size as u64;
+    let (head, got) = read_head(old, path)?;
+    let refuse = |why: &str| ShmError::NotStale {
+        path: path.to_path_buf(),
+        why: why.to_string(),
+    };
+    if got < 12 || head[0..8] != MAGIC {
+        return Err(refuse("it is not a ferry shared-memory file"));
+    }
+    let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+    if version == 0 || version > FORMAT_VERSION {
+        return Err(refuse(&format!(
+            "its format version {version} is not one this ferry knows"
+        )));
+    }
+    if version == FORMAT_VERSION {
+        // A whole header names its server: one still running is not gone, even with its lock
+        // free (a file it no longer locks, held open by a process of its own).
+        if let Ok(g) = Geometry::decode(&head[..got], size, None) {
+            if process_alive(g.server_pid(), g.server_start()) {
+                return Err(ShmError::AlreadyServing {
+                    path: path.to_path_buf(),
+                    pid: Some(g.server_pid()),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The file's first bytes, up to a header's worth, and how many it has.
+fn read_head(file: &File, path: &Path) -> Result<([u8; HEADER_SIZE], usize), ShmError> {
+    let mut head = [0u8; HEADER_SIZE];
+    let mut got = 0;
+    while got < HEADER_SIZE {
+        match file.read_at(&mut head[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io("reading the header of", path, e)),
+        }
+    }
+    Ok((head, got))
+}
+
 fn read_pid(file: &File) -> Option<u32> {
     let mut h = [0u8; HEADER_SIZE];
     file.read_exact_at(&mut h, 0).ok()?;
@@ -482,16 +542,7 @@ pub(crate) fn attach(path: &Path, expected: &[(&'static str, u64)]) -> Result<Ma
     let size = rustix::fs::fstat(&file)
         .map_err(|e| io("inspecting", path, e))?
         .st_size as u64;
-    let mut head = [0u8; HEADER_SIZE];
-    let mut got = 0;
-    while got < HEADER_SIZE {
-        match file.read_at(&mut head[got..], got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io("reading the header of", path, e)),
-        }
-    }
+    let (head, got) = read_head(&file, path)?;
     let geometry =
         Geometry::decode(&head[..got], size, None).map_err(|error| ShmError::Header {
             path: path.to_path_buf(),

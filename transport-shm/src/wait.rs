@@ -27,50 +27,103 @@ const MAX_SLEEP: Duration = Duration::from_millis(1);
 /// Sleeps between two liveness checks.
 const CHECK_EVERY: u32 = 8;
 
-/// The backoff schedule with a deadline counted from the first sleep.
+/// Spinning polls between two readings of the clock (the first after as many): a reply that
+/// comes within them costs no clock read.
+const SPIN_CLOCK_EVERY: u32 = 256;
+
+/// The backoff schedule with a deadline. The deadline is counted from the first reading of the
+/// clock in the span it covers (at most `SPIN_CLOCK_EVERY` spinning polls, well under a
+/// microsecond of polling, after the span's start): a client's span is its whole call ([`begin`],
+/// from claiming a port to its reply, every wait of the call together), a server worker's each
+/// wait. The clock is read every `SPIN_CLOCK_EVERY` spins, after every yield and after every sleep
+/// (each sleep cut to the time left), so a wait ends at most one reading late: the slack is the
+/// time the thread was not running between two readings, never a whole phase of the schedule.
+///
+/// [`begin`]: Backoff::begin
 #[derive(Debug)]
 struct Backoff {
     deadline: Cell<Duration>,
-    sleeping_since: Cell<Option<Instant>>,
+    /// When the current span ends (`None`: the clock not read yet in it).
+    until: Cell<Option<Instant>>,
+    /// Whether a wait of the current span ended at the deadline.
+    expired: Cell<bool>,
+    /// Whether each wait is a span of its own (a server worker's) rather than each call.
+    per_wait: bool,
 }
 
 impl Backoff {
-    fn new(deadline: Duration) -> Self {
+    fn new(deadline: Duration, per_wait: bool) -> Self {
         Backoff {
             deadline: Cell::new(deadline),
-            sleeping_since: Cell::new(None),
+            until: Cell::new(None),
+            expired: Cell::new(false),
+            per_wait,
         }
     }
 
-    /// Pauses for poll number `polls`; `Ok(true)` when a liveness check is due.
+    /// Starts a span: the deadline counts again.
+    #[inline(always)]
+    fn begin(&self) {
+        self.until.set(None);
+        self.expired.set(false);
+    }
+
+    /// The time left in the span, reading the clock (the first reading fixes the span's end);
+    /// `Err` once the deadline has passed.
+    fn left(&self) -> Result<Duration, Stalled> {
+        let now = Instant::now();
+        let until = match self.until.get() {
+            Some(until) => until,
+            None => {
+                let until = now
+                    .checked_add(self.deadline.get())
+                    .unwrap_or_else(far_future);
+                self.until.set(Some(until));
+                until
+            }
+        };
+        match until.checked_duration_since(now) {
+            Some(left) if !left.is_zero() => Ok(left),
+            _ => {
+                self.expired.set(true);
+                Err(Stalled)
+            }
+        }
+    }
+
+    /// Pauses for poll number `polls` of a wait; `Ok(true)` when a liveness check is due.
     fn pause(&self, polls: u32) -> Result<bool, Stalled> {
+        if self.per_wait && polls == 0 {
+            self.begin();
+        }
         if polls < SPINS {
             std::hint::spin_loop();
+            if polls % SPIN_CLOCK_EVERY == SPIN_CLOCK_EVERY - 1 {
+                self.left()?;
+            }
             return Ok(false);
         }
         if polls < SPINS + YIELDS {
             std::thread::yield_now();
+            self.left()?;
             return Ok(false);
         }
         let k = polls - SPINS - YIELDS;
-        let now = Instant::now();
-        let since = match self.sleeping_since.get() {
-            Some(t) if k > 0 => t,
-            _ => {
-                self.sleeping_since.set(Some(now));
-                now
-            }
-        };
-        if now.duration_since(since) >= self.deadline.get() {
-            return Err(Stalled);
-        }
+        let left = self.left()?;
         let sleep = FIRST_SLEEP
             .checked_mul(1 << k.min(10))
             .unwrap_or(MAX_SLEEP)
-            .min(MAX_SLEEP);
+            .min(MAX_SLEEP)
+            .min(left);
         std::thread::sleep(sleep);
+        self.left()?;
         Ok(k.is_multiple_of(CHECK_EVERY))
     }
+}
+
+/// An instant no deadline reaches (for a deadline too long for the clock).
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }
 
 /// A client's waiting policy: gives up when the server process is gone, has stopped, or has not
@@ -84,7 +137,7 @@ pub struct ClientWait {
 impl ClientWait {
     pub(crate) fn new(mapped: Arc<Mapped>, deadline: Duration) -> Self {
         ClientWait {
-            backoff: Backoff::new(deadline),
+            backoff: Backoff::new(deadline, false),
             mapped,
         }
     }
@@ -98,9 +151,21 @@ impl ClientWait {
             )
     }
 
-    /// Sets the deadline of the waits to come; returns the one it replaces.
+    /// Sets the deadline of the calls to come; returns the one it replaces.
     pub(crate) fn replace_deadline(&self, deadline: Duration) -> Duration {
         self.backoff.deadline.replace(deadline)
+    }
+
+    /// Starts a call: its deadline counts from here (from the first reading of the clock, after
+    /// a few hundred polls at most), over every wait of the call.
+    #[inline(always)]
+    pub(crate) fn begin_call(&self) {
+        self.backoff.begin();
+    }
+
+    /// Whether a wait of the current call ended because its deadline passed.
+    pub(crate) fn expired(&self) -> bool {
+        self.backoff.expired.get()
     }
 
     pub(crate) fn pause_polls(&self, polls: u32) -> Result<(), Stalled> {
@@ -132,7 +197,7 @@ pub struct ServerWait {
 impl ServerWait {
     pub(crate) fn new(mapped: Arc<Mapped>, stop: Arc<AtomicBool>, deadline: Duration) -> Self {
         ServerWait {
-            backoff: Backoff::new(deadline),
+            backoff: Backoff::new(deadline, true),
             mapped,
             stop,
             watched: Cell::new(None),

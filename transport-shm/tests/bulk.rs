@@ -263,6 +263,8 @@ fn hostile_lengths_are_refused_and_nothing_past_the_area_is_read() {
             // A first packet announcing `len` bytes, then up to `packets - 1` more (whatever
             // the area holds) unless the server refuses, then the reply.
             port.set_header(HeaderWord::Stream, 0);
+            // (`Fold` has no fixed arguments: the stream is the whole request.)
+            port.set_request_len(0);
             port.send(|s, _| s.words[0] = len)?;
             for _ in 1..packets {
                 port.recv(|_, _| {})?;

@@ -258,6 +258,54 @@ fn stale_file_is_detected_and_replaced() {
     assert_eq!(Demo::client(&shm).echo(3), Ok(echoed(3)));
 }
 
+/// Starting a server at `path` is refused with [`ShmError::NotStale`], and the file there keeps
+/// its bytes and stays (also after the refused server is gone).
+fn refuses_to_replace(path: &Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).unwrap();
+    let err = ShmServer::start(path, ServerConfig::default(), Demo::server(DemoService))
+        .map(|_| ())
+        .unwrap_err();
+    assert!(matches!(err, ShmError::NotStale { .. }), "{err}");
+    let said = err.to_string();
+    assert!(said.contains(&path.display().to_string()), "{said}");
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert_eq!(std::fs::read(path).unwrap(), bytes, "the file was changed");
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn a_file_that_is_not_a_stale_ferry_file_is_never_replaced() {
+    // A user's file under a mistyped name, outside /dev/shm.
+    let dir = std::env::temp_dir().join(format!("ferry-test-users-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    refuses_to_replace(&dir.join("data.bin"), b"precious\n");
+    // An empty file, and one as large as a region, of zeros.
+    refuses_to_replace(&dir.join("empty"), b"");
+    refuses_to_replace(&dir.join("zeros"), &vec![0u8; 1 << 20]);
+    std::fs::remove_dir(&dir).unwrap();
+    // Another program's file under ferry's own name in /dev/shm.
+    refuses_to_replace(&unique("foreign"), b"another program's state");
+    // The magic, but a format version no ferry wrote.
+    let mut future = write_stale_bytes();
+    future[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+    refuses_to_replace(&unique("future"), &future);
+    // A whole stale file of this version is still replaced (its server is gone).
+    let path = unique("still-stale");
+    std::fs::write(&path, write_stale_bytes()).unwrap();
+    let server =
+        ShmServer::start(&path, ServerConfig::default(), Demo::server(DemoService)).unwrap();
+    assert_eq!(server.created(), Created::ReplacedStale);
+}
+
+/// The bytes of a complete file a dead server of the demo service left.
+fn write_stale_bytes() -> Vec<u8> {
+    let path = unique("stale-bytes");
+    write_stale(&path);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    bytes
+}
+
 #[test]
 fn a_file_whose_server_pid_was_recycled_has_no_server() {
     // The header names a live pid (ours) but another start time: the server that wrote it died
@@ -427,6 +475,150 @@ enum OldDemo {
         /// The addend.
         a: u64,
     },
+}
+
+/// The demo service as a client built from a third definition knows it: `Add` takes three
+/// arguments (wider than the server's two).
+#[derive(ferry_rpc::RpcOpcodes)]
+#[rpc(service = "ferry.demo")]
+// The fields name the arguments; no code reads them as values (the client takes arguments).
+#[allow(dead_code)]
+enum WideDemo {
+    /// Adds three.
+    #[rpc(response = u64)]
+    Add {
+        /// The first addend.
+        a: u64,
+        /// The second addend.
+        b: u64,
+        /// The third addend.
+        c: u64,
+    },
+}
+
+#[test]
+fn a_request_of_another_length_is_refused_on_every_path() {
+    // Clients that skip the checked attach and call `Add` with 8 or 24 bytes of arguments where
+    // the server's `Add` takes 16: refused whether the call goes inline or through the packets,
+    // and the port is free again for a right call.
+    for inline in [true, false] {
+        let config = ServerConfig {
+            inline,
+            ..ServerConfig::default()
+        };
+        let server = ShmServer::start(unique("length"), config, Demo::server(DemoService)).unwrap();
+        let shm =
+            ShmClient::attach(server.path(), ClientConfig::default().deadline(DEADLINE)).unwrap();
+        assert_eq!(server.geometry().serves_inline(), inline);
+        let bad = Err(Error::Status(Status::BadRequest));
+        assert_eq!(
+            OldDemo::client(&shm).add(1_000_000_002),
+            bad,
+            "inline: {inline}"
+        );
+        assert_eq!(WideDemo::client(&shm).add(1, 2, 3), bad, "inline: {inline}");
+        assert_eq!(Demo::client(&shm).add(20, 22), Ok(42), "inline: {inline}");
+    }
+}
+
+/// Threads that keep every core busy until dropped.
+struct Busy(
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    Vec<std::thread::JoinHandle<()>>,
+);
+
+impl Busy {
+    fn start(threads: usize) -> Busy {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let handles = (0..threads)
+            .map(|_| {
+                let stop = std::sync::Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        Busy(stop, handles)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+        for h in self.1.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+#[test]
+fn a_call_returns_at_its_deadline_with_an_error_that_says_so_whatever_the_load() {
+    // Calls with a 100 ms deadline to a handler that sleeps 1 s, inline and through the packets,
+    // on an idle machine and with every core busy: each returns an error naming the deadline,
+    // well before the handler's second (never `Ok` after it).
+    const DEADLINE_MS: u64 = 100;
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    for busy in [false, true] {
+        for inline in [true, false] {
+            let config = ServerConfig {
+                inline,
+                workers: 2,
+                ..ServerConfig::default()
+            };
+            let server =
+                ShmServer::start(unique("deadline"), config, Demo::server(DemoService)).unwrap();
+            let _busy = busy.then(|| Busy::start(cores * 2));
+            let path = server.path().to_path_buf();
+            let took: Vec<Duration> = std::thread::scope(|s| {
+                let callers: Vec<_> = (0..4)
+                    .map(|_| {
+                        let path = &path;
+                        s.spawn(move || {
+                            let shm = ShmClient::attach(path, demo_config()).unwrap();
+                            let c = Demo::client(&shm)
+                                .with_deadline(Duration::from_millis(DEADLINE_MS));
+                            (0..3)
+                                .map(|_| {
+                                    let start = std::time::Instant::now();
+                                    let got = c.sleep(1_000_000);
+                                    let took = start.elapsed();
+                                    assert_eq!(
+                                        got,
+                                        Err(Error::Transport(Transport::Deadline)),
+                                        "busy {busy}, inline {inline}, after {took:?}"
+                                    );
+                                    took
+                                })
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                callers
+                    .into_iter()
+                    .flat_map(|c| c.join().unwrap())
+                    .collect()
+            });
+            let mut sorted = took.clone();
+            sorted.sort();
+            let (min, median, max) = (
+                sorted[0],
+                sorted[sorted.len() / 2],
+                sorted[sorted.len() - 1],
+            );
+            eprintln!(
+                "deadline {DEADLINE_MS} ms, busy {busy}, inline {inline}: \
+                 min {min:?} median {median:?} max {max:?}"
+            );
+            assert!(min >= Duration::from_millis(DEADLINE_MS), "{min:?}");
+            // The handler's second is far off: a call that waited for it would be caught here.
+            assert!(max < Duration::from_millis(600), "{sorted:?}");
+            assert!(Error::<SleepError>::Transport(Transport::Deadline)
+                .to_string()
+                .contains("deadline"),);
+        }
+    }
 }
 
 #[test]

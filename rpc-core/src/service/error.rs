@@ -83,6 +83,9 @@ pub enum Transport {
     ShuttingDown,
     /// No port became free before the deadline.
     NoFreePort,
+    /// The call's deadline passed before its reply came: a reply that comes later is discarded;
+    /// whether the server ran the call is unknown.
+    Deadline,
     /// The port the call ran on was taken from this client mid-call (the region was written
     /// behind the protocol's back): what was read is discarded, whether the call ran is unknown.
     PortLost {
@@ -207,6 +210,9 @@ impl fmt::Display for Transport {
             Transport::NoServer => f.write_str("no server is serving"),
             Transport::ShuttingDown => f.write_str("the server is shutting down"),
             Transport::NoFreePort => f.write_str("no port became free before the deadline"),
+            Transport::Deadline => f.write_str(
+                "the call's deadline passed before its reply came (whether the server ran it is unknown)",
+            ),
             Transport::PortLost { port } => write!(
                 f,
                 "port {port} was taken from this client during the call; its reply was discarded"

@@ -144,6 +144,7 @@ fn fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
         }
     }
     let mut port = site.process().open(opcode)?;
+    port.set_request_len(Q);
     port.send(|slot, _| write_slot(slot, request))?;
     port.recv(|slot, _| read_slot(slot, &mut reply))?;
     check(port.status(), opcode)?;
@@ -165,6 +166,7 @@ pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize
 ) -> Result<[u8; R], Error> {
     let mut reply = [0u8; R];
     let mut port = site.process().open(opcode)?;
+    port.set_request_len(Q);
     let armed = port.arm_announce();
     let (address, value) = armed.unwrap_or((0, 0));
     let mut request = *request;
@@ -187,6 +189,7 @@ pub fn call_oneway<C: CallSite + ?Sized, const Q: usize>(
     request: &[u8; Q],
 ) -> Result<(), Error> {
     let mut port = site.process().open(opcode)?;
+    port.set_request_len(Q);
     port.send(|slot, _| write_slot(slot, request))?;
     Ok(())
 }
@@ -224,6 +227,7 @@ fn stream_through_packets<C: CallSite + ?Sized, const Q: usize, const R: usize>(
 ) -> Result<[u8; R], Error> {
     let mut reply = [0u8; R];
     let mut port = site.process().open(opcode)?;
+    port.set_request_len(Q);
     send_parts(&mut port, prefix, body, oneway)?;
     if !oneway {
         port.recv(|slot, _| read_slot(slot, &mut reply))?;
@@ -487,6 +491,7 @@ fn call_streamed<C: CallSite + ?Sized, const Q: usize, O: ReplyOut>(
     tagged: bool,
 ) -> Result<(O, usize, Option<[u8; SLOT_BYTES]>), Error> {
     let mut port = site.process().open(opcode)?;
+    port.set_request_len(Q);
     match body {
         Some(body) => send_parts(&mut port, prefix, body, false)?,
         None => port.send(|slot, _| write_slot(slot, prefix))?,

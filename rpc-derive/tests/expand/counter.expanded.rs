@@ -176,6 +176,16 @@ impl Counter {
             0xe06cac36u32 => {
                 const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
                 const __RPC_R: usize = ::core::mem::size_of::<u64>();
+                if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
+                    ::ferry_rpc::__private::reply_error(
+                        port,
+                        ::ferry_rpc::service::status::BAD_REQUEST,
+                    )?;
+                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
+                        opcode: 0xe06cac36u32,
+                        status: ::ferry_rpc::service::status::BAD_REQUEST,
+                    });
+                }
                 #[allow(unused_imports)]
                 use ::ferry_rpc::__private::{IsFallible as _, IsInfallible as _};
                 if true
@@ -249,6 +259,16 @@ impl Counter {
                         ::core::mem::size_of::<u64>(),
                         ::core::mem::size_of::<StoreError>(),
                     );
+                if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
+                    ::ferry_rpc::__private::reply_error(
+                        port,
+                        ::ferry_rpc::service::status::BAD_REQUEST,
+                    )?;
+                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
+                        opcode: 0xeb709090u32,
+                        status: ::ferry_rpc::service::status::BAD_REQUEST,
+                    });
+                }
                 let __rpc_lanes = ::ferry_rpc::__private::handled_lanes(port);
                 if !::ferry_rpc::__private::recv_stream_request(
                     port,
@@ -346,6 +366,16 @@ impl Counter {
             }
             0x8a8506d8u32 => {
                 const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+                if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
+                    ::ferry_rpc::__private::reply_error(
+                        port,
+                        ::ferry_rpc::service::status::BAD_REQUEST,
+                    )?;
+                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
+                        opcode: 0x8a8506d8u32,
+                        status: ::ferry_rpc::service::status::BAD_REQUEST,
+                    });
+                }
                 let __rpc_lanes = ::ferry_rpc::__private::handled_lanes(port);
                 let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
                 port.recv(|slot, lane| {
@@ -458,6 +488,16 @@ impl Counter {
             0xb61020fau32 => {
                 const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
                 const __RPC_R: usize = 0usize;
+                if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
+                    ::ferry_rpc::__private::reply_error(
+                        port,
+                        ::ferry_rpc::service::status::BAD_REQUEST,
+                    )?;
+                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
+                        opcode: 0xb61020fau32,
+                        status: ::ferry_rpc::service::status::BAD_REQUEST,
+                    });
+                }
                 #[allow(unused_imports)]
                 use ::ferry_rpc::__private::{IsFallible as _, IsInfallible as _};
                 if true
@@ -526,6 +566,16 @@ impl Counter {
             }
             0x00000007u32 => {
                 const __RPC_Q: usize = 0usize;
+                if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
+                    ::ferry_rpc::__private::reply_error(
+                        port,
+                        ::ferry_rpc::service::status::BAD_REQUEST,
+                    )?;
+                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
+                        opcode: 0x00000007u32,
+                        status: ::ferry_rpc::service::status::BAD_REQUEST,
+                    });
+                }
                 let __rpc_lanes = ::ferry_rpc::__private::handled_lanes(port);
                 let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
                 port.recv(|slot, lane| {

@@ -91,6 +91,7 @@ fn main() {
             // A raw call, so that the request is known to be in the server's hands: the fixed
             // argument `micros` is the request's first word.
             let _ = c.call(Demo::Sleep { micros }.opcode(), |port| {
+                port.set_request_len(8);
                 port.send(|s, _| s.words[0] = micros)?;
                 say(format!("sent {}", port.index()));
                 port.recv(|_, _| {})
@@ -102,7 +103,9 @@ fn main() {
             let sum = Demo::OPCODE_SUM;
             let _ = c.call(sum, |port| -> Result<(), ferry_rpc::Error> {
                 // The first packet of a 1 MiB stream (the call's limit; four times what the
-                // default bulk area carries in one handoff); the rest never comes.
+                // default bulk area carries in one handoff); the rest never comes. (`Sum` has no
+                // fixed arguments: the stream is the whole request.)
+                port.set_request_len(0);
                 port.send(|s, _| s.words[0] = ferry_shm::demo::SUM_LIMIT)?;
                 say(format!("streaming {}", port.index()));
                 forever()
