@@ -356,6 +356,7 @@ fn spawn_peer(role: &str, path: &Path, o: PeerOptions) -> Res<Child> {
     if let Some(cpu) = o.cpu {
         command.args(["--cpu", &cpu.to_string()]);
     }
+    command.env(PARENT_VAR, std::process::id().to_string());
     // A load peer waits for "go" on its stdin.
     Ok(command
         .stdin(if role == "load" {
@@ -878,7 +879,55 @@ fn throughput(path: &Path, clients: u32, args: &BenchArgs) -> Res<f64> {
     Ok(median(rates))
 }
 
+/// The environment variable that tells a peer which process started it.
+const PARENT_VAR: &str = "FERRY_BENCH_PARENT";
+
+/// Stops the benchmark on SIGINT, SIGTERM or SIGHUP as `serve` and `demo` stop: its files in
+/// `/dev/shm` and its socket are removed, its peers end (each asked the kernel to kill it when
+/// this process ends, [`peer`]) and the process exits with 128 + the signal's number.
+fn stop_on_signal() -> Res<()> {
+    crate::catch_signals()?;
+    std::thread::Builder::new()
+        .name("ferry-bench-signals".into())
+        .spawn(|| loop {
+            if let Some(signal) = crate::signalled() {
+                let removed = remove_own_files();
+                eprintln!(
+                    "ferry bench: stopped by {signal}; its peers stopped, {removed} file(s) removed"
+                );
+                std::process::exit(128 + signal as i32);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        })?;
+    Ok(())
+}
+
+/// Removes what this process's benchmark may have created (every name ends with its pid): the
+/// mappings and servers' files in `/dev/shm` and the Unix socket. Returns how many it removed.
+fn remove_own_files() -> usize {
+    let pid = std::process::id();
+    let suffix = format!("-{pid}");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir("/dev/shm")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok())
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.starts_with("ferry-bench-") && n.ends_with(&suffix))
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    paths.push(PathBuf::from(format!("/tmp/ferry-bench-{pid}.sock")));
+    paths
+        .iter()
+        .filter(|p| std::fs::remove_file(p).is_ok())
+        .count()
+}
+
 pub fn run(args: BenchArgs) -> Res<()> {
+    stop_on_signal()?;
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -1190,7 +1239,17 @@ fn bulk(
 }
 
 pub fn peer(args: PeerArgs) -> Res<()> {
+    // A peer never outlives the benchmark that started it, however that ends (a signal, a
+    // crash): the kernel kills it when its parent ends. (`spawn_peer` is called from the
+    // benchmark's main thread, which lives as long as its process.) A parent that ended before
+    // this was asked has already left this process to another parent: it stops at once.
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
     let parent = rustix::process::getppid();
+    if let Ok(started_by) = std::env::var(PARENT_VAR) {
+        if parent.map(|p| p.as_raw_nonzero().get().to_string()) != Some(started_by) {
+            return Ok(());
+        }
+    }
     if let Some(cpu) = args.cpu {
         pin_to(&[cpu])?;
     }

@@ -7,8 +7,9 @@
 //!   a Unix socket, throughput with 1, 2, 4, 8 client processes).
 //!
 //! Exit status: 0 on success; 1 when the run failed; 2 for bad arguments (checked before anything
-//! is created, and said in one line); 128 + the signal's number when `serve` or `demo` was stopped
-//! by SIGINT (130), SIGTERM (143) or SIGHUP (129), after removing its shared-memory file.
+//! is created, and said in one line); 128 + the signal's number when `serve`, `demo` or `bench`
+//! was stopped by SIGINT (130), SIGTERM (143) or SIGHUP (129), after removing its shared-memory
+//! files (and, for `demo` and `bench`, stopping the processes it started).
 
 mod bench;
 
@@ -30,7 +31,7 @@ use nix::sys::signal::Signal;
     version,
     about = "Remote calls between processes through shared memory",
     after_help = "Exit status: 0 done; 1 the run failed; 2 bad arguments; 128 + the signal's number \
-                  (130 SIGINT, 143 SIGTERM, 129 SIGHUP) when serve or demo was stopped by one, \
+                  (130 SIGINT, 143 SIGTERM, 129 SIGHUP) when serve, demo or bench was stopped by one, \
                   its shared-memory file removed."
 )]
 struct Cli {
@@ -352,7 +353,7 @@ extern "C" fn on_signal(signal: nix::libc::c_int) {
 /// caller's loop sees it, stops, removes its file, and `main` exits with 128 + its number. A
 /// signal ignored when ferry started (SIGHUP under `nohup`, SIGINT in a script's background job)
 /// stays ignored, as whoever started it asked.
-fn catch_signals() -> Res<()> {
+pub(crate) fn catch_signals() -> Res<()> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
     let action = SigAction::new(
         SigHandler::Handler(on_signal),
@@ -381,7 +382,7 @@ fn catch_signals() -> Res<()> {
 }
 
 /// The signal recorded by the handler of [`catch_signals`], if any.
-fn signalled() -> Option<Signal> {
+pub(crate) fn signalled() -> Option<Signal> {
     match SIGNAL.load(Ordering::SeqCst) {
         0 => None,
         n => Signal::try_from(n).ok(),

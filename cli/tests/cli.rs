@@ -397,6 +397,34 @@ fn serve_refuses_a_name_already_served() {
 }
 
 #[test]
+fn serve_never_replaces_a_file_it_did_not_make() {
+    // A typo in --name that names a user's file: refused in one line naming it, the file kept.
+    let t = token("users-file");
+    let dir = std::env::temp_dir().join(&*t);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("data.bin");
+    std::fs::write(&data, b"precious\n").unwrap();
+    let r = assert_refused(&["serve", "--name", data.to_str().unwrap()], "data.bin", &t);
+    assert!(r.stderr.contains("refusing to replace"), "{}", r.stderr);
+    assert_eq!(std::fs::read(&data).unwrap(), b"precious\n");
+    // The same for demo, and for a file another program made under ferry's own name.
+    let r = assert_refused(&["demo", "--name", data.to_str().unwrap()], "data.bin", &t);
+    assert!(r.stderr.contains("refusing to replace"), "{}", r.stderr);
+    assert_eq!(std::fs::read(&data).unwrap(), b"precious\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(shm(&t), b"not ferry's").unwrap();
+    let r = run(&["serve", "--name", &t]);
+    let what = format!("{:?}, stderr {:?}", r.status, r.stderr);
+    assert!(
+        matches!(r.status.code(), Some(c) if c != 0 && c != 101),
+        "{what}"
+    );
+    assert_eq!(r.stderr.lines().count(), 1, "{what}");
+    assert!(r.stderr.contains(&*shm(&t).to_string_lossy()), "{what}");
+    assert_eq!(std::fs::read(shm(&t)).unwrap(), b"not ferry's");
+}
+
+#[test]
 fn call_without_a_server_waits_out_its_deadline_then_says_so() {
     let t = token("noserver");
     let r = assert_refused(&["call", "--name", &t, "--deadline", "2"], "no server", &t);
@@ -446,6 +474,68 @@ fn serve_removes_its_file_on_sigint() {
 #[test]
 fn serve_removes_its_file_on_sighup() {
     serve_stops_on("HUP", 129);
+}
+
+/// `/dev/shm` entries and processes `ferry bench` (process `pid`) made: files named after its pid,
+/// processes started with its pid as their parent's.
+fn bench_leftovers(pid: u32) -> (Vec<String>, Vec<String>) {
+    let suffix = format!("-{pid}");
+    let files = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.contains("ferry") && n.contains(&suffix))
+        .collect();
+    let peers = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let environ = std::fs::read(e.path().join("environ")).ok()?;
+            let environ = String::from_utf8_lossy(&environ).into_owned();
+            environ
+                .split('\0')
+                .any(|v| v == format!("FERRY_BENCH_PARENT={pid}"))
+                .then(|| e.file_name().to_string_lossy().into_owned())
+        })
+        .collect();
+    (files, peers)
+}
+
+#[test]
+fn bench_stopped_by_a_signal_leaves_no_file_and_no_process() {
+    for (sig, code) in [("TERM", 143), ("INT", 130)] {
+        let mut child = spawn(
+            &["bench", "--trips", "20000000", "--runs", "3"],
+            Stdio::null(),
+        );
+        let err = drain(child.stderr.take());
+        let pid = child.id();
+        // Wait until its first mapping and peer are there.
+        let until = Instant::now() + LIMIT;
+        loop {
+            let (files, peers) = bench_leftovers(pid);
+            if !files.is_empty() && !peers.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < until, "bench made no file or peer");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        signal(&child, sig);
+        let status = wait(&mut child, &format!("ferry bench after SIG{sig}"));
+        let stderr = err.join().unwrap();
+        assert_eq!(status.code(), Some(code), "{status:?}, stderr {stderr:?}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        // Its peers are killed by the kernel as it exits: give them a moment to go.
+        let until = Instant::now() + LIMIT;
+        loop {
+            let (files, peers) = bench_leftovers(pid);
+            assert_eq!(files, Vec::<String>::new(), "SIG{sig} left files");
+            if peers.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < until, "SIG{sig} left peers {peers:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 #[test]
