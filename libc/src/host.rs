@@ -20,7 +20,15 @@
 //!   whose file was closed (its slot's generation moved on), or one another client opened, is
 //!   [`HostError::BadHandle`]. Only regular files open ([`HostError::NotAFile`]): a FIFO, a device or a
 //!   socket could make the serving thread wait on a party the client chose. Each client may hold
-//!   [`LibcConfig::max_files_per_client`] files open, all of them [`LibcConfig::max_files`];
+//!   [`LibcConfig::max_files_per_client`] files open, all of them [`LibcConfig::max_files`].
+//!   A file another program holds locked for exclusive use (`flock`), as every live ferry
+//!   server holds its shared-memory file, is not opened for writing, removed, renamed or
+//!   renamed onto ([`HostError::Busy`]; `w` empties a file only after that check): a region
+//!   file emptied under its server kills the server and its clients (`SIGBUS`), and one
+//!   unnamed or replaced leaves new clients nowhere to attach. What is left: `system`, when
+//!   turned on, can do anything; a directory above a region file can still be renamed (its
+//!   server then leaves the file where it went when it stops: it removes only a name that
+//!   still names its file);
 //! - **the heap**: memory the host reserved before launch ([`Arena`]), handed out as addresses
 //!   `base + offset` that this side computes and never dereferences; a block is the client's that
 //!   allocated it, and only that client may free it;
@@ -739,18 +747,71 @@ impl Deref for ForCaller<'_> {
     }
 }
 
+/// Whether another open file description holds `file` locked for exclusive use (`flock`), as a
+/// live ferry server holds its shared-memory file from before it is published until it is gone.
+///
+/// It asks for a shared lock without waiting: refused, someone holds an exclusive one (this
+/// process too: `flock` locks belong to open file descriptions, and `file` is one of its own);
+/// granted, it is let go at once (a new server judging a stale file takes its lock without
+/// waiting, and would see a live server for that moment). A file system without `flock` holds
+/// no server's file (a server locks its file or does not start).
+fn locked_exclusively(file: &impl rustix::fd::AsFd) -> bool {
+    use rustix::fs::{flock, FlockOperation};
+    match flock(file, FlockOperation::NonBlockingLockShared) {
+        Ok(()) => {
+            let _ = flock(file, FlockOperation::Unlock);
+            false
+        }
+        Err(e) => e == rustix::io::Errno::WOULDBLOCK,
+    }
+}
+
+/// Refuses ([`HostError::Busy`]) a path that names a regular file held locked for exclusive
+/// use ([`locked_exclusively`]): one that `remove` and `rename` must not unname (a live ferry
+/// server's file: new clients could no longer attach, and a file renamed onto its name would be
+/// another's). Anything else passes, left to the call itself: a missing path, a symbolic link
+/// (unlinked or renamed itself, never what it names), a directory, a special file (never
+/// opened here: `open` has side effects on some devices), a file this host cannot open.
+fn refuse_locked(path: &Path) -> Result<(), HostError> {
+    use rustix::fs::{openat, statat, AtFlags, FileType, Mode, OFlags, CWD};
+    let Ok(stat) = statat(CWD, path, AtFlags::SYMLINK_NOFOLLOW) else {
+        return Ok(());
+    };
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Ok(());
+    }
+    // Read-only, or write-only for a file this host may not read: neither changes the file.
+    // (NOFOLLOW, NONBLOCK, NOCTTY: the path may have changed since the look above.)
+    let flags = OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let opened = openat(CWD, path, OFlags::RDONLY | flags, Mode::empty())
+        .or_else(|_| openat(CWD, path, OFlags::WRONLY | flags, Mode::empty()));
+    match opened {
+        Ok(fd) if locked_exclusively(&fd) => Err(HostError::Busy),
+        _ => Ok(()),
+    }
+}
+
 /// Opens `path` with mode `m` if it is a regular file, without waiting on anyone (see the module
-/// docs).
+/// docs). A mode that can write refuses a file held for exclusive use ([`HostError::Busy`]:
+/// [`locked_exclusively`], a live ferry server's file), and empties the file
+/// ([`mode::TRUNCATE`]) only once that check has passed.
 fn open_regular(m: u32, path: &str) -> Result<File, HostError> {
     if m & !mode::ALL != 0 || m & (mode::READ | mode::WRITE) == 0 {
+        return Err(HostError::Invalid);
+    }
+    let truncate = m & mode::TRUNCATE != 0;
+    let writes = m & (mode::WRITE | mode::APPEND) != 0;
+    // What `OpenOptions` refuses with O_TRUNC (which is not asked of it: the file is truncated
+    // below, after the check): truncating without writing, or appending, unless the file is
+    // new.
+    if truncate && (!writes || (m & mode::APPEND != 0 && m & mode::EXCLUSIVE == 0)) {
         return Err(HostError::Invalid);
     }
     let path = path_of(path)?;
     let mut o = OpenOptions::new();
     o.read(m & mode::READ != 0)
         .write(m & mode::WRITE != 0)
-        .append(m & mode::APPEND != 0)
-        .truncate(m & mode::TRUNCATE != 0);
+        .append(m & mode::APPEND != 0);
     if m & mode::EXCLUSIVE != 0 {
         o.create_new(true);
     } else {
@@ -770,6 +831,15 @@ fn open_regular(m: u32, path: &str) -> Result<File, HostError> {
     // fstat of what was opened, not a second look up of the path.
     if !file.metadata().map_err(|e| io_error(&e))?.is_file() {
         return Err(HostError::NotAFile);
+    }
+    // Nothing that writes (nor the truncation) reaches a file held for exclusive use: a live
+    // server's file, whose server and clients would die of SIGBUS at their next access past its
+    // new end. (It is this file, as opened, that is checked: no second look up of the path.)
+    if writes && locked_exclusively(&file) {
+        return Err(HostError::Busy);
+    }
+    if truncate {
+        file.set_len(0).map_err(|e| io_error(&e))?;
     }
     // A regular file: blocking mode back, so reads and writes behave as everywhere else.
     let status = rustix::fs::fcntl_getfl(&file).map_err(|_| HostError::Io)?;
@@ -950,7 +1020,9 @@ impl LibcServer for ForCaller<'_> {
     }
 
     fn remove(&self, path: &str) -> Result<(), HostError> {
-        std::fs::remove_file(path_of(path)?).map_err(|e| io_error(&e))
+        let path = path_of(path)?;
+        refuse_locked(path)?;
+        std::fs::remove_file(path).map_err(|e| io_error(&e))
     }
 
     fn rename(&self, from_len: u32, paths: &str) -> Result<(), HostError> {
@@ -958,7 +1030,11 @@ impl LibcServer for ForCaller<'_> {
         let (from, to) = paths
             .split_at_checked(from_len as usize)
             .ok_or(HostError::Invalid)?;
-        std::fs::rename(path_of(from)?, path_of(to)?).map_err(|e| io_error(&e))
+        let (from, to) = (path_of(from)?, path_of(to)?);
+        // Neither a live server's file moved away, nor another file moved onto its name.
+        refuse_locked(from)?;
+        refuse_locked(to)?;
+        std::fs::rename(from, to).map_err(|e| io_error(&e))
     }
 
     fn exit(&self, code: i32) {

@@ -1362,3 +1362,140 @@ fn an_announced_call_ends_at_a_refusal_and_never_reuses_a_value() {
         .step_by(2)
         .all(|w| w.load(Ordering::Relaxed) == 0));
 }
+
+/// The environment variable that makes a run of this test binary the attacking client of
+/// `a_live_region_file_is_never_emptied_removed_or_renamed_by_a_client`: `PATH OTHER DECOY MOVED`.
+const ATTACKER: &str = "FERRY_LIBC_ATTACKER";
+
+/// The attacking client: asks the host to open the server's own file for writing in every way
+/// (and another live server's), to remove it, to rename it away and to rename a file onto its
+/// name; prints what each answered, then reads the file (which harms nothing).
+fn attacker(spec: &str) {
+    let args: Vec<&str> = spec.split(' ').collect();
+    let (path, other, decoy, moved) = (args[0], args[1], args[2], args[3]);
+    let dev = Dev::attach(Path::new(path));
+    let mut said = Vec::new();
+    for m in ["w", "w+", "a", "a+", "r+"] {
+        let r = dev.on(|p| host::open(p, path, mode::from_c(m).unwrap()));
+        said.push(format!("{m} {:?}", r.map(|_| ())));
+    }
+    let r = dev.on(|p| host::open(p, other, mode::from_c("w").unwrap()));
+    said.push(format!("other {:?}", r.map(|_| ())));
+    said.push(format!("remove {:?}", dev.on(|p| host::remove(p, path))));
+    said.push(format!(
+        "away {:?}",
+        dev.on(|p| host::rename(p, path, moved))
+    ));
+    said.push(format!(
+        "onto {:?}",
+        dev.on(|p| host::rename(p, decoy, path))
+    ));
+    let f = dev.on(|p| host::open(p, path, mode::READ)).unwrap();
+    let mut magic = [0u8; 8];
+    dev.on(|p| host::read(p, f, &mut magic)).unwrap();
+    dev.on(|p| host::close(p, f)).unwrap();
+    println!(
+        "attacker: {} read {}",
+        said.join(", "),
+        String::from_utf8_lossy(&magic)
+    );
+}
+
+/// Issue 34, 4: a client once emptied the server's own shared-memory file through the host
+/// services (`open` with `w`), and the server, that client and every other client died of
+/// SIGBUS. No client can now open a live region file for writing, remove it, rename it, or
+/// rename another file onto its name; the server and a bystander client keep serving, the file
+/// keeps its size and its name. (Without the open's check this test process dies of SIGBUS.)
+#[test]
+fn a_live_region_file_is_never_emptied_removed_or_renamed_by_a_client() {
+    if let Ok(spec) = std::env::var(ATTACKER) {
+        return attacker(&spec);
+    }
+    use std::os::unix::fs::MetadataExt;
+    let _w = watchdog("live region");
+    let host = Arc::new(LibcHost::new(LibcConfig {
+        heap: Some(Arena {
+            base: 1 << 20,
+            size: 1 << 16,
+        }),
+        client_alive: |id| ferry_shm::owner::holder_alive(id as u32),
+        ..captured(&Capture::default(), &Capture::default())
+    }));
+    let (server, path) = shm_server(&host);
+    // Another live server's file (this process serves it too).
+    let other = unique_path("other");
+    let echo = |port: &mut ServerPort<'_, '_>| port.recv_and_send(|slot, _| slot.words[0] += 1);
+    let other_server = ShmServer::start(&other, ServerConfig::default(), echo).unwrap();
+    let look = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.ino(), m.len())
+    };
+    let (before, other_before) = (look(&path), look(&other));
+    // The bystander: a client in this process, holding a block.
+    let bystander = Dev::attach(&path);
+    let block = bystander.on(|p| host::malloc(p, 64)).unwrap();
+    // A user's file beside the region (the same file system, so a rename could work).
+    let (decoy, moved) = (unique_path("decoy"), unique_path("moved"));
+    std::fs::write(&decoy, b"a user's file").unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_live_region_file_is_never_emptied_removed_or_renamed_by_a_client",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            ATTACKER,
+            format!(
+                "{} {} {} {}",
+                path.display(),
+                other.display(),
+                decoy.display(),
+                moved.display()
+            ),
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the attacker: {:?}\n{stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = stdout
+        .lines()
+        .find_map(|l| l.split_once("attacker: ").map(|(_, said)| said));
+    let busy = "Err(App(Busy))";
+    assert_eq!(
+        said,
+        Some(
+            format!(
+                "w {busy}, w+ {busy}, a {busy}, a+ {busy}, r+ {busy}, other {busy}, \
+                 remove {busy}, away {busy}, onto {busy} read FERRYSHM"
+            )
+            .as_str()
+        ),
+        "{stdout}"
+    );
+    // The files are whole and where they were; the user's file too.
+    assert_eq!(look(&path), before);
+    assert_eq!(look(&other), other_before);
+    assert_eq!(std::fs::read(&decoy).unwrap(), b"a user's file");
+    assert!(!moved.exists());
+    // The server and the bystander keep working; ordinary files still open for writing.
+    assert!(bystander.on(|p| host::clock(p)).is_ok());
+    bystander.on(|p| host::free(p, block)).unwrap();
+    let dir = Scratch::new("region");
+    let f = bystander
+        .on(|p| host::open(p, &dir.path("mine"), mode::from_c("w").unwrap()))
+        .unwrap();
+    bystander.on(|p| host::close(p, f)).unwrap();
+    let stats = server.stats();
+    assert_eq!(stats.failed + stats.panicked, 0, "{stats:?}");
+    drop(bystander);
+    drain(server);
+    assert!(!path.exists(), "the server removed its own file");
+    assert!(other_server.shutdown(Duration::from_secs(5)).drained);
+    let _ = std::fs::remove_file(&decoy);
+}
