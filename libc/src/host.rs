@@ -46,9 +46,14 @@
 //! sizes checked against the arena. Every failure is a [`HostError`] in the reply, never a panic.
 //!
 //! **Clients.** What a call opens or allocates belongs to the client [`LibcHost::dispatch`] was
-//! given. A client that is gone does not hold its files and blocks forever: when an open finds the
-//! table or the client's quota full, or a `malloc` finds no room, the files and blocks of every
-//! client that [`LibcConfig::client_alive`] says is gone are freed first.
+//! given. A client that is gone does not hold its files and blocks for long: the transport's
+//! server calls [`Handler::reclaim`] now and then (`ferry_shm`'s monitor, every
+//! `reclaim_interval`), which frees the files and blocks of every client that
+//! [`LibcConfig::client_alive`] says is gone ([`LibcHost::reclaim_gone`]), so they come back
+//! within about one interval of its end (a handler that serves the host by hand, passing each
+//! call's client to [`LibcHost::dispatch`], forwards it: `fn reclaim(&self) {
+//! self.host.reclaim_gone(); }`); and an open that finds the table or the client's quota full,
+//! or a `malloc` that finds no room, does the same first.
 //!
 //! **Waiting.** A call waits only on the host's own resources, never on a party the client picked:
 //! opens are non-blocking (`O_NONBLOCK`, cleared once the file is known to be regular) and never
@@ -199,10 +204,13 @@ pub struct LibcConfig {
     /// memory, each client process is one), so that no client takes the whole table. An open
     /// past it is [`HostError::TooManyOpen`].
     pub max_files_per_client: usize,
-    /// Whether the client with an id [`LibcHost::dispatch`] was given is still alive: when an open
-    /// finds the file table or the client's quota full, or a `malloc` finds no room, the files
-    /// and blocks of clients this says are gone are freed first. The default says every client
-    /// is alive: right for a GPU program, served while it runs. Over shared memory, pass
+    /// Whether the client with an id [`LibcHost::dispatch`] was given is still alive (`false`
+    /// only when it is surely gone for good: what it holds is freed). The files and
+    /// blocks of clients this says are gone are freed by [`LibcHost::reclaim_gone`]: now and
+    /// then by the transport's server (`ferry_shm`'s monitor, every `reclaim_interval`, through
+    /// [`Handler::reclaim`]), and whenever an open finds the file table or the client's quota
+    /// full, or a `malloc` finds no room. The default says every client is alive: right for a
+    /// GPU program, served while it runs. Over shared memory, pass
     /// `|id| ferry_shm::owner::holder_alive(id as u32)`.
     pub client_alive: fn(u64) -> bool,
     /// The device memory [`Libc::ReadToDevice`] and [`Libc::WriteFromDevice`] copy to and from
@@ -317,21 +325,43 @@ impl Files {
         slot.vacate().ok_or(HostError::BadHandle)
     }
 
-    /// Takes the files of every client `alive` says is gone out of the table, to be closed.
-    fn take_dead(&mut self, alive: fn(u64) -> bool) -> Vec<File> {
-        let mut verdicts = HashMap::new();
-        let mut dead = Vec::new();
+    /// The clients that hold files (each once).
+    fn holders(&self) -> Vec<u64> {
+        let mut holders: Vec<u64> = Vec::new();
+        for slot in &self.slots {
+            if slot.file.is_some() && !holders.contains(&slot.owner) {
+                holders.push(slot.owner);
+            }
+        }
+        holders
+    }
+
+    /// Takes the files of the clients in `gone` out of the table, to be closed.
+    fn take_of(&mut self, gone: &[u64]) -> Vec<File> {
+        let mut taken = Vec::new();
         for slot in &mut self.slots {
-            if slot.file.is_some()
-                && !*verdicts
-                    .entry(slot.owner)
-                    .or_insert_with(|| alive(slot.owner))
-            {
-                dead.extend(slot.vacate());
+            if slot.file.is_some() && gone.contains(&slot.owner) {
+                taken.extend(slot.vacate());
                 self.open -= 1;
             }
         }
-        dead
+        taken
+    }
+}
+
+/// Why [`Heap::malloc`] has no block for a client (to the client, all are
+/// [`HostError::OutOfMemory`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refused {
+    /// Larger than the whole heap.
+    TooLarge,
+    /// No free block is that large.
+    NoRoom,
+}
+
+impl From<Refused> for HostError {
+    fn from(_: Refused) -> HostError {
+        HostError::OutOfMemory
     }
 }
 
@@ -343,6 +373,8 @@ struct Heap {
     free: BTreeMap<u64, u64>,
     /// Blocks handed out: offset → (length, the client that allocated it).
     used: HashMap<u64, (u64, u64)>,
+    /// Bytes each client holds (clients holding none have no entry).
+    held: HashMap<u64, u64>,
 }
 
 impl Heap {
@@ -362,26 +394,41 @@ impl Heap {
             arena,
             free,
             used: HashMap::new(),
+            held: HashMap::new(),
         }
     }
 
     /// A block of at least `size` bytes for `caller`.
-    fn malloc(&mut self, size: u64, caller: u64) -> Result<u64, HostError> {
+    fn malloc(&mut self, size: u64, caller: u64) -> Result<u64, Refused> {
         let size = size
             .max(1)
             .checked_next_multiple_of(HEAP_ALIGN)
-            .ok_or(HostError::OutOfMemory)?;
+            .filter(|&size| size <= self.arena.size)
+            .ok_or(Refused::TooLarge)?;
         let (&offset, &len) = self
             .free
             .iter()
             .find(|(_, &len)| len >= size)
-            .ok_or(HostError::OutOfMemory)?;
+            .ok_or(Refused::NoRoom)?;
         self.free.remove(&offset);
         if len > size {
             self.free.insert(offset + size, len - size);
         }
         self.used.insert(offset, (size, caller));
+        *self.held.entry(caller).or_insert(0) += size;
         Ok(self.arena.base + offset)
+    }
+
+    /// Takes the block at `offset` (`len` bytes, `owner`'s) back.
+    fn take_back(&mut self, offset: u64, len: u64, owner: u64) {
+        self.used.remove(&offset);
+        if let Some(held) = self.held.get_mut(&owner) {
+            *held -= len;
+            if *held == 0 {
+                self.held.remove(&owner);
+            }
+        }
+        self.release(offset, len);
     }
 
     /// Frees `caller`'s block at `address`; another client's block is refused (and stays).
@@ -389,28 +436,35 @@ impl Heap {
         let offset = address.wrapping_sub(self.arena.base);
         match self.used.get(&offset) {
             Some(&(len, owner)) if owner == caller => {
-                self.used.remove(&offset);
-                self.release(offset, len);
+                self.take_back(offset, len, owner);
                 Ok(())
             }
             _ => Err(HostError::BadPointer),
         }
     }
 
-    /// Frees the blocks of every client `alive` says is gone; whether there were any.
-    fn free_dead(&mut self, alive: fn(u64) -> bool) -> bool {
-        let mut verdicts = HashMap::new();
-        let dead: Vec<(u64, u64)> = self
+    /// The clients that hold blocks.
+    fn holders(&self) -> impl Iterator<Item = u64> + '_ {
+        self.held.keys().copied()
+    }
+
+    /// Frees every block of the clients in `gone`; the bytes freed.
+    fn free_of(&mut self, gone: &[u64]) -> u64 {
+        if !self.held.keys().any(|c| gone.contains(c)) {
+            return 0;
+        }
+        let blocks: Vec<(u64, u64, u64)> = self
             .used
             .iter()
-            .filter(|(_, &(_, owner))| !*verdicts.entry(owner).or_insert_with(|| alive(owner)))
-            .map(|(&offset, &(len, _))| (offset, len))
+            .filter(|(_, (_, owner))| gone.contains(owner))
+            .map(|(&offset, &(len, owner))| (offset, len, owner))
             .collect();
-        for &(offset, len) in &dead {
-            self.used.remove(&offset);
-            self.release(offset, len);
+        let mut freed = 0;
+        for (offset, len, owner) in blocks {
+            self.take_back(offset, len, owner);
+            freed += len;
         }
-        !dead.is_empty()
+        freed
     }
 
     /// Returns the block `offset..offset + len` to the free list, merged with its neighbours.
@@ -429,6 +483,17 @@ impl Heap {
         }
         self.free.insert(start, len);
     }
+}
+
+/// What [`LibcHost::reclaim_gone`] freed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reclaimed {
+    /// Clients found gone that held files or blocks.
+    pub clients: usize,
+    /// Their files, closed.
+    pub files: usize,
+    /// The bytes of their heap blocks, freed.
+    pub bytes: u64,
 }
 
 /// Slots of the table that finds a served opcode's counter.
@@ -551,7 +616,8 @@ impl LibcHost {
     /// only calls for the same `caller` reach it. `caller` names the client process or program
     /// making the call, the same for all its calls: a GPU region's server passes [`PROGRAM`] (its
     /// calls all come from one program), a shared-memory server `ferry_shm::Caller::caller`
-    /// of the port (the calling process; then set [`LibcConfig::client_alive`] to match).
+    /// of the port (the calling process; then set [`LibcConfig::client_alive`] to match, and
+    /// have the handler's [`Handler::reclaim`] call [`reclaim_gone`](Self::reclaim_gone)).
     pub fn dispatch<L: Lanes, M: Mailbox, W: Wait>(
         &self,
         caller: u64,
@@ -641,6 +707,49 @@ impl LibcHost {
         Some(heap.free.values().sum())
     }
 
+    /// Frees the files and heap blocks of every client that [`LibcConfig::client_alive`] says is
+    /// gone; what it freed. The transport's server calls it now and then ([`Handler::reclaim`]:
+    /// `ferry_shm`'s monitor every `reclaim_interval`, so a gone client's files are closed and
+    /// its blocks free within about one interval, plus the time the looks at the clients take),
+    /// and the host itself when an open or a `malloc` finds no room.
+    ///
+    /// It holds the file table's and the heap's locks only to list who holds something and to
+    /// take back what the gone ones held: each client holding a file or a block is looked at
+    /// (`client_alive`, one call per client) with no lock held, and the files are closed after
+    /// the table's lock is let go. Each client holding something costs one look a call. (A call
+    /// of a gone client still being served may open or allocate after the look: the next call
+    /// frees that too.)
+    pub fn reclaim_gone(&self) -> Reclaimed {
+        let mut holders = self.lock_files().holders();
+        if let Some(heap) = &self.heap {
+            let heap = heap.lock().unwrap_or_else(|e| e.into_inner());
+            for client in heap.holders() {
+                if !holders.contains(&client) {
+                    holders.push(client);
+                }
+            }
+        }
+        let gone: Vec<u64> = holders
+            .into_iter()
+            .filter(|&c| !(self.client_alive)(c))
+            .collect();
+        if gone.is_empty() {
+            return Reclaimed::default();
+        }
+        let closed = self.lock_files().take_of(&gone);
+        let bytes = self.heap.as_ref().map_or(0, |heap| {
+            heap.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .free_of(&gone)
+        });
+        // The files are closed here, outside the table's lock.
+        Reclaimed {
+            clients: gone.len(),
+            files: closed.len(),
+            bytes,
+        }
+    }
+
     fn lock_files(&self) -> std::sync::MutexGuard<'_, Files> {
         self.files.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -658,19 +767,14 @@ impl LibcHost {
         }
     }
 
-    /// Whether `caller` may open one more file, after freeing the files of clients gone if the
+    /// Whether `caller` may open one more file, after freeing what clients gone hold if the
     /// table or its quota is full; `Err` carries the limit reached.
     fn file_room(&self, caller: u64) -> Result<(), usize> {
-        let mut files = self.lock_files();
-        if files.room(caller, self.file_limits).is_ok() {
+        if self.lock_files().room(caller, self.file_limits).is_ok() {
             return Ok(());
         }
-        let dead = files.take_dead(self.client_alive);
-        let room = files.room(caller, self.file_limits);
-        drop(files);
-        // The dead clients' files are closed outside the table's lock.
-        drop(dead);
-        room
+        self.reclaim_gone();
+        self.lock_files().room(caller, self.file_limits)
     }
 
     /// `caller`'s file `handle`, as a descriptor of its own, for a call that reads or writes at
@@ -1065,14 +1169,14 @@ impl LibcServer for ForCaller<'_> {
 
     fn malloc(&self, size: u64) -> Result<u64, HostError> {
         let heap = self.heap.as_ref().ok_or(HostError::OutOfMemory)?;
-        let mut heap = heap.lock().unwrap_or_else(|e| e.into_inner());
-        match heap.malloc(size, self.caller) {
-            // No room: the blocks of clients gone may make some.
-            Err(HostError::OutOfMemory) if heap.free_dead(self.client_alive) => {
-                heap.malloc(size, self.caller)
-            }
-            r => r,
+        let lock = || heap.lock().unwrap_or_else(|e| e.into_inner());
+        let first = lock().malloc(size, self.caller);
+        // No free block that large: the blocks of clients gone may make one (looked for outside
+        // the heap's lock). A size past the whole heap is final.
+        if first == Err(Refused::NoRoom) && self.reclaim_gone().bytes > 0 {
+            return lock().malloc(size, self.caller).map_err(Refused::into);
         }
+        first.map_err(Refused::into)
     }
 
     fn free(&self, address: u64) -> Result<(), HostError> {
@@ -1172,6 +1276,11 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
     fn services(&self) -> Vec<(&'static str, u64)> {
         vec![(Libc::NAME, Libc::FINGERPRINT)]
     }
+
+    /// Frees what clients gone hold ([`LibcHost::reclaim_gone`]).
+    fn reclaim(&self) {
+        self.reclaim_gone();
+    }
 }
 
 #[cfg(test)]
@@ -1217,8 +1326,9 @@ mod tests {
         let b = h.malloc(100, 1).unwrap();
         let c = h.malloc(16, 1).unwrap();
         assert_eq!((a, b, c), (0x1010, 0x1020, 0x1090));
-        assert_eq!(h.malloc(u64::MAX, 1), Err(HostError::OutOfMemory));
-        assert_eq!(h.malloc(2000, 1), Err(HostError::OutOfMemory));
+        assert_eq!(h.malloc(u64::MAX, 1), Err(Refused::TooLarge));
+        assert_eq!(h.malloc(2000, 1), Err(Refused::TooLarge));
+        assert_eq!(h.malloc(900, 1), Err(Refused::NoRoom));
         assert_eq!(h.free(b + 1, 1), Err(HostError::BadPointer));
         h.free(b, 1).unwrap();
         assert_eq!(h.free(b, 1), Err(HostError::BadPointer), "double free");
@@ -1241,10 +1351,15 @@ mod tests {
             Err(HostError::BadPointer),
             "not the caller's"
         );
-        assert_eq!(h.malloc(16, 1), Err(HostError::OutOfMemory));
+        assert_eq!(h.malloc(16, 1), Err(Refused::NoRoom));
+        assert_eq!(
+            h.holders().collect::<std::collections::BTreeSet<_>>().len(),
+            2
+        );
         // Client 2 is gone: its block comes back, client 1's stays.
-        assert!(h.free_dead(|c| c != 2));
-        assert!(!h.free_dead(|c| c != 2), "nothing more to free");
+        assert_eq!(h.free_of(&[2]), 32);
+        assert_eq!(h.free_of(&[2]), 0, "nothing more to free");
+        assert_eq!(h.holders().collect::<Vec<_>>(), [1]);
         assert_eq!(h.free(theirs, 2), Err(HostError::BadPointer));
         assert_eq!(h.malloc(32, 1), Ok(theirs));
         h.free(mine, 1).unwrap();
@@ -1297,8 +1412,10 @@ mod tests {
         assert_eq!(files.insert(null(), 1, limits), Err(2), "client 1's quota");
         let c = files.insert(null(), 2, limits).unwrap();
         assert_eq!(files.insert(null(), 2, limits), Err(3), "the whole table");
+        assert_eq!(files.holders(), [1, 2]);
         // Client 1 is gone: its two files close, client 2's stays.
-        assert_eq!(files.take_dead(|c| c != 1).len(), 2);
+        assert_eq!(files.take_of(&[1]).len(), 2);
+        assert_eq!(files.holders(), [2]);
         assert_eq!(files.open, 1);
         assert_eq!(files.get(a, 1).err(), Some(HostError::BadHandle));
         assert!(files.get(c, 2).is_ok());

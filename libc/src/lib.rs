@@ -61,7 +61,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 pub mod host;
 
 #[cfg(feature = "host")]
-pub use host::{Announce, DeviceCopy, ExitPolicy, LibcConfig, LibcHost, PROGRAM};
+pub use host::{Announce, DeviceCopy, ExitPolicy, LibcConfig, LibcHost, Reclaimed, PROGRAM};
 
 /// The most bytes one lane prints in one message (the `limit` of print calls).
 pub const PRINT_CHUNK: usize = 512;

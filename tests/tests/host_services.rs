@@ -33,6 +33,9 @@ fn watchdog(name: &'static str) -> ferry_tests::Watchdog {
 struct ShmLibc {
     host: Arc<LibcHost>,
     before: Box<dyn Fn(&ServerPort<'_, '_>) + Send + Sync>,
+    /// Whether the monitor's `reclaim` reaches the host (off: a gone client's files and blocks
+    /// wait for an open or a `malloc` that finds no room).
+    reclaim: bool,
 }
 
 impl Handler<ShmMailbox, ServerWait> for ShmLibc {
@@ -44,6 +47,12 @@ impl Handler<ShmMailbox, ServerWait> for ShmLibc {
     fn services(&self) -> Vec<(&'static str, u64)> {
         vec![(Libc::NAME, Libc::FINGERPRINT)]
     }
+
+    fn reclaim(&self) {
+        if self.reclaim {
+            self.host.reclaim_gone();
+        }
+    }
 }
 
 /// A server of `host` over a shared-memory file, `before` running first on every call.
@@ -51,10 +60,21 @@ fn shm_server_with(
     host: &Arc<LibcHost>,
     before: impl Fn(&ServerPort<'_, '_>) + Send + Sync + 'static,
 ) -> (ShmServer, PathBuf) {
+    serve(host, true, before)
+}
+
+/// A server of `host` over a shared-memory file, its monitor freeing what gone clients hold if
+/// `reclaim` says so, `before` running first on every call.
+fn serve(
+    host: &Arc<LibcHost>,
+    reclaim: bool,
+    before: impl Fn(&ServerPort<'_, '_>) + Send + Sync + 'static,
+) -> (ShmServer, PathBuf) {
     let path = unique_path("libc");
     let handler = ShmLibc {
         host: Arc::clone(host),
         before: Box::new(before),
+        reclaim,
     };
     let config = ServerConfig {
         ports: 32,
@@ -1122,7 +1142,8 @@ fn peer(spec: &str) {
 }
 
 /// Issue 13, 4: handles and heap blocks belong to the client process that made them; each client
-/// has a quota of open files; a dead client's files and blocks are freed when room runs out.
+/// has a quota of open files; a dead client's files and blocks are freed when room runs out
+/// (here with the monitor's reclaim off, which would free them sooner).
 #[test]
 fn files_and_blocks_belong_to_their_client_process() {
     if let Ok(spec) = std::env::var(PEER) {
@@ -1140,7 +1161,8 @@ fn files_and_blocks_belong_to_their_client_process() {
         client_alive: |id| ferry_shm::owner::holder_alive(id as u32),
         ..captured(&Capture::default(), &Capture::default())
     }));
-    let (server, path) = shm_server(&host);
+    // The monitor leaves the gone peer's files and blocks: they come back by the pressure below.
+    let (server, path) = serve(&host, false, |_| {});
     let dev = Dev::attach(&path);
     let secret = dir.path("secret");
     let f = dev
