@@ -31,7 +31,9 @@
 //!   still names its file);
 //! - **the heap**: memory the host reserved before launch ([`Arena`]), handed out as addresses
 //!   `base + offset` that this side computes and never dereferences; a block is the client's that
-//!   allocated it, and only that client may free it;
+//!   allocated it, and only that client may free it. Each client may hold
+//!   [`LibcConfig::max_heap_per_client`] of it (a quarter by default; the GPU loader gives its
+//!   one program the whole heap);
 //! - **exit and abort**: recorded, or the end of this process ([`ExitPolicy`]);
 //! - **a clock**; and **`system`**, refused ([`HostError::Disabled`]) unless
 //!   [`LibcConfig::allow_system`];
@@ -179,6 +181,34 @@ impl Announce {
 /// The alignment of every block `malloc` hands out.
 pub const HEAP_ALIGN: u64 = 16;
 
+/// How much of the heap one client may hold at once ([`LibcConfig::max_heap_per_client`]): a
+/// `malloc` that would take its client past it is [`HostError::OutOfMemory`], however much of
+/// the heap is free. Blocks count by the bytes they take (sizes rounded up to [`HEAP_ALIGN`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeapQuota {
+    /// At most this many bytes.
+    Bytes(u64),
+    /// At most the heap's size divided by this (`Share(4)`: a quarter of it; 0 counts as 1).
+    Share(u64),
+    /// The whole heap: no quota (a GPU region's one program, the only client there is).
+    Whole,
+}
+
+impl HeapQuota {
+    /// The most bytes one client may hold of a heap of `size` bytes.
+    pub fn bytes(self, size: u64) -> u64 {
+        match self {
+            HeapQuota::Bytes(bytes) => bytes,
+            HeapQuota::Share(n) => size / n.max(1),
+            HeapQuota::Whole => u64::MAX,
+        }
+    }
+}
+
+/// [`LibcConfig::max_heap_per_client`]'s default: a quarter of the heap (as 64 of the 256
+/// files are each client's by default).
+pub const DEFAULT_HEAP_QUOTA: HeapQuota = HeapQuota::Share(4);
+
 /// How the host serves the calls.
 pub struct LibcConfig {
     /// Where [`Libc::Print`] goes.
@@ -204,6 +234,11 @@ pub struct LibcConfig {
     /// memory, each client process is one), so that no client takes the whole table. An open
     /// past it is [`HostError::TooManyOpen`].
     pub max_files_per_client: usize,
+    /// The most of the heap one client holds at once, so that no client takes the whole heap
+    /// and leaves the others none: a `malloc` past it is [`HostError::OutOfMemory`]. Default
+    /// [`DEFAULT_HEAP_QUOTA`], a quarter of the heap. A GPU region serves one program, which
+    /// the loader (`ferry_gpu::Program`) gives the whole heap ([`HeapQuota::Whole`]).
+    pub max_heap_per_client: HeapQuota,
     /// Whether the client with an id [`LibcHost::dispatch`] was given is still alive (`false`
     /// only when it is surely gone for good: what it holds is freed). The files and
     /// blocks of clients this says are gone are freed by [`LibcHost::reclaim_gone`]: now and
@@ -219,8 +254,8 @@ pub struct LibcConfig {
 }
 
 impl Default for LibcConfig {
-    /// This process's standard output and error, no heap, exit recorded, `system` off, 256 files,
-    /// 64 a client, every client alive.
+    /// This process's standard output and error, no heap (a quarter of it a client when one is
+    /// given), exit recorded, `system` off, 256 files, 64 a client, every client alive.
     fn default() -> Self {
         LibcConfig {
             stdout: Box::new(io::stdout()),
@@ -231,6 +266,7 @@ impl Default for LibcConfig {
             give_environment: false,
             max_files: 256,
             max_files_per_client: 64,
+            max_heap_per_client: DEFAULT_HEAP_QUOTA,
             client_alive: |_| true,
             device: None,
         }
@@ -355,6 +391,8 @@ impl Files {
 enum Refused {
     /// Larger than the whole heap.
     TooLarge,
+    /// The block would take the client past its quota.
+    Quota,
     /// No free block is that large.
     NoRoom,
 }
@@ -375,9 +413,19 @@ struct Heap {
     used: HashMap<u64, (u64, u64)>,
     /// Bytes each client holds (clients holding none have no entry).
     held: HashMap<u64, u64>,
+    /// The most bytes one client may hold ([`LibcConfig::max_heap_per_client`]).
+    quota: u64,
 }
 
 impl Heap {
+    /// A heap of `arena` where each client holds at most `quota`.
+    fn with_quota(arena: Arena, quota: HeapQuota) -> Heap {
+        let mut heap = Heap::new(arena);
+        heap.quota = quota.bytes(heap.arena.size);
+        heap
+    }
+
+    /// A heap of `arena` with no quota.
     fn new(arena: Arena) -> Heap {
         // Start at the first aligned address inside the arena.
         let skip = arena.base.wrapping_neg() % HEAP_ALIGN;
@@ -395,6 +443,7 @@ impl Heap {
             free,
             used: HashMap::new(),
             held: HashMap::new(),
+            quota: u64::MAX,
         }
     }
 
@@ -405,6 +454,10 @@ impl Heap {
             .checked_next_multiple_of(HEAP_ALIGN)
             .filter(|&size| size <= self.arena.size)
             .ok_or(Refused::TooLarge)?;
+        let held = self.held.get(&caller).copied().unwrap_or(0);
+        if held.saturating_add(size) > self.quota {
+            return Err(Refused::Quota);
+        }
         let (&offset, &len) = self
             .free
             .iter()
@@ -583,7 +636,9 @@ impl LibcHost {
             stdout: Mutex::new(config.stdout),
             stderr: Mutex::new(config.stderr),
             files: Mutex::default(),
-            heap: config.heap.map(|a| Mutex::new(Heap::new(a))),
+            heap: config
+                .heap
+                .map(|a| Mutex::new(Heap::with_quota(a, config.max_heap_per_client))),
             exit: config.exit,
             exit_code: Mutex::new(None),
             aborted: AtomicBool::new(false),
@@ -1172,7 +1227,7 @@ impl LibcServer for ForCaller<'_> {
         let lock = || heap.lock().unwrap_or_else(|e| e.into_inner());
         let first = lock().malloc(size, self.caller);
         // No free block that large: the blocks of clients gone may make one (looked for outside
-        // the heap's lock). A size past the whole heap is final.
+        // the heap's lock). The caller's own quota, or a size past the whole heap, is final.
         if first == Err(Refused::NoRoom) && self.reclaim_gone().bytes > 0 {
             return lock().malloc(size, self.caller).map_err(Refused::into);
         }
@@ -1363,6 +1418,39 @@ mod tests {
         assert_eq!(h.free(theirs, 2), Err(HostError::BadPointer));
         assert_eq!(h.malloc(32, 1), Ok(theirs));
         h.free(mine, 1).unwrap();
+    }
+
+    #[test]
+    fn a_client_holds_at_most_its_quota_of_the_heap() {
+        let arena = Arena {
+            base: 0x1000,
+            size: 1024,
+        };
+        assert_eq!(DEFAULT_HEAP_QUOTA.bytes(1024), 256);
+        assert_eq!(HeapQuota::Share(0).bytes(1024), 1024);
+        let mut h = Heap::with_quota(arena, HeapQuota::Bytes(100));
+        // Sizes count rounded up: 7 blocks of 16 bytes would be 112.
+        let mine: Vec<u64> = (0..6).map(|_| h.malloc(1, 1).unwrap()).collect();
+        assert_eq!(h.malloc(1, 1), Err(Refused::Quota));
+        // Another client's share is its own.
+        let theirs = h.malloc(96, 2).unwrap();
+        assert_eq!(h.malloc(16, 2), Err(Refused::Quota));
+        // A freed block makes room in its owner's share only.
+        h.free(mine[0], 1).unwrap();
+        assert_eq!(h.malloc(16, 2), Err(Refused::Quota));
+        h.malloc(16, 1).unwrap();
+        // A gone client's share comes back whole.
+        assert_eq!(h.free_of(&[2]), 96);
+        assert_eq!(
+            h.free(theirs, 2),
+            Err(HostError::BadPointer),
+            "freed with client 2"
+        );
+        h.malloc(96, 2).unwrap();
+        // The whole heap: one client takes all of it.
+        let mut whole = Heap::with_quota(arena, HeapQuota::Whole);
+        whole.malloc(1024, 1).unwrap();
+        assert_eq!(whole.malloc(1, 2), Err(Refused::NoRoom));
     }
 
     const LIMITS: FileLimits = FileLimits {

@@ -46,7 +46,8 @@
 //! [`HostError::BadHandle`], another client's address [`HostError::BadPointer`]. Only regular
 //! files open ([`HostError::NotAFile`]); a file another program holds for exclusive use (a live
 //! ferry server's shared-memory file) is never opened for writing, removed or renamed
-//! ([`HostError::Busy`]); each client has a quota of open files ([`HostError::TooManyOpen`]).
+//! ([`HostError::Busy`]); each client has a quota of open files ([`HostError::TooManyOpen`]) and
+//! of the heap ([`HostError::OutOfMemory`]).
 
 #![cfg_attr(not(any(test, feature = "host")), no_std)]
 #![deny(missing_docs)]
@@ -61,7 +62,9 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 pub mod host;
 
 #[cfg(feature = "host")]
-pub use host::{Announce, DeviceCopy, ExitPolicy, LibcConfig, LibcHost, Reclaimed, PROGRAM};
+pub use host::{
+    Announce, DeviceCopy, ExitPolicy, HeapQuota, LibcConfig, LibcHost, Reclaimed, PROGRAM,
+};
 
 /// The most bytes one lane prints in one message (the `limit` of print calls).
 pub const PRINT_CHUNK: usize = 512;
@@ -170,7 +173,8 @@ pub enum HostError {
     /// Too many files open: this client's quota of open files, or the host's whole table, is
     /// full.
     TooManyOpen = 6,
-    /// The reserved heap has no block that large.
+    /// The reserved heap has no block that large, or the block would take this client past its
+    /// share of the heap (the host's per-client quota).
     OutOfMemory = 7,
     /// `free` of an address the host did not hand out to this client (or already freed).
     BadPointer = 8,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry_device::host::{self, mode, Libc};
-use ferry_libc::host::{Arena, LibcConfig, LibcHost};
+use ferry_libc::host::{Arena, HeapQuota, LibcConfig, LibcHost};
 use ferry_rpc::service::Site;
 use ferry_shm::{
     Caller, Claimed, ClientConfig, Handler, ServerConfig, ServerPort, ServerWait, ShmClient,
@@ -86,6 +86,7 @@ fn a_killed_clients_files_and_heap_come_back_within_a_bounded_time() {
             base: 1 << 20,
             size: HEAP,
         }),
+        max_heap_per_client: HeapQuota::Whole,
         client_alive: |id| ferry_shm::owner::holder_alive(id as u32),
         ..captured(&Capture::default(), &Capture::default())
     }));

@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferry_device::host::{self, mode, opcode, Handle, HostError, Libc, LibcError, Printer};
-use ferry_libc::host::{Announce, Arena, LibcConfig, LibcHost, IO_CHUNK, IO_LIMIT, STDOUT};
+use ferry_libc::host::{
+    Announce, Arena, HeapQuota, LibcConfig, LibcHost, IO_CHUNK, IO_LIMIT, STDOUT,
+};
 use ferry_rpc::service::{status, Error, Site, Status};
 use ferry_shm::{
     Caller, Claimed, ClaimedProcess, ClientConfig, Handler, ServerConfig, ServerPort, ShmClient,
@@ -943,6 +945,8 @@ fn malloc_hands_out_disjoint_blocks_of_reserved_memory() {
             base: base as u64,
             size: SIZE as u64,
         }),
+        // The test's threads are one client process, which takes the whole heap below.
+        max_heap_per_client: HeapQuota::Whole,
         ..captured(&Capture::default(), &Capture::default())
     }));
     let (server, path) = shm_server(&host);
@@ -1158,6 +1162,8 @@ fn files_and_blocks_belong_to_their_client_process() {
         }),
         max_files: 5,
         max_files_per_client: 3,
+        // (The heap's quota is tested on its own.)
+        max_heap_per_client: HeapQuota::Whole,
         client_alive: |id| ferry_shm::owner::holder_alive(id as u32),
         ..captured(&Capture::default(), &Capture::default())
     }));
@@ -1520,4 +1526,82 @@ fn a_live_region_file_is_never_emptied_removed_or_renamed_by_a_client() {
     assert!(!path.exists(), "the server removed its own file");
     assert!(other_server.shutdown(Duration::from_secs(5)).drained);
     let _ = std::fs::remove_file(&decoy);
+}
+
+/// The environment variable that makes a run of this test binary the greedy client of
+/// `one_client_cannot_take_the_heap_from_the_others`: the server's path.
+const HOG: &str = "FERRY_LIBC_HOG";
+
+/// The greedy client: allocates 1 KiB blocks until refused, says how many it got, and holds them
+/// until it is killed.
+fn hog(path: &str) {
+    let dev = Dev::attach(Path::new(path));
+    let mut blocks = 0;
+    let refused = loop {
+        match dev.on(|p| host::malloc(p, 1 << 10)) {
+            Ok(_) => blocks += 1,
+            Err(e) => break e,
+        }
+    };
+    println!("hog: {blocks} {refused:?}");
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+/// What `peer` says after `word`, in the first line that holds it (the test harness prints the
+/// test's name on the same line).
+fn said_by(peer: &ferry_tests::Peer, word: &str) -> String {
+    loop {
+        if let Some((_, said)) = peer.line().split_once(word) {
+            return said.to_string();
+        }
+    }
+}
+
+/// Issue 34, 5: one client could take the whole heap, and every other client's `malloc` failed
+/// until it died. Each client now holds at most its quota (by default a quarter of the heap):
+/// a live client that takes all it can leaves the others theirs.
+#[test]
+fn one_client_cannot_take_the_heap_from_the_others() {
+    if let Ok(path) = std::env::var(HOG) {
+        return hog(&path);
+    }
+    let _w = watchdog("heap quota");
+    const HEAP: u64 = 64 << 10;
+    let host = Arc::new(LibcHost::new(LibcConfig {
+        heap: Some(Arena {
+            base: 1 << 20,
+            size: HEAP,
+        }),
+        client_alive: |id| ferry_shm::owner::holder_alive(id as u32),
+        ..captured(&Capture::default(), &Capture::default())
+    }));
+    let (server, path) = shm_server(&host);
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "--exact",
+            "one_client_cannot_take_the_heap_from_the_others",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HOG, &path);
+    let hog = ferry_tests::Peer::start(command);
+    assert_eq!(said_by(&hog, "hog: "), "16 App(OutOfMemory)", "a quarter");
+    assert_eq!(host.heap_free(), Some(HEAP - (16 << 10)));
+    // This process, another client, gets its own quarter while the hog lives and holds its.
+    let dev = Dev::attach(&path);
+    let mine = dev.on(|p| host::malloc(p, 16 << 10)).unwrap();
+    assert_eq!(
+        dev.on(|p| host::malloc(p, 16)),
+        app(HostError::OutOfMemory),
+        "past its own quarter"
+    );
+    dev.on(|p| host::free(p, mine)).unwrap();
+    // Once the hog is gone its blocks come back (the monitor's reclaim).
+    hog.kill();
+    ferry_tests::eventually("the hog's blocks come back", || {
+        host.heap_free() == Some(HEAP)
+    });
+    drop(dev);
+    drain(server);
 }
