@@ -20,10 +20,20 @@
 //!   whose file was closed (its slot's generation moved on), or one another client opened, is
 //!   [`HostError::BadHandle`]. Only regular files open ([`HostError::NotAFile`]): a FIFO, a device or a
 //!   socket could make the serving thread wait on a party the client chose. Each client may hold
-//!   [`LibcConfig::max_files_per_client`] files open, all of them [`LibcConfig::max_files`];
+//!   [`LibcConfig::max_files_per_client`] files open, all of them [`LibcConfig::max_files`].
+//!   A file another program holds locked for exclusive use (`flock`), as every live ferry
+//!   server holds its shared-memory file, is not opened for writing, removed, renamed or
+//!   renamed onto ([`HostError::Busy`]; `w` empties a file only after that check): a region
+//!   file emptied under its server kills the server and its clients (`SIGBUS`), and one
+//!   unnamed or replaced leaves new clients nowhere to attach. What is left: `system`, when
+//!   turned on, can do anything; a directory above a region file can still be renamed (its
+//!   server then leaves the file where it went when it stops: it removes only a name that
+//!   still names its file);
 //! - **the heap**: memory the host reserved before launch ([`Arena`]), handed out as addresses
 //!   `base + offset` that this side computes and never dereferences; a block is the client's that
-//!   allocated it, and only that client may free it;
+//!   allocated it, and only that client may free it. Each client may hold
+//!   [`LibcConfig::max_heap_per_client`] of it (a quarter by default; the GPU loader gives its
+//!   one program the whole heap);
 //! - **exit and abort**: recorded, or the end of this process ([`ExitPolicy`]);
 //! - **a clock**; and **`system`**, refused ([`HostError::Disabled`]) unless
 //!   [`LibcConfig::allow_system`];
@@ -38,9 +48,14 @@
 //! sizes checked against the arena. Every failure is a [`HostError`] in the reply, never a panic.
 //!
 //! **Clients.** What a call opens or allocates belongs to the client [`LibcHost::dispatch`] was
-//! given. A client that is gone does not hold its files and blocks forever: when an open finds the
-//! table or the client's quota full, or a `malloc` finds no room, the files and blocks of every
-//! client that [`LibcConfig::client_alive`] says is gone are freed first.
+//! given. A client that is gone does not hold its files and blocks for long: the transport's
+//! server calls [`Handler::reclaim`] now and then (`ferry_shm`'s monitor, every
+//! `reclaim_interval`), which frees the files and blocks of every client that
+//! [`LibcConfig::client_alive`] says is gone ([`LibcHost::reclaim_gone`]), so they come back
+//! within about one interval of its end (a handler that serves the host by hand, passing each
+//! call's client to [`LibcHost::dispatch`], forwards it: `fn reclaim(&self) {
+//! self.host.reclaim_gone(); }`); and an open that finds the table or the client's quota full,
+//! or a `malloc` that finds no room, does the same first.
 //!
 //! **Waiting.** A call waits only on the host's own resources, never on a party the client picked:
 //! opens are non-blocking (`O_NONBLOCK`, cleared once the file is known to be regular) and never
@@ -166,6 +181,34 @@ impl Announce {
 /// The alignment of every block `malloc` hands out.
 pub const HEAP_ALIGN: u64 = 16;
 
+/// How much of the heap one client may hold at once ([`LibcConfig::max_heap_per_client`]): a
+/// `malloc` that would take its client past it is [`HostError::OutOfMemory`], however much of
+/// the heap is free. Blocks count by the bytes they take (sizes rounded up to [`HEAP_ALIGN`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeapQuota {
+    /// At most this many bytes.
+    Bytes(u64),
+    /// At most the heap's size divided by this (`Share(4)`: a quarter of it; 0 counts as 1).
+    Share(u64),
+    /// The whole heap: no quota (a GPU region's one program, the only client there is).
+    Whole,
+}
+
+impl HeapQuota {
+    /// The most bytes one client may hold of a heap of `size` bytes.
+    pub fn bytes(self, size: u64) -> u64 {
+        match self {
+            HeapQuota::Bytes(bytes) => bytes,
+            HeapQuota::Share(n) => size / n.max(1),
+            HeapQuota::Whole => u64::MAX,
+        }
+    }
+}
+
+/// [`LibcConfig::max_heap_per_client`]'s default: a quarter of the heap (as 64 of the 256
+/// files are each client's by default).
+pub const DEFAULT_HEAP_QUOTA: HeapQuota = HeapQuota::Share(4);
+
 /// How the host serves the calls.
 pub struct LibcConfig {
     /// Where [`Libc::Print`] goes.
@@ -191,10 +234,18 @@ pub struct LibcConfig {
     /// memory, each client process is one), so that no client takes the whole table. An open
     /// past it is [`HostError::TooManyOpen`].
     pub max_files_per_client: usize,
-    /// Whether the client with an id [`LibcHost::dispatch`] was given is still alive: when an open
-    /// finds the file table or the client's quota full, or a `malloc` finds no room, the files
-    /// and blocks of clients this says are gone are freed first. The default says every client
-    /// is alive: right for a GPU program, served while it runs. Over shared memory, pass
+    /// The most of the heap one client holds at once, so that no client takes the whole heap
+    /// and leaves the others none: a `malloc` past it is [`HostError::OutOfMemory`]. Default
+    /// [`DEFAULT_HEAP_QUOTA`], a quarter of the heap. A GPU region serves one program, which
+    /// the loader (`ferry_gpu::Program`) gives the whole heap ([`HeapQuota::Whole`]).
+    pub max_heap_per_client: HeapQuota,
+    /// Whether the client with an id [`LibcHost::dispatch`] was given is still alive (`false`
+    /// only when it is surely gone for good: what it holds is freed). The files and
+    /// blocks of clients this says are gone are freed by [`LibcHost::reclaim_gone`]: now and
+    /// then by the transport's server (`ferry_shm`'s monitor, every `reclaim_interval`, through
+    /// [`Handler::reclaim`]), and whenever an open finds the file table or the client's quota
+    /// full, or a `malloc` finds no room. The default says every client is alive: right for a
+    /// GPU program, served while it runs. Over shared memory, pass
     /// `|id| ferry_shm::owner::holder_alive(id as u32)`.
     pub client_alive: fn(u64) -> bool,
     /// The device memory [`Libc::ReadToDevice`] and [`Libc::WriteFromDevice`] copy to and from
@@ -203,8 +254,8 @@ pub struct LibcConfig {
 }
 
 impl Default for LibcConfig {
-    /// This process's standard output and error, no heap, exit recorded, `system` off, 256 files,
-    /// 64 a client, every client alive.
+    /// This process's standard output and error, no heap (a quarter of it a client when one is
+    /// given), exit recorded, `system` off, 256 files, 64 a client, every client alive.
     fn default() -> Self {
         LibcConfig {
             stdout: Box::new(io::stdout()),
@@ -215,6 +266,7 @@ impl Default for LibcConfig {
             give_environment: false,
             max_files: 256,
             max_files_per_client: 64,
+            max_heap_per_client: DEFAULT_HEAP_QUOTA,
             client_alive: |_| true,
             device: None,
         }
@@ -309,21 +361,45 @@ impl Files {
         slot.vacate().ok_or(HostError::BadHandle)
     }
 
-    /// Takes the files of every client `alive` says is gone out of the table, to be closed.
-    fn take_dead(&mut self, alive: fn(u64) -> bool) -> Vec<File> {
-        let mut verdicts = HashMap::new();
-        let mut dead = Vec::new();
+    /// The clients that hold files (each once).
+    fn holders(&self) -> Vec<u64> {
+        let mut holders: Vec<u64> = Vec::new();
+        for slot in &self.slots {
+            if slot.file.is_some() && !holders.contains(&slot.owner) {
+                holders.push(slot.owner);
+            }
+        }
+        holders
+    }
+
+    /// Takes the files of the clients in `gone` out of the table, to be closed.
+    fn take_of(&mut self, gone: &[u64]) -> Vec<File> {
+        let mut taken = Vec::new();
         for slot in &mut self.slots {
-            if slot.file.is_some()
-                && !*verdicts
-                    .entry(slot.owner)
-                    .or_insert_with(|| alive(slot.owner))
-            {
-                dead.extend(slot.vacate());
+            if slot.file.is_some() && gone.contains(&slot.owner) {
+                taken.extend(slot.vacate());
                 self.open -= 1;
             }
         }
-        dead
+        taken
+    }
+}
+
+/// Why [`Heap::malloc`] has no block for a client (to the client, all are
+/// [`HostError::OutOfMemory`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refused {
+    /// Larger than the whole heap.
+    TooLarge,
+    /// The block would take the client past its quota.
+    Quota,
+    /// No free block is that large.
+    NoRoom,
+}
+
+impl From<Refused> for HostError {
+    fn from(_: Refused) -> HostError {
+        HostError::OutOfMemory
     }
 }
 
@@ -335,9 +411,21 @@ struct Heap {
     free: BTreeMap<u64, u64>,
     /// Blocks handed out: offset → (length, the client that allocated it).
     used: HashMap<u64, (u64, u64)>,
+    /// Bytes each client holds (clients holding none have no entry).
+    held: HashMap<u64, u64>,
+    /// The most bytes one client may hold ([`LibcConfig::max_heap_per_client`]).
+    quota: u64,
 }
 
 impl Heap {
+    /// A heap of `arena` where each client holds at most `quota`.
+    fn with_quota(arena: Arena, quota: HeapQuota) -> Heap {
+        let mut heap = Heap::new(arena);
+        heap.quota = quota.bytes(heap.arena.size);
+        heap
+    }
+
+    /// A heap of `arena` with no quota.
     fn new(arena: Arena) -> Heap {
         // Start at the first aligned address inside the arena.
         let skip = arena.base.wrapping_neg() % HEAP_ALIGN;
@@ -354,26 +442,46 @@ impl Heap {
             arena,
             free,
             used: HashMap::new(),
+            held: HashMap::new(),
+            quota: u64::MAX,
         }
     }
 
     /// A block of at least `size` bytes for `caller`.
-    fn malloc(&mut self, size: u64, caller: u64) -> Result<u64, HostError> {
+    fn malloc(&mut self, size: u64, caller: u64) -> Result<u64, Refused> {
         let size = size
             .max(1)
             .checked_next_multiple_of(HEAP_ALIGN)
-            .ok_or(HostError::OutOfMemory)?;
+            .filter(|&size| size <= self.arena.size)
+            .ok_or(Refused::TooLarge)?;
+        let held = self.held.get(&caller).copied().unwrap_or(0);
+        if held.saturating_add(size) > self.quota {
+            return Err(Refused::Quota);
+        }
         let (&offset, &len) = self
             .free
             .iter()
             .find(|(_, &len)| len >= size)
-            .ok_or(HostError::OutOfMemory)?;
+            .ok_or(Refused::NoRoom)?;
         self.free.remove(&offset);
         if len > size {
             self.free.insert(offset + size, len - size);
         }
         self.used.insert(offset, (size, caller));
+        *self.held.entry(caller).or_insert(0) += size;
         Ok(self.arena.base + offset)
+    }
+
+    /// Takes the block at `offset` (`len` bytes, `owner`'s) back.
+    fn take_back(&mut self, offset: u64, len: u64, owner: u64) {
+        self.used.remove(&offset);
+        if let Some(held) = self.held.get_mut(&owner) {
+            *held -= len;
+            if *held == 0 {
+                self.held.remove(&owner);
+            }
+        }
+        self.release(offset, len);
     }
 
     /// Frees `caller`'s block at `address`; another client's block is refused (and stays).
@@ -381,28 +489,35 @@ impl Heap {
         let offset = address.wrapping_sub(self.arena.base);
         match self.used.get(&offset) {
             Some(&(len, owner)) if owner == caller => {
-                self.used.remove(&offset);
-                self.release(offset, len);
+                self.take_back(offset, len, owner);
                 Ok(())
             }
             _ => Err(HostError::BadPointer),
         }
     }
 
-    /// Frees the blocks of every client `alive` says is gone; whether there were any.
-    fn free_dead(&mut self, alive: fn(u64) -> bool) -> bool {
-        let mut verdicts = HashMap::new();
-        let dead: Vec<(u64, u64)> = self
+    /// The clients that hold blocks.
+    fn holders(&self) -> impl Iterator<Item = u64> + '_ {
+        self.held.keys().copied()
+    }
+
+    /// Frees every block of the clients in `gone`; the bytes freed.
+    fn free_of(&mut self, gone: &[u64]) -> u64 {
+        if !self.held.keys().any(|c| gone.contains(c)) {
+            return 0;
+        }
+        let blocks: Vec<(u64, u64, u64)> = self
             .used
             .iter()
-            .filter(|(_, &(_, owner))| !*verdicts.entry(owner).or_insert_with(|| alive(owner)))
-            .map(|(&offset, &(len, _))| (offset, len))
+            .filter(|(_, (_, owner))| gone.contains(owner))
+            .map(|(&offset, &(len, owner))| (offset, len, owner))
             .collect();
-        for &(offset, len) in &dead {
-            self.used.remove(&offset);
-            self.release(offset, len);
+        let mut freed = 0;
+        for (offset, len, owner) in blocks {
+            self.take_back(offset, len, owner);
+            freed += len;
         }
-        !dead.is_empty()
+        freed
     }
 
     /// Returns the block `offset..offset + len` to the free list, merged with its neighbours.
@@ -421,6 +536,17 @@ impl Heap {
         }
         self.free.insert(start, len);
     }
+}
+
+/// What [`LibcHost::reclaim_gone`] freed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reclaimed {
+    /// Clients found gone that held files or blocks.
+    pub clients: usize,
+    /// Their files, closed.
+    pub files: usize,
+    /// The bytes of their heap blocks, freed.
+    pub bytes: u64,
 }
 
 /// Slots of the table that finds a served opcode's counter.
@@ -510,7 +636,9 @@ impl LibcHost {
             stdout: Mutex::new(config.stdout),
             stderr: Mutex::new(config.stderr),
             files: Mutex::default(),
-            heap: config.heap.map(|a| Mutex::new(Heap::new(a))),
+            heap: config
+                .heap
+                .map(|a| Mutex::new(Heap::with_quota(a, config.max_heap_per_client))),
             exit: config.exit,
             exit_code: Mutex::new(None),
             aborted: AtomicBool::new(false),
@@ -543,7 +671,8 @@ impl LibcHost {
     /// only calls for the same `caller` reach it. `caller` names the client process or program
     /// making the call, the same for all its calls: a GPU region's server passes [`PROGRAM`] (its
     /// calls all come from one program), a shared-memory server `ferry_shm::Caller::caller`
-    /// of the port (the calling process; then set [`LibcConfig::client_alive`] to match).
+    /// of the port (the calling process; then set [`LibcConfig::client_alive`] to match, and
+    /// have the handler's [`Handler::reclaim`] call [`reclaim_gone`](Self::reclaim_gone)).
     pub fn dispatch<L: Lanes, M: Mailbox, W: Wait>(
         &self,
         caller: u64,
@@ -633,6 +762,49 @@ impl LibcHost {
         Some(heap.free.values().sum())
     }
 
+    /// Frees the files and heap blocks of every client that [`LibcConfig::client_alive`] says is
+    /// gone; what it freed. The transport's server calls it now and then ([`Handler::reclaim`]:
+    /// `ferry_shm`'s monitor every `reclaim_interval`, so a gone client's files are closed and
+    /// its blocks free within about one interval, plus the time the looks at the clients take),
+    /// and the host itself when an open or a `malloc` finds no room.
+    ///
+    /// It holds the file table's and the heap's locks only to list who holds something and to
+    /// take back what the gone ones held: each client holding a file or a block is looked at
+    /// (`client_alive`, one call per client) with no lock held, and the files are closed after
+    /// the table's lock is let go. Each client holding something costs one look a call. (A call
+    /// of a gone client still being served may open or allocate after the look: the next call
+    /// frees that too.)
+    pub fn reclaim_gone(&self) -> Reclaimed {
+        let mut holders = self.lock_files().holders();
+        if let Some(heap) = &self.heap {
+            let heap = heap.lock().unwrap_or_else(|e| e.into_inner());
+            for client in heap.holders() {
+                if !holders.contains(&client) {
+                    holders.push(client);
+                }
+            }
+        }
+        let gone: Vec<u64> = holders
+            .into_iter()
+            .filter(|&c| !(self.client_alive)(c))
+            .collect();
+        if gone.is_empty() {
+            return Reclaimed::default();
+        }
+        let closed = self.lock_files().take_of(&gone);
+        let bytes = self.heap.as_ref().map_or(0, |heap| {
+            heap.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .free_of(&gone)
+        });
+        // The files are closed here, outside the table's lock.
+        Reclaimed {
+            clients: gone.len(),
+            files: closed.len(),
+            bytes,
+        }
+    }
+
     fn lock_files(&self) -> std::sync::MutexGuard<'_, Files> {
         self.files.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -650,19 +822,14 @@ impl LibcHost {
         }
     }
 
-    /// Whether `caller` may open one more file, after freeing the files of clients gone if the
+    /// Whether `caller` may open one more file, after freeing what clients gone hold if the
     /// table or its quota is full; `Err` carries the limit reached.
     fn file_room(&self, caller: u64) -> Result<(), usize> {
-        let mut files = self.lock_files();
-        if files.room(caller, self.file_limits).is_ok() {
+        if self.lock_files().room(caller, self.file_limits).is_ok() {
             return Ok(());
         }
-        let dead = files.take_dead(self.client_alive);
-        let room = files.room(caller, self.file_limits);
-        drop(files);
-        // The dead clients' files are closed outside the table's lock.
-        drop(dead);
-        room
+        self.reclaim_gone();
+        self.lock_files().room(caller, self.file_limits)
     }
 
     /// `caller`'s file `handle`, as a descriptor of its own, for a call that reads or writes at
@@ -739,18 +906,71 @@ impl Deref for ForCaller<'_> {
     }
 }
 
+/// Whether another open file description holds `file` locked for exclusive use (`flock`), as a
+/// live ferry server holds its shared-memory file from before it is published until it is gone.
+///
+/// It asks for a shared lock without waiting: refused, someone holds an exclusive one (this
+/// process too: `flock` locks belong to open file descriptions, and `file` is one of its own);
+/// granted, it is let go at once (a new server judging a stale file takes its lock without
+/// waiting, and would see a live server for that moment). A file system without `flock` holds
+/// no server's file (a server locks its file or does not start).
+fn locked_exclusively(file: &impl rustix::fd::AsFd) -> bool {
+    use rustix::fs::{flock, FlockOperation};
+    match flock(file, FlockOperation::NonBlockingLockShared) {
+        Ok(()) => {
+            let _ = flock(file, FlockOperation::Unlock);
+            false
+        }
+        Err(e) => e == rustix::io::Errno::WOULDBLOCK,
+    }
+}
+
+/// Refuses ([`HostError::Busy`]) a path that names a regular file held locked for exclusive
+/// use ([`locked_exclusively`]): one that `remove` and `rename` must not unname (a live ferry
+/// server's file: new clients could no longer attach, and a file renamed onto its name would be
+/// another's). Anything else passes, left to the call itself: a missing path, a symbolic link
+/// (unlinked or renamed itself, never what it names), a directory, a special file (never
+/// opened here: `open` has side effects on some devices), a file this host cannot open.
+fn refuse_locked(path: &Path) -> Result<(), HostError> {
+    use rustix::fs::{openat, statat, AtFlags, FileType, Mode, OFlags, CWD};
+    let Ok(stat) = statat(CWD, path, AtFlags::SYMLINK_NOFOLLOW) else {
+        return Ok(());
+    };
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Ok(());
+    }
+    // Read-only, or write-only for a file this host may not read: neither changes the file.
+    // (NOFOLLOW, NONBLOCK, NOCTTY: the path may have changed since the look above.)
+    let flags = OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let opened = openat(CWD, path, OFlags::RDONLY | flags, Mode::empty())
+        .or_else(|_| openat(CWD, path, OFlags::WRONLY | flags, Mode::empty()));
+    match opened {
+        Ok(fd) if locked_exclusively(&fd) => Err(HostError::Busy),
+        _ => Ok(()),
+    }
+}
+
 /// Opens `path` with mode `m` if it is a regular file, without waiting on anyone (see the module
-/// docs).
+/// docs). A mode that can write refuses a file held for exclusive use ([`HostError::Busy`]:
+/// [`locked_exclusively`], a live ferry server's file), and empties the file
+/// ([`mode::TRUNCATE`]) only once that check has passed.
 fn open_regular(m: u32, path: &str) -> Result<File, HostError> {
     if m & !mode::ALL != 0 || m & (mode::READ | mode::WRITE) == 0 {
+        return Err(HostError::Invalid);
+    }
+    let truncate = m & mode::TRUNCATE != 0;
+    let writes = m & (mode::WRITE | mode::APPEND) != 0;
+    // What `OpenOptions` refuses with O_TRUNC (which is not asked of it: the file is truncated
+    // below, after the check): truncating without writing, or appending, unless the file is
+    // new.
+    if truncate && (!writes || (m & mode::APPEND != 0 && m & mode::EXCLUSIVE == 0)) {
         return Err(HostError::Invalid);
     }
     let path = path_of(path)?;
     let mut o = OpenOptions::new();
     o.read(m & mode::READ != 0)
         .write(m & mode::WRITE != 0)
-        .append(m & mode::APPEND != 0)
-        .truncate(m & mode::TRUNCATE != 0);
+        .append(m & mode::APPEND != 0);
     if m & mode::EXCLUSIVE != 0 {
         o.create_new(true);
     } else {
@@ -770,6 +990,15 @@ fn open_regular(m: u32, path: &str) -> Result<File, HostError> {
     // fstat of what was opened, not a second look up of the path.
     if !file.metadata().map_err(|e| io_error(&e))?.is_file() {
         return Err(HostError::NotAFile);
+    }
+    // Nothing that writes (nor the truncation) reaches a file held for exclusive use: a live
+    // server's file, whose server and clients would die of SIGBUS at their next access past its
+    // new end. (It is this file, as opened, that is checked: no second look up of the path.)
+    if writes && locked_exclusively(&file) {
+        return Err(HostError::Busy);
+    }
+    if truncate {
+        file.set_len(0).map_err(|e| io_error(&e))?;
     }
     // A regular file: blocking mode back, so reads and writes behave as everywhere else.
     let status = rustix::fs::fcntl_getfl(&file).map_err(|_| HostError::Io)?;
@@ -950,7 +1179,9 @@ impl LibcServer for ForCaller<'_> {
     }
 
     fn remove(&self, path: &str) -> Result<(), HostError> {
-        std::fs::remove_file(path_of(path)?).map_err(|e| io_error(&e))
+        let path = path_of(path)?;
+        refuse_locked(path)?;
+        std::fs::remove_file(path).map_err(|e| io_error(&e))
     }
 
     fn rename(&self, from_len: u32, paths: &str) -> Result<(), HostError> {
@@ -958,7 +1189,11 @@ impl LibcServer for ForCaller<'_> {
         let (from, to) = paths
             .split_at_checked(from_len as usize)
             .ok_or(HostError::Invalid)?;
-        std::fs::rename(path_of(from)?, path_of(to)?).map_err(|e| io_error(&e))
+        let (from, to) = (path_of(from)?, path_of(to)?);
+        // Neither a live server's file moved away, nor another file moved onto its name.
+        refuse_locked(from)?;
+        refuse_locked(to)?;
+        std::fs::rename(from, to).map_err(|e| io_error(&e))
     }
 
     fn exit(&self, code: i32) {
@@ -989,14 +1224,14 @@ impl LibcServer for ForCaller<'_> {
 
     fn malloc(&self, size: u64) -> Result<u64, HostError> {
         let heap = self.heap.as_ref().ok_or(HostError::OutOfMemory)?;
-        let mut heap = heap.lock().unwrap_or_else(|e| e.into_inner());
-        match heap.malloc(size, self.caller) {
-            // No room: the blocks of clients gone may make some.
-            Err(HostError::OutOfMemory) if heap.free_dead(self.client_alive) => {
-                heap.malloc(size, self.caller)
-            }
-            r => r,
+        let lock = || heap.lock().unwrap_or_else(|e| e.into_inner());
+        let first = lock().malloc(size, self.caller);
+        // No free block that large: the blocks of clients gone may make one (looked for outside
+        // the heap's lock). The caller's own quota, or a size past the whole heap, is final.
+        if first == Err(Refused::NoRoom) && self.reclaim_gone().bytes > 0 {
+            return lock().malloc(size, self.caller).map_err(Refused::into);
         }
+        first.map_err(Refused::into)
     }
 
     fn free(&self, address: u64) -> Result<(), HostError> {
@@ -1096,6 +1331,11 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
     fn services(&self) -> Vec<(&'static str, u64)> {
         vec![(Libc::NAME, Libc::FINGERPRINT)]
     }
+
+    /// Frees what clients gone hold ([`LibcHost::reclaim_gone`]).
+    fn reclaim(&self) {
+        self.reclaim_gone();
+    }
 }
 
 #[cfg(test)]
@@ -1141,8 +1381,9 @@ mod tests {
         let b = h.malloc(100, 1).unwrap();
         let c = h.malloc(16, 1).unwrap();
         assert_eq!((a, b, c), (0x1010, 0x1020, 0x1090));
-        assert_eq!(h.malloc(u64::MAX, 1), Err(HostError::OutOfMemory));
-        assert_eq!(h.malloc(2000, 1), Err(HostError::OutOfMemory));
+        assert_eq!(h.malloc(u64::MAX, 1), Err(Refused::TooLarge));
+        assert_eq!(h.malloc(2000, 1), Err(Refused::TooLarge));
+        assert_eq!(h.malloc(900, 1), Err(Refused::NoRoom));
         assert_eq!(h.free(b + 1, 1), Err(HostError::BadPointer));
         h.free(b, 1).unwrap();
         assert_eq!(h.free(b, 1), Err(HostError::BadPointer), "double free");
@@ -1165,13 +1406,51 @@ mod tests {
             Err(HostError::BadPointer),
             "not the caller's"
         );
-        assert_eq!(h.malloc(16, 1), Err(HostError::OutOfMemory));
+        assert_eq!(h.malloc(16, 1), Err(Refused::NoRoom));
+        assert_eq!(
+            h.holders().collect::<std::collections::BTreeSet<_>>().len(),
+            2
+        );
         // Client 2 is gone: its block comes back, client 1's stays.
-        assert!(h.free_dead(|c| c != 2));
-        assert!(!h.free_dead(|c| c != 2), "nothing more to free");
+        assert_eq!(h.free_of(&[2]), 32);
+        assert_eq!(h.free_of(&[2]), 0, "nothing more to free");
+        assert_eq!(h.holders().collect::<Vec<_>>(), [1]);
         assert_eq!(h.free(theirs, 2), Err(HostError::BadPointer));
         assert_eq!(h.malloc(32, 1), Ok(theirs));
         h.free(mine, 1).unwrap();
+    }
+
+    #[test]
+    fn a_client_holds_at_most_its_quota_of_the_heap() {
+        let arena = Arena {
+            base: 0x1000,
+            size: 1024,
+        };
+        assert_eq!(DEFAULT_HEAP_QUOTA.bytes(1024), 256);
+        assert_eq!(HeapQuota::Share(0).bytes(1024), 1024);
+        let mut h = Heap::with_quota(arena, HeapQuota::Bytes(100));
+        // Sizes count rounded up: 7 blocks of 16 bytes would be 112.
+        let mine: Vec<u64> = (0..6).map(|_| h.malloc(1, 1).unwrap()).collect();
+        assert_eq!(h.malloc(1, 1), Err(Refused::Quota));
+        // Another client's share is its own.
+        let theirs = h.malloc(96, 2).unwrap();
+        assert_eq!(h.malloc(16, 2), Err(Refused::Quota));
+        // A freed block makes room in its owner's share only.
+        h.free(mine[0], 1).unwrap();
+        assert_eq!(h.malloc(16, 2), Err(Refused::Quota));
+        h.malloc(16, 1).unwrap();
+        // A gone client's share comes back whole.
+        assert_eq!(h.free_of(&[2]), 96);
+        assert_eq!(
+            h.free(theirs, 2),
+            Err(HostError::BadPointer),
+            "freed with client 2"
+        );
+        h.malloc(96, 2).unwrap();
+        // The whole heap: one client takes all of it.
+        let mut whole = Heap::with_quota(arena, HeapQuota::Whole);
+        whole.malloc(1024, 1).unwrap();
+        assert_eq!(whole.malloc(1, 2), Err(Refused::NoRoom));
     }
 
     const LIMITS: FileLimits = FileLimits {
@@ -1221,8 +1500,10 @@ mod tests {
         assert_eq!(files.insert(null(), 1, limits), Err(2), "client 1's quota");
         let c = files.insert(null(), 2, limits).unwrap();
         assert_eq!(files.insert(null(), 2, limits), Err(3), "the whole table");
+        assert_eq!(files.holders(), [1, 2]);
         // Client 1 is gone: its two files close, client 2's stays.
-        assert_eq!(files.take_dead(|c| c != 1).len(), 2);
+        assert_eq!(files.take_of(&[1]).len(), 2);
+        assert_eq!(files.holders(), [2]);
         assert_eq!(files.open, 1);
         assert_eq!(files.get(a, 1).err(), Some(HostError::BadHandle));
         assert!(files.get(c, 2).is_ok());

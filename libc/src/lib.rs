@@ -44,8 +44,10 @@
 //! into it and never dereferences anything the device sends. Both belong to the client that got
 //! them (a GPU program; over shared memory, a client process): another client's handle is
 //! [`HostError::BadHandle`], another client's address [`HostError::BadPointer`]. Only regular
-//! files open ([`HostError::NotAFile`]), and each client has a quota of open files
-//! ([`HostError::TooManyOpen`]).
+//! files open ([`HostError::NotAFile`]); a file another program holds for exclusive use (a live
+//! ferry server's shared-memory file) is never opened for writing, removed or renamed
+//! ([`HostError::Busy`]); each client has a quota of open files ([`HostError::TooManyOpen`]) and
+//! of the heap ([`HostError::OutOfMemory`]).
 
 #![cfg_attr(not(any(test, feature = "host")), no_std)]
 #![deny(missing_docs)]
@@ -60,7 +62,9 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 pub mod host;
 
 #[cfg(feature = "host")]
-pub use host::{Announce, DeviceCopy, ExitPolicy, LibcConfig, LibcHost, PROGRAM};
+pub use host::{
+    Announce, DeviceCopy, ExitPolicy, HeapQuota, LibcConfig, LibcHost, Reclaimed, PROGRAM,
+};
 
 /// The most bytes one lane prints in one message (the `limit` of print calls).
 pub const PRINT_CHUNK: usize = 512;
@@ -169,7 +173,8 @@ pub enum HostError {
     /// Too many files open: this client's quota of open files, or the host's whole table, is
     /// full.
     TooManyOpen = 6,
-    /// The reserved heap has no block that large.
+    /// The reserved heap has no block that large, or the block would take this client past its
+    /// share of the heap (the host's per-client quota).
     OutOfMemory = 7,
     /// `free` of an address the host did not hand out to this client (or already freed).
     BadPointer = 8,
@@ -187,6 +192,11 @@ pub enum HostError {
     NoDeviceMemory = 13,
     /// An address range that is not the device's own memory (the driver refused it).
     BadAddress = 14,
+    /// The file is in use by another party that holds it for exclusive use (an exclusive
+    /// `flock`), as a live ferry server holds its shared-memory file: the host does not open it
+    /// for writing, nor remove or rename it, so that no client can shrink, overwrite or unname
+    /// the memory a server and its clients have mapped.
+    Busy = 15,
 }
 
 impl fmt::Display for HostError {
@@ -206,6 +216,7 @@ impl fmt::Display for HostError {
             HostError::NotAFile => "not a regular file",
             HostError::NoDeviceMemory => "no device memory on this host",
             HostError::BadAddress => "not an address range of the device's memory",
+            HostError::Busy => "the file is locked for exclusive use by another program",
         })
     }
 }
@@ -240,7 +251,10 @@ pub enum Libc {
         /// What to write.
         text: Bytes,
     },
-    /// Opens the regular file at `path`; replies its handle.
+    /// Opens the regular file at `path`; replies its handle. A mode that can write (with
+    /// [`mode::WRITE`] or [`mode::APPEND`]) is [`HostError::Busy`] for a file another program
+    /// holds locked for exclusive use (a live ferry server's shared-memory file), checked before
+    /// [`mode::TRUNCATE`] empties anything.
     #[rpc(response = Handle, error = HostError, limit = PATH_LIMIT)]
     Open {
         /// Bits of [`mode`].
@@ -374,13 +388,15 @@ pub enum Libc {
         /// The file.
         handle: Handle,
     },
-    /// Removes a file.
+    /// Removes a file ([`HostError::Busy`] for one another program holds locked for exclusive
+    /// use, such as a live ferry server's shared-memory file).
     #[rpc(error = HostError, limit = PATH_LIMIT)]
     Remove {
         /// The file.
         path: Text,
     },
-    /// Renames a file.
+    /// Renames a file ([`HostError::Busy`] if either path names a file another program holds
+    /// locked for exclusive use, such as a live ferry server's shared-memory file).
     #[rpc(error = HostError, limit = 2 * PATH_LIMIT)]
     Rename {
         /// The length of the old path, in bytes.

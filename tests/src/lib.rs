@@ -36,8 +36,15 @@ pub struct Peer {
 impl Peer {
     /// Starts `program` with `args`.
     pub fn spawn(program: impl AsRef<Path>, args: &[&str]) -> Peer {
-        let mut child = Command::new(program.as_ref())
-            .args(args)
+        let mut command = Command::new(program.as_ref());
+        command.args(args);
+        Peer::start(command)
+    }
+
+    /// Starts `command` (with its arguments and environment), its stdout piped to the test and
+    /// its stdin empty.
+    pub fn start(mut command: Command) -> Peer {
+        let mut child = command
             .stdout(Stdio::piped())
             .stdin(Stdio::null())
             .spawn()

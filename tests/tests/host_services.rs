@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferry_device::host::{self, mode, opcode, Handle, HostError, Libc, LibcError, Printer};
-use ferry_libc::host::{Announce, Arena, LibcConfig, LibcHost, IO_CHUNK, IO_LIMIT, STDOUT};
+use ferry_libc::host::{
+    Announce, Arena, HeapQuota, LibcConfig, LibcHost, IO_CHUNK, IO_LIMIT, STDOUT,
+};
 use ferry_rpc::service::{status, Error, Site, Status};
 use ferry_shm::{
     Caller, Claimed, ClaimedProcess, ClientConfig, Handler, ServerConfig, ServerPort, ShmClient,
@@ -33,6 +35,9 @@ fn watchdog(name: &'static str) -> ferry_tests::Watchdog {
 struct ShmLibc {
     host: Arc<LibcHost>,
     before: Box<dyn Fn(&ServerPort<'_, '_>) + Send + Sync>,
+    /// Whether the monitor's `reclaim` reaches the host (off: a gone client's files and blocks
+    /// wait for an open or a `malloc` that finds no room).
+    reclaim: bool,
 }
 
 impl Handler<ShmMailbox, ServerWait> for ShmLibc {
@@ -44,6 +49,12 @@ impl Handler<ShmMailbox, ServerWait> for ShmLibc {
     fn services(&self) -> Vec<(&'static str, u64)> {
         vec![(Libc::NAME, Libc::FINGERPRINT)]
     }
+
+    fn reclaim(&self) {
+        if self.reclaim {
+            self.host.reclaim_gone();
+        }
+    }
 }
 
 /// A server of `host` over a shared-memory file, `before` running first on every call.
@@ -51,10 +62,21 @@ fn shm_server_with(
     host: &Arc<LibcHost>,
     before: impl Fn(&ServerPort<'_, '_>) + Send + Sync + 'static,
 ) -> (ShmServer, PathBuf) {
+    serve(host, true, before)
+}
+
+/// A server of `host` over a shared-memory file, its monitor freeing what gone clients hold if
+/// `reclaim` says so, `before` running first on every call.
+fn serve(
+    host: &Arc<LibcHost>,
+    reclaim: bool,
+    before: impl Fn(&ServerPort<'_, '_>) + Send + Sync + 'static,
+) -> (ShmServer, PathBuf) {
     let path = unique_path("libc");
     let handler = ShmLibc {
         host: Arc::clone(host),
         before: Box::new(before),
+        reclaim,
     };
     let config = ServerConfig {
         ports: 32,
@@ -923,6 +945,8 @@ fn malloc_hands_out_disjoint_blocks_of_reserved_memory() {
             base: base as u64,
             size: SIZE as u64,
         }),
+        // The test's threads are one client process, which takes the whole heap below.
+        max_heap_per_client: HeapQuota::Whole,
         ..captured(&Capture::default(), &Capture::default())
     }));
     let (server, path) = shm_server(&host);
@@ -1122,7 +1146,8 @@ fn peer(spec: &str) {
 }
 
 /// Issue 13, 4: handles and heap blocks belong to the client process that made them; each client
-/// has a quota of open files; a dead client's files and blocks are freed when room runs out.
+/// has a quota of open files; a dead client's files and blocks are freed when room runs out
+/// (here with the monitor's reclaim off, which would free them sooner).
 #[test]
 fn files_and_blocks_belong_to_their_client_process() {
     if let Ok(spec) = std::env::var(PEER) {
@@ -1137,10 +1162,13 @@ fn files_and_blocks_belong_to_their_client_process() {
         }),
         max_files: 5,
         max_files_per_client: 3,
+        // (The heap's quota is tested on its own.)
+        max_heap_per_client: HeapQuota::Whole,
         client_alive: |id| ferry_shm::owner::holder_alive(id as u32),
         ..captured(&Capture::default(), &Capture::default())
     }));
-    let (server, path) = shm_server(&host);
+    // The monitor leaves the gone peer's files and blocks: they come back by the pressure below.
+    let (server, path) = serve(&host, false, |_| {});
     let dev = Dev::attach(&path);
     let secret = dir.path("secret");
     let f = dev
@@ -1361,4 +1389,219 @@ fn an_announced_call_ends_at_a_refusal_and_never_reuses_a_value() {
         .iter()
         .step_by(2)
         .all(|w| w.load(Ordering::Relaxed) == 0));
+}
+
+/// The environment variable that makes a run of this test binary the attacking client of
+/// `a_live_region_file_is_never_emptied_removed_or_renamed_by_a_client`: `PATH OTHER DECOY MOVED`.
+const ATTACKER: &str = "FERRY_LIBC_ATTACKER";
+
+/// The attacking client: asks the host to open the server's own file for writing in every way
+/// (and another live server's), to remove it, to rename it away and to rename a file onto its
+/// name; prints what each answered, then reads the file (which harms nothing).
+fn attacker(spec: &str) {
+    let args: Vec<&str> = spec.split(' ').collect();
+    let (path, other, decoy, moved) = (args[0], args[1], args[2], args[3]);
+    let dev = Dev::attach(Path::new(path));
+    let mut said = Vec::new();
+    for m in ["w", "w+", "a", "a+", "r+"] {
+        let r = dev.on(|p| host::open(p, path, mode::from_c(m).unwrap()));
+        said.push(format!("{m} {:?}", r.map(|_| ())));
+    }
+    let r = dev.on(|p| host::open(p, other, mode::from_c("w").unwrap()));
+    said.push(format!("other {:?}", r.map(|_| ())));
+    said.push(format!("remove {:?}", dev.on(|p| host::remove(p, path))));
+    said.push(format!(
+        "away {:?}",
+        dev.on(|p| host::rename(p, path, moved))
+    ));
+    said.push(format!(
+        "onto {:?}",
+        dev.on(|p| host::rename(p, decoy, path))
+    ));
+    let f = dev.on(|p| host::open(p, path, mode::READ)).unwrap();
+    let mut magic = [0u8; 8];
+    dev.on(|p| host::read(p, f, &mut magic)).unwrap();
+    dev.on(|p| host::close(p, f)).unwrap();
+    println!(
+        "attacker: {} read {}",
+        said.join(", "),
+        String::from_utf8_lossy(&magic)
+    );
+}
+
+/// Issue 34, 4: a client once emptied the server's own shared-memory file through the host
+/// services (`open` with `w`), and the server, that client and every other client died of
+/// SIGBUS. No client can now open a live region file for writing, remove it, rename it, or
+/// rename another file onto its name; the server and a bystander client keep serving, the file
+/// keeps its size and its name. (Without the open's check this test process dies of SIGBUS.)
+#[test]
+fn a_live_region_file_is_never_emptied_removed_or_renamed_by_a_client() {
+    if let Ok(spec) = std::env::var(ATTACKER) {
+        return attacker(&spec);
+    }
+    use std::os::unix::fs::MetadataExt;
+    let _w = watchdog("live region");
+    let host = Arc::new(LibcHost::new(LibcConfig {
+        heap: Some(Arena {
+            base: 1 << 20,
+            size: 1 << 16,
+        }),
+        client_alive: |id| ferry_shm::owner::holder_alive(id as u32),
+        ..captured(&Capture::default(), &Capture::default())
+    }));
+    let (server, path) = shm_server(&host);
+    // Another live server's file (this process serves it too).
+    let other = unique_path("other");
+    let echo = |port: &mut ServerPort<'_, '_>| port.recv_and_send(|slot, _| slot.words[0] += 1);
+    let other_server = ShmServer::start(&other, ServerConfig::default(), echo).unwrap();
+    let look = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.ino(), m.len())
+    };
+    let (before, other_before) = (look(&path), look(&other));
+    // The bystander: a client in this process, holding a block.
+    let bystander = Dev::attach(&path);
+    let block = bystander.on(|p| host::malloc(p, 64)).unwrap();
+    // A user's file beside the region (the same file system, so a rename could work).
+    let (decoy, moved) = (unique_path("decoy"), unique_path("moved"));
+    std::fs::write(&decoy, b"a user's file").unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_live_region_file_is_never_emptied_removed_or_renamed_by_a_client",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            ATTACKER,
+            format!(
+                "{} {} {} {}",
+                path.display(),
+                other.display(),
+                decoy.display(),
+                moved.display()
+            ),
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the attacker: {:?}\n{stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = stdout
+        .lines()
+        .find_map(|l| l.split_once("attacker: ").map(|(_, said)| said));
+    let busy = "Err(App(Busy))";
+    assert_eq!(
+        said,
+        Some(
+            format!(
+                "w {busy}, w+ {busy}, a {busy}, a+ {busy}, r+ {busy}, other {busy}, \
+                 remove {busy}, away {busy}, onto {busy} read FERRYSHM"
+            )
+            .as_str()
+        ),
+        "{stdout}"
+    );
+    // The files are whole and where they were; the user's file too.
+    assert_eq!(look(&path), before);
+    assert_eq!(look(&other), other_before);
+    assert_eq!(std::fs::read(&decoy).unwrap(), b"a user's file");
+    assert!(!moved.exists());
+    // The server and the bystander keep working; ordinary files still open for writing.
+    assert!(bystander.on(|p| host::clock(p)).is_ok());
+    bystander.on(|p| host::free(p, block)).unwrap();
+    let dir = Scratch::new("region");
+    let f = bystander
+        .on(|p| host::open(p, &dir.path("mine"), mode::from_c("w").unwrap()))
+        .unwrap();
+    bystander.on(|p| host::close(p, f)).unwrap();
+    let stats = server.stats();
+    assert_eq!(stats.failed + stats.panicked, 0, "{stats:?}");
+    drop(bystander);
+    drain(server);
+    assert!(!path.exists(), "the server removed its own file");
+    assert!(other_server.shutdown(Duration::from_secs(5)).drained);
+    let _ = std::fs::remove_file(&decoy);
+}
+
+/// The environment variable that makes a run of this test binary the greedy client of
+/// `one_client_cannot_take_the_heap_from_the_others`: the server's path.
+const HOG: &str = "FERRY_LIBC_HOG";
+
+/// The greedy client: allocates 1 KiB blocks until refused, says how many it got, and holds them
+/// until it is killed.
+fn hog(path: &str) {
+    let dev = Dev::attach(Path::new(path));
+    let mut blocks = 0;
+    let refused = loop {
+        match dev.on(|p| host::malloc(p, 1 << 10)) {
+            Ok(_) => blocks += 1,
+            Err(e) => break e,
+        }
+    };
+    println!("hog: {blocks} {refused:?}");
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+/// What `peer` says after `word`, in the first line that holds it (the test harness prints the
+/// test's name on the same line).
+fn said_by(peer: &ferry_tests::Peer, word: &str) -> String {
+    loop {
+        if let Some((_, said)) = peer.line().split_once(word) {
+            return said.to_string();
+        }
+    }
+}
+
+/// Issue 34, 5: one client could take the whole heap, and every other client's `malloc` failed
+/// until it died. Each client now holds at most its quota (by default a quarter of the heap):
+/// a live client that takes all it can leaves the others theirs.
+#[test]
+fn one_client_cannot_take_the_heap_from_the_others() {
+    if let Ok(path) = std::env::var(HOG) {
+        return hog(&path);
+    }
+    let _w = watchdog("heap quota");
+    const HEAP: u64 = 64 << 10;
+    let host = Arc::new(LibcHost::new(LibcConfig {
+        heap: Some(Arena {
+            base: 1 << 20,
+            size: HEAP,
+        }),
+        client_alive: |id| ferry_shm::owner::holder_alive(id as u32),
+        ..captured(&Capture::default(), &Capture::default())
+    }));
+    let (server, path) = shm_server(&host);
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "--exact",
+            "one_client_cannot_take_the_heap_from_the_others",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HOG, &path);
+    let hog = ferry_tests::Peer::start(command);
+    assert_eq!(said_by(&hog, "hog: "), "16 App(OutOfMemory)", "a quarter");
+    assert_eq!(host.heap_free(), Some(HEAP - (16 << 10)));
+    // This process, another client, gets its own quarter while the hog lives and holds its.
+    let dev = Dev::attach(&path);
+    let mine = dev.on(|p| host::malloc(p, 16 << 10)).unwrap();
+    assert_eq!(
+        dev.on(|p| host::malloc(p, 16)),
+        app(HostError::OutOfMemory),
+        "past its own quarter"
+    );
+    dev.on(|p| host::free(p, mine)).unwrap();
+    // Once the hog is gone its blocks come back (the monitor's reclaim).
+    hog.kill();
+    ferry_tests::eventually("the hog's blocks come back", || {
+        host.heap_free() == Some(HEAP)
+    });
+    drop(dev);
+    drain(server);
 }

@@ -209,7 +209,7 @@ impl<'c> Program<'c> {
     /// Loads the PTX program `ptx` on `cuda`'s device for launches as `config` says: its region,
     /// its heap ([`RunConfig::heap`], reserved now), and a [`LibcHost`] printing to this
     /// process's standard output and error, exiting as [`RunConfig::exit`] says, with the whole
-    /// file table for the program (its only client).
+    /// file table and the whole heap for the program (its only client).
     pub fn load(cuda: &'c Cuda, ptx: &[u8], config: &RunConfig) -> Result<Self, Error> {
         Self::load_with(
             cuda,
@@ -223,7 +223,9 @@ impl<'c> Program<'c> {
     }
 
     /// As [`load`](Self::load), with the [`LibcHost`] configured by `libc`, except its heap
-    /// (the one reserved here) and its exit policy ([`RunConfig::exit`]).
+    /// (the one reserved here, all of it the program's: the region's only client,
+    /// [`HeapQuota::Whole`](ferry_libc::HeapQuota::Whole)) and its exit policy
+    /// ([`RunConfig::exit`]).
     pub fn load_with(
         cuda: &'c Cuda,
         ptx: &[u8],
@@ -268,6 +270,9 @@ impl<'c> Program<'c> {
                 base: h.ptr(),
                 size: h.len() as u64,
             }),
+            // The program is the region's only client: a share of the heap would only make it
+            // smaller (`RunConfig::heap` sizes it).
+            max_heap_per_client: ferry_libc::HeapQuota::Whole,
             exit: config.exit,
             device: Some(device),
             ..libc

@@ -6,7 +6,8 @@
 //! Each worker starts its scan at a different port and resumes one past the port it served last.
 //! A monitor thread scans the owner words every `reclaim_interval`; see the crate docs for the
 //! reclaim protocol it follows. It also disarms the inline lines of ports left free for a whole
-//! interval (module `inline`).
+//! interval (module `inline`), and asks the handler to free what it keeps for clients that are
+//! gone (`Handler::reclaim`).
 
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
@@ -103,7 +104,10 @@ pub struct ServerConfig {
     pub workers: usize,
     /// How often the monitor looks for ports held by dead clients, and for free ports whose
     /// inline line is still armed (a port stays armed for one to two intervals after its last
-    /// claim ends, its line polled by the workers meanwhile: two loads a pass).
+    /// claim ends, its line polled by the workers meanwhile: two loads a pass); after each look
+    /// it calls the handler's `reclaim` ([`Handler::reclaim`](ferry_rpc::service::Handler::reclaim)),
+    /// which frees what the handler keeps for clients that are gone (`ferry_libc::LibcHost`:
+    /// their files and heap blocks, within about one interval of their end).
     pub reclaim_interval: Duration,
     /// How long a worker waits for a client inside a call (between packets of a stream) before
     /// giving up, if the client is still alive.
@@ -150,7 +154,8 @@ pub struct ServerStats {
     pub served: u64,
     /// Calls whose handler returned an error (for example: the client died mid-stream).
     pub failed: u64,
-    /// Calls whose handler panicked.
+    /// Calls whose handler panicked (and the monitor's calls of the handler's `reclaim` that
+    /// panicked).
     pub panicked: u64,
     /// Ports taken back from dead clients (or given up by live ones).
     pub reclaimed: u64,
@@ -382,7 +387,7 @@ impl ShmServer {
         server.monitor = Some(
             std::thread::Builder::new()
                 .name(MONITOR_THREAD.into())
-                .spawn(move || monitor(&monitor_shared))
+                .spawn(move || monitor(&monitor_shared, &*handler))
                 .map_err(|e| ShmError::Io {
                     op: "starting the monitor for",
                     path: path.to_path_buf(),
@@ -642,8 +647,9 @@ const SWEEP: u32 = 16;
 const STICKY_GRACE: Duration = Duration::from_millis(20);
 
 /// The monitor: frees ports whose holder died (or gave up), once no worker is on them; disarms
-/// the inline lines of ports left free for a whole interval, under a claim of its own.
-fn monitor(shared: &Shared) {
+/// the inline lines of ports left free for a whole interval, under a claim of its own; then has
+/// the handler free what it keeps for clients that are gone (`Handler::reclaim`).
+fn monitor(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>) {
     let mapped = &shared.mapped;
     let owners = mapped.owners();
     let region = mapped.region();
@@ -749,6 +755,11 @@ fn monitor(shared: &Shared) {
             // SYNC (lock release): dropping the guard releases the lock as a worker's close does;
             // what we did above happens before the next worker's open of the port.
             drop(held);
+        }
+        // The handler's own resources of clients gone (a panic there is counted, and the
+        // monitor goes on: the ports above must still be reclaimed).
+        if std::panic::catch_unwind(AssertUnwindSafe(|| handler.reclaim())).is_err() {
+            bump(&shared.counters[shared.counters.len() - 1].panicked);
         }
     }
 }

@@ -102,6 +102,15 @@ pub trait Handler<M: Mailbox, W: Wait>: Sync {
     fn collision(&self) -> Option<Collision> {
         None
     }
+
+    /// Frees what the handler keeps for clients that are gone (files, memory: whatever it holds
+    /// per client). A transport's server calls it now and then from a thread that serves no
+    /// calls (`ferry_shm`'s monitor, once every `reclaim_interval`), while calls are being
+    /// served, so it must not hold up what they wait on for long. The default does nothing; a
+    /// derived service bound to its handler ([`Serving`], [`Both`]) keeps it (its handler may
+    /// be any type): a handler that keeps per-client resources is served through a handler of
+    /// its own that forwards this (`ferry_libc::LibcHost` is one).
+    fn reclaim(&self) {}
 }
 
 /// A closure over a server port is a handler (it serves no inline calls and no service by name):
