@@ -83,6 +83,7 @@ pub mod life_of_a_call {}
 
 #[cfg(feature = "derive")]
 pub use ferry_derive::RpcOpcodes;
+pub use service::Schema;
 #[doc(hidden)]
 pub use service::__private;
 /// The crate whose traits an argument, reply or error type derives to cross the wire

@@ -72,12 +72,14 @@ pub mod status {
 mod error;
 #[cfg(feature = "std")]
 mod handler;
+mod schema;
 mod serving;
 mod site;
 mod wire;
 pub use error::{Error, Status, Transport};
 #[cfg(feature = "std")]
 pub use handler::{with_stream_buffers, Handler, StreamBuffers};
+pub use schema::{Schema, SchemaHash};
 pub use serving::{
     name_fits, opcode_collision, Both, Collision, Services, Serving, SERVICE_NAME_BYTES,
 };
