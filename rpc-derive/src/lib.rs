@@ -3,8 +3,10 @@
 //! A service is an enum with one variant per call; a variant's fields are the call's arguments,
 //! and `#[rpc(...)]` says what comes back. The derive generates the opcodes, a client type with
 //! one method per call over any call site, a server trait with one handler per call, the dispatch
-//! that serves it (on the enum), and the schema fingerprint. Use it through `rpc-core` (feature
-//! `derive`, `ferry_rpc::RpcOpcodes`) or directly.
+//! that serves it (on the enum), and the schema fingerprint. `#[derive(Schema)]` gives each type
+//! of your own that crosses (a fixed argument, reply or error) the structure that fingerprint
+//! hashes. Use them through `rpc-core` (feature `derive`, `ferry_rpc::RpcOpcodes`,
+//! `ferry_rpc::Schema`), a transport's re-export, or directly.
 //!
 //! # A whole service
 //!
@@ -218,22 +220,71 @@
 //!
 //! The generated code names only `core` and `ferry_rpc`, so a `no_std` crate can derive services.
 //!
-//! # How the macro is built
+//! # How the macros are built
 //!
-//! parse (`attr`: `#[rpc]` settings) → model (`ast`: calls, arguments, wire shapes, opcodes) →
-//! check (`valid`: every misuse a spanned error) → generate (`expand`); on error `fallback`
-//! emits the errors plus stand-ins for the generated items so the user sees the misuse, not its
-//! echoes.
+//! `RpcOpcodes`: parse (`attr`: `#[rpc]` settings) → model (`ast`: calls, arguments, wire
+//! shapes, opcodes) → check (`valid`: every misuse a spanned error) → generate (`expand`); on
+//! error `fallback` emits the errors plus stand-ins for the generated items so the user sees the
+//! misuse, not its echoes. `Schema` (`schema`) is small enough for one module: read and check,
+//! then generate one impl; its fallback is a stand-in impl.
 
 mod ast;
 mod attr;
 mod expand;
 mod fallback;
 mod krate;
+mod schema;
 mod valid;
 
 /// Derives a typed service from an enum with one variant per call (see the crate docs).
 #[proc_macro_derive(RpcOpcodes, attributes(rpc))]
 pub fn derive_rpc_opcodes(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
     expand::derive(input.into()).into()
+}
+
+/// Derives `ferry_rpc::service::Schema` for a struct or an enum: the hash of its structure that a
+/// service's fingerprint takes in for every fixed argument, reply and error (see the crate docs,
+/// "The fingerprint").
+///
+/// It hashes the type's name, size and alignment and, for a struct, each field's name (its index
+/// in a tuple struct), offset and type's `Schema`; for an enum, its `#[repr(..)]`, and each
+/// variant's name, discriminant value and fields. Every field's type must implement `Schema`
+/// itself (primitives, arrays and `PhantomData` do; derive it for your own types); each type
+/// parameter gets a `Schema` bound. A union is a compile error. `#[schema(crate = "path")]` names
+/// the path to `ferry_rpc`, as `#[rpc(crate = ..)]` does for services.
+///
+/// ```
+/// use ferry_derive::Schema;
+/// use ferry_rpc::service::Schema as _;
+///
+/// #[derive(Schema)]
+/// #[repr(C)]
+/// struct Range {
+///     start: u64,
+///     end: u64,
+/// }
+///
+/// mod newer {
+///     /// The same name, size and field types, the fields swapped.
+///     #[derive(ferry_derive::Schema)]
+///     #[repr(C)]
+///     pub struct Range {
+///         pub end: u64,
+///         pub start: u64,
+///     }
+/// }
+///
+/// #[derive(Schema)]
+/// #[repr(u8)]
+/// enum Step {
+///     Up = 1,
+///     Down = 2,
+/// }
+///
+/// assert_ne!(Range::SCHEMA, newer::Range::SCHEMA);
+/// assert_ne!(Step::SCHEMA, u8::SCHEMA);
+/// ```
+#[proc_macro_derive(Schema, attributes(schema))]
+pub fn derive_schema(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
+    schema::derive(input.into()).into()
 }
