@@ -52,14 +52,20 @@ fn opcode_lit(call: &Call) -> TokenStream {
     quote!(#lit)
 }
 
-/// How a type crosses, for the fingerprint.
+/// How a type crosses, for the fingerprint: a fixed type's shape carries its `Schema` (spanned at
+/// the type, so that a type without one is reported there).
 fn shape(wire: &Wire) -> TokenStream {
     match wire {
         Wire::Unit => quote!(::ferry_rpc::service::Shape::of::<()>()),
-        Wire::Fixed(ty) => quote!(::ferry_rpc::service::Shape::of::<#ty>()),
+        Wire::Fixed(ty) => fixed_shape(ty),
         Wire::Bytes => quote!(::ferry_rpc::service::Shape::Bytes),
         Wire::Text => quote!(::ferry_rpc::service::Shape::Text),
     }
+}
+
+/// The shape of fixed type `ty`, with its `Schema`.
+fn fixed_shape(ty: &syn::Type) -> TokenStream {
+    quote_spanned!(ty.span()=> ::ferry_rpc::service::Shape::of::<#ty>())
 }
 
 /// A type as written, without spaces (for the fingerprint).
@@ -87,8 +93,8 @@ fn fingerprint(call: &Call) -> TokenStream {
         }
     };
     let error = call.error().map(|e| {
-        let t = written(e);
-        quote!(.error(#t, ::ferry_rpc::service::Shape::of::<#e>()))
+        let (t, sh) = (written(e), fixed_shape(e));
+        quote!(.error(#t, #sh))
     });
     quote!(.begin_call(#name, #opcode) #(#args)* #reply #error)
 }
