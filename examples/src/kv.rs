@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 
 use ferry_rpc::service::{Bytes, Text};
-use ferry_rpc::RpcOpcodes;
+use ferry_rpc::{RpcOpcodes, Schema};
 use zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 /// The longest value the store takes, and the longest `get` replies.
@@ -18,7 +18,9 @@ pub const MAX_VALUE: u64 = 64 * 1024;
 pub const MAX_LINE: u64 = 512;
 
 /// Why the store refused a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout, Schema,
+)]
 #[repr(u8)]
 pub enum KvError {
     /// No value is stored under the key.

@@ -55,7 +55,7 @@
 use core::fmt;
 
 use ferry_rpc::service::{Bytes, Error, Service, Text};
-use ferry_rpc::RpcOpcodes;
+use ferry_rpc::{RpcOpcodes, Schema};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 #[cfg(feature = "host")]
@@ -91,7 +91,9 @@ pub const STDOUT: Handle = Handle(1);
 pub const STDERR: Handle = Handle(2);
 
 /// An open file on the host: an opaque id the host validates on every call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, FromBytes, IntoBytes, Immutable, KnownLayout, Schema,
+)]
 #[repr(transparent)]
 pub struct Handle(pub u64);
 
@@ -141,7 +143,9 @@ pub const SEEK_CUR: u32 = 1;
 pub const SEEK_END: u32 = 2;
 
 /// [`Libc::Clock`]'s reply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout, Schema,
+)]
 #[repr(C)]
 pub struct ClockReading {
     /// Nanoseconds since the Unix epoch (the host's wall clock).
@@ -155,7 +159,7 @@ pub struct ClockReading {
 /// service has always used; a code this side does not know arrives as
 /// [`Status::BadResponse`](ferry_rpc::service::Status::BadResponse).
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, TryFromBytes, IntoBytes, Immutable, KnownLayout,
+    Clone, Copy, Debug, PartialEq, Eq, Hash, TryFromBytes, IntoBytes, Immutable, KnownLayout, Schema,
 )]
 #[repr(u32)]
 pub enum HostError {

@@ -83,8 +83,13 @@ pub mod life_of_a_call {}
 
 #[cfg(feature = "derive")]
 pub use ferry_derive::RpcOpcodes;
+/// `#[derive(Schema)]` (with the `derive` feature) and the trait it implements: the structure of
+/// a type that crosses in a service call, hashed into the service's fingerprint.
+#[cfg(feature = "derive")]
+pub use ferry_derive::Schema;
 #[doc(hidden)]
 pub use service::__private;
+pub use service::Schema;
 /// The crate whose traits an argument, reply or error type derives to cross the wire
 /// (`TryFromBytes`, `IntoBytes`, `Immutable`, `KnownLayout`). A crate that does not depend on
 /// zerocopy itself derives them through this path:

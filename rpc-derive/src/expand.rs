@@ -16,7 +16,7 @@ pub fn derive(input: TokenStream) -> TokenStream {
         Ok(input) => input,
         Err(e) => return e.to_compile_error(),
     };
-    let (path, error) = match krate::path(&input.attrs) {
+    let (path, error) = match krate::path(&input.attrs, "rpc", "RpcOpcodes") {
         Ok(path) => (path, None),
         Err(e) => (quote!(::ferry_rpc), Some(e)),
     };
@@ -52,14 +52,20 @@ fn opcode_lit(call: &Call) -> TokenStream {
     quote!(#lit)
 }
 
-/// How a type crosses, for the fingerprint.
+/// How a type crosses, for the fingerprint: a fixed type's shape carries its `Schema` (spanned at
+/// the type, so that a type without one is reported there).
 fn shape(wire: &Wire) -> TokenStream {
     match wire {
         Wire::Unit => quote!(::ferry_rpc::service::Shape::of::<()>()),
-        Wire::Fixed(ty) => quote!(::ferry_rpc::service::Shape::of::<#ty>()),
+        Wire::Fixed(ty) => fixed_shape(ty),
         Wire::Bytes => quote!(::ferry_rpc::service::Shape::Bytes),
         Wire::Text => quote!(::ferry_rpc::service::Shape::Text),
     }
+}
+
+/// The shape of fixed type `ty`, with its `Schema`.
+fn fixed_shape(ty: &syn::Type) -> TokenStream {
+    quote_spanned!(ty.span()=> ::ferry_rpc::service::Shape::of::<#ty>())
 }
 
 /// A type as written, without spaces (for the fingerprint).
@@ -87,8 +93,8 @@ fn fingerprint(call: &Call) -> TokenStream {
         }
     };
     let error = call.error().map(|e| {
-        let t = written(e);
-        quote!(.error(#t, ::ferry_rpc::service::Shape::of::<#e>()))
+        let (t, sh) = (written(e), fixed_shape(e));
+        quote!(.error(#t, #sh))
     });
     quote!(.begin_call(#name, #opcode) #(#args)* #reply #error)
 }
@@ -1375,12 +1381,39 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
 #[cfg(test)]
 mod tests {
     use super::derive;
+    use quote::ToTokens;
     use std::path::Path;
 
     /// Formats generated tokens as a file, for comparison and for reading.
     fn pretty(tokens: proc_macro2::TokenStream) -> String {
         let file: syn::File = syn::parse2(tokens).expect("the expansion parses as items");
         prettyplease::unparse(&file)
+    }
+
+    /// The expansion of an input file's items: each struct or enum through the derives its
+    /// `#[derive(..)]` names (`RpcOpcodes`, `Schema`), in order.
+    fn expand_items(file: &syn::File) -> String {
+        let mut out = String::new();
+        for item in &file.items {
+            let (attrs, tokens) = match item {
+                syn::Item::Enum(e) => (&e.attrs, quote::quote!(#e)),
+                syn::Item::Struct(s) => (&s.attrs, quote::quote!(#s)),
+                _ => continue,
+            };
+            let derives: Vec<String> = attrs
+                .iter()
+                .filter(|a| a.path().is_ident("derive"))
+                .map(|a| a.meta.to_token_stream().to_string())
+                .collect();
+            let named = |name: &str| derives.iter().any(|d| d.contains(name));
+            if named("RpcOpcodes") {
+                out.push_str(&pretty(derive(tokens.clone())));
+            }
+            if named("Schema") {
+                out.push_str(&pretty(crate::schema::derive(tokens)));
+            }
+        }
+        out
     }
 
     /// The expansion of each `tests/expand/*.rs` must equal its `*.expanded.rs` golden file.
@@ -1401,15 +1434,8 @@ mod tests {
             }
             let source = std::fs::read_to_string(&path).unwrap();
             let file: syn::File = syn::parse_str(&source).unwrap();
-            let item = file
-                .items
-                .iter()
-                .find_map(|i| match i {
-                    syn::Item::Enum(e) => Some(e),
-                    _ => None,
-                })
-                .expect("one enum per input file");
-            let expanded = pretty(derive(quote::quote!(#item)));
+            let expanded = expand_items(&file);
+            assert!(!expanded.is_empty(), "{name} derives nothing");
             let golden = path.with_extension("expanded.rs");
             if std::env::var_os("BLESS").is_some() {
                 std::fs::write(&golden, &expanded).unwrap();

@@ -1,6 +1,7 @@
-//! What the derive emits when it rejects its input: the errors, plus stand-ins for the items it
-//! would have generated (the `Service` impl, the client type and the server trait), so that code using
-//! them reports nothing further and the user sees only the misuse itself.
+//! What a derive emits when it rejects its input: the errors, plus stand-ins for the items it
+//! would have generated (for `RpcOpcodes` the `Service` impl, the client type and the server
+//! trait; for `Schema` its impl), so that code using them reports nothing further and the user
+//! sees only the misuse itself.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -46,5 +47,25 @@ pub fn expand(input: &DeriveInput, error: syn::Error) -> TokenStream {
         #vis struct #client<S>(S);
         #[allow(missing_docs)]
         #vis trait #server {}
+    }
+}
+
+/// `#[derive(Schema)]`'s errors and a stand-in impl (for a type without generics: a generic one's
+/// bounds are not known).
+pub fn schema(input: &DeriveInput, error: syn::Error) -> TokenStream {
+    let errors = error.to_compile_error();
+    let ident = &input.ident;
+    let schema = if input.generics.params.is_empty() {
+        quote! {
+            impl ::ferry_rpc::service::Schema for #ident {
+                const SCHEMA: u64 = 0;
+            }
+        }
+    } else {
+        quote!()
+    };
+    quote! {
+        #errors
+        #schema
     }
 }

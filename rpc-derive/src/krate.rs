@@ -5,8 +5,9 @@
 //! in GPU code, `ferry-gpu` in a GPU host program, or `ferry-rpc` itself), and each of those
 //! re-exports `ferry_rpc`. The derive looks in the user's `Cargo.toml` (through
 //! `proc-macro-crate`, which follows renames and workspace inheritance) for the first of them it
-//! finds, in that order, and `#[rpc(crate = "path")]` on the enum names the path outright (for a
-//! crate that re-exports ferry under another name).
+//! finds, in that order, and `#[rpc(crate = "path")]` on the enum (`#[schema(crate = "path")]` on a
+//! type deriving `Schema`) names the path outright (for a crate that re-exports ferry under
+//! another name).
 //!
 //! Code is generated against `::ferry_rpc` and the path is substituted afterwards, so every
 //! generated item names the runtime the same way.
@@ -24,10 +25,11 @@ const FACADES: [(&str, Option<&str>); 4] = [
     ("ferry-gpu", Some("ferry_rpc")),
 ];
 
-/// The path to the runtime for the crate being compiled: `#[rpc(crate = "...")]` if written,
-/// else the first ferry crate among its dependencies.
-pub fn path(attrs: &[Attribute]) -> syn::Result<TokenStream> {
-    if let Some(path) = written(attrs)? {
+/// The path to the runtime for the crate being compiled: `#[ATTR(crate = "...")]` if written
+/// (`attr` is `rpc` for `RpcOpcodes`, `schema` for `Schema`), else the first ferry crate among its
+/// dependencies. `derive` names the derive in the error.
+pub fn path(attrs: &[Attribute], attr: &str, derive: &str) -> syn::Result<TokenStream> {
+    if let Some(path) = written(attrs, attr)? {
         return Ok(path);
     }
     for (package, inner) in FACADES {
@@ -50,16 +52,19 @@ pub fn path(attrs: &[Attribute]) -> syn::Result<TokenStream> {
     }
     Err(syn::Error::new(
         proc_macro2::Span::call_site(),
-        "#[derive(RpcOpcodes)] found no ferry crate among this crate's dependencies: add \
-         `ferry-shm` (between processes), `ferry-device` (GPU code), `ferry-gpu` (a GPU host \
-         program) or `ferry-rpc`, or name the path with `#[rpc(crate = \"path::to::ferry_rpc\")]`",
+        format!(
+            "#[derive({derive})] found no ferry crate among this crate's dependencies: add \
+             `ferry-shm` (between processes), `ferry-device` (GPU code), `ferry-gpu` (a GPU host \
+             program) or `ferry-rpc`, or name the path with \
+             `#[{attr}(crate = \"path::to::ferry_rpc\")]`"
+        ),
     ))
 }
 
-/// The path of `#[rpc(crate = "...")]`, if written. Other keys are read (and checked) elsewhere.
-fn written(attrs: &[Attribute]) -> syn::Result<Option<TokenStream>> {
+/// The path of `#[ATTR(crate = "...")]`, if written. Other keys are read (and checked) elsewhere.
+fn written(attrs: &[Attribute], name: &str) -> syn::Result<Option<TokenStream>> {
     let mut out = None;
-    for attr in attrs.iter().filter(|a| a.path().is_ident("rpc")) {
+    for attr in attrs.iter().filter(|a| a.path().is_ident(name)) {
         attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("crate") {
                 let lit: LitStr = meta.value()?.parse()?;

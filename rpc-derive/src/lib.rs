@@ -3,15 +3,17 @@
 //! A service is an enum with one variant per call; a variant's fields are the call's arguments,
 //! and `#[rpc(...)]` says what comes back. The derive generates the opcodes, a client type with
 //! one method per call over any call site, a server trait with one handler per call, the dispatch
-//! that serves it (on the enum), and the schema fingerprint. Use it through `rpc-core` (feature
-//! `derive`, `ferry_rpc::RpcOpcodes`) or directly.
+//! that serves it (on the enum), and the schema fingerprint. `#[derive(Schema)]` gives each type
+//! of your own that crosses (a fixed argument, reply or error) the structure that fingerprint
+//! hashes. Use them through `rpc-core` (feature `derive`, `ferry_rpc::RpcOpcodes`,
+//! `ferry_rpc::Schema`), a transport's re-export, or directly.
 //!
 //! # A whole service
 //!
 //! ```
 //! use ferry_rpc::service::{Bytes, Error, Service, Status, Text};
 //! use ferry_rpc::{HeapRegion, Single, SpinLimit};
-//! use ferry_derive::RpcOpcodes;
+//! use ferry_derive::{RpcOpcodes, Schema};
 //! use std::collections::HashMap;
 //! use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 //! use std::sync::Mutex;
@@ -19,8 +21,11 @@
 //!
 //! const MAX_NAME: u64 = 2 * 64;
 //!
-//! /// Why the store refused: an error type is a fixed value, here a `#[repr(u8)]` enum.
-//! #[derive(Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout)]
+//! /// Why the store refused: an error type is a fixed value, here a `#[repr(u8)]` enum. It crosses
+//! /// as its bytes (zerocopy) and its structure is in the fingerprint (`Schema`).
+//! #[derive(
+//!     Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout, Schema,
+//! )]
 //! #[repr(u8)]
 //! pub enum StoreError {
 //!     Full = 1,
@@ -135,11 +140,11 @@
 //!
 //! | setting | meaning |
 //! |---|---|
-//! | field `name: T` | a fixed argument: `T` is zerocopy (`IntoBytes + TryFromBytes + Immutable`: integers, `bool`, arrays, `#[repr(C)]` structs, `#[repr(u8)]` enums); all fixed arguments are packed without padding into one 64-byte slot |
+//! | field `name: T` | a fixed argument: `T` is zerocopy (`IntoBytes + TryFromBytes + Immutable`: integers, `bool`, arrays, `#[repr(C)]` structs, `#[repr(u8)]` enums) and has a `Schema` (the primitives and arrays do; derive it for your own types); all fixed arguments are packed without padding into one 64-byte slot |
 //! | field `name: Bytes` / `name: Text` | bytes or UTF-8 text of any length, streamed after the fixed arguments (`ferry_rpc::service::{Bytes, Text}`); at most one per call, its last field |
-//! | `response = T` | the reply is a fixed `T` (at most a slot); without `response` the call replies `()` and the client still waits for it |
+//! | `response = T` | the reply is a fixed `T` (at most a slot; zerocopy and `Schema`, as an argument); without `response` the call replies `()` and the client still waits for it |
 //! | `response = Bytes` / `Text` | the reply is bytes or text of any length, streamed |
-//! | `error = E` | the handler returns `Result<_, E>`; `E` is a fixed zerocopy value, carried back in a tagged reply (one tag byte, then the value or the error: with a fixed reply, `1 + max(size_of T, size_of E)` must fit a slot) |
+//! | `error = E` | the handler returns `Result<_, E>`; `E` is a fixed zerocopy value with a `Schema`, carried back in a tagged reply (one tag byte, then the value or the error: with a fixed reply, `1 + max(size_of T, size_of E)` must fit a slot) |
 //! | `oneway` | no reply: the client returns once the arguments are sent, without waiting; no `response` or `error` |
 //! | `values` | the call passes values only: its handler reads none of the caller's memory and writes none of it, so a GPU caller leaves out the fences around the call (one trip across the bus less; `ferry_rpc::words::Memory`); only on a call with fixed arguments and reply, and only a call that fits a word line (16 bytes a lane each way) gains. A promise, written on the handler's method too: a handler that does reach memory the call names may see old bytes there. The client's choice alone: not part of the fingerprint, and the server serves the call as any other |
 //! | `opcode = N` | this call's opcode, instead of the scheme's |
@@ -147,7 +152,8 @@
 //!
 //! On the enum: `#[rpc(service = "name")]` renames the service (hashed into opcodes and the
 //! fingerprint); `#[rpc(class = N)]` switches to the class scheme. That fixed arguments and
-//! replies are zerocopy and fit a slot is checked at compile time, with the error at the type.
+//! replies are zerocopy, have a `Schema` and fit a slot is checked at compile time, with the error
+//! at the type.
 //!
 //! # Opcodes
 //!
@@ -212,28 +218,132 @@
 //! ```
 //!
 //! Values are read back with `TryFromBytes`: bytes that are not a valid value never become one.
-//! The fingerprint hashes the service name and, per call, its name, opcode, each argument's
-//! name, written type and layout, and the reply's and error's written type and layout; the
-//! handshake (`ferry_rpc::service::handshake`) compares it with the server's.
+//!
+//! # The fingerprint
+//!
+//! The fingerprint (`Kv::FINGERPRINT`, `ferry_rpc::service::Fingerprint`) hashes the service name
+//! and, per call, its name, opcode, each argument's name, written type and shape, and the reply's
+//! and error's written type and shape. A fixed type's shape is its size, its alignment and its
+//! `Schema` (`ferry_rpc::service::Schema`): a hash of its structure, down to the primitives. For
+//! a struct, its name and each field's name, offset and type's `Schema`; for an enum, its
+//! `repr`, and each variant's name, discriminant value and fields. Two sides built from
+//! definitions whose types agree in size but not in meaning (two `u64` fields swapped, a field
+//! renamed, a discriminant renumbered, a change inside a nested struct) get different
+//! fingerprints, so the handshake (`ferry_rpc::service::handshake`) and a transport's attach
+//! (`ClientConfig::service` between processes) refuse the pair instead of letting one side read
+//! the other's bytes as garbage values.
+//!
+//! Primitives, arrays and `PhantomData` have a `Schema`; a type of your own derives it beside its
+//! zerocopy derives, and one that does not is a compile error at the type, asking for the derive:
+//!
+//! ```
+//! use ferry_derive::{RpcOpcodes, Schema};
+//! use ferry_rpc::service::Service;
+//! use zerocopy::{Immutable, IntoBytes, TryFromBytes};
+//!
+//! #[derive(Clone, Copy, TryFromBytes, IntoBytes, Immutable, Schema)]
+//! #[repr(C)]
+//! pub struct Span {
+//!     start: u64,
+//!     len: u64,
+//! }
+//!
+//! #[derive(RpcOpcodes)]
+//! pub enum Ranges {
+//!     #[rpc(response = u64)]
+//!     End { span: Span },
+//! }
+//!
+//! mod newer {
+//!     use ferry_derive::{RpcOpcodes, Schema};
+//!     use zerocopy::{Immutable, IntoBytes, TryFromBytes};
+//!
+//!     /// The same name and size, the two fields swapped.
+//!     #[derive(Clone, Copy, TryFromBytes, IntoBytes, Immutable, Schema)]
+//!     #[repr(C)]
+//!     pub struct Span {
+//!         len: u64,
+//!         start: u64,
+//!     }
+//!
+//!     #[derive(RpcOpcodes)]
+//!     #[rpc(service = "Ranges")]
+//!     pub enum Ranges {
+//!         #[rpc(response = u64)]
+//!         End { span: Span },
+//!     }
+//! }
+//!
+//! assert_ne!(Ranges::FINGERPRINT, newer::Ranges::FINGERPRINT);
+//! ```
 //!
 //! The generated code names only `core` and `ferry_rpc`, so a `no_std` crate can derive services.
 //!
-//! # How the macro is built
+//! # How the macros are built
 //!
-//! parse (`attr`: `#[rpc]` settings) → model (`ast`: calls, arguments, wire shapes, opcodes) →
-//! check (`valid`: every misuse a spanned error) → generate (`expand`); on error `fallback`
-//! emits the errors plus stand-ins for the generated items so the user sees the misuse, not its
-//! echoes.
+//! `RpcOpcodes`: parse (`attr`: `#[rpc]` settings) → model (`ast`: calls, arguments, wire
+//! shapes, opcodes) → check (`valid`: every misuse a spanned error) → generate (`expand`); on
+//! error `fallback` emits the errors plus stand-ins for the generated items so the user sees the
+//! misuse, not its echoes. `Schema` (`schema`) is small enough for one module: read and check,
+//! then generate one impl; its fallback is a stand-in impl.
 
 mod ast;
 mod attr;
 mod expand;
 mod fallback;
 mod krate;
+mod schema;
 mod valid;
 
 /// Derives a typed service from an enum with one variant per call (see the crate docs).
 #[proc_macro_derive(RpcOpcodes, attributes(rpc))]
 pub fn derive_rpc_opcodes(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
     expand::derive(input.into()).into()
+}
+
+/// Derives `ferry_rpc::service::Schema` for a struct or an enum: the hash of its structure that a
+/// service's fingerprint takes in for every fixed argument, reply and error (see the crate docs,
+/// "The fingerprint").
+///
+/// It hashes the type's name, size and alignment and, for a struct, each field's name (its index
+/// in a tuple struct), offset and type's `Schema`; for an enum, its `#[repr(..)]`, and each
+/// variant's name, discriminant value and fields. Every field's type must implement `Schema`
+/// itself (primitives, arrays and `PhantomData` do; derive it for your own types); each type
+/// parameter gets a `Schema` bound. A union is a compile error. `#[schema(crate = "path")]` names
+/// the path to `ferry_rpc`, as `#[rpc(crate = ..)]` does for services.
+///
+/// ```
+/// use ferry_derive::Schema;
+/// use ferry_rpc::service::Schema as _;
+///
+/// #[derive(Schema)]
+/// #[repr(C)]
+/// struct Range {
+///     start: u64,
+///     end: u64,
+/// }
+///
+/// mod newer {
+///     /// The same name, size and field types, the fields swapped.
+///     #[derive(ferry_derive::Schema)]
+///     #[repr(C)]
+///     pub struct Range {
+///         pub end: u64,
+///         pub start: u64,
+///     }
+/// }
+///
+/// #[derive(Schema)]
+/// #[repr(u8)]
+/// enum Step {
+///     Up = 1,
+///     Down = 2,
+/// }
+///
+/// assert_ne!(Range::SCHEMA, newer::Range::SCHEMA);
+/// assert_ne!(Step::SCHEMA, u8::SCHEMA);
+/// ```
+#[proc_macro_derive(Schema, attributes(schema))]
+pub fn derive_schema(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
+    schema::derive(input.into()).into()
 }

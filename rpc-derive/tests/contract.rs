@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ferry_derive::RpcOpcodes;
+use ferry_derive::{RpcOpcodes, Schema};
 use ferry_rpc::service::{Bytes, Error, Status, Text};
 use ferry_rpc::{HeapRegion, Single, SpinLimit};
 use zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
@@ -15,7 +15,9 @@ use zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
 const MAX_NAME: u64 = 2 * 64;
 
 /// Why the store refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout, Schema,
+)]
 #[repr(u8)]
 pub enum StoreError {
     Full = 1,

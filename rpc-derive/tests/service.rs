@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ferry_derive::RpcOpcodes;
+use ferry_derive::{RpcOpcodes, Schema};
 use ferry_device::sim::SimWarp;
 use ferry_rpc::service::{self, status, Bytes, Error, Service, Status, Text};
 use ferry_rpc::{HeapRegion, Spin};
@@ -15,7 +15,9 @@ use ferry_testkit::Watchdog;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 /// How `apply` changes a counter: a `#[repr(u8)]` enum argument (1 and 2 are its only values).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout, Schema,
+)]
 #[repr(u8)]
 enum Mode {
     Add = 1,
@@ -23,7 +25,9 @@ enum Mode {
 }
 
 /// Why `apply` refused: the call's error type, carried back in a tagged reply.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout, Schema,
+)]
 #[repr(u8)]
 enum Refusal {
     Underflow = 1,

@@ -1,4 +1,4 @@
-//! Compile-fail tests: each misuse of the derive is one spanned error (`tests/ui/*.stderr`), and
+//! Compile-fail tests: each misuse of the derives is one spanned error (`tests/ui/*.stderr`), and
 //! a `no_std` crate can derive a service (`tests/pass`). `TRYBUILD=overwrite` rewrites the
 //! `.stderr` files after a deliberate change.
 

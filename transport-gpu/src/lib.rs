@@ -39,10 +39,10 @@ pub mod server;
 pub use ferry_libc::host;
 
 /// The protocol and the service runtime, for a GPU host program that depends on this crate
-/// alone: `#[derive(RpcOpcodes)]` finds it here.
+/// alone: `#[derive(RpcOpcodes)]` and `#[derive(Schema)]` find it here.
 pub use ferry_rpc;
 pub use ferry_rpc::service::{Bytes, Text};
-pub use ferry_rpc::RpcOpcodes;
+pub use ferry_rpc::{RpcOpcodes, Schema};
 
 pub use ferry_libc::{ExitPolicy, LibcConfig, LibcHost};
 pub use launch::{run_program, Program, RunConfig, RunReport};

@@ -16,7 +16,7 @@
 //! ```
 
 use ferry_rpc::service::Bytes;
-use ferry_rpc::RpcOpcodes;
+use ferry_rpc::{RpcOpcodes, Schema};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
 
 /// The longest stream [`Demo::Sum`] accepts (its `limit`).
@@ -31,7 +31,9 @@ impl From<(u64, u64)> for Echoed {
 }
 
 /// [`Demo::Echo`]'s reply: the id, and [`mix`] of it computed by the server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout, Schema,
+)]
 #[repr(C)]
 pub struct Echoed {
     /// The id the client sent.
@@ -41,7 +43,9 @@ pub struct Echoed {
 }
 
 /// Why [`Demo::Sleep`] refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout, Schema,
+)]
 #[repr(u8)]
 pub enum SleepError {
     /// Longer than [`MAX_SLEEP_MICROS`]: refused without sleeping.
@@ -55,7 +59,9 @@ impl std::fmt::Display for SleepError {
 }
 
 /// [`Demo::Sum`]'s reply, as the server counted the stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout, Schema,
+)]
 #[repr(C)]
 pub struct Summed {
     /// The stream's length in bytes.

@@ -174,11 +174,11 @@ mod sync;
 mod wait;
 
 /// The protocol and the service runtime, for a user who depends on this crate alone:
-/// `#[derive(RpcOpcodes)]` finds it here, and `ferry_shm::ferry_rpc::service` has the error
-/// and marker types that generated clients use.
+/// `#[derive(RpcOpcodes)]` and `#[derive(Schema)]` find it here, and
+/// `ferry_shm::ferry_rpc::service` has the error and marker types that generated clients use.
 pub use ferry_rpc;
 pub use ferry_rpc::service::{Bytes, Text};
-pub use ferry_rpc::RpcOpcodes;
+pub use ferry_rpc::{RpcOpcodes, Schema};
 
 pub use client::{Claimed, ClaimedProcess, ClientConfig, ClientPort, ShmClient};
 pub use error::ShmError;

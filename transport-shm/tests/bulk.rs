@@ -9,7 +9,9 @@ use std::time::Duration;
 use ferry_shm::ferry_rpc::service::{Error, Status};
 use ferry_shm::ferry_rpc::stream::STREAM_REJECTED;
 use ferry_shm::ferry_rpc::HeaderWord;
-use ferry_shm::{status, Bytes, ClientConfig, RpcOpcodes, ServerConfig, ShmClient, ShmServer};
+use ferry_shm::{
+    status, Bytes, ClientConfig, RpcOpcodes, Schema, ServerConfig, ShmClient, ShmServer,
+};
 use ferry_testkit::Watchdog;
 
 /// The bulk area of the servers under test, per port.
@@ -42,6 +44,7 @@ enum Bulk {
     ferry_shm::ferry_rpc::zerocopy::IntoBytes,
     ferry_shm::ferry_rpc::zerocopy::Immutable,
     ferry_shm::ferry_rpc::zerocopy::KnownLayout,
+    Schema,
 )]
 #[zerocopy(crate = "ferry_shm::ferry_rpc::zerocopy")]
 #[repr(C)]

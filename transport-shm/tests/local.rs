@@ -708,6 +708,155 @@ fn a_client_of_another_service_is_refused_at_attach() {
     assert_eq!((stats.served, stats.failed), (2, 0));
 }
 
+/// Two definitions of one service whose argument type has the same name, size and field types,
+/// its two `u64` fields swapped: issue 34's case.
+mod swapped {
+    /// What the server was built from.
+    pub mod served {
+        use ferry_shm::ferry_rpc::zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+        use ferry_shm::{RpcOpcodes, Schema};
+
+        /// A difference's two sides.
+        #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Schema)]
+        #[zerocopy(crate = "ferry_shm::ferry_rpc::zerocopy")]
+        #[repr(C)]
+        pub struct Pair {
+            /// The minuend.
+            pub a: u64,
+            /// The subtrahend.
+            pub b: u64,
+        }
+
+        /// `a - b`.
+        #[derive(RpcOpcodes)]
+        #[rpc(service = "ferry.pairs")]
+        // The fields name the arguments; no code reads them as values.
+        #[allow(dead_code)]
+        pub enum Pairs {
+            /// `pair.a - pair.b`, wrapping.
+            #[rpc(response = u64)]
+            Diff {
+                /// The sides.
+                pair: Pair,
+            },
+        }
+
+        /// The server's handler.
+        pub struct Differ;
+
+        impl PairsServer for Differ {
+            fn diff(&self, pair: Pair) -> u64 {
+                pair.a.wrapping_sub(pair.b)
+            }
+        }
+    }
+
+    /// What a client was built from: the same, `Pair`'s fields swapped.
+    pub mod newer {
+        use ferry_shm::ferry_rpc::zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+        use ferry_shm::{RpcOpcodes, Schema};
+
+        /// A difference's two sides, declared the other way round.
+        #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Schema)]
+        #[zerocopy(crate = "ferry_shm::ferry_rpc::zerocopy")]
+        #[repr(C)]
+        pub struct Pair {
+            /// The subtrahend.
+            pub b: u64,
+            /// The minuend.
+            pub a: u64,
+        }
+
+        /// `a - b`.
+        #[derive(RpcOpcodes)]
+        #[rpc(service = "ferry.pairs")]
+        // The fields name the arguments; no code reads them as values.
+        #[allow(dead_code)]
+        pub enum Pairs {
+            /// `pair.a - pair.b`, wrapping.
+            #[rpc(response = u64)]
+            Diff {
+                /// The sides.
+                pair: Pair,
+            },
+        }
+    }
+}
+
+#[test]
+fn a_client_whose_argument_type_changed_inside_is_refused_at_attach() {
+    use swapped::{newer, served};
+    // Everything the fingerprint hashed before the types' structure is the same.
+    assert_eq!(served::Pairs::OPCODES, newer::Pairs::OPCODES);
+    assert_eq!(
+        std::mem::size_of::<served::Pair>(),
+        std::mem::size_of::<newer::Pair>()
+    );
+    let pair = newer::Pair {
+        a: 1_000_000_003,
+        b: 1,
+    };
+    // Through the inline lines and through the packets.
+    for inline in [true, false] {
+        let path = unique("swapped");
+        let server = if inline {
+            ShmServer::start(
+                &path,
+                ServerConfig::default(),
+                served::Pairs::server(served::Differ),
+            )
+        } else {
+            ShmServer::start(
+                &path,
+                ServerConfig::default(),
+                PacketsOnly(served::Pairs::server(served::Differ)),
+            )
+        }
+        .unwrap();
+        assert_eq!(server.geometry().serves_inline(), inline);
+        // The newer client expects the service by its own fingerprint: refused, naming both.
+        let err = attach_err(&path, ClientConfig::default().service::<newer::Pairs>());
+        match &err {
+            ShmError::NotServed {
+                service,
+                expected,
+                served: listed,
+                ..
+            } => assert_eq!(
+                (*service, *expected, *listed),
+                (
+                    "ferry.pairs",
+                    newer::Pairs::FINGERPRINT,
+                    Some(served::Pairs::FINGERPRINT)
+                )
+            ),
+            other => panic!("expected NotServed, got {other}"),
+        }
+        // What the check keeps out: a client that skips it gets the server's reading of its
+        // bytes, `b - a`, as a value.
+        let shm = ShmClient::attach(&path, ClientConfig::default().deadline(DEADLINE)).unwrap();
+        assert_eq!(
+            newer::Pairs::client(&shm).diff(pair),
+            Ok(18_446_744_072_709_551_614)
+        );
+        // A client built from the served definition attaches and gets the difference.
+        let shm = ShmClient::attach(
+            &path,
+            ClientConfig::default()
+                .service::<served::Pairs>()
+                .deadline(DEADLINE),
+        )
+        .unwrap();
+        let pair = served::Pair {
+            a: 1_000_000_003,
+            b: 1,
+        };
+        assert_eq!(served::Pairs::client(&shm).diff(pair), Ok(1_000_000_002));
+        drop(shm);
+        server.shutdown(DEADLINE);
+    }
+}
+
 /// The demo service, but `add` panics for `a == 0`.
 struct Fragile;
 

@@ -9,11 +9,16 @@ use std::time::Duration;
 
 use ferry_shm::ferry_rpc::service::Error;
 use ferry_shm::ferry_rpc::zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
-use ferry_shm::{path_for, ClientConfig, RpcOpcodes, ServerConfig, ShmClient, ShmServer, Text};
+use ferry_shm::{
+    path_for, ClientConfig, RpcOpcodes, Schema, ServerConfig, ShmClient, ShmServer, Text,
+};
 
 /// A point: an argument type of the user's own, which crosses as its bytes. zerocopy comes
-/// through ferry-shm, so the derive is told where it is.
-#[derive(Clone, Copy, Debug, PartialEq, TryFromBytes, IntoBytes, Immutable, KnownLayout)]
+/// through ferry-shm, so the derive is told where it is; `Schema` puts its fields (names, offsets,
+/// types) into the service's fingerprint.
+#[derive(
+    Clone, Copy, Debug, PartialEq, TryFromBytes, IntoBytes, Immutable, KnownLayout, Schema,
+)]
 #[zerocopy(crate = "ferry_shm::ferry_rpc::zerocopy")]
 #[repr(C)]
 struct Point {

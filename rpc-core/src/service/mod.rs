@@ -10,7 +10,8 @@
 //! - the opcode schemes ([`class_opcode`], [`hash_opcode`]) and the opcodes reserved for the
 //!   protocol ([`RESERVED_OPCODES`], [`HANDSHAKE`]);
 //! - the schema [`Fingerprint`] (FNV-1a over names, opcodes, argument names, written types and
-//!   wire shapes, computed in `const`);
+//!   wire shapes, computed in `const`), and the [`Schema`] of each fixed type in it (its fields,
+//!   their names, offsets and types, recursively; an enum's variants and discriminants);
 //! - [`Bytes`] and [`Text`], the types of streamed arguments and replies in a definition;
 //! - what a call returns when it fails, [`Error`] (the handler's own error, a server's
 //!   [`Status`], a [`Transport`] failure), and the server's report of one call, [`Served`];
@@ -72,12 +73,14 @@ pub mod status {
 mod error;
 #[cfg(feature = "std")]
 mod handler;
+mod schema;
 mod serving;
 mod site;
 mod wire;
 pub use error::{Error, Status, Transport};
 #[cfg(feature = "std")]
 pub use handler::{with_stream_buffers, Handler, StreamBuffers};
+pub use schema::{Schema, SchemaHash};
 pub use serving::{
     name_fits, opcode_collision, Both, Collision, Services, Serving, SERVICE_NAME_BYTES,
 };
@@ -493,12 +496,16 @@ pub const fn fnv1a_64(mut state: u64, bytes: &[u8]) -> u64 {
 /// stream, or nothing (the response of a one-way call). Part of the fingerprint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {
-    /// A fixed-size zerocopy value of `size` bytes and alignment `align`, in one slot.
+    /// A fixed-size zerocopy value of `size` bytes and alignment `align`, in one slot, whose
+    /// structure hashes to `schema` ([`Schema::SCHEMA`]).
     Fixed {
         /// `size_of` the type.
         size: usize,
         /// `align_of` the type.
         align: usize,
+        /// The type's [`Schema`]: its fields (names, offsets, types) or variants (names,
+        /// discriminants, fields), recursively.
+        schema: u64,
     },
     /// Any number of bytes, streamed.
     Bytes,
@@ -509,35 +516,49 @@ pub enum Shape {
 }
 
 impl Shape {
-    /// The shape of a fixed-size value of type `T`.
-    pub const fn of<T>() -> Shape {
+    /// The shape of a fixed-size value of type `T`, with its [`Schema`].
+    pub const fn of<T: Schema>() -> Shape {
         Shape::Fixed {
             size: core::mem::size_of::<T>(),
             align: core::mem::align_of::<T>(),
+            schema: T::SCHEMA,
         }
     }
 
-    const fn tag(self) -> [u8; 17] {
-        let (tag, size, align) = match self {
-            Shape::Fixed { size, align } => (1u8, size as u64, align as u64),
-            Shape::Bytes => (2, 0, 0),
-            Shape::Text => (3, 0, 0),
-            Shape::None => (4, 0, 0),
+    const fn tag(self) -> [u8; 25] {
+        let (tag, size, align, schema) = match self {
+            Shape::Fixed {
+                size,
+                align,
+                schema,
+            } => (1u8, size as u64, align as u64, schema),
+            Shape::Bytes => (2, 0, 0, 0),
+            Shape::Text => (3, 0, 0, 0),
+            Shape::None => (4, 0, 0, 0),
         };
-        let s = size.to_le_bytes();
-        let a = align.to_le_bytes();
-        [
-            tag, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], a[0], a[1], a[2], a[3], a[4],
-            a[5], a[6], a[7],
-        ]
+        let mut out = [0; 25];
+        out[0] = tag;
+        let parts = [
+            size.to_le_bytes(),
+            align.to_le_bytes(),
+            schema.to_le_bytes(),
+        ];
+        let mut i = 0;
+        while i < 24 {
+            out[1 + i] = parts[i / 8][i % 8];
+            i += 1;
+        }
+        out
     }
 }
 
 /// A service schema's fingerprint, built in `const` context: FNV-1a 64 over the service name and,
 /// for each call in declaration order, its name and opcode, each argument's name, type as
-/// written and shape, and the reply's and the error's type as written and shape. Two sides
-/// compiled from the same definition get the same value; renaming a call or an argument,
-/// changing an opcode, a written type, or a type's size or alignment changes it.
+/// written and shape, and the reply's and the error's type as written and shape; a fixed type's
+/// shape carries its [`Schema`], the hash of its structure. Two sides compiled from the same
+/// definition get the same value; renaming a call or an argument, changing an opcode, a written
+/// type, a type's size or alignment, or anything inside a fixed type (a field's name, offset or
+/// type, a variant's discriminant), at any depth, changes it.
 ///
 /// ```
 /// use ferry_rpc::service::{Fingerprint, Shape};

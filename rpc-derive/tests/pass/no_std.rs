@@ -4,17 +4,17 @@
 extern crate std;
 
 use ferry_rpc::service::{Bytes, Text};
-use ferry_derive::RpcOpcodes;
+use ferry_derive::{RpcOpcodes, Schema};
 use zerocopy::{Immutable, IntoBytes, TryFromBytes};
 
-#[derive(Clone, Copy, TryFromBytes, IntoBytes, Immutable)]
+#[derive(Clone, Copy, TryFromBytes, IntoBytes, Immutable, Schema)]
 #[repr(C)]
 pub struct Pair {
     a: u32,
     b: u32,
 }
 
-#[derive(Clone, Copy, TryFromBytes, IntoBytes, Immutable)]
+#[derive(Clone, Copy, TryFromBytes, IntoBytes, Immutable, Schema)]
 #[repr(u8)]
 pub enum Busy {
     Busy = 1,

@@ -1,5 +1,7 @@
-use ferry_derive::RpcOpcodes;
+use ferry_derive::{RpcOpcodes, Schema};
 
+// A `Schema` but no zerocopy derives: the errors are zerocopy's alone.
+#[derive(Schema)]
 #[repr(C)]
 struct Key {
     id: u32,
