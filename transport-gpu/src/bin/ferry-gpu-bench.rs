@@ -415,7 +415,7 @@ fn word_timing(
 
 /// Steps timed by `call_phases`, in its order.
 const PHASES: [&str; 5] = [
-    "open (a kept port)",
+    "open (a kept port), the request's length in the header",
     "send: slot stores, release fence, flip",
     "poll until the reply, acquire fence",
     "reply load (until it arrives)",
@@ -424,7 +424,7 @@ const PHASES: [&str; 5] = [
 
 /// The steps of a call on the word line (`call_phases_words`).
 const WORD_PHASES: [&str; 4] = [
-    "open (a kept port)",
+    "open (a kept port), the request's length in the header",
     "send: sequence, release fence, word stores",
     "poll the lane's reply words until they carry the sequence, acquire fence",
     "close",
@@ -432,7 +432,7 @@ const WORD_PHASES: [&str; 4] = [
 
 /// The steps of a values-only call on the word line (`call_phases_values`).
 const VALUE_PHASES: [&str; 4] = [
-    "open (a kept port)",
+    "open (a kept port), the request's length in the header",
     "send: sequence, word stores (no fence)",
     "poll the lane's reply words until they carry the sequence (no fence)",
     "close",
