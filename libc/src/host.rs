@@ -18,7 +18,8 @@
 //! - **files**: a table of open files; the device gets opaque handles `generation << 32 | index + 3`
 //!   (1 and 2 are standard output and error), checked on every call: an id never handed out, one
 //!   whose file was closed (its slot's generation moved on), or one another client opened, is
-//!   [`HostError::BadHandle`]. Only regular files open ([`HostError::NotAFile`]): a FIFO, a device or a
+//!   [`HostError::BadHandle`]. Only regular files of data open ([`HostError::NotAFile`]; not the
+//!   kernel's interface files under `/proc` and `/sys`, which look regular): a FIFO, a device or a
 //!   socket could make the serving thread wait on a party the client chose. Each client may hold
 //!   [`LibcConfig::max_files_per_client`] files open, all of them [`LibcConfig::max_files`].
 //!   A file another program holds locked for exclusive use (`flock`), as every live ferry
@@ -954,6 +955,29 @@ fn refuse_locked(path: &Path) -> Result<(), HostError> {
 /// docs). A mode that can write refuses a file held for exclusive use ([`HostError::Busy`]:
 /// [`locked_exclusively`], a live ferry server's file), and empties the file
 /// ([`mode::TRUNCATE`]) only once that check has passed.
+/// Whether `file` lies on one of the kernel's interface file systems (proc, sys, debugfs,
+/// tracefs, securityfs, configfs, cgroup, bpf, efivarfs), or on a file system that cannot be told.
+fn kernel_interface(file: &File) -> bool {
+    const KERNEL: [i64; 10] = [
+        0x9fa0,      // proc
+        0x6265_6572, // sysfs
+        0x6462_6720, // debugfs
+        0x7472_6163, // tracefs
+        0x7363_6673, // securityfs
+        0x6265_6570, // configfs
+        0x0027_e0eb, // cgroup
+        0x6367_7270, // cgroup2
+        0xcafe_4a11, // bpf
+        0xde5e_81e4, // efivarfs
+    ];
+    match rustix::fs::fstatfs(file) {
+        // (`f_type`'s type is the platform's: i64 on x86-64, narrower on others.)
+        #[allow(clippy::unnecessary_cast)]
+        Ok(fs) => KERNEL.contains(&(fs.f_type as i64)),
+        Err(_) => true,
+    }
+}
+
 fn open_regular(m: u32, path: &str) -> Result<File, HostError> {
     if m & !mode::ALL != 0 || m & (mode::READ | mode::WRITE) == 0 {
         return Err(HostError::Invalid);
@@ -989,6 +1013,12 @@ fn open_regular(m: u32, path: &str) -> Result<File, HostError> {
     })?;
     // fstat of what was opened, not a second look up of the path.
     if !file.metadata().map_err(|e| io_error(&e))?.is_file() {
+        return Err(HostError::NotAFile);
+    }
+    // Files of the kernel's own file systems look regular but are interfaces to processes and
+    // the kernel, not data: `/proc/self/mem` opened for writing would write into this server's
+    // memory. None is opened, for reading or writing.
+    if kernel_interface(&file) {
         return Err(HostError::NotAFile);
     }
     // Nothing that writes (nor the truncation) reaches a file held for exclusive use: a live
@@ -1341,6 +1371,31 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kernels_interface_files_are_never_opened() {
+        // `/proc/self/mem` opened for writing would let a client write into the host's memory.
+        for path in [
+            "/proc/self/mem",
+            "/proc/self/status",
+            "/sys/kernel/mm/transparent_hugepage/enabled",
+        ] {
+            for m in [mode::READ, mode::READ | mode::WRITE, mode::WRITE] {
+                if Path::new(path).exists() {
+                    assert_eq!(
+                        open_regular(m, path).err(),
+                        Some(HostError::NotAFile),
+                        "{path}"
+                    );
+                }
+            }
+        }
+        // A file of data still opens.
+        let data = std::env::temp_dir().join(format!("ferry-libc-data-{}", std::process::id()));
+        std::fs::write(&data, b"data").unwrap();
+        assert!(open_regular(mode::READ | mode::WRITE, data.to_str().unwrap()).is_ok());
+        std::fs::remove_file(&data).unwrap();
+    }
 
     #[test]
     fn every_call_is_counted_under_its_own_index_and_others_as_unknown() {

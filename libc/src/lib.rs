@@ -44,7 +44,8 @@
 //! into it and never dereferences anything the device sends. Both belong to the client that got
 //! them (a GPU program; over shared memory, a client process): another client's handle is
 //! [`HostError::BadHandle`], another client's address [`HostError::BadPointer`]. Only regular
-//! files open ([`HostError::NotAFile`]); a file another program holds for exclusive use (a live
+//! files of data open ([`HostError::NotAFile`]: not the kernel's interface files under `/proc`,
+//! `/sys` and the like, which look regular); a file another program holds for exclusive use (a live
 //! ferry server's shared-memory file) is never opened for writing, removed or renamed
 //! ([`HostError::Busy`]); each client has a quota of open files ([`HostError::TooManyOpen`]) and
 //! of the heap ([`HostError::OutOfMemory`]).
@@ -189,7 +190,9 @@ pub enum HostError {
     /// Another I/O error on the host.
     Io = 11,
     /// The path names something other than a regular file (a FIFO, a device, a socket, a
-    /// directory): the host opens regular files only, so that no call waits on another party.
+    /// directory), or a file of the kernel's interface file systems (`/proc`, `/sys`, debugfs and
+    /// the like: `/proc/self/mem` would reach the host's own memory): the host opens regular files
+    /// of data only, so that no call waits on another party or reaches into a process.
     NotAFile = 12,
     /// The host has no device memory to copy to or from ([`Libc::ReadToDevice`],
     /// [`Libc::WriteFromDevice`] between processes, or a host without a copy engine).
