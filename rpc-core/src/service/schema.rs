@@ -34,7 +34,7 @@ use super::{fnv1a_64, FNV64_OFFSET};
 ///
 /// [`SCHEMA`](Self::SCHEMA) hashes the type's name, size, alignment and, recursively, its fields
 /// (their names, offsets and types) or its variants (their names, discriminants and fields): see
-/// the [module](self). A type written by hand builds it with [`SchemaHash`].
+/// [`SchemaHash`], with which a type written by hand builds it.
 ///
 /// Not `unsafe`: a wrong hash cannot make a value out of bytes that are not one (every value is
 /// read back with zerocopy's `TryFromBytes`); it only lets two sides that disagree on what a
