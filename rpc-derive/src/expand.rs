@@ -12,24 +12,7 @@ use crate::{fallback, krate, valid};
 
 /// The derive: parse → model → check → generate; on misuse, the errors plus the fallback.
 pub fn derive(input: TokenStream) -> TokenStream {
-    let input: DeriveInput = match syn::parse2(input) {
-        Ok(input) => input,
-        Err(e) => return e.to_compile_error(),
-    };
-    let (path, error) = match krate::path(&input.attrs, "rpc", "RpcOpcodes") {
-        Ok(path) => (path, None),
-        Err(e) => (quote!(::ferry_rpc), Some(e)),
-    };
-    let tokens = match (expand(&input), error) {
-        (Ok(tokens), None) => tokens,
-        (Ok(_), Some(e)) => fallback::expand(&input, e),
-        (Err(mut e), Some(more)) => {
-            e.combine(more);
-            fallback::expand(&input, e)
-        }
-        (Err(e), None) => fallback::expand(&input, e),
-    };
-    krate::substitute(tokens, &path)
+    krate::derive(input, "rpc", "RpcOpcodes", expand, fallback::expand)
 }
 
 fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {

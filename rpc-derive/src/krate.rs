@@ -80,6 +80,37 @@ fn written(attrs: &[Attribute], name: &str) -> syn::Result<Option<TokenStream>> 
     Ok(out)
 }
 
+/// One of ferry's derives on `input`: parses it, finds the runtime's path (`#[ATTR(crate)]`,
+/// else the dependencies), generates with `expand` and puts the path in; on a misuse (of the
+/// input or of the path) the errors, together, plus `fallback`'s stand-ins for what would have
+/// been generated.
+pub fn derive(
+    input: TokenStream,
+    attr: &str,
+    derive: &str,
+    expand: fn(&syn::DeriveInput) -> syn::Result<TokenStream>,
+    fallback: fn(&syn::DeriveInput, syn::Error) -> TokenStream,
+) -> TokenStream {
+    let input: syn::DeriveInput = match syn::parse2(input) {
+        Ok(input) => input,
+        Err(e) => return e.to_compile_error(),
+    };
+    let (path, error) = match self::path(&input.attrs, attr, derive) {
+        Ok(path) => (path, None),
+        Err(e) => (quote!(::ferry_rpc), Some(e)),
+    };
+    let tokens = match (expand(&input), error) {
+        (Ok(tokens), None) => tokens,
+        (Ok(_), Some(e)) => fallback(&input, e),
+        (Err(mut e), Some(more)) => {
+            e.combine(more);
+            fallback(&input, e)
+        }
+        (Err(e), None) => fallback(&input, e),
+    };
+    substitute(tokens, &path)
+}
+
 /// `tokens` with every `::ferry_rpc` replaced by `path`.
 pub fn substitute(tokens: TokenStream, path: &TokenStream) -> TokenStream {
     let trees: Vec<TokenTree> = tokens.into_iter().collect();

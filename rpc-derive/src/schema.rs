@@ -28,24 +28,7 @@ use crate::{fallback, krate};
 
 /// The derive: read and check, then generate; on misuse, the errors plus the fallback.
 pub fn derive(input: TokenStream) -> TokenStream {
-    let input: DeriveInput = match syn::parse2(input) {
-        Ok(input) => input,
-        Err(e) => return e.to_compile_error(),
-    };
-    let (path, error) = match krate::path(&input.attrs, "schema", "Schema") {
-        Ok(path) => (path, None),
-        Err(e) => (quote!(::ferry_rpc), Some(e)),
-    };
-    let tokens = match (expand(&input), error) {
-        (Ok(tokens), None) => tokens,
-        (Ok(_), Some(e)) => fallback::schema(&input, e),
-        (Err(mut e), Some(more)) => {
-            e.combine(more);
-            fallback::schema(&input, e)
-        }
-        (Err(e), None) => fallback::schema(&input, e),
-    };
-    krate::substitute(tokens, &path)
+    krate::derive(input, "schema", "Schema", expand, fallback::schema)
 }
 
 fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
