@@ -44,7 +44,10 @@ pub fn client() -> Client<'static, Wavefront, GpuWait> {
     // SAFETY: a set-up descriptor (checked by `client`) comes from a host that keeps the region
     // and lock memory alive and protocol-only for the whole dispatch (the transport's contract).
     match unsafe { desc.client(Wavefront, desc.wait()) } {
-        Ok(c) => c.with_cursor(global_wave_id()),
+        Ok(c) => {
+            let ports = c.region().layout().ports();
+            c.with_cursor(crate::descriptor::home_port(global_wave_id(), ports))
+        }
         // SAFETY: ends the wavefront; nothing after it runs.
         Err(_) => unsafe { trap() },
     }

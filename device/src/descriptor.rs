@@ -54,6 +54,37 @@ pub const FLAG_ANNOUNCE: u32 = 1 << 19;
 /// The bits of [`Descriptor::mailbox`] that hold the mailbox kind.
 const KIND_BITS: u32 = 0xffff;
 
+/// The port where the warp (or wavefront, or CPU thread) of launch-wide index `index` starts its
+/// searches, of a region of `ports` ports: a one-to-one map of `0..ports` (so with a port per
+/// warp, each warp has its own), which deals consecutive indices out over the region's lock words
+/// (32 ports each) with a stride coprime to their count near its golden section. Any launch,
+/// however few its warps, so lands on every part of the region: the server threads, each
+/// serving a contiguous range of lock words, share its calls. Index 0 is port 0.
+pub fn home_port(index: u32, ports: u32) -> u32 {
+    let granule = ferry_rpc::layout::PORT_GRANULE;
+    let words = ports / granule;
+    if ports == 0 || words < 2 || !ports.is_multiple_of(granule) {
+        return index.checked_rem(ports).unwrap_or(0);
+    }
+    let i = index % ports;
+    let (word, slot) = (i % words, i / words);
+    // Deals word `w` to `w × stride mod words`: a permutation since the two are coprime, and by
+    // the three-gap theorem any run of consecutive words lands spread evenly over all of them.
+    let mut stride = (words as u64 * 618 / 1000).max(1) as u32;
+    while gcd(stride, words) != 1 {
+        stride += 1;
+    }
+    let home_word = (word as u64 * stride as u64 % words as u64) as u32;
+    home_word * granule + slot
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 /// A client handle on the region: one per warp (or host thread).
 pub type Client<'a, L, W> = ClientProcess<'a, L, PerPort, W>;
 
@@ -240,5 +271,46 @@ mod tests {
         // SAFETY: refused before any memory is touched (no region, no magic).
         let client = unsafe { Descriptor::UNSET.client(ferry_rpc::Single, ferry_rpc::Spin) };
         assert!(client.is_err());
+    }
+
+    #[test]
+    fn home_ports_are_one_to_one_and_spread_a_small_launch_over_every_server_thread() {
+        for ports in [32, 64, 96, 1024, 8448, 8480, 8448 + 32 * 7] {
+            let mut seen = std::vec![false; ports as usize];
+            for i in 0..ports {
+                let p = home_port(i, ports);
+                assert!(
+                    p < ports && !seen[p as usize],
+                    "{ports} ports: index {i} -> {p}"
+                );
+                seen[p as usize] = true;
+            }
+            assert_eq!(home_port(0, ports), 0);
+            assert_eq!(home_port(ports + 5, ports), home_port(5, ports));
+        }
+        // A launch of 132 blocks of 8 warps on a region of a port per resident warp (and 32
+        // more), served by 8 threads of contiguous lock-word ranges as `serve` splits them.
+        let (ports, threads) = (8480u32, 8u32);
+        let words = ports / 32;
+        let thread_of = |port: u32| (port / 32 * threads / words).min(threads - 1);
+        for warps in [8u32, 64, 1056] {
+            let mut per = [0u32; 8];
+            for w in 0..warps {
+                per[thread_of(home_port(w, ports)) as usize] += 1;
+            }
+            let fair = warps / threads;
+            assert!(
+                per.iter().filter(|&&n| n > 0).count() >= 6,
+                "{warps} warps: {per:?}"
+            );
+            // Within half of the fair share each (a quarter for a launch of a thousand warps).
+            let slack = if warps >= 1000 { fair / 4 } else { fair / 2 };
+            if warps >= 64 {
+                assert!(
+                    per.iter().all(|&n| n.abs_diff(fair) <= slack),
+                    "{warps} warps: {per:?}"
+                );
+            }
+        }
     }
 }

@@ -8,9 +8,11 @@
 //! .entry _start(.param .u32 argc, .param .u64 argv, .param .u64 ret)
 //! ```
 //!
-//! `argv` points to `argc` pointers to NUL-terminated strings in device memory; every thread runs
-//! `main` and ORs its return value into `*ret` (as LLVM libc's GPU start code does), which the
-//! loader makes its exit code. The loader fills the [`FERRY_RPC`] descriptor before launch.
+//! `argv` points to `argc` pointers to NUL-terminated strings in device memory, which the loader
+//! zeroes `*ret` in; every thread runs `main` and ORs its return value into `*ret` (as LLVM libc's
+//! GPU start code does), which the loader makes its exit code
+//! ([the rule](crate::program#the-exit-code)). The loader fills the [`FERRY_RPC`] descriptor
+//! before launch.
 
 use core::arch::asm;
 
@@ -22,8 +24,10 @@ use crate::wait::GpuWait;
 #[no_mangle]
 pub static mut FERRY_RPC: Descriptor = Descriptor::UNSET;
 
-/// This warp's client handle, its search starting at the warp's own port (global warp index):
-/// with as many ports as resident warps, no warp waits for another's port.
+/// This warp's client handle, its search starting at the warp's own port
+/// ([`home_port`](crate::descriptor::home_port) of its global warp index): with as many ports as
+/// resident warps, no warp waits for another's port, and the warps of any launch are spread over
+/// every server thread's ports.
 ///
 /// Traps if no host set up the descriptor. Call it convergently, once per warp, at kernel start.
 #[inline(always)]
@@ -33,7 +37,10 @@ pub fn client() -> Client<'static, Warp, GpuWait> {
     // SAFETY: a set-up descriptor (checked by `client`) comes from a host that keeps the region
     // and lock memory alive and protocol-only for the whole launch (the transport's contract).
     match unsafe { desc.client(Warp, desc.wait()) } {
-        Ok(c) => c.with_cursor(global_warp_id()),
+        Ok(c) => {
+            let ports = c.region().layout().ports();
+            c.with_cursor(crate::descriptor::home_port(global_warp_id(), ports))
+        }
         Err(_) => trap(),
     }
 }

@@ -42,6 +42,17 @@
 //!
 //! Outside both (a host build calling `main` directly) a thread is thread 0 of a launch of one,
 //! and `client()` panics: there is no host to call.
+//!
+//! # The exit code
+//!
+//! The rule, the same on the GPU (`rpc-gpu-run`, `ferry_gpu::Program::run`) and on the CPU
+//! (`sim::run_program`):
+//! - if a thread called [`host::exit`](crate::host::exit), the code of the first such call the
+//!   host served (134 if a thread called [`host::abort`](crate::host::abort) first);
+//! - else the OR of every thread's return value from `main` (as LLVM libc's GPU start code
+//!   makes it): 0 only if every thread returned 0, so a program none of whose failures calls
+//!   `exit` still cannot end with 0 while one of its threads failed. Codes that are bit flags
+//!   (one bit per kind of failure) keep their meaning through the OR.
 
 /// The program's arguments, as the loader passes them (the program's name first).
 #[derive(Clone, Copy, Debug)]
@@ -108,10 +119,10 @@ impl Args {
 /// `main: fn(Args) -> i32` (the crate needs `#![feature(abi_ptx)]` there); on other targets,
 /// nothing but a check of `main`'s type (`sim::run_program` calls `main` itself).
 ///
-/// Every GPU thread runs `main`. The program's exit code is thread 0's return (the grid's first
-/// thread), unless a thread calls `exit` (`host::exit`: the first one served sets the code; the
-/// program still ends when its threads do, and every call they made is answered first, so no
-/// output is lost). For a code made of every thread's, end `main` with [`ExitOr::finish`].
+/// Every GPU thread runs `main`; every thread that returns non-zero ORs its value into the
+/// kernel's `ret`, which the loader makes the exit code unless a thread called `exit` (the rule:
+/// [the module docs](crate::program#the-exit-code)). The program ends when its threads do, and
+/// every call they made is answered first, so no output is lost.
 #[macro_export]
 macro_rules! entry {
     ($main:path) => {
@@ -127,10 +138,12 @@ macro_rules! entry {
             // SAFETY: the loader passes `argc` valid strings in `argv` (the kernel's contract).
             let args = unsafe { $crate::program::Args::new(argc, argv) };
             let code: i32 = $main(args);
-            if $crate::program::global_thread_id() == 0 {
-                // SAFETY: `ret` is a valid `i32` in device memory (the kernel's contract), written
-                // by this thread alone.
-                unsafe { ::core::ptr::write_volatile(ret, code) };
+            if code != 0 {
+                // SAFETY: `ret` is a valid, aligned `i32` in device memory the loader zeroed
+                // before launch (the kernel's contract), accessed only atomically while the
+                // kernel runs.
+                unsafe { ::core::sync::atomic::AtomicI32::from_ptr(ret) }
+                    .fetch_or(code, ::core::sync::atomic::Ordering::Relaxed);
             }
         }
 
@@ -243,6 +256,32 @@ pub fn sync_threads() {
     crate::sim::block_barrier();
 }
 
+/// The type of [`client()`]'s handle, one name on every target (a warp's client on NVPTX, a CPU
+/// thread's under `sim::run_program`): a program's own function that calls the host takes
+/// `&program::Client` and passes it to the `host` functions.
+///
+/// ```
+/// use ferry_device::host::{self, Handle};
+/// use ferry_device::program;
+///
+/// /// The first byte of `file`, read by every thread that calls it.
+/// fn first_byte(client: &program::Client, file: Handle) -> Option<u8> {
+///     let mut b = [0u8; 1];
+///     match host::read_at(client, file, 0, &mut b) {
+///         Ok(1) => Some(b[0]),
+///         _ => None,
+///     }
+/// }
+/// ```
+pub type Client = TargetClient;
+
+#[cfg(target_arch = "nvptx64")]
+type TargetClient = crate::Client<'static, crate::lanes::Warp, crate::GpuWait>;
+#[cfg(all(not(target_arch = "nvptx64"), feature = "sim"))]
+type TargetClient = crate::Client<'static, ferry_rpc::Single, crate::sim::ProgramWait>;
+#[cfg(all(not(target_arch = "nvptx64"), not(feature = "sim")))]
+type TargetClient = crate::Client<'static, ferry_rpc::Single, crate::GpuWait>;
+
 /// This thread's handle for calling the host (the warp's on a GPU, the thread's own on the
 /// CPU). Call it once, convergently, at the start of `main`.
 ///
@@ -250,7 +289,7 @@ pub fn sync_threads() {
 /// `sim::run_program`.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub fn client() -> crate::Client<'static, crate::lanes::Warp, crate::GpuWait> {
+pub fn client() -> Client {
     crate::nvptx::client()
 }
 
@@ -260,7 +299,7 @@ pub fn client() -> crate::Client<'static, crate::lanes::Warp, crate::GpuWait> {
 /// On a GPU, traps if no host set the program up; on the CPU, panics outside
 /// `sim::run_program`.
 #[cfg(all(not(target_arch = "nvptx64"), feature = "sim"))]
-pub fn client() -> crate::Client<'static, ferry_rpc::Single, crate::sim::ProgramWait> {
+pub fn client() -> Client {
     crate::sim::program_client()
 }
 
@@ -273,7 +312,7 @@ pub fn client() -> crate::Client<'static, ferry_rpc::Single, crate::sim::Program
 ///
 /// Always.
 #[cfg(all(not(target_arch = "nvptx64"), not(feature = "sim")))]
-pub fn client() -> crate::Client<'static, ferry_rpc::Single, crate::GpuWait> {
+pub fn client() -> Client {
     panic!(
         "ferry_device::program::client(): no host serves this build's calls \
          (build for nvptx64 and run with rpc-gpu-run, or enable feature `sim` and use \
@@ -281,12 +320,12 @@ pub fn client() -> crate::Client<'static, ferry_rpc::Single, crate::GpuWait> {
     )
 }
 
-/// The program's exit code as the OR of every thread's: for programs whose threads each report
-/// failures as bit flags (a program's code is otherwise thread 0's return, or the first `exit`
-/// call's). Put one in a `static` and end `main` with `return CODE.finish(&client, code)`: every
-/// thread ORs its code in, and the last thread to finish calls
-/// [`host::exit`](crate::host::exit) with the OR if it is not 0 (one exit call for the whole
-/// program). On the CPU (`sim::run_program`) it starts from zero again for the next run.
+/// The OR of every thread's code, sent to the host with one [`host::exit`](crate::host::exit)
+/// call by the last thread to finish. The exit code is the same as without it (the OR of the
+/// returns: [the rule](crate::program#the-exit-code)); what it adds is the exit call, for a host
+/// that acts on it (`ExitPolicy::Process` ends its process there). Put one in a `static` and end
+/// `main` with `return CODE.finish(&client, code)`. On the CPU (`sim::run_program`) it starts
+/// from zero again for the next run.
 ///
 /// ```ignore
 /// static CODE: program::ExitOr = program::ExitOr::new();

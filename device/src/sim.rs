@@ -473,8 +473,9 @@ impl ferry_rpc::Wait for ProgramWait {
 /// A whole program run on CPU threads by [`run_program`].
 #[derive(Debug)]
 pub struct ProgramRun {
-    /// The program's exit code: the first `exit` call's code, else thread 0's return value (as
-    /// the loader `rpc-gpu-run` makes it on a GPU).
+    /// The program's exit code, as the loader makes it on a GPU
+    /// ([the rule](crate::program#the-exit-code)): the first `exit` call's code, else the OR of
+    /// every thread's return value.
     pub code: i32,
     /// What the program printed to standard output.
     pub stdout: String,
@@ -544,9 +545,14 @@ pub(crate) fn program_client() -> crate::Client<'static, ferry_rpc::Single, Prog
 /// its name first.
 ///
 /// Each GPU thread is one host thread with its own client (a GPU packs the calls of a warp's
-/// lanes together; the calls and their answers are the same). What stays GPU-only: warp
-/// intrinsics called directly, and timing. `exit` is recorded and ends nothing (the threads run
-/// to their end); `system` is off. A thread that panics is an error naming it.
+/// lanes together; the calls and their answers are the same). The host services are configured
+/// as the loader configures them on a GPU, so a program that passes here runs there: a heap of
+/// `ferry_libc::host::PROGRAM_HEAP` bytes for `malloc` (host memory here), all of it the
+/// program's; `PROGRAM_MAX_FILES` files open at once; the loader's environment for `getenv`;
+/// `exit` recorded, ending nothing (the threads run to their end); the exit code by
+/// [the same rule](crate::program#the-exit-code); `system` off. What stays GPU-only: warp
+/// intrinsics called directly, the copy engine's calls (`read_to_device`, `write_from_device`:
+/// `NoDeviceMemory`), and timing. A thread that panics is an error naming it.
 ///
 /// Each run's region (one port per thread, about 4.2 KiB each with its bulk area) stays
 /// allocated for the rest of the process, so that a client a program kept past its run still
@@ -588,10 +594,21 @@ pub fn run_program(
     desc.mailbox |= crate::descriptor::FLAG_KEEP_PORTS;
     let out = Capture::default();
     let err = Capture::default();
+    // What the loader gives a program on a GPU: its heap (here in host memory, which the
+    // program's threads reach directly; zeroed pages are only mapped when touched), the whole
+    // heap and file table for the one program, the loader's environment.
+    let mut heap = std::vec![0u8; ferry_libc::host::PROGRAM_HEAP];
     let host = ferry_libc::LibcHost::new(ferry_libc::LibcConfig {
         stdout: Box::new(out.clone()),
         stderr: Box::new(err.clone()),
+        heap: Some(ferry_libc::host::Arena {
+            base: heap.as_mut_ptr() as u64,
+            size: heap.len() as u64,
+        }),
+        max_heap_per_client: ferry_libc::host::HeapQuota::Whole,
+        max_files: ferry_libc::host::PROGRAM_MAX_FILES,
         max_files_per_client: usize::MAX,
+        give_environment: true,
         ..ferry_libc::LibcConfig::default()
     });
     let code = AtomicI32::new(0);
@@ -667,10 +684,8 @@ pub fn run_program(
                         let args =
                             unsafe { crate::program::Args::new(argc, argv as *const *const u8) };
                         let returned = main(args);
-                        // The program's code is thread 0's return (as on a GPU).
-                        if t == 0 {
-                            code.store(returned, Ordering::Relaxed);
-                        }
+                        // The OR of every thread's return (as on a GPU).
+                        code.fetch_or(returned, Ordering::Relaxed);
                     })
             })
             .collect();

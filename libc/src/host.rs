@@ -210,6 +210,15 @@ impl HeapQuota {
 /// files are each client's by default).
 pub const DEFAULT_HEAP_QUOTA: HeapQuota = HeapQuota::Share(4);
 
+/// The heap a GPU program's `malloc` serves from by default, the same on the GPU (`ferry_gpu`'s
+/// loader, in device memory) and on CPU threads (`ferry_device::sim::run_program`, in host
+/// memory): 64 MiB.
+pub const PROGRAM_HEAP: usize = 64 << 20;
+
+/// The files a GPU program may have open at once by default, on the GPU and on CPU threads
+/// alike.
+pub const PROGRAM_MAX_FILES: usize = 256;
+
 /// How the host serves the calls.
 pub struct LibcConfig {
     /// Where [`Libc::Print`] goes.

@@ -57,11 +57,24 @@ use crate::region::{GpuRegion, PortCount};
 use crate::server::{serve_region, Handler, ServeStats, ServerWait};
 use crate::Error;
 
-/// [`RunConfig::max_files`]'s default.
-pub const DEFAULT_MAX_FILES: usize = 256;
+/// [`RunConfig::max_files`]'s default (`ferry_libc::host::PROGRAM_MAX_FILES`, as a program
+/// run on CPU threads gets).
+pub const DEFAULT_MAX_FILES: usize = crate::host::PROGRAM_MAX_FILES;
 
-/// The default heap `malloc` serves from: 64 MiB of device memory.
-pub const DEFAULT_HEAP: usize = 64 << 20;
+/// The default heap `malloc` serves from: `ferry_libc::host::PROGRAM_HEAP` bytes of device
+/// memory (a program run on CPU threads gets as much host memory).
+pub const DEFAULT_HEAP: usize = crate::host::PROGRAM_HEAP;
+
+/// The server threads a run gets by default ([`RunConfig::server_threads`]): half the CPUs this
+/// process may run on (`std::thread::available_parallelism`, which counts its CPU affinity and
+/// cgroup quota), at least 1 and at most 8. Each thread spins while it serves, so half leaves the
+/// other half to the copy engine's file threads, the program's output and the rest of the
+/// machine; past 8, more threads rarely serve more, as the bus, not the threads, caps the calls
+/// of most launches (`--server-threads` sets any count).
+pub fn default_server_threads() -> u32 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cpus / 2).clamp(1, 8) as u32
+}
 
 /// The default stack per GPU thread: 8 KiB.
 pub const DEFAULT_STACK: usize = 8 << 10;
@@ -103,7 +116,7 @@ pub struct RunConfig {
     pub threads: u32,
     /// Ports of the region.
     pub ports: PortCount,
-    /// Server threads.
+    /// Server threads (default [`default_server_threads`]: half the machine's CPUs, at most 8).
     pub server_threads: u32,
     /// Register cap for the JIT (`None`: the compiler's choice).
     pub max_registers: Option<u32>,
@@ -141,7 +154,7 @@ impl Default for RunConfig {
             blocks: 1,
             threads: 32,
             ports: PortCount::default(),
-            server_threads: 1,
+            server_threads: default_server_threads(),
             max_registers: None,
             timeout: Duration::from_secs(600),
             exit: ExitPolicy::Record,
@@ -305,7 +318,7 @@ impl<'c> Program<'c> {
     /// (`Tally::server(mine).and(Libc::server(program.libc().for_program()))`) from
     /// [`RunConfig::server_threads`] threads, until it ends and every call it made is answered.
     /// The report's code is the `Libc` exit call's code if the program made one (134 if it
-    /// aborted), else thread 0's return value.
+    /// aborted), else the OR of every thread's return value (`ferry_device::program`'s rule).
     pub fn run<S: Services + Handler<PerPort, ServerWait>>(
         &self,
         args: &[String],
@@ -332,7 +345,9 @@ impl<'c> Program<'c> {
             strings.extend_from_slice(&(base + *o as u64).to_le_bytes());
         }
         cuda.copy_to_device(base, &strings)?;
+        // Zeroed: the threads OR their non-zero returns into it.
         let ret = cuda.alloc_device(4)?;
+        cuda.copy_to_device(ret.ptr(), &[0u8; 4])?;
 
         let mut argc = args.len() as u32;
         let mut argv = base + pad as u64;

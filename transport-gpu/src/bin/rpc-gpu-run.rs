@@ -6,7 +6,7 @@
 //!   --threads N          threads per block (default 32)
 //!   --ports N            region ports (default: one per resident warp of the device and 32
 //!                        more, at most 16384)
-//!   --server-threads N   host threads serving calls (default 1)
+//!   --server-threads N   host threads serving calls (default: half the CPUs, 1 to 8)
 //!   --max-registers N    register cap for the JIT (32 lets 2048 threads share an SM)
 //!   --timeout SECS       give up on the kernel after this long (default 600)
 //!   --heap SIZE          device memory reserved for malloc before launch, in bytes or with a
@@ -29,8 +29,8 @@
 //! PROGRAM.cubin`, where the CUDA toolkit is installed), which loads without compiling. Its entry
 //! kernel is `_start(argc: u32, argv: *const *const u8, ret: *mut i32)` (Rust programs get it
 //! from `ferry_device::entry!`) and it holds the `FERRY_RPC` descriptor global. Every thread runs
-//! `main`; the exit code is the first `exit` call's code, else thread 0's return value. An `exit`
-//! call records the code: the program ends when its threads do, and every call they made is
+//! `main`; the exit code is the first `exit` call's code, else the OR of every thread's return
+//! value (`ferry_device::program`'s rule). An `exit` call records the code: the program ends when its threads do, and every call they made is
 //! answered (every line printed) before the loader exits. Errors of the loader itself exit with
 //! 125.
 //!
