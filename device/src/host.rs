@@ -458,15 +458,65 @@ fn read_loop<L: Lanes, M: Mailbox, W: Wait>(
 }
 
 /// Reads into `buf` from `offset` on (C's `pread`: the file's position does not move, so lanes and
-/// warps may read one handle at once), until `buf` is full or the file ends, in calls of at most
-/// [`io_chunk`] bytes; returns the bytes read (0 at or past the end of the file).
+/// warps may read one handle at once), until `buf` is full or the file ends; returns the bytes
+/// read (0 at or past the end of the file).
+///
+/// Any buffer works: a lane's stack, the device's memory, anywhere. The bytes take the fastest
+/// way there is to it: where every calling lane's `buf` lies in the GPU's global memory and
+/// holds more than one call through the region carries ([`io_chunk`]), the host's copy engine
+/// writes them straight into it, as [`read_to_device`] does (a lane whose buffer turns out not to
+/// be the device's own memory, such as mapped host memory, is read again through the region);
+/// otherwise they cross the region in calls of at most [`io_chunk`] bytes.
 pub fn read_at<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
     offset: u64,
     buf: &mut [u8],
 ) -> Result<usize, LibcError> {
+    let large = buf.len() > io_chunk(client);
+    if !any(client, !(large && in_global_memory(buf))) {
+        let copied = read_to_device(client, file, offset, buf);
+        let again = matches!(
+            copied,
+            Err(Error::App(
+                HostError::BadAddress | HostError::NoDeviceMemory
+            )) | Err(Error::Status(Status::UnknownOpcode { .. }))
+        );
+        if !any(client, again) {
+            return copied;
+        }
+        // Every lane takes part in the calls; those already done ask for nothing.
+        let rest: &mut [u8] = if again { buf } else { &mut [] };
+        let read = read_loop(client, file, Some(offset), rest, false);
+        return if again { read } else { copied };
+    }
     read_loop(client, file, Some(offset), buf, false)
+}
+
+/// Whether `buf` lies in the GPU's global memory (`isspacep.global`: device memory, or host
+/// memory mapped into the device; not a lane's stack or a block's shared memory). Off the GPU,
+/// `false`.
+#[inline(always)]
+fn in_global_memory(buf: &[u8]) -> bool {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let global: u32;
+        // SAFETY: tests an address's state space; no memory is touched.
+        unsafe {
+            core::arch::asm!(
+                "{{ .reg .pred p; isspacep.global p, {a}; selp.u32 {g}, 1, 0, p; }}",
+                a = in(reg64) buf.as_ptr() as u64,
+                g = out(reg32) global,
+                options(nomem, nostack, pure)
+            )
+        };
+        global != 0
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let _ = buf;
+        false
+    }
 }
 
 /// Writes `data` at `offset` (C's `pwrite`: the file's position does not move), in calls of at

@@ -53,6 +53,7 @@ extern crate std;
 extern crate self as ferry_rpc;
 
 mod error;
+pub mod far;
 #[cfg(feature = "alloc")]
 mod heap;
 pub mod lanes;

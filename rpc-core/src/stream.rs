@@ -193,7 +193,7 @@ impl StreamSink for SliceSink<'_> {
     }
     fn chunk(&mut self, _lane: u32, offset: u64, bytes: &[u8]) {
         let at = offset as usize;
-        self.buf[at..at + bytes.len()].copy_from_slice(bytes);
+        crate::far::copy_from_far(&mut self.buf[at..at + bytes.len()], bytes);
     }
 }
 
@@ -225,13 +225,13 @@ fn copy_parts(out: &mut [u8], (a, b): (&[u8], &[u8]), offset: usize) {
     let mut at = 0;
     if offset < a.len() {
         let n = (a.len() - offset).min(out.len());
-        out[..n].copy_from_slice(&a[offset..offset + n]);
+        crate::far::copy_to_far(&mut out[..n], &a[offset..offset + n]);
         at = n;
     }
     if at < out.len() {
         let from = offset + at - a.len();
         let n = out.len() - at;
-        out[at..].copy_from_slice(&b[from..from + n]);
+        crate::far::copy_to_far(&mut out[at..], &b[from..from + n]);
     }
 }
 

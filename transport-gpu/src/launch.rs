@@ -76,6 +76,23 @@ pub fn default_server_threads() -> u32 {
     (cpus / 2).clamp(1, 8) as u32
 }
 
+/// Mapped host memory the loader gives the bulk areas by default ([`bulk_share_for`]): 256 MiB.
+pub const BULK_BUDGET: u64 = 256 << 20;
+
+/// The largest lane share of a bulk area the loader chooses by default: 4 KiB, a stack buffer's
+/// worth (larger reads into device memory take the copy engine).
+pub const MAX_DEFAULT_BULK: u32 = 4096;
+
+/// The bulk share per lane a region of `ports` ports gets by default ([`RunConfig::bulk`]): as
+/// much of [`BULK_BUDGET`] as each lane's share of it, a multiple of 64, at most
+/// [`MAX_DEFAULT_BULK`] and at least `ferry_libc::IO_CHUNK` (512 bytes, what a call moves without
+/// one).
+pub fn bulk_share_for(ports: u32) -> u32 {
+    let lanes = ports.max(1) as u64 * crate::region::WARP_LANES as u64;
+    let share = (BULK_BUDGET / lanes / 64 * 64) as u32;
+    share.clamp(ferry_libc::IO_CHUNK as u32, MAX_DEFAULT_BULK)
+}
+
 /// The default stack per GPU thread: 8 KiB.
 pub const DEFAULT_STACK: usize = 8 << 10;
 
@@ -114,8 +131,14 @@ pub struct RunConfig {
     pub blocks: u32,
     /// Threads per block.
     pub threads: u32,
-    /// Ports of the region.
+    /// Ports of the region (default `PortCount::default()`, which the loader takes as one per
+    /// warp of the launch, at most one per resident warp of the device, and one more: each warp
+    /// then keeps its port, and a small launch's region is small).
     pub ports: PortCount,
+    /// Bytes of each lane's share of a port's bulk area (`GpuRegion::with_options`), up to which
+    /// a lane's file read or write crosses in one handoff (`None`: [`bulk_share_for`] the
+    /// region's ports; 0: no bulk areas, streams cross in packets).
+    pub bulk: Option<u32>,
     /// Server threads (default [`default_server_threads`]: half the machine's CPUs, at most 8).
     pub server_threads: u32,
     /// Register cap for the JIT (`None`: the compiler's choice).
@@ -154,6 +177,7 @@ impl Default for RunConfig {
             blocks: 1,
             threads: 32,
             ports: PortCount::default(),
+            bulk: None,
             server_threads: default_server_threads(),
             max_registers: None,
             timeout: Duration::from_secs(600),
@@ -256,12 +280,22 @@ impl<'c> Program<'c> {
         if let Some(bytes) = config.stack {
             cuda.set_stack_size(bytes)?;
         }
-        let mut region = match config.word_lines {
-            true => GpuRegion::new(cuda, config.ports)?,
-            false => GpuRegion::without_word_lines(cuda, config.ports)?,
+        let warps = config.blocks as u64 * config.threads.div_ceil(32) as u64;
+        let ports = match config.ports {
+            // A port per warp of the launch (at most per resident warp) and one more.
+            PortCount::ResidentWarps { cap } => PortCount::Exactly(
+                (warps.min(cuda.resident_warps() as u64) as u32)
+                    .saturating_add(1)
+                    .min(cap),
+            ),
+            exactly => exactly,
         };
+        let bulk = config
+            .bulk
+            .unwrap_or_else(|| bulk_share_for(ports.resolve(cuda.resident_warps())));
+        let mut region = GpuRegion::with_options(cuda, ports, config.word_lines, bulk)?;
         // Each warp keeps its port between calls when every warp of the launch has one.
-        region.keep_ports_for(config.blocks as u64 * config.threads.div_ceil(32) as u64);
+        region.keep_ports_for(warps);
         region.set_max_sleep_ns(config.max_sleep_ns);
         region.set_words_for_warps(config.words_for_warps);
         // The host services always have a copy engine's path here (below), and it announces.

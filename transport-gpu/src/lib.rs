@@ -45,7 +45,9 @@ pub use ferry_rpc::service::{Bytes, Text};
 pub use ferry_rpc::{RpcOpcodes, Schema};
 
 pub use ferry_libc::{ExitPolicy, LibcConfig, LibcHost};
-pub use launch::{default_server_threads, run_program, Program, RunConfig, RunReport};
+pub use launch::{
+    bulk_share_for, default_server_threads, run_program, Program, RunConfig, RunReport,
+};
 pub use region::{GpuRegion, PortCount};
 pub use server::{serve, serve_region, Handler, ServeStats, ServerPort};
 

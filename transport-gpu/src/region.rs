@@ -66,17 +66,29 @@ impl GpuRegion {
     /// thread) crosses there in words that carry their own sequence, one trip across the bus;
     /// a warp's calls take the packets (see `Process::word_lanes` for why).
     pub fn new(cuda: &Cuda, ports: PortCount) -> Result<GpuRegion, Error> {
-        Self::make(cuda, ports, true)
+        Self::with_options(cuda, ports, true, 0)
     }
 
     /// As [`new`](Self::new) without word lines: every call takes the packets.
     pub fn without_word_lines(cuda: &Cuda, ports: PortCount) -> Result<GpuRegion, Error> {
-        Self::make(cuda, ports, false)
+        Self::with_options(cuda, ports, false, 0)
     }
 
-    fn make(cuda: &Cuda, ports: PortCount, words: bool) -> Result<GpuRegion, Error> {
+    /// A region with word lines or not (see [`new`](Self::new)) and, if `bulk` is not 0, a
+    /// bulk area per port of `bulk` bytes for each lane (a multiple of 64; `Layout::with_bulk`):
+    /// a lane's streamed call (a file read or write, a print, a path) then moves up to `bulk`
+    /// bytes per handoff instead of a packet's 56, so `host::read_at` into a lane's own buffer
+    /// moves as much per call. The areas live with the region in mapped host memory: `ports ×
+    /// 32 × bulk` bytes of it.
+    pub fn with_options(
+        cuda: &Cuda,
+        ports: PortCount,
+        words: bool,
+        bulk: u32,
+    ) -> Result<GpuRegion, Error> {
         let ports = ports.resolve(cuda.resident_warps());
-        let layout = Layout::new(ports, WARP_LANES, MailboxKind::PerPort)?;
+        let layout =
+            Layout::new(ports, WARP_LANES, MailboxKind::PerPort)?.with_bulk(bulk as u64)?;
         let layout = if words { layout.with_words() } else { layout };
         let memory = cuda.alloc_mapped(layout.size())?;
         // `cuMemHostAlloc` returns page-aligned memory; the layout needs 64 bytes.

@@ -83,7 +83,8 @@ fn read_slice(
     let mut pending = 0u64;
     while at < end {
         let want = ((end - at) as usize).min(chunk);
-        let got = host::read_at(client, file, at, &mut buf[..want]).map_err(|e| (READ_FAILED, e))?;
+        let got =
+            host::read_at(client, file, at, &mut buf[..want]).map_err(|e| (READ_FAILED, e))?;
         if got == 0 {
             // The file shrank under us: what is left of the slice is gone.
             break;
@@ -149,11 +150,12 @@ fn write_histogram(client: &Client, output: &str) -> i32 {
         values += (n > 0) as u32;
         let _ = writeln!(text, "{value} {n}");
     }
-    let written = host::open(client, output, mode::from_c("w").unwrap_or(0)).and_then(|h| {
-        let w = host::write_at(client, h, 0, &text.buf[..text.len]);
-        let closed = host::close(client, h);
-        w.and_then(|n| closed.map(|()| n))
-    });
+    let written =
+        host::open(client, output, mode::WRITE | mode::CREATE | mode::TRUNCATE).and_then(|h| {
+            let w = host::write_at(client, h, 0, &text.buf[..text.len]);
+            let closed = host::close(client, h);
+            w.and_then(|n| closed.map(|()| n))
+        });
     let _ = host::free(client, block);
     match written {
         Ok(n) if n == text.len => {

@@ -51,11 +51,20 @@ fn the_histogram_matches_a_count_made_here_at_every_launch_shape() {
     std::fs::write(&input, &bytes).unwrap();
     let want = histogram(&bytes);
     let (i, o) = (input.to_str().unwrap(), output.to_str().unwrap());
-    for (blocks, threads, chunk) in [(1, 1, "4096"), (1, 32, "4096"), (3, 40, "1000"), (8, 64, "64")] {
+    for (blocks, threads, chunk) in [
+        (1, 1, "4096"),
+        (1, 32, "4096"),
+        (3, 40, "1000"),
+        (8, 64, "64"),
+    ] {
         std::env::set_var("HISTOGRAM_CHUNK", chunk);
         let run = run_program(main, &["histogram", i, o], blocks, threads).unwrap();
         assert_eq!(run.code, 0, "{blocks}x{threads}: {}", run.stderr);
-        assert_eq!(std::fs::read_to_string(&output).unwrap(), want, "{blocks}x{threads}");
+        assert_eq!(
+            std::fs::read_to_string(&output).unwrap(),
+            want,
+            "{blocks}x{threads}"
+        );
         assert_eq!(
             run.stdout,
             format!("1000003 bytes counted, 256 distinct values, histogram in {o}\n")
@@ -73,7 +82,11 @@ fn a_missing_input_fails_every_thread_and_the_exit_code_says_so() {
     let missing = d.join("no-such-file");
     let run = run_program(
         main,
-        &["histogram", missing.to_str().unwrap(), output.to_str().unwrap()],
+        &[
+            "histogram",
+            missing.to_str().unwrap(),
+            output.to_str().unwrap(),
+        ],
         2,
         16,
     )

@@ -411,7 +411,7 @@ impl<O: ReplyOut> StreamSink for ReplySink<O> {
             self.out.bytes()
         };
         match dst.get_mut(at..at + bytes.len()) {
-            Some(d) => d.copy_from_slice(bytes),
+            Some(d) => crate::far::copy_from_far(d, bytes),
             None => self.overflow = true,
         }
     }

@@ -4,8 +4,11 @@
 //! rpc-gpu-run [OPTIONS] PROGRAM.ptx [ARGS...]
 //!   --blocks N           blocks in the grid (default 1)
 //!   --threads N          threads per block (default 32)
-//!   --ports N            region ports (default: one per resident warp of the device and 32
-//!                        more, at most 16384)
+//!   --ports N            region ports (default: one per warp of the launch, at most one per
+//!                        resident warp of the device, and one more; rounded up to 32)
+//!   --bulk SIZE          bytes of each lane's share of a port's bulk area, a multiple of 64
+//!                        (K, M suffixes): a lane's file read or write moves up to this much per
+//!                        call (default: 256M of mapped host memory shared out, 512 to 4K; 0: none)
 //!   --server-threads N   host threads serving calls (default: half the CPUs, 1 to 8)
 //!   --max-registers N    register cap for the JIT (32 lets 2048 threads share an SM)
 //!   --timeout SECS       give up on the kernel after this long (default 600)
@@ -49,7 +52,7 @@ use ferry_gpu::{run_program, ExitPolicy, PortCount, RunConfig};
 
 const USAGE: &str =
     "usage: rpc-gpu-run [--blocks N] [--threads N] [--ports N] [--server-threads N] \
-[--max-registers N] [--timeout SECS] [--heap SIZE] [--stack SIZE] [--max-files N] [--max-sleep-ns N] [--no-word-lines] [--word-lines-for-warps] [--stats] \
+[--max-registers N] [--timeout SECS] [--heap SIZE] [--bulk SIZE] [--stack SIZE] [--max-files N] [--max-sleep-ns N] [--no-word-lines] [--word-lines-for-warps] [--stats] \
 PROGRAM.ptx|PROGRAM.cubin [ARGS...]";
 
 /// A size in bytes: digits with an optional K, M or G suffix (powers of 1024).
@@ -114,6 +117,16 @@ fn main() -> ExitCode {
                     .map(|n| config.heap = n)
                     .ok_or(format!("--heap: `{v}` is not a size")),
                 None => Err("--heap needs a value".into()),
+            },
+            "--bulk" => match args.next() {
+                Some(v) => match size(&v) {
+                    Some(n) if n % 64 == 0 && n <= u32::MAX as usize => {
+                        config.bulk = Some(n as u32);
+                        Ok(())
+                    }
+                    _ => Err(format!("--bulk: `{v}` is not a multiple of 64 bytes")),
+                },
+                None => Err("--bulk needs a value".into()),
             },
             "--stack" => match args.next() {
                 Some(v) => size(&v)
