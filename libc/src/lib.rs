@@ -47,8 +47,12 @@
 //! files of data open ([`HostError::NotAFile`]: not the kernel's interface files under `/proc`,
 //! `/sys` and the like, which look regular); a file another program holds for exclusive use (a live
 //! ferry server's shared-memory file) is never opened for writing, removed or renamed
-//! ([`HostError::Busy`]); each client has a quota of open files ([`HostError::TooManyOpen`]) and
-//! of the heap ([`HostError::OutOfMemory`]).
+//! ([`HostError::Busy`]); each client has a quota of open file handles
+//! ([`HostError::TooManyOpen`]) and of the heap ([`HostError::OutOfMemory`]). A client's
+//! read-only opens of one file share one descriptor of the host process, each handle with its
+//! own position, so every thread of a GPU program may open the same input; any other open takes
+//! a descriptor of its own, and one that finds the host process out of descriptors is
+//! [`HostError::NoDescriptors`].
 
 #![cfg_attr(not(any(test, feature = "host")), no_std)]
 #![deny(missing_docs)]
@@ -271,7 +275,9 @@ pub enum Libc {
     /// Opens the regular file at `path`; replies its handle. A mode that can write (with
     /// [`mode::WRITE`] or [`mode::APPEND`]) is [`HostError::Busy`] for a file another program
     /// holds locked for exclusive use (a live ferry server's shared-memory file), checked before
-    /// [`mode::TRUNCATE`] empties anything.
+    /// [`mode::TRUNCATE`] empties anything. Read-only opens ([`mode::READ`] alone) of the file a
+    /// client already holds open read-only share its descriptor on the host: the handle is new,
+    /// at position 0, and moves on its own.
     #[rpc(response = Handle, error = HostError, limit = PATH_LIMIT)]
     Open {
         /// Bits of [`mode`].
