@@ -959,7 +959,8 @@ impl LibcHost {
         self.aborted.load(Ordering::Relaxed)
     }
 
-    /// Files open now.
+    /// File handles open now, all clients together (read-only handles of one file share a
+    /// descriptor: this process may hold fewer descriptors than handles).
     pub fn open_files(&self) -> usize {
         self.lock_files().open
     }
