@@ -13,9 +13,9 @@
 //!
 //! Then it returns CODE if every step passed, else 64 | the failed steps' bits; with `exit`,
 //! every warp instead calls the host's `exit` with that code (the first one served ends the
-//! loader, so lines still in flight may be lost). The host keeps at most 256 files open: use at
-//! most 256 threads. Its stack frames need more than the driver's default 1 KiB per thread (the
-//! loader gives 8 KiB).
+//! loader, so lines still in flight may be lost). Each thread's file is its own and writable, so
+//! it takes a descriptor of the loader's (`RLIMIT_NOFILE`): use fewer threads than that. Its
+//! stack frames need more than the driver's default 1 KiB per thread (the loader gives 8 KiB).
 
 #![no_std]
 #![feature(abi_ptx)]

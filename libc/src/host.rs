@@ -21,15 +21,35 @@
 //!   [`HostError::BadHandle`]. Only regular files of data open ([`HostError::NotAFile`]; not the
 //!   kernel's interface files under `/proc` and `/sys`, which look regular): a FIFO, a device or a
 //!   socket could make the serving thread wait on a party the client chose. Each client may hold
-//!   [`LibcConfig::max_files_per_client`] files open, all of them [`LibcConfig::max_files`].
-//!   A file another program holds locked for exclusive use (`flock`), as every live ferry
-//!   server holds its shared-memory file, is not opened for writing, removed, renamed or
-//!   renamed onto ([`HostError::Busy`]; `w` empties a file only after that check): a region
+//!   [`LibcConfig::max_files_per_client`] handles, all of them [`LibcConfig::max_files`]
+//!   ([`HostError::TooManyOpen`]). A file another program holds locked for exclusive use
+//!   (`flock`), as every live ferry server holds its shared-memory file, is not opened for
+//!   writing, removed, renamed or renamed onto ([`HostError::Busy`]; `w` empties a file only after that check): a region
 //!   file emptied under its server kills the server and its clients (`SIGBUS`), and one
 //!   unnamed or replaced leaves new clients nowhere to attach. What is left: `system`, when
 //!   turned on, can do anything; a directory above a region file can still be renamed (its
 //!   server then leaves the file where it went when it stops: it removes only a name that
 //!   still names its file);
+//! - **shared read-only descriptors**: a client's read-only opens ([`mode::READ`] alone) of one
+//!   file share one descriptor of this process, so that every thread of a GPU program may open
+//!   the same input: each handle keeps its own position (its reads are `pread`s at it; `seek`
+//!   and `tell` move and tell it; nothing moves the descriptor's offset), and the descriptor
+//!   closes with the file's last handle (or its client's end, [`LibcHost::reclaim_gone`]).
+//!   A read-only open looks the path up first (`stat`, following links as `open` does) and
+//!   shares only if the path names, at that moment, the very file the client's descriptor holds
+//!   (the same device and inode: a descriptor held keeps its inode's number from being reused)
+//!   and this process may read it (`faccessat`): so it sees the same file a fresh open would. A
+//!   file changed in place is that file, seen as a fresh descriptor sees it; a file replaced
+//!   (renamed over, removed and made again) is another inode, opened afresh, while the handles
+//!   of the old one go on reading the old one; a file no longer readable is opened afresh, and
+//!   refused. (A network file system that checks for changes at each open, as NFS's
+//!   close-to-open consistency does, is not asked again for a shared one.) Opens that can write
+//!   get descriptors of their own, never shared (the checks above apply to them as before), as
+//!   does every open of another client. Descriptors, unlike handles, are the operating system's:
+//!   an open that finds none left (this process's `RLIMIT_NOFILE`, or the system's table) is
+//!   [`HostError::NoDescriptors`], told apart from the host's own limits, and each kind of
+//!   refusal is counted ([`LibcHost::refusals`]). A call on an open file takes no descriptor:
+//!   reads and writes at an offset use the handle's own (no duplicate is made);
 //! - **the heap**: memory the host reserved before launch ([`Arena`]), handed out as addresses
 //!   `base + offset` that this side computes and never dereferences; a block is the client's that
 //!   allocated it, and only that client may free it. Each client may hold
@@ -71,8 +91,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::Deref;
-use std::os::unix::fs::FileExt;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -215,9 +234,11 @@ pub const DEFAULT_HEAP_QUOTA: HeapQuota = HeapQuota::Share(4);
 /// memory): 64 MiB.
 pub const PROGRAM_HEAP: usize = 64 << 20;
 
-/// The files a GPU program may have open at once by default, on the GPU and on CPU threads
-/// alike.
-pub const PROGRAM_MAX_FILES: usize = 256;
+/// The file handles a GPU program may hold at once by default, on the GPU and on CPU threads
+/// alike: more than a GPU runs threads at once, so that every thread of the largest launch may
+/// hold a few (a handle is a slot of the host's table; read-only handles of one file share one
+/// descriptor, so the process's descriptor limit bounds the distinct files, not the handles).
+pub const PROGRAM_MAX_FILES: usize = 1 << 20;
 
 /// How the host serves the calls.
 pub struct LibcConfig {
@@ -237,10 +258,13 @@ pub struct LibcConfig {
     /// on: the loader does, a GPU program's environment being its loader's). Off, every
     /// `getenv` is [`HostError::Disabled`].
     pub give_environment: bool,
-    /// The most files open at once, all clients together (the file table's size). An open past
-    /// it is [`HostError::TooManyOpen`].
+    /// The most file handles open at once, all clients together (the file table's size). An
+    /// open past it is [`HostError::TooManyOpen`]. A handle is a slot of the table: read-only
+    /// handles of one file share a descriptor (see the module docs), so this bounds this
+    /// process's descriptors only for the others; the operating system's own limit
+    /// (`RLIMIT_NOFILE`) still applies ([`HostError::NoDescriptors`]).
     pub max_files: usize,
-    /// The most files one client holds open at once (a GPU program is one client; over shared
+    /// The most file handles one client holds at once (a GPU program is one client; over shared
     /// memory, each client process is one), so that no client takes the whole table. An open
     /// past it is [`HostError::TooManyOpen`].
     pub max_files_per_client: usize,
@@ -283,112 +307,244 @@ impl Default for LibcConfig {
     }
 }
 
+/// The file a handle names, and where it reads from.
+struct OpenFile {
+    /// The descriptor: the handle's own, or (`shared`) its client's one read-only descriptor of
+    /// the file. Calls that read or write at an offset take a reference to it and let go of the
+    /// table's lock: no descriptor is duplicated for a call (at the process's limit of descriptors
+    /// a duplicate could not be made, and every read of an open file would fail).
+    file: Arc<File>,
+    /// For a handle on a shared descriptor: the share, and the handle's own position. Nothing
+    /// moves the shared descriptor's offset: reads on the handle are `pread`s at its position.
+    shared: Option<(ShareKey, u64)>,
+}
+
 /// One slot of the file table. The generation moves on at every close, so a handle to a closed
 /// file never names the slot's next file.
 struct FileSlot {
     generation: u32,
     /// The client that opened the file (meaningless while the slot is empty).
     owner: u64,
-    file: Option<File>,
+    open: Option<OpenFile>,
 }
 
 impl FileSlot {
     /// Empties the slot; its handle is never valid again.
-    fn vacate(&mut self) -> Option<File> {
+    fn vacate(&mut self) -> Option<OpenFile> {
         // Generation 0 is skipped so no handle is ever 0 in its top half by accident of wrapping.
         self.generation = self.generation.wrapping_add(1).max(1);
-        self.file.take()
+        self.open.take()
     }
 }
 
+/// What a shared read-only descriptor is shared by: one client's read-only handles of one file
+/// (its device and inode number).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct ShareKey {
+    owner: u64,
+    dev: u64,
+    ino: u64,
+}
+
+/// A client's read-only descriptor of a file, and how many of its handles use it.
+struct Share {
+    file: Arc<File>,
+    handles: usize,
+}
+
+/// The most handles the table can name: a handle's low half is its slot's index plus
+/// [`FIRST_FILE`].
+const MAX_HANDLES: usize = (u32::MAX as u64 - FIRST_FILE) as usize;
+
+/// The file table: every client's handles, and the read-only descriptors shared among them.
+/// Opening, closing and counting a client's handles take constant time, however many are open.
 #[derive(Default)]
 struct Files {
     slots: Vec<FileSlot>,
+    /// Empty slots, reused before the table grows.
+    vacant: Vec<usize>,
+    /// Handles open, all clients together.
     open: usize,
+    /// Handles each client holds (clients holding none have no entry).
+    held: HashMap<u64, usize>,
+    /// The shared read-only descriptors.
+    shares: HashMap<ShareKey, Share>,
 }
 
-/// The limits of the file table: all clients together, and each client.
+/// The limits of the file table, in handles: all clients together, and each client.
 #[derive(Clone, Copy)]
 struct FileLimits {
     total: usize,
     per_client: usize,
 }
 
+/// Which limit of the file table refused an open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Limit {
+    /// [`LibcConfig::max_files`]: the handles of all clients together.
+    Table = 0,
+    /// [`LibcConfig::max_files_per_client`]: the client's handles.
+    Client = 1,
+}
+
 impl Files {
-    /// The file `caller` opened under `handle`.
-    fn get(&mut self, handle: u64, caller: u64) -> Result<&mut File, HostError> {
+    /// The slot of `caller`'s file `handle`.
+    fn index_of(&self, handle: u64, caller: u64) -> Result<usize, HostError> {
         let (generation, index) = ((handle >> 32) as u32, handle & 0xFFFF_FFFF);
-        let slot = index
+        index
             .checked_sub(FIRST_FILE)
-            .and_then(|i| self.slots.get_mut(i as usize))
-            .filter(|s| s.generation == generation && s.owner == caller)
-            .ok_or(HostError::BadHandle)?;
-        slot.file.as_mut().ok_or(HostError::BadHandle)
+            .map(|i| i as usize)
+            .filter(|&i| {
+                self.slots.get(i).is_some_and(|s| {
+                    s.generation == generation && s.owner == caller && s.open.is_some()
+                })
+            })
+            .ok_or(HostError::BadHandle)
     }
 
-    /// Whether `caller` may open one more file; `Err` carries the limit reached.
-    fn room(&self, caller: u64, limits: FileLimits) -> Result<(), usize> {
-        if self.open >= limits.total {
-            return Err(limits.total);
+    /// The file `caller` opened under `handle`.
+    fn get(&mut self, handle: u64, caller: u64) -> Result<&mut OpenFile, HostError> {
+        let index = self.index_of(handle, caller)?;
+        self.slots[index].open.as_mut().ok_or(HostError::BadHandle)
+    }
+
+    /// Whether `caller` may open one more handle; `Err` says which limit it reached.
+    fn room(&self, caller: u64, limits: FileLimits) -> Result<(), Limit> {
+        if self.open >= limits.total.min(MAX_HANDLES) {
+            return Err(Limit::Table);
         }
-        let held = self
-            .slots
-            .iter()
-            .filter(|s| s.file.is_some() && s.owner == caller)
-            .count();
-        if held >= limits.per_client {
-            return Err(limits.per_client);
+        if self.held.get(&caller).copied().unwrap_or(0) >= limits.per_client {
+            return Err(Limit::Client);
         }
         Ok(())
     }
 
-    /// Adds `caller`'s file; `Err` carries the limit reached.
-    fn insert(&mut self, file: File, caller: u64, limits: FileLimits) -> Result<u64, usize> {
-        self.room(caller, limits)?;
-        let index = match self.slots.iter().position(|s| s.file.is_none()) {
-            Some(i) => i,
-            None => {
-                self.slots.push(FileSlot {
-                    generation: 1,
-                    owner: caller,
-                    file: None,
-                });
-                self.slots.len() - 1
-            }
-        };
+    /// Puts `open` in an empty slot for `caller` (whose room was checked); its handle.
+    fn place(&mut self, open: OpenFile, caller: u64) -> u64 {
+        let index = self.vacant.pop().unwrap_or_else(|| {
+            self.slots.push(FileSlot {
+                generation: 1,
+                owner: caller,
+                open: None,
+            });
+            self.slots.len() - 1
+        });
         let slot = &mut self.slots[index];
-        slot.file = Some(file);
+        slot.open = Some(open);
         slot.owner = caller;
         self.open += 1;
-        Ok((slot.generation as u64) << 32 | (index as u64 + FIRST_FILE))
+        *self.held.entry(caller).or_insert(0) += 1;
+        (slot.generation as u64) << 32 | (index as u64 + FIRST_FILE)
     }
 
-    /// Takes `caller`'s file `handle` out of the table, to be closed.
-    fn close(&mut self, handle: u64, caller: u64) -> Result<File, HostError> {
-        self.get(handle, caller)?;
-        let slot = &mut self.slots[((handle & 0xFFFF_FFFF) - FIRST_FILE) as usize];
+    /// Adds `caller`'s file, on a descriptor of its own; `Err` says which limit it reached.
+    fn insert(&mut self, file: File, caller: u64, limits: FileLimits) -> Result<u64, Limit> {
+        self.room(caller, limits)?;
+        let open = OpenFile {
+            file: Arc::new(file),
+            shared: None,
+        };
+        Ok(self.place(open, caller))
+    }
+
+    /// A new handle, at position 0, on the shared descriptor `key` names, if there is one.
+    fn share(&mut self, key: ShareKey, limits: FileLimits) -> Option<Result<u64, Limit>> {
+        let file = Arc::clone(&self.shares.get(&key)?.file);
+        if let Err(limit) = self.room(key.owner, limits) {
+            return Some(Err(limit));
+        }
+        self.shares.get_mut(&key)?.handles += 1;
+        let open = OpenFile {
+            file,
+            shared: Some((key, 0)),
+        };
+        Some(Ok(self.place(open, key.owner)))
+    }
+
+    /// A handle on `file`, just opened read-only, which `key`'s later read-only opens then share;
+    /// or, if another open made a share of the same file meanwhile, a handle on that one. What is
+    /// handed back is `file` if it is not used, to be closed outside the table's lock.
+    fn insert_shared(
+        &mut self,
+        key: ShareKey,
+        file: File,
+        limits: FileLimits,
+    ) -> (Result<u64, Limit>, Option<File>) {
+        if let Some(shared) = self.share(key, limits) {
+            return (shared, Some(file));
+        }
+        if let Err(limit) = self.room(key.owner, limits) {
+            return (Err(limit), Some(file));
+        }
+        let file = Arc::new(file);
+        self.shares.insert(
+            key,
+            Share {
+                file: Arc::clone(&file),
+                handles: 1,
+            },
+        );
+        let open = OpenFile {
+            file,
+            shared: Some((key, 0)),
+        };
+        (Ok(self.place(open, key.owner)), None)
+    }
+
+    /// Counts one handle of `owner` and of its share (if any) out; the handle's descriptor, to be
+    /// dropped outside the table's lock (it closes there if this was its last handle).
+    fn release(&mut self, open: OpenFile, owner: u64) -> Arc<File> {
         self.open -= 1;
-        slot.vacate().ok_or(HostError::BadHandle)
-    }
-
-    /// The clients that hold files (each once).
-    fn holders(&self) -> Vec<u64> {
-        let mut holders: Vec<u64> = Vec::new();
-        for slot in &self.slots {
-            if slot.file.is_some() && !holders.contains(&slot.owner) {
-                holders.push(slot.owner);
+        if let Some(held) = self.held.get_mut(&owner) {
+            *held -= 1;
+            if *held == 0 {
+                self.held.remove(&owner);
             }
         }
+        if let Some((key, _)) = open.shared {
+            if let Some(share) = self.shares.get_mut(&key) {
+                share.handles -= 1;
+                if share.handles == 0 {
+                    // (Not the last reference: the handle's is returned.)
+                    self.shares.remove(&key);
+                }
+            }
+        }
+        open.file
+    }
+
+    /// Takes `caller`'s file `handle` out of the table: its descriptor, to be dropped outside
+    /// the table's lock.
+    fn close(&mut self, handle: u64, caller: u64) -> Result<Arc<File>, HostError> {
+        let index = self.index_of(handle, caller)?;
+        let open = self.slots[index].vacate().ok_or(HostError::BadHandle)?;
+        self.vacant.push(index);
+        Ok(self.release(open, caller))
+    }
+
+    /// The clients that hold files (each once, in order).
+    fn holders(&self) -> Vec<u64> {
+        let mut holders: Vec<u64> = self.held.keys().copied().collect();
+        holders.sort_unstable();
         holders
     }
 
-    /// Takes the files of the clients in `gone` out of the table, to be closed.
-    fn take_of(&mut self, gone: &[u64]) -> Vec<File> {
+    /// Takes the files of the clients in `gone` out of the table: their handles' descriptors,
+    /// to be dropped outside the table's lock.
+    fn take_of(&mut self, gone: &[u64]) -> Vec<Arc<File>> {
+        if !gone.iter().any(|c| self.held.contains_key(c)) {
+            return Vec::new();
+        }
         let mut taken = Vec::new();
-        for slot in &mut self.slots {
-            if slot.file.is_some() && gone.contains(&slot.owner) {
-                taken.extend(slot.vacate());
-                self.open -= 1;
+        for index in 0..self.slots.len() {
+            let slot = &mut self.slots[index];
+            if slot.open.is_none() || !gone.contains(&slot.owner) {
+                continue;
+            }
+            let owner = slot.owner;
+            if let Some(open) = slot.vacate() {
+                self.vacant.push(index);
+                taken.push(self.release(open, owner));
             }
         }
         taken
@@ -559,6 +715,60 @@ pub struct Reclaimed {
     pub bytes: u64,
 }
 
+/// Opens refused for want of room so far, by cause ([`LibcHost::refusals`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenRefusals {
+    /// The file table was full: [`LibcConfig::max_files`] handles open, all clients together
+    /// ([`HostError::TooManyOpen`]).
+    pub table: u64,
+    /// The client held [`LibcConfig::max_files_per_client`] handles
+    /// ([`HostError::TooManyOpen`]).
+    pub client: u64,
+    /// This process had no descriptor left ([`HostError::NoDescriptors`]): its limit,
+    /// `RLIMIT_NOFILE` ([`descriptor_limit`]), or the system's.
+    pub descriptors: u64,
+}
+
+impl OpenRefusals {
+    /// Every open refused.
+    pub fn total(&self) -> u64 {
+        self.table + self.client + self.descriptors
+    }
+}
+
+/// This process's limit of open descriptors (the soft `RLIMIT_NOFILE`; `None`: none).
+pub fn descriptor_limit() -> Option<u64> {
+    use rustix::process::{getrlimit, Resource};
+    getrlimit(Resource::Nofile).current
+}
+
+/// Raises this process's limit of open descriptors (the soft `RLIMIT_NOFILE`) to the most it
+/// may be (the hard limit, or the system's most where that is unlimited), as a host serving
+/// many files starts; returns the limit now (`None`: none). A limit that cannot be raised stays
+/// as it was.
+pub fn raise_descriptor_limit() -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let now = getrlimit(Resource::Nofile);
+    // An unlimited hard limit still leaves the soft one at most the system's `nr_open`.
+    let most = now.maximum.or_else(|| {
+        std::fs::read_to_string("/proc/sys/fs/nr_open")
+            .ok()
+            .and_then(|n| n.trim().parse().ok())
+    });
+    if let (Some(most), Some(current)) = (most, now.current) {
+        if most > current {
+            let _ = setrlimit(
+                Resource::Nofile,
+                Rlimit {
+                    current: Some(most),
+                    maximum: now.maximum,
+                },
+            );
+        }
+    }
+    descriptor_limit()
+}
+
 /// Slots of the table that finds a served opcode's counter.
 const COUNT_SLOTS: usize = 256;
 
@@ -586,8 +796,9 @@ pub struct LibcHost {
     allow_system: bool,
     give_environment: bool,
     file_limits: FileLimits,
-    /// Opens refused because a file table was full.
-    refused_opens: AtomicU64,
+    /// Opens refused for want of room, by cause: [`Limit::Table`], [`Limit::Client`], then
+    /// descriptors ([`HostError::NoDescriptors`]).
+    refused: [AtomicU64; 3],
     client_alive: fn(u64) -> bool,
     device: Option<Arc<dyn DeviceCopy>>,
     start: Instant,
@@ -622,6 +833,9 @@ fn announced_unless<T>(
 }
 
 fn io_error(e: &io::Error) -> HostError {
+    if e.raw_os_error().is_some_and(out_of_descriptors) {
+        return HostError::NoDescriptors;
+    }
     match e.kind() {
         io::ErrorKind::NotFound => HostError::NotFound,
         io::ErrorKind::PermissionDenied => HostError::Denied,
@@ -629,6 +843,13 @@ fn io_error(e: &io::Error) -> HostError {
         io::ErrorKind::InvalidInput => HostError::Invalid,
         _ => HostError::Io,
     }
+}
+
+/// Whether the OS error `code` says this process has no descriptor to give: its own limit is
+/// reached (EMFILE, `RLIMIT_NOFILE`) or the system's (ENFILE).
+fn out_of_descriptors(code: i32) -> bool {
+    use rustix::io::Errno;
+    code == Errno::MFILE.raw_os_error() || code == Errno::NFILE.raw_os_error()
 }
 
 /// A path from the device's text: not empty, no NUL.
@@ -654,7 +875,7 @@ impl LibcHost {
             aborted: AtomicBool::new(false),
             allow_system: config.allow_system,
             give_environment: config.give_environment,
-            refused_opens: AtomicU64::new(0),
+            refused: Default::default(),
             file_limits: FileLimits {
                 total: config.max_files,
                 per_client: config.max_files_per_client,
@@ -749,20 +970,45 @@ impl LibcHost {
         self.aborted.load(Ordering::Relaxed)
     }
 
-    /// Files open now.
+    /// File handles open now, all clients together (read-only handles of one file share a
+    /// descriptor: this process may hold fewer descriptors than handles).
     pub fn open_files(&self) -> usize {
         self.lock_files().open
     }
 
     /// How many opens were refused because the file table, or the client's share of it, was
-    /// full ([`HostError::TooManyOpen`]): a loader tells its user to raise the limit.
+    /// full ([`HostError::TooManyOpen`]): a loader tells its user to raise the limit. (Opens
+    /// refused for want of descriptors, and each limit apart: [`refusals`](Self::refusals).)
     pub fn refused_opens(&self) -> u64 {
-        self.refused_opens.load(Ordering::Relaxed)
+        let r = self.refusals();
+        r.table + r.client
     }
 
-    fn refuse_open(&self) -> HostError {
-        self.refused_opens.fetch_add(1, Ordering::Relaxed);
+    /// The opens refused for want of room so far, by cause: which of the host's limits of
+    /// handles, or the process's of descriptors. A loader reports them to its user, with what
+    /// raises each limit.
+    pub fn refusals(&self) -> OpenRefusals {
+        let [table, client, descriptors] =
+            self.refused.each_ref().map(|n| n.load(Ordering::Relaxed));
+        OpenRefusals {
+            table,
+            client,
+            descriptors,
+        }
+    }
+
+    /// Counts an open refused by `limit`; the error the client gets.
+    fn refuse_open(&self, limit: Limit) -> HostError {
+        self.refused[limit as usize].fetch_add(1, Ordering::Relaxed);
         HostError::TooManyOpen
+    }
+
+    /// `result`, an open's, with a refusal for want of descriptors counted.
+    fn counted<T>(&self, result: Result<T, HostError>) -> Result<T, HostError> {
+        if result.as_ref().err() == Some(&HostError::NoDescriptors) {
+            self.refused[2].fetch_add(1, Ordering::Relaxed);
+        }
+        result
     }
 
     /// Bytes of the heap free now (`None` without a heap).
@@ -833,8 +1079,8 @@ impl LibcHost {
     }
 
     /// Whether `caller` may open one more file, after freeing what clients gone hold if the
-    /// table or its quota is full; `Err` carries the limit reached.
-    fn file_room(&self, caller: u64) -> Result<(), usize> {
+    /// table or its quota is full; `Err` says which limit it reached.
+    fn file_room(&self, caller: u64) -> Result<(), Limit> {
         if self.lock_files().room(caller, self.file_limits).is_ok() {
             return Ok(());
         }
@@ -842,14 +1088,14 @@ impl LibcHost {
         self.lock_files().room(caller, self.file_limits)
     }
 
-    /// `caller`'s file `handle`, as a descriptor of its own, for a call that reads or writes at
-    /// an offset outside the table's lock (a large copy does not hold up the other file calls).
-    fn file_at(&self, caller: u64, handle: Handle) -> Result<File, HostError> {
+    /// `caller`'s file `handle`'s descriptor, for a call that reads or writes at an offset
+    /// outside the table's lock (a large copy does not hold up the other file calls). A
+    /// reference, not a duplicate: a call takes no descriptor of the process's (at its limit, a
+    /// duplicate would fail every read of a file that is open). Closing the handle meanwhile
+    /// closes the descriptor once the call is over.
+    fn file_at(&self, caller: u64, handle: Handle) -> Result<Arc<File>, HostError> {
         let mut files = self.lock_files();
-        files
-            .get(handle.0, caller)?
-            .try_clone()
-            .map_err(|e| io_error(&e))
+        Ok(Arc::clone(&files.get(handle.0, caller)?.file))
     }
 
     /// Reads at most `len` bytes (at most [`IO_LIMIT`], with `line` [`IO_CHUNK`]) of `caller`'s
@@ -863,11 +1109,18 @@ impl LibcHost {
     ) -> Result<Vec<u8>, HostError> {
         let len = (len as usize).min(if line { IO_CHUNK } else { IO_LIMIT });
         let mut files = self.lock_files();
-        let file = files.get(handle.0, caller)?;
+        let open = files.get(handle.0, caller)?;
         let mut data = vec![0u8; len];
         let mut got = 0;
+        // A handle on a shared descriptor reads at its own position, which moves by what it keeps.
+        let mut position = open.shared.map(|(_, at)| at);
+        let file = &*open.file;
         while got < len {
-            match file.read(&mut data[got..]) {
+            let read = match position {
+                Some(at) => file.read_at(&mut data[got..], at.saturating_add(got as u64)),
+                None => (&*file).read(&mut data[got..]),
+            };
+            match read {
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -881,12 +1134,17 @@ impl LibcHost {
             if let Some(nl) = data[..got].iter().position(|&b| b == b'\n') {
                 // Give back what was read past the newline.
                 let extra = got - (nl + 1);
-                if extra > 0 {
-                    file.seek(SeekFrom::Current(-(extra as i64)))
+                if extra > 0 && position.is_none() {
+                    (&*file)
+                        .seek(SeekFrom::Current(-(extra as i64)))
                         .map_err(|e| io_error(&e))?;
                 }
                 got = nl + 1;
             }
+        }
+        if let (Some(at), Some((_, kept))) = (position.as_mut(), open.shared.as_mut()) {
+            *at = at.saturating_add(got as u64);
+            *kept = *at;
         }
         data.truncate(got);
         Ok(data)
@@ -956,8 +1214,27 @@ fn refuse_locked(path: &Path) -> Result<(), HostError> {
         .or_else(|_| openat(CWD, path, OFlags::WRONLY | flags, Mode::empty()));
     match opened {
         Ok(fd) if locked_exclusively(&fd) => Err(HostError::Busy),
+        // Without a descriptor the file cannot be looked at: refused, not let through.
+        Err(e) if out_of_descriptors(e.raw_os_error()) => Err(HostError::NoDescriptors),
         _ => Ok(()),
     }
+}
+
+/// The device and inode of the regular file `path` names now, if this process may open it for
+/// reading: what a read-only open looks up to share its client's descriptor of that file
+/// (see the module docs). `None` where only a fresh open can say what happens (nothing there,
+/// not a regular file, not readable: the open then fails with its own error).
+fn readable_identity(path: &Path) -> Option<(u64, u64)> {
+    use rustix::fs::{accessat, stat, Access, AtFlags, FileType, CWD};
+    // Both follow symbolic links, as the open does.
+    let st = stat(path).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return None;
+    }
+    accessat(CWD, path, Access::READ_OK, AtFlags::EACCESS).ok()?;
+    // (The fields' types are the platform's: u64 on x86-64, narrower on others.)
+    #[allow(clippy::unnecessary_cast)]
+    Some((st.st_dev as u64, st.st_ino as u64))
 }
 
 /// Opens `path` with mode `m` if it is a regular file, without waiting on anyone (see the module
@@ -1063,16 +1340,47 @@ impl LibcServer for ForCaller<'_> {
     }
 
     fn open(&self, mode: u32, path: &str) -> Result<Handle, HostError> {
+        let (caller, limits) = (self.caller, self.file_limits);
         // Room first, so that a refused open creates and truncates nothing.
-        self.file_room(self.caller)
-            .map_err(|_| self.refuse_open())?;
-        let file = open_regular(mode, path)?;
-        // (Another open of this client, or of any when the table is nearly full, may have taken
-        // the room meanwhile: the file is then closed, refused as above.)
-        let inserted = self
-            .lock_files()
-            .insert(file, self.caller, self.file_limits);
-        inserted.map(Handle).map_err(|_| self.refuse_open())
+        self.file_room(caller)
+            .map_err(|limit| self.refuse_open(limit))?;
+        // (Another open of this client, or of any when the table is nearly full, may take the
+        // room meanwhile: the file opened below is then closed, refused as above.)
+        if mode != mode::READ {
+            // A mode that can write (or one refused below): a descriptor of its own.
+            let file = self.counted(open_regular(mode, path))?;
+            let inserted = self.lock_files().insert(file, caller, limits);
+            return inserted
+                .map(Handle)
+                .map_err(|limit| self.refuse_open(limit));
+        }
+        // Read-only: the descriptor this client already holds of the file the path names now,
+        // if it holds one (see the module docs), else a new one that its later read-only opens
+        // of the file share.
+        if let Some((dev, ino)) = path_of(path).ok().and_then(readable_identity) {
+            let key = ShareKey {
+                owner: caller,
+                dev,
+                ino,
+            };
+            let shared = self.lock_files().share(key, limits);
+            if let Some(shared) = shared {
+                return shared.map(Handle).map_err(|limit| self.refuse_open(limit));
+            }
+        }
+        let file = self.counted(open_regular(mode, path))?;
+        let opened = file.metadata().map_err(|e| io_error(&e))?;
+        let key = ShareKey {
+            owner: caller,
+            dev: opened.dev(),
+            ino: opened.ino(),
+        };
+        let (inserted, unused) = self.lock_files().insert_shared(key, file, limits);
+        // Closed outside the table's lock.
+        drop(unused);
+        inserted
+            .map(Handle)
+            .map_err(|limit| self.refuse_open(limit))
     }
 
     fn read(&self, handle: Handle, len: u32) -> Result<impl AsRef<[u8]>, HostError> {
@@ -1089,10 +1397,18 @@ impl LibcServer for ForCaller<'_> {
             out.write_all(data).map_err(|e| io_error(&e))?;
         } else {
             let mut files = self.lock_files();
-            files
-                .get(handle.0, self.caller)?
-                .write_all(data)
-                .map_err(|e| io_error(&e))?;
+            let open = files.get(handle.0, self.caller)?;
+            match &mut open.shared {
+                // At the handle's position, which moves (a shared descriptor is read-only: the
+                // write fails as on a read-only descriptor of the handle's own).
+                Some((_, at)) => {
+                    open.file
+                        .write_all_at(data, *at)
+                        .map_err(|e| io_error(&e))?;
+                    *at = at.saturating_add(data.len() as u64);
+                }
+                None => (&*open.file).write_all(data).map_err(|e| io_error(&e))?,
+            }
         }
         // At most the call's limit, IO_LIMIT bytes.
         Ok(data.len() as u32)
@@ -1130,8 +1446,7 @@ impl LibcServer for ForCaller<'_> {
     }
 
     fn size(&self, handle: Handle) -> Result<u64, HostError> {
-        let mut files = self.lock_files();
-        let file = files.get(handle.0, self.caller)?;
+        let file = self.file_at(self.caller, handle)?;
         file.metadata().map(|m| m.len()).map_err(|e| io_error(&e))
     }
 
@@ -1191,14 +1506,36 @@ impl LibcServer for ForCaller<'_> {
             _ => return Err(HostError::Invalid),
         };
         let mut files = self.lock_files();
-        let file = files.get(handle.0, self.caller)?;
-        file.seek(to).map_err(|e| io_error(&e))
+        let open = files.get(handle.0, self.caller)?;
+        let Some((_, at)) = &mut open.shared else {
+            return (&*open.file).seek(to).map_err(|e| io_error(&e));
+        };
+        // The handle's own position, as `lseek` would move it: never before the start, nor
+        // past what a file offset can be.
+        let (base, offset) = match to {
+            SeekFrom::Start(to) => (0, to as i64),
+            SeekFrom::Current(offset) => (*at, offset),
+            SeekFrom::End(offset) => {
+                let size = open.file.metadata().map_err(|e| io_error(&e))?.len();
+                (size, offset)
+            }
+        };
+        let to = i64::try_from(base)
+            .ok()
+            .and_then(|base| base.checked_add(offset))
+            .and_then(|to| u64::try_from(to).ok())
+            .ok_or(HostError::Invalid)?;
+        *at = to;
+        Ok(to)
     }
 
     fn tell(&self, handle: Handle) -> Result<u64, HostError> {
         let mut files = self.lock_files();
-        let file = files.get(handle.0, self.caller)?;
-        file.stream_position().map_err(|e| io_error(&e))
+        let open = files.get(handle.0, self.caller)?;
+        match open.shared {
+            Some((_, at)) => Ok(at),
+            None => (&*open.file).stream_position().map_err(|e| io_error(&e)),
+        }
     }
 
     fn flush(&self, handle: Handle) -> Result<(), HostError> {
@@ -1206,9 +1543,8 @@ impl LibcServer for ForCaller<'_> {
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
             return out.flush().map_err(|e| io_error(&e));
         }
-        let mut files = self.lock_files();
-        let file = files.get(handle.0, self.caller)?;
-        file.flush().map_err(|e| io_error(&e))
+        let file = self.file_at(self.caller, handle)?;
+        (&*file).flush().map_err(|e| io_error(&e))
     }
 
     fn close(&self, handle: Handle) -> Result<(), HostError> {
@@ -1561,9 +1897,17 @@ mod tests {
         let null = || File::open("/dev/null").unwrap();
         let a = files.insert(null(), 1, limits).unwrap();
         files.insert(null(), 1, limits).unwrap();
-        assert_eq!(files.insert(null(), 1, limits), Err(2), "client 1's quota");
+        assert_eq!(
+            files.insert(null(), 1, limits),
+            Err(Limit::Client),
+            "client 1's quota"
+        );
         let c = files.insert(null(), 2, limits).unwrap();
-        assert_eq!(files.insert(null(), 2, limits), Err(3), "the whole table");
+        assert_eq!(
+            files.insert(null(), 2, limits),
+            Err(Limit::Table),
+            "the whole table"
+        );
         assert_eq!(files.holders(), [1, 2]);
         // Client 1 is gone: its two files close, client 2's stays.
         assert_eq!(files.take_of(&[1]).len(), 2);
@@ -1572,5 +1916,385 @@ mod tests {
         assert_eq!(files.get(a, 1).err(), Some(HostError::BadHandle));
         assert!(files.get(c, 2).is_ok());
         files.insert(null(), 2, limits).unwrap();
+    }
+
+    /// A file of the temporary directory holding `data`, removed when dropped.
+    struct TempFile(std::path::PathBuf);
+
+    impl TempFile {
+        fn new(tag: &str, data: &[u8]) -> TempFile {
+            let path = std::env::temp_dir().join(format!(
+                "ferry-libc-{tag}-{}-{:?}",
+                std::process::id(),
+                std::thread::current().id()
+            ));
+            std::fs::write(&path, data).unwrap();
+            TempFile(path)
+        }
+
+        fn name(&self) -> &str {
+            self.0.to_str().unwrap()
+        }
+
+        /// This process's descriptors open on the file (and on what was its file before it was
+        /// replaced or removed, which the kernel names `PATH (deleted)`).
+        fn descriptors(&self) -> usize {
+            let name = self.name();
+            std::fs::read_dir("/proc/self/fd")
+                .unwrap()
+                .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|target| {
+                    let target = target.to_string_lossy();
+                    target == name || target == format!("{name} (deleted)")
+                })
+                .count()
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    /// A host with room for `files` handles, `per_client` a client.
+    fn host_with(files: usize, per_client: usize) -> LibcHost {
+        LibcHost::new(LibcConfig {
+            max_files: files,
+            max_files_per_client: per_client,
+            ..LibcConfig::default()
+        })
+    }
+
+    fn read(c: ForCaller<'_>, h: Handle, len: u32) -> Result<Vec<u8>, HostError> {
+        c.read_data(c.caller, h, len, false)
+    }
+
+    #[test]
+    fn read_only_opens_of_one_file_share_one_descriptor_and_each_handle_has_its_position() {
+        let data = b"line one\nline two\nthe rest";
+        let file = TempFile::new("share", data);
+        let host = host_with(1000, 1000);
+        let c = host.for_caller(1);
+        let handles: Vec<Handle> = (0..200)
+            .map(|_| c.open(mode::READ, file.name()).unwrap())
+            .collect();
+        let distinct: std::collections::HashSet<_> = handles.iter().collect();
+        assert_eq!(distinct.len(), handles.len(), "a handle of its own each");
+        assert_eq!(
+            file.descriptors(),
+            1,
+            "one descriptor for every read-only handle"
+        );
+        assert_eq!(host.open_files(), 200);
+
+        // Positions of their own: reads, lines, seeks and tells on one handle move only it.
+        let [a, b, l, d] = [handles[0], handles[1], handles[2], handles[3]];
+        assert_eq!(read(c, a, 4).unwrap(), b"line");
+        assert_eq!(read(c, b, 2).unwrap(), b"li");
+        assert_eq!(read(c, a, 5).unwrap(), b" one\n");
+        assert_eq!((c.tell(a), c.tell(b)), (Ok(9), Ok(2)));
+        assert_eq!(c.read_data(1, l, 100, true).unwrap(), b"line one\n");
+        assert_eq!(c.read_data(1, l, 100, true).unwrap(), b"line two\n");
+        assert_eq!(c.tell(l), Ok(18));
+        assert_eq!(c.read_at(b, 5, 3).unwrap().as_ref(), b"one");
+        assert_eq!(c.tell(b), Ok(2), "read_at leaves the position");
+        assert_eq!(c.seek(b, -4, SEEK_END), Ok(data.len() as u64 - 4));
+        assert_eq!(read(c, b, 100).unwrap(), b"rest");
+        assert_eq!(read(c, b, 100).unwrap(), b"", "the end");
+        assert_eq!(c.seek(b, -100, SEEK_CUR), Err(HostError::Invalid));
+        assert_eq!(c.seek(b, i64::MAX, SEEK_END), Err(HostError::Invalid));
+        assert_eq!(
+            c.tell(b),
+            Ok(data.len() as u64),
+            "a refused seek moves nothing"
+        );
+        assert_eq!(c.seek(b, 5, SEEK_SET), Ok(5));
+        assert_eq!(c.seek(b, 3, SEEK_CUR), Ok(8));
+        assert_eq!(c.seek(b, 100, SEEK_SET), Ok(100), "past the end, as lseek");
+        assert_eq!(read(c, b, 10).unwrap(), b"");
+        assert_eq!(c.tell(d), Ok(0), "the others have not moved");
+        assert_eq!(c.size(d), Ok(data.len() as u64));
+        assert_eq!(c.flush(d), Ok(()));
+        // Read-only: a write fails, as on a read-only descriptor, and moves nothing.
+        assert!(c.write(d, b"x").is_err());
+        assert_eq!(c.tell(d), Ok(0));
+
+        // The descriptor closes with the last handle.
+        for &h in &handles[1..] {
+            c.close(h).unwrap();
+        }
+        assert_eq!(file.descriptors(), 1);
+        assert_eq!(read(c, a, 3).unwrap(), b"lin");
+        c.close(a).unwrap();
+        assert_eq!(file.descriptors(), 0, "closed with its last handle");
+        assert_eq!(host.open_files(), 0);
+        assert_eq!(c.close(a), Err(HostError::BadHandle));
+        assert_eq!(read(c, b, 1), Err(HostError::BadHandle));
+        // And a new open makes a new one.
+        let again = c.open(mode::READ, file.name()).unwrap();
+        assert_eq!(file.descriptors(), 1);
+        assert_eq!(read(c, again, 4).unwrap(), b"line");
+        c.close(again).unwrap();
+        assert_eq!(file.descriptors(), 0);
+    }
+
+    #[test]
+    fn writable_opens_and_other_clients_have_descriptors_of_their_own() {
+        let file = TempFile::new("own", b"abcdefgh");
+        let host = host_with(100, 100);
+        let (one, two) = (host.for_caller(1), host.for_caller(2));
+        let r = [(); 3].map(|_| one.open(mode::READ, file.name()).unwrap());
+        assert_eq!(file.descriptors(), 1);
+        let rw = one.open(mode::READ | mode::WRITE, file.name()).unwrap();
+        let rw2 = one.open(mode::READ | mode::WRITE, file.name()).unwrap();
+        assert_eq!(file.descriptors(), 3, "each writable open has its own");
+        let theirs = two.open(mode::READ, file.name()).unwrap();
+        assert_eq!(file.descriptors(), 4, "another client's share is its own");
+        assert_eq!(read(one, theirs, 1), Err(HostError::BadHandle));
+        assert_eq!(two.close(r[0]), Err(HostError::BadHandle));
+        // Writable handles keep the descriptor's own position.
+        assert_eq!(one.write(rw, b"AB"), Ok(2));
+        assert_eq!(one.tell(rw), Ok(2));
+        assert_eq!(one.tell(rw2), Ok(0));
+        assert_eq!(read(one, rw2, 3).unwrap(), b"ABc");
+        // The shared handles see the file as it is (one file: a write through another
+        // descriptor is there).
+        assert_eq!(read(one, r[1], 3).unwrap(), b"ABc");
+        assert_eq!(read(two, theirs, 8).unwrap(), b"ABcdefgh");
+        for h in [rw, rw2, r[0], r[1]] {
+            one.close(h).unwrap();
+        }
+        assert_eq!(file.descriptors(), 2);
+        one.close(r[2]).unwrap();
+        two.close(theirs).unwrap();
+        assert_eq!(file.descriptors(), 0);
+    }
+
+    #[test]
+    fn a_read_only_open_shares_only_the_file_a_fresh_open_would_see() {
+        let file = TempFile::new("replaced", b"old data");
+        let host = host_with(100, 100);
+        let c = host.for_caller(1);
+        let old = c.open(mode::READ, file.name()).unwrap();
+        // Changed in place: the same file, which the shared descriptor sees as it is now.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file.0)
+            .unwrap()
+            .write_all_at(b"OLD", 0)
+            .unwrap();
+        let same = c.open(mode::READ, file.name()).unwrap();
+        assert_eq!(file.descriptors(), 1, "the same file: shared");
+        assert_eq!(read(c, same, 100).unwrap(), b"OLD data");
+        // Replaced (a new file renamed over the path): a new open is of the new file, on a
+        // descriptor of its own, while the old handles read the old one.
+        let next = TempFile::new("replacement", b"new!");
+        std::fs::rename(&next.0, &file.0).unwrap();
+        let new = c.open(mode::READ, file.name()).unwrap();
+        assert_eq!(file.descriptors(), 2);
+        assert_eq!(read(c, new, 100).unwrap(), b"new!");
+        assert_eq!(read(c, old, 100).unwrap(), b"OLD data");
+        c.close(old).unwrap();
+        assert_eq!(
+            file.descriptors(),
+            2,
+            "the old file's other handle holds it"
+        );
+        c.close(same).unwrap();
+        assert_eq!(file.descriptors(), 1, "the old file's descriptor closed");
+        // Gone: a read-only open fails as a fresh one would, share or not.
+        std::fs::remove_file(&file.0).unwrap();
+        assert_eq!(c.open(mode::READ, file.name()), Err(HostError::NotFound));
+        c.close(new).unwrap();
+        // Not readable any more (for a process that permissions bind): refused, share or not.
+        let locked = TempFile::new("unreadable", b"secret");
+        let shared = c.open(mode::READ, locked.name()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&locked.0, std::fs::Permissions::from_mode(0o200)).unwrap();
+        if !rustix::process::geteuid().is_root() {
+            assert_eq!(c.open(mode::READ, locked.name()), Err(HostError::Denied));
+        }
+        c.close(shared).unwrap();
+        // Not a regular file: no share is looked for, and the open says why.
+        assert_eq!(
+            c.open(mode::READ, std::env::temp_dir().to_str().unwrap()),
+            Err(HostError::NotAFile)
+        );
+    }
+
+    #[test]
+    fn shared_handles_count_against_the_limits_which_are_told_apart() {
+        let file = TempFile::new("limits", b"data");
+        let host = host_with(5, 3);
+        let (one, two) = (host.for_caller(1), host.for_caller(2));
+        let mine: Vec<Handle> = (0..3)
+            .map(|_| one.open(mode::READ, file.name()).unwrap())
+            .collect();
+        assert_eq!(
+            one.open(mode::READ, file.name()),
+            Err(HostError::TooManyOpen)
+        );
+        let theirs: Vec<Handle> = (0..2)
+            .map(|_| two.open(mode::READ, file.name()).unwrap())
+            .collect();
+        assert_eq!(
+            two.open(mode::READ, file.name()),
+            Err(HostError::TooManyOpen)
+        );
+        assert_eq!(
+            host.refusals(),
+            OpenRefusals {
+                table: 1,
+                client: 1,
+                descriptors: 0
+            }
+        );
+        assert_eq!(host.refused_opens(), 2);
+        assert_eq!(file.descriptors(), 2, "one a client");
+        // A refused open took nothing: a close makes room for one more.
+        one.close(mine[0]).unwrap();
+        let back = one.open(mode::READ, file.name()).unwrap();
+        assert_eq!(read(one, back, 4).unwrap(), b"data");
+        for h in [back, mine[1], mine[2]] {
+            one.close(h).unwrap();
+        }
+        for h in theirs {
+            two.close(h).unwrap();
+        }
+        assert_eq!((host.open_files(), file.descriptors()), (0, 0));
+    }
+
+    #[test]
+    fn a_gone_clients_shared_descriptor_closes_with_its_handles() {
+        let file = TempFile::new("gone", b"data");
+        let host = LibcHost::new(LibcConfig {
+            max_files: 100,
+            max_files_per_client: 100,
+            client_alive: |client| client != 2,
+            ..LibcConfig::default()
+        });
+        let (one, two) = (host.for_caller(1), host.for_caller(2));
+        let mine = [(); 2].map(|_| one.open(mode::READ, file.name()).unwrap());
+        let theirs: Vec<Handle> = (0..10)
+            .map(|_| two.open(mode::READ, file.name()).unwrap())
+            .collect();
+        assert_eq!(file.descriptors(), 2);
+        assert_eq!(
+            host.reclaim_gone(),
+            Reclaimed {
+                clients: 1,
+                files: 10,
+                bytes: 0
+            }
+        );
+        assert_eq!(file.descriptors(), 1, "the gone client's descriptor closed");
+        assert_eq!(host.open_files(), 2);
+        assert_eq!(read(two, theirs[0], 1), Err(HostError::BadHandle));
+        assert_eq!(read(one, mine[1], 4).unwrap(), b"data");
+        // The gone client's share is gone with it: an open under its id starts afresh.
+        let again = two.open(mode::READ, file.name()).unwrap();
+        assert_eq!(read(two, again, 4).unwrap(), b"data");
+        assert_eq!(host.reclaim_gone().files, 1);
+        for h in mine {
+            one.close(h).unwrap();
+        }
+        assert_eq!(file.descriptors(), 0);
+    }
+
+    /// Set in the child process a test that changes this process's limits runs in.
+    const CHILD: &str = "FERRY_LIBC_TEST_CHILD";
+
+    /// Whether this is the child process of the test `name` (a path in this crate's tests);
+    /// if not, runs the test in one and checks that it passed.
+    fn in_child(name: &str) -> bool {
+        if std::env::var_os(CHILD).is_some() {
+            return true;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{name} in its child:\n{text}");
+        assert!(text.contains("1 passed"), "{name} did not run:\n{text}");
+        false
+    }
+
+    #[test]
+    fn at_the_descriptor_limit_opens_say_so_and_open_files_still_read() {
+        if !in_child("host::tests::at_the_descriptor_limit_opens_say_so_and_open_files_still_read")
+        {
+            return;
+        }
+        use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+        let files: Vec<TempFile> = (0..3)
+            .map(|i| TempFile::new(&format!("limit{i}"), format!("file {i}").as_bytes()))
+            .collect();
+        let host = host_with(1000, 1000);
+        let c = host.for_caller(1);
+        // A limit that leaves four descriptors (or five: the listing's own is among those
+        // open) to open: a new descriptor takes the lowest free number, below the limit.
+        let open_now: std::collections::BTreeSet<u64> = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        let limit = (0..).filter(|n| !open_now.contains(n)).nth(4).unwrap();
+        let hard = getrlimit(Resource::Nofile).maximum;
+        setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(limit),
+                maximum: hard,
+            },
+        )
+        .unwrap();
+        // One read-only handle, then writable opens (a descriptor each) until none is left.
+        let first = c.open(mode::READ, files[0].name()).unwrap();
+        let mut open = vec![(first, 0)];
+        let refused = loop {
+            match c.open(mode::READ | mode::WRITE, files[1].name()) {
+                Ok(h) => open.push((h, 1)),
+                Err(e) => break e,
+            }
+            assert!(open.len() < 1000, "no limit reached");
+        };
+        assert!((4..=5).contains(&open.len()), "{} opened", open.len());
+        assert_eq!(
+            refused,
+            HostError::NoDescriptors,
+            "the OS's limit, not an I/O error"
+        );
+        assert_eq!(host.refusals().descriptors, 1);
+        assert_eq!(host.refused_opens(), 0, "not the host's limit");
+        // Every file open still reads, at an offset, in sequence, in size: no call takes a
+        // descriptor of its own.
+        for &(h, i) in &open {
+            let want = format!("file {i}");
+            assert_eq!(
+                c.read_at(h, 0, 100).map(|d| d.as_ref().to_vec()),
+                Ok(want.clone().into_bytes()),
+                "read_at at the limit"
+            );
+            assert_eq!(read(c, h, 100).unwrap(), want.as_bytes());
+            assert_eq!(c.size(h), Ok(want.len() as u64));
+        }
+        // A read-only open of a file already open shares its descriptor: it takes none.
+        let more: Vec<Handle> = (0..50)
+            .map(|_| c.open(mode::READ, files[0].name()).unwrap())
+            .collect();
+        assert_eq!(read(c, more[49], 100).unwrap(), b"file 0");
+        // Removing a file takes a descriptor (to see whether a server holds it): refused,
+        // never done unlooked at.
+        assert_eq!(c.remove(files[2].name()), Err(HostError::NoDescriptors));
+        assert!(files[2].0.exists());
+        // A close gives one back.
+        c.close(open[1].0).unwrap();
+        c.open(mode::READ | mode::WRITE, files[2].name()).unwrap();
     }
 }

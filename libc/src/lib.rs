@@ -47,8 +47,12 @@
 //! files of data open ([`HostError::NotAFile`]: not the kernel's interface files under `/proc`,
 //! `/sys` and the like, which look regular); a file another program holds for exclusive use (a live
 //! ferry server's shared-memory file) is never opened for writing, removed or renamed
-//! ([`HostError::Busy`]); each client has a quota of open files ([`HostError::TooManyOpen`]) and
-//! of the heap ([`HostError::OutOfMemory`]).
+//! ([`HostError::Busy`]); each client has a quota of open file handles
+//! ([`HostError::TooManyOpen`]) and of the heap ([`HostError::OutOfMemory`]). A client's
+//! read-only opens of one file share one descriptor of the host process, each handle with its
+//! own position, so every thread of a GPU program may open the same input; any other open takes
+//! a descriptor of its own, and one that finds the host process out of descriptors is
+//! [`HostError::NoDescriptors`].
 
 #![cfg_attr(not(any(test, feature = "host")), no_std)]
 #![deny(missing_docs)]
@@ -64,7 +68,8 @@ pub mod host;
 
 #[cfg(feature = "host")]
 pub use host::{
-    Announce, DeviceCopy, ExitPolicy, HeapQuota, LibcConfig, LibcHost, Reclaimed, PROGRAM,
+    Announce, DeviceCopy, ExitPolicy, HeapQuota, LibcConfig, LibcHost, OpenRefusals, Reclaimed,
+    PROGRAM,
 };
 
 /// The most bytes one lane prints in one message (the `limit` of print calls).
@@ -175,8 +180,9 @@ pub enum HostError {
     /// An argument the host refuses (bad mode, empty path or one with a NUL, seek before the
     /// start...).
     Invalid = 5,
-    /// Too many files open: this client's quota of open files, or the host's whole table, is
-    /// full.
+    /// Too many files open: this client's quota of open file handles, or the host's whole table,
+    /// is full (the host's limits, `LibcConfig::max_files` and `max_files_per_client`; the
+    /// loader's `--max-files`).
     TooManyOpen = 6,
     /// The reserved heap has no block that large, or the block would take this client past its
     /// share of the heap (the host's per-client quota).
@@ -204,6 +210,11 @@ pub enum HostError {
     /// for writing, nor remove or rename it, so that no client can shrink, overwrite or unname
     /// the memory a server and its clients have mapped.
     Busy = 15,
+    /// The host process has no file descriptor left for the call: its limit of open descriptors
+    /// (`RLIMIT_NOFILE`, EMFILE) or the system's (ENFILE) is reached. Unlike
+    /// [`HostError::TooManyOpen`], a limit of the host's operating system, not of the host
+    /// services: read-only opens of one file share one descriptor; every other open takes one.
+    NoDescriptors = 16,
 }
 
 impl fmt::Display for HostError {
@@ -224,6 +235,9 @@ impl fmt::Display for HostError {
             HostError::NoDeviceMemory => "no device memory on this host",
             HostError::BadAddress => "not an address range of the device's memory",
             HostError::Busy => "the file is locked for exclusive use by another program",
+            HostError::NoDescriptors => {
+                "the host process is out of file descriptors (its RLIMIT_NOFILE)"
+            }
         })
     }
 }
@@ -261,7 +275,9 @@ pub enum Libc {
     /// Opens the regular file at `path`; replies its handle. A mode that can write (with
     /// [`mode::WRITE`] or [`mode::APPEND`]) is [`HostError::Busy`] for a file another program
     /// holds locked for exclusive use (a live ferry server's shared-memory file), checked before
-    /// [`mode::TRUNCATE`] empties anything.
+    /// [`mode::TRUNCATE`] empties anything. Read-only opens ([`mode::READ`] alone) of the file a
+    /// client already holds open read-only share its descriptor on the host: the handle is new,
+    /// at position 0, and moves on its own.
     #[rpc(response = Handle, error = HostError, limit = PATH_LIMIT)]
     Open {
         /// Bits of [`mode`].

@@ -154,8 +154,12 @@ pub struct RunConfig {
     /// Stack bytes per GPU thread (`None`: the driver's default, 1 KiB, which formatting with
     /// buffers on the stack, as `println!` and the file calls do, can overflow).
     pub stack: Option<usize>,
-    /// The most files the program has open at once (the host's file table; an open past it is
-    /// `HostError::TooManyOpen`, counted in [`RunReport::refused_opens`]).
+    /// The most file handles the program holds at once (the host's file table; an open past it
+    /// is `HostError::TooManyOpen`, counted in [`RunReport::refused_opens`]). Read-only opens of
+    /// one file share one descriptor of this process, each handle with its own position; other
+    /// opens take a descriptor each, bounded by this process's `RLIMIT_NOFILE` (an open past
+    /// it is `HostError::NoDescriptors`, counted in [`RunReport::refused_descriptors`]; the
+    /// loader raises the limit to its hard limit first).
     pub max_files: usize,
     /// The longest pause, in nanoseconds, between two polls of a warp waiting for a reply (0:
     /// the device library's default, `ferry_device::GpuWait`). Thousands of warps polling host
@@ -214,6 +218,9 @@ pub struct RunReport {
     pub module_load: Duration,
     /// Opens refused because the program had [`RunConfig::max_files`] files open.
     pub refused_opens: u64,
+    /// Opens refused because this process had no file descriptor left (its `RLIMIT_NOFILE`,
+    /// or the system's).
+    pub refused_descriptors: u64,
 }
 
 /// A program loaded on a device, with its region, its `malloc` heap and its [`LibcHost`], ready
@@ -246,13 +253,15 @@ impl<'c> Program<'c> {
     /// Loads the PTX program `ptx` on `cuda`'s device for launches as `config` says: its region,
     /// its heap ([`RunConfig::heap`], reserved now), and a [`LibcHost`] printing to this
     /// process's standard output and error, exiting as [`RunConfig::exit`] says, with the whole
-    /// file table and the whole heap for the program (its only client).
+    /// file table ([`RunConfig::max_files`] handles) and the whole heap for the program (its
+    /// only client).
     pub fn load(cuda: &'c Cuda, ptx: &[u8], config: &RunConfig) -> Result<Self, Error> {
         Self::load_with(
             cuda,
             ptx,
             config,
             LibcConfig {
+                max_files: config.max_files,
                 max_files_per_client: usize::MAX,
                 ..LibcConfig::default()
             },
@@ -432,6 +441,7 @@ impl<'c> Program<'c> {
             startup: self.startup,
             module_load: self.module_load,
             refused_opens: self.libc.refused_opens(),
+            refused_descriptors: self.libc.refusals().descriptors,
         })
     }
 }

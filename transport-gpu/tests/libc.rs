@@ -6,7 +6,7 @@
 //! `tests/tests/host_services.rs`.)
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Barrier, Mutex};
 use std::time::Duration;
 
 use ferry_device::host::{self, mode, opcode, Handle, HostError, Printer, Target};
@@ -201,4 +201,201 @@ fn a_warp_writes_and_reads_files_of_different_lengths_per_lane() {
     assert_eq!(host.open_files(), 0);
     assert_eq!(host.heap_free(), Some(1 << 16));
     assert!(out.text().is_empty() && err.text().is_empty());
+}
+
+/// This process's descriptors open on the file at `path`.
+fn descriptors_of(path: &str) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| target.as_os_str() == path)
+        .count()
+}
+
+/// An input of `len` bytes in `dir`: its path and its bytes.
+fn input(dir: &Scratch, len: usize) -> (String, Vec<u8>) {
+    let path = dir.path("input");
+    let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    (path, data)
+}
+
+/// The loader's file limits (the program is the one client) with room for `files` handles.
+fn program_host(files: usize, out: &Capture, err: &Capture) -> LibcHost {
+    LibcHost::new(LibcConfig {
+        max_files: files,
+        max_files_per_client: usize::MAX,
+        ..captured(out, err)
+    })
+}
+
+/// Issue 35, item 3: every thread of a launch opens the same input read-only, reads its slice
+/// and closes. Every lane's open travels in its warp's one message, and every lane gets a handle
+/// of its own (with its own position) on one descriptor; lanes that ask for a missing file fail
+/// alone, and their closes of no handle harm nobody.
+#[test]
+fn every_lane_of_many_warps_opens_one_input_on_one_descriptor() {
+    let _w = watchdog("one input");
+    const WARPS: u32 = 4;
+    const LANES: u32 = 32;
+    const SLICE: usize = 48;
+    let dir = Scratch::new("input");
+    let (path, data) = input(&dir, (WARPS * LANES) as usize * SLICE);
+    let missing = dir.path("missing");
+    let (out, err) = (Capture::default(), Capture::default());
+    let host = program_host(256, &out, &err);
+    let opened = Barrier::new((WARPS * LANES) as usize);
+    let descriptors = Mutex::new(Vec::new());
+    let (read, failures) = (AtomicU32::new(0), Mutex::new(Vec::new()));
+    on_warps(WARPS, LANES, &host, |c, w| {
+        let lane = c.lanes().lane_id();
+        let me = (w * LANES + lane) as usize;
+        let bad = lane % 8 == 7;
+        let f = host::open(c, if bad { &missing } else { &path }, mode::READ);
+        let fail = |what: &str| failures.lock().unwrap().push(format!("{me}: {what}"));
+        let as_asked = if bad {
+            f == app(HostError::NotFound)
+        } else {
+            f.is_ok()
+        };
+        if !as_asked {
+            fail("open");
+        }
+        let f = f.unwrap_or(Handle(0));
+        opened.wait();
+        if me == 0 {
+            descriptors.lock().unwrap().push(descriptors_of(&path));
+        }
+        opened.wait();
+        let at = me * SLICE;
+        let mut slice = [0u8; SLICE];
+        let got = host::read_at(c, f, at as u64, &mut slice);
+        // The same slice again, through the handle's own position.
+        let sought = host::seek(c, f, at as i64, host::SEEK_SET);
+        let mut again = [0u8; SLICE];
+        let second = host::read(c, f, &mut again);
+        let tell = host::tell(c, f);
+        if bad {
+            if got != app(HostError::BadHandle) || host::close(c, f) != app(HostError::BadHandle) {
+                fail("a failed open's handle");
+            }
+            return;
+        }
+        let want = &data[at..at + SLICE];
+        if got == Ok(SLICE) && slice == want && second == Ok(SLICE) && again == want {
+            read.fetch_add(1, Ordering::Relaxed);
+        } else {
+            fail("read");
+        }
+        if sought != Ok(at as u64) || tell != Ok((at + SLICE) as u64) {
+            fail("position");
+        }
+        if host::close(c, f).is_err() {
+            fail("close");
+        }
+    });
+    assert_eq!(failures.into_inner().unwrap(), Vec::<String>::new());
+    assert_eq!(read.load(Ordering::Relaxed), WARPS * LANES / 8 * 7);
+    assert_eq!(
+        descriptors.into_inner().unwrap(),
+        [1],
+        "every lane's handle on one descriptor"
+    );
+    assert_eq!(host.open_files(), 0);
+    assert_eq!(descriptors_of(&path), 0, "closed with the last handle");
+    assert_eq!(host.refusals().total(), 0);
+}
+
+/// Set in the child process a test that lowers its limit of descriptors runs in.
+const CHILD: &str = "FERRY_GPU_LIBC_TEST_CHILD";
+
+/// Whether this is the child process of the test `name`; if not, runs the test in one and
+/// checks that it passed.
+fn in_child(name: &str) -> bool {
+    if std::env::var_os(CHILD).is_some() {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{name} in its child:\n{text}");
+    assert!(text.contains("1 passed"), "{name} did not run:\n{text}");
+    false
+}
+
+/// A limit of descriptors that leaves `free` of them (or one more) to open: a new descriptor
+/// takes the lowest free number, and only numbers below the limit are free to take.
+fn limit_leaving(free: usize) -> u64 {
+    let open: std::collections::BTreeSet<u64> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    // (The listing's own descriptor is among them, free again once it is done.)
+    (0..).filter(|n| !open.contains(n)).nth(free).unwrap()
+}
+
+/// Issue 35, item 3's run that counted nothing: more threads than descriptors, each opening the
+/// one input, reading its slice, closing. Before, each open took a descriptor, so the first
+/// few filled the process's table (the rest were refused), and then every read of those that had
+/// opened failed too: a read at an offset duplicated its handle's descriptor, and none was left
+/// until a thread closed, which came after its read. Now the opens share one descriptor and a
+/// read takes none: every lane reads.
+#[test]
+fn more_threads_than_descriptors_all_read_one_input() {
+    if !in_child("more_threads_than_descriptors_all_read_one_input") {
+        return;
+    }
+    let _w = watchdog("descriptor limit");
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    const WARPS: u32 = 2;
+    const LANES: u32 = 32;
+    const SLICE: usize = 16;
+    let dir = Scratch::new("limit");
+    let (path, data) = input(&dir, (WARPS * LANES) as usize * SLICE);
+    let (out, err) = (Capture::default(), Capture::default());
+    let host = program_host(256, &out, &err);
+    // Room for a few descriptors more: fewer than the threads.
+    let limit = Rlimit {
+        current: Some(limit_leaving(8)),
+        maximum: getrlimit(Resource::Nofile).maximum,
+    };
+    setrlimit(Resource::Nofile, limit).unwrap();
+    let (read, failures) = (AtomicU32::new(0), Mutex::new(Vec::new()));
+    on_warps(WARPS, LANES, &host, |c, w| {
+        let me = (w * LANES + c.lanes().lane_id()) as usize;
+        let f = host::open(c, &path, mode::READ);
+        let f = match f {
+            Ok(f) => f,
+            Err(e) => {
+                failures.lock().unwrap().push(format!("{me}: open {e:?}"));
+                Handle(0)
+            }
+        };
+        let mut slice = [0u8; SLICE];
+        match host::read_at(c, f, (me * SLICE) as u64, &mut slice) {
+            Ok(SLICE) if slice == data[me * SLICE..][..SLICE] => {
+                read.fetch_add(1, Ordering::Relaxed);
+            }
+            other => failures
+                .lock()
+                .unwrap()
+                .push(format!("{me}: read {other:?}")),
+        }
+        let _ = host::close(c, f);
+    });
+    let failures = failures.into_inner().unwrap();
+    assert_eq!(
+        read.load(Ordering::Relaxed),
+        WARPS * LANES,
+        "lanes counted; failures {failures:?}"
+    );
+    assert_eq!(host.refusals().total(), 0);
+    assert_eq!(host.open_files(), 0);
 }

@@ -15,7 +15,9 @@
 //!   --heap SIZE          device memory reserved for malloc before launch, in bytes or with a
 //!                        K, M or G suffix (default 64M; 0: none)
 //!   --stack SIZE         stack per GPU thread, as --heap (default 8K; 0: the driver's, 1K)
-//!   --max-files N        files the program may have open at once (default 256)
+//!   --max-files N        file handles the program may hold at once (default 1048576; read-only
+//!                        opens of one file share one descriptor of the loader, each handle
+//!                        with its own position)
 //!   --max-sleep-ns N     longest pause of a waiting warp between two polls of host memory
 //!                        (default 0: the device library's, 4096)
 //!   --no-word-lines      every call through the packets (by default a lone lane's small
@@ -41,6 +43,12 @@
 //! malloc from the reserved heap, clock; `system` stays off). Standard
 //! output is line-buffered on a terminal and block-buffered otherwise (as C's stdio), flushed at
 //! exit and at the end.
+//!
+//! Files: the program holds at most `--max-files` handles at once. Every thread may open the same
+//! input read-only: those opens share one descriptor. Other opens (writable, or of distinct
+//! files) take one descriptor each, of the loader's limit (`RLIMIT_NOFILE`), which the loader
+//! raises to its hard limit at start. At the end the loader says how many opens either limit
+//! refused, and what raises it.
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -73,6 +81,9 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // Opens of distinct or writable files take a descriptor each: all the system lets this
+    // process have.
+    let descriptors = ferry_gpu::host::raise_descriptor_limit();
     // Arguments reach the program as text: one that is not UTF-8 is refused here, by name.
     let args: Vec<String> = match std::env::args_os()
         .skip(1)
@@ -189,12 +200,9 @@ fn main() -> ExitCode {
     };
     match run_program(&cuda, &ptx, &argv, &config, out) {
         Ok(report) => {
-            if report.refused_opens > 0 {
-                eprintln!(
-                    "rpc-gpu-run: {} opens were refused: the program had {} files open at once \
-                     (--max-files raises the limit)",
-                    report.refused_opens, config.max_files
-                );
+            let refused = (report.refused_opens, report.refused_descriptors);
+            for line in refusals(refused, config.max_files, descriptors) {
+                eprintln!("rpc-gpu-run: {line}");
             }
             if stats {
                 let count = |op| report.libc_calls[libc_index(op)];
@@ -223,6 +231,35 @@ fn main() -> ExitCode {
     }
 }
 
+/// What the run's refused opens were refused by, one line a cause (none if none was refused):
+/// `refused` counts those refused by the program's limit of `max_files` handles and by this
+/// process's limit of descriptors (`limit`, the soft `RLIMIT_NOFILE` after it was raised).
+fn refusals(refused: (u64, u64), max_files: usize, limit: Option<u64>) -> Vec<String> {
+    let (opens, descriptors) = refused;
+    let mut lines = Vec::new();
+    if opens > 0 {
+        lines.push(format!(
+            "{opens} opens refused (too many open files): the program held its limit of \
+             {max_files} file handles (--max-files N raises it)"
+        ));
+    }
+    if descriptors > 0 {
+        let why = match limit {
+            Some(n) => format!(
+                "this process held its limit of {n} descriptors (RLIMIT_NOFILE, raised to its \
+                 hard limit at start: `ulimit -Hn`, set by the administrator, raises that), or \
+                 the system's table of open files was full"
+            ),
+            None => "the system's table of open files was full".to_string(),
+        };
+        lines.push(format!(
+            "{descriptors} opens refused (out of file descriptors): {why}. Read-only opens of \
+             one file share one descriptor; every writable open, and each other file, takes one"
+        ));
+    }
+    lines
+}
+
 /// The index of the call with `opcode` in the counts.
 fn libc_index(opcode: u32) -> usize {
     use ferry_rpc::service::Service;
@@ -230,4 +267,25 @@ fn libc_index(opcode: u32) -> usize {
         .iter()
         .position(|&o| o == opcode)
         .unwrap_or(Libc::CALLS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusals;
+
+    #[test]
+    fn each_cause_of_refused_opens_gets_its_line_and_what_raises_its_limit() {
+        assert!(refusals((0, 0), 256, Some(1024)).is_empty());
+        let lines = refusals((7, 0), 256, Some(1024));
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].starts_with("7 opens refused (too many open files)"));
+        assert!(lines[0].contains("limit of 256 file handles (--max-files N raises it)"));
+        let lines = refusals((0, 3), 256, Some(1024));
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].starts_with("3 opens refused (out of file descriptors)"));
+        assert!(lines[0].contains("limit of 1024 descriptors (RLIMIT_NOFILE"));
+        let lines = refusals((1, 1), 256, None);
+        assert_eq!(lines.len(), 2);
+        assert!(lines[1].contains("the system's table of open files was full"));
+    }
 }
