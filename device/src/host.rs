@@ -59,7 +59,8 @@ pub use ferry_libc::{
 pub type HostClient<'a, L, M, W> = Process<'a, ferry_rpc::Client, L, M, W>;
 
 /// The most bytes one read or write call of a lane carries on `client`'s region: its share of a
-/// port's bulk area where the region has them (up to [`IO_LIMIT`]), so that a large transfer
+/// port's bulk area where the region has them, less a slot for what crosses with the bytes (a
+/// reply's tag, a request's handle and offset), up to [`IO_LIMIT`], so that a large transfer
 /// takes one handoff per call; [`IO_CHUNK`] where it has none (each call's bytes then stream
 /// through the packet's slot, and a longer call would only wait longer between lanes).
 #[inline(always)]
@@ -68,6 +69,7 @@ pub fn io_chunk<L: Lanes, M: Mailbox, W: Wait>(client: &HostClient<'_, L, M, W>)
         .region()
         .layout()
         .bulk_share()
+        .saturating_sub(ferry_rpc::layout::SLOT_BYTES)
         .clamp(IO_CHUNK, IO_LIMIT)
 }
 

@@ -490,9 +490,9 @@ pub struct ProgramRun {
 /// The most threads [`run_program`] runs (each GPU thread is one host thread).
 pub const MAX_PROGRAM_THREADS: u32 = 4096;
 
-/// Bytes of each port's bulk area in a [`run_program`] region (so device code's file calls move
-/// this much per call: `host::io_chunk`).
-pub const PROGRAM_BULK: u64 = 4096;
+/// Bytes of each port's bulk area in a [`run_program`] region: 4 KiB and a slot, as the loader's
+/// largest (so device code's file calls move 4 KiB per call: `host::io_chunk`).
+pub const PROGRAM_BULK: u64 = 4096 + 64;
 
 std::thread_local! {
     /// The launch place and the region of the program thread running here (`run_program`).

@@ -45,6 +45,8 @@ pub struct Cuda {
     pub sms: u32,
     /// Resident threads per SM at most.
     pub threads_per_sm: u32,
+    /// Registers one block may use at most (its threads' together).
+    pub registers_per_block: u32,
     /// Compute capability (major, minor).
     pub capability: (u32, u32),
 }
@@ -97,6 +99,7 @@ impl Cuda {
                 name: CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned(),
                 sms: attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
                 threads_per_sm: attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+                registers_per_block: attr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
                 capability: (
                     attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
                     attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,

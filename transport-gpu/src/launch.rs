@@ -76,21 +76,32 @@ pub fn default_server_threads() -> u32 {
     (cpus / 2).clamp(1, 8) as u32
 }
 
-/// Mapped host memory the loader gives the bulk areas by default ([`bulk_share_for`]): 256 MiB.
-pub const BULK_BUDGET: u64 = 256 << 20;
+/// Mapped host memory the loader gives the bulk areas by default ([`bulk_share_for`]): 512 MiB.
+pub const BULK_BUDGET: u64 = 512 << 20;
 
-/// The largest lane share of a bulk area the loader chooses by default: 4 KiB, a stack buffer's
-/// worth (larger reads into device memory take the copy engine).
-pub const MAX_DEFAULT_BULK: u32 = 4096;
+/// The largest lane share of a bulk area the loader chooses by default: 4 KiB and a slot, so that
+/// a stack buffer's 4 KiB crosses in one call with its reply's tag or its request's arguments
+/// (larger reads into device memory take the copy engine).
+pub const MAX_DEFAULT_BULK: u32 = 4096 + 64;
 
 /// The bulk share per lane a region of `ports` ports gets by default ([`RunConfig::bulk`]): as
 /// much of [`BULK_BUDGET`] as each lane's share of it, a multiple of 64, at most
-/// [`MAX_DEFAULT_BULK`] and at least `ferry_libc::IO_CHUNK` (512 bytes, what a call moves without
-/// one).
+/// [`MAX_DEFAULT_BULK`] and at least a slot more than `ferry_libc::IO_CHUNK` (512 bytes, what a
+/// call moves without one).
 pub fn bulk_share_for(ports: u32) -> u32 {
     let lanes = ports.max(1) as u64 * crate::region::WARP_LANES as u64;
     let share = (BULK_BUDGET / lanes / 64 * 64) as u32;
-    share.clamp(ferry_libc::IO_CHUNK as u32, MAX_DEFAULT_BULK)
+    share.clamp(ferry_libc::IO_CHUNK as u32 + 64, MAX_DEFAULT_BULK)
+}
+
+/// The register cap the loader gives the JIT when none is asked for: `None` (the compiler's
+/// choice, at most 255 a thread) where a block of `threads` threads can have 255 each within the
+/// device's `registers_per_block`, else as many as each can have, a multiple of 8 (64 for blocks
+/// of 1024 threads on a device of 65 536 registers a block). Without it, a kernel compiled to
+/// more registers than that refuses to launch at that block size.
+pub fn registers_for(registers_per_block: u32, threads: u32) -> Option<u32> {
+    let each = registers_per_block / threads.max(1) / 8 * 8;
+    (each < 255).then_some(each.max(16))
 }
 
 /// The default stack per GPU thread: 8 KiB.
@@ -141,7 +152,8 @@ pub struct RunConfig {
     pub bulk: Option<u32>,
     /// Server threads (default [`default_server_threads`]: half the machine's CPUs, at most 8).
     pub server_threads: u32,
-    /// Register cap for the JIT (`None`: the compiler's choice).
+    /// Register cap for the JIT (`None`: the compiler's choice where a block of `threads` can
+    /// have it, else [`registers_for`] the block, so that every launch shape launches).
     pub max_registers: Option<u32>,
     /// How long the kernel may run.
     pub timeout: Duration,
@@ -279,7 +291,10 @@ impl<'c> Program<'c> {
         libc: LibcConfig,
     ) -> Result<Self, Error> {
         let started = Instant::now();
-        let module = cuda.load_module(ptx, config.max_registers)?;
+        let registers = config
+            .max_registers
+            .or_else(|| registers_for(cuda.registers_per_block, config.threads));
+        let module = cuda.load_module(ptx, registers)?;
         let module_load = started.elapsed();
         let entry = module.function(ENTRY).map_err(|_| {
             Error::Program(format!(

@@ -8,7 +8,7 @@
 //!                        resident warp of the device, and one more; rounded up to 32)
 //!   --bulk SIZE          bytes of each lane's share of a port's bulk area, a multiple of 64
 //!                        (K, M suffixes): a lane's file read or write moves up to this much per
-//!                        call (default: 256M of mapped host memory shared out, 512 to 4K; 0: none)
+//!                        call (default: 512M of mapped host memory shared out, 512 to 4K; 0: none)
 //!   --server-threads N   host threads serving calls (default: half the CPUs, 1 to 8)
 //!   --max-registers N    register cap for the JIT (32 lets 2048 threads share an SM)
 //!   --timeout SECS       give up on the kernel after this long (default 600)
