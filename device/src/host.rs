@@ -152,97 +152,115 @@ impl<'c, 'a, L: Lanes, M: Mailbox, W: Wait> Printer<'c, 'a, L, M, W> {
         self.client
     }
 
-    /// Sends one print message (every active lane together): waits until the previous one was
-    /// taken, then streams `bytes` one-way.
-    fn send(&self, opcode: u32, bytes: &[u8]) -> Result<(), LibcError> {
-        let stalled = Error::Transport(Transport::Protocol(ferry_rpc::Error::Stalled));
-        if let Some(last) = self.last.get() {
-            let mut polls = 0u32;
-            while !self.client.region().client_owns(last) {
-                self.client
-                    .wait_policy()
-                    .pause(polls)
-                    .map_err(|_| stalled)?;
-                polls = polls.saturating_add(1);
-            }
-        }
-        let mut port = self.client.open(opcode)?;
-        // (`Print` and `EPrint` have no fixed arguments: the text is the whole stream.)
-        port.set_request_len(0);
-        self.last.set(Some(port.index()));
-        let result = match port.send_n(|_| bytes) {
-            Ok(()) => Ok(()),
-            // A refusal hands the packet back with the server's status (unknown opcode), or
-            // none (the stream was over the limit).
-            Err(ferry_rpc::Error::Rejected) => Err(Error::Status(match port.status() {
-                ferry_rpc::service::status::OK => Status::Rejected,
-                s => Status::from_code(s, opcode),
-            })),
-            Err(e) => Err(e.into()),
-        };
-        port.close();
-        result
-    }
-
     /// Formats `args` (plus a newline if `newline`) to `target`; returns the bytes this lane
     /// sent.
     ///
     /// Every active lane calls it together. To stdout/stderr each message is one-way
     /// ([`Libc::Print`], [`Libc::EPrint`]); to a file each is a [`Libc::Write`] whose error ends
     /// the call in every lane that got it.
+    #[inline(always)]
     pub fn print_fmt(
         &self,
         target: Target,
         args: fmt::Arguments<'_>,
         newline: bool,
     ) -> Result<usize, LibcError> {
-        let client = self.client;
-        let mut skip = 0usize;
-        let mut failed = None;
-        loop {
-            let mut w = Window {
-                buf: [0; PRINT_CHUNK],
-                len: 0,
-                skip,
-                total: 0,
-            };
-            if failed.is_none() {
-                // `Window` never fails; a `Display` impl that does just ends the text there.
-                let _ = fmt::write(&mut w, args);
-                if newline {
-                    w.push(b"\n");
-                }
-            }
-            let more = w.total > skip + PRINT_CHUNK;
-            // Cut after the last newline that fits, so lines that fit a message stay whole.
-            let mut cut = w.len;
-            if more {
-                if let Some(nl) = w.buf[..w.len].iter().rposition(|&b| b == b'\n') {
-                    cut = nl + 1;
-                }
-            }
-            if !any(client, cut > 0) {
-                break;
-            }
-            let text = &w.buf[..cut];
-            match target {
-                Target::Stdout => self.send(opcode::PRINT, text)?,
-                Target::Stderr => self.send(opcode::E_PRINT, text)?,
-                Target::File(h) => match Libc::client(client).write(h, text) {
-                    Err(e) if cut > 0 => failed = failed.or(Some(e)),
-                    _ => {}
-                },
-            }
-            skip += cut;
-            if !any(client, more && failed.is_none()) {
-                break;
+        // One function for every print of a program, given a stand-in for the client (see
+        // `Process::with_stand_in`): the client's own handle stays out of its reach.
+        self.client
+            .with_stand_in(|client| print_fmt(client, &self.last, target, args, newline))
+    }
+}
+
+/// [`Printer::print_fmt`] on `client`, the printer's last port in `last`. Not inlined on a GPU:
+/// a program's prints share it.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+fn print_fmt<L: Lanes, M: Mailbox, W: Wait>(
+    client: &HostClient<'_, L, M, W>,
+    last: &core::cell::Cell<Option<u32>>,
+    target: Target,
+    args: fmt::Arguments<'_>,
+    newline: bool,
+) -> Result<usize, LibcError> {
+    let mut skip = 0usize;
+    let mut failed = None;
+    loop {
+        let mut w = Window {
+            buf: [0; PRINT_CHUNK],
+            len: 0,
+            skip,
+            total: 0,
+        };
+        if failed.is_none() {
+            // `Window` never fails; a `Display` impl that does just ends the text there.
+            let _ = fmt::write(&mut w, args);
+            if newline {
+                w.push(b"\n");
             }
         }
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(skip),
+        let more = w.total > skip + PRINT_CHUNK;
+        // Cut after the last newline that fits, so lines that fit a message stay whole.
+        let mut cut = w.len;
+        if more {
+            if let Some(nl) = w.buf[..w.len].iter().rposition(|&b| b == b'\n') {
+                cut = nl + 1;
+            }
+        }
+        if !any(client, cut > 0) {
+            break;
+        }
+        let text = &w.buf[..cut];
+        match target {
+            Target::Stdout => print_send(client, last, opcode::PRINT, text)?,
+            Target::Stderr => print_send(client, last, opcode::E_PRINT, text)?,
+            Target::File(h) => match Libc::client(client).write(h, text) {
+                Err(e) if cut > 0 => failed = failed.or(Some(e)),
+                _ => {}
+            },
+        }
+        skip += cut;
+        if !any(client, more && failed.is_none()) {
+            break;
         }
     }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(skip),
+    }
+}
+
+/// Sends one print message (every active lane together): waits until the previous one, sent on
+/// port `last`, was taken, then streams `bytes` one-way.
+fn print_send<L: Lanes, M: Mailbox, W: Wait>(
+    client: &HostClient<'_, L, M, W>,
+    last: &core::cell::Cell<Option<u32>>,
+    opcode: u32,
+    bytes: &[u8],
+) -> Result<(), LibcError> {
+    let stalled = Error::Transport(Transport::Protocol(ferry_rpc::Error::Stalled));
+    if let Some(last) = last.get() {
+        let mut polls = 0u32;
+        while !client.region().client_owns(last) {
+            client.wait_policy().pause(polls).map_err(|_| stalled)?;
+            polls = polls.saturating_add(1);
+        }
+    }
+    let mut port = ferry_rpc::__private::open_shared(client, opcode)?;
+    // (`Print` and `EPrint` have no fixed arguments: the text is the whole stream.)
+    port.set_request_len(0);
+    last.set(Some(port.index()));
+    let result = match port.send_n(|_| bytes) {
+        Ok(()) => Ok(()),
+        // A refusal hands the packet back with the server's status (unknown opcode), or
+        // none (the stream was over the limit).
+        Err(ferry_rpc::Error::Rejected) => Err(Error::Status(match port.status() {
+            ferry_rpc::service::status::OK => Status::Rejected,
+            s => Status::from_code(s, opcode),
+        })),
+        Err(e) => Err(e.into()),
+    };
+    port.close();
+    result
 }
 
 /// Prints to the host's standard output: `print!(printer, "x = {}", x)` with a

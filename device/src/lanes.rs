@@ -163,6 +163,11 @@ mod nvptx_warp {
             // orders their memory accesses, which the protocol needs (no `nomem`).
             unsafe { asm!("bar.warp.sync {m};", m = in(reg32) mask as u32, options(nostack)) };
         }
+
+        #[inline(always)]
+        fn stand_in(&self) -> Option<Self> {
+            Some(Warp)
+        }
     }
 }
 
@@ -233,6 +238,11 @@ mod amdgpu_wavefront {
         fn sync(&self, _mask: u64) {
             // SAFETY: a compiler barrier for the wavefront; its lanes are already in step.
             unsafe { wave_barrier() }
+        }
+
+        #[inline(always)]
+        fn stand_in(&self) -> Option<Self> {
+            Some(Wavefront)
         }
     }
 }

@@ -254,8 +254,9 @@ pub type LibcError = Error<HostError>;
 #[rpc(service = "ferry.libc")]
 pub enum Libc {
     /// Replies its value plus one (wrapping): a call that does nothing, the unit the benchmarks
-    /// time (LLVM libc's `RPC_NOOP`).
-    #[rpc(response = u64, values)]
+    /// time (LLVM libc's `RPC_NOOP`). `hot`: compiled where it is called, as a call in a loop
+    /// that must be fast would be.
+    #[rpc(response = u64, values, hot)]
     Noop {
         /// The value.
         value: u64,

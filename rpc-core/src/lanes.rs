@@ -54,6 +54,17 @@ pub unsafe trait Lanes {
     fn is_first_lane(&self, mask: u64) -> bool {
         mask.trailing_zeros() == self.lane_id()
     }
+
+    /// A copy of these lanes for a stand-in of the handle that holds them
+    /// ([`Process::with_stand_in`](crate::Process::with_stand_in)), or `None` (the default): lanes
+    /// with state of their own (a simulated warp's) are not copied, and the handle itself is used.
+    #[inline(always)]
+    fn stand_in(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 /// The lanes in `mask` (bit `i`: lane `i`), lowest first.
@@ -102,4 +113,8 @@ unsafe impl Lanes for Single {
     }
     #[inline(always)]
     fn sync(&self, _mask: u64) {}
+    #[inline(always)]
+    fn stand_in(&self) -> Option<Self> {
+        Some(Single)
+    }
 }

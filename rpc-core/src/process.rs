@@ -713,6 +713,59 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     }
 }
 
+impl<L: Lanes, M: Mailbox, W: Wait> Process<'_, Client, L, M, W> {
+    /// Runs `f` on a stand-in for this handle: a copy of it that takes this handle's state
+    /// (its cursor, its kept port, its word calls' sequence and learned wait) and gives it back
+    /// when `f` returns. For a call of a function that is not inlined (on a GPU, the runtime's
+    /// shared calls: `ferry_rpc::service::CallSite::shared`): the function gets the copy's
+    /// address, so this handle's own fields can stay in registers, where a handle whose address
+    /// reaches such a function lives in local memory and every access of every call, the inlined
+    /// ones too, becomes a load (transport-gpu/NOTES.md).
+    ///
+    /// `f` gets this handle itself where its lanes or wait policy cannot be copied
+    /// ([`Lanes::stand_in`], [`Wait::stand_in`]). The stand-in is never dropped: a port it keeps
+    /// stays with this handle.
+    #[inline(always)]
+    pub fn with_stand_in<R>(&self, f: impl FnOnce(&Self) -> R) -> R {
+        let (Some(lanes), Some(wait)) = (self.lanes.stand_in(), self.wait.stand_in()) else {
+            return f(self);
+        };
+        // (Dropping the stand-in would release the kept port, and a sole handle's range: both
+        // belong to this handle, which gets the state back below.)
+        let stand_in = core::mem::ManuallyDrop::new(Process {
+            region: self.region,
+            locks: self.locks,
+            lanes,
+            wait,
+            cursor: Cell::new(self.cursor.get()),
+            keep: self.keep,
+            kept: Cell::new(self.kept.get()),
+            kept_out: Cell::new(self.kept_out.get()),
+            sole: self.sole,
+            first_word: self.first_word,
+            words: self.words,
+            port_words: self.port_words,
+            mirror: self.mirror,
+            seqs: self.seqs,
+            last_seq: Cell::new(self.last_seq.get()),
+            last_shadow: Cell::new(self.last_shadow.get()),
+            first_poll: Cell::new(self.first_poll.get()),
+            word_calls: self.word_calls,
+            word_lanes: self.word_lanes,
+            announce: self.announce,
+            _side: PhantomData,
+        });
+        let result = f(&stand_in);
+        self.cursor.set(stand_in.cursor.get());
+        self.kept.set(stand_in.kept.get());
+        self.kept_out.set(stand_in.kept_out.get());
+        self.last_seq.set(stand_in.last_seq.get());
+        self.last_shadow.set(stand_in.last_shadow.get());
+        self.first_poll.set(stand_in.first_poll.get());
+        result
+    }
+}
+
 /// A client process.
 pub type ClientProcess<'a, L = Single, M = PerPort, W = Spin> = Process<'a, Client, L, M, W>;
 /// A server process.

@@ -22,6 +22,19 @@ pub trait Wait {
     fn clock_ns(&self) -> Option<u32> {
         None
     }
+
+    /// A copy of this policy for a stand-in of the handle that holds it
+    /// ([`Process::with_stand_in`](crate::Process::with_stand_in)), or `None` (the default): a
+    /// policy with state of its own is not copied, and the handle itself is used.
+    ///
+    /// [`Process::with_stand_in`]: crate::Process::with_stand_in
+    #[inline(always)]
+    fn stand_in(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 /// The wait was abandoned by the [`Wait`] policy (the peer did not answer in time).
@@ -39,6 +52,10 @@ impl Wait for Spin {
         crate::sync::spin_hint();
         Ok(())
     }
+    #[inline(always)]
+    fn stand_in(&self) -> Option<Self> {
+        Some(Spin)
+    }
 }
 
 /// Spins up to a number of polls, then gives up.
@@ -54,6 +71,10 @@ impl Wait for SpinLimit {
         crate::sync::spin_hint();
         Ok(())
     }
+    #[inline(always)]
+    fn stand_in(&self) -> Option<Self> {
+        Some(*self)
+    }
 }
 
 impl<W: Wait + ?Sized> Wait for &W {
@@ -64,5 +85,9 @@ impl<W: Wait + ?Sized> Wait for &W {
     #[inline(always)]
     fn clock_ns(&self) -> Option<u32> {
         (**self).clock_ns()
+    }
+    #[inline(always)]
+    fn stand_in(&self) -> Option<Self> {
+        Some(*self)
     }
 }

@@ -533,6 +533,48 @@ fn a_kept_port_is_reused_without_a_search_and_released_with_its_handle() {
     }
 }
 
+/// A call made on a stand-in for the handle (`Process::with_stand_in`, as a GPU's shared calls
+/// are) leaves the handle as the call on the handle itself would: its kept port, its cursor; the
+/// stand-in releases nothing.
+#[test]
+fn a_stand_in_gives_its_handle_the_kept_port_and_the_cursor() {
+    let region = HeapRegion::<PerPort>::new(32, 1).unwrap();
+    let server = region.server();
+    let client = region.client().keep_port(true).with_cursor(5);
+    let call = |value: u64| {
+        client.with_stand_in(|stand_in| {
+            let mut c = stand_in.try_open(1).expect("a port");
+            let index = c.index();
+            c.send(|s, _| s.words[0] = value).unwrap();
+            let mut s = server.try_open(()).unwrap();
+            s.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
+            drop(s);
+            let mut got = 0;
+            c.recv(|s, _| got = s.words[0]).unwrap();
+            assert_eq!(got, value + 1);
+            index
+        })
+    };
+    let first = call(1);
+    assert_eq!(first, 5, "the cursor's port");
+    // The stand-in is gone; the port is still locked, kept for the handle.
+    assert_ne!(
+        region.client_locks()[0].load(std::sync::atomic::Ordering::Relaxed) & (1 << first),
+        0
+    );
+    assert_eq!(client.take_kept(), Some(first));
+    // Given back by `take_kept`: the lock is still held (the caller's now); the next call
+    // searches from the cursor, which moved past the port.
+    region.client_locks()[0].fetch_and(!(1 << first), std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(call(2), first, "the cursor stayed on the port");
+    drop(client);
+    assert_eq!(
+        region.client_locks()[0].load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "released with the handle, once"
+    );
+}
+
 #[test]
 fn a_group_keeps_its_port_only_if_lane_0_is_in_it() {
     let region = HeapRegion::<PerPort>::new(32, 2).unwrap();

@@ -38,6 +38,8 @@ pub struct CallAttrs {
     pub limit: Option<Spanned<Expr>>,
     /// `values`: the call passes values only; its handler touches none of the caller's memory.
     pub values: Option<Span>,
+    /// `hot`: on a GPU the client's call is compiled where it is written, not shared.
+    pub hot: Option<Span>,
 }
 
 fn set<T>(slot: &mut Option<Spanned<T>>, value: T, span: Span, key: &str) -> syn::Result<()> {
@@ -118,6 +120,12 @@ pub fn call(attrs: &[Attribute]) -> syn::Result<CallAttrs> {
                 }
                 out.values = Some(span);
                 Ok(())
+            } else if meta.path.is_ident("hot") {
+                if out.hot.is_some() {
+                    return Err(syn::Error::new(span, "duplicate `hot`"));
+                }
+                out.hot = Some(span);
+                Ok(())
             } else if meta.path.is_ident("opcode") {
                 let lit: LitInt = meta.value()?.parse()?;
                 let opcode = int(&lit, "`opcode` (a u32)")?;
@@ -130,7 +138,7 @@ pub fn call(attrs: &[Attribute]) -> syn::Result<CallAttrs> {
                 Err(syn::Error::new(
                     span,
                     "unknown call setting; expected `response = T`, `error = E`, `oneway`, \
-                     `values`, `opcode = N` or `limit = N`",
+                     `values`, `hot`, `opcode = N` or `limit = N`",
                 ))
             }
         })?;

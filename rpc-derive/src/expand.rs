@@ -719,8 +719,9 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
             #s::Site::call(
                 &self.site,
                 self.deadline,
-                // On a GPU the call is made where it is written: a call to a function of its
-                // own passes the client through memory, a round trip to it per field it reads.
+                // On a GPU the call is made where it is written: a hot call whole (a call to a
+                // function of its own passes the client through memory, a round trip to it per
+                // field it reads), any other a call of the runtime's function shared by all.
                 #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(always))]
                 move |__rpc_c| { #check #inner },
             )
@@ -733,6 +734,9 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
                     #p::call_stream::<_, __RPC_Q, 0>(__rpc_c, #opcode, &__rpc_q, #b, true)
                         .map(|_| ())
                 },
+                None if call.attrs.hot.is_some() => {
+                    quote!(#p::call_oneway_hot::<_, __RPC_Q>(__rpc_c, #opcode, &__rpc_q))
+                }
                 None => quote!(#p::call_oneway::<_, __RPC_Q>(__rpc_c, #opcode, &__rpc_q)),
             };
             let run = run(inner);
@@ -821,10 +825,15 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
                 Some(b) => quote! {
                     #p::call_stream::<_, __RPC_Q, __RPC_R>(__rpc_c, #opcode, &__rpc_q, #b, false)
                 },
-                None if call.attrs.values.is_some() => quote! {
-                    #p::call_fixed_values::<_, __RPC_Q, __RPC_R>(__rpc_c, #opcode, &__rpc_q)
-                },
-                None => quote!(#p::call_fixed::<_, __RPC_Q, __RPC_R>(__rpc_c, #opcode, &__rpc_q)),
+                None => {
+                    let f = match (call.attrs.values.is_some(), call.attrs.hot.is_some()) {
+                        (false, false) => quote!(call_fixed),
+                        (true, false) => quote!(call_fixed_values),
+                        (false, true) => quote!(call_fixed_hot),
+                        (true, true) => quote!(call_fixed_values_hot),
+                    };
+                    quote!(#p::#f::<_, __RPC_Q, __RPC_R>(__rpc_c, #opcode, &__rpc_q))
+                }
             };
             let run = run(quote! {
                 let __rpc_r = #make.map_err(#s::Error::widen)?;

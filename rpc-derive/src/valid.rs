@@ -226,6 +226,21 @@ fn check_call(service: &Service, call: &Call) -> syn::Result<()> {
             );
         }
     }
+    if let Some(span) = call.attrs.hot {
+        if call.stream_arg().is_some() || call.streams_reply() {
+            combine(
+                &mut errors,
+                syn::Error::new(
+                    span,
+                    format!(
+                        "`hot` is for a call whose fixed arguments and reply are all it passes, \
+                         and call `{name}` streams bytes (a stream's code is shared by every \
+                         call that streams)"
+                    ),
+                ),
+            );
+        }
+    }
     if let Some(limit) = &call.attrs.limit {
         if call.stream_arg().is_none() && !call.streams_reply() {
             combine(

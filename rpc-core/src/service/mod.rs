@@ -146,6 +146,27 @@ pub trait InlineCall {
         self.call_inline(opcode, request, reply)
     }
 
+    /// [`call_inline`](Self::call_inline) or, for [`Memory::ValuesOnly`],
+    /// [`call_inline_values`](Self::call_inline_values), from code compiled once for every call
+    /// of any sizes (a GPU's shared calls: `ferry_rpc::__private::call_fixed`): an implementation
+    /// may leave out what it compiles apart for the lanes or sizes of a call to be fast. The
+    /// default is those two.
+    ///
+    /// [`Memory::ValuesOnly`]: crate::words::Memory::ValuesOnly
+    #[inline(always)]
+    fn call_inline_shared(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8],
+        memory: crate::words::Memory,
+    ) -> Option<Result<u32, ProtocolError>> {
+        match memory {
+            crate::words::Memory::ValuesOnly => self.call_inline_values(opcode, request, reply),
+            crate::words::Memory::Fenced => self.call_inline(opcode, request, reply),
+        }
+    }
+
     /// As [`call_inline`](Self::call_inline), for a call with a streamed argument: `body` travels
     /// beside the request, for example in the port's bulk area (`Layout::with_bulk`), written in
     /// place before the request is handed over and read there by the handler. `None` if this path
@@ -201,6 +222,15 @@ pub trait CallSite {
 
     /// The client process for a call through the packets.
     fn process(&self) -> &Process<'_, Client, Self::Lanes, Self::Mailbox, Self::Wait>;
+
+    /// Runs `f`, a call of one of the runtime's functions shared by every call of a kind (on a
+    /// GPU: not inlined), on this site or on a stand-in for it that keeps the site's own state
+    /// out of that function's reach (a client [`Process`]: [`Process::with_stand_in`]). The
+    /// default runs it on the site.
+    #[inline(always)]
+    fn shared<R>(&self, f: impl FnOnce(&Self) -> R) -> R {
+        f(self)
+    }
 }
 
 /// The inline path of a [`CallSite`] that has none, such as a bare client [`Process`]: a type with
@@ -245,6 +275,18 @@ impl<L: Lanes, M: Mailbox, W: Wait> CallSite for Process<'_, Client, L, M, W> {
     fn process(&self) -> &Process<'_, Client, L, M, W> {
         self
     }
+
+    // On a GPU, the shared calls get a stand-in: this handle, whose address then reaches no
+    // function that is not inlined, can stay in registers. (Elsewhere those functions are
+    // inlined, and the handle is used as it is.)
+    #[inline(always)]
+    fn shared<R>(&self, f: impl FnOnce(&Self) -> R) -> R {
+        if cfg!(any(target_arch = "nvptx64", target_arch = "amdgpu")) {
+            self.with_stand_in(f)
+        } else {
+            f(self)
+        }
+    }
 }
 
 /// A client process's word lines as an inline path: every active lane calls together (on a GPU,
@@ -270,6 +312,21 @@ impl<L: Lanes, M: Mailbox, W: Wait> InlineCall for Process<'_, Client, L, M, W> 
         reply: &mut [u8],
     ) -> Option<Result<u32, ProtocolError>> {
         self.call_on_words(opcode, request, reply, crate::words::Memory::ValuesOnly)
+    }
+
+    // One copy of the call, for any group: no second one for a whole warp's constant mask.
+    #[inline(always)]
+    fn call_inline_shared(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8],
+        memory: crate::words::Memory,
+    ) -> Option<Result<u32, ProtocolError>> {
+        use crate::words::WORD_BYTES;
+        let fits = request.len() <= WORD_BYTES && reply.len() <= WORD_BYTES;
+        let mask = self.lanes().active_mask();
+        self.call_on_words_in(mask, fits, opcode, request, reply, memory)
     }
 }
 

@@ -102,13 +102,19 @@ fn check(code: u32, opcode: u32) -> Result<(), Error> {
 
 /// Makes a call whose arguments are `Q` fixed bytes and whose reply is `R` fixed bytes: inline
 /// where the site has a path for it and both fit ([`INLINE_BYTES`]), else through a port.
+///
+/// On a GPU every such call goes through one function per call site type ([`fixed_shared`]),
+/// whatever its sizes: its code is emitted once per program, not once per place a call is
+/// written. A call of a hot loop is compiled where it is written instead ([`call_fixed_hot`]).
 #[inline(always)]
 pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
     opcode: u32,
     request: &[u8; Q],
 ) -> Result<[u8; R], Error> {
-    fixed(site, opcode, request, Memory::Fenced)
+    let mut reply = [0u8; R];
+    site.shared(|site| fixed_shared(site, opcode, request, &mut reply, Memory::Fenced))?;
+    Ok(reply)
 }
 
 /// As [`call_fixed`], for a call that passes values only (`#[rpc(values)]`): inline through
@@ -119,10 +125,34 @@ pub fn call_fixed_values<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     opcode: u32,
     request: &[u8; Q],
 ) -> Result<[u8; R], Error> {
+    let mut reply = [0u8; R];
+    site.shared(|site| fixed_shared(site, opcode, request, &mut reply, Memory::ValuesOnly))?;
+    Ok(reply)
+}
+
+/// As [`call_fixed`], compiled where it is written, with its sizes known (`#[rpc(hot)]`): on a
+/// GPU the client's handle then stays in registers, where a call of a shared function reaches it
+/// through memory (transport-gpu/NOTES.md).
+#[inline(always)]
+pub fn call_fixed_hot<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+    site: &C,
+    opcode: u32,
+    request: &[u8; Q],
+) -> Result<[u8; R], Error> {
+    fixed(site, opcode, request, Memory::Fenced)
+}
+
+/// [`call_fixed_hot`] for a values call (`#[rpc(hot, values)]`).
+#[inline(always)]
+pub fn call_fixed_values_hot<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+    site: &C,
+    opcode: u32,
+    request: &[u8; Q],
+) -> Result<[u8; R], Error> {
     fixed(site, opcode, request, Memory::ValuesOnly)
 }
 
-/// [`call_fixed`] and [`call_fixed_values`].
+/// [`call_fixed_hot`] and [`call_fixed_values_hot`].
 #[inline(always)]
 fn fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
@@ -151,6 +181,37 @@ fn fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     Ok(reply)
 }
 
+/// [`call_fixed`] and [`call_fixed_values`] for any sizes (at most a slot each, as the derive
+/// checks): `request` sent, the reply's first `reply.len()` bytes written into `reply`.
+///
+/// One function on a GPU, not inlined: every fixed call of a program shares its code. Elsewhere
+/// it is inlined, with the sizes of the call known.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+#[cfg_attr(
+    not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+    inline(always)
+)]
+fn fixed_shared<C: CallSite + ?Sized>(
+    site: &C,
+    opcode: u32,
+    request: &[u8],
+    reply: &mut [u8],
+    memory: Memory,
+) -> Result<(), Error> {
+    if request.len() <= INLINE_BYTES && reply.len() <= INLINE_BYTES {
+        if let Some(inline) = site.inline() {
+            if let Some(answer) = inline.call_inline_shared(opcode, request, reply, memory) {
+                return check(answer?, opcode);
+            }
+        }
+    }
+    let mut port = open_shared(site.process(), opcode)?;
+    port.set_request_len(request.len());
+    port.send(|slot, _| write_slot_bytes(slot, request))?;
+    port.recv(|slot, _| read_slot_bytes(slot, reply))?;
+    check(port.status(), opcode)
+}
+
 /// As [`call_fixed`] through the packets, for a call whose service announces its end in the
 /// client's memory ([`Process::with_announce_words`](crate::Process::with_announce_words)):
 /// opens, arms this lane's announce word, writes the word's address (8 bytes) and the value to
@@ -165,7 +226,7 @@ pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize
     at: usize,
 ) -> Result<[u8; R], Error> {
     let mut reply = [0u8; R];
-    let mut port = site.process().open(opcode)?;
+    let mut port = open_shared(site.process(), opcode)?;
     port.set_request_len(Q);
     let armed = port.arm_announce();
     let (address, value) = armed.unwrap_or((0, 0));
@@ -181,9 +242,20 @@ pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize
     Ok(reply)
 }
 
-/// Makes a one-way call whose arguments are `Q` fixed bytes: sends and returns.
+/// Makes a one-way call whose arguments are `Q` fixed bytes: sends and returns. On a GPU through
+/// one function for every such call, as [`call_fixed`].
 #[inline(always)]
 pub fn call_oneway<C: CallSite + ?Sized, const Q: usize>(
+    site: &C,
+    opcode: u32,
+    request: &[u8; Q],
+) -> Result<(), Error> {
+    site.shared(|site| oneway_shared(site, opcode, request))
+}
+
+/// [`call_oneway`], compiled where it is written (`#[rpc(hot, oneway)]`).
+#[inline(always)]
+pub fn call_oneway_hot<C: CallSite + ?Sized, const Q: usize>(
     site: &C,
     opcode: u32,
     request: &[u8; Q],
@@ -194,8 +266,23 @@ pub fn call_oneway<C: CallSite + ?Sized, const Q: usize>(
     Ok(())
 }
 
+/// [`call_oneway`] for any size of request (at most a slot): one function on a GPU, as
+/// [`fixed_shared`].
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+#[cfg_attr(
+    not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
+    inline(always)
+)]
+fn oneway_shared<C: CallSite + ?Sized>(site: &C, opcode: u32, request: &[u8]) -> Result<(), Error> {
+    let mut port = open_shared(site.process(), opcode)?;
+    port.set_request_len(request.len());
+    port.send(|slot, _| write_slot_bytes(slot, request))?;
+    Ok(())
+}
+
 /// Makes a call with a streamed argument (`prefix`, the fixed arguments, then `body`) and a
 /// fixed reply of `R` bytes (none if `oneway`).
+#[inline(always)]
 pub fn call_stream<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
     opcode: u32,
@@ -203,37 +290,51 @@ pub fn call_stream<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     body: &[u8],
     oneway: bool,
 ) -> Result<[u8; R], Error> {
+    let mut reply = [0u8; R];
+    site.shared(|site| stream_shared(site, opcode, prefix, body, oneway, &mut reply))?;
+    Ok(reply)
+}
+
+/// [`call_stream`] for any sizes of arguments and reply: one function on a GPU for every such
+/// call (whose code is large: the stream's loops), the sizes as values.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+fn stream_shared<C: CallSite + ?Sized>(
+    site: &C,
+    opcode: u32,
+    prefix: &[u8],
+    body: &[u8],
+    oneway: bool,
+    reply: &mut [u8],
+) -> Result<(), Error> {
     // Inline where the transport carries the body beside the request (a one-way call goes
     // through the packets: it returns once sent, without waiting for an answer).
-    if !oneway && Q <= INLINE_BYTES && R <= INLINE_BYTES {
+    if !oneway && prefix.len() <= INLINE_BYTES && reply.len() <= INLINE_BYTES {
         if let Some(inline) = site.inline() {
-            let mut reply = [0u8; R];
-            if let Some(answer) = inline.call_inline_bulk(opcode, prefix, body, &mut reply) {
-                check(answer?, opcode)?;
-                return Ok(reply);
+            if let Some(answer) = inline.call_inline_bulk(opcode, prefix, body, reply) {
+                return check(answer?, opcode);
             }
         }
     }
-    stream_through_packets(site, opcode, prefix, body, oneway)
+    stream_through_packets(site, opcode, prefix, body, oneway, reply)
 }
 
 /// [`call_stream`] through the packets only.
-fn stream_through_packets<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+fn stream_through_packets<C: CallSite + ?Sized>(
     site: &C,
     opcode: u32,
-    prefix: &[u8; Q],
+    prefix: &[u8],
     body: &[u8],
     oneway: bool,
-) -> Result<[u8; R], Error> {
-    let mut reply = [0u8; R];
-    let mut port = site.process().open(opcode)?;
-    port.set_request_len(Q);
+    reply: &mut [u8],
+) -> Result<(), Error> {
+    let mut port = open_shared(site.process(), opcode)?;
+    port.set_request_len(prefix.len());
     send_parts(&mut port, prefix, body, oneway)?;
     if !oneway {
-        port.recv(|slot, _| read_slot(slot, &mut reply))?;
+        port.recv(|slot, _| read_slot_bytes(slot, reply))?;
         check(port.status(), opcode)?;
     }
-    Ok(reply)
+    Ok(())
 }
 
 /// [`call_stream`] with the streamed argument's `len` bytes written by `fill`: in place where
@@ -263,7 +364,9 @@ pub fn call_stream_with<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     // packets: the same request inline again would be declined again.)
     let mut body = alloc::vec![0u8; len];
     fill(&mut body);
-    stream_through_packets(site, opcode, prefix, &body, oneway)
+    let mut reply = [0u8; R];
+    stream_through_packets(site, opcode, prefix, &body, oneway, &mut reply)?;
+    Ok(reply)
 }
 
 /// Writes the `Q` bytes of `request` (or a reply) at the start of `slot`, in the words they cover (the last
@@ -291,6 +394,37 @@ fn read_slot<const R: usize>(slot: &crate::Slot, reply: &mut [u8; R]) {
         let n = (R - at).min(8);
         reply[at..at + n].copy_from_slice(&word.to_ne_bytes()[..n]);
         at += n;
+    }
+}
+
+/// Opens a port for call `opcode` ([`Process::open`](crate::Process::open)) for the shared
+/// calls: one function on a GPU for every one of them (its code is large: the search, the lock,
+/// the kept port), where a call compiled in place has its own.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+pub fn open_shared<'p, 'a, L: Lanes, M: Mailbox, W: Wait>(
+    process: &'p crate::Process<'a, Client, L, M, W>,
+    opcode: u32,
+) -> Result<Port<'p, 'a, Client, L, M, W>, crate::Error> {
+    process.open(opcode)
+}
+
+/// [`write_slot`] for a request whose length is a value: its first [`SLOT_BYTES`] at most, each
+/// word built in registers and stored whole (the last one zero-padded).
+fn write_slot_bytes(slot: &mut crate::Slot, request: &[u8]) {
+    let n = request.len().min(SLOT_BYTES);
+    for (word, bytes) in slot.words.iter_mut().zip(request[..n].chunks(8)) {
+        let mut w = [0u8; 8];
+        w[..bytes.len()].copy_from_slice(bytes);
+        *word = u64::from_ne_bytes(w);
+    }
+}
+
+/// [`read_slot`] into a reply whose length is a value: its first [`SLOT_BYTES`] at most, a word
+/// at a time.
+fn read_slot_bytes(slot: &crate::Slot, reply: &mut [u8]) {
+    for (bytes, word) in reply.chunks_mut(8).zip(&slot.words) {
+        let n = bytes.len();
+        bytes.copy_from_slice(&word.to_ne_bytes()[..n]);
     }
 }
 
@@ -419,6 +553,7 @@ impl<O: ReplyOut> StreamSink for ReplySink<O> {
 
 /// Makes a call with a streamed reply of at most `limit` bytes (and, if `body` is given, a
 /// streamed argument), landing in `out`. `tagged`: the call has an error type.
+#[inline(always)]
 pub fn call_into<'b, C: CallSite + ?Sized, const Q: usize>(
     site: &C,
     opcode: u32,
@@ -428,7 +563,8 @@ pub fn call_into<'b, C: CallSite + ?Sized, const Q: usize>(
     limit: u64,
     tagged: bool,
 ) -> Result<Replied<&'b mut [u8]>, Error> {
-    let (out, len, error) = call_streamed(site, opcode, prefix, body, out, limit, tagged)?;
+    let (out, len, error) =
+        site.shared(|site| call_streamed(site, opcode, prefix, body, out, limit, tagged))?;
     Ok(Replied {
         bytes: out.split_at_mut(len).0,
         error,
@@ -481,20 +617,22 @@ pub fn string<E>(bytes: alloc::vec::Vec<u8>) -> Result<alloc::string::String, Er
 }
 
 /// The stream of a reply into `out`: returns `out`, the payload's length, and an error's bytes.
-fn call_streamed<C: CallSite + ?Sized, const Q: usize, O: ReplyOut>(
+/// One function on a GPU for every such call (its code is large: the stream's loops).
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
     site: &C,
     opcode: u32,
-    prefix: &[u8; Q],
+    prefix: &[u8],
     body: Option<&[u8]>,
     out: O,
     limit: u64,
     tagged: bool,
 ) -> Result<(O, usize, Option<[u8; SLOT_BYTES]>), Error> {
-    let mut port = site.process().open(opcode)?;
-    port.set_request_len(Q);
+    let mut port = open_shared(site.process(), opcode)?;
+    port.set_request_len(prefix.len());
     match body {
         Some(body) => send_parts(&mut port, prefix, body, false)?,
-        None => port.send(|slot, _| write_slot(slot, prefix))?,
+        None => port.send(|slot, _| write_slot_bytes(slot, prefix))?,
     }
     let mut sink = ReplySink {
         out,

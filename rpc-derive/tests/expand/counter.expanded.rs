@@ -990,7 +990,7 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
             ..self
         }
     }
-    /// Adds `n`; returns the new total.
+    /// Adds `n`; returns the new total. Compiled where it is called (`hot`).
     ///
     ///Calls `Add` (opcode `0xe06cac36`).
     #[inline]
@@ -1010,7 +1010,7 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
                 inline(always)
             )]
             move |__rpc_c| {
-                let __rpc_r = ::ferry_rpc::__private::call_fixed::<
+                let __rpc_r = ::ferry_rpc::__private::call_fixed_hot::<
                     _,
                     __RPC_Q,
                     __RPC_R,
@@ -1181,7 +1181,7 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
 
 A handler runs once for each active lane of a call, in lane order (a host server handles every lane of a GPU warp's call). Handlers take `&self`, so several server threads may share one service; the trait has nothing but the handlers, so a handler is tested by calling it.*/
 pub trait CounterServer {
-    /// Adds `n`; returns the new total.
+    /// Adds `n`; returns the new total. Compiled where it is called (`hot`).
     ///
     ///Serves `Add` (opcode `0xe06cac36`).
     fn add(&self, n: u64) -> u64;

@@ -2,8 +2,8 @@
 #[derive(RpcOpcodes)]
 #[rpc(service = "counter")]
 pub enum Counter {
-    /// Adds `n`; returns the new total.
-    #[rpc(response = u64)]
+    /// Adds `n`; returns the new total. Compiled where it is called (`hot`).
+    #[rpc(response = u64, hot)]
     Add { n: u64 },
     /// Stores bytes under a key; how many are stored now.
     #[rpc(response = u64, error = StoreError)]
