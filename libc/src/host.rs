@@ -94,7 +94,7 @@ use std::ops::Deref;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use ferry_rpc::service::{with_stream_buffers, Handler, Served, Service};
@@ -400,6 +400,12 @@ impl Files {
                 })
             })
             .ok_or(HostError::BadHandle)
+    }
+
+    /// The file `caller` opened under `handle`, to read.
+    fn get_ref(&self, handle: u64, caller: u64) -> Result<&OpenFile, HostError> {
+        let index = self.index_of(handle, caller)?;
+        self.slots[index].open.as_ref().ok_or(HostError::BadHandle)
     }
 
     /// The file `caller` opened under `handle`.
@@ -788,7 +794,10 @@ pub type CallCounts = [u64; Libc::CALLS + 1];
 pub struct LibcHost {
     stdout: Mutex<Box<dyn Write + Send>>,
     stderr: Mutex<Box<dyn Write + Send>>,
-    files: Mutex<Files>,
+    /// The file table: read-locked by the calls that only look a handle up (reads and writes at
+    /// an offset, sizes, room checks), so the server threads' lookups do not wait for each
+    /// other; write-locked by the rest.
+    files: RwLock<Files>,
     heap: Option<Mutex<Heap>>,
     exit: ExitPolicy,
     exit_code: Mutex<Option<i32>>,
@@ -866,7 +875,7 @@ impl LibcHost {
         LibcHost {
             stdout: Mutex::new(config.stdout),
             stderr: Mutex::new(config.stderr),
-            files: Mutex::default(),
+            files: RwLock::default(),
             heap: config
                 .heap
                 .map(|a| Mutex::new(Heap::with_quota(a, config.max_heap_per_client))),
@@ -1061,8 +1070,12 @@ impl LibcHost {
         }
     }
 
-    fn lock_files(&self) -> std::sync::MutexGuard<'_, Files> {
-        self.files.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock_files(&self) -> std::sync::RwLockWriteGuard<'_, Files> {
+        self.files.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read_files(&self) -> std::sync::RwLockReadGuard<'_, Files> {
+        self.files.read().unwrap_or_else(|e| e.into_inner())
     }
 
     fn flush_outputs(&self) {
@@ -1081,11 +1094,11 @@ impl LibcHost {
     /// Whether `caller` may open one more file, after freeing what clients gone hold if the
     /// table or its quota is full; `Err` says which limit it reached.
     fn file_room(&self, caller: u64) -> Result<(), Limit> {
-        if self.lock_files().room(caller, self.file_limits).is_ok() {
+        if self.read_files().room(caller, self.file_limits).is_ok() {
             return Ok(());
         }
         self.reclaim_gone();
-        self.lock_files().room(caller, self.file_limits)
+        self.read_files().room(caller, self.file_limits)
     }
 
     /// `caller`'s file `handle`'s descriptor, for a call that reads or writes at an offset
@@ -1094,8 +1107,8 @@ impl LibcHost {
     /// duplicate would fail every read of a file that is open). Closing the handle meanwhile
     /// closes the descriptor once the call is over.
     fn file_at(&self, caller: u64, handle: Handle) -> Result<Arc<File>, HostError> {
-        let mut files = self.lock_files();
-        Ok(Arc::clone(&files.get(handle.0, caller)?.file))
+        let files = self.read_files();
+        Ok(Arc::clone(&files.get_ref(handle.0, caller)?.file))
     }
 
     /// Reads at most `len` bytes (at most [`IO_LIMIT`], with `line` [`IO_CHUNK`]) of `caller`'s

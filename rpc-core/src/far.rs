@@ -101,7 +101,9 @@ mod tests {
         let data: [u8; 400] = core::array::from_fn(|i| (i * 7 + 3) as u8);
         for from in 0..9 {
             for to in 0..9 {
-                for len in [0, 1, 7, 8, 9, 15, 16, 17, 40, 63, 64, 65, 80, 128, 129, 255, 383] {
+                for len in [
+                    0, 1, 7, 8, 9, 15, 16, 17, 40, 63, 64, 65, 80, 128, 129, 255, 383,
+                ] {
                     let src = &data[from..from + len];
                     let mut a = [0u8; 400];
                     words_from(&mut a[to..to + len], src);

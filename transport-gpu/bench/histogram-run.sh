@@ -34,13 +34,14 @@ for tree in $TREES; do
       check=$($G/bin/histogram-check check /tmp/hist-$s /tmp/hist-out 2>&1)
       kernel=$(grep -o 'kernel [0-9.]*' /tmp/hist.err | cut -d' ' -f2)
       threads=$(grep -o 'server threads \[[0-9, ]*\]' /tmp/hist.err | sed 's/server threads //')
-      failed=$(grep -vc '^rpc-gpu-run: \(start-up\|.*kernel\)' /tmp/hist.err)
+      failed=$(grep -vc '^rpc-gpu-run: \(start-up\|.*kernel\|server threads. time\)' /tmp/hist.err)
       bytes=$(stat -c %s /tmp/hist-$s)
       rate=$(awk -v b=$bytes -v k=${kernel:-0} 'BEGIN { if (k > 0) printf "%.2f", b / k / 1e9; else print "?" }')
       case $check in right*) ok=right;; *) ok="WRONG"; bad=1;; esac
       [ $rc = 0 ] || bad=1
       echo "$label $b x $t $flags, $s: exit $rc, $check, kernel ${kernel:-?} s ($rate GB/s), $failed error lines, per server thread $threads"
       [ $failed -gt 0 ] && head -3 /tmp/hist.err
+      grep "time in handlers" /tmp/hist.err | cut -c1-400
       rows+=("| $label | $b × $t ${flags:+($flags)} | $s | $ok, exit $rc | ${kernel:-?} s | $rate GB/s | $failed | $kb KB | ${first:-?} s |")
     done
   done

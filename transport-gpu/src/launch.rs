@@ -104,8 +104,11 @@ pub fn registers_for(registers_per_block: u32, threads: u32) -> Option<u32> {
     (each < 255).then_some(each.max(16))
 }
 
-/// The default stack per GPU thread: 8 KiB.
-pub const DEFAULT_STACK: usize = 8 << 10;
+/// The default stack per GPU thread: 16 KiB. A program's frames hold its buffers (a 4 KiB read
+/// buffer is usual) and, under the register cap a block of 1024 threads needs
+/// ([`registers_for`]), the registers the compiler spills; `core::fmt`'s indirect calls keep the
+/// compiler from bounding the stack. The driver reserves it for every resident thread.
+pub const DEFAULT_STACK: usize = 16 << 10;
 
 /// The program's output, shared with the caller of [`run_program`] (which flushes it at the
 /// end), written under one lock.

@@ -99,6 +99,10 @@ pub struct ServeStats {
     /// Requests served by opcode (one per message, however many lanes it carried; handshakes and
     /// opcodes no service has included), all threads together, in the order first seen.
     pub by_opcode: Vec<(u32, u64)>,
+    /// The time server threads spent in the handlers of the packets' requests, by opcode, all
+    /// threads together (from the open of a request's port to its close: waits for the rest of a
+    /// streamed request included), in the order first seen. Word-line calls are not timed.
+    pub time_by_opcode: Vec<(u32, Duration)>,
 }
 
 impl ServeStats {
@@ -118,7 +122,7 @@ impl ServeStats {
 
 /// Adds `n` calls of `opcode` to `counts`: a linear search, as a run sees few opcodes and the
 /// busiest come first.
-fn add_count(counts: &mut Vec<(u32, u64)>, opcode: u32, n: u64) {
+fn add_count<T: core::ops::AddAssign>(counts: &mut Vec<(u32, T)>, opcode: u32, n: T) {
     match counts.iter_mut().find(|(o, _)| *o == opcode) {
         Some((_, c)) => *c += n,
         None => counts.push((opcode, n)),
@@ -199,12 +203,16 @@ pub fn serve<R>(
         served,
         failed,
         by_opcode,
+        time_by_opcode,
     } in threads
     {
         stats.per_thread.push(served);
         stats.failed += failed;
         for (opcode, n) in by_opcode {
             add_count(&mut stats.by_opcode, opcode, n);
+        }
+        for (opcode, t) in time_by_opcode {
+            add_count(&mut stats.time_by_opcode, opcode, t);
         }
     }
     Ok((result, stats))
@@ -293,6 +301,7 @@ struct Served {
     served: u64,
     failed: u64,
     by_opcode: Vec<(u32, u64)>,
+    time_by_opcode: Vec<(u32, Duration)>,
 }
 
 /// Lock words (32 ports each) a serving thread's search for packets looks at per turn of its
@@ -308,6 +317,7 @@ fn serve_thread(
     let mut served = 0u64;
     let mut failed = 0u64;
     let mut by_opcode = Vec::new();
+    let mut time_by_opcode = Vec::new();
     let mut idle = 0u32;
     // Turns in a row that found nothing, and how many make one look at every mailbox (the
     // backoff below counts whole looks, not windows).
@@ -338,8 +348,12 @@ fn serve_thread(
         let packet = server.try_open_within((), window);
         let found_packet = packet.is_some();
         if let Some(mut port) = packet {
-            add_count(&mut by_opcode, port.opcode(), 1);
-            if handler.handle(&mut port).is_err() {
+            let opcode = port.opcode();
+            add_count(&mut by_opcode, opcode, 1);
+            let started = Instant::now();
+            let handled = handler.handle(&mut port);
+            add_count(&mut time_by_opcode, opcode, started.elapsed());
+            if handled.is_err() {
                 failed += 1;
                 if port.owns_packet() {
                     // Closing hands the packet back; the client reads the status with it.
@@ -380,6 +394,7 @@ fn serve_thread(
                 served,
                 failed,
                 by_opcode,
+                time_by_opcode,
             };
         } else {
             quiet += 1;

@@ -14,7 +14,7 @@
 //!   --timeout SECS       give up on the kernel after this long (default 600)
 //!   --heap SIZE          device memory reserved for malloc before launch, in bytes or with a
 //!                        K, M or G suffix (default 64M; 0: none)
-//!   --stack SIZE         stack per GPU thread, as --heap (default 8K; 0: the driver's, 1K)
+//!   --stack SIZE         stack per GPU thread, as --heap (default 16K; 0: the driver's, 1K)
 //!   --max-files N        file handles the program may hold at once (default 1048576; read-only
 //!                        opens of one file share one descriptor of the loader, each handle
 //!                        with its own position)
@@ -215,6 +215,23 @@ fn main() -> ExitCode {
                     report.libc_calls[Libc::CALLS], config.server_threads,
                     report.stats.per_thread, report.code
                 );
+                let mut spent = report.stats.time_by_opcode.clone();
+                spent.sort_by_key(|&(_, t)| std::cmp::Reverse(t));
+                let spent: Vec<String> = spent
+                    .iter()
+                    .map(|&(op, t)| {
+                        format!(
+                            "{} {} in {:.1} ms",
+                            call_name(op),
+                            report.stats.count(op),
+                            t.as_secs_f64() * 1e3
+                        )
+                    })
+                    .collect();
+                eprintln!(
+                    "rpc-gpu-run: server threads' time in handlers (messages of up to 32 lanes): {}",
+                    spent.join(", ")
+                );
                 eprintln!(
                     "rpc-gpu-run: start-up {:.3} s before the launch: driver and context {:.3} s, \
                      module {:.3} s (a PTX is compiled by the driver the first time; a cubin loads \
@@ -227,7 +244,22 @@ fn main() -> ExitCode {
             }
             ExitCode::from(report.code as u8)
         }
-        Err(e) => fail(e),
+        Err(e) => {
+            if let ferry_gpu::Error::Cuda {
+                code: 700 | 719, ..
+            } = e
+            {
+                // An illegal address is what a thread's stack overflow looks like.
+                eprintln!(
+                    "rpc-gpu-run: a thread that overflows its stack ends the kernel so: each had \
+                     {} (--stack SIZE gives more)",
+                    config
+                        .stack
+                        .map_or("the driver's 1K".to_string(), |s| format!("{s} bytes"))
+                );
+            }
+            fail(e)
+        }
     }
 }
 
@@ -258,6 +290,42 @@ fn refusals(refused: (u64, u64), max_files: usize, limit: Option<u64>) -> Vec<St
         ));
     }
     lines
+}
+
+/// The `Libc` call's name of `opcode`, as C names it.
+fn call_name(opcode: u32) -> String {
+    use ferry_libc::opcode::*;
+    let names = [
+        (NOOP, "noop"),
+        (PRINT, "print"),
+        (E_PRINT, "eprint"),
+        (OPEN, "open"),
+        (READ, "read"),
+        (GETS, "gets"),
+        (WRITE, "write"),
+        (READ_AT, "read_at"),
+        (WRITE_AT, "write_at"),
+        (SIZE, "size"),
+        (READ_TO_DEVICE, "read_to_device"),
+        (WRITE_FROM_DEVICE, "write_from_device"),
+        (SEEK, "seek"),
+        (TELL, "tell"),
+        (FLUSH, "flush"),
+        (CLOSE, "close"),
+        (REMOVE, "remove"),
+        (RENAME, "rename"),
+        (EXIT, "exit"),
+        (ABORT, "abort"),
+        (MALLOC, "malloc"),
+        (FREE, "free"),
+        (CLOCK, "clock"),
+        (GET_ENV, "getenv"),
+        (SYSTEM, "system"),
+    ];
+    names
+        .iter()
+        .find(|&&(o, _)| o == opcode)
+        .map_or_else(|| format!("{opcode:#x}"), |&(_, n)| n.to_string())
 }
 
 /// The index of the call with `opcode` in the counts.
