@@ -31,8 +31,9 @@
 //!   server then leaves the file where it went when it stops: it removes only a name that
 //!   still names its file);
 //! - **shared read-only descriptors**: a client's read-only opens ([`mode::READ`] alone) of one
-//!   file share one descriptor of this process, so that every thread of a GPU program may open
-//!   the same input: each handle keeps its own position (its reads are `pread`s at it; `seek`
+//!   file share one descriptor of this process per serving thread (at most 16 for the file:
+//!   threads on descriptors of their own do not contend for one in the kernel), so that every
+//!   thread of a GPU program may open the same input: each handle keeps its own position (its reads are `pread`s at it; `seek`
 //!   and `tell` move and tell it; nothing moves the descriptor's offset), and the descriptor
 //!   closes with the file's last handle (or its client's end, [`LibcHost::reclaim_gone`]).
 //!   A read-only open looks the path up first (`stat`, following links as `open` does) and
@@ -236,8 +237,8 @@ pub const PROGRAM_HEAP: usize = 64 << 20;
 
 /// The file handles a GPU program may hold at once by default, on the GPU and on CPU threads
 /// alike: more than a GPU runs threads at once, so that every thread of the largest launch may
-/// hold a few (a handle is a slot of the host's table; read-only handles of one file share one
-/// descriptor, so the process's descriptor limit bounds the distinct files, not the handles).
+/// hold a few (a handle is a slot of the host's table; read-only handles of one file share a
+/// few descriptors, so the process's descriptor limit bounds the distinct files, not the handles).
 pub const PROGRAM_MAX_FILES: usize = 1 << 20;
 
 /// How the host serves the calls.
@@ -254,9 +255,10 @@ pub struct LibcConfig {
     /// for the command, however long it runs, holding one serving thread: turn it on only for
     /// clients trusted to run commands on this host.
     pub allow_system: bool,
-    /// Whether [`Libc::GetEnv`] reads this process's environment (off unless the user turns it
-    /// on: the loader does, a GPU program's environment being its loader's). Off, every
-    /// `getenv` is [`HostError::Disabled`].
+    /// Whether [`Libc::GetEnv`] reads this process's environment as it is when the host is made
+    /// (off unless the user turns it on: the loader does, a GPU program's environment being its
+    /// loader's, as a child's is its parent's at its start). Off, every `getenv` is
+    /// [`HostError::Disabled`].
     pub give_environment: bool,
     /// The most file handles open at once, all clients together (the file table's size). An
     /// open past it is [`HostError::TooManyOpen`]. A handle is a slot of the table: read-only
@@ -338,12 +340,28 @@ impl FileSlot {
 }
 
 /// What a shared read-only descriptor is shared by: one client's read-only handles of one file
-/// (its device and inode number).
+/// (its device and inode number) opened by one serving thread's share ([`serving_share`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct ShareKey {
     owner: u64,
     dev: u64,
     ino: u64,
+    share: u32,
+}
+
+/// Descriptors of one file a client's read-only opens may share out at most: one per serving
+/// thread, up to this many. Every call on a descriptor writes its count in the kernel (a process
+/// of many threads takes a reference per call); threads calling on descriptors of their own do
+/// not wait for each other's cache lines.
+const SHARES: u32 = 16;
+
+/// The calling thread's share of a file's descriptors (`0 .. SHARES`), dealt to threads in turn.
+fn serving_share() -> u32 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    std::thread_local! {
+        static SHARE: u32 = (NEXT.fetch_add(1, Ordering::Relaxed) % SHARES as u64) as u32;
+    }
+    SHARE.with(|s| *s)
 }
 
 /// A client's read-only descriptor of a file, and how many of its handles use it.
@@ -803,7 +821,9 @@ pub struct LibcHost {
     exit_code: Mutex<Option<i32>>,
     aborted: AtomicBool,
     allow_system: bool,
-    give_environment: bool,
+    /// The environment `getenv` answers from, taken when the host was made (`None`: off): read
+    /// without the process environment's lock, by every server thread at once.
+    environment: Option<std::collections::HashMap<String, Result<String, HostError>>>,
     file_limits: FileLimits,
     /// Opens refused for want of room, by cause: [`Limit::Table`], [`Limit::Client`], then
     /// descriptors ([`HostError::NoDescriptors`]).
@@ -883,7 +903,17 @@ impl LibcHost {
             exit_code: Mutex::new(None),
             aborted: AtomicBool::new(false),
             allow_system: config.allow_system,
-            give_environment: config.give_environment,
+            environment: config.give_environment.then(|| {
+                std::env::vars_os()
+                    .filter_map(|(k, v)| {
+                        let value = match v.into_string() {
+                            Ok(v) if v.len() <= ENV_LIMIT => Ok(v),
+                            _ => Err(HostError::TooLong),
+                        };
+                        Some((k.into_string().ok()?, value))
+                    })
+                    .collect()
+            }),
             refused: Default::default(),
             file_limits: FileLimits {
                 total: config.max_files,
@@ -1109,6 +1139,20 @@ impl LibcHost {
     fn file_at(&self, caller: u64, handle: Handle) -> Result<Arc<File>, HostError> {
         let files = self.read_files();
         Ok(Arc::clone(&files.get_ref(handle.0, caller)?.file))
+    }
+
+    /// `f` of `caller`'s file `handle`'s descriptor, under the table's read lock: for a short call
+    /// (a size, a read or write of at most `IO_LIMIT` bytes), which so takes no reference of the
+    /// descriptor's own (every lane of every server thread on one shared descriptor would write
+    /// its count's cache line).
+    fn with_file<R>(
+        &self,
+        caller: u64,
+        handle: Handle,
+        f: impl FnOnce(&File) -> R,
+    ) -> Result<R, HostError> {
+        let files = self.read_files();
+        Ok(f(&files.get_ref(handle.0, caller)?.file))
     }
 
     /// Reads at most `len` bytes (at most [`IO_LIMIT`], with `line` [`IO_CHUNK`]) of `caller`'s
@@ -1375,6 +1419,7 @@ impl LibcServer for ForCaller<'_> {
                 owner: caller,
                 dev,
                 ino,
+                share: serving_share(),
             };
             let shared = self.lock_files().share(key, limits);
             if let Some(shared) = shared {
@@ -1387,6 +1432,7 @@ impl LibcServer for ForCaller<'_> {
             owner: caller,
             dev: opened.dev(),
             ino: opened.ino(),
+            share: serving_share(),
         };
         let (inserted, unused) = self.lock_files().insert_shared(key, file, limits);
         // Closed outside the table's lock.
@@ -1433,17 +1479,19 @@ impl LibcServer for ForCaller<'_> {
         offset: u64,
         len: u32,
     ) -> Result<impl AsRef<[u8]>, HostError> {
-        let file = self.file_at(self.caller, handle)?;
         let mut data = vec![0u8; (len as usize).min(IO_LIMIT)];
         let mut got = 0;
-        while got < data.len() {
-            match file.read_at(&mut data[got..], offset.saturating_add(got as u64)) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_error(&e)),
+        self.with_file(self.caller, handle, |file| {
+            while got < data.len() {
+                match file.read_at(&mut data[got..], offset.saturating_add(got as u64)) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(io_error(&e)),
+                }
             }
-        }
+            Ok(())
+        })??;
         data.truncate(got);
         Ok(data)
     }
@@ -1459,8 +1507,9 @@ impl LibcServer for ForCaller<'_> {
     }
 
     fn size(&self, handle: Handle) -> Result<u64, HostError> {
-        let file = self.file_at(self.caller, handle)?;
-        file.metadata().map(|m| m.len()).map_err(|e| io_error(&e))
+        self.with_file(self.caller, handle, |file| {
+            file.metadata().map(|m| m.len()).map_err(|e| io_error(&e))
+        })?
     }
 
     fn read_to_device(
@@ -1642,16 +1691,16 @@ impl LibcServer for ForCaller<'_> {
     }
 
     fn get_env(&self, name: &str) -> Result<impl AsRef<str>, HostError> {
-        if !self.give_environment {
+        let Some(environment) = &self.environment else {
             return Err(HostError::Disabled);
-        }
+        };
         if name.is_empty() || name.contains(['=', '\0']) {
             return Err(HostError::Invalid);
         }
-        match std::env::var(name) {
-            Ok(v) if v.len() <= ENV_LIMIT => Ok(v),
-            Ok(_) | Err(std::env::VarError::NotUnicode(_)) => Err(HostError::TooLong),
-            Err(std::env::VarError::NotPresent) => Err(HostError::NotFound),
+        match environment.get(name) {
+            Some(Ok(v)) => Ok(v.as_str()),
+            Some(Err(e)) => Err(*e),
+            None => Err(HostError::NotFound),
         }
     }
 

@@ -49,7 +49,7 @@
 //! ferry server's shared-memory file) is never opened for writing, removed or renamed
 //! ([`HostError::Busy`]); each client has a quota of open file handles
 //! ([`HostError::TooManyOpen`]) and of the heap ([`HostError::OutOfMemory`]). A client's
-//! read-only opens of one file share one descriptor of the host process, each handle with its
+//! read-only opens of one file share the host process's descriptors of it (one per serving thread), each handle with its
 //! own position, so every thread of a GPU program may open the same input; any other open takes
 //! a descriptor of its own, and one that finds the host process out of descriptors is
 //! [`HostError::NoDescriptors`].
@@ -213,7 +213,7 @@ pub enum HostError {
     /// The host process has no file descriptor left for the call: its limit of open descriptors
     /// (`RLIMIT_NOFILE`, EMFILE) or the system's (ENFILE) is reached. Unlike
     /// [`HostError::TooManyOpen`], a limit of the host's operating system, not of the host
-    /// services: read-only opens of one file share one descriptor; every other open takes one.
+    /// services: read-only opens of one file share a few descriptors (one per serving thread); every other open takes one.
     NoDescriptors = 16,
 }
 

@@ -171,7 +171,7 @@ pub struct RunConfig {
     pub stack: Option<usize>,
     /// The most file handles the program holds at once (the host's file table; an open past it
     /// is `HostError::TooManyOpen`, counted in [`RunReport::refused_opens`]). Read-only opens of
-    /// one file share one descriptor of this process, each handle with its own position; other
+    /// one file share a few descriptors of this process (one per server thread), each handle with its own position; other
     /// opens take a descriptor each, bounded by this process's `RLIMIT_NOFILE` (an open past
     /// it is `HostError::NoDescriptors`, counted in [`RunReport::refused_descriptors`]; the
     /// loader raises the limit to its hard limit first).

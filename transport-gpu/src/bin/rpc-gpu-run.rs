@@ -16,7 +16,7 @@
 //!                        K, M or G suffix (default 64M; 0: none)
 //!   --stack SIZE         stack per GPU thread, as --heap (default 16K; 0: the driver's, 1K)
 //!   --max-files N        file handles the program may hold at once (default 1048576; read-only
-//!                        opens of one file share one descriptor of the loader, each handle
+//!                        opens of one file share a few descriptors of the loader (one per server thread), each handle
 //!                        with its own position)
 //!   --max-sleep-ns N     longest pause of a waiting warp between two polls of host memory
 //!                        (default 0: the device library's, 4096)
@@ -45,7 +45,7 @@
 //! exit and at the end.
 //!
 //! Files: the program holds at most `--max-files` handles at once. Every thread may open the same
-//! input read-only: those opens share one descriptor. Other opens (writable, or of distinct
+//! input read-only: those opens share a descriptor per server thread. Other opens (writable, or of distinct
 //! files) take one descriptor each, of the loader's limit (`RLIMIT_NOFILE`), which the loader
 //! raises to its hard limit at start. At the end the loader says how many opens either limit
 //! refused, and what raises it.
@@ -286,7 +286,7 @@ fn refusals(refused: (u64, u64), max_files: usize, limit: Option<u64>) -> Vec<St
         };
         lines.push(format!(
             "{descriptors} opens refused (out of file descriptors): {why}. Read-only opens of \
-             one file share one descriptor; every writable open, and each other file, takes one"
+             one file share a descriptor per server thread; every writable open, and each other file, takes one"
         ));
     }
     lines
