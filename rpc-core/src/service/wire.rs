@@ -103,7 +103,7 @@ fn check(code: u32, opcode: u32) -> Result<(), Error> {
 /// Makes a call whose arguments are `Q` fixed bytes and whose reply is `R` fixed bytes: inline
 /// where the site has a path for it and both fit ([`INLINE_BYTES`]), else through a port.
 ///
-/// On a GPU every such call goes through one function per call site type ([`fixed_shared`]),
+/// On a GPU every such call goes through one function per call site type (`fixed_shared`),
 /// whatever its sizes: its code is emitted once per program, not once per place a call is
 /// written. A call of a hot loop is compiled where it is written instead ([`call_fixed_hot`]).
 #[inline(always)]
