@@ -3,9 +3,9 @@
 //!
 //! A copy of bytes whose alignment the compiler cannot see is lowered, on NVPTX, to a loop of
 //! one-byte loads and stores; across the bus every one of them is a transaction of its own. These
-//! copies move the far side a naturally aligned 8-byte word at a time (a load or store per
-//! word) and only the near side (a lane's stack, device memory) a byte at a time. On the host
-//! they are `copy_from_slice`.
+//! copies move the far side a naturally aligned 16-byte unit at a time (one vector load or
+//! store each, several issued together) and only the near side (a lane's stack, device memory)
+//! a byte at a time. On the host they are `copy_from_slice`.
 
 /// Copies `src` (across the bus: read a word at a time) into `dst`, which must be as long.
 #[inline]
@@ -27,11 +27,12 @@ pub fn copy_to_far(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-const WORD: usize = core::mem::size_of::<u64>();
+/// The far side's unit: 16 bytes (a vector load or store of two words on NVPTX), aligned.
+const WORD: usize = core::mem::size_of::<u128>();
 
 /// Words moved per turn of the copies' loops: their loads (or stores) are issued together, so a
 /// lane has this many in flight across the bus rather than one.
-const BATCH: usize = 16;
+const BATCH: usize = 8;
 
 /// `dst.copy_from_slice(src)` with every load of `src` but the unaligned ends a whole word, a
 /// batch of loads at a time.
@@ -44,15 +45,15 @@ fn words_from(dst: &mut [u8], src: &[u8]) {
     let (dst_head, rest) = dst.split_at_mut(head);
     dst_head.copy_from_slice(&src[..head]);
     let (dst_body, dst_tail) = rest.split_at_mut(words * WORD);
-    let body = src[head..].as_ptr().cast::<u64>();
+    let body = src[head..].as_ptr().cast::<u128>();
     let mut batches = dst_body.chunks_exact_mut(WORD * BATCH);
     let mut at = 0;
     for out in batches.by_ref() {
-        let mut w = [0u64; BATCH];
+        let mut w = [0u128; BATCH];
         for (k, v) in w.iter_mut().enumerate() {
             // SAFETY: `body` is `src`'s first word-aligned byte (`align_offset`), and word
             // `at + k < words` lies inside `src`, which is borrowed for the call; any bits are a
-            // `u64`.
+            // `u128`.
             *v = unsafe { body.add(at + k).read() };
         }
         for (o, v) in out.chunks_exact_mut(WORD).zip(w) {
@@ -78,7 +79,7 @@ fn words_to(dst: &mut [u8], src: &[u8]) {
     let (dst_head, rest) = dst.split_at_mut(head);
     dst_head.copy_from_slice(&src[..head]);
     let (dst_body, dst_tail) = rest.split_at_mut(words * WORD);
-    let body = dst_body.as_mut_ptr().cast::<u64>();
+    let body = dst_body.as_mut_ptr().cast::<u128>();
     for (i, part) in src[head..head + words * WORD]
         .chunks_exact(WORD)
         .enumerate()
@@ -87,7 +88,7 @@ fn words_to(dst: &mut [u8], src: &[u8]) {
         w.copy_from_slice(part);
         // SAFETY: `body` is `dst`'s first word-aligned byte, and word `i < words` lies inside
         // `dst`, borrowed mutably for the call.
-        unsafe { body.add(i).write(u64::from_ne_bytes(w)) };
+        unsafe { body.add(i).write(u128::from_ne_bytes(w)) };
     }
     dst_tail.copy_from_slice(&src[head + words * WORD..]);
 }
