@@ -349,6 +349,71 @@ struct ShareKey {
     share: u32,
 }
 
+/// A host's standard output or error.
+type Output = Arc<Mutex<Box<dyn Write + Send>>>;
+
+/// Text held back for outputs, each output's in the order it was served.
+type Held = Vec<(Output, Vec<u8>)>;
+
+std::thread_local! {
+    /// The prints this thread served and holds back until the end of the message
+    /// ([`hold_output_per_message`]), by output: `None` while it writes each at once.
+    static HELD: core::cell::RefCell<Option<Held>> =
+        const { core::cell::RefCell::new(None) };
+}
+
+/// Makes the calling thread, a server thread, hold back the text of the prints
+/// ([`Libc::Print`], [`Libc::EPrint`]) it serves until it calls [`flush_held_output`], which it
+/// does once a message (up to a warp's 32 lanes) is served and before its port goes back: one
+/// lock of the output per message rather than per lane, so that server threads printing at once
+/// do not queue on the output's lock lane by lane. A client still finds its text written when its
+/// port comes back (what `host::Printer` orders its lines by).
+pub fn hold_output_per_message() {
+    HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        if h.is_none() {
+            *h = Some(Vec::new());
+        }
+    });
+}
+
+/// Writes what the calling thread held back ([`hold_output_per_message`]), each output's text
+/// under one lock, in the order it was served.
+pub fn flush_held_output() {
+    HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        let Some(held) = h.as_mut() else {
+            return;
+        };
+        for (out, text) in held.iter_mut().filter(|(_, t)| !t.is_empty()) {
+            let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = o.write_all(text);
+            text.clear();
+        }
+        // Outputs of hosts that are gone.
+        held.retain(|(out, _)| Arc::strong_count(out) > 1);
+    });
+}
+
+/// Writes `text` to `out`, or holds it back if this thread does ([`hold_output_per_message`]).
+fn write_output(out: &Output, text: &[u8]) {
+    let held = HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        let Some(held) = h.as_mut() else {
+            return false;
+        };
+        match held.iter_mut().find(|(o, _)| Arc::ptr_eq(o, out)) {
+            Some((_, t)) => t.extend_from_slice(text),
+            None => held.push((Arc::clone(out), text.to_vec())),
+        }
+        true
+    });
+    if !held {
+        let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = o.write_all(text);
+    }
+}
+
 /// Descriptors of one file a client's read-only opens may share out at most: one per serving
 /// thread, up to this many. Every call on a descriptor writes its count in the kernel (a process
 /// of many threads takes a reference per call); threads calling on descriptors of their own do
@@ -810,8 +875,8 @@ pub type CallCounts = [u64; Libc::CALLS + 1];
 
 /// The host's C-library services (see the module docs).
 pub struct LibcHost {
-    stdout: Mutex<Box<dyn Write + Send>>,
-    stderr: Mutex<Box<dyn Write + Send>>,
+    stdout: Output,
+    stderr: Output,
     /// The file table: read-locked by the calls that only look a handle up (reads and writes at
     /// an offset, sizes, room checks), so the server threads' lookups do not wait for each
     /// other; write-locked by the rest.
@@ -893,8 +958,8 @@ impl LibcHost {
     /// Services as `config` says.
     pub fn new(config: LibcConfig) -> LibcHost {
         LibcHost {
-            stdout: Mutex::new(config.stdout),
-            stderr: Mutex::new(config.stderr),
+            stdout: Arc::new(Mutex::new(config.stdout)),
+            stderr: Arc::new(Mutex::new(config.stderr)),
             files: RwLock::default(),
             heap: config
                 .heap
@@ -1113,7 +1178,7 @@ impl LibcHost {
         let _ = self.stderr.lock().map(|mut o| o.flush());
     }
 
-    fn output(&self, handle: Handle) -> Option<&Mutex<Box<dyn Write + Send>>> {
+    fn output(&self, handle: Handle) -> Option<&Output> {
         match handle {
             STDOUT => Some(&self.stdout),
             STDERR => Some(&self.stderr),
@@ -1386,14 +1451,12 @@ impl LibcServer for ForCaller<'_> {
     }
 
     fn print(&self, text: &[u8]) {
-        let mut out = self.stdout.lock().unwrap_or_else(|e| e.into_inner());
         // One-way: nobody to tell about a failed write.
-        let _ = out.write_all(text);
+        write_output(&self.stdout, text);
     }
 
     fn e_print(&self, text: &[u8]) {
-        let mut out = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = out.write_all(text);
+        write_output(&self.stderr, text);
     }
 
     fn open(&self, mode: u32, path: &str) -> Result<Handle, HostError> {
@@ -1452,6 +1515,8 @@ impl LibcServer for ForCaller<'_> {
 
     fn write(&self, handle: Handle, data: &[u8]) -> Result<u32, HostError> {
         if let Some(out) = self.output(handle) {
+            // After the prints this thread holds back, in the order they were served.
+            flush_held_output();
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
             out.write_all(data).map_err(|e| io_error(&e))?;
         } else {
@@ -1602,6 +1667,7 @@ impl LibcServer for ForCaller<'_> {
 
     fn flush(&self, handle: Handle) -> Result<(), HostError> {
         if let Some(out) = self.output(handle) {
+            flush_held_output();
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
             return out.flush().map_err(|e| io_error(&e));
         }

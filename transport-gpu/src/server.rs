@@ -326,6 +326,8 @@ fn serve_thread(
         .div_ceil(ferry_rpc::layout::PORT_GRANULE * SCAN_LOCK_WORDS)
         .max(1);
     let inline = handler.serves_inline();
+    // Prints are written once per message, not once per lane (see the function's docs).
+    crate::host::hold_output_per_message();
     // The word lines, if the region has them: looked over when no packet came, and every
     // `PASS_EVERY` packets.
     let mut words = server
@@ -352,6 +354,8 @@ fn serve_thread(
             add_count(&mut by_opcode, opcode, 1);
             let started = Instant::now();
             let handled = handler.handle(&mut port);
+            // Before the port goes back: its client finds its text written.
+            crate::host::flush_held_output();
             add_count(&mut time_by_opcode, opcode, started.elapsed());
             if handled.is_err() {
                 failed += 1;
