@@ -355,20 +355,30 @@ type Output = Arc<Mutex<Box<dyn Write + Send>>>;
 /// Text held back for outputs, each output's in the order it was served.
 type Held = Vec<(Output, Vec<u8>)>;
 
+/// A path looked up, and the device and inode of the readable regular file it named, if any.
+type LookedUp = Option<(String, Option<(u64, u64)>)>;
+
 std::thread_local! {
     /// The prints this thread served and holds back until the end of the message
-    /// ([`hold_output_per_message`]), by output: `None` while it writes each at once.
+    /// ([`batch_per_message`]), by output: `None` while it writes each at once.
     static HELD: core::cell::RefCell<Option<Held>> =
+        const { core::cell::RefCell::new(None) };
+    /// The last path a read-only open of this message looked up, and what it found
+    /// ([`batch_per_message`]; forgotten at [`end_message`]).
+    static LOOKED_UP: core::cell::RefCell<LookedUp> =
         const { core::cell::RefCell::new(None) };
 }
 
-/// Makes the calling thread, a server thread, hold back the text of the prints
-/// ([`Libc::Print`], [`Libc::EPrint`]) it serves until it calls [`flush_held_output`], which it
-/// does once a message (up to a warp's 32 lanes) is served and before its port goes back: one
-/// lock of the output per message rather than per lane, so that server threads printing at once
-/// do not queue on the output's lock lane by lane. A client still finds its text written when its
-/// port comes back (what `host::Printer` orders its lines by).
-pub fn hold_output_per_message() {
+/// Makes the calling thread, a server thread, do once a message (up to a warp's 32 lanes) what the
+/// message's lanes share, until it calls [`end_message`], which it does once a message is served
+/// and before its port goes back, so that server threads serving at once do not queue on shared
+/// state lane by lane:
+/// - it holds back the text of the prints ([`Libc::Print`], [`Libc::EPrint`]) it serves and
+///   writes it under one lock of the output; a client still finds its text written when its port
+///   comes back (what `host::Printer` orders its lines by);
+/// - the lanes' read-only opens of one path look it up once (`stat` and `faccessat`, see the
+///   module docs): opens of one message are made at one moment.
+pub fn batch_per_message() {
     HELD.with(|h| {
         let mut h = h.borrow_mut();
         if h.is_none() {
@@ -377,9 +387,10 @@ pub fn hold_output_per_message() {
     });
 }
 
-/// Writes what the calling thread held back ([`hold_output_per_message`]), each output's text
+/// Writes what the calling thread held back ([`batch_per_message`]), each output's text
 /// under one lock, in the order it was served.
-pub fn flush_held_output() {
+pub fn end_message() {
+    LOOKED_UP.with(|l| l.borrow_mut().take());
     HELD.with(|h| {
         let mut h = h.borrow_mut();
         let Some(held) = h.as_mut() else {
@@ -395,7 +406,7 @@ pub fn flush_held_output() {
     });
 }
 
-/// Writes `text` to `out`, or holds it back if this thread does ([`hold_output_per_message`]).
+/// Writes `text` to `out`, or holds it back if this thread does ([`batch_per_message`]).
 fn write_output(out: &Output, text: &[u8]) {
     let held = HELD.with(|h| {
         let mut h = h.borrow_mut();
@@ -1346,6 +1357,25 @@ fn refuse_locked(path: &Path) -> Result<(), HostError> {
 /// reading: what a read-only open looks up to share its client's descriptor of that file
 /// (see the module docs). `None` where only a fresh open can say what happens (nothing there,
 /// not a regular file, not readable: the open then fails with its own error).
+/// [`readable_identity`], once a message for a path its lanes all open ([`batch_per_message`]).
+fn looked_up(path: &Path) -> Option<(u64, u64)> {
+    let batching = HELD.with(|h| h.borrow().is_some());
+    if !batching {
+        return readable_identity(path);
+    }
+    let text = path.as_os_str().to_str()?;
+    let known = LOOKED_UP.with(|l| match &*l.borrow() {
+        Some((p, found)) if p == text => Some(*found),
+        _ => None,
+    });
+    if let Some(found) = known {
+        return found;
+    }
+    let found = readable_identity(path);
+    LOOKED_UP.with(|l| *l.borrow_mut() = Some((text.to_string(), found)));
+    found
+}
+
 fn readable_identity(path: &Path) -> Option<(u64, u64)> {
     use rustix::fs::{accessat, stat, Access, AtFlags, FileType, CWD};
     // Both follow symbolic links, as the open does.
@@ -1477,7 +1507,7 @@ impl LibcServer for ForCaller<'_> {
         // Read-only: the descriptor this client already holds of the file the path names now,
         // if it holds one (see the module docs), else a new one that its later read-only opens
         // of the file share.
-        if let Some((dev, ino)) = path_of(path).ok().and_then(readable_identity) {
+        if let Some((dev, ino)) = path_of(path).ok().and_then(looked_up) {
             let key = ShareKey {
                 owner: caller,
                 dev,
@@ -1516,7 +1546,7 @@ impl LibcServer for ForCaller<'_> {
     fn write(&self, handle: Handle, data: &[u8]) -> Result<u32, HostError> {
         if let Some(out) = self.output(handle) {
             // After the prints this thread holds back, in the order they were served.
-            flush_held_output();
+            end_message();
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
             out.write_all(data).map_err(|e| io_error(&e))?;
         } else {
@@ -1667,7 +1697,7 @@ impl LibcServer for ForCaller<'_> {
 
     fn flush(&self, handle: Handle) -> Result<(), HostError> {
         if let Some(out) = self.output(handle) {
-            flush_held_output();
+            end_message();
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
             return out.flush().map_err(|e| io_error(&e));
         }

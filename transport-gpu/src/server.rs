@@ -326,8 +326,8 @@ fn serve_thread(
         .div_ceil(ferry_rpc::layout::PORT_GRANULE * SCAN_LOCK_WORDS)
         .max(1);
     let inline = handler.serves_inline();
-    // Prints are written once per message, not once per lane (see the function's docs).
-    crate::host::hold_output_per_message();
+    // Work shared by a message's lanes done once a message (prints written, a path looked up).
+    crate::host::batch_per_message();
     // The word lines, if the region has them: looked over when no packet came, and every
     // `PASS_EVERY` packets.
     let mut words = server
@@ -355,7 +355,7 @@ fn serve_thread(
             let started = Instant::now();
             let handled = handler.handle(&mut port);
             // Before the port goes back: its client finds its text written.
-            crate::host::flush_held_output();
+            crate::host::end_message();
             add_count(&mut time_by_opcode, opcode, started.elapsed());
             if handled.is_err() {
                 failed += 1;
