@@ -399,3 +399,104 @@ fn more_threads_than_descriptors_all_read_one_input() {
     assert_eq!(host.refusals().total(), 0);
     assert_eq!(host.open_files(), 0);
 }
+
+/// Issue 35, items 2 and 3: a launch's warps start at their home ports, spread over every server
+/// thread's range, so several threads serve it at once. Each thread writes a message's prints
+/// under one lock before the port goes back (a warp's lines stay in order, none is lost), looks
+/// a path its lanes all open up once, and opens its own shared descriptor of the input (at most
+/// one a thread); every handle reads its own slice, and the last close closes them all.
+#[test]
+fn several_server_threads_serve_one_launch_each_message_whole() {
+    let _w = watchdog("several server threads");
+    const PORTS: u32 = 128;
+    const THREADS: u32 = 4;
+    const WARPS: u32 = 8;
+    const LANES: u32 = 8;
+    const LINES: u32 = 20;
+    const SLICE: usize = 40;
+    let dir = Scratch::new("threads");
+    let (path, data) = input(&dir, (WARPS * LANES) as usize * SLICE);
+    let (out, err) = (Capture::default(), Capture::default());
+    let host = program_host(1024, &out, &err);
+    let region = HeapRegion::new(PORTS, LANES).unwrap();
+    let desc = ferry_device::sim::descriptor(&region);
+    let opened = Barrier::new((WARPS * LANES) as usize);
+    let (descriptors, failures) = (Mutex::new(Vec::new()), Mutex::new(Vec::new()));
+    let (_, stats) = serve(
+        region.region(),
+        region.server_locks(),
+        THREADS,
+        &host,
+        || {
+            std::thread::scope(|s| {
+                for w in 0..WARPS {
+                    for lane in SimWarp::lanes(LANES) {
+                        let (path, data, opened) = (&path, &data, &opened);
+                        let (descriptors, failures) = (&descriptors, &failures);
+                        s.spawn(move || {
+                            let home = ferry_device::descriptor::home_port(w, PORTS);
+                            // SAFETY: `desc` names `region`, alive and protocol-only for the scope.
+                            let c = unsafe { desc.client(lane, Yield) }
+                                .unwrap()
+                                .with_cursor(home);
+                            let l = c.lanes().lane_id();
+                            let me = (w * LANES + l) as usize;
+                            let fail =
+                                |what: &str| failures.lock().unwrap().push(format!("{me}: {what}"));
+                            let f = host::open(&c, path, mode::READ);
+                            opened.wait();
+                            if me == 0 {
+                                descriptors.lock().unwrap().push(descriptors_of(path));
+                            }
+                            opened.wait();
+                            let Ok(f) = f else {
+                                return fail("open");
+                            };
+                            let mut slice = [0u8; SLICE];
+                            let got = host::read_at(&c, f, (me * SLICE) as u64, &mut slice);
+                            if got != Ok(SLICE) || slice[..] != data[me * SLICE..(me + 1) * SLICE] {
+                                fail("read");
+                            }
+                            let printer = Printer::new(&c);
+                            for i in 0..LINES {
+                                if ferry_device::println!(&printer, "w{w} l{l} i{i}").is_err() {
+                                    fail("print");
+                                }
+                            }
+                            if host::close(&c, f).is_err() {
+                                fail("close");
+                            }
+                        });
+                    }
+                }
+            })
+        },
+    )
+    .unwrap();
+    assert_eq!(failures.into_inner().unwrap(), Vec::<String>::new());
+    let busy = stats.per_thread.iter().filter(|&&n| n > 0).count();
+    assert!(
+        busy >= 2,
+        "the launch reached one server thread: {:?}",
+        stats.per_thread
+    );
+    let shared = descriptors.into_inner().unwrap()[0];
+    assert!(
+        (1..=THREADS as usize).contains(&shared),
+        "{shared} descriptors for {} read-only handles",
+        WARPS * LANES
+    );
+    assert_eq!(descriptors_of(&path), 0, "closed with the last handle");
+    let mut next = [[0u32; LANES as usize]; WARPS as usize];
+    for line in out.text().lines() {
+        let f: Vec<u32> = line.split(' ').map(|x| x[1..].parse().unwrap()).collect();
+        let (w, l, i) = (f[0] as usize, f[1] as usize, f[2]);
+        assert_eq!(i, next[w][l], "warp {w} lane {l}: lines in order");
+        next[w][l] += 1;
+    }
+    assert_eq!(
+        next, [[LINES; LANES as usize]; WARPS as usize],
+        "no line lost"
+    );
+    assert!(err.text().is_empty(), "{}", err.text());
+}
