@@ -1160,9 +1160,9 @@ pub unsafe extern "ptx-kernel" fn bulk_write(
 
 /// # Safety
 ///
-/// As `bulk_read`, through the region instead of the copy engine (today's path for a GPU
-/// region, which has no bulk areas: `IO_CHUNK` bytes per lane per call): each of the warp's 32
-/// lanes reads its thirty-second of the warp's slice with `read_at` (slice a multiple of 32).
+/// As `bulk_read`, as a program writes it: each of the warp's 32 lanes reads its thirty-second of
+/// the warp's slice with `read_at` (slice a multiple of 32) into device memory, which `read_at`
+/// hands to the copy engine when a lane's part is larger than a call through the region carries.
 #[no_mangle]
 pub unsafe extern "ptx-kernel" fn chunk_read(
     handle: u64,
