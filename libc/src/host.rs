@@ -2363,25 +2363,9 @@ mod tests {
     /// Set in the child process a test that changes this process's limits runs in.
     const CHILD: &str = "FERRY_LIBC_TEST_CHILD";
 
-    /// Whether this is the child process of the test `name` (a path in this crate's tests);
-    /// if not, runs the test in one and checks that it passed.
+    /// Whether this is the child process of the test `name`; if not, runs it in one.
     fn in_child(name: &str) -> bool {
-        if std::env::var_os(CHILD).is_some() {
-            return true;
-        }
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([name, "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "{name} in its child:\n{text}");
-        assert!(text.contains("1 passed"), "{name} did not run:\n{text}");
-        false
+        ferry_testkit::in_child(name, CHILD)
     }
 
     #[test]

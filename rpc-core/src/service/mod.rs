@@ -323,11 +323,23 @@ impl<L: Lanes, M: Mailbox, W: Wait> InlineCall for Process<'_, Client, L, M, W> 
         reply: &mut [u8],
         memory: crate::words::Memory,
     ) -> Option<Result<u32, ProtocolError>> {
-        use crate::words::WORD_BYTES;
-        let fits = request.len() <= WORD_BYTES && reply.len() <= WORD_BYTES;
         let mask = self.lanes().active_mask();
-        self.call_on_words_in(mask, fits, opcode, request, reply, memory)
+        self.call_on_words_in(
+            mask,
+            words_fit(request, reply),
+            opcode,
+            request,
+            reply,
+            memory,
+        )
     }
+}
+
+/// Whether a call's request and reply each fit a lane's word line.
+#[inline(always)]
+fn words_fit(request: &[u8], reply: &[u8]) -> bool {
+    use crate::words::WORD_BYTES;
+    request.len() <= WORD_BYTES && reply.len() <= WORD_BYTES
 }
 
 impl<L: Lanes, M: Mailbox, W: Wait> Process<'_, Client, L, M, W> {
@@ -340,8 +352,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Process<'_, Client, L, M, W> {
         reply: &mut [u8],
         memory: crate::words::Memory,
     ) -> Option<Result<u32, ProtocolError>> {
-        use crate::words::WORD_BYTES;
-        let fits = request.len() <= WORD_BYTES && reply.len() <= WORD_BYTES;
+        let fits = words_fit(request, reply);
         // Decided for the whole group: its mask, and whether every lane's call fits.
         let mask = self.lanes().active_mask();
         // A whole group (a warp whose every lane calls) makes the call with its mask as a

@@ -112,9 +112,7 @@ pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     opcode: u32,
     request: &[u8; Q],
 ) -> Result<[u8; R], Error> {
-    let mut reply = [0u8; R];
-    site.shared(|site| fixed_shared(site, opcode, request, &mut reply, Memory::Fenced))?;
-    Ok(reply)
+    fixed_sized(site, opcode, request, Memory::Fenced)
 }
 
 /// As [`call_fixed`], for a call that passes values only (`#[rpc(values)]`): inline through
@@ -125,8 +123,19 @@ pub fn call_fixed_values<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     opcode: u32,
     request: &[u8; Q],
 ) -> Result<[u8; R], Error> {
+    fixed_sized(site, opcode, request, Memory::ValuesOnly)
+}
+
+/// [`call_fixed`] and [`call_fixed_values`]: the shared call, its reply sized.
+#[inline(always)]
+fn fixed_sized<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+    site: &C,
+    opcode: u32,
+    request: &[u8; Q],
+    memory: Memory,
+) -> Result<[u8; R], Error> {
     let mut reply = [0u8; R];
-    site.shared(|site| fixed_shared(site, opcode, request, &mut reply, Memory::ValuesOnly))?;
+    site.shared(|site| fixed_shared(site, opcode, request, &mut reply, memory))?;
     Ok(reply)
 }
 

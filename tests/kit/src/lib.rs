@@ -1,6 +1,6 @@
 //! What every ferry test crate shares, and nothing that depends on ferry itself (so ferry-rpc's
 //! own tests can use it without a dependency cycle): a [`Watchdog`] that turns a hang into a
-//! failure.
+//! failure, and [`in_child`], which runs a test in a process of its own.
 //!
 //! ```
 //! use std::time::Duration;
@@ -16,6 +16,39 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// Whether this process is the child that runs the test `name` (its path in the test binary,
+/// as `--exact` takes it) with the variable `env` set; if not, runs that test alone in a child
+/// process of this test binary and checks that it ran and passed. For a test that changes what
+/// belongs to its whole process (its limits, its signals):
+///
+/// ```no_run
+/// #[test]
+/// fn at_a_low_descriptor_limit() {
+///     if !ferry_testkit::in_child("at_a_low_descriptor_limit", "MY_TESTS_CHILD") {
+///         return;
+///     }
+///     // ... lower this process's limit and test under it.
+/// }
+/// ```
+pub fn in_child(name: &str, env: &str) -> bool {
+    if std::env::var_os(env).is_some() {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(env, "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{name} in its child:\n{text}");
+    assert!(text.contains("1 passed"), "{name} did not run:\n{text}");
+    false
+}
 
 /// Aborts the test process, with a message naming the test, if the test that armed it hangs:
 /// runs past its limit ([`Watchdog::new`]) or stops making progress ([`Watchdog::on_progress`]).
