@@ -15,8 +15,10 @@
 //! What it owns:
 //! - **output**: standard output and error writers; each lane's printed bytes are written whole,
 //!   lanes in order, under the writer's lock;
-//! - **files**: a table of open files; the device gets opaque handles `generation << 32 | index + 3`
-//!   (1 and 2 are standard output and error), checked on every call: an id never handed out, one
+//! - **files**: a table of open files, in shards (each serving thread opens into its own, so
+//!   threads serving at once do not queue on one lock); the device gets opaque handles
+//!   `generation << 32 | slot × 16 + shard + 3` (1 and 2 are standard output and error), checked
+//!   on every call: an id never handed out, one
 //!   whose file was closed (its slot's generation moved on), or one another client opened, is
 //!   [`HostError::BadHandle`]. Only regular files of data open ([`HostError::NotAFile`]; not the
 //!   kernel's interface files under `/proc` and `/sys`, which look regular): a FIFO, a device or a
@@ -84,7 +86,8 @@
 //! take a controlling terminal (`O_NOCTTY`); reads, writes, seeks and flushes reach regular files
 //! only, so they wait on the disk, not on a writer or reader. What remains: a file system that
 //! does not answer (a hung network mount, a FUSE server) stalls the calls on its files and, since
-//! file calls take the table's lock, the other file calls; the output streams block while the
+//! file calls take their shard of the table's lock, the other file calls of that shard (the
+//! handles one serving thread opened); the output streams block while the
 //! host's own standard output or error is full (the user's setup, not the client's); and
 //! `system`, off by default, waits for its command (see [`LibcConfig::allow_system`]).
 
@@ -95,8 +98,12 @@ use std::ops::Deref;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+mod files;
+
+use files::{FileLimits, FileTable, Limit, ShareKey};
 
 use ferry_rpc::service::{with_stream_buffers, Handler, Served, Service};
 use ferry_rpc::{Lanes, Mailbox, Port, Server, Single, Wait};
@@ -309,46 +316,6 @@ impl Default for LibcConfig {
     }
 }
 
-/// The file a handle names, and where it reads from.
-struct OpenFile {
-    /// The descriptor: the handle's own, or (`shared`) its client's one read-only descriptor of
-    /// the file. Calls that read or write at an offset take a reference to it and let go of the
-    /// table's lock: no descriptor is duplicated for a call (at the process's limit of descriptors
-    /// a duplicate could not be made, and every read of an open file would fail).
-    file: Arc<File>,
-    /// For a handle on a shared descriptor: the share, and the handle's own position. Nothing
-    /// moves the shared descriptor's offset: reads on the handle are `pread`s at its position.
-    shared: Option<(ShareKey, u64)>,
-}
-
-/// One slot of the file table. The generation moves on at every close, so a handle to a closed
-/// file never names the slot's next file.
-struct FileSlot {
-    generation: u32,
-    /// The client that opened the file (meaningless while the slot is empty).
-    owner: u64,
-    open: Option<OpenFile>,
-}
-
-impl FileSlot {
-    /// Empties the slot; its handle is never valid again.
-    fn vacate(&mut self) -> Option<OpenFile> {
-        // Generation 0 is skipped so no handle is ever 0 in its top half by accident of wrapping.
-        self.generation = self.generation.wrapping_add(1).max(1);
-        self.open.take()
-    }
-}
-
-/// What a shared read-only descriptor is shared by: one client's read-only handles of one file
-/// (its device and inode number) opened by one serving thread's share ([`serving_share`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct ShareKey {
-    owner: u64,
-    dev: u64,
-    ino: u64,
-    share: u32,
-}
-
 /// A host's standard output or error.
 type Output = Arc<Mutex<Box<dyn Write + Send>>>;
 
@@ -367,6 +334,15 @@ std::thread_local! {
     /// ([`batch_per_message`]; forgotten at [`end_message`]).
     static LOOKED_UP: core::cell::RefCell<LookedUp> =
         const { core::cell::RefCell::new(None) };
+    /// The size of the last shared descriptor a size call of this message read, by its shard
+    /// and share ([`batch_per_message`]; forgotten at [`end_message`]).
+    static SIZED: core::cell::RefCell<Option<((usize, ShareKey), u64)>> =
+        const { core::cell::RefCell::new(None) };
+}
+
+/// Whether the calling thread serves messages whole ([`batch_per_message`]).
+fn serving_messages() -> bool {
+    HELD.with(|h| h.borrow().is_some())
 }
 
 /// Makes the calling thread, a server thread, do once a message (up to a warp's 32 lanes) what the
@@ -391,6 +367,8 @@ pub fn batch_per_message() {
 /// under one lock, in the order it was served.
 pub fn end_message() {
     LOOKED_UP.with(|l| l.borrow_mut().take());
+    SIZED.with(|l| l.borrow_mut().take());
+    files::end_message();
     HELD.with(|h| {
         let mut h = h.borrow_mut();
         let Some(held) = h.as_mut() else {
@@ -422,232 +400,6 @@ fn write_output(out: &Output, text: &[u8]) {
     if !held {
         let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
         let _ = o.write_all(text);
-    }
-}
-
-/// Descriptors of one file a client's read-only opens may share out at most: one per serving
-/// thread, up to this many. Every call on a descriptor writes its count in the kernel (a process
-/// of many threads takes a reference per call); threads calling on descriptors of their own do
-/// not wait for each other's cache lines.
-const SHARES: u32 = 16;
-
-/// The calling thread's share of a file's descriptors (`0 .. SHARES`), dealt to threads in turn.
-fn serving_share() -> u32 {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    std::thread_local! {
-        static SHARE: u32 = (NEXT.fetch_add(1, Ordering::Relaxed) % SHARES as u64) as u32;
-    }
-    SHARE.with(|s| *s)
-}
-
-/// A client's read-only descriptor of a file, and how many of its handles use it.
-struct Share {
-    file: Arc<File>,
-    handles: usize,
-}
-
-/// The most handles the table can name: a handle's low half is its slot's index plus
-/// [`FIRST_FILE`].
-const MAX_HANDLES: usize = (u32::MAX as u64 - FIRST_FILE) as usize;
-
-/// The file table: every client's handles, and the read-only descriptors shared among them.
-/// Opening, closing and counting a client's handles take constant time, however many are open.
-#[derive(Default)]
-struct Files {
-    slots: Vec<FileSlot>,
-    /// Empty slots, reused before the table grows.
-    vacant: Vec<usize>,
-    /// Handles open, all clients together.
-    open: usize,
-    /// Handles each client holds (clients holding none have no entry).
-    held: HashMap<u64, usize>,
-    /// The shared read-only descriptors.
-    shares: HashMap<ShareKey, Share>,
-}
-
-/// The limits of the file table, in handles: all clients together, and each client.
-#[derive(Clone, Copy)]
-struct FileLimits {
-    total: usize,
-    per_client: usize,
-}
-
-/// Which limit of the file table refused an open.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Limit {
-    /// [`LibcConfig::max_files`]: the handles of all clients together.
-    Table = 0,
-    /// [`LibcConfig::max_files_per_client`]: the client's handles.
-    Client = 1,
-}
-
-impl Files {
-    /// The slot of `caller`'s file `handle`.
-    fn index_of(&self, handle: u64, caller: u64) -> Result<usize, HostError> {
-        let (generation, index) = ((handle >> 32) as u32, handle & 0xFFFF_FFFF);
-        index
-            .checked_sub(FIRST_FILE)
-            .map(|i| i as usize)
-            .filter(|&i| {
-                self.slots.get(i).is_some_and(|s| {
-                    s.generation == generation && s.owner == caller && s.open.is_some()
-                })
-            })
-            .ok_or(HostError::BadHandle)
-    }
-
-    /// The file `caller` opened under `handle`, to read.
-    fn get_ref(&self, handle: u64, caller: u64) -> Result<&OpenFile, HostError> {
-        let index = self.index_of(handle, caller)?;
-        self.slots[index].open.as_ref().ok_or(HostError::BadHandle)
-    }
-
-    /// The file `caller` opened under `handle`.
-    fn get(&mut self, handle: u64, caller: u64) -> Result<&mut OpenFile, HostError> {
-        let index = self.index_of(handle, caller)?;
-        self.slots[index].open.as_mut().ok_or(HostError::BadHandle)
-    }
-
-    /// Whether `caller` may open one more handle; `Err` says which limit it reached.
-    fn room(&self, caller: u64, limits: FileLimits) -> Result<(), Limit> {
-        if self.open >= limits.total.min(MAX_HANDLES) {
-            return Err(Limit::Table);
-        }
-        if self.held.get(&caller).copied().unwrap_or(0) >= limits.per_client {
-            return Err(Limit::Client);
-        }
-        Ok(())
-    }
-
-    /// Puts `open` in an empty slot for `caller` (whose room was checked); its handle.
-    fn place(&mut self, open: OpenFile, caller: u64) -> u64 {
-        let index = self.vacant.pop().unwrap_or_else(|| {
-            self.slots.push(FileSlot {
-                generation: 1,
-                owner: caller,
-                open: None,
-            });
-            self.slots.len() - 1
-        });
-        let slot = &mut self.slots[index];
-        slot.open = Some(open);
-        slot.owner = caller;
-        self.open += 1;
-        *self.held.entry(caller).or_insert(0) += 1;
-        (slot.generation as u64) << 32 | (index as u64 + FIRST_FILE)
-    }
-
-    /// Adds `caller`'s file, on a descriptor of its own; `Err` says which limit it reached.
-    fn insert(&mut self, file: File, caller: u64, limits: FileLimits) -> Result<u64, Limit> {
-        self.room(caller, limits)?;
-        let open = OpenFile {
-            file: Arc::new(file),
-            shared: None,
-        };
-        Ok(self.place(open, caller))
-    }
-
-    /// A new handle, at position 0, on the shared descriptor `key` names, if there is one.
-    fn share(&mut self, key: ShareKey, limits: FileLimits) -> Option<Result<u64, Limit>> {
-        let file = Arc::clone(&self.shares.get(&key)?.file);
-        if let Err(limit) = self.room(key.owner, limits) {
-            return Some(Err(limit));
-        }
-        self.shares.get_mut(&key)?.handles += 1;
-        let open = OpenFile {
-            file,
-            shared: Some((key, 0)),
-        };
-        Some(Ok(self.place(open, key.owner)))
-    }
-
-    /// A handle on `file`, just opened read-only, which `key`'s later read-only opens then share;
-    /// or, if another open made a share of the same file meanwhile, a handle on that one. What is
-    /// handed back is `file` if it is not used, to be closed outside the table's lock.
-    fn insert_shared(
-        &mut self,
-        key: ShareKey,
-        file: File,
-        limits: FileLimits,
-    ) -> (Result<u64, Limit>, Option<File>) {
-        if let Some(shared) = self.share(key, limits) {
-            return (shared, Some(file));
-        }
-        if let Err(limit) = self.room(key.owner, limits) {
-            return (Err(limit), Some(file));
-        }
-        let file = Arc::new(file);
-        self.shares.insert(
-            key,
-            Share {
-                file: Arc::clone(&file),
-                handles: 1,
-            },
-        );
-        let open = OpenFile {
-            file,
-            shared: Some((key, 0)),
-        };
-        (Ok(self.place(open, key.owner)), None)
-    }
-
-    /// Counts one handle of `owner` and of its share (if any) out; the handle's descriptor, to be
-    /// dropped outside the table's lock (it closes there if this was its last handle).
-    fn release(&mut self, open: OpenFile, owner: u64) -> Arc<File> {
-        self.open -= 1;
-        if let Some(held) = self.held.get_mut(&owner) {
-            *held -= 1;
-            if *held == 0 {
-                self.held.remove(&owner);
-            }
-        }
-        if let Some((key, _)) = open.shared {
-            if let Some(share) = self.shares.get_mut(&key) {
-                share.handles -= 1;
-                if share.handles == 0 {
-                    // (Not the last reference: the handle's is returned.)
-                    self.shares.remove(&key);
-                }
-            }
-        }
-        open.file
-    }
-
-    /// Takes `caller`'s file `handle` out of the table: its descriptor, to be dropped outside
-    /// the table's lock.
-    fn close(&mut self, handle: u64, caller: u64) -> Result<Arc<File>, HostError> {
-        let index = self.index_of(handle, caller)?;
-        let open = self.slots[index].vacate().ok_or(HostError::BadHandle)?;
-        self.vacant.push(index);
-        Ok(self.release(open, caller))
-    }
-
-    /// The clients that hold files (each once, in order).
-    fn holders(&self) -> Vec<u64> {
-        let mut holders: Vec<u64> = self.held.keys().copied().collect();
-        holders.sort_unstable();
-        holders
-    }
-
-    /// Takes the files of the clients in `gone` out of the table: their handles' descriptors,
-    /// to be dropped outside the table's lock.
-    fn take_of(&mut self, gone: &[u64]) -> Vec<Arc<File>> {
-        if !gone.iter().any(|c| self.held.contains_key(c)) {
-            return Vec::new();
-        }
-        let mut taken = Vec::new();
-        for index in 0..self.slots.len() {
-            let slot = &mut self.slots[index];
-            if slot.open.is_none() || !gone.contains(&slot.owner) {
-                continue;
-            }
-            let owner = slot.owner;
-            if let Some(open) = slot.vacate() {
-                self.vacant.push(index);
-                taken.push(self.release(open, owner));
-            }
-        }
-        taken
     }
 }
 
@@ -888,10 +640,9 @@ pub type CallCounts = [u64; Libc::CALLS + 1];
 pub struct LibcHost {
     stdout: Output,
     stderr: Output,
-    /// The file table: read-locked by the calls that only look a handle up (reads and writes at
-    /// an offset, sizes, room checks), so the server threads' lookups do not wait for each
-    /// other; write-locked by the rest.
-    files: RwLock<Files>,
+    /// The file table, in shards: each shard read-locked by the calls that only look a handle
+    /// up (reads and writes at an offset, sizes), write-locked by the rest.
+    files: FileTable,
     heap: Option<Mutex<Heap>>,
     exit: ExitPolicy,
     exit_code: Mutex<Option<i32>>,
@@ -900,7 +651,6 @@ pub struct LibcHost {
     /// The environment `getenv` answers from, taken when the host was made (`None`: off): read
     /// without the process environment's lock, by every server thread at once.
     environment: Option<std::collections::HashMap<String, Result<String, HostError>>>,
-    file_limits: FileLimits,
     /// Opens refused for want of room, by cause: [`Limit::Table`], [`Limit::Client`], then
     /// descriptors ([`HostError::NoDescriptors`]).
     refused: [AtomicU64; 3],
@@ -971,7 +721,10 @@ impl LibcHost {
         LibcHost {
             stdout: Arc::new(Mutex::new(config.stdout)),
             stderr: Arc::new(Mutex::new(config.stderr)),
-            files: RwLock::default(),
+            files: FileTable::new(FileLimits {
+                total: config.max_files,
+                per_client: config.max_files_per_client,
+            }),
             heap: config
                 .heap
                 .map(|a| Mutex::new(Heap::with_quota(a, config.max_heap_per_client))),
@@ -991,10 +744,6 @@ impl LibcHost {
                     .collect()
             }),
             refused: Default::default(),
-            file_limits: FileLimits {
-                total: config.max_files,
-                per_client: config.max_files_per_client,
-            },
             client_alive: config.client_alive,
             device: config.device,
             start: Instant::now(),
@@ -1088,7 +837,7 @@ impl LibcHost {
     /// File handles open now, all clients together (read-only handles of one file share a
     /// descriptor: this process may hold fewer descriptors than handles).
     pub fn open_files(&self) -> usize {
-        self.lock_files().open
+        self.files.open()
     }
 
     /// How many opens were refused because the file table, or the client's share of it, was
@@ -1146,7 +895,7 @@ impl LibcHost {
     /// of a gone client still being served may open or allocate after the look: the next call
     /// frees that too.)
     pub fn reclaim_gone(&self) -> Reclaimed {
-        let mut holders = self.lock_files().holders();
+        let mut holders = self.files.holders();
         if let Some(heap) = &self.heap {
             let heap = heap.lock().unwrap_or_else(|e| e.into_inner());
             for client in heap.holders() {
@@ -1162,7 +911,7 @@ impl LibcHost {
         if gone.is_empty() {
             return Reclaimed::default();
         }
-        let closed = self.lock_files().take_of(&gone);
+        let closed = self.files.take_of(&gone);
         let bytes = self.heap.as_ref().map_or(0, |heap| {
             heap.lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -1174,14 +923,6 @@ impl LibcHost {
             files: closed.len(),
             bytes,
         }
-    }
-
-    fn lock_files(&self) -> std::sync::RwLockWriteGuard<'_, Files> {
-        self.files.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn read_files(&self) -> std::sync::RwLockReadGuard<'_, Files> {
-        self.files.read().unwrap_or_else(|e| e.into_inner())
     }
 
     fn flush_outputs(&self) {
@@ -1197,14 +938,15 @@ impl LibcHost {
         }
     }
 
-    /// Whether `caller` may open one more file, after freeing what clients gone hold if the
-    /// table or its quota is full; `Err` says which limit it reached.
-    fn file_room(&self, caller: u64) -> Result<(), Limit> {
-        if self.read_files().room(caller, self.file_limits).is_ok() {
+    /// Takes room for one more file of `caller` (with `message`, from the room taken for the
+    /// message the thread serves), after freeing what clients gone hold if the table or its
+    /// quota is full; `Err` says which limit it reached.
+    fn take_room(&self, caller: u64, message: bool) -> Result<(), Limit> {
+        if self.files.take(caller, message).is_ok() {
             return Ok(());
         }
         self.reclaim_gone();
-        self.read_files().room(caller, self.file_limits)
+        self.files.take(caller, message)
     }
 
     /// `caller`'s file `handle`'s descriptor, for a call that reads or writes at an offset
@@ -1213,11 +955,11 @@ impl LibcHost {
     /// duplicate would fail every read of a file that is open). Closing the handle meanwhile
     /// closes the descriptor once the call is over.
     fn file_at(&self, caller: u64, handle: Handle) -> Result<Arc<File>, HostError> {
-        let files = self.read_files();
+        let files = self.files.read(handle.0);
         Ok(Arc::clone(&files.get_ref(handle.0, caller)?.file))
     }
 
-    /// `f` of `caller`'s file `handle`'s descriptor, under the table's read lock: for a short call
+    /// `f` of `caller`'s file `handle`'s descriptor, under its shard's read lock: for a short call
     /// (a size, a read or write of at most `IO_LIMIT` bytes), which so takes no reference of the
     /// descriptor's own (every lane of every server thread on one shared descriptor would write
     /// its count's cache line).
@@ -1227,7 +969,7 @@ impl LibcHost {
         handle: Handle,
         f: impl FnOnce(&File) -> R,
     ) -> Result<R, HostError> {
-        let files = self.read_files();
+        let files = self.files.read(handle.0);
         Ok(f(&files.get_ref(handle.0, caller)?.file))
     }
 
@@ -1241,7 +983,7 @@ impl LibcHost {
         line: bool,
     ) -> Result<Vec<u8>, HostError> {
         let len = (len as usize).min(if line { IO_CHUNK } else { IO_LIMIT });
-        let mut files = self.lock_files();
+        let mut files = self.files.write(handle.0);
         let open = files.get(handle.0, caller)?;
         let mut data = vec![0u8; len];
         let mut got = 0;
@@ -1475,6 +1217,49 @@ fn open_regular(m: u32, path: &str) -> Result<File, HostError> {
     Ok(file)
 }
 
+impl ForCaller<'_> {
+    /// Opens `path` with `mode` for this client, in the calling thread's shard of the table, the
+    /// room for it taken.
+    fn open_with_room(&self, mode: u32, path: &str) -> Result<Handle, HostError> {
+        let caller = self.caller;
+        if mode != mode::READ {
+            // A mode that can write (or one refused below): a descriptor of its own.
+            let file = self.counted(open_regular(mode, path))?;
+            let inserted = self.files.mine().insert(file, caller);
+            return inserted
+                .map(Handle)
+                .map_err(|limit| self.refuse_open(limit));
+        }
+        // Read-only: the descriptor this client already holds of the file the path names now in
+        // the thread's shard, if it holds one (see the module docs), else a new one that its
+        // later read-only opens there share.
+        if let Some((dev, ino)) = path_of(path).ok().and_then(looked_up) {
+            let key = ShareKey {
+                owner: caller,
+                dev,
+                ino,
+            };
+            let shared = self.files.mine().share(key);
+            if let Some(shared) = shared {
+                return shared.map(Handle).map_err(|limit| self.refuse_open(limit));
+            }
+        }
+        let file = self.counted(open_regular(mode, path))?;
+        let opened = file.metadata().map_err(|e| io_error(&e))?;
+        let key = ShareKey {
+            owner: caller,
+            dev: opened.dev(),
+            ino: opened.ino(),
+        };
+        let (inserted, unused) = self.files.mine().insert_shared(key, file);
+        // Closed outside the shard's lock.
+        drop(unused);
+        inserted
+            .map(Handle)
+            .map_err(|limit| self.refuse_open(limit))
+    }
+}
+
 impl LibcServer for ForCaller<'_> {
     fn noop(&self, value: u64) -> u64 {
         value.wrapping_add(1)
@@ -1490,49 +1275,15 @@ impl LibcServer for ForCaller<'_> {
     }
 
     fn open(&self, mode: u32, path: &str) -> Result<Handle, HostError> {
-        let (caller, limits) = (self.caller, self.file_limits);
+        let (caller, message) = (self.caller, serving_messages());
         // Room first, so that a refused open creates and truncates nothing.
-        self.file_room(caller)
+        self.take_room(caller, message)
             .map_err(|limit| self.refuse_open(limit))?;
-        // (Another open of this client, or of any when the table is nearly full, may take the
-        // room meanwhile: the file opened below is then closed, refused as above.)
-        if mode != mode::READ {
-            // A mode that can write (or one refused below): a descriptor of its own.
-            let file = self.counted(open_regular(mode, path))?;
-            let inserted = self.lock_files().insert(file, caller, limits);
-            return inserted
-                .map(Handle)
-                .map_err(|limit| self.refuse_open(limit));
+        let opened = self.open_with_room(mode, path);
+        if opened.is_err() {
+            self.files.give(caller, message);
         }
-        // Read-only: the descriptor this client already holds of the file the path names now,
-        // if it holds one (see the module docs), else a new one that its later read-only opens
-        // of the file share.
-        if let Some((dev, ino)) = path_of(path).ok().and_then(looked_up) {
-            let key = ShareKey {
-                owner: caller,
-                dev,
-                ino,
-                share: serving_share(),
-            };
-            let shared = self.lock_files().share(key, limits);
-            if let Some(shared) = shared {
-                return shared.map(Handle).map_err(|limit| self.refuse_open(limit));
-            }
-        }
-        let file = self.counted(open_regular(mode, path))?;
-        let opened = file.metadata().map_err(|e| io_error(&e))?;
-        let key = ShareKey {
-            owner: caller,
-            dev: opened.dev(),
-            ino: opened.ino(),
-            share: serving_share(),
-        };
-        let (inserted, unused) = self.lock_files().insert_shared(key, file, limits);
-        // Closed outside the table's lock.
-        drop(unused);
-        inserted
-            .map(Handle)
-            .map_err(|limit| self.refuse_open(limit))
+        opened
     }
 
     fn read(&self, handle: Handle, len: u32) -> Result<impl AsRef<[u8]>, HostError> {
@@ -1550,7 +1301,7 @@ impl LibcServer for ForCaller<'_> {
             let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
             out.write_all(data).map_err(|e| io_error(&e))?;
         } else {
-            let mut files = self.lock_files();
+            let mut files = self.files.write(handle.0);
             let open = files.get(handle.0, self.caller)?;
             match &mut open.shared {
                 // At the handle's position, which moves (a shared descriptor is read-only: the
@@ -1602,9 +1353,25 @@ impl LibcServer for ForCaller<'_> {
     }
 
     fn size(&self, handle: Handle) -> Result<u64, HostError> {
-        self.with_file(self.caller, handle, |file| {
-            file.metadata().map(|m| m.len()).map_err(|e| io_error(&e))
-        })?
+        let files = self.files.read(handle.0);
+        let open = files.get_ref(handle.0, self.caller)?;
+        // The lanes of a message asking the size of one shared descriptor ask at one moment: the
+        // first one's answer is theirs.
+        let share = open
+            .shared
+            .filter(|_| serving_messages())
+            .map(|(key, _)| (files.shard(), key));
+        let known = share.and_then(|share| {
+            SIZED.with(|s| s.borrow().filter(|(of, _)| *of == share).map(|(_, n)| n))
+        });
+        if let Some(size) = known {
+            return Ok(size);
+        }
+        let size = open.file.metadata().map_err(|e| io_error(&e))?.len();
+        if let Some(share) = share {
+            SIZED.with(|s| *s.borrow_mut() = Some((share, size)));
+        }
+        Ok(size)
     }
 
     fn read_to_device(
@@ -1662,7 +1429,7 @@ impl LibcServer for ForCaller<'_> {
             SEEK_END => SeekFrom::End(offset),
             _ => return Err(HostError::Invalid),
         };
-        let mut files = self.lock_files();
+        let mut files = self.files.write(handle.0);
         let open = files.get(handle.0, self.caller)?;
         let Some((_, at)) = &mut open.shared else {
             return (&*open.file).seek(to).map_err(|e| io_error(&e));
@@ -1687,8 +1454,8 @@ impl LibcServer for ForCaller<'_> {
     }
 
     fn tell(&self, handle: Handle) -> Result<u64, HostError> {
-        let mut files = self.lock_files();
-        let open = files.get(handle.0, self.caller)?;
+        let files = self.files.read(handle.0);
+        let open = files.get_ref(handle.0, self.caller)?;
         match open.shared {
             Some((_, at)) => Ok(at),
             None => (&*open.file).stream_position().map_err(|e| io_error(&e)),
@@ -1706,8 +1473,11 @@ impl LibcServer for ForCaller<'_> {
     }
 
     fn close(&self, handle: Handle) -> Result<(), HostError> {
-        // The file is dropped (closed) outside the table's lock.
-        let closed = self.lock_files().close(handle.0, self.caller);
+        // The file is dropped (closed) outside the shard's lock.
+        let closed = self.files.write(handle.0).close(handle.0, self.caller);
+        if closed.is_ok() {
+            self.files.give(self.caller, serving_messages());
+        }
         closed.map(drop)
     }
 
@@ -2009,71 +1779,6 @@ mod tests {
         let mut whole = Heap::with_quota(arena, HeapQuota::Whole);
         whole.malloc(1024, 1).unwrap();
         assert_eq!(whole.malloc(1, 2), Err(Refused::NoRoom));
-    }
-
-    const LIMITS: FileLimits = FileLimits {
-        total: 4,
-        per_client: 4,
-    };
-
-    #[test]
-    fn stale_and_forged_handles_are_refused() {
-        let mut files = Files::default();
-        let f = File::open("/dev/null").unwrap();
-        let h = files.insert(f, 1, LIMITS).unwrap();
-        assert!(files.get(h, 1).is_ok());
-        assert_eq!(
-            files.get(h, 2).err(),
-            Some(HostError::BadHandle),
-            "not the caller's"
-        );
-        assert_eq!(files.close(h, 2).err(), Some(HostError::BadHandle));
-        assert_eq!(
-            files.get(h ^ (1 << 32), 1).err(),
-            Some(HostError::BadHandle)
-        );
-        assert_eq!(files.get(h + 1, 1).err(), Some(HostError::BadHandle));
-        assert_eq!(files.get(0, 1).err(), Some(HostError::BadHandle));
-        assert_eq!(files.get(u64::MAX, 1).err(), Some(HostError::BadHandle));
-        files.close(h, 1).unwrap();
-        assert_eq!(files.get(h, 1).err(), Some(HostError::BadHandle));
-        let h2 = files
-            .insert(File::open("/dev/null").unwrap(), 1, LIMITS)
-            .unwrap();
-        assert_ne!(h2, h, "the slot is reused under a new generation");
-        assert_eq!(files.get(h, 1).err(), Some(HostError::BadHandle));
-        assert_eq!(files.close(h, 1).err(), Some(HostError::BadHandle));
-    }
-
-    #[test]
-    fn quotas_count_per_client_and_a_dead_clients_files_come_back() {
-        let limits = FileLimits {
-            total: 3,
-            per_client: 2,
-        };
-        let mut files = Files::default();
-        let null = || File::open("/dev/null").unwrap();
-        let a = files.insert(null(), 1, limits).unwrap();
-        files.insert(null(), 1, limits).unwrap();
-        assert_eq!(
-            files.insert(null(), 1, limits),
-            Err(Limit::Client),
-            "client 1's quota"
-        );
-        let c = files.insert(null(), 2, limits).unwrap();
-        assert_eq!(
-            files.insert(null(), 2, limits),
-            Err(Limit::Table),
-            "the whole table"
-        );
-        assert_eq!(files.holders(), [1, 2]);
-        // Client 1 is gone: its two files close, client 2's stays.
-        assert_eq!(files.take_of(&[1]).len(), 2);
-        assert_eq!(files.holders(), [2]);
-        assert_eq!(files.open, 1);
-        assert_eq!(files.get(a, 1).err(), Some(HostError::BadHandle));
-        assert!(files.get(c, 2).is_ok());
-        files.insert(null(), 2, limits).unwrap();
     }
 
     /// A file of the temporary directory holding `data`, removed when dropped.
