@@ -101,6 +101,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+mod ahead;
 mod files;
 
 use files::{FileLimits, FileTable, Limit, ShareKey};
@@ -368,6 +369,7 @@ pub fn batch_per_message() {
 pub fn end_message() {
     LOOKED_UP.with(|l| l.borrow_mut().take());
     SIZED.with(|l| l.borrow_mut().take());
+    ahead::end_message();
     files::end_message();
     HELD.with(|h| {
         let mut h = h.borrow_mut();
@@ -959,20 +961,6 @@ impl LibcHost {
         Ok(Arc::clone(&files.get_ref(handle.0, caller)?.file))
     }
 
-    /// `f` of `caller`'s file `handle`'s descriptor, under its shard's read lock: for a short call
-    /// (a size, a read or write of at most `IO_LIMIT` bytes), which so takes no reference of the
-    /// descriptor's own (every lane of every server thread on one shared descriptor would write
-    /// its count's cache line).
-    fn with_file<R>(
-        &self,
-        caller: u64,
-        handle: Handle,
-        f: impl FnOnce(&File) -> R,
-    ) -> Result<R, HostError> {
-        let files = self.files.read(handle.0);
-        Ok(f(&files.get_ref(handle.0, caller)?.file))
-    }
-
     /// Reads at most `len` bytes (at most [`IO_LIMIT`], with `line` [`IO_CHUNK`]) of `caller`'s
     /// file `handle`; with `line`, stops after a newline (and gives back what was read past it).
     fn read_data(
@@ -1325,21 +1313,17 @@ impl LibcServer for ForCaller<'_> {
         offset: u64,
         len: u32,
     ) -> Result<impl AsRef<[u8]>, HostError> {
+        let files = self.files.read(handle.0);
+        let open = files.get_ref(handle.0, self.caller)?;
+        // The lanes of a message reading one shared descriptor: read together (see `ahead`).
+        if let Some((key, _)) = open.shared.filter(|_| serving_messages()) {
+            return ahead::read_in_message((files.shard(), key), &open.file, offset, len as usize)
+                .map_err(|e| io_error(&e));
+        }
         let mut data = vec![0u8; (len as usize).min(IO_LIMIT)];
-        let mut got = 0;
-        self.with_file(self.caller, handle, |file| {
-            while got < data.len() {
-                match file.read_at(&mut data[got..], offset.saturating_add(got as u64)) {
-                    Ok(0) => break,
-                    Ok(n) => got += n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(io_error(&e)),
-                }
-            }
-            Ok(())
-        })??;
+        let got = ahead::read_full(&open.file, &mut data, offset).map_err(|e| io_error(&e))?;
         data.truncate(got);
-        Ok(data)
+        Ok(ahead::Data::Own(data))
     }
 
     fn write_at(&self, handle: Handle, offset: u64, data: &[u8]) -> Result<u32, HostError> {
