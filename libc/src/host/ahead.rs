@@ -107,7 +107,12 @@ pub(super) fn read_in_message(
         false => len,
     };
     let span = span.min(IO_LIMIT as u64).max(len);
-    let mut buf = SPARE.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    // A run's read goes into the buffer kept from message to message (a lane's own, a buffer of
+    // its own: the lanes before the run still hold theirs until the message is answered).
+    let mut buf = match span > len {
+        true => SPARE.with(|s| std::mem::take(&mut *s.borrow_mut())),
+        false => Vec::new(),
+    };
     buf.clear();
     buf.resize(span as usize, 0);
     let got = read_full(file, &mut buf, offset)?;
