@@ -249,7 +249,8 @@ fn print_send<L: Lanes, M: Mailbox, W: Wait>(
     // (`Print` and `EPrint` have no fixed arguments: the text is the whole stream.)
     port.set_request_len(0);
     last.set(Some(port.index()));
-    let result = match port.send_n(|_| bytes) {
+    // (The stream goes through the runtime's one function for streams, as a derived call's.)
+    let result = match ferry_rpc::__private::send_stream(&mut port, &[], bytes) {
         Ok(()) => Ok(()),
         // A refusal hands the packet back with the server's status (unknown opcode), or
         // none (the stream was over the limit).

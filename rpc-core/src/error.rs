@@ -41,21 +41,87 @@ impl From<Stalled> for Error {
 
 impl core::fmt::Display for Error {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
+        use Part::{Dec, Text};
+        match *self {
             Error::Stalled => f.write_str("the other side did not answer in time"),
-            Error::TooLarge { lane, len, limit } => write!(
+            Error::TooLarge { lane, len, limit } => write_parts(
                 f,
-                "lane {lane} announced a {len}-byte stream, more than the {limit} bytes accepted"
+                &[
+                    Text("lane "),
+                    Dec(lane as u64),
+                    Text(" announced a "),
+                    Dec(len),
+                    Text("-byte stream, more than the "),
+                    Dec(limit),
+                    Text(" bytes accepted"),
+                ],
             ),
             Error::Rejected => f.write_str("the receiver refused the stream as too large"),
-            Error::Sink { lane } => {
-                write!(f, "the receive buffer of lane {lane} is the wrong size")
-            }
-            Error::LaneFailed { lane } => {
-                write!(f, "lane {lane} of this group failed the operation")
-            }
+            Error::Sink { lane } => write_parts(
+                f,
+                &[
+                    Text("the receive buffer of lane "),
+                    Dec(lane as u64),
+                    Text(" is the wrong size"),
+                ],
+            ),
+            Error::LaneFailed { lane } => write_parts(
+                f,
+                &[
+                    Text("lane "),
+                    Dec(lane as u64),
+                    Text(" of this group failed the operation"),
+                ],
+            ),
         }
     }
+}
+
+/// A piece of an error's text: words, or a number written as `{n}` or as `{n:#0W$x}` writes it
+/// (`0x`, then at least `W - 2` lowercase hex digits).
+#[derive(Clone, Copy)]
+pub(crate) enum Part<'s> {
+    /// Words, as they are.
+    Text(&'s str),
+    /// A number in decimal.
+    Dec(u64),
+    /// A number in hex after `0x`, zero-padded to this many digits.
+    Hex(u64, usize),
+}
+
+/// Writes `parts` one after another with `write_str` alone: the errors' texts are pieces of
+/// words and numbers, and writing them so takes no `core::fmt` machinery (a GPU program that
+/// prints an error carries far less code than with `write!`). As with `write!` into a
+/// formatter, the caller's width, fill and flags do not apply. Not inlined: one body serves
+/// every text (inlined, its loops would be unrolled for each).
+#[inline(never)]
+pub(crate) fn write_parts(
+    f: &mut core::fmt::Formatter<'_>,
+    parts: &[Part<'_>],
+) -> core::fmt::Result {
+    for part in parts {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let (mut n, radix, width) = match *part {
+            Part::Text(t) => {
+                f.write_str(t)?;
+                continue;
+            }
+            Part::Dec(n) => (n, 10, 1),
+            Part::Hex(n, width) => {
+                f.write_str("0x")?;
+                (n, 16, width.min(16))
+            }
+        };
+        while n != 0 || digits.len() - at < width {
+            at -= 1;
+            digits[at] = b"0123456789abcdef"[(n % radix) as usize];
+            n /= radix;
+        }
+        // SAFETY: every byte from `at` on was written above as an ASCII digit: UTF-8.
+        f.write_str(unsafe { core::str::from_utf8_unchecked(&digits[at..]) })?;
+    }
+    Ok(())
 }
 
 impl core::error::Error for Error {}

@@ -36,6 +36,8 @@ const BATCH: usize = 8;
 
 /// `dst.copy_from_slice(src)` with every load of `src` but the unaligned ends a whole word, a
 /// batch of loads at a time.
+// Not inlined on a GPU: a program's copies share one body (its loops are long).
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 fn words_from(dst: &mut [u8], src: &[u8]) {
     assert_eq!(dst.len(), src.len(), "copy_from_far: lengths differ");
     let n = src.len();
@@ -71,6 +73,8 @@ fn words_from(dst: &mut [u8], src: &[u8]) {
 }
 
 /// `dst.copy_from_slice(src)` with every store to `dst` but the unaligned ends a whole word.
+// Not inlined on a GPU: a program's copies share one body (its loops are long).
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 fn words_to(dst: &mut [u8], src: &[u8]) {
     assert_eq!(dst.len(), src.len(), "copy_to_far: lengths differ");
     let n = dst.len();

@@ -5,6 +5,7 @@ use core::convert::Infallible;
 use core::fmt;
 
 use super::status;
+use crate::error::write_parts;
 
 /// Why a typed call failed.
 ///
@@ -174,57 +175,191 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::App(e) => write!(f, "the call failed: {e}"),
-            Error::Status(s) => write!(f, "{s}"),
-            Error::Transport(t) => write!(f, "{t}"),
+            // (Their texts take no options from `f`: as `write!(f, "{s}")`.)
+            Error::Status(s) => s.fmt(f),
+            Error::Transport(t) => t.fmt(f),
         }
     }
 }
 
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
+        use crate::error::Part::{Dec, Hex, Text};
+        let text = match *self {
             Status::UnknownOpcode { opcode } => {
-                write!(f, "the server does not know opcode {opcode:#010x}")
+                return write_parts(
+                    f,
+                    &[
+                        Text("the server does not know opcode "),
+                        Hex(opcode as u64, 8),
+                    ],
+                )
             }
-            Status::Rejected => f.write_str("the server refused a streamed argument as too long"),
-            Status::BadRequest => f.write_str("the server could not decode the request"),
-            Status::BadResponse => f.write_str("the reply did not decode"),
-            Status::ReplyTooLarge { len, limit } => write!(
-                f,
-                "the reply of {len} bytes is longer than the {limit} this client takes"
-            ),
-            Status::ServerError => f.write_str("the handler failed on the server"),
-            Status::Mismatch { client, server } => write!(
-                f,
-                "schema mismatch: client fingerprint {client:#018x}, server {server:#018x}"
-            ),
-            Status::Other(s) => write!(f, "the server replied with unknown status {s}"),
-        }
+            Status::Rejected => "the server refused a streamed argument as too long",
+            Status::BadRequest => "the server could not decode the request",
+            Status::BadResponse => "the reply did not decode",
+            Status::ReplyTooLarge { len, limit } => {
+                return write_parts(
+                    f,
+                    &[
+                        Text("the reply of "),
+                        Dec(len),
+                        Text(" bytes is longer than the "),
+                        Dec(limit),
+                        Text(" this client takes"),
+                    ],
+                )
+            }
+            Status::ServerError => "the handler failed on the server",
+            Status::Mismatch { client, server } => {
+                return write_parts(
+                    f,
+                    &[
+                        Text("schema mismatch: client fingerprint "),
+                        Hex(client, 16),
+                        Text(", server "),
+                        Hex(server, 16),
+                    ],
+                )
+            }
+            Status::Other(s) => {
+                return write_parts(
+                    f,
+                    &[
+                        Text("the server replied with unknown status "),
+                        Dec(s as u64),
+                    ],
+                )
+            }
+        };
+        f.write_str(text)
     }
 }
 
 impl fmt::Display for Transport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Transport::Protocol(e) => write!(f, "protocol error: {e}"),
-            Transport::NoServer => f.write_str("no server is serving"),
-            Transport::ShuttingDown => f.write_str("the server is shutting down"),
-            Transport::NoFreePort => f.write_str("no port became free before the deadline"),
-            Transport::Deadline => f.write_str(
-                "the call's deadline passed before its reply came (whether the server ran it is unknown)",
-            ),
-            Transport::PortLost { port } => write!(
-                f,
-                "port {port} was taken from this client during the call; its reply was discarded"
-            ),
-            Transport::NotServed { service } => {
-                write!(f, "service `{service}` is not served there")
+        use crate::error::Part::{Dec, Text};
+        let text = match *self {
+            Transport::Protocol(e) => {
+                f.write_str("protocol error: ")?;
+                return e.fmt(f);
             }
-            Transport::Other(what) => f.write_str(what),
-        }
+            Transport::NoServer => "no server is serving",
+            Transport::ShuttingDown => "the server is shutting down",
+            Transport::NoFreePort => "no port became free before the deadline",
+            Transport::Deadline => {
+                "the call's deadline passed before its reply came (whether the server ran it is unknown)"
+            }
+            Transport::PortLost { port } => {
+                return write_parts(
+                    f,
+                    &[
+                        Text("port "),
+                        Dec(port as u64),
+                        Text(" was taken from this client during the call; its reply was discarded"),
+                    ],
+                )
+            }
+            Transport::NotServed { service } => {
+                return write_parts(
+                    f,
+                    &[Text("service `"), Text(service), Text("` is not served there")],
+                )
+            }
+            Transport::Other(what) => what,
+        };
+        f.write_str(text)
     }
 }
 
 impl<E: fmt::Debug + fmt::Display> core::error::Error for Error<E> {}
 impl core::error::Error for Status {}
 impl core::error::Error for Transport {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::format;
+    use std::string::ToString;
+
+    /// The texts are written piece by piece: the same as the `write!` of each (kept here as the
+    /// reference), for numbers at both ends, and with no formatter options taken.
+    #[test]
+    fn error_texts_are_what_write_makes_of_them() {
+        for n in [0u64, 1, 9, 10, 0xabc, u32::MAX as u64, u64::MAX] {
+            let n32 = n as u32;
+            let cases: [(Error, std::string::String); 9] = [
+                (
+                    Status::UnknownOpcode { opcode: n32 }.into(),
+                    format!("the server does not know opcode {n32:#010x}"),
+                ),
+                (
+                    Status::ReplyTooLarge { len: n, limit: !n }.into(),
+                    format!(
+                        "the reply of {n} bytes is longer than the {} this client takes",
+                        !n
+                    ),
+                ),
+                (
+                    Status::Mismatch {
+                        client: n,
+                        server: n / 3,
+                    }
+                    .into(),
+                    format!(
+                        "schema mismatch: client fingerprint {n:#018x}, server {:#018x}",
+                        n / 3
+                    ),
+                ),
+                (
+                    Status::Other(n32).into(),
+                    format!("the server replied with unknown status {n32}"),
+                ),
+                (
+                    Transport::PortLost { port: n32 }.into(),
+                    format!(
+                        "port {n32} was taken from this client during the call; its reply was \
+                         discarded"
+                    ),
+                ),
+                (
+                    crate::Error::TooLarge {
+                        lane: n32,
+                        len: n,
+                        limit: n / 7,
+                    }
+                    .into(),
+                    format!(
+                        "protocol error: lane {n32} announced a {n}-byte stream, more than the {} \
+                         bytes accepted",
+                        n / 7
+                    ),
+                ),
+                (
+                    crate::Error::Sink { lane: n32 }.into(),
+                    format!("protocol error: the receive buffer of lane {n32} is the wrong size"),
+                ),
+                (
+                    crate::Error::LaneFailed { lane: n32 }.into(),
+                    format!("protocol error: lane {n32} of this group failed the operation"),
+                ),
+                (
+                    Transport::NotServed { service: "a.b" }.into(),
+                    "service `a.b` is not served there".to_string(),
+                ),
+            ];
+            for (e, want) in cases {
+                assert_eq!(e.to_string(), want);
+                // A width given to the error is not applied to its numbers (nor to the text).
+                assert_eq!(format!("{e:>300}"), want);
+            }
+        }
+        let e: Error<&str> = Error::App("full");
+        assert_eq!(e.to_string(), "the call failed: full");
+        let e: Error = Status::Rejected.into();
+        assert_eq!(
+            format!("{e:>60}"),
+            "the server refused a streamed argument as too long"
+        );
+    }
+}

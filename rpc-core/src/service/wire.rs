@@ -438,14 +438,16 @@ fn read_slot_bytes(slot: &crate::Slot, reply: &mut [u8]) {
 }
 
 /// Streams a request. A refusal ends the call: an unknown opcode at once; a refusal by a server
-/// that knows the call after its reply (unless the call is one-way).
+/// that knows the call after its reply (unless the call is one-way). One function on a GPU for
+/// the calls that stream their arguments.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 fn send_parts<L: Lanes, M: Mailbox, W: Wait>(
     port: &mut Port<'_, '_, Client, L, M, W>,
     prefix: &[u8],
     body: &[u8],
     oneway: bool,
 ) -> Result<(), Error> {
-    match port.send_parts(|_| (prefix, body)) {
+    match send_stream(port, prefix, body) {
         Ok(()) => Ok(()),
         Err(crate::Error::Rejected) => {
             let code = port.status();
@@ -460,6 +462,18 @@ fn send_parts<L: Lanes, M: Mailbox, W: Wait>(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Streams `prefix` then `body` from every active lane on `port`
+/// ([`Port::send_parts`](crate::Port::send_parts)): one function on a GPU for every stream a
+/// program sends (the derived calls' and the device's prints), its loops emitted once.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+pub fn send_stream<L: Lanes, M: Mailbox, W: Wait>(
+    port: &mut Port<'_, '_, Client, L, M, W>,
+    prefix: &[u8],
+    body: &[u8],
+) -> Result<(), crate::Error> {
+    port.send_parts(|_| (prefix, body))
 }
 
 /// What a streamed reply brought: its bytes, or (a tagged reply that carried the handler's
