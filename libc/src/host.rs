@@ -91,7 +91,9 @@
 //! host's own standard output or error is full (the user's setup, not the client's); and
 //! `system`, off by default, waits for its command (see [`LibcConfig::allow_system`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::Deref;
@@ -461,8 +463,8 @@ impl Heap {
         Heap {
             arena,
             free,
-            used: HashMap::new(),
-            held: HashMap::new(),
+            used: HashMap::default(),
+            held: HashMap::default(),
             quota: u64::MAX,
         }
     }
@@ -652,7 +654,7 @@ pub struct LibcHost {
     allow_system: bool,
     /// The environment `getenv` answers from, taken when the host was made (`None`: off): read
     /// without the process environment's lock, by every server thread at once.
-    environment: Option<std::collections::HashMap<String, Result<String, HostError>>>,
+    environment: Option<HashMap<String, Result<String, HostError>>>,
     /// Opens refused for want of room, by cause: [`Limit::Table`], [`Limit::Client`], then
     /// descriptors ([`HostError::NoDescriptors`]).
     refused: [AtomicU64; 3],

@@ -8,10 +8,11 @@
 //! served ([`end_message`]).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fs::File;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use super::{HostError, FIRST_FILE};
 
@@ -124,8 +125,8 @@ impl Files {
             slots: Vec::new(),
             vacant: Vec::new(),
             open: 0,
-            held: HashMap::new(),
-            shares: HashMap::new(),
+            held: HashMap::default(),
+            shares: HashMap::default(),
         }
     }
 
