@@ -40,6 +40,21 @@ pub const fn fits_slot(bytes: usize) -> bool {
     bytes <= SLOT_BYTES
 }
 
+/// A fixed reply's `R` bytes as the shared calls return them: word-aligned, so that a reply and
+/// an [`Error`] beside it in a `Result` move in words (bytes at odd offsets move one at a time
+/// on a GPU). Read as a byte slice.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(8))]
+pub struct Reply<const R: usize>(pub [u8; R]);
+
+impl<const R: usize> core::ops::Deref for Reply<R> {
+    type Target = [u8];
+    #[inline(always)]
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// Writes `value`'s bytes at `at` of `buf` (the generated code sized `buf` for them).
 #[inline(always)]
 pub fn put<T: IntoBytes + Immutable>(buf: &mut [u8], at: usize, value: &T) {
@@ -111,7 +126,7 @@ pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
     opcode: u32,
     request: &[u8; Q],
-) -> Result<[u8; R], Error> {
+) -> Result<Reply<R>, Error> {
     fixed_sized(site, opcode, request, Memory::Fenced)
 }
 
@@ -122,7 +137,7 @@ pub fn call_fixed_values<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
     opcode: u32,
     request: &[u8; Q],
-) -> Result<[u8; R], Error> {
+) -> Result<Reply<R>, Error> {
     fixed_sized(site, opcode, request, Memory::ValuesOnly)
 }
 
@@ -133,9 +148,9 @@ fn fixed_sized<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     opcode: u32,
     request: &[u8; Q],
     memory: Memory,
-) -> Result<[u8; R], Error> {
-    let mut reply = [0u8; R];
-    site.shared(|site| fixed_shared(site, opcode, request, &mut reply, memory))?;
+) -> Result<Reply<R>, Error> {
+    let mut reply = Reply([0u8; R]);
+    site.shared(|site| fixed_shared(site, opcode, request, &mut reply.0, memory))?;
     Ok(reply)
 }
 
@@ -298,9 +313,9 @@ pub fn call_stream<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     prefix: &[u8; Q],
     body: &[u8],
     oneway: bool,
-) -> Result<[u8; R], Error> {
-    let mut reply = [0u8; R];
-    site.shared(|site| stream_shared(site, opcode, prefix, body, oneway, &mut reply))?;
+) -> Result<Reply<R>, Error> {
+    let mut reply = Reply([0u8; R]);
+    site.shared(|site| stream_shared(site, opcode, prefix, body, oneway, &mut reply.0))?;
     Ok(reply)
 }
 
@@ -482,7 +497,7 @@ pub struct Replied<B> {
     /// The reply's bytes (empty when `error` is set).
     pub bytes: B,
     /// The error's bytes, of a tagged reply whose tag said `Err`.
-    pub error: Option<[u8; SLOT_BYTES]>,
+    pub error: Option<Reply<SLOT_BYTES>>,
 }
 
 /// Where a streamed reply lands: a caller's buffer, or (with `alloc`) a vector sized to the
@@ -492,7 +507,7 @@ struct ReplySink<O> {
     tagged: bool,
     /// The tag, once read (0 until then).
     tag: u8,
-    error: [u8; SLOT_BYTES],
+    error: Reply<SLOT_BYTES>,
     /// The length the sender announced.
     announced: u64,
     /// The reply's payload did not fit (a tagged reply's `Ok` longer than the buffer).
@@ -563,7 +578,7 @@ impl<O: ReplyOut> StreamSink for ReplySink<O> {
             at -= 1;
         }
         let dst = if self.tagged && self.tag != 0 {
-            &mut self.error[..]
+            &mut self.error.0[..]
         } else {
             self.out.bytes()
         };
@@ -650,7 +665,7 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
     out: O,
     limit: u64,
     tagged: bool,
-) -> Result<(O, usize, Option<[u8; SLOT_BYTES]>), Error> {
+) -> Result<(O, usize, Option<Reply<SLOT_BYTES>>), Error> {
     let mut port = open_shared(site.process(), opcode)?;
     port.set_request_len(prefix.len());
     match body {
@@ -661,7 +676,7 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
         out,
         tagged,
         tag: 0,
-        error: [0; SLOT_BYTES],
+        error: Reply([0; SLOT_BYTES]),
         announced: 0,
         overflow: false,
     };
