@@ -93,10 +93,35 @@ pub fn put_result<T: IntoBytes + Immutable, E: IntoBytes + Immutable>(
 pub fn take_result<T: TryFromBytes, E: TryFromBytes>(buf: &[u8]) -> Result<T, Error<E>> {
     let bad = Error::Status(Status::BadResponse);
     match buf.first() {
-        Some(0) => take(buf, 1).ok_or(bad),
-        Some(1) => Err(take(buf, 1).map_or(bad, Error::App)),
+        Some(0) => take_after_tag(buf).ok_or(bad),
+        Some(1) => Err(take_after_tag(buf).map_or(bad, Error::App)),
         _ => Err(bad),
     }
+}
+
+/// [`take`]`(buf, 1)`: a `T` from the bytes after a tagged reply's tag, gathered a word at a
+/// time from `buf`'s words (a [`Reply`]'s are aligned), each shifted by the tag's byte: on a
+/// GPU bytes at an odd offset are otherwise read one at a time.
+#[inline(always)]
+fn take_after_tag<T: TryFromBytes>(buf: &[u8]) -> Option<T> {
+    let n = core::mem::size_of::<T>();
+    if n > SLOT_BYTES || buf.len() < 1 + n {
+        return take(buf, 1);
+    }
+    // Word `i` of `buf`, little-endian, zero past its end.
+    let word = |i: usize| -> u64 {
+        let from = (8 * i).min(buf.len());
+        let to = (8 * i + 8).min(buf.len());
+        let mut bytes = [0u8; 8];
+        bytes[..to - from].copy_from_slice(&buf[from..to]);
+        u64::from_le_bytes(bytes)
+    };
+    let mut value = [0u64; SLOT_BYTES / 8];
+    for (k, v) in value.iter_mut().enumerate().take(n.div_ceil(8)) {
+        // (Its bytes in memory in the order they came.)
+        *v = u64::from_ne_bytes(((word(k) >> 8) | (word(k + 1) << 56)).to_le_bytes());
+    }
+    take(value.as_bytes(), 0)
 }
 
 /// A plain reply's value.
@@ -248,8 +273,8 @@ pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize
     opcode: u32,
     request: &[u8; Q],
     at: usize,
-) -> Result<[u8; R], Error> {
-    let mut reply = [0u8; R];
+) -> Result<Reply<R>, Error> {
+    let mut reply = Reply([0u8; R]);
     let mut port = open_shared(site.process(), opcode)?;
     port.set_request_len(Q);
     let armed = port.arm_announce();
@@ -261,7 +286,7 @@ pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize
     if armed.is_some() {
         port.await_announced(value)?;
     }
-    port.recv(|slot, _| read_slot(slot, &mut reply))?;
+    port.recv(|slot, _| read_slot(slot, &mut reply.0))?;
     check(port.status(), opcode)?;
     Ok(reply)
 }
@@ -723,3 +748,40 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
 }
 
 const _: () = assert!(INLINE_BYTES <= SLOT_BYTES);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tagged reply's value, gathered a word at a time, is what reading its bytes after the
+    /// tag gives, for values of every size up to a slot, in aligned replies and in slices at any
+    /// offset.
+    #[test]
+    fn a_value_after_the_tag_reads_as_its_bytes() {
+        fn check<T: TryFromBytes + PartialEq + core::fmt::Debug>(buf: &[u8]) {
+            assert_eq!(take_after_tag::<T>(buf), take::<T>(buf, 1));
+        }
+        let mut reply = Reply([0u8; 1 + SLOT_BYTES]);
+        for (i, b) in reply.0.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(37).wrapping_add(11);
+        }
+        for start in 0..8 {
+            for len in 1..=reply.0.len() - start {
+                let buf = &reply.0[start..start + len];
+                check::<u8>(buf);
+                check::<u16>(buf);
+                check::<u32>(buf);
+                check::<u64>(buf);
+                check::<[u8; 3]>(buf);
+                check::<[u8; 13]>(buf);
+                check::<[u64; 3]>(buf);
+                check::<[u8; 63]>(buf);
+                check::<[u8; 64]>(buf);
+                check::<bool>(buf);
+            }
+        }
+        // Too short, or longer than a slot: as `take`.
+        check::<[u8; 65]>(&[0u8; 80]);
+        check::<u64>(&[0u8; 5]);
+    }
+}
