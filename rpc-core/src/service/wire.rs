@@ -40,18 +40,45 @@ pub const fn fits_slot(bytes: usize) -> bool {
     bytes <= SLOT_BYTES
 }
 
-/// A fixed reply's `R` bytes as the shared calls return them: word-aligned, so that a reply and
-/// an [`Error`] beside it in a `Result` move in words (bytes at odd offsets move one at a time
-/// on a GPU). Read as a byte slice.
+/// A fixed reply's `R` bytes as the shared calls return them: word-aligned and followed by
+/// zero bytes to the end of their last word, so that a reply and an [`Error`] beside it in a
+/// `Result` move in words, and its words are read whole (on a GPU, bytes at odd offsets move one
+/// at a time). Read as a byte slice of the `R` bytes then 7 zero bytes ([`Reply::new`] zeroes
+/// them all).
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(8))]
-pub struct Reply<const R: usize>(pub [u8; R]);
+pub struct Reply<const R: usize> {
+    /// The reply's bytes.
+    pub bytes: [u8; R],
+    /// Zero: the rest of the last word.
+    tail: [u8; 7],
+}
+
+impl<const R: usize> Reply<R> {
+    /// `R` zero bytes.
+    #[inline(always)]
+    pub const fn new() -> Self {
+        Reply {
+            bytes: [0; R],
+            tail: [0; 7],
+        }
+    }
+}
+
+impl<const R: usize> Default for Reply<R> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl<const R: usize> core::ops::Deref for Reply<R> {
     type Target = [u8];
     #[inline(always)]
     fn deref(&self) -> &[u8] {
-        &self.0
+        // SAFETY: `repr(C)` lays `bytes` and `tail` out one after the other from the start of
+        // the value with no padding between them (both have alignment 1): `R + 7` initialized
+        // bytes, borrowed with `self`.
+        unsafe { core::slice::from_raw_parts((self as *const Self).cast::<u8>(), R + 7) }
     }
 }
 
@@ -174,8 +201,8 @@ fn fixed_sized<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     request: &[u8; Q],
     memory: Memory,
 ) -> Result<Reply<R>, Error> {
-    let mut reply = Reply([0u8; R]);
-    site.shared(|site| fixed_shared(site, opcode, request, &mut reply.0, memory))?;
+    let mut reply = Reply::new();
+    site.shared(|site| fixed_shared(site, opcode, request, &mut reply.bytes, memory))?;
     Ok(reply)
 }
 
@@ -274,7 +301,7 @@ pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize
     request: &[u8; Q],
     at: usize,
 ) -> Result<Reply<R>, Error> {
-    let mut reply = Reply([0u8; R]);
+    let mut reply = Reply::new();
     let mut port = open_shared(site.process(), opcode)?;
     port.set_request_len(Q);
     let armed = port.arm_announce();
@@ -286,7 +313,7 @@ pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize
     if armed.is_some() {
         port.await_announced(value)?;
     }
-    port.recv(|slot, _| read_slot(slot, &mut reply.0))?;
+    port.recv(|slot, _| read_slot(slot, &mut reply.bytes))?;
     check(port.status(), opcode)?;
     Ok(reply)
 }
@@ -339,8 +366,8 @@ pub fn call_stream<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     body: &[u8],
     oneway: bool,
 ) -> Result<Reply<R>, Error> {
-    let mut reply = Reply([0u8; R]);
-    site.shared(|site| stream_shared(site, opcode, prefix, body, oneway, &mut reply.0))?;
+    let mut reply = Reply::new();
+    site.shared(|site| stream_shared(site, opcode, prefix, body, oneway, &mut reply.bytes))?;
     Ok(reply)
 }
 
@@ -603,7 +630,7 @@ impl<O: ReplyOut> StreamSink for ReplySink<O> {
             at -= 1;
         }
         let dst = if self.tagged && self.tag != 0 {
-            &mut self.error.0[..]
+            &mut self.error.bytes[..]
         } else {
             self.out.bytes()
         };
@@ -701,7 +728,7 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
         out,
         tagged,
         tag: 0,
-        error: Reply([0; SLOT_BYTES]),
+        error: Reply::new(),
         announced: 0,
         overflow: false,
     };
@@ -761,13 +788,13 @@ mod tests {
         fn check<T: TryFromBytes + PartialEq + core::fmt::Debug>(buf: &[u8]) {
             assert_eq!(take_after_tag::<T>(buf), take::<T>(buf, 1));
         }
-        let mut reply = Reply([0u8; 1 + SLOT_BYTES]);
-        for (i, b) in reply.0.iter_mut().enumerate() {
+        let mut reply = Reply::<{ 1 + SLOT_BYTES }>::new();
+        for (i, b) in reply.bytes.iter_mut().enumerate() {
             *b = (i as u8).wrapping_mul(37).wrapping_add(11);
         }
         for start in 0..8 {
-            for len in 1..=reply.0.len() - start {
-                let buf = &reply.0[start..start + len];
+            for len in 1..=reply.bytes.len() - start {
+                let buf = &reply.bytes[start..start + len];
                 check::<u8>(buf);
                 check::<u16>(buf);
                 check::<u32>(buf);
