@@ -628,7 +628,7 @@ fn copy_call<L: Lanes, M: Mailbox, W: Wait>(
     put(&mut q, size_of::<Handle>(), &offset);
     put(&mut q, size_of::<Handle>() + 8, &address);
     put(&mut q, size_of::<Handle>() + 16, &(len as u64));
-    let r: [u8; R] = call_fixed_announced(client, opcode, &q, DONE).map_err(Error::widen)?;
+    let r = call_fixed_announced::<_, Q, R>(client, opcode, &q, DONE).map_err(Error::widen)?;
     take_result::<u64, HostError>(&r).map(|n| (n as usize).min(len))
 }
 

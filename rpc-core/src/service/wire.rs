@@ -40,6 +40,48 @@ pub const fn fits_slot(bytes: usize) -> bool {
     bytes <= SLOT_BYTES
 }
 
+/// A fixed reply's `R` bytes as the shared calls return them: word-aligned and followed by
+/// zero bytes to the end of their last word, so that a reply and an [`Error`] beside it in a
+/// `Result` move in words, and its words are read whole (on a GPU, bytes at odd offsets move one
+/// at a time). Read as a byte slice of the `R` bytes then 7 zero bytes ([`Reply::new`] zeroes
+/// them all).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(8))]
+pub struct Reply<const R: usize> {
+    /// The reply's bytes.
+    pub bytes: [u8; R],
+    /// Zero: the rest of the last word.
+    tail: [u8; 7],
+}
+
+impl<const R: usize> Reply<R> {
+    /// `R` zero bytes.
+    #[inline(always)]
+    pub const fn new() -> Self {
+        Reply {
+            bytes: [0; R],
+            tail: [0; 7],
+        }
+    }
+}
+
+impl<const R: usize> Default for Reply<R> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const R: usize> core::ops::Deref for Reply<R> {
+    type Target = [u8];
+    #[inline(always)]
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `repr(C)` lays `bytes` and `tail` out one after the other from the start of
+        // the value with no padding between them (both have alignment 1): `R + 7` initialized
+        // bytes, borrowed with `self`.
+        unsafe { core::slice::from_raw_parts((self as *const Self).cast::<u8>(), R + 7) }
+    }
+}
+
 /// Writes `value`'s bytes at `at` of `buf` (the generated code sized `buf` for them).
 #[inline(always)]
 pub fn put<T: IntoBytes + Immutable>(buf: &mut [u8], at: usize, value: &T) {
@@ -78,10 +120,35 @@ pub fn put_result<T: IntoBytes + Immutable, E: IntoBytes + Immutable>(
 pub fn take_result<T: TryFromBytes, E: TryFromBytes>(buf: &[u8]) -> Result<T, Error<E>> {
     let bad = Error::Status(Status::BadResponse);
     match buf.first() {
-        Some(0) => take(buf, 1).ok_or(bad),
-        Some(1) => Err(take(buf, 1).map_or(bad, Error::App)),
+        Some(0) => take_after_tag(buf).ok_or(bad),
+        Some(1) => Err(take_after_tag(buf).map_or(bad, Error::App)),
         _ => Err(bad),
     }
+}
+
+/// [`take`]`(buf, 1)`: a `T` from the bytes after a tagged reply's tag, gathered a word at a
+/// time from `buf`'s words (a [`Reply`]'s are aligned), each shifted by the tag's byte: on a
+/// GPU bytes at an odd offset are otherwise read one at a time.
+#[inline(always)]
+fn take_after_tag<T: TryFromBytes>(buf: &[u8]) -> Option<T> {
+    let n = core::mem::size_of::<T>();
+    if n > SLOT_BYTES || buf.len() < 1 + n {
+        return take(buf, 1);
+    }
+    // Word `i` of `buf`, little-endian, zero past its end.
+    let word = |i: usize| -> u64 {
+        let from = (8 * i).min(buf.len());
+        let to = (8 * i + 8).min(buf.len());
+        let mut bytes = [0u8; 8];
+        bytes[..to - from].copy_from_slice(&buf[from..to]);
+        u64::from_le_bytes(bytes)
+    };
+    let mut value = [0u64; SLOT_BYTES / 8];
+    for (k, v) in value.iter_mut().enumerate().take(n.div_ceil(8)) {
+        // (Its bytes in memory in the order they came.)
+        *v = u64::from_ne_bytes(((word(k) >> 8) | (word(k + 1) << 56)).to_le_bytes());
+    }
+    take(value.as_bytes(), 0)
 }
 
 /// A plain reply's value.
@@ -111,7 +178,7 @@ pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
     opcode: u32,
     request: &[u8; Q],
-) -> Result<[u8; R], Error> {
+) -> Result<Reply<R>, Error> {
     fixed_sized(site, opcode, request, Memory::Fenced)
 }
 
@@ -122,7 +189,7 @@ pub fn call_fixed_values<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
     opcode: u32,
     request: &[u8; Q],
-) -> Result<[u8; R], Error> {
+) -> Result<Reply<R>, Error> {
     fixed_sized(site, opcode, request, Memory::ValuesOnly)
 }
 
@@ -133,9 +200,9 @@ fn fixed_sized<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     opcode: u32,
     request: &[u8; Q],
     memory: Memory,
-) -> Result<[u8; R], Error> {
-    let mut reply = [0u8; R];
-    site.shared(|site| fixed_shared(site, opcode, request, &mut reply, memory))?;
+) -> Result<Reply<R>, Error> {
+    let mut reply = Reply::new();
+    site.shared(|site| fixed_shared(site, opcode, request, &mut reply.bytes, memory))?;
     Ok(reply)
 }
 
@@ -233,8 +300,8 @@ pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize
     opcode: u32,
     request: &[u8; Q],
     at: usize,
-) -> Result<[u8; R], Error> {
-    let mut reply = [0u8; R];
+) -> Result<Reply<R>, Error> {
+    let mut reply = Reply::new();
     let mut port = open_shared(site.process(), opcode)?;
     port.set_request_len(Q);
     let armed = port.arm_announce();
@@ -246,7 +313,7 @@ pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize
     if armed.is_some() {
         port.await_announced(value)?;
     }
-    port.recv(|slot, _| read_slot(slot, &mut reply))?;
+    port.recv(|slot, _| read_slot(slot, &mut reply.bytes))?;
     check(port.status(), opcode)?;
     Ok(reply)
 }
@@ -298,9 +365,9 @@ pub fn call_stream<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     prefix: &[u8; Q],
     body: &[u8],
     oneway: bool,
-) -> Result<[u8; R], Error> {
-    let mut reply = [0u8; R];
-    site.shared(|site| stream_shared(site, opcode, prefix, body, oneway, &mut reply))?;
+) -> Result<Reply<R>, Error> {
+    let mut reply = Reply::new();
+    site.shared(|site| stream_shared(site, opcode, prefix, body, oneway, &mut reply.bytes))?;
     Ok(reply)
 }
 
@@ -482,7 +549,7 @@ pub struct Replied<B> {
     /// The reply's bytes (empty when `error` is set).
     pub bytes: B,
     /// The error's bytes, of a tagged reply whose tag said `Err`.
-    pub error: Option<[u8; SLOT_BYTES]>,
+    pub error: Option<Reply<SLOT_BYTES>>,
 }
 
 /// Where a streamed reply lands: a caller's buffer, or (with `alloc`) a vector sized to the
@@ -492,7 +559,7 @@ struct ReplySink<O> {
     tagged: bool,
     /// The tag, once read (0 until then).
     tag: u8,
-    error: [u8; SLOT_BYTES],
+    error: Reply<SLOT_BYTES>,
     /// The length the sender announced.
     announced: u64,
     /// The reply's payload did not fit (a tagged reply's `Ok` longer than the buffer).
@@ -563,7 +630,7 @@ impl<O: ReplyOut> StreamSink for ReplySink<O> {
             at -= 1;
         }
         let dst = if self.tagged && self.tag != 0 {
-            &mut self.error[..]
+            &mut self.error.bytes[..]
         } else {
             self.out.bytes()
         };
@@ -650,7 +717,7 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
     out: O,
     limit: u64,
     tagged: bool,
-) -> Result<(O, usize, Option<[u8; SLOT_BYTES]>), Error> {
+) -> Result<(O, usize, Option<Reply<SLOT_BYTES>>), Error> {
     let mut port = open_shared(site.process(), opcode)?;
     port.set_request_len(prefix.len());
     match body {
@@ -661,7 +728,7 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
         out,
         tagged,
         tag: 0,
-        error: [0; SLOT_BYTES],
+        error: Reply::new(),
         announced: 0,
         overflow: false,
     };
@@ -708,3 +775,40 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
 }
 
 const _: () = assert!(INLINE_BYTES <= SLOT_BYTES);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tagged reply's value, gathered a word at a time, is what reading its bytes after the
+    /// tag gives, for values of every size up to a slot, in aligned replies and in slices at any
+    /// offset.
+    #[test]
+    fn a_value_after_the_tag_reads_as_its_bytes() {
+        fn check<T: TryFromBytes + PartialEq + core::fmt::Debug>(buf: &[u8]) {
+            assert_eq!(take_after_tag::<T>(buf), take::<T>(buf, 1));
+        }
+        let mut reply = Reply::<{ 1 + SLOT_BYTES }>::new();
+        for (i, b) in reply.bytes.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(37).wrapping_add(11);
+        }
+        for start in 0..8 {
+            for len in 1..=reply.bytes.len() - start {
+                let buf = &reply.bytes[start..start + len];
+                check::<u8>(buf);
+                check::<u16>(buf);
+                check::<u32>(buf);
+                check::<u64>(buf);
+                check::<[u8; 3]>(buf);
+                check::<[u8; 13]>(buf);
+                check::<[u64; 3]>(buf);
+                check::<[u8; 63]>(buf);
+                check::<[u8; 64]>(buf);
+                check::<bool>(buf);
+            }
+        }
+        // Too short, or longer than a slot: as `take`.
+        check::<[u8; 65]>(&[0u8; 80]);
+        check::<u64>(&[0u8; 5]);
+    }
+}
