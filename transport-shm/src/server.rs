@@ -112,7 +112,7 @@ pub struct ServerConfig {
     /// How long a worker waits for a client inside a call (between packets of a stream) before
     /// giving up, if the client is still alive.
     pub call_deadline: Duration,
-    /// Whether small calls may travel inline (one cache line; the crate docs), where the handler
+    /// Whether small calls may travel inline (a few cache lines; the crate docs), where the handler
     /// serves them. Off, every call goes through the packets (to measure or test that path).
     pub inline: bool,
     /// The longest a worker with nothing to do sleeps between two looks for work, once idle for
@@ -159,7 +159,7 @@ pub struct ServerStats {
     pub panicked: u64,
     /// Ports taken back from dead clients (or given up by live ones).
     pub reclaimed: u64,
-    /// Of the calls counted above, those that came inline (one cache line, see the crate docs)
+    /// Of the calls counted above, those that came inline (see the crate docs)
     /// rather than through the packets.
     pub inline: u64,
 }
@@ -557,6 +557,7 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
     let mut idle = IdleWait::new(shared.config.idle_sleep);
     let serves_inline = mapped.geometry().serves_inline();
     let (bitmap, lines) = (mapped.inline_bitmap(), mapped.inline_lines());
+    let wide = mapped.inline_wide();
     // A lone worker has no other worker to keep off its lines.
     let workers = shared.config.workers.max(1);
     let inline_locks = (workers > 1).then_some(&*shared.inline_locks);
@@ -603,8 +604,15 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
             } else {
                 own.clone()
             };
-            answered =
-                inline::serve_pending(bitmap, lines, inline_locks, scan, bulk, &mut serve_inline);
+            answered = inline::serve_pending(
+                bitmap,
+                lines,
+                wide,
+                inline_locks,
+                scan,
+                bulk,
+                &mut serve_inline,
+            );
         }
         // A look at the mailbox and lock words first: a pass that finds no packet (every pass of
         // a stream of inline calls) skips the search.
