@@ -1288,12 +1288,13 @@ struct SweepRow {
     mirror: Option<f64>,
 }
 
-/// The path a sweep's `Bytes` request of `n` bytes takes (with no fixed arguments beside it).
+/// The lines a sweep's fixed call of `n` bytes each way takes (a `Bytes` argument goes into the
+/// port's bulk area, beside an empty request in the head line).
 fn sweep_path(n: usize) -> &'static str {
-    match n {
-        n if n <= 32 => "inline: head line",
-        n if n <= ferry_shm::ferry_rpc::service::INLINE_BYTES => "inline: head and wide lines",
-        _ => "inline: bulk area",
+    if n <= 32 {
+        "head line"
+    } else {
+        "head and wide lines"
     }
 }
 
@@ -1302,9 +1303,9 @@ fn sweep_path(n: usize) -> &'static str {
 fn print_sweep(rows: &[SweepRow], raw: f64, call: f64) {
     println!();
     println!(
-        "| request of N bytes | `Bytes` argument, 8-byte reply (ns) | ratio to the ping-pong | path | fixed arguments, 8-byte reply (ns) | ratio | fixed arguments and reply of N bytes each (ns) | ratio |"
+        "| request of N bytes | `Bytes` argument (bulk area), 8-byte reply (ns) | ratio to the ping-pong | fixed arguments, 8-byte reply (ns) | ratio | fixed arguments and reply of N bytes each (ns) | ratio | fixed calls' inline lines |"
     );
-    println!("|---|---:|---:|---|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---|");
     let cell = |v: Option<f64>| match v {
         Some(ns) => (format!("{ns:.0}"), format!("{:.2}×", ns / raw)),
         None => ("".to_string(), "".to_string()),
@@ -1312,12 +1313,16 @@ fn print_sweep(rows: &[SweepRow], raw: f64, call: f64) {
     for r in rows {
         let (f, fr) = cell(r.fixed);
         let (m, mr) = cell(r.mirror);
+        let path = if r.fixed.is_some() {
+            sweep_path(r.size)
+        } else {
+            ""
+        };
         println!(
-            "| {} | {:.0} | {:.2}× | {} | {f} | {fr} | {m} | {mr} |",
+            "| {} | {:.0} | {:.2}× | {f} | {fr} | {m} | {mr} | {path} |",
             size_name(r.size),
             r.bytes,
             r.bytes / raw,
-            sweep_path(r.size),
         );
     }
     // Each column's sizes in turn: none slower than the next one up.

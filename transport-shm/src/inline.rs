@@ -72,12 +72,13 @@
 //! compare-and-swap) and sets it.
 //!
 //! A call with a streamed argument (a `Bytes` or `Text` field) and a fixed reply travels inline
-//! too. Its argument (the *body*) follows the fixed arguments in the lines when both together fit
-//! [`INLINE_BYTES`]; a longer one, when the server has bulk areas and it fits the port's, is
+//! too. Its argument (the *body*), when the server has bulk areas and it fits the port's, is
 //! written into the port's bulk area first, its length beside the request's. The worker reads
-//! such a body where it lies, in the mapping, and the handler gets it in place. The area belongs
-//! to the client while the line is at rest and it holds the packet (as between packet calls), to
-//! the worker from the request to the reply.
+//! such a body where it lies, in the mapping, and the handler gets it in place: only the bytes it
+//! reads cross to its core. The area belongs to the client while the line is at rest and it holds
+//! the packet (as between packet calls), to the worker from the request to the reply. A body
+//! that the area cannot take (a server without bulk areas) follows the fixed arguments in the
+//! lines when both together fit [`INLINE_BYTES`], and the handler gets a copy.
 //!
 //! **Rules** (those of the packets, extended; see the crate docs):
 //! - Only the holder of a port's claim writes words 0–2 and the request, and only while the line
@@ -564,9 +565,10 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
 }
 
 impl<W: Wait> ClientInline<'_, W> {
-    /// One inline call with a body of `len` bytes, which `put` writes: after the request in the
-    /// lines if both fit, else into the port's bulk area if it fits there (`None`, nothing sent
-    /// and `put` not called, if neither).
+    /// One inline call with a body of `len` bytes, which `put` writes: into the port's bulk area
+    /// if it fits there (the handler reads it in place, and only what it reads crosses), else
+    /// after the request in the lines if both fit (a server without bulk areas); `None`, nothing
+    /// sent and `put` not called, if neither.
     #[inline(always)]
     fn exchange_with(
         &self,
@@ -576,16 +578,16 @@ impl<W: Wait> ClientInline<'_, W> {
         put: impl FnOnce(&mut [u8]),
         reply: &mut [u8],
     ) -> Option<Result<u32, ferry_rpc::Error>> {
-        let whole = request.len().checked_add(len)?;
-        if whole <= INLINE_BYTES {
+        if len > self.bulk.1 {
+            let whole = request.len().checked_add(len)?;
+            if whole > INLINE_BYTES {
+                return None;
+            }
             let mut bytes = [0u8; INLINE_BYTES];
             bytes[..request.len()].copy_from_slice(request);
             put(&mut bytes[request.len()..whole]);
             let lens = lens::pack(whole, reply.len(), len, true);
             return self.exchange_lines(opcode, &bytes[..whole], lens, |_| {}, reply);
-        }
-        if len > self.bulk.1 {
-            return None;
         }
         let lens = lens::pack(request.len(), reply.len(), len, false);
         self.exchange_lines(

@@ -30,8 +30,7 @@
 //!
 //! Two ways a call travels. Through the **packets** (rpc-core's protocol: any call, streams of
 //! any size), or, for a call whose arguments and reply are fixed (every fixed call: a slot at
-//! most) or whose arguments and streamed argument together take at most 256 bytes,
-//! **inline**: in the port's inline lines, where the request, the reply and both sides' sequence
+//! most), **inline**: in the port's inline lines, where the request, the reply and both sides' sequence
 //! words share one cache line up to 32 bytes each way, and lines that carry the call's sequence
 //! beside their bytes take the rest, so a call moves the lines its bytes need, all at once,
 //! instead of four one after another (module `inline`). The generated client methods pick the path themselves; a server whose handler

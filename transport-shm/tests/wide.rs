@@ -102,8 +102,8 @@ fn calls(c: &WideClient<&ShmClient>, round: u64) -> u64 {
         );
         made += 3;
     }
-    // Streams in the lines with their fixed argument (up to 248 bytes beside 8), in the bulk
-    // area, and through the packets (past the area).
+    // Streams around the lines' 248 bytes beside the fixed argument and past a bulk area of
+    // 4 KiB: in the area, in the lines (no area) or through the packets.
     for n in [0, 1, 24, 25, 80, 81, 200, 247, 248, 249, 256, 1000, 5000] {
         let data = stream(n);
         let sum = data.iter().map(|&b| b as u64).sum();
@@ -119,16 +119,21 @@ fn calls(c: &WideClient<&ShmClient>, round: u64) -> u64 {
 
 #[test]
 fn wide_calls_travel_inline_with_one_worker_or_several_and_through_the_packets_without() {
-    for (inline, workers, sticky) in [
-        (true, 1, true),
-        (true, 1, false),
-        (true, 2, true),
-        (false, 1, true),
+    // (inline, workers, sticky, bulk area): with an area of 4 KiB, the streams of up to 4 KiB go
+    // in it; without one, those that fit the lines with their fixed argument (up to 248 bytes)
+    // go there.
+    for (inline, workers, sticky, bulk) in [
+        (true, 1, true, 4096),
+        (true, 1, false, 4096),
+        (true, 2, true, 4096),
+        (true, 1, true, 0),
+        (true, 2, false, 0),
+        (false, 1, true, 4096),
     ] {
         let config = ServerConfig {
             workers,
             inline,
-            bulk: 4096,
+            bulk,
             ..ServerConfig::default()
         };
         let server = server("calls", config);
@@ -140,14 +145,18 @@ fn wide_calls_travel_inline_with_one_worker_or_several_and_through_the_packets_w
         }
         drop(shm);
         let stats = server.shutdown(DEADLINE).stats;
-        assert_eq!(stats.served, made, "inline {inline}, {workers} workers");
-        assert_eq!(stats.failed + stats.panicked, 0);
-        // Inline: every call but the stream past the bulk area (one a round).
-        let expected = if inline { made - 3 } else { 0 };
-        assert_eq!(
-            stats.inline, expected,
-            "inline {inline}, {workers} workers, sticky {sticky}"
-        );
+        let case = format!("inline {inline}, {workers} workers, sticky {sticky}, bulk {bulk}");
+        assert_eq!(stats.served, made, "{case}");
+        assert_eq!(stats.failed + stats.panicked, 0, "{case}");
+        // Inline: every call but the streams that fit neither the area nor the lines (of the
+        // 13 streams a round, 1 with the area, 4 without).
+        let through_packets = if bulk > 0 { 1 } else { 4 };
+        let expected = if inline {
+            made - 3 * through_packets
+        } else {
+            0
+        };
+        assert_eq!(stats.inline, expected, "{case}");
     }
 }
 
