@@ -602,6 +602,8 @@ impl<W: Wait> ClientInline<'_, W> {
                     // reads of the area are done), and this claim holds the packet between
                     // calls; nobody else writes it until the reply.
                     put(unsafe { std::slice::from_raw_parts_mut(area, len) });
+                } else {
+                    put(&mut []);
                 }
             },
             reply,
