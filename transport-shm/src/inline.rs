@@ -719,32 +719,58 @@ pub(crate) fn disarm(bitmap: &[AtomicU32], port: u32) {
     bitmap[w].fetch_and(!bit, Ordering::Relaxed);
 }
 
-/// Answers the pending requests on the armed lines (bitmap bit set) of bitmap words `words`:
-/// `serve` gets each request's opcode and bytes and returns the status and reply length, with
-/// the reply bytes in its third argument. Returns how many were answered.
+/// A port's inline lock (`serve_pending`): 1 while a worker answers the port's line, on a cache
+/// line of its own.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub(crate) struct InlineLock(pub(crate) AtomicU32);
+
+/// Worker `index` of `workers`'s share of the ports for `serve_pending`: for each of the `words`
+/// bitmap words, the mask of its ports whose index is `index` modulo `workers`.
+pub(crate) fn share(index: usize, workers: usize, words: usize) -> Vec<u32> {
+    (0..words)
+        .map(|w| {
+            (0..32)
+                .filter(|b| (w * 32 + b) % workers.max(1) == index)
+                .fold(0u32, |mask, b| mask | 1 << b)
+        })
+        .collect()
+}
+
+/// Answers the pending requests on the armed lines (bitmap bit set) of the ports `share` names
+/// (for each bitmap word, a mask of the ports it polls; `None`: every port): `serve` gets each
+/// request's opcode and bytes and returns the status and reply length, with the reply bytes in
+/// its third argument. Returns how many were answered.
 ///
-/// Each worker polls its own share of the bitmap words on every pass and all of them on every
-/// `SWEEP`th (`server::work`): a line polled by one worker moves between two cores only, and a
-/// handler that blocks still holds up only its own port, since the other workers' sweeps answer
-/// the rest of its share. With several workers, `locks` (the server's inline locks, one
-/// word per port) makes one worker answer each request: a worker holds the port's word while on
-/// it. It is a word per port rather than a bit, so that releasing it is a plain store: a locked
-/// instruction there would wait for the reply's stores, which wait for the line to come back from
-/// the polling client: a cross-core trip added to every call. A lone worker passes `None` and
-/// takes no lock. The monitor needs none either (see `monitor` in `server`).
+/// Each worker polls its own share of the ports on every pass (worker `i` of `n`: the ports
+/// whose index is `i` modulo `n`, so that clients, which spread over the ports, spread over the
+/// workers) and all of them on every `SWEEP`th (`server::work`): a line polled by one worker
+/// moves between two cores only, and a handler that blocks still holds up only its own port,
+/// since the other workers' sweeps answer the rest of its share. With several workers, `locks`
+/// (the server's inline locks, one per port) makes one worker answer each request: a worker
+/// holds the port's lock while on it. A lock is a word rather than a bit, so that releasing it is
+/// a plain store (a locked instruction there would wait for the reply's stores, which wait for the
+/// line to come back from the polling client: a cross-core trip added to every call), and each
+/// has a cache line of its own, so that two workers answering neighbouring ports do not take the
+/// same line from each other on every call. A lone worker passes `None` and takes no lock. The
+/// monitor needs none either (see `monitor` in `server`).
 #[inline]
 pub(crate) fn serve_pending(
     bitmap: &[AtomicU32],
     lines: &[Line],
     wide: &[Wide],
-    locks: Option<&[AtomicU32]>,
-    words: std::ops::Range<usize>,
+    locks: Option<&[InlineLock]>,
+    share: Option<&[u32]>,
     bulk: BulkAreas,
     serve: &mut impl FnMut(u32, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
 ) -> u32 {
     let mut answered = 0;
-    for w in words {
-        let mut bits = bitmap[w].load(Ordering::Relaxed);
+    for (w, word) in bitmap.iter().enumerate() {
+        let mine = share.map_or(u32::MAX, |share| share[w]);
+        if mine == 0 {
+            continue;
+        }
+        let mut bits = word.load(Ordering::Relaxed) & mine;
         while bits != 0 {
             let port = w * 32 + bits.trailing_zeros() as usize;
             bits &= bits - 1;
@@ -754,7 +780,7 @@ pub(crate) fn serve_pending(
             }
             // SYNC (lock acquire): pairs with the release store of the last holder; while we hold
             // it no other worker is on the port.
-            if locks.is_some_and(|l| l[port].swap(1, Ordering::Acquire) != 0) {
+            if locks.is_some_and(|l| l[port].0.swap(1, Ordering::Acquire) != 0) {
                 continue;
             }
             // SYNC (inline, take the request): acquire; pairs with the client's release store of
@@ -767,7 +793,7 @@ pub(crate) fn serve_pending(
             }
             // SYNC (lock release): a plain store; pairs with the next holder's acquire.
             if let Some(locks) = locks {
-                locks[port].store(0, Ordering::Release);
+                locks[port].0.store(0, Ordering::Release);
             }
         }
     }
@@ -971,6 +997,24 @@ mod tests {
         }
     }
 
+    /// Every port is in exactly one worker's share, and neighbouring ports in different ones.
+    #[test]
+    fn every_port_has_one_worker() {
+        for workers in 1..=9 {
+            let shares: Vec<Vec<u32>> = (0..workers).map(|i| share(i, workers, 3)).collect();
+            for w in 0..3 {
+                let all = shares.iter().fold(0u32, |seen, s| {
+                    assert_eq!(seen & s[w], 0, "{workers} workers: a port in two shares");
+                    seen | s[w]
+                });
+                assert_eq!(all, u32::MAX, "{workers} workers: a port in no share");
+            }
+            if workers > 1 {
+                assert!(shares.iter().all(|s| s[0] & 0b11 != 0b11));
+            }
+        }
+    }
+
     #[test]
     fn lengths_pack_and_unpack() {
         for (len, want, body, in_lines) in [
@@ -1060,7 +1104,7 @@ mod model {
             let bitmap = Arc::new(vec![AtomicU32::new(0)]);
             let lines = Arc::new(vec![line()]);
             let wides = Arc::new(vec![wide()]);
-            let locks = Arc::new(vec![AtomicU32::new(0)]);
+            let locks = Arc::new(vec![InlineLock::default()]);
             let runs = Arc::new(AtomicU32::new(0));
             let done = Arc::new(AtomicBool::new(false));
             let servers: Vec<_> = (0..workers)
@@ -1080,7 +1124,7 @@ mod model {
                                 &lines,
                                 &wides,
                                 locks,
-                                0..1,
+                                None,
                                 BulkAreas::NONE,
                                 &mut serve,
                             );
@@ -1188,7 +1232,7 @@ mod model {
             let bitmap = Arc::new(vec![AtomicU32::new(1)]);
             let lines = Arc::new(vec![line()]);
             let wides = Arc::new(vec![wide()]);
-            let locks = Arc::new(vec![AtomicU32::new(0)]);
+            let locks = Arc::new(vec![InlineLock::default()]);
             let runs = Arc::new(AtomicU32::new(0));
             let workers: Vec<_> = (0..2)
                 .map(|_| {
@@ -1205,7 +1249,7 @@ mod model {
                             &lines,
                             &wides,
                             Some(&locks[..]),
-                            0..1,
+                            None,
                             BulkAreas::NONE,
                             &mut serve,
                         )
