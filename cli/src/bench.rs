@@ -57,6 +57,10 @@ pub struct BenchArgs {
     /// Server worker threads.
     #[arg(long, default_value_t = 1)]
     workers: usize,
+    /// Server worker counts for the throughput runs (each with every `--clients` count); counts
+    /// above this machine's CPUs are left out.
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    throughput_workers: Vec<usize>,
     /// The two CPUs the round trips run on, as `A,B` (the caller on A, the answering side on
     /// B); `auto` picks two CPUs of different cores among those this process may use; `none`
     /// leaves placement to the scheduler.
@@ -267,6 +271,17 @@ pub fn check(args: &BenchArgs) -> Result<(), String> {
     sweep_sizes(args)?;
     if args.clients.is_empty() {
         return Err("--clients: give at least one count".into());
+    }
+    if args.throughput_workers.is_empty() {
+        return Err("--throughput-workers: give at least one count".into());
+    }
+    for &w in &args.throughput_workers {
+        crate::at_least_one("--throughput-workers", w as u64)?;
+        if w > ports as usize {
+            return Err(format!(
+                "--throughput-workers {w}: at most {ports}, the server's ports"
+            ));
+        }
     }
     for &n in &args.clients {
         crate::at_least_one("--clients", n.into())?;
@@ -924,6 +939,66 @@ fn rpc(path: &Path, args: &BenchArgs, client_cpu: Option<usize>, role: &str) -> 
     Ok(median(runs))
 }
 
+/// The throughput table: echo calls per second for each `--clients` count (rows) against a
+/// server with each `--throughput-workers` count (columns), every count of workers against the
+/// first, each client count against the first row's; unpinned.
+fn print_throughput(args: &BenchArgs, config: &ServerConfig) -> Res<()> {
+    let cpus = allowed_cpus().len().max(1);
+    let (workers, left_out): (Vec<usize>, Vec<usize>) =
+        args.throughput_workers.iter().partition(|&&w| w <= cpus);
+    let mut table: Vec<Vec<f64>> = Vec::new();
+    let (mut served, mut failed) = (0, 0);
+    for &w in &workers {
+        let path = path_for(&format!("bench-load-{}", std::process::id()));
+        let server = ShmServer::start(
+            &path,
+            ServerConfig {
+                workers: w,
+                ..config.clone()
+            },
+            Demo::server(DemoService),
+        )?;
+        let mut column = Vec::new();
+        for &n in &args.clients {
+            column.push(throughput(&path, n, args)?);
+        }
+        let stats = server.shutdown(Duration::from_secs(5)).stats;
+        served += stats.served;
+        failed += stats.failed;
+        table.push(column);
+    }
+    println!();
+    let name = |w: usize| format!("{w} worker{}", if w == 1 { "" } else { "s" });
+    let mut head = "| client processes |".to_string();
+    let mut rule = "|---:|".to_string();
+    for (i, &w) in workers.iter().enumerate() {
+        head += &format!(" {}: calls/s (median of 3) | vs 1 client |", name(w));
+        rule += "---:|---:|";
+        if i > 0 {
+            head += &format!(" vs {} |", name(workers[0]));
+            rule += "---:|";
+        }
+    }
+    println!("{head}");
+    println!("{rule}");
+    for (row, &n) in args.clients.iter().enumerate() {
+        let mut line = format!("| {n} |");
+        for (i, column) in table.iter().enumerate() {
+            line += &format!(" {:.0} | {:.2} |", column[row], column[row] / column[0]);
+            if i > 0 {
+                line += &format!(" {:.2}× |", column[row] / table[0][row]);
+            }
+        }
+        println!("{line}");
+    }
+    if !left_out.is_empty() {
+        println!("(left out: {left_out:?} workers, more than this machine's {cpus} CPUs)");
+    }
+    println!();
+    println!("throughput servers: {served} calls served, {failed} failed");
+    Ok(())
+}
+
 fn throughput(path: &Path, clients: u32, args: &BenchArgs) -> Res<f64> {
     let mut rates = Vec::new();
     for _ in 0..3 {
@@ -1174,8 +1249,6 @@ pub fn run(args: BenchArgs) -> Res<()> {
         pin_to(&everywhere)?;
     }
     let socket = uds(&args)?;
-    let path = path_for(&format!("bench-{}", std::process::id()));
-    let server = ShmServer::start(&path, config, Demo::server(DemoService))?;
     println!();
     println!(
         "| round trip between two processes | median ns | ratio to the faster ping-pong ({raw:.0} ns) |"
@@ -1232,15 +1305,7 @@ pub fn run(args: BenchArgs) -> Res<()> {
         "| Unix-domain socket, 8 B request + 8 B reply | {socket:.0} | ferry is {:.1}× faster (goal ≥ 10×) |",
         socket / call
     );
-    println!();
-    println!("| client processes | calls/s (median of 3) | vs 1 client |");
-    println!("|---:|---:|---:|");
-    let mut one = None;
-    for &n in &args.clients {
-        let rate = throughput(&path, n, &args)?;
-        let base = *one.get_or_insert(rate);
-        println!("| {n} | {rate:.0} | {:.2} |", rate / base);
-    }
+    print_throughput(&args, &config)?;
     if !bulk_rows.is_empty() {
         println!();
         println!(
@@ -1265,15 +1330,6 @@ pub fn run(args: BenchArgs) -> Res<()> {
     if !sweep_rows.is_empty() {
         print_sweep(&sweep_rows, raw, call);
     }
-    let stats = server.shutdown(Duration::from_secs(5)).stats;
-    println!();
-    println!(
-        "server ({} worker{}): {} calls served, {} failed",
-        args.workers,
-        if args.workers == 1 { "" } else { "s" },
-        stats.served,
-        stats.failed
-    );
     Ok(())
 }
 
