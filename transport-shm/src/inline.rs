@@ -719,6 +719,25 @@ pub(crate) fn disarm(bitmap: &[AtomicU32], port: u32) {
     bitmap[w].fetch_and(!bit, Ordering::Relaxed);
 }
 
+/// A worker's buffers for the requests it answers and their replies (`serve_pending`), kept
+/// between calls so that no call waits for them to be cleared: the reply buffer is all zero
+/// when a handler gets it, cleared after each reply has gone; the request buffer holds, of each
+/// request, the bytes it has (a handler sees those only) and whatever the last ones left after
+/// them.
+pub(crate) struct Scratch {
+    request: [u8; INLINE_BYTES],
+    reply: [u8; INLINE_BYTES],
+}
+
+impl Scratch {
+    pub(crate) fn new() -> Scratch {
+        Scratch {
+            request: [0; INLINE_BYTES],
+            reply: [0; INLINE_BYTES],
+        }
+    }
+}
+
 /// A port's inline lock (`serve_pending`): 1 while a worker answers the port's line, on a cache
 /// line of its own.
 #[derive(Debug, Default)]
@@ -762,6 +781,7 @@ pub(crate) fn serve_pending(
     locks: Option<&[InlineLock]>,
     share: Option<&[u32]>,
     bulk: BulkAreas,
+    scratch: &mut Scratch,
     serve: &mut impl FnMut(u32, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
 ) -> u32 {
     let mut answered = 0;
@@ -788,7 +808,14 @@ pub(crate) fn serve_pending(
             let request_word = line.words[word::CLIENT].load(Ordering::Acquire);
             let pending = seq(request_word);
             if pending != seq(line.words[word::SERVER].load(Ordering::Relaxed)) {
-                answer(line, &wide[port], request_word, bulk.of(port), serve);
+                answer(
+                    line,
+                    &wide[port],
+                    request_word,
+                    bulk.of(port),
+                    scratch,
+                    serve,
+                );
                 answered += 1;
             }
             // SYNC (lock release): a plain store; pairs with the next holder's acquire.
@@ -809,13 +836,14 @@ fn answer(
     wide: &Wide,
     request_word: u64,
     (area, share): (*mut u8, usize),
+    scratch: &mut Scratch,
     serve: &mut impl FnMut(u32, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
 ) {
+    let Scratch { request, reply } = scratch;
     let pending = seq(request_word);
     let opcode = (request_word >> 32) as u32;
     let (len, want, body_len, body_in_lines) =
         lens::unpack(line.words[word::REQUEST_LEN].load(Ordering::Relaxed));
-    let mut reply = [0u8; INLINE_BYTES];
     let fits = len <= INLINE_BYTES
         && want <= INLINE_BYTES
         && if body_in_lines {
@@ -823,13 +851,12 @@ fn answer(
         } else {
             body_len <= share
         };
-    let mut request = [0u8; INLINE_BYTES];
-    let (status, reply_len) = if !fits || !take_request(line, wide, &mut request, len, pending) {
+    let (status, reply_len) = if !fits || !take_request(line, wide, request, len, pending) {
         // A length past what the lines or the area hold, or a wide line of another call.
         (status::BAD_REQUEST, 0)
     } else if body_in_lines {
         let (fixed, body) = request[..len].split_at(len - body_len);
-        serve(opcode, fixed, body, &mut reply)
+        serve(opcode, fixed, body, reply)
     } else {
         let body: &[u8] = if body_len == 0 {
             &[]
@@ -840,7 +867,7 @@ fn answer(
             // the port: its inline lock, or the only one).
             unsafe { std::slice::from_raw_parts(area, body_len) }
         };
-        serve(opcode, &request[..len], body, &mut reply)
+        serve(opcode, &request[..len], body, reply)
     };
     let reply_len = reply_len.min(INLINE_BYTES);
     // Every line the client reads is handed back, whatever the status (`want` bounded: a client
@@ -848,7 +875,7 @@ fn answer(
     put_reply(
         line,
         wide,
-        &reply,
+        reply,
         reply_len,
         want.min(INLINE_BYTES),
         pending,
@@ -861,6 +888,9 @@ fn answer(
     // not take it from this core and the next poll take it back (see the module doc;
     // `transport-shm/BENCHMARKS.md`, round 4).
     crate::cache::demote(line);
+    // The reply buffer zero again for the next call, now that this reply has gone (whatever the
+    // handler wrote in it, past its reply's length too).
+    reply.fill(0);
 }
 
 #[cfg(all(test, not(loom)))]
@@ -1118,6 +1148,7 @@ mod model {
                             |op: u32, req: &[u8], _body: &[u8], rep: &mut [u8; INLINE_BYTES]| {
                                 answer(&runs, op, req, rep)
                             };
+                        let mut scratch = Scratch::new();
                         while !done.load(Ordering::Acquire) {
                             serve_pending(
                                 &bitmap,
@@ -1126,6 +1157,7 @@ mod model {
                                 locks,
                                 None,
                                 BulkAreas::NONE,
+                                &mut scratch,
                                 &mut serve,
                             );
                             thread::yield_now();
@@ -1251,6 +1283,7 @@ mod model {
                             Some(&locks[..]),
                             None,
                             BulkAreas::NONE,
+                            &mut Scratch::new(),
                             &mut serve,
                         )
                     })

@@ -566,6 +566,7 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
     let own = inline::share(index, workers, bitmap.len());
     let mut pass = 0u32;
     let bulk = mapped.bulk_areas();
+    let mut scratch = inline::Scratch::new();
     let mut serve_inline =
         |opcode: u32, request: &[u8], body: &[u8], reply: &mut [u8; INLINE_BYTES]| {
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -610,6 +611,7 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
                 inline_locks,
                 scan,
                 bulk,
+                &mut scratch,
                 &mut serve_inline,
             );
         }
