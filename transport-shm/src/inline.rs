@@ -719,6 +719,16 @@ pub(crate) fn disarm(bitmap: &[AtomicU32], port: u32) {
     bitmap[w].fetch_and(!bit, Ordering::Relaxed);
 }
 
+/// A file's inline area as a worker sees it: the bitmap, the head lines, the wide lines, and the
+/// ports' bulk areas.
+#[derive(Clone, Copy)]
+pub(crate) struct InlineArea<'a> {
+    pub(crate) bitmap: &'a [AtomicU32],
+    pub(crate) lines: &'a [Line],
+    pub(crate) wide: &'a [Wide],
+    pub(crate) bulk: BulkAreas,
+}
+
 /// A worker's buffers for the requests it answers and their replies (`serve_pending`), kept
 /// between calls so that no call waits for them to be cleared: the reply buffer is all zero
 /// when a handler gets it, cleared after each reply has gone; the request buffer holds, of each
@@ -775,15 +785,18 @@ pub(crate) fn share(index: usize, workers: usize, words: usize) -> Vec<u32> {
 /// monitor needs none either (see `monitor` in `server`).
 #[inline]
 pub(crate) fn serve_pending(
-    bitmap: &[AtomicU32],
-    lines: &[Line],
-    wide: &[Wide],
+    area: &InlineArea<'_>,
     locks: Option<&[InlineLock]>,
     share: Option<&[u32]>,
-    bulk: BulkAreas,
     scratch: &mut Scratch,
     serve: &mut impl FnMut(u32, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
 ) -> u32 {
+    let InlineArea {
+        bitmap,
+        lines,
+        wide,
+        bulk,
+    } = *area;
     let mut answered = 0;
     for (w, word) in bitmap.iter().enumerate() {
         let mine = share.map_or(u32::MAX, |share| share[w]);
@@ -1150,16 +1163,13 @@ mod model {
                             };
                         let mut scratch = Scratch::new();
                         while !done.load(Ordering::Acquire) {
-                            serve_pending(
-                                &bitmap,
-                                &lines,
-                                &wides,
-                                locks,
-                                None,
-                                BulkAreas::NONE,
-                                &mut scratch,
-                                &mut serve,
-                            );
+                            let area = InlineArea {
+                                bitmap: &bitmap,
+                                lines: &lines,
+                                wide: &wides,
+                                bulk: BulkAreas::NONE,
+                            };
+                            serve_pending(&area, locks, None, &mut scratch, &mut serve);
                             thread::yield_now();
                         }
                     })
@@ -1276,13 +1286,16 @@ mod model {
                             |op: u32, req: &[u8], _body: &[u8], rep: &mut [u8; INLINE_BYTES]| {
                                 answer(&runs, op, req, rep)
                             };
+                        let area = InlineArea {
+                            bitmap: &bitmap,
+                            lines: &lines,
+                            wide: &wides,
+                            bulk: BulkAreas::NONE,
+                        };
                         serve_pending(
-                            &bitmap,
-                            &lines,
-                            &wides,
+                            &area,
                             Some(&locks[..]),
                             None,
-                            BulkAreas::NONE,
                             &mut Scratch::new(),
                             &mut serve,
                         )

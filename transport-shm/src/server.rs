@@ -567,6 +567,12 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
     let mut pass = 0u32;
     let bulk = mapped.bulk_areas();
     let mut scratch = inline::Scratch::new();
+    let area = inline::InlineArea {
+        bitmap,
+        lines,
+        wide,
+        bulk,
+    };
     let mut serve_inline =
         |opcode: u32, request: &[u8], body: &[u8], reply: &mut [u8; INLINE_BYTES]| {
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -604,16 +610,8 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
             } else {
                 Some(&own[..])
             };
-            answered = inline::serve_pending(
-                bitmap,
-                lines,
-                wide,
-                inline_locks,
-                scan,
-                bulk,
-                &mut scratch,
-                &mut serve_inline,
-            );
+            answered =
+                inline::serve_pending(&area, inline_locks, scan, &mut scratch, &mut serve_inline);
         }
         // A look at the mailbox and lock words first: a pass that finds no packet (every pass of
         // a stream of inline calls) skips the search.
