@@ -867,20 +867,22 @@ fn answer(
     let (status, reply_len) = if !fits || !take_request(line, wide, request, len, pending) {
         // A length past what the lines or the area hold, or a wide line of another call.
         (status::BAD_REQUEST, 0)
-    } else if body_in_lines {
-        let (fixed, body) = request[..len].split_at(len - body_len);
-        serve(opcode, fixed, body, reply)
     } else {
-        let body: &[u8] = if body_len == 0 {
-            &[]
+        let (fixed, body): (&[u8], &[u8]) = if body_in_lines {
+            request[..len].split_at(len - body_len)
+        } else if body_len == 0 {
+            (&request[..len], &[])
         } else {
             // SAFETY: `body_len <= share`, the area's length in the live mapping; the client
             // wrote the body before its release store of the request word, acquired by the
             // caller, and writes the area again only after our reply (this worker alone is on
             // the port: its inline lock, or the only one).
-            unsafe { std::slice::from_raw_parts(area, body_len) }
+            (&request[..len], unsafe {
+                std::slice::from_raw_parts(area, body_len)
+            })
         };
-        serve(opcode, &request[..len], body, reply)
+        // (One call of the handler, so that it is inlined here once.)
+        serve(opcode, fixed, body, reply)
     };
     let reply_len = reply_len.min(INLINE_BYTES);
     // Every line the client reads is handed back, whatever the status (`want` bounded: a client
