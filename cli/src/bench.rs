@@ -20,7 +20,7 @@
 //!   is (a run of calls, not each call), as a `Bytes` argument at every size and as fixed
 //!   arguments where a fixed call has that size (8, 32, 40, 64 bytes; also with a reply of N
 //!   bytes), every size in each run; each against the ping-pong, and whether any size is slower
-//!   than the next one up.
+//!   than the next one up (by more than 5 %).
 //!
 //! The shared-memory round trips run on the same two CPUs for every row (`--cpus`; by default two
 //! CPUs of different cores chosen here), so that a ratio compares the protocols and not where
@@ -1354,6 +1354,10 @@ fn sweep_path(n: usize) -> &'static str {
     }
 }
 
+/// How much slower than the next size up a sweep's size may be before the sweep says so: the
+/// medians of two sizes that cost the same differ by a few percent from run to run.
+const SWEEP_SLACK: f64 = 1.05;
+
 /// The sweep's table, ratios against the ping-pong `raw` and the inline echo `call`, then
 /// whether any size was slower than the next one up.
 fn print_sweep(rows: &[SweepRow], raw: f64, call: f64) {
@@ -1396,7 +1400,7 @@ fn print_sweep(rows: &[SweepRow], raw: f64, call: f64) {
             .collect();
         for pair in sized.windows(2) {
             let ((a, ta), (b, tb)) = (pair[0], pair[1]);
-            if ta > tb {
+            if ta > tb * SWEEP_SLACK {
                 slower.push(format!(
                     "{name} {} ({ta:.0} ns) > {} ({tb:.0} ns)",
                     size_name(a),
@@ -1418,11 +1422,12 @@ fn print_sweep(rows: &[SweepRow], raw: f64, call: f64) {
         at_most / raw,
         at_most / call
     );
+    let slack = (SWEEP_SLACK - 1.0) * 100.0;
     if slower.is_empty() {
-        println!("sweep: no size slower than the next one up");
+        println!("sweep: no size slower than the next one up (by more than {slack:.0} %)");
     } else {
         println!(
-            "sweep: sizes slower than the next one up: {}",
+            "sweep: sizes slower than the next one up by more than {slack:.0} %: {}",
             slower.join("; ")
         );
     }
