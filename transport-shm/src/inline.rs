@@ -39,7 +39,10 @@
 //! worker writes each wide line's tag after its bytes (release) and covers every line the client
 //! said it reads (word 1), however short its reply; the head's reply word, stored last with
 //! release, orders them all for a client that saw it. A request's wide lines are written before
-//! its head's release store and read after the worker's acquire load of it. The tags are checked
+//! its head's release store and read after the worker's acquire load of it; a worker fetches the
+//! wide lines that a port's last request took with each poll of its head (a prefetch, a hint
+//! only), so that a client calling with the same sizes again has them cross with the head rather
+//! than after it. The tags are checked
 //! on both sides: a request line whose tag is not the request's (a write behind the protocol's
 //! back) gets `BAD_REQUEST`, never a handler run on bytes of another call, and a client never
 //! reads a reply line that does not carry its call's tag (it waits, and fails at its deadline).
@@ -737,13 +740,18 @@ pub(crate) struct InlineArea<'a> {
 pub(crate) struct Scratch {
     request: [u8; INLINE_BYTES],
     reply: [u8; INLINE_BYTES],
+    /// For each port, the wide lines its last request answered here took: fetched with each
+    /// poll of its head (`serve_pending`).
+    wide_seen: Vec<u8>,
 }
 
 impl Scratch {
-    pub(crate) fn new() -> Scratch {
+    /// A worker's buffers for a file of `ports` ports.
+    pub(crate) fn new(ports: usize) -> Scratch {
         Scratch {
             request: [0; INLINE_BYTES],
             reply: [0; INLINE_BYTES],
+            wide_seen: vec![0; ports],
         }
     }
 }
@@ -808,6 +816,12 @@ pub(crate) fn serve_pending(
             let port = w * 32 + bits.trailing_zeros() as usize;
             bits &= bits - 1;
             let line = &lines[port];
+            // The wide lines the port's last request took, fetched as the head is polled: a
+            // client that calls with the same sizes again has them cross with the head.
+            let seen = scratch.wide_seen.get(port).map_or(0, |&n| n as usize);
+            for wide_line in wide[port].lines.iter().take(seen) {
+                crate::cache::prefetch(wide_line);
+            }
             if line.at_rest() {
                 continue;
             }
@@ -824,6 +838,7 @@ pub(crate) fn serve_pending(
                 answer(
                     line,
                     &wide[port],
+                    port,
                     request_word,
                     bulk.of(port),
                     scratch,
@@ -847,12 +862,17 @@ pub(crate) fn serve_pending(
 fn answer(
     line: &Line,
     wide: &Wide,
+    port: usize,
     request_word: u64,
     (area, share): (*mut u8, usize),
     scratch: &mut Scratch,
     serve: &mut impl FnMut(u32, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
 ) {
-    let Scratch { request, reply } = scratch;
+    let Scratch {
+        request,
+        reply,
+        wide_seen,
+    } = scratch;
     let pending = seq(request_word);
     let opcode = (request_word >> 32) as u32;
     let (len, want, body_len, body_in_lines) =
@@ -864,6 +884,9 @@ fn answer(
         } else {
             body_len <= share
         };
+    if let Some(seen) = wide_seen.get_mut(port) {
+        *seen = wide_lines_for(len.min(INLINE_BYTES)) as u8;
+    }
     let (status, reply_len) = if !fits || !take_request(line, wide, request, len, pending) {
         // A length past what the lines or the area hold, or a wide line of another call.
         (status::BAD_REQUEST, 0)
@@ -1163,7 +1186,7 @@ mod model {
                             |op: u32, req: &[u8], _body: &[u8], rep: &mut [u8; INLINE_BYTES]| {
                                 answer(&runs, op, req, rep)
                             };
-                        let mut scratch = Scratch::new();
+                        let mut scratch = Scratch::new(1);
                         while !done.load(Ordering::Acquire) {
                             let area = InlineArea {
                                 bitmap: &bitmap,
@@ -1298,7 +1321,7 @@ mod model {
                             &area,
                             Some(&locks[..]),
                             None,
-                            &mut Scratch::new(),
+                            &mut Scratch::new(1),
                             &mut serve,
                         )
                     })
