@@ -15,7 +15,12 @@
 //! - bulk: a request of N bytes (4 KiB, 64 KiB, 1 MiB by default) and an 8-byte reply, between
 //!   two processes, the handler reading every byte where it lies (the bulk area, sized to the
 //!   largest request so each crosses in one handoff), against a memcpy of the same N bytes
-//!   timed in the client process in the same run, and against the inline call.
+//!   timed in the client process in the same run, and against the inline call;
+//! - sweep: a request of N bytes (8 B to 1 MiB by default) and an 8-byte reply, timed as the echo
+//!   is (a run of calls, not each call), as a `Bytes` argument at every size and as fixed
+//!   arguments where a fixed call has that size (8, 32, 40, 64 bytes; also with a reply of N
+//!   bytes), every size in each run; each against the ping-pong, and whether any size is slower
+//!   than the next one up (by more than 5 %).
 //!
 //! The shared-memory round trips run on the same two CPUs for every row (`--cpus`; by default two
 //! CPUs of different cores chosen here), so that a ratio compares the protocols and not where
@@ -52,6 +57,10 @@ pub struct BenchArgs {
     /// Server worker threads.
     #[arg(long, default_value_t = 1)]
     workers: usize,
+    /// Server worker counts for the throughput runs (each with every `--clients` count); counts
+    /// above this machine's CPUs are left out.
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    throughput_workers: Vec<usize>,
     /// The two CPUs the round trips run on, as `A,B` (the caller on A, the answering side on
     /// B); `auto` picks two CPUs of different cores among those this process may use; `none`
     /// leaves placement to the scheduler.
@@ -60,6 +69,14 @@ pub struct BenchArgs {
     /// Request sizes of the bulk rows, in bytes (suffixes K and M: 4K, 1M); `none` skips them.
     #[arg(long, value_delimiter = ',', default_value = "4K,64K,1M")]
     bulk: Vec<String>,
+    /// Request sizes of the sweep (a request of N bytes, an 8-byte reply, timed as the echo
+    /// is), in bytes (suffixes K and M); `none` skips it.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "8,32,40,64,128,256,1K,4K,64K,1M"
+    )]
+    sweep: Vec<String>,
 }
 
 /// The largest request the bulk rows send (the bench service's limit).
@@ -77,6 +94,30 @@ enum BulkBench {
     /// bytes (as a peer's benchmark that only receives its request measures).
     #[rpc(response = u64, limit = BULK_LIMIT)]
     Len { data: ferry_shm::Bytes },
+    /// Fixed arguments of 8 bytes (the sweep): their first word back.
+    #[rpc(response = u64)]
+    Fixed8 { a: [u64; 1] },
+    /// Fixed arguments of 32 bytes.
+    #[rpc(response = u64)]
+    Fixed32 { a: [u64; 4] },
+    /// Fixed arguments of 40 bytes.
+    #[rpc(response = u64)]
+    Fixed40 { a: [u64; 5] },
+    /// Fixed arguments of 64 bytes (a slot: the most a fixed call takes).
+    #[rpc(response = u64)]
+    Fixed64 { a: [u64; 8] },
+    /// 8 bytes each way: the arguments back.
+    #[rpc(response = [u64; 1])]
+    Mirror8 { a: [u64; 1] },
+    /// 32 bytes each way.
+    #[rpc(response = [u64; 4])]
+    Mirror32 { a: [u64; 4] },
+    /// 40 bytes each way.
+    #[rpc(response = [u64; 5])]
+    Mirror40 { a: [u64; 5] },
+    /// 64 bytes each way.
+    #[rpc(response = [u64; 8])]
+    Mirror64 { a: [u64; 8] },
 }
 
 struct Taker;
@@ -87,6 +128,30 @@ impl BulkBenchServer for Taker {
     }
     fn len(&self, data: &[u8]) -> u64 {
         data.len() as u64
+    }
+    fn fixed8(&self, a: [u64; 1]) -> u64 {
+        a[0]
+    }
+    fn fixed32(&self, a: [u64; 4]) -> u64 {
+        a[0]
+    }
+    fn fixed40(&self, a: [u64; 5]) -> u64 {
+        a[0]
+    }
+    fn fixed64(&self, a: [u64; 8]) -> u64 {
+        a[0]
+    }
+    fn mirror8(&self, a: [u64; 1]) -> [u64; 1] {
+        a
+    }
+    fn mirror32(&self, a: [u64; 4]) -> [u64; 4] {
+        a
+    }
+    fn mirror40(&self, a: [u64; 5]) -> [u64; 5] {
+        a
+    }
+    fn mirror64(&self, a: [u64; 8]) -> [u64; 8] {
+        a
     }
 }
 
@@ -99,8 +164,8 @@ fn fold(bytes: &[u8]) -> u64 {
     })
 }
 
-/// `4K`, `64K`, `1M`, `100` as bytes.
-fn parse_size(s: &str) -> Result<usize, String> {
+/// `4K`, `64K`, `1M`, `100` as bytes (for option `flag`).
+fn parse_size(flag: &str, s: &str) -> Result<usize, String> {
     let s = s.trim();
     let (digits, unit) = match s.as_bytes().last() {
         Some(b'K' | b'k') => (&s[..s.len() - 1], 1 << 10),
@@ -109,22 +174,41 @@ fn parse_size(s: &str) -> Result<usize, String> {
     };
     let n: usize = digits
         .parse()
-        .map_err(|_| format!("--bulk: {s:?} is not a size (4096, 4K, 1M)"))?;
+        .map_err(|_| format!("{flag}: {s:?} is not a size (4096, 4K, 1M)"))?;
     match n.checked_mul(unit) {
         Some(b) if b > 0 && b as u64 <= BULK_LIMIT => Ok(b),
         _ => Err(format!(
-            "--bulk: {s:?} is not between 1 byte and {} MiB",
+            "{flag}: {s:?} is not between 1 byte and {} MiB",
             BULK_LIMIT >> 20
         )),
     }
 }
 
-/// The bulk rows' sizes (none for `--bulk none`).
-fn bulk_sizes(args: &BenchArgs) -> Result<Vec<usize>, String> {
-    if args.bulk.len() == 1 && args.bulk[0] == "none" {
+/// The sizes that option `flag` (`--bulk`, `--sweep`) lists (none for `none`).
+fn sizes_of(flag: &str, list: &[String]) -> Result<Vec<usize>, String> {
+    if list.len() == 1 && list[0] == "none" {
         return Ok(Vec::new());
     }
-    args.bulk.iter().map(|s| parse_size(s)).collect()
+    list.iter().map(|s| parse_size(flag, s)).collect()
+}
+
+/// The bulk rows' sizes (none for `--bulk none`).
+fn bulk_sizes(args: &BenchArgs) -> Result<Vec<usize>, String> {
+    sizes_of("--bulk", &args.bulk)
+}
+
+/// The sweep's sizes (none for `--sweep none`), smallest first.
+fn sweep_sizes(args: &BenchArgs) -> Result<Vec<usize>, String> {
+    let mut sizes = sizes_of("--sweep", &args.sweep)?;
+    sizes.sort_unstable();
+    sizes.dedup();
+    Ok(sizes)
+}
+
+/// Calls of a sweep's size `n` in one timed run: `trips` for the small ones, fewer for large
+/// ones (about 256 MiB a run at most, at least 20).
+fn sweep_trips(n: usize, trips: u64) -> u64 {
+    ((256u64 << 20) / n.max(1) as u64).clamp(20, trips.max(20))
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -143,6 +227,8 @@ pub enum Role {
     Load,
     /// Time bulk calls and a memcpy of each size, print one line per size.
     Bulk,
+    /// Time calls with a request of each size (the sweep), print one line per size.
+    Sweep,
 }
 
 #[derive(clap::Args, Debug)]
@@ -182,8 +268,20 @@ pub fn check(args: &BenchArgs) -> Result<(), String> {
     let ports = ServerConfig::default().ports;
     crate::check_workers(args.workers, ports)?;
     bulk_sizes(args)?;
+    sweep_sizes(args)?;
     if args.clients.is_empty() {
         return Err("--clients: give at least one count".into());
+    }
+    if args.throughput_workers.is_empty() {
+        return Err("--throughput-workers: give at least one count".into());
+    }
+    for &w in &args.throughput_workers {
+        crate::at_least_one("--throughput-workers", w as u64)?;
+        if w > ports as usize {
+            return Err(format!(
+                "--throughput-workers {w}: at most {ports}, the server's ports"
+            ));
+        }
     }
     for &n in &args.clients {
         crate::at_least_one("--clients", n.into())?;
@@ -841,6 +939,66 @@ fn rpc(path: &Path, args: &BenchArgs, client_cpu: Option<usize>, role: &str) -> 
     Ok(median(runs))
 }
 
+/// The throughput table: echo calls per second for each `--clients` count (rows) against a
+/// server with each `--throughput-workers` count (columns), every count of workers against the
+/// first, each client count against the first row's; unpinned.
+fn print_throughput(args: &BenchArgs, config: &ServerConfig) -> Res<()> {
+    let cpus = allowed_cpus().len().max(1);
+    let (workers, left_out): (Vec<usize>, Vec<usize>) =
+        args.throughput_workers.iter().partition(|&&w| w <= cpus);
+    let mut table: Vec<Vec<f64>> = Vec::new();
+    let (mut served, mut failed) = (0, 0);
+    for &w in &workers {
+        let path = path_for(&format!("bench-load-{}", std::process::id()));
+        let server = ShmServer::start(
+            &path,
+            ServerConfig {
+                workers: w,
+                ..config.clone()
+            },
+            Demo::server(DemoService),
+        )?;
+        let mut column = Vec::new();
+        for &n in &args.clients {
+            column.push(throughput(&path, n, args)?);
+        }
+        let stats = server.shutdown(Duration::from_secs(5)).stats;
+        served += stats.served;
+        failed += stats.failed;
+        table.push(column);
+    }
+    println!();
+    let name = |w: usize| format!("{w} worker{}", if w == 1 { "" } else { "s" });
+    let mut head = "| client processes |".to_string();
+    let mut rule = "|---:|".to_string();
+    for (i, &w) in workers.iter().enumerate() {
+        head += &format!(" {}: calls/s (median of 3) | vs 1 client |", name(w));
+        rule += "---:|---:|";
+        if i > 0 {
+            head += &format!(" vs {} |", name(workers[0]));
+            rule += "---:|";
+        }
+    }
+    println!("{head}");
+    println!("{rule}");
+    for (row, &n) in args.clients.iter().enumerate() {
+        let mut line = format!("| {n} |");
+        for (i, column) in table.iter().enumerate() {
+            line += &format!(" {:.0} | {:.2} |", column[row], column[row] / column[0]);
+            if i > 0 {
+                line += &format!(" {:.2}× |", column[row] / table[0][row]);
+            }
+        }
+        println!("{line}");
+    }
+    if !left_out.is_empty() {
+        println!("(left out: {left_out:?} workers, more than this machine's {cpus} CPUs)");
+    }
+    println!();
+    println!("throughput servers: {served} calls served, {failed} failed");
+    Ok(())
+}
+
 fn throughput(path: &Path, clients: u32, args: &BenchArgs) -> Res<f64> {
     let mut rates = Vec::new();
     for _ in 0..3 {
@@ -1061,6 +1219,27 @@ pub fn run(args: BenchArgs) -> Res<()> {
         }
         rows
     };
+    // The sweep: a server whose bulk area holds the largest request, one worker pinned as above.
+    let sizes = sweep_sizes(&args)?;
+    let sweep_rows = if sizes.is_empty() {
+        Vec::new()
+    } else {
+        let path = path_for(&format!("bench-sweep-{}", std::process::id()));
+        let sweep_config = ServerConfig {
+            bulk: sizes.iter().copied().max().unwrap_or(0).div_ceil(64) * 64,
+            ..config.clone()
+        };
+        let server = start_pinned(&mut || {
+            Ok(ShmServer::start(
+                &path,
+                sweep_config.clone(),
+                BulkBench::server(Taker),
+            )?)
+        })?;
+        let rows = sweep(&path, &sizes, &args, caller)?;
+        server.shutdown(Duration::from_secs(5));
+        rows
+    };
     let threads = in_process(&args, true, answerer);
     let by_hand = in_process(&args, false, answerer);
     // The socket and the throughput runs are left to the scheduler: a blocking read is woken
@@ -1070,8 +1249,6 @@ pub fn run(args: BenchArgs) -> Res<()> {
         pin_to(&everywhere)?;
     }
     let socket = uds(&args)?;
-    let path = path_for(&format!("bench-{}", std::process::id()));
-    let server = ShmServer::start(&path, config, Demo::server(DemoService))?;
     println!();
     println!(
         "| round trip between two processes | median ns | ratio to the faster ping-pong ({raw:.0} ns) |"
@@ -1128,15 +1305,7 @@ pub fn run(args: BenchArgs) -> Res<()> {
         "| Unix-domain socket, 8 B request + 8 B reply | {socket:.0} | ferry is {:.1}× faster (goal ≥ 10×) |",
         socket / call
     );
-    println!();
-    println!("| client processes | calls/s (median of 3) | vs 1 client |");
-    println!("|---:|---:|---:|");
-    let mut one = None;
-    for &n in &args.clients {
-        let rate = throughput(&path, n, &args)?;
-        let base = *one.get_or_insert(rate);
-        println!("| {n} | {rate:.0} | {:.2} |", rate / base);
-    }
+    print_throughput(&args, &config)?;
     if !bulk_rows.is_empty() {
         println!();
         println!(
@@ -1158,16 +1327,217 @@ pub fn run(args: BenchArgs) -> Res<()> {
             );
         }
     }
-    let stats = server.shutdown(Duration::from_secs(5)).stats;
+    if !sweep_rows.is_empty() {
+        print_sweep(&sweep_rows, raw, call);
+    }
+    Ok(())
+}
+
+/// One size's sweep figures (medians, ns a call; `None` where the size has no such call).
+struct SweepRow {
+    size: usize,
+    /// A `Bytes` argument of `size` bytes, the handler reading its length.
+    bytes: f64,
+    /// Fixed arguments of `size` bytes, an 8-byte reply.
+    fixed: Option<f64>,
+    /// Fixed arguments and a fixed reply of `size` bytes each.
+    mirror: Option<f64>,
+}
+
+/// The lines a sweep's fixed call of `n` bytes each way takes (a `Bytes` argument goes into the
+/// port's bulk area, beside an empty request in the head line).
+fn sweep_path(n: usize) -> &'static str {
+    if n <= 32 {
+        "head line"
+    } else {
+        "head and wide lines"
+    }
+}
+
+/// How much slower than the next size up a sweep's size may be before the sweep says so: the
+/// medians of two sizes that cost the same differ by a few percent from run to run.
+const SWEEP_SLACK: f64 = 1.05;
+
+/// The sweep's table, ratios against the ping-pong `raw` and the inline echo `call`, then
+/// whether any size was slower than the next one up.
+fn print_sweep(rows: &[SweepRow], raw: f64, call: f64) {
     println!();
     println!(
-        "server ({} worker{}): {} calls served, {} failed",
-        args.workers,
-        if args.workers == 1 { "" } else { "s" },
-        stats.served,
-        stats.failed
+        "| request of N bytes | `Bytes` argument (bulk area), 8-byte reply (ns) | ratio to the ping-pong | fixed arguments, 8-byte reply (ns) | ratio | fixed arguments and reply of N bytes each (ns) | ratio | fixed calls' inline lines |"
     );
-    Ok(())
+    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    let cell = |v: Option<f64>| match v {
+        Some(ns) => (format!("{ns:.0}"), format!("{:.2}×", ns / raw)),
+        None => ("".to_string(), "".to_string()),
+    };
+    for r in rows {
+        let (f, fr) = cell(r.fixed);
+        let (m, mr) = cell(r.mirror);
+        let path = if r.fixed.is_some() {
+            sweep_path(r.size)
+        } else {
+            ""
+        };
+        println!(
+            "| {} | {:.0} | {:.2}× | {f} | {fr} | {m} | {mr} | {path} |",
+            size_name(r.size),
+            r.bytes,
+            r.bytes / raw,
+        );
+    }
+    // Each column's sizes in turn: none slower than the next one up.
+    let mut slower = Vec::new();
+    type Column = fn(&SweepRow) -> Option<f64>;
+    let columns: [(&str, Column); 3] = [
+        ("`Bytes`", |r| Some(r.bytes)),
+        ("fixed", |r| r.fixed),
+        ("fixed each way", |r| r.mirror),
+    ];
+    for (name, get) in columns {
+        let sized: Vec<(usize, f64)> = rows
+            .iter()
+            .filter_map(|r| get(r).map(|ns| (r.size, ns)))
+            .collect();
+        for pair in sized.windows(2) {
+            let ((a, ta), (b, tb)) = (pair[0], pair[1]);
+            if ta > tb * SWEEP_SLACK {
+                slower.push(format!(
+                    "{name} {} ({ta:.0} ns) > {} ({tb:.0} ns)",
+                    size_name(a),
+                    size_name(b)
+                ));
+            }
+        }
+    }
+    let at_most = rows
+        .iter()
+        .filter(|r| r.size <= ferry_shm::ferry_rpc::service::INLINE_BYTES)
+        .flat_map(|r| [Some(r.bytes), r.fixed, r.mirror])
+        .flatten()
+        .fold(0f64, f64::max);
+    println!();
+    println!(
+        "sweep: the slowest call of at most {} bytes takes {at_most:.0} ns = {:.2}× the ping-pong, {:.2}× the inline echo (goal ≤ 2× the ping-pong)",
+        ferry_shm::ferry_rpc::service::INLINE_BYTES,
+        at_most / raw,
+        at_most / call
+    );
+    let slack = (SWEEP_SLACK - 1.0) * 100.0;
+    if slower.is_empty() {
+        println!("sweep: no size slower than the next one up (by more than {slack:.0} %)");
+    } else {
+        println!(
+            "sweep: sizes slower than the next one up by more than {slack:.0} %: {}",
+            slower.join("; ")
+        );
+    }
+}
+
+/// Times calls with a request of each of `sizes` from a client process on CPU `client_cpu` to
+/// the server at `path` (the sweep).
+fn sweep(
+    path: &Path,
+    sizes: &[usize],
+    args: &BenchArgs,
+    client_cpu: Option<usize>,
+) -> Res<Vec<SweepRow>> {
+    let some = |v: f64| (v > 0.0).then_some(v);
+    sized_peer("sweep", path, sizes, args, client_cpu)?
+        .into_iter()
+        .map(|f| {
+            Ok(SweepRow {
+                size: f[0] as usize,
+                bytes: f[1],
+                fixed: some(f[2]),
+                mirror: some(f[3]),
+            })
+        })
+        .collect()
+}
+
+/// Runs a peer of `role` (`bulk`, `sweep`) that times calls of each of `sizes` on CPU
+/// `client_cpu` against the server at `path`, and returns its lines: for each size, the size and
+/// three figures (the peer prints them after its role's name in capitals).
+fn sized_peer(
+    role: &str,
+    path: &Path,
+    sizes: &[usize],
+    args: &BenchArgs,
+    client_cpu: Option<usize>,
+) -> Res<Vec<[f64; 4]>> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .args(["peer", role])
+        .arg(path)
+        .args(["--runs", &args.runs.to_string()])
+        .args(["--trips", &args.trips.to_string()]);
+    let list: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
+    command.args(["--sizes", &list.join(",")]);
+    if let Some(cpu) = client_cpu {
+        command.args(["--cpu", &cpu.to_string()]);
+    }
+    command.env(PARENT_VAR, std::process::id().to_string());
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    let prefix = format!("{} ", role.to_uppercase());
+    let mut rows = Vec::new();
+    for line in out.lines() {
+        let line = line?;
+        if let Some(rest) = line.strip_prefix(&prefix) {
+            let f: Vec<f64> = rest
+                .split_whitespace()
+                .map(|v| v.parse::<f64>())
+                .collect::<Result<_, _>>()?;
+            let row: [f64; 4] = f
+                .try_into()
+                .map_err(|_| format!("the {role} peer said {line:?}"))?;
+            rows.push(row);
+        }
+    }
+    if !child.wait()?.success() || rows.len() != sizes.len() {
+        return Err(format!("the {role} peer failed").into());
+    }
+    Ok(rows)
+}
+
+/// In a sweep peer: one run of each fixed call of `n` bytes, `trips` calls (ns a call; `None`
+/// for a size no call has): arguments of `n` bytes and an 8-byte reply, then `n` bytes each way.
+fn fixed_calls(
+    c: &BulkBenchClient<&ShmClient>,
+    n: usize,
+    trips: u64,
+) -> Res<(Option<f64>, Option<f64>)> {
+    let mut i = 0u64;
+    let wrong = || -> Res<()> { Err("a wrong reply".into()) };
+    macro_rules! both {
+        ($k:literal, $fixed:ident, $mirror:ident) => {{
+            let fixed = timed(trips, || {
+                i += 1;
+                if c.$fixed([i; $k])? != i {
+                    return wrong();
+                }
+                Ok(())
+            })?;
+            let mirror = timed(trips, || {
+                i += 1;
+                if c.$mirror([i; $k])? != [i; $k] {
+                    return wrong();
+                }
+                Ok(())
+            })?;
+            (Some(fixed / trips as f64), Some(mirror / trips as f64))
+        }};
+    }
+    Ok(match n {
+        8 => both!(1, fixed8, mirror8),
+        32 => both!(4, fixed32, mirror32),
+        40 => both!(5, fixed40, mirror40),
+        64 => both!(8, fixed64, mirror64),
+        _ => (None, None),
+    })
 }
 
 /// `4 KiB`, `1 MiB`, `100 B`.
@@ -1200,42 +1570,16 @@ fn bulk(
     args: &BenchArgs,
     client_cpu: Option<usize>,
 ) -> Res<Vec<BulkRow>> {
-    let mut command = Command::new(std::env::current_exe()?);
-    command
-        .args(["peer", "bulk"])
-        .arg(path)
-        .args(["--runs", &args.runs.to_string()]);
-    let list: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
-    command.args(["--sizes", &list.join(",")]);
-    if let Some(cpu) = client_cpu {
-        command.args(["--cpu", &cpu.to_string()]);
-    }
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let out = BufReader::new(child.stdout.take().ok_or("no stdout")?);
-    let mut rows = Vec::new();
-    for line in out.lines() {
-        let line = line?;
-        if let Some(rest) = line.strip_prefix("BULK ") {
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            if f.len() != 4 {
-                return Err(format!("the bulk peer said {line:?}").into());
-            }
-            rows.push(BulkRow {
-                size: f[0].parse()?,
-                read: f[1].parse()?,
-                len: f[2].parse()?,
-                memcpy: f[3].parse()?,
-                floor: 0.0,
-            });
-        }
-    }
-    if !child.wait()?.success() || rows.len() != sizes.len() {
-        return Err("the bulk peer failed".into());
-    }
-    Ok(rows)
+    Ok(sized_peer("bulk", path, sizes, args, client_cpu)?
+        .into_iter()
+        .map(|f| BulkRow {
+            size: f[0] as usize,
+            read: f[1],
+            len: f[2],
+            memcpy: f[3],
+            floor: 0.0,
+        })
+        .collect())
 }
 
 pub fn peer(args: PeerArgs) -> Res<()> {
@@ -1343,6 +1687,38 @@ pub fn peer(args: PeerArgs) -> Res<()> {
                 }
             }
             println!("done");
+            Ok(())
+        }
+        Role::Sweep => {
+            let config = ClientConfig::default().service::<BulkBench>().sticky(true);
+            let shm = ShmClient::attach(&args.path, config)?;
+            let c = BulkBench::client(&shm);
+            // Every size in each run, the runs one after another: a machine that slows down or
+            // speeds up during the sweep moves every size's median alike, not the last sizes'.
+            let mut times: Vec<[Vec<f64>; 3]> =
+                args.sizes.iter().map(|_| Default::default()).collect();
+            for run in 0..=args.runs {
+                for (&n, times) in args.sizes.iter().zip(&mut times) {
+                    let data: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
+                    let trips = sweep_trips(n, args.trips);
+                    let bytes = timed(trips, || {
+                        if c.len(&data)? != n as u64 {
+                            return Err("a wrong reply".into());
+                        }
+                        Ok(())
+                    })? / trips as f64;
+                    let (fixed, mirror) = fixed_calls(&c, n, trips)?;
+                    if run > 0 {
+                        times[0].push(bytes);
+                        times[1].extend(fixed);
+                        times[2].extend(mirror);
+                    }
+                }
+            }
+            for (&n, [bytes, fixed, mirror]) in args.sizes.iter().zip(times) {
+                let med = |v: Vec<f64>| if v.is_empty() { 0.0 } else { median(v) };
+                println!("SWEEP {n} {} {} {}", med(bytes), med(fixed), med(mirror));
+            }
             Ok(())
         }
         Role::Bulk => {

@@ -345,6 +345,7 @@ impl ShmClient {
             let inline = ClientInline::new(
                 self.mapped.inline_bitmap(),
                 self.mapped.inline_lines(),
+                self.mapped.inline_wide(),
                 self.mapped.geometry().serves_inline(),
                 index,
                 &self.wait,

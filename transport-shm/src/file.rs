@@ -250,21 +250,43 @@ impl Mapped {
         }
     }
 
-    /// The inline lines, one per port (see `inline`).
+    /// The head lines, one per port (see `inline`).
     pub(crate) fn inline_lines(&self) -> &[crate::inline::Line] {
+        let ports = self.geometry.layout().ports();
+        // SAFETY: the head lines start `inline::lines_offset(ports)` (a multiple of 64) into the
+        // inline area, one per port, before the wide lines; a `Line` is 64 bytes of
+        // `AtomicU64`.
+        unsafe { self.per_port(crate::inline::lines_offset(ports)) }
+    }
+
+    /// The wide lines, [`WIDE_LINES`](crate::inline::WIDE_LINES) per port (see `inline`).
+    pub(crate) fn inline_wide(&self) -> &[crate::inline::Wide] {
+        let ports = self.geometry.layout().ports();
+        // SAFETY: the wide lines start `inline::wide_offset(ports)` (a multiple of 64) into the
+        // inline area, after the head lines, and fill the rest of it (`inline::area_size`), up
+        // to the services table; a `Wide` is `WIDE_LINES` lines of `AtomicU64`.
+        unsafe { self.per_port(crate::inline::wide_offset(ports)) }
+    }
+
+    /// One `T` per port, from byte `offset` of the inline area on.
+    ///
+    /// # Safety
+    ///
+    /// `offset` is aligned for `T`, and one `T` per port from there lies inside the inline area
+    /// (`inline::area_size`); `T` is made of atomics only (valid for any bits, as every process
+    /// reaches them only atomically).
+    unsafe fn per_port<T>(&self, offset: usize) -> &[T] {
         let g = &self.geometry;
-        let ports = g.layout().ports();
-        // SAFETY: the lines start `inline::lines_offset(ports)` (a multiple of 64) into the inline
-        // area and fill the rest of it, up to `file_size`, inside the live mapping; a `Line` is
-        // 64 bytes of `AtomicU64`, valid for any bits, and reached only atomically by every
-        // process.
+        // SAFETY: the inline area lies inside the live mapping (`inline_offset +
+        // inline::area_size(ports) <= file_size`, checked by `Geometry::decode` or computed by
+        // `Geometry::new`), and the caller keeps the slice inside it, aligned, of atomics.
         unsafe {
             std::slice::from_raw_parts(
                 self.map
                     .as_ptr()
-                    .add(g.inline_offset() + crate::inline::lines_offset(ports))
-                    .cast::<crate::inline::Line>(),
-                ports as usize,
+                    .add(g.inline_offset() + offset)
+                    .cast::<T>(),
+                g.layout().ports() as usize,
             )
         }
     }

@@ -45,7 +45,7 @@ use crate::ShmMailbox;
 /// The file's first eight bytes.
 pub const MAGIC: [u8; 8] = *b"FERRYSHM";
 /// The header format this crate writes and reads.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// The most services one file's table lists.
 pub const MAX_SERVICES: u32 = 64;
 /// Bytes of one services table entry.
@@ -245,14 +245,21 @@ impl Geometry {
         self.flags & FLAG_INLINE != 0
     }
 
-    /// Byte offset of the inline area (its bitmap, then one line per port) in the file.
+    /// Byte offset of the inline area (its bitmap, then a head line per port, then each port's
+    /// wide lines) in the file.
     pub fn inline_offset(&self) -> usize {
         self.inline_offset as usize
     }
 
-    /// Byte offset in the file of port 0's inline line (64 bytes per port follow).
+    /// Byte offset in the file of port 0's head line (64 bytes per port follow).
     pub fn inline_lines_offset(&self) -> usize {
         self.inline_offset as usize + crate::inline::lines_offset(self.layout.ports())
+    }
+
+    /// Byte offset in the file of port 0's wide lines (`64 × WIDE_LINES` bytes per port
+    /// follow, after every port's head line).
+    pub fn inline_wide_offset(&self) -> usize {
+        self.inline_offset as usize + crate::inline::wide_offset(self.layout.ports())
     }
 
     /// The serving process's start time (`owner::start_time`; 0: unknown).

@@ -1,31 +1,58 @@
-//! Inline calls: a small call's request and reply in one cache line per port, beside the packets.
+//! Inline calls: a small call's request and reply in a few cache lines per port, beside the
+//! packets.
 //!
 //! A call through the packets moves four cache lines between the two processes: the client's
 //! mailbox line and the packet's header and slot lines to the server, the server's mailbox line
 //! and the slot line back, each transfer a cross-core trip, before any protocol logic (`ferry
 //! bench` measures this "layout floor" against a one-line ping-pong: `BENCHMARKS.md`). A call
-//! whose request and reply are both fixed and at most [`INLINE_BYTES`] can instead travel in its
-//! port's *inline line*, where both sides' sequence words sit beside the data: the request
-//! crosses in one line transfer and the reply in one.
+//! whose request and reply are both fixed and at most [`INLINE_BYTES`] (256) can instead travel
+//! in its port's *inline lines*: its *head line*, where both sides' sequence words sit beside the
+//! first 32 bytes, and, for a call longer than that, up to [`WIDE_LINES`] *wide lines*, each
+//! carrying the call's sequence in its first word beside 56 bytes. A call of at most 32 bytes
+//! each way moves one line each way; a longer one moves the lines its bytes need, all at once
+//! (no line waits for another).
 //!
 //! ```text
-//! u64 word  written by  meaning
+//! head line, u64 word  written by  meaning
 //!   0       client      request sequence (low 32 bits) and opcode (high 32): written last, with
 //!                       release, to hand the request over
-//!   1       client      request length in bytes (at most INLINE_BYTES; low 32 bits) and the
-//!                       length of a body in the port's bulk area (high 32 bits, 0: none)
+//!   1       client      lengths (`lens`): request bytes in the lines (bits 0..16, at most
+//!                       INLINE_BYTES), reply bytes the client reads (16..31, at most
+//!                       INLINE_BYTES), whether the body is the request's tail (bit 31), the
+//!                       body's length (32..64; 0: none): in the port's bulk area, or the last
+//!                       bytes of the request
 //!   2       server      reply sequence (low 32 bits) and status (high 32, `status`: OK, an
 //!                       error, or NOT_INLINE): written last, with release, to hand the reply back
 //!   3       server      reply length in bytes
-//!   4..8    both        32 bytes: the request, then the reply in its place
+//!   4..8    both        bytes 0..32: the request, then the reply in its place
+//!
+//! wide line i (0..4), u64 word
+//!   0       both        its tag: the call's sequence (low 32 bits), bit 32 set by the server
+//!                       (a reply) and clear by the client (a request)
+//!   1..8    both        bytes 32 + 56 i .. 32 + 56 (i + 1) of the request, then of the reply
 //! ```
+//!
+//! The tags make each wide line say which call's bytes it holds, as each word of a GPU's word
+//! lines does (`ferry_rpc::words`): the client waits for its reply by polling the head's reply
+//! word *and* the tag of every wide line its reply covers in one look, each load independent of
+//! the others, so the lines cross together while it polls instead of one after the head. The
+//! worker writes each wide line's tag after its bytes (release) and covers every line the client
+//! said it reads (word 1), however short its reply; the head's reply word, stored last with
+//! release, orders them all for a client that saw it. A request's wide lines are written before
+//! its head's release store and read after the worker's acquire load of it; a worker fetches the
+//! wide lines that a port's last request took with each poll of its head (a prefetch, a hint
+//! only), so that a client calling with the same sizes again has them cross with the head rather
+//! than after it. The tags are checked
+//! on both sides: a request line whose tag is not the request's (a write behind the protocol's
+//! back) gets `BAD_REQUEST`, never a handler run on bytes of another call, and a client never
+//! reads a reply line that does not carry its call's tag (it waits, and fails at its deadline).
 //!
 //! Each side writes only the words it needs (a 16-byte reply is two payload words): while one
 //! side writes, the other is polling the same line, and every store that finds the line taken
 //! back by a poll costs a transfer.
 //!
-//! After writing a reply, a worker pushes the line out of its core's private caches into the shared
-//! cache ([`cache::demote`](crate::cache::demote)). Without it,
+//! After writing a reply, a worker pushes the lines out of its core's private caches into the
+//! shared cache ([`cache::demote`](crate::cache::demote)). Without it,
 //! the line sits modified in the worker's core, and whichever of the client's read of the reply
 //! and the worker's next poll comes first takes it from there, the other then taking it again: a
 //! round trip in which either side does any work between receiving and answering pays one line
@@ -33,10 +60,11 @@
 //! The client demotes nothing: demoting its request, or the line after reading the reply, was
 //! tried and made the call slower (`transport-shm/BENCHMARKS.md`, round 4, has the figures).
 //!
-//! The line is *at rest* when both sequences are equal. The inline area also holds a bitmap, one
-//! bit per port: workers poll only the lines whose bit is set (*armed*), so a port costs them
-//! nothing once it has been free for a reclaim interval or two (a port that is held, or was freed
-//! more recently, costs a worker two loads a pass). A client sets its port's bit when it first calls inline on a claim that found it
+//! The line is *at rest* when both sequences of its head are equal. The inline area also holds a
+//! bitmap, one bit per port: workers poll only the head lines whose bit is set (*armed*), so a
+//! port costs them nothing once it has been free for a reclaim interval or two (a port that is
+//! held, or was freed more recently, costs a worker two loads a pass). A client sets its port's
+//! bit when it first calls inline on a claim that found it
 //! clear; the bit stays set when the claim ends, so that the next claim of the port (a client
 //! that claims a port for each call claims the same one again and again) neither sets nor clears
 //! it: two read-modify-writes less per call, on a line that the workers poll. The server's monitor
@@ -47,11 +75,13 @@
 //! compare-and-swap) and sets it.
 //!
 //! A call with a streamed argument (a `Bytes` or `Text` field) and a fixed reply travels inline
-//! too when the server has bulk areas and the argument fits the port's: the client writes the
-//! argument (the *body*) into its port's bulk area, then the request into the line, with the
-//! body's length beside the request's. The worker reads the body where it lies, in the mapping,
-//! and the handler gets it in place. The area belongs to the client while the line is at rest and
-//! it holds the packet (as between packet calls), to the worker from the request to the reply.
+//! too. Its argument (the *body*), when the server has bulk areas and it fits the port's, is
+//! written into the port's bulk area first, its length beside the request's. The worker reads
+//! such a body where it lies, in the mapping, and the handler gets it in place: only the bytes it
+//! reads cross to its core. The area belongs to the client while the line is at rest and it holds
+//! the packet (as between packet calls), to the worker from the request to the reply. A body
+//! that the area cannot take (a server without bulk areas) follows the fixed arguments in the
+//! lines when both together fit [`INLINE_BYTES`], and the handler gets a copy.
 //!
 //! **Rules** (those of the packets, extended; see the crate docs):
 //! - Only the holder of a port's claim writes words 0–2 and the request, and only while the line
@@ -65,8 +95,10 @@
 //!   inline lock: no new request comes from a holder that is dead or gave up, and a worker touches
 //!   a line only while a request is pending on it (its last access is the store that puts the line
 //!   at rest). A drain waits for lines that are not at rest.
-//! - Bad input from the other side (a length over 32, a body longer than the bulk area, an
-//!   unknown opcode) gets an error status; the lengths are checked before any copy or read.
+//! - Bad input from the other side (a length over INLINE_BYTES, a body longer than the bulk area
+//!   or than the request it ends, a wide line whose tag is not the request's, an unknown opcode)
+//!   gets an error status; the lengths and tags are checked before any copy or read, and the
+//!   reply still covers every line the client reads, so it is never left waiting.
 
 use std::cell::Cell;
 
@@ -77,7 +109,7 @@ use crate::owner::{generation_of, pack, release, try_claim};
 use crate::status;
 use crate::sync::{word_bit, AtomicU32, AtomicU64, Ordering};
 
-/// Word indices in an inline line.
+/// Word indices in a head line.
 pub(crate) mod word {
     pub const CLIENT: usize = 0;
     pub const REQUEST_LEN: usize = 1;
@@ -86,37 +118,102 @@ pub(crate) mod word {
     pub const PAYLOAD: usize = 4;
 }
 
-const _: () = assert!(word::PAYLOAD + INLINE_BYTES / 8 == 8 && INLINE_BYTES.is_multiple_of(8));
+/// Payload bytes of a head line.
+pub(crate) const HEAD_BYTES: usize = 32;
+/// Wide lines per port.
+pub const WIDE_LINES: usize = 4;
+/// Payload bytes of a wide line: its words after the tag.
+const WIDE_BYTES: usize = 56;
+
+const _: () = assert!(word::PAYLOAD + HEAD_BYTES / 8 == 8);
+const _: () = assert!(HEAD_BYTES + WIDE_LINES * WIDE_BYTES == INLINE_BYTES);
+
+/// A wide line's tag for the call of sequence `seq`: the client's request, or the server's reply.
+#[inline(always)]
+const fn tag(seq: u32, reply: bool) -> u64 {
+    seq as u64 | (reply as u64) << 32
+}
+
+/// The wide lines that bytes `0..len` of a request or reply reach (0 for at most a head line's).
+#[inline(always)]
+const fn wide_lines_for(len: usize) -> usize {
+    if len <= HEAD_BYTES {
+        0
+    } else {
+        let n = (len - HEAD_BYTES).div_ceil(WIDE_BYTES);
+        if n > WIDE_LINES {
+            WIDE_LINES
+        } else {
+            n
+        }
+    }
+}
+
+/// Word 1 of a head line: the lengths of a request (see the module docs).
+pub(crate) mod lens {
+    /// Bit 31: the body is the last bytes of the request, in the lines.
+    const BODY_IN_LINES: u64 = 1 << 31;
+
+    /// The lengths of a request of `len` bytes in the lines whose client reads `want` bytes of
+    /// the reply, with a body of `body` bytes, in the lines (`in_lines`) or the bulk area.
+    #[inline(always)]
+    pub(crate) const fn pack(len: usize, want: usize, body: usize, in_lines: bool) -> u64 {
+        (len as u64 & 0xffff)
+            | (want as u64 & 0x7fff) << 16
+            | if in_lines { BODY_IN_LINES } else { 0 }
+            | (body as u64) << 32
+    }
+
+    /// What [`pack`] packed: the request's length in the lines, the reply bytes the client
+    /// reads, the body's length and whether it is in the lines (unchecked: the other side wrote
+    /// them).
+    #[inline(always)]
+    pub(crate) const fn unpack(word: u64) -> (usize, usize, usize, bool) {
+        (
+            (word & 0xffff) as usize,
+            (word >> 16 & 0x7fff) as usize,
+            (word >> 32) as usize,
+            word & BODY_IN_LINES != 0,
+        )
+    }
+}
 
 /// The sequence in a sequence word (words 0 and 2).
 const fn seq(word: u64) -> u32 {
     word as u32
 }
 
-/// One port's inline line.
+/// One port's head line, or one of its wide lines.
 #[repr(C, align(64))]
 pub(crate) struct Line {
     pub(crate) words: [AtomicU64; 8],
 }
 
+/// One port's wide lines.
+#[repr(C)]
+pub(crate) struct Wide {
+    pub(crate) lines: [Line; WIDE_LINES],
+}
+
 // Loom's atomics are larger; the model never maps a file.
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Line>() == 64);
+const _: () =
+    assert!(std::mem::size_of::<Line>() == 64 && std::mem::size_of::<Wide>() == 64 * WIDE_LINES);
 
 impl Line {
-    /// Whether no request is pending on this line.
+    /// Whether no request is pending on this line (a head line).
     pub(crate) fn at_rest(&self) -> bool {
         seq(self.words[word::CLIENT].load(Ordering::Acquire))
             == seq(self.words[word::SERVER].load(Ordering::Acquire))
     }
 
-    /// Writes `bytes` (at most `INLINE_BYTES`) into the payload words they cover (the rest of
-    /// the last one zero).
+    /// Writes `bytes` (at most the words from `first` on hold) into the words from `first` on
+    /// that they cover (the rest of the last one zero).
     #[inline(always)]
-    fn write_payload(&self, bytes: &[u8]) {
-        let bytes = &bytes[..bytes.len().min(INLINE_BYTES)];
+    fn write_from(&self, first: usize, bytes: &[u8]) {
+        let bytes = &bytes[..bytes.len().min((8 - first) * 8)];
         let mut chunks = bytes.chunks_exact(8);
-        let mut w = word::PAYLOAD;
+        let mut w = first;
         for chunk in &mut chunks {
             let v = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
             self.words[w].store(v, Ordering::Relaxed);
@@ -130,32 +227,148 @@ impl Line {
         }
     }
 
-    /// Writes the first `len` bytes of `bytes` into the payload words they touch, the rest of
-    /// the last of those words zero (what a handler left past `len` does not travel). For the
-    /// worker's reply, whose length is known only at run time: at most four stores, no byte loop.
+    /// Writes the first `len` bytes of `bytes` (whole words: its length a multiple of 8, at most
+    /// the words from `first` on hold) into the words from `first` on that they touch, the rest
+    /// of the last of those words zero (what a handler left past `len` does not travel). For the
+    /// worker's reply, whose length is known only at run time: a store a word, no byte loop.
     #[inline(always)]
-    fn write_words(&self, bytes: &[u8; INLINE_BYTES], len: usize) {
-        for (w, chunk) in bytes.chunks_exact(8).enumerate().take(len.div_ceil(8)) {
+    fn write_masked(&self, first: usize, bytes: &[u8], len: usize) {
+        let words = bytes.chunks_exact(8).take(8 - first).take(len.div_ceil(8));
+        for (w, chunk) in words.enumerate() {
             let v = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-            self.words[word::PAYLOAD + w].store(v & low_bytes(len - w * 8), Ordering::Relaxed);
+            self.words[first + w].store(v & low_bytes(len - w * 8), Ordering::Relaxed);
         }
     }
 
-    /// Reads the payload into `out` (at most `INLINE_BYTES` of it), its bytes at or past `len`
-    /// as zero.
+    /// Reads the words from `first` on into `out` (at most what they hold), its bytes at or
+    /// past `len` as zero.
     ///
     /// Only the words `out` covers are read, each masked, so the copy has no length-dependent
     /// loop or fill; for an `out` of a length the compiler knows (the client's generated calls),
     /// it is a fixed number of loads.
     #[inline(always)]
-    fn read_payload(&self, out: &mut [u8], len: usize) {
-        let n = out.len().min(INLINE_BYTES);
+    fn read_from(&self, first: usize, out: &mut [u8], len: usize) {
+        let n = out.len().min((8 - first) * 8);
         for (w, chunk) in out[..n].chunks_mut(8).enumerate() {
-            let v = self.words[word::PAYLOAD + w].load(Ordering::Relaxed);
+            let v = self.words[first + w].load(Ordering::Relaxed);
             // The bytes of this word at or past `len` read as zero.
             let v = v & low_bytes(len.saturating_sub(w * 8));
             chunk.copy_from_slice(&v.to_le_bytes()[..chunk.len()]);
         }
+    }
+
+    /// [`write_from`](Self::write_from) for a head line's payload.
+    #[inline(always)]
+    fn write_payload(&self, bytes: &[u8]) {
+        self.write_from(word::PAYLOAD, bytes);
+    }
+
+    /// [`read_from`](Self::read_from) for a head line's payload.
+    #[inline(always)]
+    fn read_payload(&self, out: &mut [u8], len: usize) {
+        self.read_from(word::PAYLOAD, out, len);
+    }
+}
+
+/// The bytes of a request or reply that lie in wide line `i`: its range in the whole.
+#[inline(always)]
+const fn wide_range(i: usize) -> std::ops::Range<usize> {
+    HEAD_BYTES + i * WIDE_BYTES..HEAD_BYTES + (i + 1) * WIDE_BYTES
+}
+
+/// The client's request: `bytes` (at most [`INLINE_BYTES`]) into `head`'s payload and the wide
+/// lines they reach, each of those tagged as request `seq`. (No order among these stores: the
+/// head's release store, after them, hands them all over.)
+#[inline(always)]
+fn put_request(head: &Line, wide: &Wide, bytes: &[u8], seq: u32) {
+    let n = bytes.len().min(INLINE_BYTES);
+    head.write_payload(&bytes[..n.min(HEAD_BYTES)]);
+    for (i, line) in wide.lines.iter().enumerate().take(wide_lines_for(n)) {
+        let range = wide_range(i);
+        line.write_from(1, &bytes[range.start..range.end.min(n)]);
+        line.words[0].store(tag(seq, false), Ordering::Relaxed);
+    }
+}
+
+/// The worker's read of a request of `len` bytes (at most [`INLINE_BYTES`]) into `out`: the head's
+/// payload and the wide lines `len` reaches, whole (the handler sees only the first `len`
+/// bytes). Whether every one of those lines carries request `seq`'s tag.
+#[inline(always)]
+fn take_request(
+    head: &Line,
+    wide: &Wide,
+    out: &mut [u8; INLINE_BYTES],
+    len: usize,
+    seq: u32,
+) -> bool {
+    // Every word as it is (constant lengths: no masks).
+    head.read_payload(&mut out[..HEAD_BYTES], HEAD_BYTES);
+    let mut intact = true;
+    for (i, line) in wide.lines.iter().enumerate().take(wide_lines_for(len)) {
+        intact &= line.words[0].load(Ordering::Relaxed) == tag(seq, false);
+        line.read_from(1, &mut out[wide_range(i)], WIDE_BYTES);
+    }
+    intact
+}
+
+/// The worker's reply: the first `len` bytes of `reply` into `head`'s payload and the wide lines
+/// they reach, and the tag of reply `seq` into every wide line that the first `want` bytes or
+/// `len` reach. Each tag after its line's bytes, with release: the client reads a line once its
+/// tag is there, before or after the head's reply word.
+#[inline(always)]
+fn put_reply(
+    head: &Line,
+    wide: &Wide,
+    reply: &[u8; INLINE_BYTES],
+    len: usize,
+    want: usize,
+    seq: u32,
+) {
+    let len = len.min(INLINE_BYTES);
+    head.write_masked(word::PAYLOAD, &reply[..HEAD_BYTES], len);
+    let lines = wide_lines_for(len.max(want));
+    for (i, line) in wide.lines.iter().enumerate().take(lines) {
+        let range = wide_range(i);
+        line.write_masked(
+            1,
+            &reply[range.start..range.end],
+            len.saturating_sub(range.start),
+        );
+        // SYNC (inline, hand a wide line back): release; pairs with the client's acquire load
+        // of the tag, so the bytes above are visible to it.
+        line.words[0].store(tag(seq, true), Ordering::Release);
+    }
+    for line in &wide.lines[..lines] {
+        crate::cache::demote(line);
+    }
+}
+
+/// Whether every wide line that the first `want` bytes of a reply reach carries reply `seq`'s
+/// tag. Every tag is loaded, none waiting for another (no early exit): the lines cross together.
+#[inline(always)]
+fn reply_lines_in(wide: &Wide, want: usize, seq: u32) -> bool {
+    let mut all = true;
+    for line in wide.lines.iter().take(wide_lines_for(want)) {
+        // SYNC (inline, take a wide line): acquire; pairs with the worker's release store of the
+        // tag after the line's bytes.
+        all &= line.words[0].load(Ordering::Acquire) == tag(seq, true);
+    }
+    all
+}
+
+/// The client's read of a reply of `len` bytes into `out` (at most [`INLINE_BYTES`]): the head's
+/// payload and the wide lines `out` reaches, its bytes at or past `len` as zero.
+#[inline(always)]
+fn take_reply(head: &Line, wide: &Wide, out: &mut [u8], len: usize) {
+    let n = out.len().min(INLINE_BYTES);
+    head.read_payload(&mut out[..n.min(HEAD_BYTES)], len);
+    for (i, line) in wide.lines.iter().enumerate().take(wide_lines_for(n)) {
+        let range = wide_range(i);
+        line.read_from(
+            1,
+            &mut out[range.start..range.end.min(n)],
+            len.saturating_sub(range.start),
+        );
     }
 }
 
@@ -175,14 +388,21 @@ const fn bitmap_bytes(ports: u32) -> usize {
     (ports as usize / 8).div_ceil(64) * 64
 }
 
-/// Bytes of the inline area of a file with `ports` ports: the bitmap, then one line per port.
+/// Bytes of the inline area of a file with `ports` ports: the bitmap, then one head line per
+/// port, then each port's wide lines.
 pub(crate) const fn area_size(ports: u32) -> usize {
-    bitmap_bytes(ports) + ports as usize * 64
+    bitmap_bytes(ports) + ports as usize * 64 * (1 + WIDE_LINES)
 }
 
-/// Byte offset of the first line within the inline area.
+/// Byte offset of the first head line within the inline area.
 pub(crate) const fn lines_offset(ports: u32) -> usize {
     bitmap_bytes(ports)
+}
+
+/// Byte offset of port 0's wide lines within the inline area (each port's [`WIDE_LINES`] follow
+/// one another).
+pub(crate) const fn wide_offset(ports: u32) -> usize {
+    bitmap_bytes(ports) + ports as usize * 64
 }
 
 /// Where the ports' bulk areas lie in the mapping: lane 0's share of each (an inline call is one
@@ -227,8 +447,10 @@ const SPIN_POLLS: u32 = 1024;
 /// [`CallSite::Inline`](ferry_rpc::service::CallSite::Inline), so that they are compiled against
 /// it. It has no methods of its own beyond [`InlineCall`].
 pub struct ClientInline<'a, W: Wait = crate::ClientWait> {
-    /// The port's inline line.
+    /// The port's head line.
     pub(crate) line: &'a Line,
+    /// The port's wide lines.
+    pub(crate) wide: &'a Wide,
     /// The inline bitmap's word that holds the port's bit, and the bit.
     pub(crate) bitmap_word: &'a AtomicU32,
     pub(crate) bit: u32,
@@ -244,11 +466,13 @@ pub struct ClientInline<'a, W: Wait = crate::ClientWait> {
 }
 
 impl<'a, W: Wait> ClientInline<'a, W> {
-    /// The inline path of `port`, in a file whose inline bitmap and lines are `bitmap` and
-    /// `lines`.
+    /// The inline path of `port`, in a file whose inline bitmap, head lines and wide lines are
+    /// `bitmap`, `lines` and `wide`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         bitmap: &'a [AtomicU32],
         lines: &'a [Line],
+        wide: &'a [Wide],
         serves: bool,
         port: u32,
         wait: &'a W,
@@ -258,6 +482,7 @@ impl<'a, W: Wait> ClientInline<'a, W> {
         let (w, bit) = word_bit(port as usize);
         ClientInline {
             line: &lines[port as usize],
+            wide: &wide[port as usize],
             bitmap_word: &bitmap[w],
             bit,
             serves,
@@ -269,17 +494,23 @@ impl<'a, W: Wait> ClientInline<'a, W> {
     }
 }
 
-/// Waits for reply `next` on `line` after the first `SPIN_POLLS` polls found none: spins and
-/// consults `wait` (deadline, server liveness). Out of line, so that the call's own path stays
-/// short.
+/// Waits for reply `next` on `line` (and the wide lines of `wide` that its first `want` bytes
+/// reach) after the first `SPIN_POLLS` polls found none: spins and consults `wait` (deadline,
+/// server liveness). Out of line, so that the call's own path stays short.
 #[cold]
 #[inline(never)]
-fn wait_for_reply(line: &Line, next: u32, wait: &impl Wait) -> Result<u64, ferry_rpc::Error> {
+fn wait_for_reply(
+    line: &Line,
+    wide: &Wide,
+    want: usize,
+    next: u32,
+    wait: &impl Wait,
+) -> Result<u64, ferry_rpc::Error> {
     let mut polls = 0u32;
     loop {
-        // SYNC (inline, take the reply): as in `call_inline`.
+        // SYNC (inline, take the reply): as in `exchange_lines`.
         let answer = line.words[word::SERVER].load(Ordering::Acquire);
-        if seq(answer) == next {
+        if (seq(answer) == next) & reply_lines_in(wide, want, next) {
             return Ok(answer);
         }
         if wait.pause(polls).is_err() {
@@ -297,44 +528,17 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
         request: &[u8],
         reply: &mut [u8],
     ) -> Option<Result<u32, ferry_rpc::Error>> {
-        self.exchange(opcode, request, &[], reply)
+        self.exchange_lines(
+            opcode,
+            request,
+            lens::pack(request.len(), reply.len(), 0, false),
+            |_| {},
+            reply,
+        )
     }
 
     #[inline(always)]
     fn call_inline_bulk(
-        &self,
-        opcode: u32,
-        request: &[u8],
-        body: &[u8],
-        reply: &mut [u8],
-    ) -> Option<Result<u32, ferry_rpc::Error>> {
-        if body.len() > self.bulk.1 {
-            return None;
-        }
-        self.exchange(opcode, request, body, reply)
-    }
-
-    #[inline(always)]
-    fn call_inline_bulk_with(
-        &self,
-        opcode: u32,
-        request: &[u8],
-        len: usize,
-        fill: &mut dyn FnMut(&mut [u8]),
-        reply: &mut [u8],
-    ) -> Option<Result<u32, ferry_rpc::Error>> {
-        if len > self.bulk.1 {
-            return None;
-        }
-        self.exchange_with(opcode, request, len, |area| fill(area), reply)
-    }
-}
-
-impl<W: Wait> ClientInline<'_, W> {
-    /// One inline call; `body` (at most the bulk area's length, empty for none) is written into
-    /// the port's bulk area before the request is handed over.
-    #[inline(always)]
-    fn exchange(
         &self,
         opcode: u32,
         request: &[u8],
@@ -350,8 +554,24 @@ impl<W: Wait> ClientInline<'_, W> {
         )
     }
 
-    /// One inline call with a body of `len` bytes (at most the bulk area's length, 0: none),
-    /// which `put` writes into the port's bulk area before the request is handed over.
+    #[inline(always)]
+    fn call_inline_bulk_with(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]),
+        reply: &mut [u8],
+    ) -> Option<Result<u32, ferry_rpc::Error>> {
+        self.exchange_with(opcode, request, len, |area| fill(area), reply)
+    }
+}
+
+impl<W: Wait> ClientInline<'_, W> {
+    /// One inline call with a body of `len` bytes, which `put` writes: into the port's bulk area
+    /// if it fits there (the handler reads it in place, and only what it reads crosses), else
+    /// after the request in the lines if both fit (a server without bulk areas); `None`, nothing
+    /// sent and `put` not called, if neither.
     #[inline(always)]
     fn exchange_with(
         &self,
@@ -361,10 +581,55 @@ impl<W: Wait> ClientInline<'_, W> {
         put: impl FnOnce(&mut [u8]),
         reply: &mut [u8],
     ) -> Option<Result<u32, ferry_rpc::Error>> {
+        if len > self.bulk.1 {
+            let whole = request.len().checked_add(len)?;
+            if whole > INLINE_BYTES {
+                return None;
+            }
+            let mut bytes = [0u8; INLINE_BYTES];
+            bytes[..request.len()].copy_from_slice(request);
+            put(&mut bytes[request.len()..whole]);
+            let lens = lens::pack(whole, reply.len(), len, true);
+            return self.exchange_lines(opcode, &bytes[..whole], lens, |_| {}, reply);
+        }
+        let lens = lens::pack(request.len(), reply.len(), len, false);
+        self.exchange_lines(
+            opcode,
+            request,
+            lens,
+            |area| {
+                if len > 0 {
+                    // SAFETY: the area is `self.bulk.1 >= len` bytes of the live mapping
+                    // (checked above), and it is this claim's: `exchange_lines` calls this once
+                    // the line is at rest (after the acquire of the last reply, so the worker's
+                    // reads of the area are done), and this claim holds the packet between
+                    // calls; nobody else writes it until the reply.
+                    put(unsafe { std::slice::from_raw_parts_mut(area, len) });
+                } else {
+                    put(&mut []);
+                }
+            },
+            reply,
+        )
+    }
+
+    /// One inline call: `request` (at most [`INLINE_BYTES`]) into the lines, `lens` (word 1)
+    /// beside it, `before` run (with the bulk area's address) once the line is known to be at
+    /// rest and before the request is handed over; the first `reply.len()` bytes of the reply
+    /// (at most [`INLINE_BYTES`]) into `reply`.
+    #[inline(always)]
+    fn exchange_lines(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        lens: u64,
+        before: impl FnOnce(*mut u8),
+        reply: &mut [u8],
+    ) -> Option<Result<u32, ferry_rpc::Error>> {
         if !self.serves || request.len() > INLINE_BYTES || reply.len() > INLINE_BYTES {
             return None;
         }
-        let line = self.line;
+        let (line, wide) = (self.line, self.wide);
         // SYNC (inline, take the line): pairs with the server's release store of its last reply
         // sequence; the server's accesses to the payload happen before ours.
         let last = seq(line.words[word::SERVER].load(Ordering::Acquire));
@@ -380,38 +645,30 @@ impl<W: Wait> ClientInline<'_, W> {
             self.bitmap_word.fetch_or(self.bit, Ordering::Relaxed);
             self.armed.set(true);
         }
-        if len > 0 {
-            debug_assert!(len <= self.bulk.1);
-            // SAFETY: the area is `self.bulk.1 >= len` bytes of the live mapping (callers check
-            // the length), and it is this claim's: the line is at rest (checked above, after the
-            // acquire of the last reply, so the worker's reads of the area are done) and this
-            // claim holds the packet between calls; nobody else writes it until the reply below.
-            put(unsafe { std::slice::from_raw_parts_mut(self.bulk.0, len) });
-        } else {
-            put(&mut []);
-        }
-        line.write_payload(request);
-        line.words[word::REQUEST_LEN]
-            .store(request.len() as u64 | (len as u64) << 32, Ordering::Relaxed);
+        before(self.bulk.0);
         let next = last.wrapping_add(1);
+        put_request(line, wide, request, next);
+        line.words[word::REQUEST_LEN].store(lens, Ordering::Relaxed);
         // SYNC (inline, hand the request over): release; pairs with the worker's acquire load of
-        // the request word, so the words above are visible to it.
+        // the request word, so the words above (and the wide lines) are visible to it.
         line.words[word::CLIENT].store((opcode as u64) << 32 | next as u64, Ordering::Release);
         // The first polls spin right here: a reply usually comes within a microsecond, and
         // calling out to the wait policy on every poll lengthens the loop that a reply is waited
         // for in, and so every call. Then the policy takes over, out of line (deadline,
         // liveness).
+        let want = reply.len();
         let mut polls = SPIN_POLLS;
         let answer = loop {
             // SYNC (inline, take the reply): acquire; pairs with the worker's release store of
-            // the reply word after it wrote the reply.
+            // the reply word after it wrote the reply. The wide lines' tags in the same look
+            // (`reply_lines_in`), not after it.
             let answer = line.words[word::SERVER].load(Ordering::Acquire);
-            if seq(answer) == next {
+            if (seq(answer) == next) & reply_lines_in(wide, want, next) {
                 break answer;
             }
             polls -= 1;
             if polls == 0 {
-                match wait_for_reply(line, next, self.wait) {
+                match wait_for_reply(line, wide, want, next, self.wait) {
                     Ok(answer) => break answer,
                     Err(e) => return Some(Err(e)),
                 }
@@ -423,7 +680,7 @@ impl<W: Wait> ClientInline<'_, W> {
             return None;
         }
         let len = line.words[word::REPLY_LEN].load(Ordering::Relaxed) as usize;
-        line.read_payload(reply, len);
+        take_reply(line, wide, reply, len);
         Some(Ok(status))
     }
 }
@@ -465,41 +722,112 @@ pub(crate) fn disarm(bitmap: &[AtomicU32], port: u32) {
     bitmap[w].fetch_and(!bit, Ordering::Relaxed);
 }
 
-/// Answers the pending requests on the armed lines (bitmap bit set) of bitmap words `words`:
-/// `serve` gets each request's opcode and bytes and returns the status and reply length, with
-/// the reply bytes in its third argument. Returns how many were answered.
+/// A file's inline area as a worker sees it: the bitmap, the head lines, the wide lines, and the
+/// ports' bulk areas.
+#[derive(Clone, Copy)]
+pub(crate) struct InlineArea<'a> {
+    pub(crate) bitmap: &'a [AtomicU32],
+    pub(crate) lines: &'a [Line],
+    pub(crate) wide: &'a [Wide],
+    pub(crate) bulk: BulkAreas,
+}
+
+/// A worker's buffers for the requests it answers and their replies (`serve_pending`), kept
+/// between calls so that no call waits for them to be cleared: the reply buffer is all zero
+/// when a handler gets it, cleared after each reply has gone; the request buffer holds, of each
+/// request, the bytes it has (a handler sees those only) and whatever the last ones left after
+/// them.
+pub(crate) struct Scratch {
+    request: [u8; INLINE_BYTES],
+    reply: [u8; INLINE_BYTES],
+    /// For each port, the wide lines its last request answered here took: fetched with each
+    /// poll of its head (`serve_pending`).
+    wide_seen: Vec<u8>,
+}
+
+impl Scratch {
+    /// A worker's buffers for a file of `ports` ports.
+    pub(crate) fn new(ports: usize) -> Scratch {
+        Scratch {
+            request: [0; INLINE_BYTES],
+            reply: [0; INLINE_BYTES],
+            wide_seen: vec![0; ports],
+        }
+    }
+}
+
+/// A port's inline lock (`serve_pending`): 1 while a worker answers the port's line, on a cache
+/// line of its own.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub(crate) struct InlineLock(pub(crate) AtomicU32);
+
+/// Worker `index` of `workers`'s share of the ports for `serve_pending`: for each of the `words`
+/// bitmap words, the mask of its ports whose index is `index` modulo `workers`.
+pub(crate) fn share(index: usize, workers: usize, words: usize) -> Vec<u32> {
+    (0..words)
+        .map(|w| {
+            (0..32)
+                .filter(|b| (w * 32 + b) % workers.max(1) == index)
+                .fold(0u32, |mask, b| mask | 1 << b)
+        })
+        .collect()
+}
+
+/// Answers the pending requests on the armed lines (bitmap bit set) of the ports `share` names
+/// (for each bitmap word, a mask of the ports it polls; `None`: every port): `serve` gets each
+/// request's opcode and bytes and returns the status and reply length, with the reply bytes in
+/// its third argument. Returns how many were answered.
 ///
-/// Each worker polls its own share of the bitmap words on every pass and all of them on every
-/// `SWEEP`th (`server::work`): a line polled by one worker moves between two cores only, and a
-/// handler that blocks still holds up only its own port, since the other workers' sweeps answer
-/// the rest of its share. With several workers, `locks` (the server's inline locks, one
-/// word per port) makes one worker answer each request: a worker holds the port's word while on
-/// it. It is a word per port rather than a bit, so that releasing it is a plain store: a locked
-/// instruction there would wait for the reply's stores, which wait for the line to come back from
-/// the polling client: a cross-core trip added to every call. A lone worker passes `None` and
-/// takes no lock. The monitor needs none either (see `monitor` in `server`).
+/// Each worker polls its own share of the ports on every pass (worker `i` of `n`: the ports
+/// whose index is `i` modulo `n`, so that clients, which spread over the ports, spread over the
+/// workers) and all of them on every `SWEEP`th (`server::work`): a line polled by one worker
+/// moves between two cores only, and a handler that blocks still holds up only its own port,
+/// since the other workers' sweeps answer the rest of its share. With several workers, `locks`
+/// (the server's inline locks, one per port) makes one worker answer each request: a worker
+/// holds the port's lock while on it. A lock is a word rather than a bit, so that releasing it is
+/// a plain store (a locked instruction there would wait for the reply's stores, which wait for the
+/// line to come back from the polling client: a cross-core trip added to every call), and each
+/// has a cache line of its own, so that two workers answering neighbouring ports do not take the
+/// same line from each other on every call. A lone worker passes `None` and takes no lock. The
+/// monitor needs none either (see `monitor` in `server`).
 #[inline]
 pub(crate) fn serve_pending(
-    bitmap: &[AtomicU32],
-    lines: &[Line],
-    locks: Option<&[AtomicU32]>,
-    words: std::ops::Range<usize>,
-    bulk: BulkAreas,
+    area: &InlineArea<'_>,
+    locks: Option<&[InlineLock]>,
+    share: Option<&[u32]>,
+    scratch: &mut Scratch,
     serve: &mut impl FnMut(u32, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
 ) -> u32 {
+    let InlineArea {
+        bitmap,
+        lines,
+        wide,
+        bulk,
+    } = *area;
     let mut answered = 0;
-    for w in words {
-        let mut bits = bitmap[w].load(Ordering::Relaxed);
+    for (w, word) in bitmap.iter().enumerate() {
+        let mine = share.map_or(u32::MAX, |share| share[w]);
+        if mine == 0 {
+            continue;
+        }
+        let mut bits = word.load(Ordering::Relaxed) & mine;
         while bits != 0 {
             let port = w * 32 + bits.trailing_zeros() as usize;
             bits &= bits - 1;
             let line = &lines[port];
+            // The wide lines the port's last request took, fetched as the head is polled: a
+            // client that calls with the same sizes again has them cross with the head.
+            let seen = scratch.wide_seen.get(port).map_or(0, |&n| n as usize);
+            for wide_line in wide[port].lines.iter().take(seen) {
+                crate::cache::prefetch(wide_line);
+            }
             if line.at_rest() {
                 continue;
             }
             // SYNC (lock acquire): pairs with the release store of the last holder; while we hold
             // it no other worker is on the port.
-            if locks.is_some_and(|l| l[port].swap(1, Ordering::Acquire) != 0) {
+            if locks.is_some_and(|l| l[port].0.swap(1, Ordering::Acquire) != 0) {
                 continue;
             }
             // SYNC (inline, take the request): acquire; pairs with the client's release store of
@@ -507,49 +835,100 @@ pub(crate) fn serve_pending(
             let request_word = line.words[word::CLIENT].load(Ordering::Acquire);
             let pending = seq(request_word);
             if pending != seq(line.words[word::SERVER].load(Ordering::Relaxed)) {
-                let opcode = (request_word >> 32) as u32;
-                let lens = line.words[word::REQUEST_LEN].load(Ordering::Relaxed);
-                let (len, body_len) = (lens & u32::MAX as u64, lens >> 32);
-                let mut reply = [0u8; INLINE_BYTES];
-                let (area, share) = bulk.of(port);
-                let (status, reply_len) = if len > INLINE_BYTES as u64 || body_len > share as u64 {
-                    (status::BAD_REQUEST, 0)
-                } else {
-                    // Every word as it is (constant lengths: no masks); the handler sees only
-                    // the first `len` bytes.
-                    let mut request = [0u8; INLINE_BYTES];
-                    line.read_payload(&mut request, INLINE_BYTES);
-                    let body: &[u8] = if body_len == 0 {
-                        &[]
-                    } else {
-                        // SAFETY: `body_len <= share`, the area's length in the live mapping;
-                        // the client wrote the body before its release store of the request
-                        // word, acquired above, and writes the area again only after our reply
-                        // (this worker alone is on the port: its inline lock, or the only one).
-                        unsafe { std::slice::from_raw_parts(area, body_len as usize) }
-                    };
-                    serve(opcode, &request[..len as usize], body, &mut reply)
-                };
-                let reply_len = reply_len.min(INLINE_BYTES);
-                line.write_words(&reply, reply_len);
-                line.words[word::REPLY_LEN].store(reply_len as u64, Ordering::Relaxed);
-                // SYNC (inline, hand the reply back): release; pairs with the client's acquire
-                // load of the reply word.
-                line.words[word::SERVER]
-                    .store((status as u64) << 32 | pending as u64, Ordering::Release);
-                // Push the answered line to the shared cache, so that the client's read of the
-                // reply does not take it from this core and the next poll take it back (see the
-                // module doc; `transport-shm/BENCHMARKS.md`, round 4).
-                crate::cache::demote(line);
+                answer(
+                    line,
+                    &wide[port],
+                    port,
+                    request_word,
+                    bulk.of(port),
+                    scratch,
+                    serve,
+                );
                 answered += 1;
             }
             // SYNC (lock release): a plain store; pairs with the next holder's acquire.
             if let Some(locks) = locks {
-                locks[port].store(0, Ordering::Release);
+                locks[port].0.store(0, Ordering::Release);
             }
         }
     }
     answered
+}
+
+/// Answers the request `request_word` (acquired, pending) on head line `line`: checks its
+/// lengths and its wide lines' tags, serves it (`serve_pending`), writes the reply and hands it
+/// back. `area` is the port's bulk area (address, length).
+#[inline(always)]
+fn answer(
+    line: &Line,
+    wide: &Wide,
+    port: usize,
+    request_word: u64,
+    (area, share): (*mut u8, usize),
+    scratch: &mut Scratch,
+    serve: &mut impl FnMut(u32, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
+) {
+    let Scratch {
+        request,
+        reply,
+        wide_seen,
+    } = scratch;
+    let pending = seq(request_word);
+    let opcode = (request_word >> 32) as u32;
+    let (len, want, body_len, body_in_lines) =
+        lens::unpack(line.words[word::REQUEST_LEN].load(Ordering::Relaxed));
+    let fits = len <= INLINE_BYTES
+        && want <= INLINE_BYTES
+        && if body_in_lines {
+            body_len <= len
+        } else {
+            body_len <= share
+        };
+    if let Some(seen) = wide_seen.get_mut(port) {
+        *seen = wide_lines_for(len.min(INLINE_BYTES)) as u8;
+    }
+    let (status, reply_len) = if !fits || !take_request(line, wide, request, len, pending) {
+        // A length past what the lines or the area hold, or a wide line of another call.
+        (status::BAD_REQUEST, 0)
+    } else {
+        let (fixed, body): (&[u8], &[u8]) = if body_in_lines {
+            request[..len].split_at(len - body_len)
+        } else if body_len == 0 {
+            (&request[..len], &[])
+        } else {
+            // SAFETY: `body_len <= share`, the area's length in the live mapping; the client
+            // wrote the body before its release store of the request word, acquired by the
+            // caller, and writes the area again only after our reply (this worker alone is on
+            // the port: its inline lock, or the only one).
+            (&request[..len], unsafe {
+                std::slice::from_raw_parts(area, body_len)
+            })
+        };
+        // (One call of the handler, so that it is inlined here once.)
+        serve(opcode, fixed, body, reply)
+    };
+    let reply_len = reply_len.min(INLINE_BYTES);
+    // Every line the client reads is handed back, whatever the status (`want` bounded: a client
+    // that asked for more than the lines hold got BAD_REQUEST, and the lines they hold).
+    put_reply(
+        line,
+        wide,
+        reply,
+        reply_len,
+        want.min(INLINE_BYTES),
+        pending,
+    );
+    line.words[word::REPLY_LEN].store(reply_len as u64, Ordering::Relaxed);
+    // SYNC (inline, hand the reply back): release; pairs with the client's acquire load of the
+    // reply word.
+    line.words[word::SERVER].store((status as u64) << 32 | pending as u64, Ordering::Release);
+    // Push the answered line to the shared cache, so that the client's read of the reply does
+    // not take it from this core and the next poll take it back (see the module doc;
+    // `transport-shm/BENCHMARKS.md`, round 4).
+    crate::cache::demote(line);
+    // The reply buffer zero again for the next call, now that this reply has gone (whatever the
+    // handler wrote in it, past its reply's length too).
+    reply.fill(0);
 }
 
 #[cfg(all(test, not(loom)))]
@@ -562,17 +941,23 @@ mod tests {
         }
     }
 
+    fn wide() -> Wide {
+        Wide {
+            lines: std::array::from_fn(|_| line()),
+        }
+    }
+
     #[test]
     fn a_payload_reads_back_its_length_and_zeros_after_it() {
-        let bytes: Vec<u8> = (1..=INLINE_BYTES as u8).collect();
+        let bytes: Vec<u8> = (1..=HEAD_BYTES as u8).collect();
         // Every length of payload against every length the reader asks for (a generated call
         // asks for its reply type's size).
-        for len in 0..=INLINE_BYTES + 3 {
-            for wanted in [0, 1, 5, 8, 12, 16, 24, 31, INLINE_BYTES] {
+        for len in 0..=HEAD_BYTES + 3 {
+            for wanted in [0, 1, 5, 8, 12, 16, 24, 31, HEAD_BYTES] {
                 let line = line();
                 // Stale bytes everywhere first: what a previous call leaves.
-                line.write_payload(&[0xee; INLINE_BYTES]);
-                line.write_payload(&bytes[..len.min(INLINE_BYTES)]);
+                line.write_payload(&[0xee; HEAD_BYTES]);
+                line.write_payload(&bytes[..len.min(HEAD_BYTES)]);
                 let mut out = vec![0x55u8; wanted];
                 line.read_payload(&mut out, len);
                 let n = len.min(wanted);
@@ -582,29 +967,138 @@ mod tests {
         }
     }
 
+    /// A request of every length up to `INLINE_BYTES`, as the worker reads it (whole lines) and
+    /// with each wide line it reaches tagged, and none other touched.
     #[test]
-    fn a_reply_written_by_words_reads_back_its_length() {
+    fn a_request_crosses_every_line_it_reaches_tagged() {
+        let bytes: Vec<u8> = (0..INLINE_BYTES).map(|i| i as u8 ^ 0x5a).collect();
+        for len in 0..=INLINE_BYTES {
+            let (head, wide) = (line(), wide());
+            for l in &wide.lines {
+                l.write_from(1, &[0xee; WIDE_BYTES]);
+            }
+            put_request(&head, &wide, &bytes[..len], 7);
+            let mut out = [0u8; INLINE_BYTES];
+            assert!(take_request(&head, &wide, &mut out, len, 7), "len {len}");
+            assert_eq!(&out[..len], &bytes[..len], "len {len}");
+            for (i, l) in wide.lines.iter().enumerate() {
+                let reached = i < wide_lines_for(len);
+                assert_eq!(l.words[0].load(Ordering::Relaxed) == tag(7, false), reached);
+                if !reached {
+                    let untouched =
+                        (1..8).all(|w| l.words[w].load(Ordering::Relaxed) == 0xeeee_eeee_eeee_eeee);
+                    assert!(untouched, "len {len}: line {i} written");
+                }
+            }
+            // A line of another call (or none) among those it reaches: the request is refused.
+            if len > HEAD_BYTES {
+                let last = &wide.lines[wide_lines_for(len) - 1];
+                last.words[0].store(tag(6, false), Ordering::Relaxed);
+                assert!(!take_request(&head, &wide, &mut out, len, 7), "len {len}");
+                last.words[0].store(tag(7, true), Ordering::Relaxed);
+                assert!(!take_request(&head, &wide, &mut out, len, 7), "len {len}");
+            }
+        }
+    }
+
+    /// A reply of every length read back for every length a client asks for: its bytes, zeros
+    /// after it, every line the client waits for tagged (however short the reply), and no bytes
+    /// past the reply's length left in the words it wrote.
+    #[test]
+    fn a_reply_reads_back_its_length_in_every_line_the_client_reads() {
         let mut reply = [0u8; INLINE_BYTES];
         for (i, b) in reply.iter_mut().enumerate() {
-            *b = i as u8 + 1;
+            *b = (i as u8).wrapping_add(1);
         }
         for len in 0..=INLINE_BYTES {
-            let line = line();
-            line.write_payload(&[0xee; INLINE_BYTES]);
-            line.write_words(&reply, len);
-            let mut out = [0x55u8; INLINE_BYTES];
-            line.read_payload(&mut out, len);
-            assert_eq!(&out[..len], &reply[..len], "len {len}");
-            assert!(out[len..].iter().all(|&b| b == 0), "len {len}: {out:?}");
-            // Read whole, the words are: the reply, zeros to the end of its last word, then the
-            // words it did not touch.
-            let mut raw = [0u8; INLINE_BYTES];
-            line.read_payload(&mut raw, INLINE_BYTES);
-            let end = len.div_ceil(8) * 8;
-            assert_eq!(&raw[..len], &reply[..len]);
-            assert!(raw[len..end].iter().all(|&b| b == 0), "len {len}: {raw:?}");
-            assert!(raw[end..].iter().all(|&b| b == 0xee), "len {len}: {raw:?}");
+            for want in [
+                0,
+                8,
+                16,
+                32,
+                33,
+                40,
+                64,
+                88,
+                89,
+                128,
+                200,
+                255,
+                INLINE_BYTES,
+            ] {
+                let (head, wide) = (line(), wide());
+                head.write_payload(&[0xee; HEAD_BYTES]);
+                for l in &wide.lines {
+                    l.write_from(1, &[0xee; WIDE_BYTES]);
+                }
+                put_reply(&head, &wide, &reply, len, want, 9);
+                assert!(reply_lines_in(&wide, want, 9), "len {len}, want {want}");
+                assert!(!reply_lines_in(&wide, want.max(len).max(33), 10));
+                let mut out = vec![0x55u8; want];
+                take_reply(&head, &wide, &mut out, len);
+                let n = len.min(want);
+                assert_eq!(&out[..n], &reply[..n], "len {len}, want {want}");
+                assert!(out[n..].iter().all(|&b| b == 0), "len {len}, want {want}");
+                // Read whole, the words are: the reply, zeros to the end of its last word, then
+                // the words it did not touch.
+                let mut raw = [0u8; INLINE_BYTES];
+                head.read_payload(&mut raw[..HEAD_BYTES], INLINE_BYTES);
+                for (i, l) in wide.lines.iter().enumerate() {
+                    l.read_from(1, &mut raw[wide_range(i)], INLINE_BYTES);
+                }
+                let end = {
+                    // The reply's last word ends on a multiple of 8 from the start of its line.
+                    let at = |n: usize| {
+                        if n <= HEAD_BYTES {
+                            n.div_ceil(8) * 8
+                        } else {
+                            let i = (n - HEAD_BYTES - 1) / WIDE_BYTES;
+                            wide_range(i).start + (n - wide_range(i).start).div_ceil(8) * 8
+                        }
+                    };
+                    at(len)
+                };
+                assert_eq!(&raw[..len], &reply[..len]);
+                assert!(raw[len..end].iter().all(|&b| b == 0), "len {len}: {raw:?}");
+                assert!(raw[end..].iter().all(|&b| b == 0xee), "len {len}: {raw:?}");
+            }
         }
+    }
+
+    /// Every port is in exactly one worker's share, and neighbouring ports in different ones.
+    #[test]
+    fn every_port_has_one_worker() {
+        for workers in 1..=9 {
+            let shares: Vec<Vec<u32>> = (0..workers).map(|i| share(i, workers, 3)).collect();
+            for w in 0..3 {
+                let all = shares.iter().fold(0u32, |seen, s| {
+                    assert_eq!(seen & s[w], 0, "{workers} workers: a port in two shares");
+                    seen | s[w]
+                });
+                assert_eq!(all, u32::MAX, "{workers} workers: a port in no share");
+            }
+            if workers > 1 {
+                assert!(shares.iter().all(|s| s[0] & 0b11 != 0b11));
+            }
+        }
+    }
+
+    #[test]
+    fn lengths_pack_and_unpack() {
+        for (len, want, body, in_lines) in [
+            (0, 0, 0, false),
+            (256, 256, 0, true),
+            (40, 8, 1 << 20, false),
+            (3, 255, 3, true),
+        ] {
+            assert_eq!(
+                lens::unpack(lens::pack(len, want, body, in_lines)),
+                (len, want, body, in_lines)
+            );
+        }
+        // What the other side may write: any bits, each field within its width.
+        let (len, want, body, _) = lens::unpack(u64::MAX);
+        assert_eq!((len, want, body), (0xffff, 0x7fff, u32::MAX as usize));
     }
 }
 
@@ -635,7 +1129,15 @@ mod model {
         }
     }
 
-    /// The handler: the request's first eight bytes plus the opcode, and a count of its runs.
+    fn wide() -> Wide {
+        Wide {
+            lines: std::array::from_fn(|_| line()),
+        }
+    }
+
+    /// The handler: the request's first eight bytes plus the opcode, and a count of its runs;
+    /// a request longer than a head line's payload gets its last eight bytes plus the opcode as
+    /// well, at the same place in the reply (so both ends of a wide reply are checked).
     fn answer(
         runs: &AtomicU32,
         opcode: u32,
@@ -645,24 +1147,38 @@ mod model {
         runs.fetch_add(1, Ordering::Relaxed);
         let x = u64::from_le_bytes(request[..8].try_into().expect("8 bytes")) + opcode as u64;
         reply[..8].copy_from_slice(&x.to_le_bytes());
+        let n = request.len();
+        if n > HEAD_BYTES {
+            let y =
+                u64::from_le_bytes(request[n - 8..].try_into().expect("8 bytes")) + opcode as u64;
+            reply[n - 8..n].copy_from_slice(&y.to_le_bytes());
+            return (status::OK, n);
+        }
         (status::OK, 8)
     }
 
     /// A client making `calls` calls in turn on one line, and `workers` workers polling it, to
-    /// two preemptions per execution.
+    /// two preemptions per execution; each request and reply `len` bytes (8: the head line
+    /// alone; more: wide lines too).
     fn run(workers: usize, calls: u64) {
+        run_len(workers, calls, 8);
+    }
+
+    fn run_len(workers: usize, calls: u64, len: usize) {
         let mut builder = loom::model::Builder::new();
         builder.max_branches = 1_000_000;
         builder.preemption_bound.get_or_insert(2);
         builder.check(move || {
             let bitmap = Arc::new(vec![AtomicU32::new(0)]);
             let lines = Arc::new(vec![line()]);
-            let locks = Arc::new(vec![AtomicU32::new(0)]);
+            let wides = Arc::new(vec![wide()]);
+            let locks = Arc::new(vec![InlineLock::default()]);
             let runs = Arc::new(AtomicU32::new(0));
             let done = Arc::new(AtomicBool::new(false));
             let servers: Vec<_> = (0..workers)
                 .map(|_| {
                     let (bitmap, lines, locks) = (bitmap.clone(), lines.clone(), locks.clone());
+                    let wides = wides.clone();
                     let (runs, done) = (runs.clone(), done.clone());
                     thread::spawn(move || {
                         let locks = (workers > 1).then_some(&locks[..]);
@@ -670,34 +1186,49 @@ mod model {
                             |op: u32, req: &[u8], _body: &[u8], rep: &mut [u8; INLINE_BYTES]| {
                                 answer(&runs, op, req, rep)
                             };
+                        let mut scratch = Scratch::new(1);
                         while !done.load(Ordering::Acquire) {
-                            serve_pending(
-                                &bitmap,
-                                &lines,
-                                locks,
-                                0..1,
-                                BulkAreas::NONE,
-                                &mut serve,
-                            );
+                            let area = InlineArea {
+                                bitmap: &bitmap,
+                                lines: &lines,
+                                wide: &wides,
+                                bulk: BulkAreas::NONE,
+                            };
+                            serve_pending(&area, locks, None, &mut scratch, &mut serve);
                             thread::yield_now();
                         }
                     })
                 })
                 .collect();
             let armed = std::cell::Cell::new(false);
-            let client =
-                ClientInline::new(&bitmap, &lines, true, 0, &Yield, &armed, BulkAreas::NONE);
+            let client = ClientInline::new(
+                &bitmap,
+                &lines,
+                &wides,
+                true,
+                0,
+                &Yield,
+                &armed,
+                BulkAreas::NONE,
+            );
             for call in 1..=calls {
-                let mut reply = [0u8; INLINE_BYTES];
-                let request = (call * 10).to_le_bytes();
+                let mut reply = vec![0u8; len];
+                let mut request = vec![0u8; len];
+                request[..8].copy_from_slice(&(call * 10).to_le_bytes());
+                if len > HEAD_BYTES {
+                    request[len - 8..].copy_from_slice(&(call * 10 + 1).to_le_bytes());
+                }
                 let status = client.call_inline(7, &request, &mut reply);
                 assert_eq!(status, Some(Ok(status::OK)));
                 // Its own reply, complete: never the previous call's, never half written.
-                assert_eq!(
-                    u64::from_le_bytes(reply[..8].try_into().unwrap()),
-                    call * 10 + 7
-                );
-                assert!(reply[8..].iter().all(|&b| b == 0));
+                let word = |at: usize| u64::from_le_bytes(reply[at..at + 8].try_into().unwrap());
+                assert_eq!(word(0), call * 10 + 7);
+                if len > HEAD_BYTES {
+                    assert_eq!(word(len - 8), call * 10 + 8);
+                    assert!(reply[8..len - 8].iter().all(|&b| b == 0));
+                } else {
+                    assert!(reply[8..].iter().all(|&b| b == 0));
+                }
             }
             done.store(true, Ordering::Release);
             for s in servers {
@@ -749,6 +1280,14 @@ mod model {
         run(1, 2);
     }
 
+    /// A call whose request and reply take the head line and two wide lines: the reply's wide
+    /// lines are read only once their tags say they are this call's, whatever the order in
+    /// which they and the head's reply word become visible.
+    #[test]
+    fn one_worker_answers_two_wide_calls_in_turn() {
+        run_len(1, 2, HEAD_BYTES + WIDE_BYTES + 16);
+    }
+
     /// Two workers make one pass each while the client hands a request over: never are both
     /// answering it, and an answer is the right one. (Exhaustive to the preemption bound; the
     /// spinning version with two workers does not fit a CI run.)
@@ -759,32 +1298,39 @@ mod model {
         builder.check(|| {
             let bitmap = Arc::new(vec![AtomicU32::new(1)]);
             let lines = Arc::new(vec![line()]);
-            let locks = Arc::new(vec![AtomicU32::new(0)]);
+            let wides = Arc::new(vec![wide()]);
+            let locks = Arc::new(vec![InlineLock::default()]);
             let runs = Arc::new(AtomicU32::new(0));
             let workers: Vec<_> = (0..2)
                 .map(|_| {
                     let (bitmap, lines, locks, runs) =
                         (bitmap.clone(), lines.clone(), locks.clone(), runs.clone());
+                    let wides = wides.clone();
                     thread::spawn(move || {
                         let mut serve =
                             |op: u32, req: &[u8], _body: &[u8], rep: &mut [u8; INLINE_BYTES]| {
                                 answer(&runs, op, req, rep)
                             };
+                        let area = InlineArea {
+                            bitmap: &bitmap,
+                            lines: &lines,
+                            wide: &wides,
+                            bulk: BulkAreas::NONE,
+                        };
                         serve_pending(
-                            &bitmap,
-                            &lines,
+                            &area,
                             Some(&locks[..]),
-                            0..1,
-                            BulkAreas::NONE,
+                            None,
+                            &mut Scratch::new(1),
                             &mut serve,
                         )
                     })
                 })
                 .collect();
-            // The client's hand-over, as `ClientInline::call_inline` makes it.
+            // The client's hand-over, as `ClientInline::exchange_lines` makes it.
             let line = &lines[0];
             line.write_payload(&40u64.to_le_bytes());
-            line.words[word::REQUEST_LEN].store(8, Ordering::Relaxed);
+            line.words[word::REQUEST_LEN].store(lens::pack(8, 8, 0, false), Ordering::Relaxed);
             line.words[word::CLIENT].store(7 << 32 | 1, Ordering::Release);
             let answered: u32 = workers.into_iter().map(|w| w.join().unwrap()).sum();
             assert!(answered <= 1, "one request answered {answered} times");

@@ -23,15 +23,17 @@
 //!                    server pid and start time, state, flags, the number of services
 //! region_offset      the ferry_rpc region: mailboxes and packets (ferry_rpc::Layout, packed mailboxes)
 //! owners_offset      one u64 owner word per port: generation << 32 | holder (0: free)
-//! inline_offset      the inline bitmap (one bit per port), then one 64-byte inline line per port
+//! inline_offset      the inline bitmap (one bit per port), then one 64-byte head line per port,
+//!                    then each port's wide lines (4 × 64 bytes)
 //! services_offset    the services table: one 64-byte entry (name, fingerprint) per service
 //! ```
 //!
 //! Two ways a call travels. Through the **packets** (rpc-core's protocol: any call, streams of
-//! any size), or, for a call whose arguments and reply are fixed and at most 32 bytes each,
-//! **inline**: in the port's inline line, where the request, the reply and both sides' sequence
-//! words share one cache line, so a call moves one line each way instead of four (module
-//! `inline`). The generated client methods pick the path themselves; a server whose handler
+//! any size), or, for a call whose arguments and reply are fixed (every fixed call: a slot at
+//! most), **inline**: in the port's inline lines, where the request, the reply and both sides' sequence
+//! words share one cache line up to 32 bytes each way, and lines that carry the call's sequence
+//! beside their bytes take the rest, so a call moves the lines its bytes need, all at once,
+//! instead of four one after another (module `inline`). The generated client methods pick the path themselves; a server whose handler
 //! serves inline calls ([`Handler::serves_inline`]: every derived service does) says so in the
 //! header, and clients of one that does not make every call through the packets.
 //!
@@ -55,8 +57,8 @@
 //! |---|---|---|
 //! | client outbox bit of port p | the client holding p's claim | to hand the packet over |
 //! | server outbox bit of port p | the worker holding p's server lock | to hand the packet back |
-//! | inline line p, request words | the client holding p's claim, line at rest | to call inline |
-//! | inline line p, reply words | the worker holding p's inline lock | to answer inline |
+//! | inline lines p (head and wide), request words | the client holding p's claim, line at rest | to call inline |
+//! | inline lines p (head and wide), reply words | the worker holding p's inline lock | to answer inline |
 //! | inline bitmap bit p | set by p's claim holder (it stays set when the claim ends); cleared by the monitor, holding p's claim when p is idle, or at reclaim | |
 //! | packet p | whichever side owns it (rpc-core's rule) | while it owns it |
 //! | bulk area of port p | as packet p; for an inline call with a body: the claim holder until it hands the request over, then the worker until it hands the reply back | while it owns it |

@@ -112,7 +112,7 @@ pub struct ServerConfig {
     /// How long a worker waits for a client inside a call (between packets of a stream) before
     /// giving up, if the client is still alive.
     pub call_deadline: Duration,
-    /// Whether small calls may travel inline (one cache line; the crate docs), where the handler
+    /// Whether small calls may travel inline (a few cache lines; the crate docs), where the handler
     /// serves them. Off, every call goes through the packets (to measure or test that path).
     pub inline: bool,
     /// The longest a worker with nothing to do sleeps between two looks for work, once idle for
@@ -159,7 +159,7 @@ pub struct ServerStats {
     pub panicked: u64,
     /// Ports taken back from dead clients (or given up by live ones).
     pub reclaimed: u64,
-    /// Of the calls counted above, those that came inline (one cache line, see the crate docs)
+    /// Of the calls counted above, those that came inline (see the crate docs)
     /// rather than through the packets.
     pub inline: u64,
 }
@@ -204,9 +204,9 @@ struct Shared {
     /// copy in the file, which the monitor puts back if a stray write changed it.
     state: AtomicU32,
     server_locks: Box<[AtomicU32]>,
-    /// One word per port: held (1) by the worker answering the port's inline line, when there is
+    /// One lock per port: held (1) by the worker answering the port's inline line, when there is
     /// more than one worker (`inline::serve_pending`).
-    inline_locks: Box<[AtomicU32]>,
+    inline_locks: Box<[inline::InlineLock]>,
     stop: Arc<AtomicBool>,
     stop_monitor: AtomicBool,
     /// One set per worker, then the monitor's.
@@ -352,7 +352,7 @@ impl ShmServer {
                 .map(|_| AtomicU32::new(0))
                 .collect(),
             inline_locks: (0..geometry.layout().ports())
-                .map(|_| AtomicU32::new(0))
+                .map(|_| inline::InlineLock::default())
                 .collect(),
             mapped,
             state: AtomicU32::new(STATE_SERVING),
@@ -456,7 +456,7 @@ impl ShmServer {
                 // A worker inside a call (between packets of a stream) holds the port's lock.
                 let (w, bit) = word_bit(p);
                 let serving = self.shared.server_locks[w].load(Ordering::Relaxed) & bit != 0
-                    || self.shared.inline_locks[p].load(Ordering::Relaxed) != 0;
+                    || self.shared.inline_locks[p].0.load(Ordering::Relaxed) != 0;
                 let line_pending = serves_inline && !lines[p].at_rest();
                 let pending = !region.client_owns(p as u32) || line_pending;
                 if pending || pid == ABANDONED || serving {
@@ -557,15 +557,22 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
     let mut idle = IdleWait::new(shared.config.idle_sleep);
     let serves_inline = mapped.geometry().serves_inline();
     let (bitmap, lines) = (mapped.inline_bitmap(), mapped.inline_lines());
+    let wide = mapped.inline_wide();
     // A lone worker has no other worker to keep off its lines.
     let workers = shared.config.workers.max(1);
     let inline_locks = (workers > 1).then_some(&*shared.inline_locks);
-    // This worker's share of the inline bitmap words (maybe none), polled on every pass; all of
-    // them every `SWEEP` passes.
-    let words = shared.server_locks.len();
-    let own = index * words / workers..(index + 1) * words / workers;
+    // This worker's share of the ports (every `workers`th, from `index`), polled on every pass;
+    // all of them every `SWEEP` passes.
+    let own = inline::share(index, workers, bitmap.len());
     let mut pass = 0u32;
     let bulk = mapped.bulk_areas();
+    let mut scratch = inline::Scratch::new(lines.len());
+    let area = inline::InlineArea {
+        bitmap,
+        lines,
+        wide,
+        bulk,
+    };
     let mut serve_inline =
         |opcode: u32, request: &[u8], body: &[u8], reply: &mut [u8; INLINE_BYTES]| {
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -599,12 +606,12 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
         if serves_inline {
             pass = pass.wrapping_add(1);
             let scan = if workers > 1 && pass.is_multiple_of(SWEEP) {
-                0..words
+                None
             } else {
-                own.clone()
+                Some(&own[..])
             };
             answered =
-                inline::serve_pending(bitmap, lines, inline_locks, scan, bulk, &mut serve_inline);
+                inline::serve_pending(&area, inline_locks, scan, &mut scratch, &mut serve_inline);
         }
         // A look at the mailbox and lock words first: a pass that finds no packet (every pass of
         // a stream of inline calls) skips the search.
@@ -640,8 +647,11 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
     }
 }
 
-/// Every how many passes a worker polls every armed inline line, not only its own share.
-const SWEEP: u32 = 16;
+/// Every how many passes a worker polls every armed inline line, not only its own share. Each
+/// poll of another worker's line takes that line from the client and its worker (the client's
+/// next request then has one more copy to take back), and an idle worker passes often: the sweep
+/// is a rare safety net for a port whose worker is inside a handler that blocks.
+const SWEEP: u32 = 256;
 
 /// How long a drain waits for a sticky client idle at rest before counting its claim finished.
 const STICKY_GRACE: Duration = Duration::from_millis(20);

@@ -15,6 +15,9 @@ use ferry_shm::{
 };
 use ferry_testkit::Watchdog;
 
+mod raw;
+use raw::{map_file, word32, word64};
+
 fn unique(tag: &str) -> PathBuf {
     static N: AtomicU32 = AtomicU32::new(0);
     PathBuf::from(format!(
@@ -995,7 +998,7 @@ fn hostile_inline_requests_get_an_error_status() {
     };
     let echo = Demo::Echo { id: 0 }.opcode();
     assert_eq!(echo, Demo::OPCODE_ECHO);
-    // A length over the line's 32 bytes, a request of the wrong size, an unknown opcode, a call
+    // A length over what the lines hold (256 bytes), a request of the wrong size, an unknown opcode, a call
     // that cannot travel inline: each an answer with an error status, nothing else.
     assert_eq!(call(echo, 1000, 1), status::BAD_REQUEST);
     assert_eq!(call(echo, 3, 2), status::BAD_REQUEST);
@@ -1083,16 +1086,6 @@ fn a_sticky_handle_keeps_its_port_until_released_dropped_or_drained() {
     assert_eq!(c.held_port(), None);
 }
 
-/// Maps `path` for writing its words directly, as another process would.
-fn map_file(path: &std::path::Path) -> memmap2::MmapRaw {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    memmap2::MmapOptions::new().map_raw(&file).unwrap()
-}
-
 /// The holder field of a process that had this process's pid and is gone: our pid, another start
 /// time (as after the pid was recycled).
 fn recycled_holder() -> u32 {
@@ -1114,21 +1107,6 @@ fn raw_view(tag: &str) -> (ShmServer, Geometry, memmap2::MmapRaw) {
         .geometry();
     let map = map_file(server.path());
     (server, g, map)
-}
-
-/// The `u32` at byte `at` of a mapped ferry file (the inline bitmap), as every process accesses
-/// it: atomically, with the library's width.
-fn word32(map: &memmap2::MmapRaw, at: usize) -> &std::sync::atomic::AtomicU32 {
-    assert!(at.is_multiple_of(4) && at + 4 <= map.len());
-    // SAFETY: checked just above: aligned and inside the live mapping, which `map` keeps.
-    unsafe { &*map.as_ptr().add(at).cast() }
-}
-
-/// The `u64` at byte `at` of a mapped ferry file (an owner word or an inline line word).
-fn word64(map: &memmap2::MmapRaw, at: usize) -> &std::sync::atomic::AtomicU64 {
-    assert!(at.is_multiple_of(8) && at + 8 <= map.len());
-    // SAFETY: checked just above: aligned and inside the live mapping, which `map` keeps.
-    unsafe { &*map.as_ptr().add(at).cast() }
 }
 
 #[test]

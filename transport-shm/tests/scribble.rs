@@ -12,6 +12,9 @@ use ferry_shm::demo::{self, Demo, DemoService};
 use ferry_shm::header::HEADER_SIZE;
 use ferry_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 
+mod raw;
+use raw::map_file;
+
 const PORTS: u32 = 32;
 
 /// A small deterministic generator (xorshift64*), so a failing seed can be replayed.
@@ -24,15 +27,6 @@ impl Rng {
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-}
-
-fn map_file(path: &std::path::Path) -> memmap2::MmapRaw {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    memmap2::MmapOptions::new().map_raw(&file).unwrap()
 }
 
 /// Writes random words at random places of `[from, to)` of the mapping until `stop`.

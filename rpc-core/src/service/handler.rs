@@ -55,7 +55,7 @@ pub trait Handler<M: Mailbox, W: Wait>: Sync {
     /// after this returns; a packet still held goes back to the client.
     fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), Error>;
 
-    /// Serves a call that came inline (one cache line, on transports that have such a path):
+    /// Serves a call that came inline (a few cache lines, on transports that have such a path):
     /// `request`'s bytes in (and `body`, the call's streamed argument where it has one, read
     /// where the transport put it: empty for a call without one), the reply's written at the
     /// start of `reply`; returns the status to send back and the reply's length in bytes, or

@@ -98,13 +98,15 @@ pub enum Bytes {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Text {}
 
-/// The most bytes of a request, and of a reply, that an [`InlineCall`] carries.
-pub const INLINE_BYTES: usize = 32;
+/// The most bytes of a request, and of a reply, that an [`InlineCall`] carries. A transport's
+/// path may carry fewer (a GPU's word lines carry [`WORD_BYTES`](crate::words::WORD_BYTES) a
+/// lane): its calls answer `None` for what it cannot carry, and the caller uses the packets.
+pub const INLINE_BYTES: usize = 256;
 
 /// A transport's path for small calls that does not go through the packets: one request of at
-/// most [`INLINE_BYTES`] to the server and one reply back, for example in a single cache line
-/// that both sides poll (`transport-shm`'s inline lines), which moves a quarter of the lines a
-/// packet exchange moves.
+/// most [`INLINE_BYTES`] to the server and one reply back, for example in a few cache lines
+/// that both sides poll (`transport-shm`'s inline lines), which move fewer lines, with fewer
+/// steps between them, than a packet exchange.
 ///
 /// A transport gives one through its [`CallSite`] ([`CallSite::inline`]); a bare client
 /// [`Process`] has none ([`NoInline`]). The client methods `#[derive(RpcOpcodes)]` generates try

@@ -35,6 +35,17 @@ pub const fn max(a: usize, b: usize) -> usize {
     }
 }
 
+/// The most bytes of a request, and of a reply, for which a call asks its site's inline path
+/// first. On a GPU the only inline path is the word lines
+/// ([`WORD_BYTES`](crate::words::WORD_BYTES) a lane): a call past 32 bytes goes straight to the
+/// packets, as it always has, without a vote of the lanes. Elsewhere every call whose bytes an
+/// inline path may carry ([`INLINE_BYTES`]) asks.
+const ASK_INLINE: usize = if cfg!(any(target_arch = "nvptx64", target_arch = "amdgpu")) {
+    32
+} else {
+    INLINE_BYTES
+};
+
 /// Whether `bytes` fit one slot.
 pub const fn fits_slot(bytes: usize) -> bool {
     bytes <= SLOT_BYTES
@@ -237,7 +248,7 @@ fn fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     memory: Memory,
 ) -> Result<[u8; R], Error> {
     let mut reply = [0u8; R];
-    if Q <= INLINE_BYTES && R <= INLINE_BYTES {
+    if Q <= ASK_INLINE && R <= ASK_INLINE {
         if let Some(inline) = site.inline() {
             let answer = match memory {
                 Memory::ValuesOnly => inline.call_inline_values(opcode, request, &mut reply),
@@ -274,7 +285,7 @@ fn fixed_shared<C: CallSite + ?Sized>(
     reply: &mut [u8],
     memory: Memory,
 ) -> Result<(), Error> {
-    if request.len() <= INLINE_BYTES && reply.len() <= INLINE_BYTES {
+    if request.len() <= ASK_INLINE && reply.len() <= ASK_INLINE {
         if let Some(inline) = site.inline() {
             if let Some(answer) = inline.call_inline_shared(opcode, request, reply, memory) {
                 return check(answer?, opcode);
@@ -384,7 +395,7 @@ fn stream_shared<C: CallSite + ?Sized>(
 ) -> Result<(), Error> {
     // Inline where the transport carries the body beside the request (a one-way call goes
     // through the packets: it returns once sent, without waiting for an answer).
-    if !oneway && prefix.len() <= INLINE_BYTES && reply.len() <= INLINE_BYTES {
+    if !oneway && prefix.len() <= ASK_INLINE && reply.len() <= ASK_INLINE {
         if let Some(inline) = site.inline() {
             if let Some(answer) = inline.call_inline_bulk(opcode, prefix, body, reply) {
                 return check(answer?, opcode);
@@ -425,7 +436,7 @@ pub fn call_stream_with<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     fill: &mut dyn FnMut(&mut [u8]),
     oneway: bool,
 ) -> Result<[u8; R], Error> {
-    if !oneway && Q <= INLINE_BYTES && R <= INLINE_BYTES {
+    if !oneway && Q <= ASK_INLINE && R <= ASK_INLINE {
         if let Some(inline) = site.inline() {
             let mut reply = [0u8; R];
             if let Some(answer) =
@@ -774,7 +785,9 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
     }
 }
 
-const _: () = assert!(INLINE_BYTES <= SLOT_BYTES);
+// Every fixed call (a slot at most each way: the derive checks with `fits_slot`) may travel
+// inline, on a transport whose path carries `INLINE_BYTES`; one declined fits the packets.
+const _: () = assert!(INLINE_BYTES >= SLOT_BYTES);
 
 #[cfg(test)]
 mod tests {
