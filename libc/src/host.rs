@@ -1628,7 +1628,7 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -1768,10 +1768,10 @@ mod tests {
     }
 
     /// A file of the temporary directory holding `data`, removed when dropped.
-    struct TempFile(std::path::PathBuf);
+    pub(super) struct TempFile(pub(super) std::path::PathBuf);
 
     impl TempFile {
-        fn new(tag: &str, data: &[u8]) -> TempFile {
+        pub(super) fn new(tag: &str, data: &[u8]) -> TempFile {
             let path = std::env::temp_dir().join(format!(
                 "ferry-libc-{tag}-{}-{:?}",
                 std::process::id(),

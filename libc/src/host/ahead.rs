@@ -152,30 +152,12 @@ pub(super) fn end_message() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
-    fn file_of(n: usize) -> (tempfile_path::Temp, Vec<u8>) {
+    use crate::host::tests::TempFile;
+
+    fn file_of(n: usize) -> (TempFile, Vec<u8>) {
         let data: Vec<u8> = (0..n).map(|i| (i * 7 + i / 251) as u8).collect();
-        let t = tempfile_path::Temp::new();
-        File::create(&t.0).unwrap().write_all(&data).unwrap();
-        (t, data)
-    }
-
-    mod tempfile_path {
-        pub struct Temp(pub std::path::PathBuf);
-        impl Temp {
-            pub fn new() -> Temp {
-                use std::sync::atomic::{AtomicU32, Ordering};
-                static N: AtomicU32 = AtomicU32::new(0);
-                let n = N.fetch_add(1, Ordering::Relaxed);
-                Temp(std::env::temp_dir().join(format!("ferry-ahead-{}-{n}", std::process::id())))
-            }
-        }
-        impl Drop for Temp {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_file(&self.0);
-            }
-        }
+        (TempFile::new(&format!("ahead-{n}"), &data), data)
     }
 
     const OF: (usize, ShareKey) = (

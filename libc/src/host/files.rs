@@ -433,18 +433,12 @@ impl FileTable {
         if !message {
             return self.quota.take(caller, 1).map(drop);
         }
-        let had = TAKEN.with(|t| {
-            let mut t = t.borrow_mut();
-            let held = t
-                .iter_mut()
-                .find(|t| t.caller == caller && Arc::ptr_eq(&t.quota, &self.quota));
-            match held {
-                Some(held) if held.left > 0 => {
-                    held.left -= 1;
-                    true
-                }
-                _ => false,
+        let had = self.held(caller, |held| match held {
+            Some(held) if held.left > 0 => {
+                held.left -= 1;
+                true
             }
+            _ => false,
         });
         if had {
             return Ok(());
@@ -465,20 +459,25 @@ impl FileTable {
 
     /// Adds `n` to the room the calling thread holds for `caller` until [`end_message`].
     fn hold(&self, caller: u64, n: usize) {
-        TAKEN.with(|t| {
-            let mut t = t.borrow_mut();
-            match t
-                .iter_mut()
-                .find(|t| t.caller == caller && Arc::ptr_eq(&t.quota, &self.quota))
-            {
-                Some(held) => held.left += n,
-                None => t.push(Taken {
+        let added = self.held(caller, |held| held.map(|held| held.left += n).is_some());
+        if !added {
+            TAKEN.with(|t| {
+                t.borrow_mut().push(Taken {
                     quota: Arc::clone(&self.quota),
                     caller,
                     left: n,
-                }),
-            }
-        });
+                })
+            });
+        }
+    }
+
+    /// `f` of the room the calling thread holds for `caller` in this table, if any.
+    fn held<R>(&self, caller: u64, f: impl FnOnce(Option<&mut Taken>) -> R) -> R {
+        TAKEN.with(|t| {
+            let mut t = t.borrow_mut();
+            f(t.iter_mut()
+                .find(|t| t.caller == caller && Arc::ptr_eq(&t.quota, &self.quota)))
+        })
     }
 
     /// Handles open now, all clients together.
