@@ -41,7 +41,8 @@
 //! release, orders them all for a client that saw it. A request's wide lines are written before
 //! its head's release store and read after the worker's acquire load of it. Both sides push a
 //! request's wide lines out to the shared cache as soon as they are done with them (the client
-//! after writing, the worker after reading; [`cache::demote`](crate::cache::demote)): the worker's
+//! after writing, the worker after reading those its reply does not cover;
+//! [`cache::demote`](crate::cache::demote)): the worker's
 //! read after the head and the client's next write then find each line in the shared cache
 //! instead of taking it from the other core, and no worker polls or fetches a wide line ahead
 //! (a fetch ahead, tried, made a wide call slower on a 16-core host: the client's write had to
@@ -298,24 +299,29 @@ fn put_request(head: &Line, wide: &Wide, bytes: &[u8], seq: u32) {
 
 /// The worker's read of a request of `len` bytes (at most [`INLINE_BYTES`]) into `out`: the head's
 /// payload and the wide lines `len` reaches, whole (the handler sees only the first `len`
-/// bytes). Whether every one of those lines carries request `seq`'s tag.
+/// bytes). Whether every one of those lines carries request `seq`'s tag. `want`: the bytes of
+/// reply the client reads (the wide lines they reach are written next, by the reply).
 #[inline(always)]
 fn take_request(
     head: &Line,
     wide: &Wide,
     out: &mut [u8; INLINE_BYTES],
-    len: usize,
+    (len, want): (usize, usize),
     seq: u32,
 ) -> bool {
     // Every word as it is (constant lengths: no masks).
     head.read_payload(&mut out[..HEAD_BYTES], HEAD_BYTES);
     let mut intact = true;
+    let replied = wide_lines_for(want);
     for (i, line) in wide.lines.iter().enumerate().take(wide_lines_for(len)) {
         intact &= line.words[0].load(Ordering::Relaxed) == tag(seq, false);
         line.read_from(1, &mut out[wide_range(i)], WIDE_BYTES);
-        // Out to the shared cache, where the client's next request finds it to write, rather
-        // than in this core (see the module doc).
-        crate::cache::demote(line);
+        if i >= replied {
+            // Out to the shared cache, where the client's next request finds it to write,
+            // rather than in this core (see the module doc). A line the reply covers stays:
+            // this worker writes it next.
+            crate::cache::demote(line);
+        }
     }
     intact
 }
@@ -877,7 +883,7 @@ fn answer(
         } else {
             body_len <= share
         };
-    let (status, reply_len) = if !fits || !take_request(line, wide, request, len, pending) {
+    let (status, reply_len) = if !fits || !take_request(line, wide, request, (len, want), pending) {
         // A length past what the lines or the area hold, or a wide line of another call.
         (status::BAD_REQUEST, 0)
     } else {
@@ -969,7 +975,10 @@ mod tests {
             }
             put_request(&head, &wide, &bytes[..len], 7);
             let mut out = [0u8; INLINE_BYTES];
-            assert!(take_request(&head, &wide, &mut out, len, 7), "len {len}");
+            assert!(
+                take_request(&head, &wide, &mut out, (len, 0), 7),
+                "len {len}"
+            );
             assert_eq!(&out[..len], &bytes[..len], "len {len}");
             for (i, l) in wide.lines.iter().enumerate() {
                 let reached = i < wide_lines_for(len);
@@ -984,9 +993,15 @@ mod tests {
             if len > HEAD_BYTES {
                 let last = &wide.lines[wide_lines_for(len) - 1];
                 last.words[0].store(tag(6, false), Ordering::Relaxed);
-                assert!(!take_request(&head, &wide, &mut out, len, 7), "len {len}");
+                assert!(
+                    !take_request(&head, &wide, &mut out, (len, 0), 7),
+                    "len {len}"
+                );
                 last.words[0].store(tag(7, true), Ordering::Relaxed);
-                assert!(!take_request(&head, &wide, &mut out, len, 7), "len {len}");
+                assert!(
+                    !take_request(&head, &wide, &mut out, (len, 0), 7),
+                    "len {len}"
+                );
             }
         }
     }
