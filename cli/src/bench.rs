@@ -20,7 +20,9 @@
 //!   is (a run of calls, not each call), as a `Bytes` argument at every size and as fixed
 //!   arguments where a fixed call has that size (8, 32, 40, 64 bytes; also with a reply of N
 //!   bytes), every size in each run; each against the ping-pong, and whether any size is slower
-//!   than the next one up (by more than 5 %).
+//!   than the next one up (by more than 5 %); built with the `iceoryx2` feature, the same sizes
+//!   through iceoryx2's request-response on the same two CPUs, side by side
+//!   (`cargo run --release -p ferry-rpc-cli --features iceoryx2 -- bench`).
 //!
 //! The shared-memory round trips run on the same two CPUs for every row (`--cpus`; by default two
 //! CPUs of different cores chosen here), so that a ratio compares the protocols and not where
@@ -207,7 +209,7 @@ fn sweep_sizes(args: &BenchArgs) -> Result<Vec<usize>, String> {
 
 /// Calls of a sweep's size `n` in one timed run: `trips` for the small ones, fewer for large
 /// ones (about 256 MiB a run at most, at least 20).
-fn sweep_trips(n: usize, trips: u64) -> u64 {
+pub(crate) fn sweep_trips(n: usize, trips: u64) -> u64 {
     ((256u64 << 20) / n.max(1) as u64).clamp(20, trips.max(20))
 }
 
@@ -229,6 +231,12 @@ pub enum Role {
     Bulk,
     /// Time calls with a request of each size (the sweep), print one line per size.
     Sweep,
+    /// Serve the sweep's requests through iceoryx2's request-response (the `iceoryx2` feature).
+    #[cfg(feature = "iceoryx2")]
+    Iceoryx2Server,
+    /// Time the sweep's sizes through iceoryx2's request-response, print one line per size.
+    #[cfg(feature = "iceoryx2")]
+    Iceoryx2,
 }
 
 #[derive(clap::Args, Debug)]
@@ -1236,8 +1244,9 @@ pub fn run(args: BenchArgs) -> Res<()> {
                 BulkBench::server(Taker),
             )?)
         })?;
-        let rows = sweep(&path, &sizes, &args, caller)?;
+        let mut rows = sweep(&path, &sizes, &args, caller)?;
         server.shutdown(Duration::from_secs(5));
+        peer_sweep(&mut rows, &sizes, &args, (caller, answerer))?;
         rows
     };
     let threads = in_process(&args, true, answerer);
@@ -1342,6 +1351,50 @@ struct SweepRow {
     fixed: Option<f64>,
     /// Fixed arguments and a fixed reply of `size` bytes each.
     mirror: Option<f64>,
+    /// iceoryx2's request-response: a request of `size` bytes, an 8-byte reply (built with the
+    /// `iceoryx2` feature).
+    peer: Option<f64>,
+}
+
+/// The sweep's sizes through iceoryx2's request-response on the same two CPUs, into `rows`.
+#[cfg(feature = "iceoryx2")]
+fn peer_sweep(
+    rows: &mut [SweepRow],
+    sizes: &[usize],
+    args: &BenchArgs,
+    (caller, answerer): (Option<usize>, Option<usize>),
+) -> Res<()> {
+    let name = crate::iceoryx2_peer::service_name(std::process::id());
+    let mut server = spawn_peer(
+        "iceoryx2-server",
+        Path::new(&name),
+        PeerOptions {
+            cpu: answerer,
+            ..PeerOptions::default()
+        },
+    )?;
+    let timed = sized_peer("iceoryx2", Path::new(&name), sizes, args, caller);
+    // The server polls until stopped.
+    let _ = server.kill();
+    let _ = server.wait();
+    for (row, f) in rows.iter_mut().zip(timed?) {
+        if f[0] as usize != row.size {
+            return Err("the iceoryx2 peer's sizes differ from the sweep's".into());
+        }
+        row.peer = Some(f[1]);
+    }
+    Ok(())
+}
+
+/// Without the `iceoryx2` feature, the sweep has no peer column.
+#[cfg(not(feature = "iceoryx2"))]
+fn peer_sweep(
+    _: &mut [SweepRow],
+    _: &[usize],
+    _: &BenchArgs,
+    _: (Option<usize>, Option<usize>),
+) -> Res<()> {
+    Ok(())
 }
 
 /// The lines a sweep's fixed call of `n` bytes each way takes (a `Bytes` argument goes into the
@@ -1362,10 +1415,19 @@ const SWEEP_SLACK: f64 = 1.05;
 /// whether any size was slower than the next one up.
 fn print_sweep(rows: &[SweepRow], raw: f64, call: f64) {
     println!();
+    let peer = rows.iter().any(|r| r.peer.is_some());
     println!(
-        "| request of N bytes | `Bytes` argument (bulk area), 8-byte reply (ns) | ratio to the ping-pong | fixed arguments, 8-byte reply (ns) | ratio | fixed arguments and reply of N bytes each (ns) | ratio | fixed calls' inline lines |"
+        "| request of N bytes | `Bytes` argument (bulk area), 8-byte reply (ns) | ratio to the ping-pong | fixed arguments, 8-byte reply (ns) | ratio | fixed arguments and reply of N bytes each (ns) | ratio | fixed calls' inline lines |{}",
+        if peer {
+            " iceoryx2 request-response, N bytes, 8-byte reply (ns) | ferry's `Bytes` call ÷ iceoryx2's |"
+        } else {
+            ""
+        }
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    println!(
+        "|---|---:|---:|---:|---:|---:|---:|---|{}",
+        if peer { "---:|---:|" } else { "" }
+    );
     let cell = |v: Option<f64>| match v {
         Some(ns) => (format!("{ns:.0}"), format!("{:.2}×", ns / raw)),
         None => ("".to_string(), "".to_string()),
@@ -1378,8 +1440,13 @@ fn print_sweep(rows: &[SweepRow], raw: f64, call: f64) {
         } else {
             ""
         };
+        let peer_cells = match r.peer {
+            Some(ns) => format!(" {ns:.0} | {:.2}× |", r.bytes / ns),
+            None if peer => " | |".to_string(),
+            None => String::new(),
+        };
         println!(
-            "| {} | {:.0} | {:.2}× | {f} | {fr} | {m} | {mr} | {path} |",
+            "| {} | {:.0} | {:.2}× | {f} | {fr} | {m} | {mr} | {path} |{peer_cells}",
             size_name(r.size),
             r.bytes,
             r.bytes / raw,
@@ -1450,6 +1517,7 @@ fn sweep(
                 bytes: f[1],
                 fixed: some(f[2]),
                 mirror: some(f[3]),
+                peer: None,
             })
         })
         .collect()
@@ -1497,8 +1565,14 @@ fn sized_peer(
             rows.push(row);
         }
     }
-    if !child.wait()?.success() || rows.len() != sizes.len() {
-        return Err(format!("the {role} peer failed").into());
+    let status = child.wait()?;
+    if !status.success() || rows.len() != sizes.len() {
+        return Err(format!(
+            "the {role} peer failed ({status}, {} of {} sizes timed)",
+            rows.len(),
+            sizes.len()
+        )
+        .into());
     }
     Ok(rows)
 }
@@ -1721,6 +1795,15 @@ pub fn peer(args: PeerArgs) -> Res<()> {
             }
             Ok(())
         }
+        #[cfg(feature = "iceoryx2")]
+        Role::Iceoryx2Server => crate::iceoryx2_peer::serve(&args.path.to_string_lossy()),
+        #[cfg(feature = "iceoryx2")]
+        Role::Iceoryx2 => crate::iceoryx2_peer::sweep(
+            &args.path.to_string_lossy(),
+            &args.sizes,
+            args.trips,
+            args.runs,
+        ),
         Role::Bulk => {
             let config = ClientConfig::default().service::<BulkBench>().sticky(true);
             let shm = ShmClient::attach(&args.path, config)?;

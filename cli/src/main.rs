@@ -12,6 +12,8 @@
 //! files (and, for `demo` and `bench`, stopping the processes it started).
 
 mod bench;
+#[cfg(feature = "iceoryx2")]
+mod iceoryx2_peer;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
