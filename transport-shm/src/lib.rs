@@ -49,7 +49,8 @@
 //! Modules: `header` (the header and its checks), `file` (creating, stale files, attaching,
 //! mapping, the services table), `owner` (owner words and liveness), `inline` (inline lines),
 //! `wait` (backoff with deadlines), `server` (serving a [`Handler`]: derived services, closures,
-//! `ferry_rpc`'s one trait for every transport), `client`, `demo` (the demo service).
+//! `ferry_rpc`'s one trait for every transport), `signal` (serving until SIGINT or SIGTERM),
+//! `client`, `demo` (the demo service).
 //!
 //! # Who writes what
 //!
@@ -159,6 +160,11 @@
 //! removes the file (a handler that does not return is waited for [`STOP_GRACE`], then left
 //! running, detached: see [`ShmServer`]); a server killed outright leaves a stale file the next server replaces
 //! (`file` explains how it tells stale from live).
+//!
+//! A server program left running is stopped with Ctrl-C or `kill`:
+//! [`ShmServer::serve_until_signal`] serves until SIGINT or SIGTERM comes, then shuts down as
+//! above and removes the file. A server's own threads start with those two signals blocked, so
+//! they never take one (module `signal`).
 
 #![deny(missing_docs)]
 
@@ -171,6 +177,7 @@ pub mod header;
 mod inline;
 pub mod owner;
 mod server;
+mod signal;
 pub mod status;
 mod sync;
 mod wait;
@@ -199,6 +206,7 @@ pub use server::{
     MONITOR_THREAD, STOP_GRACE,
 };
 
+pub use signal::StopSignal;
 pub use wait::{ClientWait, ServerWait};
 
 /// The README's examples, run as doctests.
