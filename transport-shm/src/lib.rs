@@ -108,8 +108,9 @@
 //! backs off, so a dead client costs it one backoff step, not the deadline.
 //!
 //! A *sticky* client handle (`ClientConfig::sticky`) keeps its claim between calls instead of
-//! releasing it after each: the owner word stays `(g+1, A)` while the handle lives, so its calls
-//! make no compare-and-swap. The rules above hold unchanged: the claim is released by its live
+//! releasing it after each (one claim per seat of the handle: a handle shared by threads has a
+//! seat for each call in flight at once, see [`ShmClient`]): the owner word stays `(g+1, A)`
+//! while the handle lives, so its calls make no compare-and-swap. The rules above hold unchanged: the claim is released by its live
 //! holder (when the handle is dropped or `release_port` is called, always after a complete
 //! exchange), abandoned on a failed call, or reclaimed by the monitor once the holder is dead.
 //!
@@ -189,7 +190,7 @@ pub use ferry_rpc;
 pub use ferry_rpc::service::{Bytes, Text};
 pub use ferry_rpc::{RpcOpcodes, Schema};
 
-pub use client::{Claimed, ClaimedProcess, ClientConfig, ClientPort, ShmClient};
+pub use client::{Claimed, ClaimedProcess, ClientConfig, ClientPort, ShmClient, SEATS};
 pub use error::ShmError;
 pub use file::{path_for, Created};
 pub use header::{Geometry, HeaderError};
