@@ -345,6 +345,7 @@ pub fn noop<L: Lanes, M: Mailbox, W: Wait>(
 
 /// Opens `path` with `mode` (bits of [`mode`]; [`mode::from_c`] reads C's strings). Only a
 /// regular file opens ([`HostError::NotAFile`] otherwise).
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn open<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     path: &str,
@@ -360,6 +361,7 @@ pub fn open<L: Lanes, M: Mailbox, W: Wait>(
 }
 
 /// Writes `data` to `file` (in calls of at most [`io_chunk`] bytes); returns the bytes written.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn write<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -369,6 +371,7 @@ pub fn write<L: Lanes, M: Mailbox, W: Wait>(
 }
 
 /// Writes in chunks, at the file's position or, with `at`, from that offset on.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 fn write_loop<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -406,6 +409,7 @@ fn write_loop<L: Lanes, M: Mailbox, W: Wait>(
 
 /// Reads into `buf` until it is full or the file ends (in calls of at most [`io_chunk`] bytes);
 /// returns the bytes read (0 at the end of the file).
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn read<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -416,6 +420,7 @@ pub fn read<L: Lanes, M: Mailbox, W: Wait>(
 
 /// Reads one line into `buf` (C's `fgets` without the terminating zero): stops after a newline,
 /// at the end of the file, or when `buf` is full. Returns the bytes read (0 at the end of the file).
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn gets<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -426,6 +431,7 @@ pub fn gets<L: Lanes, M: Mailbox, W: Wait>(
 
 /// Reads in chunks straight into `buf` (each reply lands in the part of `buf` still free), at
 /// the file's position or, with `at`, from that offset on (not with `line`).
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 fn read_loop<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -488,6 +494,7 @@ fn read_loop<L: Lanes, M: Mailbox, W: Wait>(
 /// writes them straight into it, as [`read_to_device`] does (a lane whose buffer turns out not to
 /// be the device's own memory, such as mapped host memory, is read again through the region);
 /// otherwise they cross the region in calls of at most [`io_chunk`] bytes.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn read_at<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -542,6 +549,7 @@ fn in_global_memory(buf: &[u8]) -> bool {
 
 /// Writes `data` at `offset` (C's `pwrite`: the file's position does not move), in calls of at
 /// most [`io_chunk`] bytes; returns the bytes written.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn write_at<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -552,6 +560,7 @@ pub fn write_at<L: Lanes, M: Mailbox, W: Wait>(
 }
 
 /// `file`'s size in bytes (C's `fstat`'s `st_size`).
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn size<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -570,6 +579,7 @@ pub fn size<L: Lanes, M: Mailbox, W: Wait>(
 /// the warp waits for the end of the copy on a word of its own memory, written by the copy
 /// engine after the bytes, and reads the reply once: thousands of warps waiting on copies do
 /// not poll host memory across the bus while the copy engine uses it.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn read_to_device<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -589,6 +599,7 @@ pub fn read_to_device<L: Lanes, M: Mailbox, W: Wait>(
 
 /// Writes `data`, which must lie in the device's own memory, to `file` at `offset`, with the
 /// host's copy engine (see [`read_to_device`]); returns the bytes written.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn write_from_device<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -609,6 +620,7 @@ pub fn write_from_device<L: Lanes, M: Mailbox, W: Wait>(
 /// [`Libc::ReadToDevice`] or [`Libc::WriteFromDevice`] of `len` bytes at `address`, announced
 /// where the client can be (`ferry_rpc::service::__private::call_fixed_announced`): the request
 /// is the calls' fixed arguments in order, the announce's address and value last.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 fn copy_call<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     opcode: u32,
@@ -634,6 +646,7 @@ fn copy_call<L: Lanes, M: Mailbox, W: Wait>(
 
 /// Moves `file`'s position (`whence`: [`SEEK_SET`], [`SEEK_CUR`], [`SEEK_END`]); returns the new
 /// position.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn seek<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -644,6 +657,7 @@ pub fn seek<L: Lanes, M: Mailbox, W: Wait>(
 }
 
 /// `file`'s position.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn tell<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -652,6 +666,7 @@ pub fn tell<L: Lanes, M: Mailbox, W: Wait>(
 }
 
 /// Flushes `file` (or [`STDOUT`], [`STDERR`]) on the host.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn flush<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -660,6 +675,7 @@ pub fn flush<L: Lanes, M: Mailbox, W: Wait>(
 }
 
 /// Closes `file`; the handle is never valid again.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn close<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     file: Handle,
@@ -668,6 +684,7 @@ pub fn close<L: Lanes, M: Mailbox, W: Wait>(
 }
 
 /// Removes the file at `path`.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn remove<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     path: &str,
@@ -682,6 +699,7 @@ pub fn remove<L: Lanes, M: Mailbox, W: Wait>(
 }
 
 /// Renames the file at `from` to `to`.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn rename<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     from: &str,
@@ -726,6 +744,7 @@ pub fn abort<L: Lanes, M: Mailbox, W: Wait>(
 }
 
 /// Allocates `size` bytes (16-byte aligned) from the memory the host reserved before launch.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn malloc<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     size: u64,
@@ -735,6 +754,7 @@ pub fn malloc<L: Lanes, M: Mailbox, W: Wait>(
 }
 
 /// Frees what [`malloc`] returned. A null pointer is ignored, as C's `free` does.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn free<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     pointer: *mut u8,
@@ -753,6 +773,7 @@ pub fn clock<L: Lanes, M: Mailbox, W: Wait>(
 /// written into `buf`: [`HostError::NotFound`] if it is not set, [`HostError::Disabled`] if the
 /// host does not give its environment, [`HostError::TooLong`] for a name or value over
 /// [`ENV_LIMIT`] bytes, `Status::ReplyTooLarge` for a value longer than `buf`.
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn getenv<'b, L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     name: &str,
@@ -769,6 +790,7 @@ pub fn getenv<'b, L: Lanes, M: Mailbox, W: Wait>(
 
 /// Runs `command` in the host's shell, if the host turned `system` on
 /// ([`HostError::Disabled`] otherwise); returns its exit status (-1: killed by a signal).
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn system<L: Lanes, M: Mailbox, W: Wait>(
     client: &HostClient<'_, L, M, W>,
     command: &str,

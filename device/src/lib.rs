@@ -51,7 +51,7 @@ pub mod wait;
 pub use descriptor::{Client, Descriptor};
 pub use ferry_rpc;
 pub use ferry_rpc::service::{Bytes, Text};
-pub use ferry_rpc::{RpcOpcodes, Schema};
+pub use ferry_rpc::{wire, RpcOpcodes, Schema};
 pub use wait::GpuWait;
 
 #[cfg(any(target_arch = "nvptx64", feature = "sim"))]

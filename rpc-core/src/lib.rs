@@ -82,6 +82,11 @@ pub mod service;
 #[doc = include_str!("../docs/life-of-a-call.md")]
 pub mod life_of_a_call {}
 
+/// `#[wire]` (with the `derive` feature): a type of one's own made ready to cross as a call's
+/// fixed argument, reply or error (zerocopy's derives through this crate's `zerocopy`, a `repr`,
+/// `Schema`).
+#[cfg(feature = "derive")]
+pub use ferry_derive::wire;
 #[cfg(feature = "derive")]
 pub use ferry_derive::RpcOpcodes;
 /// `#[derive(Schema)]` (with the `derive` feature) and the trait it implements: the structure of
@@ -92,10 +97,10 @@ pub use ferry_derive::Schema;
 pub use service::__private;
 pub use service::Schema;
 /// The crate whose traits an argument, reply or error type derives to cross the wire
-/// (`TryFromBytes`, `IntoBytes`, `Immutable`, `KnownLayout`). A crate that does not depend on
-/// zerocopy itself derives them through this path:
-/// `#[zerocopy(crate = "ferry_shm::ferry_rpc::zerocopy")]` on the type (or the path through
-/// whichever ferry crate it depends on).
+/// (`TryFromBytes`, `IntoBytes`, `Immutable`, `KnownLayout`): `#[wire]` derives them through this
+/// path, so a crate that does not depend on zerocopy itself needs nothing more. Deriving them by
+/// hand through it takes `#[zerocopy(crate = "ferry_shm::ferry_rpc::zerocopy")]` on the type (or
+/// the path through whichever ferry crate it depends on).
 pub use zerocopy;
 
 /// Expands to its input where this crate has `alloc` (the generated clients' methods that return

@@ -1383,15 +1383,31 @@ mod tests {
     }
 
     /// The expansion of an input file's items: each struct or enum through the derives its
-    /// `#[derive(..)]` names (`RpcOpcodes`, `Schema`), in order.
+    /// `#[derive(..)]` names (`RpcOpcodes`, `Schema`), in order, or through `#[wire]` (the item
+    /// as the attribute rewrites it, without the attribute itself).
     fn expand_items(file: &syn::File) -> String {
         let mut out = String::new();
         for item in &file.items {
-            let (attrs, tokens) = match item {
-                syn::Item::Enum(e) => (&e.attrs, quote::quote!(#e)),
-                syn::Item::Struct(s) => (&s.attrs, quote::quote!(#s)),
+            let attrs = match item {
+                syn::Item::Enum(e) => &e.attrs,
+                syn::Item::Struct(s) => &s.attrs,
                 _ => continue,
             };
+            if let Some(at) = attrs.iter().position(|a| a.path().is_ident("wire")) {
+                let mut item = item.clone();
+                if let syn::Item::Enum(syn::ItemEnum { attrs, .. })
+                | syn::Item::Struct(syn::ItemStruct { attrs, .. }) = &mut item
+                {
+                    attrs.remove(at);
+                }
+                let tokens = quote::quote!(#item);
+                out.push_str(&pretty(crate::wire::attribute(
+                    proc_macro2::TokenStream::new(),
+                    tokens,
+                )));
+                continue;
+            }
+            let tokens = quote::quote!(#item);
             let derives: Vec<String> = attrs
                 .iter()
                 .filter(|a| a.path().is_ident("derive"))

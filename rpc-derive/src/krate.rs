@@ -3,11 +3,11 @@
 //!
 //! A user depends on one ferry crate for their use (`ferry-shm` between processes, `ferry-device`
 //! in GPU code, `ferry-gpu` in a GPU host program, or `ferry-rpc` itself), and each of those
-//! re-exports `ferry_rpc`. The derive looks in the user's `Cargo.toml` (through
-//! `proc-macro-crate`, which follows renames and workspace inheritance) for the first of them it
-//! finds, in that order, and `#[rpc(crate = "path")]` on the enum (`#[schema(crate = "path")]` on a
-//! type deriving `Schema`) names the path outright (for a crate that re-exports ferry under
-//! another name).
+//! re-exports `ferry_rpc`. The macros look in the user's `Cargo.toml` (through
+//! `proc-macro-crate`, which follows renames and workspace inheritance) for the first of them they
+//! find, in that order, and `#[rpc(crate = "path")]` on the enum (`#[schema(crate = "path")]` on a
+//! type deriving `Schema`, `#[wire(crate = "path")]`) names the path outright (for a crate that
+//! re-exports ferry under another name).
 //!
 //! Code is generated against `::ferry_rpc` and the path is substituted afterwards, so every
 //! generated item names the runtime the same way.
@@ -29,9 +29,16 @@ const FACADES: [(&str, Option<&str>); 4] = [
 /// (`attr` is `rpc` for `RpcOpcodes`, `schema` for `Schema`), else the first ferry crate among its
 /// dependencies. `derive` names the derive in the error.
 pub fn path(attrs: &[Attribute], attr: &str, derive: &str) -> syn::Result<TokenStream> {
-    if let Some(path) = written(attrs, attr)? {
-        return Ok(path);
+    match written(attrs, attr)? {
+        Some(path) => Ok(path),
+        None => found(&format!("#[derive({derive})]"), attr),
     }
+}
+
+/// The path to the runtime through the first ferry crate among the dependencies of the crate
+/// being compiled. `used` names the macro in the error (`#[derive(Schema)]`, `#[wire]`), `attr`
+/// the attribute whose `crate = "..."` names the path outright.
+pub fn found(used: &str, attr: &str) -> syn::Result<TokenStream> {
     for (package, inner) in FACADES {
         let Ok(found) = crate_name(package) else {
             continue;
@@ -53,7 +60,7 @@ pub fn path(attrs: &[Attribute], attr: &str, derive: &str) -> syn::Result<TokenS
     Err(syn::Error::new(
         proc_macro2::Span::call_site(),
         format!(
-            "#[derive({derive})] found no ferry crate among this crate's dependencies: add \
+            "{used} found no ferry crate among this crate's dependencies: add \
              `ferry-shm` (between processes), `ferry-device` (GPU code), `ferry-gpu` (a GPU host \
              program) or `ferry-rpc`, or name the path with \
              `#[{attr}(crate = \"path::to::ferry_rpc\")]`"

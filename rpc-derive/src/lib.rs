@@ -3,30 +3,29 @@
 //! A service is an enum with one variant per call; a variant's fields are the call's arguments,
 //! and `#[rpc(...)]` says what comes back. The derive generates the opcodes, a client type with
 //! one method per call over any call site, a server trait with one handler per call, the dispatch
-//! that serves it (on the enum), and the schema fingerprint. `#[derive(Schema)]` gives each type
-//! of your own that crosses (a fixed argument, reply or error) the structure that fingerprint
-//! hashes. Use them through `rpc-core` (feature `derive`, `ferry_rpc::RpcOpcodes`,
-//! `ferry_rpc::Schema`), a transport's re-export, or directly.
+//! that serves it (on the enum), and the schema fingerprint. `#[wire]` makes a type of your own
+//! one that crosses (a fixed argument, reply or error), in one line: zerocopy's derives, a `repr`,
+//! and `#[derive(Schema)]`, the structure that fingerprint hashes. Use them through `rpc-core`
+//! (feature `derive`, `ferry_rpc::RpcOpcodes`, `ferry_rpc::wire`, `ferry_rpc::Schema`), a
+//! transport's re-export, or directly.
 //!
 //! # A whole service
 //!
 //! ```
 //! use ferry_rpc::service::{Bytes, Error, Service, Status, Text};
 //! use ferry_rpc::{HeapRegion, Single, SpinLimit};
-//! use ferry_derive::{RpcOpcodes, Schema};
+//! use ferry_derive::{wire, RpcOpcodes};
 //! use std::collections::HashMap;
 //! use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 //! use std::sync::Mutex;
-//! use zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
 //!
 //! const MAX_NAME: u64 = 2 * 64;
 //!
-//! /// Why the store refused: an error type is a fixed value, here a `#[repr(u8)]` enum. It crosses
-//! /// as its bytes (zerocopy) and its structure is in the fingerprint (`Schema`).
-//! #[derive(
-//!     Clone, Copy, Debug, PartialEq, Eq, TryFromBytes, IntoBytes, Immutable, KnownLayout, Schema,
-//! )]
+//! /// Why the store refused: an error type is a fixed value, here a `#[repr(u8)]` enum. `#[wire]`
+//! /// makes it cross as its bytes and puts its structure in the fingerprint.
+//! #[wire]
 //! #[repr(u8)]
+//! #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 //! pub enum StoreError {
 //!     Full = 1,
 //!     Missing = 2,
@@ -140,7 +139,7 @@
 //!
 //! | setting | meaning |
 //! |---|---|
-//! | field `name: T` | a fixed argument: `T` is zerocopy (`IntoBytes + TryFromBytes + Immutable`: integers, `bool`, arrays, `#[repr(C)]` structs, `#[repr(u8)]` enums) and has a `Schema` (the primitives and arrays do; derive it for your own types); all fixed arguments are packed without padding into one 64-byte slot |
+//! | field `name: T` | a fixed argument: `T` is zerocopy (`IntoBytes + TryFromBytes + Immutable`: integers, `bool`, arrays, `#[repr(C)]` structs, `#[repr(u8)]` enums) and has a `Schema` (the primitives and arrays do; put `#[wire]` on your own types); all fixed arguments are packed without padding into one 64-byte slot |
 //! | field `name: Bytes` / `name: Text` | bytes or UTF-8 text of any length, streamed after the fixed arguments (`ferry_rpc::service::{Bytes, Text}`); at most one per call, its last field |
 //! | `response = T` | the reply is a fixed `T` (at most a slot; zerocopy and `Schema`, as an argument); without `response` the call replies `()` and the client still waits for it |
 //! | `response = Bytes` / `Text` | the reply is bytes or text of any length, streamed |
@@ -234,16 +233,16 @@
 //! (`ClientConfig::service` between processes) refuse the pair instead of letting one side read
 //! the other's bytes as garbage values.
 //!
-//! Primitives, arrays and `PhantomData` have a `Schema`; a type of your own derives it beside its
-//! zerocopy derives, and one that does not is a compile error at the type, asking for the derive:
+//! Primitives, arrays and `PhantomData` have a `Schema`; a type of your own gets it from `#[wire]`
+//! (or derives it beside zerocopy derives of its own), and one that has none is a compile error at
+//! the type, asking for it:
 //!
 //! ```
-//! use ferry_derive::{RpcOpcodes, Schema};
+//! use ferry_derive::{wire, RpcOpcodes};
 //! use ferry_rpc::service::Service;
-//! use zerocopy::{Immutable, IntoBytes, TryFromBytes};
 //!
-//! #[derive(Clone, Copy, TryFromBytes, IntoBytes, Immutable, Schema)]
-//! #[repr(C)]
+//! #[wire]
+//! #[derive(Clone, Copy)]
 //! pub struct Span {
 //!     start: u64,
 //!     len: u64,
@@ -256,12 +255,11 @@
 //! }
 //!
 //! mod newer {
-//!     use ferry_derive::{RpcOpcodes, Schema};
-//!     use zerocopy::{Immutable, IntoBytes, TryFromBytes};
+//!     use ferry_derive::{wire, RpcOpcodes};
 //!
 //!     /// The same name and size, the two fields swapped.
-//!     #[derive(Clone, Copy, TryFromBytes, IntoBytes, Immutable, Schema)]
-//!     #[repr(C)]
+//!     #[wire]
+//!     #[derive(Clone, Copy)]
 //!     pub struct Span {
 //!         len: u64,
 //!         start: u64,
@@ -286,7 +284,9 @@
 //! shapes, opcodes) → check (`valid`: every misuse a spanned error) → generate (`expand`); on
 //! error `fallback` emits the errors plus stand-ins for the generated items so the user sees the
 //! misuse, not its echoes. `Schema` (`schema`) is small enough for one module: read and check,
-//! then generate one impl; its fallback is a stand-in impl.
+//! then generate one impl; its fallback is a stand-in impl. `#[wire]` (`wire`) checks the fields
+//! (`valid::stranded`, the same check a service's argument gets), adds the derives and a `repr`,
+//! and generates `Schema` through `schema`.
 
 mod ast;
 mod attr;
@@ -295,6 +295,7 @@ mod fallback;
 mod krate;
 mod schema;
 mod valid;
+mod wire;
 
 /// Derives a typed service from an enum with one variant per call (see the crate docs).
 #[proc_macro_derive(RpcOpcodes, attributes(rpc))]
@@ -311,7 +312,9 @@ pub fn derive_rpc_opcodes(input: proc_macro::TokenStream) -> proc_macro::TokenSt
 /// variant's name, discriminant value and fields. Every field's type must implement `Schema`
 /// itself (primitives, arrays and `PhantomData` do; derive it for your own types); each type
 /// parameter gets a `Schema` bound. A union is a compile error. `#[schema(crate = "path")]` names
-/// the path to `ferry_rpc`, as `#[rpc(crate = ..)]` does for services.
+/// the path to `ferry_rpc`, as `#[rpc(crate = ..)]` does for services. [`macro@wire`] derives it
+/// together with the zerocopy derives a type needs to cross; this derive is for a type that
+/// derives those itself.
 ///
 /// ```
 /// use ferry_derive::Schema;
@@ -347,4 +350,94 @@ pub fn derive_rpc_opcodes(input: proc_macro::TokenStream) -> proc_macro::TokenSt
 #[proc_macro_derive(Schema, attributes(schema))]
 pub fn derive_schema(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
     schema::derive(input.into()).into()
+}
+
+/// Makes a struct or an enum of your own a type that crosses as a call's fixed argument, reply or
+/// error: one line instead of zerocopy's derives, their crate path, a `repr` and `Schema`.
+///
+/// `#[wire]` adds to the item:
+///
+/// - zerocopy's `TryFromBytes`, `IntoBytes`, `Immutable` and `KnownLayout` derives, through the
+///   zerocopy that ferry re-exports (your crate needs no zerocopy dependency of its own; other
+///   zerocopy derives you add, such as `FromBytes`, find it too);
+/// - `#[repr(C)]` on a struct that has no `repr(C)`, `repr(transparent)` or `repr(packed)`, and
+///   `#[repr(u32)]` on an enum that has no `repr(C)` or integer `repr` (write `#[repr(u8)]` for a
+///   one-byte enum);
+/// - the `Schema` impl (as `#[derive(Schema)]`), so the service's fingerprint covers the type's
+///   fields and variants.
+///
+/// Nothing else: derive `Clone`, `Copy`, `Debug`, `PartialEq` as you want them. An error type
+/// also wants `Debug` and `Display` of its own, so that `ferry_rpc::service::Error<E>` is a
+/// `std::error::Error` (for `?` into `Box<dyn Error>`); a call works without them. The bytes of a
+/// struct are all its value, so it has no padding: order fields from the largest alignment down,
+/// or add the padding as fields, else zerocopy's `IntoBytes` says the type has padding.
+///
+/// Use it through the ferry crate your crate depends on: `#[ferry_shm::wire]`,
+/// `#[ferry_device::wire]`, `#[ferry_gpu::wire]` or `#[ferry_rpc::wire]` (the path to the runtime
+/// is found as `RpcOpcodes` finds it; `#[wire(crate = "path::to::ferry_rpc")]` names it). A field
+/// whose bytes are not its value is a compile error at its type, saying what to write instead:
+/// `String` and `&str` are a call's `Text` (its argument or reply, of any length up to the call's
+/// `limit`), `Vec<u8>` and `&[u8]` are `Bytes`; references, pointers and boxes cannot cross. So is
+/// naming one of the derives it adds again, or putting it on a union.
+///
+/// ```
+/// use ferry_rpc::service::Error;
+/// use ferry_rpc::{wire, HeapRegion, RpcOpcodes};
+///
+/// /// An argument and a reply of one's own.
+/// #[wire]
+/// #[derive(Clone, Copy, Debug, PartialEq)]
+/// pub struct Point {
+///     x: i32,
+///     y: i32,
+/// }
+///
+/// /// An error: crosses as its discriminant (here one byte).
+/// #[wire]
+/// #[repr(u8)]
+/// #[derive(Clone, Copy, Debug, PartialEq)]
+/// pub enum Refusal {
+///     OffGrid = 1,
+/// }
+///
+/// #[derive(RpcOpcodes)]
+/// pub enum Plane {
+///     #[rpc(response = Point, error = Refusal)]
+///     Mirror { p: Point },
+/// }
+///
+/// struct Origin;
+///
+/// impl PlaneServer for Origin {
+///     fn mirror(&self, p: Point) -> Result<Point, Refusal> {
+///         match (p.x.checked_neg(), p.y.checked_neg()) {
+///             (Some(x), Some(y)) => Ok(Point { x, y }),
+///             _ => Err(Refusal::OffGrid),
+///         }
+///     }
+/// }
+///
+/// let region: HeapRegion = HeapRegion::new(32, 1).unwrap();
+/// std::thread::scope(|s| {
+///     s.spawn(|| {
+///         let (server, mut buffers) = (region.server(), Vec::new());
+///         for _ in 0..2 {
+///             while Plane::serve_one(&Origin, &server, &mut buffers).unwrap().is_none() {
+///                 std::thread::yield_now();
+///             }
+///         }
+///     });
+///     let site = region.client();
+///     let c = Plane::client(&site);
+///     assert_eq!(c.mirror(Point { x: 1, y: -2 }), Ok(Point { x: -1, y: 2 }));
+///     let edge = Point { x: i32::MIN, y: 0 };
+///     assert_eq!(c.mirror(edge), Err(Error::App(Refusal::OffGrid)));
+/// });
+/// ```
+#[proc_macro_attribute]
+pub fn wire(
+    args: proc_macro::TokenStream,
+    item: proc_macro::TokenStream,
+) -> proc_macro::TokenStream {
+    wire::attribute(args.into(), item.into()).into()
 }

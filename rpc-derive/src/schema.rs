@@ -31,7 +31,7 @@ pub fn derive(input: TokenStream) -> TokenStream {
     krate::derive(input, "schema", "Schema", expand, fallback::schema)
 }
 
-fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
+pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     check_settings(input)?;
     let name = input.ident.to_string();
     let size = quote!(::core::mem::size_of::<Self>());
@@ -149,19 +149,31 @@ fn repr(attrs: &[Attribute]) -> String {
         .join(",")
 }
 
+/// The integer types a `repr` can give an enum's discriminants.
+pub const INTS: [&str; 12] = [
+    "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+];
+
 /// The integer type of an enum's discriminants: the one its `repr` names, else `isize`.
 fn repr_int(attrs: &[Attribute]) -> TokenStream {
-    const INTS: [&str; 12] = [
-        "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
-    ];
-    let mut found = None;
+    match repr_names(attrs)
+        .into_iter()
+        .filter(|id| INTS.contains(&id.to_string().as_str()))
+        .last()
+    {
+        Some(id) => quote!(#id),
+        None => quote!(isize),
+    }
+}
+
+/// The names inside every `#[repr(..)]`, in order: `C`, `u8`, `transparent`, `align` (of
+/// `align(8)`). Malformed ones are rustc's to report.
+pub fn repr_names(attrs: &[Attribute]) -> Vec<Ident> {
+    let mut names = Vec::new();
     for attr in attrs.iter().filter(|a| a.path().is_ident("repr")) {
-        // Other repr arguments (`C`, `align(N)`) are not integers; errors are rustc's to report.
         let _ = attr.parse_nested_meta(|meta| {
             if let Some(id) = meta.path.get_ident() {
-                if INTS.contains(&id.to_string().as_str()) {
-                    found = Some(id.clone());
-                }
+                names.push(id.clone());
             }
             if meta.input.peek(syn::token::Paren) {
                 let _content;
@@ -170,10 +182,7 @@ fn repr_int(attrs: &[Attribute]) -> TokenStream {
             Ok(())
         });
     }
-    match found {
-        Some(id) => quote!(#id),
-        None => quote!(isize),
-    }
+    names
 }
 
 /// `#[schema(...)]`: only `crate = "path"`, only on the type.

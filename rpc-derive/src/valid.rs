@@ -288,8 +288,8 @@ enum What {
 }
 
 /// A type written as an argument, a response or an error: what a macro can tell from its
-/// tokens (that it is zerocopy and fits is asserted in the generated code). Errors span the whole
-/// type.
+/// tokens (that it is zerocopy and fits is asserted in the generated code). Errors span the part
+/// of the type that cannot cross.
 fn check_type(ty: &Type, what: What) -> syn::Result<()> {
     let (label, instead) = match what {
         What::Argument => (
@@ -302,63 +302,155 @@ fn check_type(ty: &Type, what: What) -> syn::Result<()> {
             "; an error is a fixed value, such as a `#[repr(u8)]` enum",
         ),
     };
-    let bad = |msg: String| Err(syn::Error::new_spanned(ty, format!("{label} type: {msg}")));
-    let stream_for = |elem: &Type| match elem {
-        Type::Path(p) if p.qself.is_none() && p.path.is_ident("str") => Some("Text"),
-        Type::Slice(s) if matches!(&*s.elem, Type::Path(p) if p.path.is_ident("u8")) => {
-            Some("Bytes")
+    let ty = match Wire::of(ty) {
+        Wire::Unit | Wire::Bytes | Wire::Text => return Ok(()),
+        Wire::Fixed(ty) => ty,
+    };
+    if let Some(stranded) = stranded(ty) {
+        let why = &stranded.why;
+        let msg = match (what, stranded.stream) {
+            (What::Argument, Some(stream)) => format!(
+                "{why}; write `{stream}` (the client passes, and the handler gets, a `&{}`; at \
+                 most the call's `limit`, 64 KiB unless set), as the last field",
+                stream.slice()
+            ),
+            (What::Response, Some(stream)) => format!(
+                "{why}; write `{stream}` (the handler returns `impl AsRef<{}>`)",
+                stream.slice()
+            ),
+            _ => format!("{why}{instead}"),
+        };
+        return Err(syn::Error::new_spanned(
+            stranded.ty,
+            format!("{label} type: {msg}"),
+        ));
+    }
+    match ty {
+        Type::ImplTrait(_)
+        | Type::TraitObject(_)
+        | Type::Infer(_)
+        | Type::Never(_)
+        | Type::BareFn(_)
+        | Type::Macro(_)
+        | Type::Verbatim(_) => Err(syn::Error::new_spanned(
+            ty,
+            format!("{label} type: must be a zerocopy value, `Bytes`, `Text` or `()`{instead}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A stream that carries data of any length: what to write instead of a type that cannot cross.
+#[derive(Clone, Copy)]
+pub enum Stream {
+    Bytes,
+    Text,
+}
+
+impl Stream {
+    /// What a side passes or gets for it: `[u8]` or `str`.
+    pub fn slice(self) -> &'static str {
+        match self {
+            Stream::Bytes => "[u8]",
+            Stream::Text => "str",
+        }
+    }
+}
+
+impl std::fmt::Display for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stream::Bytes => "Bytes",
+            Stream::Text => "Text",
+        })
+    }
+}
+
+/// A type, or the part of one, whose bytes are not its value: it points into the memory of the
+/// side that holds it, or has no fixed size.
+pub struct Stranded<'a> {
+    /// The part that cannot cross: the whole type, or an array's element, a tuple's member.
+    pub ty: &'a Type,
+    /// Why, as the start of a sentence.
+    pub why: String,
+    /// The stream that carries the same data, where one does (`Text` for a `String` or a `&str`,
+    /// `Bytes` for a `Vec<u8>` or a `&[u8]`).
+    pub stream: Option<Stream>,
+}
+
+/// What in `ty` cannot cross by value, if anything: references, pointers, slices, `str`,
+/// `String`, `Vec` and the smart pointers (`Box`, `Rc`, `Arc`), alone or inside an array or a
+/// tuple. Read from the tokens, so a type of the user's own with one of these names is taken for
+/// it: such a type still cannot cross.
+pub fn stranded(ty: &Type) -> Option<Stranded<'_>> {
+    let found = |why: &str, stream| {
+        Some(Stranded {
+            ty,
+            why: why.to_string(),
+            stream,
+        })
+    };
+    match ty {
+        Type::Paren(p) => stranded(&p.elem),
+        Type::Group(g) => stranded(&g.elem),
+        Type::Array(a) => stranded(&a.elem),
+        Type::Tuple(t) => t.elems.iter().find_map(stranded),
+        Type::Reference(r) => found(
+            "references cannot cross to the other side",
+            stream_of(&r.elem),
+        ),
+        Type::Ptr(_) => found("pointers cannot cross to the other side", None),
+        Type::Slice(_) => found("slices cannot cross by value", stream_of(ty)),
+        Type::Path(p) if p.qself.is_none() => {
+            let last = p.path.segments.last()?;
+            let name = last.ident.to_string();
+            let inner = match &last.arguments {
+                syn::PathArguments::AngleBracketed(a) => match a.args.first() {
+                    Some(syn::GenericArgument::Type(t)) => Some(t),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let written = quote::quote!(#ty).to_string().replace(' ', "");
+            match (name.as_str(), inner) {
+                ("str", None) if p.path.segments.len() == 1 => {
+                    found("`str` cannot cross by value", Some(Stream::Text))
+                }
+                ("String", None) => found(
+                    &format!(
+                        "`{written}` cannot cross by value: its bytes are in this side's heap"
+                    ),
+                    Some(Stream::Text),
+                ),
+                ("Vec", Some(elem)) => found(
+                    &format!(
+                        "`{written}` cannot cross by value: its items are in this side's heap"
+                    ),
+                    is_u8(elem).then_some(Stream::Bytes),
+                ),
+                ("Box" | "Rc" | "Arc", Some(elem)) => found(
+                    &format!(
+                        "`{written}` cannot cross to the other side: it points into this side's \
+                         heap"
+                    ),
+                    stream_of(elem),
+                ),
+                _ => None,
+            }
         }
         _ => None,
-    };
-    match Wire::of(ty) {
-        Wire::Unit | Wire::Bytes | Wire::Text => Ok(()),
-        Wire::Fixed(Type::Reference(r)) if what != What::Error && stream_for(&r.elem).is_some() => {
-            let stream = stream_for(&r.elem).unwrap_or("Bytes");
-            let slice = if stream == "Text" { "str" } else { "[u8]" };
-            bad(if what == What::Argument {
-                format!(
-                    "references cannot cross to the other side; write `{stream}` (the client \
-                     passes, and the handler gets, a `&{slice}`), as the last field"
-                )
-            } else {
-                format!(
-                    "references cannot cross to the other side; write `{stream}` (the handler \
-                     returns `impl AsRef<{slice}>`)"
-                )
-            })
-        }
-        Wire::Fixed(Type::Reference(_) | Type::Ptr(_)) => bad(format!(
-            "references and pointers cannot cross to the other side{instead}"
-        )),
-        Wire::Fixed(elem @ (Type::Slice(_) | Type::Path(_)))
-            if what != What::Error && stream_for(elem).is_some() =>
-        {
-            let stream = stream_for(elem).unwrap_or("Bytes");
-            bad(format!(
-                "`{}` cannot cross by value; write `{stream}` for data of any length{}",
-                quote::quote!(#elem).to_string().replace(' ', ""),
-                if what == What::Argument {
-                    ", as the last field"
-                } else {
-                    ""
-                }
-            ))
-        }
-        Wire::Fixed(Type::Slice(_)) => bad(format!("slices cannot cross by value{instead}")),
-        Wire::Fixed(Type::Path(p)) if p.qself.is_none() && p.path.is_ident("str") => {
-            bad(format!("`str` cannot cross by value{instead}"))
-        }
-        Wire::Fixed(
-            Type::ImplTrait(_)
-            | Type::TraitObject(_)
-            | Type::Infer(_)
-            | Type::Never(_)
-            | Type::BareFn(_)
-            | Type::Macro(_)
-            | Type::Verbatim(_),
-        ) => bad(format!(
-            "must be a zerocopy value, `Bytes`, `Text` or `()`{instead}"
-        )),
-        Wire::Fixed(_) => Ok(()),
     }
+}
+
+/// The stream for data a reference or a box points to: `Text` for `str`, `Bytes` for `[u8]`.
+fn stream_of(elem: &Type) -> Option<Stream> {
+    match elem {
+        Type::Path(p) if p.qself.is_none() && p.path.is_ident("str") => Some(Stream::Text),
+        Type::Slice(s) if is_u8(&s.elem) => Some(Stream::Bytes),
+        _ => None,
+    }
+}
+
+fn is_u8(ty: &Type) -> bool {
+    matches!(ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident("u8"))
 }

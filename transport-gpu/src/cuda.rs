@@ -168,7 +168,21 @@ impl Cuda {
     /// (`ptxas -arch=sm_90 program.ptx -o program.cubin`), which loads without compiling;
     /// `max_registers` caps registers per thread (32 lets 2048 threads reside on an SM: full
     /// occupancy; it applies to PTX only, a cubin's count was fixed when it was built).
+    ///
+    /// PTX is compiled as [`Jit::from_env`] says: by default each function on its own, on as
+    /// many CPU threads as the machine has, and then linked ([`Jit::Separate`]), which takes a
+    /// fraction of the time of compiling the program as a whole ([`Jit::Whole`]).
     pub fn load_module(&self, image: &[u8], max_registers: Option<u32>) -> Result<Module, Error> {
+        self.load_module_with(image, max_registers, Jit::from_env())
+    }
+
+    /// [`Cuda::load_module`] with the way PTX is compiled given.
+    pub fn load_module_with(
+        &self,
+        image: &[u8],
+        max_registers: Option<u32>,
+        jit: Jit,
+    ) -> Result<Module, Error> {
         // A cubin is an ELF file; a fat binary starts with its magic word. Both are binary and
         // passed as they are; PTX is text and must end with a NUL.
         let binary =
@@ -192,20 +206,47 @@ impl Cuda {
             options.push(sys::CUjit_option::CU_JIT_MAX_REGISTERS);
             values.push(r as usize as *mut c_void);
         }
-        let mut module = std::ptr::null_mut();
-        // SAFETY: the image is NUL-terminated PTX or a binary the driver parses and validates
-        // itself (it lives until the call returns); options and values are parallel arrays of the
-        // documented types (a buffer pointer, its size, an unsigned int by value).
-        let r = unsafe {
-            sys::cuModuleLoadDataEx(
-                &mut module,
-                image.as_ptr().cast(),
-                options.len() as u32,
-                options.as_mut_ptr(),
-                values.as_mut_ptr(),
-            )
+        let result = match jit {
+            Jit::Separate { threads } if !binary => {
+                // The driver compiles the functions on `threads` CPU threads (0: all of them)
+                // where it can (drivers of CUDA 12.8 on); an older one refuses the option, and
+                // the link is tried again without it.
+                options.push(sys::CUjit_option::CU_JIT_SPLIT_COMPILE);
+                values.push(threads as usize as *mut c_void);
+                let without_split = options.len() - 1;
+                match link(&image, &mut options, &mut values) {
+                    Err((_, sys::CUresult::CUDA_ERROR_INVALID_VALUE)) => link(
+                        &image,
+                        &mut options[..without_split],
+                        &mut values[..without_split],
+                    ),
+                    other => other,
+                }
+            }
+            _ => {
+                let mut module = std::ptr::null_mut();
+                // SAFETY: the image is NUL-terminated PTX or a binary the driver parses and
+                // validates itself (it lives until the call returns); options and values are
+                // parallel arrays of the documented types (a buffer pointer, its size, an
+                // unsigned int by value).
+                let r = unsafe {
+                    sys::cuModuleLoadDataEx(
+                        &mut module,
+                        image.as_ptr().cast(),
+                        options.len() as u32,
+                        options.as_mut_ptr(),
+                        values.as_mut_ptr(),
+                    )
+                };
+                if r == sys::CUresult::CUDA_SUCCESS {
+                    Ok(module)
+                } else {
+                    Err(("cuModuleLoadDataEx", r))
+                }
+            }
         };
-        check("cuModuleLoadDataEx", r).map_err(|e| {
+        let module = result.map_err(|(call, r)| {
+            let e = check(call, r).expect_err("a call that failed");
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
             let log = String::from_utf8_lossy(&log[..end]);
             match e {
@@ -450,4 +491,95 @@ impl Function {
         })?;
         Ok(v as u32)
     }
+}
+
+/// How the driver compiles a program given as PTX.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Jit {
+    /// Each function compiled on its own (as `ptxas -c` does), on `threads` CPU threads at once
+    /// (0: as many as the machine has), then linked: the default. Calls between functions
+    /// follow the ABI, as separately compiled CUDA code's do.
+    Separate {
+        /// CPU threads compiling at once; 0: all of the machine's.
+        threads: u32,
+    },
+    /// The program compiled as one whole, on one thread (as `ptxas` without `-c`): calls
+    /// between functions may be optimised across, and the first load takes several times as
+    /// long.
+    Whole,
+}
+
+impl Jit {
+    /// `FERRY_JIT=whole` gives [`Jit::Whole`]; otherwise [`Jit::Separate`] on
+    /// `FERRY_JIT_THREADS` threads (default 0: all of the machine's).
+    pub fn from_env() -> Jit {
+        if std::env::var("FERRY_JIT").is_ok_and(|v| v.trim() == "whole") {
+            return Jit::Whole;
+        }
+        let threads = std::env::var("FERRY_JIT_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        Jit::Separate { threads }
+    }
+}
+
+/// Compiles NUL-terminated PTX `image` as a relocatable object with `options` and links it
+/// (`cuLinkCreate`, `cuLinkAddData`, `cuLinkComplete`), then loads the result; on failure, the
+/// call that failed and its code (the error log is in the buffer `options` name).
+fn link(
+    image: &[u8],
+    options: &mut [sys::CUjit_option],
+    values: &mut [*mut c_void],
+) -> Result<sys::CUmodule, (&'static str, sys::CUresult)> {
+    let ok = |call, r| {
+        if r == sys::CUresult::CUDA_SUCCESS {
+            Ok(())
+        } else {
+            Err((call, r))
+        }
+    };
+    let mut state = std::ptr::null_mut();
+    // SAFETY: options and values are parallel arrays of the documented types, alive until the
+    // state is destroyed below (the log buffer is written until then).
+    ok("cuLinkCreate", unsafe {
+        sys::cuLinkCreate_v2(
+            options.len() as u32,
+            options.as_mut_ptr(),
+            values.as_mut_ptr(),
+            &mut state,
+        )
+    })?;
+    let mut module = std::ptr::null_mut();
+    let loaded = (|| {
+        // SAFETY: `state` is live; the image is NUL-terminated PTX, alive until the call returns
+        // (the driver copies what it keeps); the name is a static C string.
+        ok("cuLinkAddData", unsafe {
+            sys::cuLinkAddData_v2(
+                state,
+                sys::CUjitInputType::CU_JIT_INPUT_PTX,
+                image.as_ptr() as *mut c_void,
+                image.len(),
+                c"program".as_ptr(),
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        })?;
+        let mut cubin = std::ptr::null_mut();
+        let mut size = 0usize;
+        // SAFETY: `state` holds the added PTX; the linked image it returns lives as long as the
+        // state.
+        ok("cuLinkComplete", unsafe {
+            sys::cuLinkComplete(state, &mut cubin, &mut size)
+        })?;
+        // SAFETY: `cubin` is the linker's image, alive until the state is destroyed below.
+        ok("cuModuleLoadData", unsafe {
+            sys::cuModuleLoadData(&mut module, cubin)
+        })
+    })();
+    // SAFETY: created above, destroyed once; the module loaded from its image is the driver's
+    // own copy.
+    unsafe { sys::cuLinkDestroy(state) };
+    loaded.map(|()| module)
 }

@@ -42,7 +42,7 @@ pub use ferry_libc::host;
 /// alone: `#[derive(RpcOpcodes)]` and `#[derive(Schema)]` find it here.
 pub use ferry_rpc;
 pub use ferry_rpc::service::{Bytes, Text};
-pub use ferry_rpc::{RpcOpcodes, Schema};
+pub use ferry_rpc::{wire, RpcOpcodes, Schema};
 
 pub use ferry_libc::{ExitPolicy, LibcConfig, LibcHost};
 pub use launch::{

@@ -160,10 +160,15 @@ pub fn serve<R>(
     ServerProcess::new(region, locks, Single, ServerWait::new(CALL_LIMIT))?;
     let stop = AtomicBool::new(false);
     let (result, threads) = std::thread::scope(|s| {
+        // Set on the way out, however it goes (a thread that failed to spawn included): the
+        // threads spawned before it stop, and the scope's join returns.
+        let guard = StopOnDrop(&stop);
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 let stop = &stop;
-                s.spawn(move || {
+                // Named, so that `top -H` and profilers tell the server threads apart.
+                let named = std::thread::Builder::new().name(format!("ferry-serve-{t}"));
+                let spawned = named.spawn_scoped(s, move || {
                     let (first, end) = (t * words / threads, (t + 1) * words / threads);
                     let server =
                         ServerProcess::new(region, locks, Single, ServerWait::new(CALL_LIMIT))
@@ -186,10 +191,11 @@ pub fn serve<R>(
                         Err(shared) => shared,
                     };
                     serve_thread(&server, handler, stop)
-                })
+                });
+                // As `Scope::spawn` does, which this is with a name.
+                spawned.expect("failed to spawn a server thread")
             })
             .collect();
-        let guard = StopOnDrop(&stop);
         let result = body();
         drop(guard);
         let threads: Vec<Served> = workers

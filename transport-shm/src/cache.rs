@@ -25,23 +25,3 @@ pub fn demote<T>(at: &T) {
     #[cfg(not(all(target_arch = "x86_64", not(loom))))]
     let _ = at;
 }
-
-/// Asks the processor to bring the cache line holding `at` into this core's caches for a read
-/// soon: x86-64's `prefetcht0`, nothing on other architectures. A hint: nothing is read, no
-/// ordering is implied, and a line another core is writing stays its own until this core reads it.
-///
-/// A worker that polls a port whose last request took wide lines fetches them with its poll of
-/// the head (`inline`), so that the request's lines cross together rather than one after the
-/// head.
-#[inline(always)]
-pub fn prefetch<T>(at: &T) {
-    #[cfg(all(target_arch = "x86_64", not(loom)))]
-    // SAFETY: a prefetch reads nothing architecturally and cannot fault, whatever the address;
-    // SSE is part of x86-64. `at` is a live reference besides.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((at as *const T).cast::<i8>());
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(loom))))]
-    let _ = at;
-}

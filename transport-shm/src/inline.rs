@@ -39,10 +39,14 @@
 //! worker writes each wide line's tag after its bytes (release) and covers every line the client
 //! said it reads (word 1), however short its reply; the head's reply word, stored last with
 //! release, orders them all for a client that saw it. A request's wide lines are written before
-//! its head's release store and read after the worker's acquire load of it; a worker fetches the
-//! wide lines that a port's last request took with each poll of its head (a prefetch, a hint
-//! only), so that a client calling with the same sizes again has them cross with the head rather
-//! than after it. The tags are checked
+//! its head's release store and read after the worker's acquire load of it. Both sides push a
+//! request's wide lines out to the shared cache as soon as they are done with them (the client
+//! after writing, the worker after reading those its reply does not cover;
+//! [`cache::demote`](crate::cache::demote)): the worker's
+//! read after the head and the client's next write then find each line in the shared cache
+//! instead of taking it from the other core, and no worker polls or fetches a wide line ahead
+//! (a fetch ahead, tried, made a wide call slower on a 16-core host: the client's write had to
+//! take the line back from the worker first). The tags are checked
 //! on both sides: a request line whose tag is not the request's (a write behind the protocol's
 //! back) gets `BAD_REQUEST`, never a handler run on bytes of another call, and a client never
 //! reads a reply line that does not carry its call's tag (it waits, and fails at its deadline).
@@ -57,8 +61,8 @@
 //! and the worker's next poll comes first takes it from there, the other then taking it again: a
 //! round trip in which either side does any work between receiving and answering pays one line
 //! transfer more than a bare ping-pong (`ferry bench` runs that ping-pong with work on each side).
-//! The client demotes nothing: demoting its request, or the line after reading the reply, was
-//! tried and made the call slower (`transport-shm/BENCHMARKS.md`, round 4, has the figures).
+//! The client demotes no head line: demoting its request, or the line after reading the reply,
+//! was tried and made the call slower (`transport-shm/BENCHMARKS.md`, round 4, has the figures).
 //!
 //! The line is *at rest* when both sequences of its head are equal. The inline area also holds a
 //! bitmap, one bit per port: workers poll only the head lines whose bit is set (*armed*), so a
@@ -285,26 +289,37 @@ fn put_request(head: &Line, wide: &Wide, bytes: &[u8], seq: u32) {
         let range = wide_range(i);
         line.write_from(1, &bytes[range.start..range.end.min(n)]);
         line.words[0].store(tag(seq, false), Ordering::Relaxed);
+        // Out to the shared cache, where the worker's read after the head finds it, rather than
+        // in this core (see the module doc).
+        crate::cache::demote(line);
     }
 }
 
 /// The worker's read of a request of `len` bytes (at most [`INLINE_BYTES`]) into `out`: the head's
 /// payload and the wide lines `len` reaches, whole (the handler sees only the first `len`
-/// bytes). Whether every one of those lines carries request `seq`'s tag.
+/// bytes). Whether every one of those lines carries request `seq`'s tag. `want`: the bytes of
+/// reply the client reads (the wide lines they reach are written next, by the reply).
 #[inline(always)]
 fn take_request(
     head: &Line,
     wide: &Wide,
     out: &mut [u8; INLINE_BYTES],
-    len: usize,
+    (len, want): (usize, usize),
     seq: u32,
 ) -> bool {
     // Every word as it is (constant lengths: no masks).
     head.read_payload(&mut out[..HEAD_BYTES], HEAD_BYTES);
     let mut intact = true;
+    let replied = wide_lines_for(want);
     for (i, line) in wide.lines.iter().enumerate().take(wide_lines_for(len)) {
         intact &= line.words[0].load(Ordering::Relaxed) == tag(seq, false);
         line.read_from(1, &mut out[wide_range(i)], WIDE_BYTES);
+        if i >= replied {
+            // Out to the shared cache, where the client's next request finds it to write,
+            // rather than in this core (see the module doc). A line the reply covers stays:
+            // this worker writes it next.
+            crate::cache::demote(line);
+        }
     }
     intact
 }
@@ -739,18 +754,14 @@ pub(crate) struct InlineArea<'a> {
 pub(crate) struct Scratch {
     request: [u8; INLINE_BYTES],
     reply: [u8; INLINE_BYTES],
-    /// For each port, the wide lines its last request answered here took: fetched with each
-    /// poll of its head (`serve_pending`).
-    wide_seen: Vec<u8>,
 }
 
 impl Scratch {
-    /// A worker's buffers for a file of `ports` ports.
-    pub(crate) fn new(ports: usize) -> Scratch {
+    /// A worker's buffers.
+    pub(crate) fn new() -> Scratch {
         Scratch {
             request: [0; INLINE_BYTES],
             reply: [0; INLINE_BYTES],
-            wide_seen: vec![0; ports],
         }
     }
 }
@@ -815,12 +826,6 @@ pub(crate) fn serve_pending(
             let port = w * 32 + bits.trailing_zeros() as usize;
             bits &= bits - 1;
             let line = &lines[port];
-            // The wide lines the port's last request took, fetched as the head is polled: a
-            // client that calls with the same sizes again has them cross with the head.
-            let seen = scratch.wide_seen.get(port).map_or(0, |&n| n as usize);
-            for wide_line in wide[port].lines.iter().take(seen) {
-                crate::cache::prefetch(wide_line);
-            }
             if line.at_rest() {
                 continue;
             }
@@ -837,7 +842,6 @@ pub(crate) fn serve_pending(
                 answer(
                     line,
                     &wide[port],
-                    port,
                     request_word,
                     bulk.of(port),
                     scratch,
@@ -861,17 +865,12 @@ pub(crate) fn serve_pending(
 fn answer(
     line: &Line,
     wide: &Wide,
-    port: usize,
     request_word: u64,
     (area, share): (*mut u8, usize),
     scratch: &mut Scratch,
     serve: &mut impl FnMut(u32, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
 ) {
-    let Scratch {
-        request,
-        reply,
-        wide_seen,
-    } = scratch;
+    let Scratch { request, reply } = scratch;
     let pending = seq(request_word);
     let opcode = (request_word >> 32) as u32;
     let (len, want, body_len, body_in_lines) =
@@ -883,10 +882,7 @@ fn answer(
         } else {
             body_len <= share
         };
-    if let Some(seen) = wide_seen.get_mut(port) {
-        *seen = wide_lines_for(len.min(INLINE_BYTES)) as u8;
-    }
-    let (status, reply_len) = if !fits || !take_request(line, wide, request, len, pending) {
+    let (status, reply_len) = if !fits || !take_request(line, wide, request, (len, want), pending) {
         // A length past what the lines or the area hold, or a wide line of another call.
         (status::BAD_REQUEST, 0)
     } else {
@@ -978,7 +974,10 @@ mod tests {
             }
             put_request(&head, &wide, &bytes[..len], 7);
             let mut out = [0u8; INLINE_BYTES];
-            assert!(take_request(&head, &wide, &mut out, len, 7), "len {len}");
+            assert!(
+                take_request(&head, &wide, &mut out, (len, 0), 7),
+                "len {len}"
+            );
             assert_eq!(&out[..len], &bytes[..len], "len {len}");
             for (i, l) in wide.lines.iter().enumerate() {
                 let reached = i < wide_lines_for(len);
@@ -993,9 +992,15 @@ mod tests {
             if len > HEAD_BYTES {
                 let last = &wide.lines[wide_lines_for(len) - 1];
                 last.words[0].store(tag(6, false), Ordering::Relaxed);
-                assert!(!take_request(&head, &wide, &mut out, len, 7), "len {len}");
+                assert!(
+                    !take_request(&head, &wide, &mut out, (len, 0), 7),
+                    "len {len}"
+                );
                 last.words[0].store(tag(7, true), Ordering::Relaxed);
-                assert!(!take_request(&head, &wide, &mut out, len, 7), "len {len}");
+                assert!(
+                    !take_request(&head, &wide, &mut out, (len, 0), 7),
+                    "len {len}"
+                );
             }
         }
     }
@@ -1185,7 +1190,7 @@ mod model {
                             |op: u32, req: &[u8], _body: &[u8], rep: &mut [u8; INLINE_BYTES]| {
                                 answer(&runs, op, req, rep)
                             };
-                        let mut scratch = Scratch::new(1);
+                        let mut scratch = Scratch::new();
                         while !done.load(Ordering::Acquire) {
                             let area = InlineArea {
                                 bitmap: &bitmap,
@@ -1320,7 +1325,7 @@ mod model {
                             &area,
                             Some(&locks[..]),
                             None,
-                            &mut Scratch::new(1),
+                            &mut Scratch::new(),
                             &mut serve,
                         )
                     })

@@ -188,7 +188,7 @@ mod wait;
 /// `ferry_shm::ferry_rpc::service` has the error and marker types that generated clients use.
 pub use ferry_rpc;
 pub use ferry_rpc::service::{Bytes, Text};
-pub use ferry_rpc::{RpcOpcodes, Schema};
+pub use ferry_rpc::{wire, RpcOpcodes, Schema};
 
 pub use client::{Claimed, ClaimedProcess, ClientConfig, ClientPort, ShmClient, SEATS};
 pub use error::ShmError;

@@ -636,7 +636,7 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
     let own = inline::share(index, workers, bitmap.len());
     let mut pass = 0u32;
     let bulk = mapped.bulk_areas();
-    let mut scratch = inline::Scratch::new(lines.len());
+    let mut scratch = inline::Scratch::new();
     let area = inline::InlineArea {
         bitmap,
         lines,

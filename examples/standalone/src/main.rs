@@ -8,19 +8,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ferry_shm::ferry_rpc::service::Error;
-use ferry_shm::ferry_rpc::zerocopy::{Immutable, IntoBytes, KnownLayout, TryFromBytes};
 use ferry_shm::{
-    path_for, ClientConfig, RpcOpcodes, Schema, ServerConfig, ShmClient, ShmServer, Text,
+    path_for, wire, ClientConfig, RpcOpcodes, ServerConfig, ShmClient, ShmServer, Text,
 };
 
-/// A point: an argument type of the user's own, which crosses as its bytes. zerocopy comes
-/// through ferry-shm, so the derive is told where it is; `Schema` puts its fields (names, offsets,
-/// types) into the service's fingerprint.
-#[derive(
-    Clone, Copy, Debug, PartialEq, TryFromBytes, IntoBytes, Immutable, KnownLayout, Schema,
-)]
-#[zerocopy(crate = "ferry_shm::ferry_rpc::zerocopy")]
-#[repr(C)]
+/// A point: an argument type of the user's own, which crosses as its bytes. `#[wire]` brings
+/// zerocopy's derives (through ferry-shm), `#[repr(C)]`, and the `Schema` that puts its fields
+/// (names, offsets, types) into the service's fingerprint.
+#[wire]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Point {
     x: i32,
     y: i32,

@@ -852,6 +852,21 @@ pub mod __private {
         }
     }
 
+    /// What `#[wire]` puts in place of a field's type `T` that cannot cross (a `String`, a
+    /// reference), beside the error that says so: a type that is zerocopy and has a `Schema`, so
+    /// the type's derives and the services using it report nothing more, and code that still uses
+    /// the field as a `T` is told the field is a `CannotCross<T>`. Never part of a program that
+    /// builds.
+    #[derive(
+        zerocopy::TryFromBytes, zerocopy::IntoBytes, zerocopy::Immutable, zerocopy::KnownLayout,
+    )]
+    #[repr(C)]
+    pub struct CannotCross<T: ?Sized>(core::marker::PhantomData<T>);
+
+    impl<T: ?Sized> Schema for CannotCross<T> {
+        const SCHEMA: u64 = 0;
+    }
+
     /// The answer for a type whose every byte pattern is a value.
     pub trait IsInfallible {
         /// `true`.

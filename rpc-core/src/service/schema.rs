@@ -41,9 +41,10 @@ use super::{fnv1a_64, FNV64_OFFSET};
 /// valid value means connect.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no `Schema`, so a service's fingerprint cannot cover its structure",
-    label = "crosses in a service call: needs `#[derive(Schema)]`",
-    note = "add `#[derive(Schema)]` to `{Self}` (the derive is `ferry_rpc::Schema`, re-exported \
-            by `ferry_shm`, `ferry_device` and `ferry_gpu`), beside its zerocopy derives"
+    label = "crosses in a service call: needs `#[wire]` or `#[derive(Schema)]`",
+    note = "put `#[wire]` on `{Self}` (`ferry_rpc::wire`, re-exported by `ferry_shm`, \
+            `ferry_device` and `ferry_gpu`): it brings zerocopy's derives, a `repr` and `Schema`; \
+            or add `#[derive(Schema)]` beside zerocopy derives of its own"
 )]
 pub trait Schema {
     /// The hash of the type's structure (see [`SchemaHash`]).
