@@ -333,3 +333,109 @@ fn second_server_is_refused_and_a_killed_servers_file_is_replaced() {
     drop(server);
     assert!(!path.exists());
 }
+
+/// Sends `signal` to process `pid`.
+fn send_signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: `kill` touches no memory of this process; `pid` is a child of this test, not yet
+    // reaped (its `Peer` is alive), so the number names no other process.
+    let sent = unsafe { libc::kill(pid as libc::pid_t, signal) };
+    assert_eq!(sent, 0, "kill {pid}: {}", std::io::Error::last_os_error());
+}
+
+/// A `Sleep` call of `micros` from a handle of its own, made raw so that the test knows when its
+/// request is in the server's hands (`sent` is told then); `Ok` once the reply is in.
+fn sleep_in_flight(
+    path: &std::path::Path,
+    micros: u64,
+    sent: std::sync::mpsc::Sender<()>,
+) -> Result<(), ShmError> {
+    let config = ClientConfig::default()
+        .service::<Demo>()
+        .deadline(Duration::from_secs(60));
+    let shm = ShmClient::attach(path, config)?;
+    shm.call(Demo::Sleep { micros }.opcode(), |port| {
+        port.set_request_len(8);
+        port.send(|slot, _| slot.words[0] = micros)?;
+        let _ = sent.send(());
+        port.recv(|_, _| {})
+    })
+}
+
+/// A server program serving until a signal (`serve_until_signal`), stopped by SIGTERM and by
+/// SIGINT: the call in flight when the signal comes is answered in the drain, a later call gets
+/// a clear error, and the process exits 0 with its file gone.
+#[test]
+fn a_server_serving_until_a_signal_drains_exits_0_and_removes_its_file() {
+    let _watchdog = ferry_tests::Watchdog::new("serve until a signal", Duration::from_secs(600));
+    for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+        let path = unique_path("until-signal");
+        let p = path.to_str().unwrap();
+        let server = Peer::spawn(PEER, &["serve-until-signal", p, "30000"]);
+        server.expect("serving");
+        let shm = demo_client(&path, Duration::from_secs(30)).unwrap();
+        let c = Demo::client(&shm);
+        assert_eq!(c.add(1, 2), Ok(3));
+        let (sent_tx, sent) = std::sync::mpsc::channel();
+        let answered = std::thread::scope(|s| {
+            let in_flight = s.spawn(|| sleep_in_flight(&path, 300_000, sent_tx));
+            sent.recv_timeout(ferry_tests::PATIENCE)
+                .expect("the request is sent");
+            send_signal(server.pid(), signal);
+            in_flight.join().unwrap()
+        });
+        assert!(
+            answered.is_ok(),
+            "the call in flight ({name}): {answered:?}"
+        );
+        let report = server.expect("stopped");
+        assert_eq!(report[0], name, "{report:?}");
+        assert_eq!(
+            report[1..5],
+            ["drained", "true", "stuck", "0"],
+            "{report:?}"
+        );
+        let served: u64 = report[6].parse().unwrap();
+        assert!(served >= 2, "{report:?}");
+        assert!(server.finish().success(), "{name}: exit status");
+        assert!(!path.exists(), "{name}: the file is left");
+        match c.add(1, 2) {
+            Err(Error::Transport(Transport::NoServer | Transport::ShuttingDown)) => {}
+            other => panic!("{name}: a call after the stop gave {other:?}"),
+        }
+    }
+}
+
+/// A call whose handler outlasts the drain, and a second signal that cuts the drain short: the
+/// call fails with a clear error instead of hanging, and the process still exits 0 with its
+/// file gone (the worker left in the handler is counted stuck).
+#[test]
+fn a_second_signal_cuts_the_drain_and_the_call_in_flight_fails_clearly() {
+    let _watchdog = ferry_tests::Watchdog::new("a second signal", Duration::from_secs(600));
+    let path = unique_path("second-signal");
+    let p = path.to_str().unwrap();
+    // A drain long enough for the call, were it not cut short.
+    let server = Peer::spawn(PEER, &["serve-until-signal", p, "60000"]);
+    server.expect("serving");
+    let (sent_tx, sent) = std::sync::mpsc::channel();
+    let failed = std::thread::scope(|s| {
+        let in_flight = s.spawn(|| sleep_in_flight(&path, 8_000_000, sent_tx));
+        sent.recv_timeout(ferry_tests::PATIENCE)
+            .expect("the request is sent");
+        send_signal(server.pid(), libc::SIGTERM);
+        send_signal(server.pid(), libc::SIGINT);
+        in_flight.join().unwrap()
+    });
+    assert!(
+        matches!(failed, Err(ShmError::NoServer { .. })),
+        "{failed:?}"
+    );
+    let report = server.expect("stopped");
+    assert!(["SIGTERM", "SIGINT"].contains(&&*report[0]), "{report:?}");
+    assert_eq!(
+        report[1..5],
+        ["drained", "false", "stuck", "1"],
+        "{report:?}"
+    );
+    assert!(server.finish().success(), "exit status");
+    assert!(!path.exists(), "the file is left");
+}

@@ -1,19 +1,21 @@
 //! The client: attaches to a server's file and makes calls.
 //!
-//! A call claims a free port through its owner word and runs on it as a [`Claimed`] port: a
-//! small fixed call goes through the port's inline line directly; any other call gets an rpc-core
-//! process made for the claim on first use, over a lock bitmap private to this handle (every
-//! bit always set: the claimed port is handed to the process with `Process::adopt_port`, so no
-//! search, lock or unlock runs, and taken back when the claim is dropped). Then the claim is
-//! released. With [`ClientConfig::sticky`] the handle keeps the claim for
-//! its next call instead (no compare-and-swap either: a call then costs the protocol's handoff
-//! alone), until it is dropped, [`ShmClient::release_port`] is called, or the server drains. A call
-//! that fails mid-way (or panics) abandons the port instead: its state is unknown, and only the
-//! server may take it back.
+//! A call takes a *seat* of the handle (what one call in flight holds of its own: a handle is
+//! shared by threads, one seat per call at once; see [`ShmClient`]), claims a free port through
+//! its owner word and runs on it as a [`Claimed`] port: a small fixed call goes through the
+//! port's inline line directly; any other call gets an rpc-core process made for the claim on
+//! first use, over a lock bitmap private to the seat (every bit always set: the claimed port is
+//! handed to the process with `Process::adopt_port`, so no search, lock or unlock runs, and
+//! taken back when the claim is dropped). Then the claim is released. With
+//! [`ClientConfig::sticky`] the seat keeps the claim for its next call instead (no
+//! compare-and-swap either: a call then costs the protocol's handoff alone), until the handle is
+//! dropped, [`ShmClient::release_port`] is called, or the server drains. A call that fails
+//! mid-way (or panics) abandons the port instead: its state is unknown, and only the server may
+//! take it back.
 
-use std::cell::{Cell, OnceCell};
+use std::cell::OnceCell;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use ferry_rpc::service::{self, CallSite, Service, Site, Transport};
@@ -23,8 +25,11 @@ use crate::error::ShmError;
 use crate::file::{self, Mapped};
 use crate::header::{Geometry, STATE_SERVING, STATE_STOPPED};
 use crate::inline::{self, ClientInline};
-use crate::owner::{abandon, current_holder, holder_of, release, still_held, try_claim, NoHolder};
-use crate::sync::{word_bit, AtomicU32, AtomicU64, Ordering};
+use crate::owner::{
+    abandon, current_holder, generation_of, holder_of, pack, release, still_held, try_claim,
+    NoHolder,
+};
+use crate::sync::{word_bit, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::wait::ClientWait;
 use crate::ShmMailbox;
 
@@ -136,9 +141,10 @@ pub struct ClientConfig {
     pub deadline: Duration,
     /// Keep the claimed port between calls (until the handle is dropped or
     /// [`ShmClient::release_port`]): each call then skips the claim's compare-and-swap and the
-    /// release. The price: the handle holds a port while idle, so a server needs a port for each
-    /// sticky handle, or others wait for a free one until their deadline. A server that drains
-    /// waits a short grace for idle sticky holders (`ShmServer::shutdown`).
+    /// release. The price: the handle holds a port while idle (one per seat: a handle that
+    /// threads called at once holds one per thread that did, see [`ShmClient`]), so a server
+    /// needs a port for each, or others wait for a free one until their deadline. A server that
+    /// drains waits a short grace for idle sticky holders (`ShmServer::shutdown`).
     pub sticky: bool,
 }
 
@@ -175,22 +181,181 @@ impl ClientConfig {
 }
 
 /// A client handle on a server's file: where the clients of derived services make their calls
-/// (`Counter::client(&shm)`). One per thread (`handle` makes another): a handle makes one call
-/// at a time.
+/// (`Counter::client(&shm)`).
+///
+/// **Threads.** A handle is `Send` and `Sync`: threads share one (`&shm` in scoped threads, an
+/// `Arc<ShmClient>` in others), and so does a generated client over it (`Counter::client(&shm)`
+/// is `Send + Sync + Copy`, and may be held across an `.await`; its calls block the thread
+/// until their reply, as every call of this transport does). Each call in flight takes a *seat*
+/// of the handle for its length: the seat holds what a call needs of its own (the claim's private
+/// lock bitmap, the wait and deadline, a sticky claim kept between calls). A handle has one seat
+/// to begin with, which a lone thread's calls always take; a call that finds its seat taken (by
+/// another thread's call) takes another, made when first needed and kept after, up to
+/// [`SEATS`], and calls beyond that many at once each sit on a seat made for it alone. A thread
+/// goes back to the seat it took last, so threads that call together settle on a seat each.
+///
+/// A handle of its own per thread ([`handle`](Self::handle)) still works, and is the fastest
+/// where threads call all the time: no two threads meet at a seat.
+///
+/// ```
+/// use ferry_shm::demo::{Demo, DemoService};
+/// use ferry_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
+///
+/// let path = path_for(&format!("doc-threads-{}", std::process::id()));
+/// let server = ShmServer::start(&path, ServerConfig::default(), Demo::server(DemoService))?;
+/// let shm = ShmClient::attach(&path, ClientConfig::default().service::<Demo>())?;
+/// let demo = Demo::client(&shm);
+/// std::thread::scope(|s| {
+///     for t in 0..4u64 {
+///         s.spawn(move || assert_eq!(demo.add(t, 1), Ok(t + 1)));
+///     }
+/// });
+/// # drop(shm);
+/// # server.shutdown(std::time::Duration::from_secs(5));
+/// # Ok::<(), ferry_shm::ShmError>(())
+/// ```
 #[derive(Debug)]
 pub struct ShmClient {
     mapped: Arc<Mapped>,
-    locks: Box<[AtomicU32]>,
-    wait: ClientWait,
     config: ClientConfig,
     /// This process in owner words (`owner::holder`).
     holder: u32,
-    cursor: Cell<u32>,
-    /// The port a sticky handle holds between calls, and its owner word as claimed.
-    held: Cell<Option<(u32, u64)>>,
-    /// Whether the current claim's port has its inline bit set, as far as this handle knows
+    /// The seat a lone thread's calls take: in the handle itself, no pointer to follow.
+    first: Seat,
+    /// The other seats, `SEATS - 1` of them, each made when a call first needs it.
+    more: Box<[OnceLock<Box<Seat>>]>,
+}
+
+/// How many seats a handle keeps ([`ShmClient`], on threads): calls beyond that many in flight
+/// at once each sit on a seat made for that call alone (and dropped after it).
+pub const SEATS: usize = 64;
+
+/// What one call in flight holds of its handle, for the length of the call. A seat is taken by
+/// one call at a time (`taken`), so its words, though atomics (to make the handle `Sync`), are
+/// used as one thread's: relaxed, and ordered by the seat's hand-over.
+#[derive(Debug)]
+struct Seat {
+    /// Whether a call sits here. SYNC (seat hand-over): taken with acquire, left with release,
+    /// so what one call did to the words below happens before the next call's reads.
+    taken: AtomicBool,
+    /// The private lock bitmap of the seat's claims' processes (every bit always set: see
+    /// `Claimed`). One per seat: a process that gives its port up clears that port's bit until
+    /// its claim is dropped, and no other call's process may find that bit meanwhile.
+    locks: Box<[AtomicU32]>,
+    /// The wait policy and deadline of the seat's call.
+    wait: ClientWait,
+    /// Where the seat's next claim search starts: the port its last call used.
+    cursor: AtomicU32,
+    /// The claim a sticky seat keeps between calls: its owner word with the port in place of
+    /// the holder (`held_claim`), or `NO_CLAIM`.
+    held: AtomicU64,
+    /// Whether the current claim's port has its inline bit set, as far as this seat knows
     /// (found set when claimed, or set by its first inline call; `inline`).
-    inline_armed: Cell<bool>,
+    inline_armed: AtomicBool,
+}
+
+/// A seat's `held` when it keeps no claim (no port index reaches it).
+const NO_CLAIM: u64 = u64::MAX;
+
+/// A kept claim as a seat's `held` holds it: the claim's owner word `mine`, its holder field
+/// replaced by the port (the holder is the handle's).
+fn held_claim(port: u32, mine: u64) -> u64 {
+    pack(generation_of(mine), port)
+}
+
+impl Seat {
+    fn new(mapped: &Arc<Mapped>, config: &ClientConfig, cursor: u32) -> Seat {
+        let words = mapped.geometry().layout().lock_words();
+        Seat {
+            taken: AtomicBool::new(false),
+            locks: (0..words).map(|_| AtomicU32::new(u32::MAX)).collect(),
+            wait: ClientWait::new(Arc::clone(mapped), config.deadline),
+            cursor: AtomicU32::new(cursor),
+            held: AtomicU64::new(NO_CLAIM),
+            inline_armed: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes the seat for a call, if no call sits here.
+    #[inline(always)]
+    fn try_take(&self) -> bool {
+        self.taken
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// The kept claim as `(port, its owner word)`, taking it from the seat.
+    #[inline(always)]
+    fn take_held(&self, holder: u32) -> Option<(u32, u64)> {
+        let held = self.held.load(Ordering::Relaxed);
+        if held == NO_CLAIM {
+            return None;
+        }
+        self.held.store(NO_CLAIM, Ordering::Relaxed);
+        Some((holder_of(held), pack(generation_of(held), holder)))
+    }
+
+    /// The port of the kept claim, if any.
+    fn held_port(&self) -> Option<u32> {
+        let held = self.held.load(Ordering::Relaxed);
+        (held != NO_CLAIM).then_some(holder_of(held))
+    }
+
+    /// Gives back the kept claim, if any (the seat is the caller's: taken, or its handle's by
+    /// `&mut`). The last call completed (only then is a claim kept), so the packet is at rest.
+    fn release_held(&self, holder: u32) {
+        if let Some((port, mine)) = self.take_held(holder) {
+            self.end_claim(port, mine);
+        }
+    }
+
+    /// Gives back a claim whose last call completed: frees the owner word. The port's inline
+    /// line stays armed (the next claim of the port, by any client, is likely soon and then skips
+    /// arming it); the server's monitor disarms a port left idle (`inline` module docs).
+    /// Returns whether the claim was still ours (a claim taken from us is not ours to free:
+    /// `release` leaves it).
+    fn end_claim(&self, port: u32, mine: u64) -> bool {
+        self.inline_armed.store(false, Ordering::Relaxed);
+        release(&self.wait.mapped().owners()[port as usize], mine)
+    }
+}
+
+/// A seat taken by one call: left when dropped (also when the call panics).
+enum Sitting<'c> {
+    /// One of the handle's seats.
+    Kept(&'c Seat),
+    /// A seat made for this call alone (every seat of the handle was taken): its kept claim, if
+    /// any, is given back when it is dropped.
+    Spare(Box<Seat>, u32),
+}
+
+impl std::ops::Deref for Sitting<'_> {
+    type Target = Seat;
+
+    #[inline(always)]
+    fn deref(&self) -> &Seat {
+        match self {
+            Sitting::Kept(seat) => seat,
+            Sitting::Spare(seat, _) => seat,
+        }
+    }
+}
+
+impl Drop for Sitting<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        match self {
+            // SYNC (seat hand-over): release; pairs with the next call's acquire in `try_take`.
+            Sitting::Kept(seat) => seat.taken.store(false, Ordering::Release),
+            Sitting::Spare(seat, holder) => seat.release_held(*holder),
+        }
+    }
+}
+
+std::thread_local! {
+    /// The seat this thread's last call took (an index among a handle's seats, 0 the first): the
+    /// one its next call tries first, on whichever handle.
+    static LAST_SEAT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// Abandons a claimed port unless disarmed (a closure that panicked, an exchange that failed).
@@ -209,6 +374,14 @@ impl Drop for Claim<'_> {
     }
 }
 
+// What the handle's docs promise, checked where it is defined: shared by threads, and so is a
+// generated client over it.
+const _: () = {
+    const fn shared_by_threads<T: Send + Sync>() {}
+    shared_by_threads::<ShmClient>();
+    shared_by_threads::<crate::demo::DemoClient<&ShmClient>>();
+};
+
 impl ShmClient {
     /// Attaches to the server's file at `path`, checking every header field first, and that the
     /// server serves every service `config` expects.
@@ -226,22 +399,20 @@ impl ShmClient {
     }
 
     fn on(mapped: Arc<Mapped>, config: ClientConfig, holder: u32, cursor: u32) -> ShmClient {
-        let words = mapped.geometry().layout().lock_words();
         let ports = mapped.geometry().layout().ports();
+        // Spread processes over the ports so they rarely race for the same one.
+        let cursor = (cursor ^ std::process::id().wrapping_mul(0x9e37_79b9) >> 7) % ports;
         ShmClient {
-            locks: (0..words).map(|_| AtomicU32::new(u32::MAX)).collect(),
-            wait: ClientWait::new(Arc::clone(&mapped), config.deadline),
+            first: Seat::new(&mapped, &config, cursor),
+            more: (1..SEATS).map(|_| OnceLock::new()).collect(),
             holder,
-            held: Cell::new(None),
-            inline_armed: Cell::new(false),
-            // Spread processes over the ports so they rarely race for the same one.
-            cursor: Cell::new((cursor ^ std::process::id().wrapping_mul(0x9e37_79b9) >> 7) % ports),
             config,
             mapped,
         }
     }
 
-    /// Another handle on the same file (for another thread), starting its searches at `cursor`.
+    /// Another handle on the same file, with seats of its own, starting its searches at
+    /// `cursor`: for a thread that calls often and should never meet another at a seat.
     pub fn handle(&self, cursor: u32) -> ShmClient {
         Self::on(
             Arc::clone(&self.mapped),
@@ -261,22 +432,79 @@ impl ShmClient {
         self.mapped.services()
     }
 
-    /// The port the last call used.
+    /// The port the last call of the calling thread's seat used (the seat its next call tries
+    /// first: a handle used by one thread at a time has its calls on one seat).
     pub fn last_port(&self) -> u32 {
-        self.cursor.get()
+        self.my_seat().cursor.load(Ordering::Relaxed)
     }
 
-    /// The port this handle holds between calls (sticky handles only).
+    /// The port the calling thread's seat (as for [`last_port`](Self::last_port)) holds between
+    /// calls (sticky handles only).
     pub fn held_port(&self) -> Option<u32> {
-        self.held.get().map(|(port, _)| port)
+        self.my_seat().held_port()
     }
 
-    /// Gives back the port a sticky handle holds (dropping the handle does too).
+    /// Gives back the ports this handle's seats hold between calls (sticky handles; dropping the
+    /// handle does too). A seat with a call in flight on another thread keeps its claim, and
+    /// goes on keeping it after that call.
     pub fn release_port(&self) {
-        if let Some((port, mine)) = self.held.take() {
-            // The last call completed (only then is a claim kept), so the packet is at rest.
-            self.end_claim(port, mine);
+        for seat in self.seats() {
+            if seat.try_take() {
+                let sitting = Sitting::Kept(seat);
+                sitting.release_held(self.holder);
+            }
         }
+    }
+
+    /// The seat at `index`, if it has been made.
+    #[inline(always)]
+    fn seat(&self, index: usize) -> Option<&Seat> {
+        match index {
+            0 => Some(&self.first),
+            _ => self.more.get(index - 1)?.get().map(|seat| &**seat),
+        }
+    }
+
+    /// The seats made so far.
+    fn seats(&self) -> impl Iterator<Item = &Seat> {
+        (0..SEATS).map_while(|i| self.seat(i))
+    }
+
+    /// The seat the calling thread's next call tries first.
+    fn my_seat(&self) -> &Seat {
+        self.seat(LAST_SEAT.with(|s| s.get()))
+            .unwrap_or(&self.first)
+    }
+
+    /// Takes a seat for a call: the one this thread took last, if free.
+    #[inline(always)]
+    fn sit(&self) -> Sitting<'_> {
+        match self.seat(LAST_SEAT.with(|s| s.get())) {
+            Some(seat) if seat.try_take() => Sitting::Kept(seat),
+            _ => self.sit_elsewhere(),
+        }
+    }
+
+    /// Takes the first free seat, making one if every seat made is taken; a seat of its own for
+    /// this call if all [`SEATS`] are. Out of line: a lone thread's calls never come here.
+    #[inline(never)]
+    #[cold]
+    fn sit_elsewhere(&self) -> Sitting<'_> {
+        let ports = self.mapped.geometry().layout().ports();
+        let spread = |i: usize| (self.first.cursor.load(Ordering::Relaxed) + i as u32 * 7) % ports;
+        for i in 0..SEATS {
+            let seat = match i {
+                0 => &self.first,
+                _ => &**self.more[i - 1]
+                    .get_or_init(|| Box::new(Seat::new(&self.mapped, &self.config, spread(i)))),
+            };
+            if !seat.taken.load(Ordering::Relaxed) && seat.try_take() {
+                LAST_SEAT.with(|s| s.set(i));
+                return Sitting::Kept(seat);
+            }
+        }
+        let seat = Seat::new(&self.mapped, &self.config, spread(SEATS));
+        Sitting::Spare(Box::new(seat), self.holder)
     }
 
     /// Makes one call on a raw port: claims a port, opens it with `opcode`, lets `exchange` send
@@ -311,13 +539,25 @@ impl ShmClient {
         }
     }
 
-    /// Claims a port (or takes the one a sticky handle holds), runs `f` on a client process that
-    /// holds that port and no other, and frees the port (or keeps it, if sticky) if `f` succeeded
-    /// or failed with an answered error while the packet is back with this side; otherwise (and if
-    /// `f` panics) abandons it.
+    /// Takes a seat, claims a port (or takes the one the seat keeps), runs `f` on a client
+    /// process that holds that port and no other, and frees the port (or keeps it, if sticky) if
+    /// `f` succeeded or failed with an answered error while the packet is back with this side;
+    /// otherwise (and if `f` panics) abandons it.
     #[inline]
     fn claimed<R, E>(
         &self,
+        deadline: Option<Duration>,
+        f: impl FnOnce(&Claimed<'_>) -> Result<R, service::Error<E>>,
+    ) -> Result<R, service::Error<E>> {
+        let seat = self.sit();
+        self.claimed_on(&seat, deadline, f)
+    }
+
+    /// `claimed`, on the seat the call took.
+    #[inline(always)]
+    fn claimed_on<R, E>(
+        &self,
+        seat: &Seat,
         deadline: Option<Duration>,
         f: impl FnOnce(&Claimed<'_>) -> Result<R, service::Error<E>>,
     ) -> Result<R, service::Error<E>> {
@@ -326,15 +566,15 @@ impl ShmClient {
         // word only its holder writes while the protocol is kept): one taken behind our back is
         // dropped, and a new claim made.
         // The call's deadline counts from here, over the claim and every wait of the call.
-        let _deadline = DeadlineGuard::set(&self.wait, deadline);
-        let (index, mine) = match self.held.take() {
+        let _deadline = DeadlineGuard::set(&seat.wait, deadline);
+        let (index, mine) = match seat.take_held(self.holder) {
             Some(held)
                 if self.mapped.state().load(Ordering::Acquire) == STATE_SERVING
                     && still_held(&self.mapped.owners()[held.0 as usize], held.1) =>
             {
                 held
             }
-            held => self.begin(held).map_err(service::Error::Transport)?,
+            held => self.begin(seat, held).map_err(service::Error::Transport)?,
         };
         let mut claim = Claim {
             word: &self.mapped.owners()[index as usize],
@@ -348,23 +588,23 @@ impl ShmClient {
                 self.mapped.inline_wide(),
                 self.mapped.geometry().serves_inline(),
                 index,
-                &self.wait,
-                &self.inline_armed,
+                &seat.wait,
+                &seat.inline_armed,
                 self.mapped.bulk_areas(),
             );
             let claimed = Claimed {
                 inline: &inline,
                 process: OnceCell::new(),
                 mapped: &self.mapped,
-                locks: &self.locks,
+                locks: &seat.locks,
             };
             // Dropping the claim (also when `f` panics) takes its process's port back.
             match f(&claimed) {
                 // A wait that gave up: at the call's deadline, or because the server is gone.
                 Err(service::Error::Transport(Transport::Protocol(ferry_rpc::Error::Stalled))) => {
-                    Err(service::Error::Transport(if self.wait.expired() {
+                    Err(service::Error::Transport(if seat.wait.expired() {
                         Transport::Deadline
-                    } else if !self.wait.server_alive() {
+                    } else if !seat.wait.server_alive() {
                         Transport::NoServer
                     } else {
                         Transport::Protocol(ferry_rpc::Error::Stalled)
@@ -373,7 +613,7 @@ impl ShmClient {
                 result => result,
             }
         };
-        self.cursor.set(index);
+        seat.cursor.store(index, Ordering::Relaxed);
         let complete = match &result {
             Ok(_) | Err(service::Error::App(_)) => true,
             // The server answered with a status: the exchange is over, if the packet is here.
@@ -388,19 +628,19 @@ impl ShmClient {
         // The claim is the call's identity: anyone else's write to this port (a client that
         // claimed it, the monitor freeing it) first changes its owner word. A call whose claim is
         // no longer ours once its reply is in may have read another call's reply: it fails, and
-        // the port (no longer ours) is neither freed nor kept. A handle that frees its claim
+        // the port (no longer ours) is neither freed nor kept. A seat that frees its claim
         // checks with the release itself (a compare-and-swap from our claim); a sticky one reads
         // the word.
         let kept = if self.config.sticky {
             let kept = still_held(claim.word, mine);
             if kept {
-                self.held.set(Some((index, mine)));
+                seat.held.store(held_claim(index, mine), Ordering::Relaxed);
             } else {
-                self.inline_armed.set(false);
+                seat.inline_armed.store(false, Ordering::Relaxed);
             }
             kept
         } else {
-            self.end_claim(index, mine)
+            seat.end_claim(index, mine)
         };
         if !kept {
             return Err(service::Error::Transport(Transport::PortLost {
@@ -410,37 +650,40 @@ impl ShmClient {
         result
     }
 
-    /// The claim for a call when no sticky claim is held, when the one held meets a server that
-    /// no longer serves (`claimed` checked: the claim is given back, the error says why; the
-    /// state never returns to serving), or when the one held was taken from us (it is forgotten
-    /// and another claimed). Out of line: a sticky handle's calls skip it (every call
-    /// of a handle that is not sticky makes it).
+    /// The claim for a call when its seat keeps no sticky claim, when the one kept meets a
+    /// server that no longer serves (`claimed_on` checked: the claim is given back, the error
+    /// says why; the state never returns to serving), or when the one kept was taken from us (it
+    /// is forgotten and another claimed). Out of line: a sticky handle's calls skip it (every
+    /// call of a handle that is not sticky makes it).
     #[inline(never)]
-    fn begin(&self, held: Option<(u32, u64)>) -> Result<(u32, u64), Transport> {
+    fn begin(&self, seat: &Seat, held: Option<(u32, u64)>) -> Result<(u32, u64), Transport> {
         if let Some((index, mine)) = held {
             let state = self.mapped.state().load(Ordering::Acquire);
             if state != STATE_SERVING {
-                self.end_claim(index, mine);
-                return Err(self.not_serving(state));
+                seat.end_claim(index, mine);
+                return Err(self.not_serving(seat, state));
             }
-            // Still serving: the kept claim was taken from us (`claimed`). Nothing of this call
-            // has touched the port yet; it is not ours to free: forget it and claim another
+            // Still serving: the kept claim was taken from us (`claimed_on`). Nothing of this
+            // call has touched the port yet; it is not ours to free: forget it and claim another
             // (which sets the inline flag anew).
         }
-        let (index, mine) = self.claim()?;
+        let (index, mine) = self.claim(seat)?;
         // A port's inline bit stays set after its claims end, until the monitor finds the port
         // idle (`inline` module docs): a new claim that finds it set need not set it.
-        self.inline_armed
-            .set(inline::is_armed(self.mapped.inline_bitmap(), index));
+        seat.inline_armed.store(
+            inline::is_armed(self.mapped.inline_bitmap(), index),
+            Ordering::Relaxed,
+        );
         Ok((index, mine))
     }
 
-    /// Claims a free port whose packet is at rest with the client side.
-    fn claim(&self) -> Result<(u32, u64), Transport> {
+    /// Claims a free port whose packet is at rest with the client side, searching from the
+    /// seat's cursor.
+    fn claim(&self, seat: &Seat) -> Result<(u32, u64), Transport> {
         let owners = self.mapped.owners();
         let region = self.mapped.region();
         let ports = owners.len() as u32;
-        let cursor = self.cursor.get();
+        let cursor = seat.cursor.load(Ordering::Relaxed);
         let mut polls = 0u32;
         loop {
             for i in 0..ports {
@@ -456,29 +699,19 @@ impl ShmClient {
                 let state = self.mapped.state().load(Ordering::SeqCst);
                 if state != STATE_SERVING {
                     let _ = release(word, mine);
-                    return Err(self.not_serving(state));
+                    return Err(self.not_serving(seat, state));
                 }
                 return Ok((p, mine));
             }
-            if self.wait.pause_polls(polls).is_err() {
+            if seat.wait.pause_polls(polls).is_err() {
                 let state = self.mapped.state().load(Ordering::SeqCst);
-                if state != STATE_SERVING || !self.wait.server_alive() {
-                    return Err(self.not_serving(state));
+                if state != STATE_SERVING || !seat.wait.server_alive() {
+                    return Err(self.not_serving(seat, state));
                 }
                 return Err(Transport::NoFreePort);
             }
             polls = polls.saturating_add(1);
         }
-    }
-
-    /// Gives back a claim whose last call completed: frees the owner word. The port's inline
-    /// line stays armed (the next claim of the port, by any client, is likely soon and then skips
-    /// arming it); the server's monitor disarms a port left idle (`inline` module docs).
-    /// Returns whether the claim was still ours (a claim taken from us is not ours to free:
-    /// `release` leaves it).
-    fn end_claim(&self, port: u32, mine: u64) -> bool {
-        self.inline_armed.set(false);
-        release(&self.mapped.owners()[port as usize], mine)
     }
 
     fn no_server(&self) -> ShmError {
@@ -488,8 +721,8 @@ impl ShmClient {
         }
     }
 
-    fn not_serving(&self, state: u32) -> Transport {
-        if state == STATE_STOPPED || !self.wait.server_alive() {
+    fn not_serving(&self, seat: &Seat, state: u32) -> Transport {
+        if state == STATE_STOPPED || !seat.wait.server_alive() {
             Transport::NoServer
         } else {
             Transport::ShuttingDown
@@ -497,7 +730,7 @@ impl ShmClient {
     }
 }
 
-/// Sets a call's deadline on the handle's wait policy, and puts the handle's own back when the
+/// Sets a call's deadline on its seat's wait policy, and puts the handle's own back when the
 /// call ends (unwinding included).
 struct DeadlineGuard<'a> {
     wait: &'a ClientWait,
@@ -522,8 +755,8 @@ impl Drop for DeadlineGuard<'_> {
     }
 }
 
-/// The calls of a derived service's client go through the handle: each claims a port (or takes
-/// the sticky one), runs on it, and frees or keeps it.
+/// The calls of a derived service's client go through the handle: each takes a seat, claims a
+/// port (or takes the seat's sticky one), runs on it, and frees or keeps it.
 impl Site for ShmClient {
     type Claim<'a> = Claimed<'a>;
 
@@ -539,7 +772,10 @@ impl Site for ShmClient {
 
 impl Drop for ShmClient {
     fn drop(&mut self) {
-        self.release_port();
+        // No call sits anywhere: the handle is ours alone.
+        for seat in self.seats() {
+            seat.release_held(self.holder);
+        }
     }
 }
 
@@ -627,6 +863,62 @@ mod tests {
         assert!(server.shutdown(Duration::from_secs(5)).drained);
     }
 
+    /// The seats made so far, beyond the first.
+    fn more_seats(client: &ShmClient) -> usize {
+        client.more.iter().filter(|s| s.get().is_some()).count()
+    }
+
+    /// A lone thread's calls all sit on the first seat: no other is made.
+    #[test]
+    fn a_lone_thread_sits_on_the_first_seat() {
+        let (server, client) = demo("seat-lone", true);
+        for id in 0..1000 {
+            assert_eq!(Demo::client(&client).add(id, 1), Ok(id + 1));
+        }
+        assert_eq!(more_seats(&client), 0);
+        assert_eq!(client.held_port(), client.first.held_port());
+        assert!(client.held_port().is_some());
+        drop(client);
+        assert!(server.shutdown(Duration::from_secs(5)).drained);
+    }
+
+    /// More calls in flight at once than a handle keeps seats: each of the others sits on a seat
+    /// of its own, and every call ends with its port given back (sticky: the spare seats' too).
+    #[test]
+    fn calls_beyond_the_seats_sit_on_spare_seats() {
+        let path = path_for(&format!("test-seat-spare-{}", std::process::id()));
+        let config = ServerConfig {
+            ports: 96,
+            workers: 1,
+            ..ServerConfig::default()
+        };
+        let server = ShmServer::start(&path, config, Demo::server(DemoService)).unwrap();
+        let client = ShmClient::attach(&path, ClientConfig::default().sticky(true)).unwrap();
+        let calls = SEATS + 2;
+        // Every call holds its seat (and a port) until all are in flight.
+        let barrier = std::sync::Barrier::new(calls);
+        let echo = Demo::Echo { id: 0 }.opcode();
+        std::thread::scope(|s| {
+            for _ in 0..calls {
+                s.spawn(|| {
+                    let held = client.call(echo, |_port| {
+                        barrier.wait();
+                        Ok(())
+                    });
+                    assert!(held.is_ok(), "{held:?}");
+                });
+            }
+        });
+        assert_eq!(more_seats(&client), SEATS - 1);
+        let held = (0..96).filter(|&p| server.port_owner(p).0 != 0).count();
+        assert_eq!(held, SEATS, "a port per kept seat, none for the spare ones");
+        client.release_port();
+        assert!((0..96).all(|p| server.port_owner(p).0 == 0));
+        assert_eq!(Demo::client(&client).add(2, 3), Ok(5));
+        drop(client);
+        assert!(server.shutdown(Duration::from_secs(5)).drained);
+    }
+
     /// A call that panics after using the packets leaves the handle's private bitmap all set: a
     /// cleared bit would let the handle's next search open that port while another holds it.
     #[test]
@@ -643,7 +935,7 @@ mod tests {
             (0..client.geometry().layout().ports())
                 .filter(|&port| {
                     let (w, bit) = word_bit(port as usize);
-                    client.locks[w].load(Ordering::Relaxed) & bit == 0
+                    client.first.locks[w].load(Ordering::Relaxed) & bit == 0
                 })
                 .collect()
         };

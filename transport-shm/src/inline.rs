@@ -104,14 +104,12 @@
 //!   gets an error status; the lengths and tags are checked before any copy or read, and the
 //!   reply still covers every line the client reads, so it is never left waiting.
 
-use std::cell::Cell;
-
 use ferry_rpc::service::{InlineCall, INLINE_BYTES};
 use ferry_rpc::Wait;
 
 use crate::owner::{generation_of, pack, release, try_claim};
 use crate::status;
-use crate::sync::{word_bit, AtomicU32, AtomicU64, Ordering};
+use crate::sync::{word_bit, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Word indices in a head line.
 pub(crate) mod word {
@@ -474,8 +472,9 @@ pub struct ClientInline<'a, W: Wait = crate::ClientWait> {
     pub(crate) port: u32,
     pub(crate) wait: &'a W,
     /// Whether the port's bitmap bit is known to be set for this claim (found set when the port
-    /// was claimed, or set by this claim's first inline call).
-    pub(crate) armed: &'a Cell<bool>,
+    /// was claimed, or set by this claim's first inline call). Only the claim's holder uses it:
+    /// relaxed.
+    pub(crate) armed: &'a AtomicBool,
     /// The port's bulk area (lane 0's share): address and length, 0 if the file has none.
     pub(crate) bulk: (*mut u8, usize),
 }
@@ -491,7 +490,7 @@ impl<'a, W: Wait> ClientInline<'a, W> {
         serves: bool,
         port: u32,
         wait: &'a W,
-        armed: &'a Cell<bool>,
+        armed: &'a AtomicBool,
         bulk: BulkAreas,
     ) -> Self {
         let (w, bit) = word_bit(port as usize);
@@ -653,12 +652,12 @@ impl<W: Wait> ClientInline<'_, W> {
             // the file was tampered with. Fail the call; the claim is abandoned.
             return Some(Err(ferry_rpc::Error::Stalled));
         }
-        if !self.armed.get() {
+        if !self.armed.load(Ordering::Relaxed) {
             // Tells the workers to poll this line. Relaxed: a worker that sees the request before
             // the bit misses nothing (it polls every pass), and one that sees the bit first finds
             // the line at rest until the store below.
             self.bitmap_word.fetch_or(self.bit, Ordering::Relaxed);
-            self.armed.set(true);
+            self.armed.store(true, Ordering::Relaxed);
         }
         before(self.bulk.0);
         let next = last.wrapping_add(1);
@@ -1205,7 +1204,7 @@ mod model {
                     })
                 })
                 .collect();
-            let armed = std::cell::Cell::new(false);
+            let armed = AtomicBool::new(false);
             let client = ClientInline::new(
                 &bitmap,
                 &lines,

@@ -49,7 +49,8 @@
 //! Modules: `header` (the header and its checks), `file` (creating, stale files, attaching,
 //! mapping, the services table), `owner` (owner words and liveness), `inline` (inline lines),
 //! `wait` (backoff with deadlines), `server` (serving a [`Handler`]: derived services, closures,
-//! `ferry_rpc`'s one trait for every transport), `client`, `demo` (the demo service).
+//! `ferry_rpc`'s one trait for every transport), `signal` (serving until SIGINT or SIGTERM),
+//! `client`, `demo` (the demo service).
 //!
 //! # Who writes what
 //!
@@ -107,8 +108,9 @@
 //! backs off, so a dead client costs it one backoff step, not the deadline.
 //!
 //! A *sticky* client handle (`ClientConfig::sticky`) keeps its claim between calls instead of
-//! releasing it after each: the owner word stays `(g+1, A)` while the handle lives, so its calls
-//! make no compare-and-swap. The rules above hold unchanged: the claim is released by its live
+//! releasing it after each (one claim per seat of the handle: a handle shared by threads has a
+//! seat for each call in flight at once, see [`ShmClient`]): the owner word stays `(g+1, A)`
+//! while the handle lives, so its calls make no compare-and-swap. The rules above hold unchanged: the claim is released by its live
 //! holder (when the handle is dropped or `release_port` is called, always after a complete
 //! exchange), abandoned on a failed call, or reclaimed by the monitor once the holder is dead.
 //!
@@ -159,6 +161,11 @@
 //! removes the file (a handler that does not return is waited for [`STOP_GRACE`], then left
 //! running, detached: see [`ShmServer`]); a server killed outright leaves a stale file the next server replaces
 //! (`file` explains how it tells stale from live).
+//!
+//! A server program left running is stopped with Ctrl-C or `kill`:
+//! [`ShmServer::serve_until_signal`] serves until SIGINT or SIGTERM comes, then shuts down as
+//! above and removes the file. A server's own threads start with those two signals blocked, so
+//! they never take one (module `signal`).
 
 #![deny(missing_docs)]
 
@@ -171,6 +178,7 @@ pub mod header;
 mod inline;
 pub mod owner;
 mod server;
+mod signal;
 pub mod status;
 mod sync;
 mod wait;
@@ -182,7 +190,7 @@ pub use ferry_rpc;
 pub use ferry_rpc::service::{Bytes, Text};
 pub use ferry_rpc::{wire, RpcOpcodes, Schema};
 
-pub use client::{Claimed, ClaimedProcess, ClientConfig, ClientPort, ShmClient};
+pub use client::{Claimed, ClaimedProcess, ClientConfig, ClientPort, ShmClient, SEATS};
 pub use error::ShmError;
 pub use file::{path_for, Created};
 pub use header::{Geometry, HeaderError};
@@ -199,6 +207,7 @@ pub use server::{
     MONITOR_THREAD, STOP_GRACE,
 };
 
+pub use signal::StopSignal;
 pub use wait::{ClientWait, ServerWait};
 
 /// The README's examples, run as doctests.

@@ -24,6 +24,7 @@ use crate::inline;
 use crate::owner::{
     current_holder, generation_of, holder_alive, holder_of, pack, pid_of, start_time, ABANDONED,
 };
+use crate::signal::{Catching, StopSignal};
 use crate::status;
 use crate::sync::{word_bit, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::wait::{IdleWait, ServerWait};
@@ -362,6 +363,9 @@ impl ShmServer {
             config,
         });
         let handler: Arc<dyn Handler<ShmMailbox, ServerWait> + Send> = Arc::new(handler);
+        // The server's threads start with SIGINT and SIGTERM blocked (they inherit this thread's
+        // mask, put back when this returns): such a signal goes to a thread of the program.
+        let _mask = crate::signal::ThreadMask::block_stop_signals();
         let mut server = ShmServer {
             shared: Arc::clone(&shared),
             workers: Vec::with_capacity(workers),
@@ -428,13 +432,74 @@ impl ShmServer {
     /// the deadline, or [`STOP_GRACE`] after it: a worker still inside a handler then (one that
     /// blocks, or outlasts the drain) is not waited for; it serves nothing more and ends when its
     /// handler returns, and the result says the server did not drain.
-    pub fn shutdown(mut self, drain: Duration) -> Shutdown {
+    pub fn shutdown(self, drain: Duration) -> Shutdown {
+        self.shutdown_unless(drain, || false)
+    }
+
+    /// Serves until the process receives SIGINT (Ctrl-C) or SIGTERM (`kill`, a service manager
+    /// stopping the program), then shuts down as [`shutdown`](Self::shutdown) does: new calls
+    /// are refused (their clients get `Transport::ShuttingDown`), the calls in flight are
+    /// answered for up to `drain`, the workers stop and the file is removed. Returns the signal
+    /// and what the shutdown achieved; the program then ends as it likes (returning from `main`
+    /// exits with 0).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use ferry_shm::demo::{Demo, DemoService};
+    /// use ferry_shm::{path_for, ServerConfig, ShmServer};
+    ///
+    /// let path = path_for("my-app"); // /dev/shm/ferry-my-app
+    /// let server = ShmServer::start(&path, ServerConfig::default(), Demo::server(DemoService))?;
+    /// let (signal, report) = server.serve_until_signal(Duration::from_secs(5))?;
+    /// eprintln!("stopped by {signal}: {} calls served", report.stats.served);
+    /// # Ok::<(), ferry_shm::ShmError>(())
+    /// ```
+    ///
+    /// - **In flight.** A call whose request came before the signal is answered if its handler
+    ///   returns within `drain`; a second SIGINT or SIGTERM during the drain cuts it short. A
+    ///   client whose call is still in flight when the server stops gets an error
+    ///   (`Transport::NoServer`, or its deadline), never a hang; as with `shutdown`, a handler
+    ///   that has not returned [`STOP_GRACE`] after that is left running, detached, and counted
+    ///   in [`Shutdown::stuck_workers`].
+    /// - **Which thread.** The server's own threads never take the two signals (they start with
+    ///   them blocked); this thread unblocks them while it waits, and the process's actions for
+    ///   them are a handler that wakes it. Other threads of the program may take them too: the
+    ///   handler runs there instead, with the same effect.
+    /// - **The actions before and after.** The actions the program had for SIGINT and SIGTERM
+    ///   are replaced while this runs and put back when it returns (several servers may serve
+    ///   until a signal at once, from several threads: one signal stops them all, and the
+    ///   actions are put back when the last returns). A signal ignored when this is called (a
+    ///   program started under `nohup`, or as a script's background job, which ignores SIGINT)
+    ///   stays ignored: the other one still stops the server.
+    ///
+    /// Fails only if the signals' actions cannot be set, which the system refuses for no valid
+    /// signal; the server is then shut down all the same (`drain` as above) and the file removed.
+    pub fn serve_until_signal(self, drain: Duration) -> Result<(StopSignal, Shutdown), ShmError> {
+        let catching = match Catching::start() {
+            Ok(catching) => catching,
+            Err(source) => {
+                let path = self.path().to_path_buf();
+                self.shutdown(drain);
+                return Err(ShmError::Io {
+                    op: "setting the actions for SIGINT and SIGTERM to stop the server of",
+                    path,
+                    source,
+                });
+            }
+        };
+        let signal = catching.wait();
+        let shutdown = self.shutdown_unless(drain, || catching.caught() >= 2);
+        Ok((signal, shutdown))
+    }
+
+    /// [`shutdown`](Self::shutdown), its drain cut short once `cut` says so.
+    fn shutdown_unless(mut self, drain: Duration, cut: impl Fn() -> bool) -> Shutdown {
         let mapped = &self.shared.mapped;
         // SYNC (drain handshake): SeqCst store, then SeqCst loads of the owner words; a client
         // claims (SeqCst) then reads the state (SeqCst), so either it sees DRAINING and backs
         // off, or we see its claim and wait for it.
         self.shared.set_state(STATE_DRAINING);
-        let deadline = Instant::now() + drain;
+        let mut deadline = Instant::now() + drain;
         let region = mapped.region();
         let ports = mapped.geometry().layout().ports() as usize;
         let serves_inline = mapped.geometry().serves_inline();
@@ -480,6 +545,11 @@ impl ShmServer {
                 break true;
             }
             if Instant::now() >= deadline {
+                break false;
+            }
+            if cut() {
+                // The workers are waited for as after a drain that ended now.
+                deadline = Instant::now();
                 break false;
             }
             std::thread::sleep(Duration::from_millis(1));

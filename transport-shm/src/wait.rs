@@ -14,7 +14,7 @@ use ferry_rpc::{Stalled, Wait};
 use crate::file::Mapped;
 use crate::header::STATE_STOPPED;
 use crate::owner::{holder_alive, holder_of, process_alive};
-use crate::sync::{AtomicBool, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
 /// Polls spent spinning before yielding.
 const SPINS: u32 = 2_000;
@@ -39,24 +39,38 @@ const SPIN_CLOCK_EVERY: u32 = 256;
 /// (each sleep cut to the time left), so a wait ends at most one reading late: the slack is the
 /// time the thread was not running between two readings, never a whole phase of the schedule.
 ///
+/// One span at a time: its owner (a client handle's seat, a worker) runs one call or wait at a
+/// time. The words are atomics, relaxed, so that a client handle is `Sync` (its seats are
+/// shared by its threads, one call at a time each); the seat's hand-over orders them.
+///
 /// [`begin`]: Backoff::begin
 #[derive(Debug)]
 struct Backoff {
-    deadline: Cell<Duration>,
-    /// When the current span ends (`None`: the clock not read yet in it).
-    until: Cell<Option<Instant>>,
+    /// The deadline in nanoseconds (saturated).
+    deadline: AtomicU64,
+    /// When the current span ends, in nanoseconds since `epoch` (0: the clock not read yet in
+    /// it).
+    until: AtomicU64,
     /// Whether a wait of the current span ended at the deadline.
-    expired: Cell<bool>,
+    expired: AtomicBool,
+    /// What `until` counts from.
+    epoch: Instant,
     /// Whether each wait is a span of its own (a server worker's) rather than each call.
     per_wait: bool,
+}
+
+/// `d` in nanoseconds, saturated (a deadline too long for the clock is forever).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Backoff {
     fn new(deadline: Duration, per_wait: bool) -> Self {
         Backoff {
-            deadline: Cell::new(deadline),
-            until: Cell::new(None),
-            expired: Cell::new(false),
+            deadline: AtomicU64::new(nanos(deadline)),
+            until: AtomicU64::new(0),
+            expired: AtomicBool::new(false),
+            epoch: Instant::now(),
             per_wait,
         }
     }
@@ -64,30 +78,30 @@ impl Backoff {
     /// Starts a span: the deadline counts again.
     #[inline(always)]
     fn begin(&self) {
-        self.until.set(None);
-        self.expired.set(false);
+        self.until.store(0, Ordering::Relaxed);
+        self.expired.store(false, Ordering::Relaxed);
     }
 
     /// The time left in the span, reading the clock (the first reading fixes the span's end);
     /// `Err` once the deadline has passed.
     fn left(&self) -> Result<Duration, Stalled> {
-        let now = Instant::now();
-        let until = match self.until.get() {
-            Some(until) => until,
-            None => {
+        let now = nanos(self.epoch.elapsed());
+        let until = match self.until.load(Ordering::Relaxed) {
+            0 => {
                 let until = now
-                    .checked_add(self.deadline.get())
-                    .unwrap_or_else(far_future);
-                self.until.set(Some(until));
+                    .saturating_add(self.deadline.load(Ordering::Relaxed))
+                    .max(1);
+                self.until.store(until, Ordering::Relaxed);
                 until
             }
+            until => until,
         };
-        match until.checked_duration_since(now) {
-            Some(left) if !left.is_zero() => Ok(left),
-            _ => {
-                self.expired.set(true);
+        match until.saturating_sub(now) {
+            0 => {
+                self.expired.store(true, Ordering::Relaxed);
                 Err(Stalled)
             }
+            left => Ok(Duration::from_nanos(left)),
         }
     }
 
@@ -121,11 +135,6 @@ impl Backoff {
     }
 }
 
-/// An instant no deadline reaches (for a deadline too long for the clock).
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
-}
-
 /// A client's waiting policy: gives up when the server process is gone, has stopped, or has not
 /// answered before the deadline.
 #[derive(Debug)]
@@ -142,6 +151,11 @@ impl ClientWait {
         }
     }
 
+    /// The file this policy waits on.
+    pub(crate) fn mapped(&self) -> &Mapped {
+        &self.mapped
+    }
+
     /// Whether the server is still there to answer.
     pub(crate) fn server_alive(&self) -> bool {
         self.mapped.state().load(Ordering::Acquire) != STATE_STOPPED
@@ -153,7 +167,12 @@ impl ClientWait {
 
     /// Sets the deadline of the calls to come; returns the one it replaces.
     pub(crate) fn replace_deadline(&self, deadline: Duration) -> Duration {
-        self.backoff.deadline.replace(deadline)
+        // (Not a swap: only the seat's own call sets it.)
+        let previous = self.backoff.deadline.load(Ordering::Relaxed);
+        self.backoff
+            .deadline
+            .store(nanos(deadline), Ordering::Relaxed);
+        Duration::from_nanos(previous)
     }
 
     /// Starts a call: its deadline counts from here (from the first reading of the clock, after
@@ -165,7 +184,7 @@ impl ClientWait {
 
     /// Whether a wait of the current call ended because its deadline passed.
     pub(crate) fn expired(&self) -> bool {
-        self.backoff.expired.get()
+        self.backoff.expired.load(Ordering::Relaxed)
     }
 
     pub(crate) fn pause_polls(&self, polls: u32) -> Result<(), Stalled> {

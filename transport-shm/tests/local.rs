@@ -1086,6 +1086,88 @@ fn a_sticky_handle_keeps_its_port_until_released_dropped_or_drained() {
     assert_eq!(c.held_port(), None);
 }
 
+/// One handle shared by four threads (`&shm`: no handle of their own), sticky and not: 10 000
+/// calls each, every answer its own call's, inline and now and then through the packets (a
+/// stream longer than the bulk area, which takes a process on the seat's private bitmap).
+#[test]
+fn four_threads_share_one_handle_and_every_answer_is_their_own() {
+    let _watchdog = Watchdog::new("four threads share one handle", Duration::from_secs(600));
+    const THREADS: u64 = 4;
+    const CALLS: u64 = 10_000;
+    let long: Vec<u8> = (0..ferry_shm::DEFAULT_BULK + 100)
+        .map(|i| (i % 7) as u8)
+        .collect();
+    let long_sum = Summed {
+        len: long.len() as u64,
+        sum: long.iter().map(|&b| b as u64).sum(),
+    };
+    for sticky in [true, false] {
+        let config = ServerConfig {
+            workers: 2,
+            ..ServerConfig::default()
+        };
+        let server = ShmServer::start(unique("shared"), config, Demo::server(DemoService)).unwrap();
+        let shm = ShmClient::attach(server.path(), demo_config().sticky(sticky)).unwrap();
+        let c = Demo::client(&shm);
+        let long = &long;
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                s.spawn(move || {
+                    for i in 0..CALLS {
+                        let id = t << 32 | i;
+                        assert_eq!(c.echo(id), Ok(echoed(id)), "thread {t}, call {i}");
+                        if i % 1000 == 0 {
+                            assert_eq!(c.sum(long), Ok(long_sum), "thread {t}, call {i}");
+                        }
+                    }
+                });
+            }
+        });
+        // A sticky handle keeps a port per seat, and gives them all back.
+        let held: Vec<u32> = (0..server.geometry().layout().ports())
+            .filter(|&p| server.port_owner(p).0 == std::process::id())
+            .collect();
+        assert!(
+            held.len() <= if sticky { THREADS as usize } else { 0 },
+            "sticky {sticky}: ports held {held:?}"
+        );
+        shm.release_port();
+        assert!((0..server.geometry().layout().ports()).all(|p| server.port_owner(p).0 == 0));
+        drop(shm);
+        let report = server.shutdown(DEADLINE);
+        assert!(report.drained);
+        let sums = THREADS * CALLS.div_ceil(1000);
+        assert_eq!(report.stats.served, THREADS * CALLS + sums);
+        assert_eq!(report.stats.failed + report.stats.panicked, 0);
+    }
+}
+
+/// The handle and a generated client over it are `Send + Sync`, and a generated client may be
+/// held across an `.await` in a future that is `Send` (checked when this compiles).
+#[test]
+fn a_generated_client_over_a_shared_handle_is_send_sync_and_held_across_await() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send_future<F: std::future::Future + Send>(_: &F) {}
+    let server = demo_server("send-sync");
+    let shm = demo_client(server.path());
+    let c = Demo::client(&shm);
+    send_sync(&shm);
+    send_sync(&c);
+    let task = async move {
+        let first = c.add(1, 2);
+        std::future::ready(()).await;
+        (first, c.add(3, 4))
+    };
+    send_future(&task);
+    let shared = std::sync::Arc::new(demo_client(server.path()));
+    let spawned = std::thread::spawn({
+        let shared = std::sync::Arc::clone(&shared);
+        move || Demo::client(&*shared).add(5, 6)
+    });
+    assert_eq!(spawned.join().unwrap(), Ok(11));
+    assert_eq!(Demo::client(&*shared).add(7, 8), Ok(15));
+}
+
 /// The holder field of a process that had this process's pid and is gone: our pid, another start
 /// time (as after the pid was recycled).
 fn recycled_holder() -> u32 {

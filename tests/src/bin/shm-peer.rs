@@ -7,6 +7,10 @@
 //! - `sticky PATH`: a sticky handle makes one call and then idles holding its port; prints
 //!   `holding P`.
 //! - `serve PATH`: serves the demo service until killed; prints `serving PID`.
+//! - `serve-until-signal PATH DRAIN_MS`: serves the demo service until SIGINT or SIGTERM
+//!   (`ShmServer::serve_until_signal`, draining for at most `DRAIN_MS`); prints `serving PID`,
+//!   then `stopped SIGNAL drained D stuck S served N` and exits 0. SIGINT is set to its default
+//!   action first: a test run as a shell's background job would otherwise start it ignored.
 
 use std::io::Write;
 use std::time::Duration;
@@ -131,6 +135,21 @@ fn main() {
                     .expect("serve");
             say(format!("serving {}", std::process::id()));
             forever();
+        }
+        "serve-until-signal" => {
+            let drain = Duration::from_millis(num(2));
+            // SAFETY: the default action installs no handler.
+            unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
+            let server = ShmServer::start(path, ServerConfig::default(), Demo::server(DemoService))
+                .expect("serve");
+            say(format!("serving {}", std::process::id()));
+            let (signal, report) = server
+                .serve_until_signal(drain)
+                .expect("serve until a signal");
+            say(format!(
+                "stopped {signal} drained {} stuck {} served {}",
+                report.drained, report.stuck_workers, report.stats.served
+            ));
         }
         other => panic!("unknown mode {other}"),
     }
