@@ -40,10 +40,11 @@
 //!     /// The total.
 //!     #[rpc(response = u64)]
 //!     Get,
-//!     /// Stores bytes of any length under a key; how many keys are stored now.
+//!     /// Stores bytes under a key (at most the call's `limit`: 64 KiB unless set); how many keys
+//!     /// are stored now.
 //!     #[rpc(response = u64, error = StoreError)]
 //!     Put { key: u32, value: Bytes },
-//!     /// A key's name, as text of any length (at most `MAX_NAME` bytes).
+//!     /// A key's name, as text of at most `MAX_NAME` bytes.
 //!     #[rpc(response = Text, error = StoreError, limit = MAX_NAME)]
 //!     Name { key: u32 },
 //!     /// Resets; the client does not wait.
@@ -140,9 +141,9 @@
 //! | setting | meaning |
 //! |---|---|
 //! | field `name: T` | a fixed argument: `T` is zerocopy (`IntoBytes + TryFromBytes + Immutable`: integers, `bool`, arrays, `#[repr(C)]` structs, `#[repr(u8)]` enums) and has a `Schema` (the primitives and arrays do; put `#[wire]` on your own types); all fixed arguments are packed without padding into one 64-byte slot |
-//! | field `name: Bytes` / `name: Text` | bytes or UTF-8 text of any length, streamed after the fixed arguments (`ferry_rpc::service::{Bytes, Text}`); at most one per call, its last field |
+//! | field `name: Bytes` / `name: Text` | bytes or UTF-8 text of at most the call's `limit` (64 KiB unless set), streamed after the fixed arguments (`ferry_rpc::service::{Bytes, Text}`); at most one per call, its last field |
 //! | `response = T` | the reply is a fixed `T` (at most a slot; zerocopy and `Schema`, as an argument); without `response` the call replies `()` and the client still waits for it |
-//! | `response = Bytes` / `Text` | the reply is bytes or text of any length, streamed |
+//! | `response = Bytes` / `Text` | the reply is bytes or text of at most the call's `limit` (64 KiB unless set), streamed |
 //! | `error = E` | the handler returns `Result<_, E>`; `E` is a fixed zerocopy value with a `Schema`, carried back in a tagged reply (one tag byte, then the value or the error: with a fixed reply, `1 + max(size_of T, size_of E)` must fit a slot) |
 //! | `oneway` | no reply: the client returns once the arguments are sent, without waiting; no `response` or `error` |
 //! | `values` | the call passes values only: its handler reads none of the caller's memory and writes none of it, so a GPU caller leaves out the fences around the call (one trip across the bus less; `ferry_rpc::words::Memory`); only on a call with fixed arguments and reply, and only a call that fits a word line (16 bytes a lane each way) gains. A promise, written on the handler's method too: a handler that does reach memory the call names may see old bytes there. The client's choice alone: not part of the fingerprint, and the server serves the call as any other |

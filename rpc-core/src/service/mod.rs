@@ -86,15 +86,19 @@ pub use serving::{
 };
 pub use site::Site;
 
-/// The type of a streamed argument or reply of any length, in a service definition: bytes. The
-/// client passes `&[u8]` and gets `Vec<u8>` (or fills a buffer), the handler takes `&[u8]` and
-/// returns `impl AsRef<[u8]>`. It has no values: it only names how the bytes cross.
+/// The type of a streamed argument or reply, in a service definition: bytes, at most the call's
+/// `limit` (64 KiB unless the call sets `#[rpc(limit = ...)]`; longer is refused with
+/// `Error::Status`). The client passes `&[u8]` and gets `Vec<u8>` (or fills a buffer), the
+/// handler takes `&[u8]` and returns `impl AsRef<[u8]>`. It has no values: it only names how the
+/// bytes cross.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bytes {}
 
-/// The type of a streamed argument or reply of any length, in a service definition: UTF-8 text.
-/// The client passes `&str` and gets `String` (or fills a buffer), the handler takes `&str` and
-/// returns `impl AsRef<str>`. It has no values: it only names how the text crosses.
+/// The type of a streamed argument or reply, in a service definition: UTF-8 text, at most the
+/// call's `limit` in bytes (64 KiB unless the call sets `#[rpc(limit = ...)]`; longer is refused
+/// with `Error::Status`). The client passes `&str` and gets `String` (or fills a buffer), the
+/// handler takes `&str` and returns `impl AsRef<str>`. It has no values: it only names how the
+/// text crosses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Text {}
 
