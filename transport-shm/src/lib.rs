@@ -18,6 +18,23 @@
 //! # Ok::<(), ferry_shm::ShmError>(())
 //! ```
 //!
+//! # What a program calls
+//!
+//! - A service: a plain enum with `#[derive(RpcOpcodes)]` ([`RpcOpcodes`]; the derive's guide is
+//!   in `ferry-derive`'s docs), its handlers an `impl NameServer for YourType`; a type of your
+//!   own that crosses (an argument, a reply, an error) carries [`wire`](macro@wire).
+//! - The server: [`ShmServer::start`] with a [`ServerConfig`] (ports, workers, the bulk area per
+//!   port) and `Name::server(handler)`; [`ShmServer::serve_until_signal`] serves until SIGINT or
+//!   SIGTERM and removes the file, [`ShmServer::shutdown`] stops it from the program.
+//! - The client: [`ShmClient::attach`] with a [`ClientConfig`] (the services it calls, checked
+//!   when it attaches; a deadline; sticky ports), then `Name::client(&shm)`, whose methods are the
+//!   calls. A `ShmClient` is `Send + Sync`: threads share one.
+//! - Errors: a call returns `ferry_rpc::service::Error` (the handler's own error, the server's
+//!   refusal, or the transport's failure: no server, a deadline); attaching and starting return
+//!   [`ShmError`].
+//!
+//! # How it works
+//!
 //! ```text
 //! offset 0           header (128 bytes): magic, version, geometry, the services table's hash,
 //!                    server pid and start time, state, flags, the number of services
