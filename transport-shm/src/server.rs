@@ -471,6 +471,11 @@ impl ShmServer {
     ///   actions are put back when the last returns). A signal ignored when this is called (a
     ///   program started under `nohup`, or as a script's background job, which ignores SIGINT)
     ///   stays ignored: the other one still stops the server.
+    /// - **Before this is called.** Until then the program's own actions apply: a SIGTERM that
+    ///   comes between [`start`](Self::start) and this call ends the process by its default
+    ///   action, leaving the file behind. A program that must not lose one blocks both signals
+    ///   in its main thread before `start` (`pthread_sigmask`); a signal that comes meanwhile
+    ///   then waits, and stops the server as soon as this call begins.
     ///
     /// Fails only if the signals' actions cannot be set, which the system refuses for no valid
     /// signal; the server is then shut down all the same (`drain` as above) and the file removed.

@@ -140,6 +140,18 @@ fn main() {
             let drain = Duration::from_millis(num(2));
             // SAFETY: the default action installs no handler.
             unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
+            // Both blocked from here on: a signal the test sends once "serving" is printed but
+            // before `serve_until_signal` has set its handler waits, instead of ending the
+            // process by its default action (`serve_until_signal`'s docs).
+            // SAFETY: `set` is initialised by `sigemptyset` before use; `pthread_sigmask` reads
+            // it and changes only this thread's mask (the old one is not asked for).
+            unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGINT);
+                libc::sigaddset(&mut set, libc::SIGTERM);
+                libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            }
             let server = ShmServer::start(path, ServerConfig::default(), Demo::server(DemoService))
                 .expect("serve");
             say(format!("serving {}", std::process::id()));
