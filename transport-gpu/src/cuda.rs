@@ -15,9 +15,14 @@ use crate::Error;
 
 /// Checks a driver call's result.
 fn check(call: &'static str, r: sys::CUresult) -> Result<(), Error> {
-    if r == sys::CUresult::CUDA_SUCCESS {
-        return Ok(());
+    match r {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        r => Err(failure(call, r)),
     }
+}
+
+/// The error of driver call `call` that returned `r` (not a success), with the driver's words.
+fn failure(call: &'static str, r: sys::CUresult) -> Error {
     let mut s: *const std::ffi::c_char = std::ptr::null();
     // SAFETY: `cuGetErrorString` writes a pointer to a static string (or leaves it null).
     let known = unsafe { sys::cuGetErrorString(r, &mut s) } == sys::CUresult::CUDA_SUCCESS;
@@ -27,11 +32,11 @@ fn check(call: &'static str, r: sys::CUresult) -> Result<(), Error> {
     } else {
         String::from("unknown error")
     };
-    Err(Error::Cuda {
+    Error::Cuda {
         call,
         code: r as i32,
         message,
-    })
+    }
 }
 
 /// One CUDA device's primary context, current on the thread that made it.
@@ -246,7 +251,7 @@ impl Cuda {
             }
         };
         let module = result.map_err(|(call, r)| {
-            let e = check(call, r).expect_err("a call that failed");
+            let e = failure(call, r);
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
             let log = String::from_utf8_lossy(&log[..end]);
             match e {
