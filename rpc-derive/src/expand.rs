@@ -228,6 +228,23 @@ fn generate(service: &Service) -> TokenStream {
             quote!(#plain #with)
         })
         .collect();
+    let async_methods: Vec<TokenStream> = service
+        .calls
+        .iter()
+        .map(|c| async_client_method(ident, c))
+        .collect();
+    let async_client = format_ident!("{}AsyncClient", ident);
+    let async_doc = format!(
+        "The async client of service `{name}`: one `async fn` per call of [`{ident}`], made \
+         through a transport on which a caller waits without holding a thread \
+         (`{ident}::async_client(&shm)` over a `ferry_shm::ShmClient`: its server wakes the \
+         waiting task). Its futures are `Send`; a call dropped before its reply gives its port \
+         up to the server, which answers it and takes the port back.\n\nCalls whose request and \
+         reply travel in one exchange (fixed arguments and reply, or a streamed argument and a \
+         fixed reply) are awaited in place; a one-way call and a call with a streamed reply are \
+         made as [`{client}`] makes them, where the transport runs blocking calls (a helper \
+         thread, for `ferry_shm`)."
+    );
     let handler_sigs: Vec<TokenStream> = service.calls.iter().map(handler_sig).collect();
     let handler_docs: Vec<TokenStream> = service.calls.iter().map(|c| docs(c, "Serves")).collect();
     let arms: Vec<TokenStream> = service
@@ -306,6 +323,14 @@ fn generate(service: &Service) -> TokenStream {
             /// The client of this service over `site` (a call site of any transport).
             pub fn client<__RpcS: ::ferry_rpc::service::Site>(site: __RpcS) -> #client<__RpcS> {
                 #client { site, deadline: ::core::option::Option::None }
+            }
+
+            /// The async client of this service over `site` (a transport on which a caller
+            /// waits without holding a thread: `ferry_shm::ShmClient`).
+            pub fn async_client<__RpcS: ::ferry_rpc::service::AsyncSite>(
+                site: __RpcS,
+            ) -> #async_client<__RpcS> {
+                #async_client { site, deadline: ::core::option::Option::None }
             }
 
             /// Serves the call on `port`, a port a server just opened: reads the opcode, decodes
@@ -488,6 +513,22 @@ fn generate(service: &Service) -> TokenStream {
             }
 
             #( #client_methods )*
+        }
+
+        #[doc = #async_doc]
+        #[derive(Clone, Copy, Debug)]
+        #vis struct #async_client<__RpcS> {
+            site: __RpcS,
+            deadline: ::core::option::Option<::core::time::Duration>,
+        }
+
+        impl<__RpcS: ::ferry_rpc::service::AsyncSite> #async_client<__RpcS> {
+            /// This client with every call waiting at most `deadline` for the other side.
+            pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
+                #async_client { deadline: ::core::option::Option::Some(deadline), ..self }
+            }
+
+            #( #async_methods )*
         }
 
         #[doc = #server_doc]
@@ -687,6 +728,17 @@ fn pack_args(call: &Call) -> TokenStream {
     }
 }
 
+/// The streamed argument's bytes, as an expression of the client method's parameter.
+fn stream_bytes(call: &Call) -> Option<TokenStream> {
+    call.stream_arg().map(|a| {
+        let n = &a.ident;
+        match a.wire {
+            Wire::Text => quote!(#n.as_bytes()),
+            _ => quote!(#n),
+        }
+    })
+}
+
 /// A call's method(s) on the generated client.
 fn client_method(service: &Ident, call: &Call) -> TokenStream {
     let method = method_ident(call);
@@ -696,13 +748,7 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
     let p = quote!(::ferry_rpc::__private);
     let s = quote!(::ferry_rpc::service);
     let err = error_type(call);
-    let body = call.stream_arg().map(|a| {
-        let n = &a.ident;
-        match a.wire {
-            Wire::Text => quote!(#n.as_bytes()),
-            _ => quote!(#n),
-        }
-    });
+    let body = stream_bytes(call);
     let tagged = call.error().is_some();
     let lim = limit(service, call);
     // A streamed argument over the call's limit is refused before anything is sent, by a
@@ -847,6 +893,102 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
                     const __RPC_R: usize = #r;
                     #run
                 }
+            }
+        }
+    }
+}
+
+/// A call's method on the generated async client: awaited in place through the site's exchange
+/// when its reply is fixed (or empty), else the blocking client's method run by the site's
+/// `blocking` (a one-way call, a streamed reply).
+fn async_client_method(service: &Ident, call: &Call) -> TokenStream {
+    let method = method_ident(call);
+    let docs = docs(call, "Calls");
+    let params = params(call);
+    let opcode = opcode_lit(call);
+    let p = quote!(::ferry_rpc::__private);
+    let s = quote!(::ferry_rpc::service);
+    let err = error_type(call);
+    let lim = limit(service, call);
+    let body = stream_bytes(call);
+    // As the blocking client: a streamed argument over the limit is refused before anything is
+    // sent.
+    let check = body.as_ref().map(|b| {
+        quote! {
+            #p::check_limit_len((#b).len(), #lim).map_err(#s::Error::widen)?;
+        }
+    });
+    let oneway_or_stream = call.oneway() || call.streams_reply();
+    if !oneway_or_stream {
+        let pack = pack_args(call);
+        let r = reply_size(call);
+        let ty = reply_type(call);
+        let decode = if call.error().is_some() {
+            quote!(#p::take_result(&__rpc_r))
+        } else {
+            quote!(#p::take_value(&__rpc_r))
+        };
+        let make = match &body {
+            Some(b) => quote! {
+                #s::AsyncSite::call_stream::<__RPC_Q, __RPC_R>(
+                    &self.site, self.deadline, #opcode, __rpc_q, #b,
+                )
+            },
+            None => quote! {
+                #s::AsyncSite::call_fixed::<__RPC_Q, __RPC_R>(
+                    &self.site, self.deadline, #opcode, __rpc_q,
+                )
+            },
+        };
+        return quote! {
+            #docs
+            pub async fn #method(&self #params) -> ::core::result::Result<#ty, #err> {
+                #check
+                #pack
+                const __RPC_R: usize = #r;
+                let __rpc_r = #make.await.map_err(#s::Error::widen)?;
+                #decode
+            }
+        };
+    }
+    // Made by the blocking client, where the site runs it: the arguments moved there, a streamed
+    // one copied.
+    let passed = call.args.iter().map(|a| {
+        let n = &a.ident;
+        if a.wire.is_stream() {
+            quote!(&#n)
+        } else {
+            quote!(#n)
+        }
+    });
+    let owned = call.stream_arg().map(|a| {
+        let n = &a.ident;
+        match a.wire {
+            Wire::Text => quote!(let #n: #p::String = #n.into();),
+            _ => quote!(let #n: #p::Vec<u8> = #n.into();),
+        }
+    });
+    let ret = match call.response() {
+        None => quote!(()),
+        Some(Wire::Text) => quote!(#p::String),
+        Some(Wire::Bytes) => quote!(#p::Vec<u8>),
+        Some(_) => reply_type(call),
+    };
+    quote! {
+        ::ferry_rpc::__rpc_if_alloc! {
+            #docs
+            pub async fn #method(&self #params) -> ::core::result::Result<#ret, #err> {
+                #check
+                #owned
+                #s::AsyncSite::blocking(&self.site, self.deadline, move |__rpc_s, __rpc_d| {
+                    let __rpc_c = #service::client(__rpc_s);
+                    let __rpc_c = match __rpc_d {
+                        ::core::option::Option::Some(d) => __rpc_c.with_deadline(d),
+                        ::core::option::Option::None => __rpc_c,
+                    };
+                    __rpc_c.#method(#( #passed ),*)
+                })
+                .await
             }
         }
     }

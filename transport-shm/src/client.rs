@@ -224,6 +224,10 @@ pub struct ShmClient {
     first: Seat,
     /// The other seats, `SEATS - 1` of them, each made when a call first needs it.
     more: Box<[OnceLock<Box<Seat>>]>,
+    /// Where the next awaited call's search for a free port starts.
+    async_cursor: AtomicU32,
+    /// The reactor and helper threads of awaited calls (`awaited`), made when first used.
+    pub(crate) parts: crate::awaited::AsyncParts,
 }
 
 /// How many seats a handle keeps ([`ShmClient`], on threads): calls beyond that many in flight
@@ -358,11 +362,12 @@ std::thread_local! {
     static LAST_SEAT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// Abandons a claimed port unless disarmed (a closure that panicked, an exchange that failed).
-struct Claim<'a> {
-    word: &'a AtomicU64,
-    mine: u64,
-    armed: bool,
+/// Abandons a claimed port unless disarmed (a closure that panicked, an exchange that failed, an
+/// awaited call dropped with its request pending).
+pub(crate) struct Claim<'a> {
+    pub(crate) word: &'a AtomicU64,
+    pub(crate) mine: u64,
+    pub(crate) armed: bool,
 }
 
 impl Drop for Claim<'_> {
@@ -405,6 +410,8 @@ impl ShmClient {
         ShmClient {
             first: Seat::new(&mapped, &config, cursor),
             more: (1..SEATS).map(|_| OnceLock::new()).collect(),
+            async_cursor: AtomicU32::new(cursor),
+            parts: crate::awaited::AsyncParts::default(),
             holder,
             config,
             mapped,
@@ -420,6 +427,23 @@ impl ShmClient {
             self.holder,
             cursor,
         )
+    }
+
+    /// The mapped file.
+    pub(crate) fn mapped(&self) -> &Arc<Mapped> {
+        &self.mapped
+    }
+
+    /// How the handle attached.
+    pub(crate) fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// Where the next awaited call's search for a free port starts: each call one port further,
+    /// so that calls in flight together spread over the ports (and the workers that poll them).
+    pub(crate) fn next_async_port(&self) -> u32 {
+        let ports = self.mapped.geometry().layout().ports();
+        self.async_cursor.fetch_add(1, Ordering::Relaxed) % ports
     }
 
     /// The region's geometry.
@@ -661,7 +685,7 @@ impl ShmClient {
             let state = self.mapped.state().load(Ordering::Acquire);
             if state != STATE_SERVING {
                 seat.end_claim(index, mine);
-                return Err(self.not_serving(seat, state));
+                return Err(self.not_serving(state));
             }
             // Still serving: the kept claim was taken from us (`claimed_on`). Nothing of this
             // call has touched the port yet; it is not ours to free: forget it and claim another
@@ -680,38 +704,47 @@ impl ShmClient {
     /// Claims a free port whose packet is at rest with the client side, searching from the
     /// seat's cursor.
     fn claim(&self, seat: &Seat) -> Result<(u32, u64), Transport> {
-        let owners = self.mapped.owners();
-        let region = self.mapped.region();
-        let ports = owners.len() as u32;
         let cursor = seat.cursor.load(Ordering::Relaxed);
         let mut polls = 0u32;
         loop {
-            for i in 0..ports {
-                let p = (cursor + i) % ports;
-                let word = &owners[p as usize];
-                if holder_of(word.load(Ordering::Relaxed)) != 0 || !region.client_owns(p) {
-                    continue;
-                }
-                let Some(mine) = try_claim(word, self.holder) else {
-                    continue;
-                };
-                // SYNC (drain handshake): see `ShmServer::shutdown`.
-                let state = self.mapped.state().load(Ordering::SeqCst);
-                if state != STATE_SERVING {
-                    let _ = release(word, mine);
-                    return Err(self.not_serving(seat, state));
-                }
-                return Ok((p, mine));
+            if let Some(claim) = self.claim_once(cursor)? {
+                return Ok(claim);
             }
             if seat.wait.pause_polls(polls).is_err() {
                 let state = self.mapped.state().load(Ordering::SeqCst);
                 if state != STATE_SERVING || !seat.wait.server_alive() {
-                    return Err(self.not_serving(seat, state));
+                    return Err(self.not_serving(state));
                 }
                 return Err(Transport::NoFreePort);
             }
             polls = polls.saturating_add(1);
         }
+    }
+
+    /// One search of the ports, from `cursor` on, for a free one whose packet is at rest with the
+    /// client side: claims it, or `None` if every port is taken.
+    pub(crate) fn claim_once(&self, cursor: u32) -> Result<Option<(u32, u64)>, Transport> {
+        let owners = self.mapped.owners();
+        let region = self.mapped.region();
+        let ports = owners.len() as u32;
+        for i in 0..ports {
+            let p = (cursor + i) % ports;
+            let word = &owners[p as usize];
+            if holder_of(word.load(Ordering::Relaxed)) != 0 || !region.client_owns(p) {
+                continue;
+            }
+            let Some(mine) = try_claim(word, self.holder) else {
+                continue;
+            };
+            // SYNC (drain handshake): see `ShmServer::shutdown`.
+            let state = self.mapped.state().load(Ordering::SeqCst);
+            if state != STATE_SERVING {
+                let _ = release(word, mine);
+                return Err(self.not_serving(state));
+            }
+            return Ok(Some((p, mine)));
+        }
+        Ok(None)
     }
 
     fn no_server(&self) -> ShmError {
@@ -721,8 +754,8 @@ impl ShmClient {
         }
     }
 
-    fn not_serving(&self, seat: &Seat, state: u32) -> Transport {
-        if state == STATE_STOPPED || !seat.wait.server_alive() {
+    fn not_serving(&self, state: u32) -> Transport {
+        if state == STATE_STOPPED || !crate::wait::server_alive(&self.mapped) {
             Transport::NoServer
         } else {
             Transport::ShuttingDown

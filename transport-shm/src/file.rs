@@ -250,6 +250,42 @@ impl Mapped {
         }
     }
 
+    /// The ready bitmap: one bit per port, set by a worker that answered a waking request (see
+    /// `inline::ring`).
+    pub(crate) fn inline_ready(&self) -> &[AtomicU32] {
+        let g = &self.geometry;
+        let ports = g.layout().ports();
+        // SAFETY: the ready bitmap's `ports / 32` words start `inline::ready_offset(ports)` (a
+        // multiple of 64) into the inline area, before the doorbell and the head lines, inside
+        // the live mapping (`inline_offset + inline::area_size(ports) <= file_size`, checked or
+        // computed as above); every process reaches them only atomically.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.map
+                    .as_ptr()
+                    .add(g.inline_offset() + crate::inline::ready_offset(ports))
+                    .cast::<AtomicU32>(),
+                ports as usize / 32,
+            )
+        }
+    }
+
+    /// The doorbell the async clients' reactors sleep on (see `inline::ring`).
+    pub(crate) fn doorbell(&self) -> &crate::inline::Doorbell {
+        let g = &self.geometry;
+        let ports = g.layout().ports();
+        // SAFETY: the doorbell's line starts `inline::doorbell_offset(ports)` (a multiple of 64)
+        // into the inline area, inside the live mapping (as above); a `Doorbell` is 64 bytes of
+        // atomics, valid for any bits, reached only atomically.
+        unsafe {
+            &*self
+                .map
+                .as_ptr()
+                .add(g.inline_offset() + crate::inline::doorbell_offset(ports))
+                .cast::<crate::inline::Doorbell>()
+        }
+    }
+
     /// The head lines, one per port (see `inline`).
     pub(crate) fn inline_lines(&self) -> &[crate::inline::Line] {
         let ports = self.geometry.layout().ports();

@@ -155,12 +155,15 @@ const fn wide_lines_for(len: usize) -> usize {
 pub(crate) mod lens {
     /// Bit 31: the body is the last bytes of the request, in the lines.
     const BODY_IN_LINES: u64 = 1 << 31;
+    /// Bit 15: the client's task waits asleep for the reply: the worker rings the doorbell
+    /// after it (`ring`).
+    pub(crate) const WAKE: u64 = 1 << 15;
 
     /// The lengths of a request of `len` bytes in the lines whose client reads `want` bytes of
     /// the reply, with a body of `body` bytes, in the lines (`in_lines`) or the bulk area.
     #[inline(always)]
     pub(crate) const fn pack(len: usize, want: usize, body: usize, in_lines: bool) -> u64 {
-        (len as u64 & 0xffff)
+        (len as u64 & 0x7fff)
             | (want as u64 & 0x7fff) << 16
             | if in_lines { BODY_IN_LINES } else { 0 }
             | (body as u64) << 32
@@ -172,7 +175,7 @@ pub(crate) mod lens {
     #[inline(always)]
     pub(crate) const fn unpack(word: u64) -> (usize, usize, usize, bool) {
         (
-            (word & 0xffff) as usize,
+            (word & 0x7fff) as usize,
             (word >> 16 & 0x7fff) as usize,
             (word >> 32) as usize,
             word & BODY_IN_LINES != 0,
@@ -401,21 +404,76 @@ const fn bitmap_bytes(ports: u32) -> usize {
     (ports as usize / 8).div_ceil(64) * 64
 }
 
-/// Bytes of the inline area of a file with `ports` ports: the bitmap, then one head line per
-/// port, then each port's wide lines.
+/// Bytes of the inline area of a file with `ports` ports: the bitmap, the ready bitmap, the
+/// doorbell's line, then one head line per port, then each port's wide lines.
 pub(crate) const fn area_size(ports: u32) -> usize {
-    bitmap_bytes(ports) + ports as usize * 64 * (1 + WIDE_LINES)
+    lines_offset(ports) + ports as usize * 64 * (1 + WIDE_LINES)
+}
+
+/// Byte offset of the ready bitmap (one bit per port, set by a worker that answered a waking
+/// request: [`ring`]) within the inline area.
+pub(crate) const fn ready_offset(ports: u32) -> usize {
+    bitmap_bytes(ports)
+}
+
+/// Byte offset of the doorbell's line within the inline area.
+pub(crate) const fn doorbell_offset(ports: u32) -> usize {
+    2 * bitmap_bytes(ports)
 }
 
 /// Byte offset of the first head line within the inline area.
 pub(crate) const fn lines_offset(ports: u32) -> usize {
-    bitmap_bytes(ports)
+    doorbell_offset(ports) + 64
 }
 
 /// Byte offset of port 0's wide lines within the inline area (each port's [`WIDE_LINES`] follow
 /// one another).
 pub(crate) const fn wide_offset(ports: u32) -> usize {
-    bitmap_bytes(ports) + ports as usize * 64
+    lines_offset(ports) + ports as usize * 64
+}
+
+/// Where the async clients' reactors sleep (`crate::awaited`): a futex word that a worker bumps
+/// after answering a waking request while a reactor sleeps, and the count of reactors asleep.
+#[repr(C, align(64))]
+pub(crate) struct Doorbell {
+    /// The futex word: bumped by each ring that finds a reactor asleep.
+    pub(crate) rings: AtomicU32,
+    /// Reactors asleep on `rings`, or about to be (counted before their last look).
+    pub(crate) sleepers: AtomicU32,
+}
+
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Doorbell>() == 64);
+
+/// What a worker tells the async clients about the waking requests it answers: the ready bitmap
+/// and the doorbell.
+#[derive(Clone, Copy)]
+pub(crate) struct Wake<'a> {
+    pub(crate) ready: &'a [AtomicU32],
+    pub(crate) doorbell: &'a Doorbell,
+}
+
+/// Tells the reactors that `port`'s waking request has its reply: sets the port's ready bit and,
+/// if a reactor sleeps, bumps the doorbell and wakes every sleeper (a futex shared between
+/// processes). Called after the reply's release store.
+#[inline(never)]
+pub(crate) fn ring(wake: Wake<'_>, port: usize) {
+    let (w, bit) = word_bit(port);
+    // SYNC (async wake): SeqCst, as the reactor's count of itself among the sleepers before its
+    // look at the ready bits (`awaited`): either it sees this bit or this load sees it asleep.
+    wake.ready[w].fetch_or(bit, Ordering::SeqCst);
+    if wake.doorbell.sleepers.load(Ordering::SeqCst) != 0 {
+        wake.doorbell.rings.fetch_add(1, Ordering::SeqCst);
+        #[cfg(not(loom))]
+        {
+            // Not private: the sleepers are other processes, on the same mapped file.
+            let _ = rustix::thread::futex::wake(
+                &wake.doorbell.rings,
+                rustix::thread::futex::Flags::empty(),
+                u32::MAX,
+            );
+        }
+    }
 }
 
 /// Where the ports' bulk areas lie in the mapping: lane 0's share of each (an inline call is one
@@ -478,6 +536,14 @@ pub struct ClientInline<'a, W: Wait = crate::ClientWait> {
     /// The port's bulk area (lane 0's share): address and length, 0 if the file has none.
     pub(crate) bulk: (*mut u8, usize),
 }
+
+// SAFETY: `bulk`'s pointer is the port's bulk area in a mapping its handle keeps alive (as
+// `BulkAreas`, which is Send and Sync); the other fields are shared references to atomics and to
+// a `W` that is Sync. Whichever thread holds the value, the area is written only under the
+// inline protocol's rules: by the claim's holder, while the line is at rest.
+unsafe impl<W: Wait + Sync> Send for ClientInline<'_, W> {}
+// SAFETY: as above; shared, it only computes addresses and makes atomic accesses.
+unsafe impl<W: Wait + Sync> Sync for ClientInline<'_, W> {}
 
 impl<'a, W: Wait> ClientInline<'a, W> {
     /// The inline path of `port`, in a file whose inline bitmap, head lines and wide lines are
@@ -595,6 +661,26 @@ impl<W: Wait> ClientInline<'_, W> {
         put: impl FnOnce(&mut [u8]),
         reply: &mut [u8],
     ) -> Option<Result<u32, ferry_rpc::Error>> {
+        let want = reply.len();
+        self.with_body(request, len, want, put, |request, lens, before| {
+            self.exchange_lines(opcode, request, lens, before, reply)
+        })
+    }
+
+    /// Where a call's body of `len` bytes (written by `put`) travels, given to `go` as the
+    /// request bytes of the lines, their lengths word (`lens`, the reply's `want` bytes in it),
+    /// and what to run once the line is at rest and before the request is handed over: the body
+    /// into the port's bulk area if it fits there, else after `request` in the lines if both fit
+    /// (a server without bulk areas). `None`, `go` and `put` not called, if neither.
+    #[inline(always)]
+    pub(crate) fn with_body<T>(
+        &self,
+        request: &[u8],
+        len: usize,
+        want: usize,
+        put: impl FnOnce(&mut [u8]),
+        go: impl FnOnce(&[u8], u64, &mut dyn FnMut(*mut u8)) -> Option<T>,
+    ) -> Option<T> {
         if len > self.bulk.1 {
             let whole = request.len().checked_add(len)?;
             if whole > INLINE_BYTES {
@@ -603,28 +689,24 @@ impl<W: Wait> ClientInline<'_, W> {
             let mut bytes = [0u8; INLINE_BYTES];
             bytes[..request.len()].copy_from_slice(request);
             put(&mut bytes[request.len()..whole]);
-            let lens = lens::pack(whole, reply.len(), len, true);
-            return self.exchange_lines(opcode, &bytes[..whole], lens, |_| {}, reply);
+            let lens = lens::pack(whole, want, len, true);
+            return go(&bytes[..whole], lens, &mut |_| {});
         }
-        let lens = lens::pack(request.len(), reply.len(), len, false);
-        self.exchange_lines(
-            opcode,
-            request,
-            lens,
-            |area| {
-                if len > 0 {
-                    // SAFETY: the area is `self.bulk.1 >= len` bytes of the live mapping
-                    // (checked above), and it is this claim's: `exchange_lines` calls this once
-                    // the line is at rest (after the acquire of the last reply, so the worker's
-                    // reads of the area are done), and this claim holds the packet between
-                    // calls; nobody else writes it until the reply.
-                    put(unsafe { std::slice::from_raw_parts_mut(area, len) });
-                } else {
-                    put(&mut []);
-                }
-            },
-            reply,
-        )
+        let lens = lens::pack(request.len(), want, len, false);
+        let mut put = Some(put);
+        go(request, lens, &mut |area| {
+            let Some(put) = put.take() else { return };
+            if len > 0 {
+                // SAFETY: the area is `self.bulk.1 >= len` bytes of the live mapping (checked
+                // above), and it is this claim's: the exchange calls this once the line is at
+                // rest (after the acquire of the last reply, so the worker's reads of the area
+                // are done), and this claim holds the packet between calls; nobody else writes
+                // it until the reply.
+                put(unsafe { std::slice::from_raw_parts_mut(area, len) });
+            } else {
+                put(&mut []);
+            }
+        })
     }
 
     /// One inline call: `request` (at most [`INLINE_BYTES`]) into the lines, `lens` (word 1)
@@ -640,7 +722,49 @@ impl<W: Wait> ClientInline<'_, W> {
         before: impl FnOnce(*mut u8),
         reply: &mut [u8],
     ) -> Option<Result<u32, ferry_rpc::Error>> {
-        if !self.serves || request.len() > INLINE_BYTES || reply.len() > INLINE_BYTES {
+        if reply.len() > INLINE_BYTES {
+            return None;
+        }
+        let next = match self.post(opcode, request, lens, before)? {
+            Ok(next) => next,
+            Err(e) => return Some(Err(e)),
+        };
+        // The first polls spin right here: a reply usually comes within a microsecond, and
+        // calling out to the wait policy on every poll lengthens the loop that a reply is waited
+        // for in, and so every call. Then the policy takes over, out of line (deadline,
+        // liveness).
+        let want = reply.len();
+        let mut polls = SPIN_POLLS;
+        let answer = loop {
+            if let Some(answer) = self.reply_in(next, want) {
+                break answer;
+            }
+            polls -= 1;
+            if polls == 0 {
+                match wait_for_reply(self.line, self.wide, want, next, self.wait) {
+                    Ok(answer) => break answer,
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            std::hint::spin_loop();
+        };
+        self.take(answer, reply).map(Ok)
+    }
+
+    /// Hands a request over: `request` (at most [`INLINE_BYTES`]) into the lines, the lengths
+    /// word `lens` beside it, `before` run (with the bulk area's address) once the line is known
+    /// to be at rest. Returns the request's sequence, whose reply [`reply_in`](Self::reply_in)
+    /// looks for; `None` (nothing sent) if the server serves no inline calls or the request is
+    /// too long; an error if the line is not at rest (the file was tampered with).
+    #[inline(always)]
+    pub(crate) fn post(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        lens: u64,
+        before: impl FnOnce(*mut u8),
+    ) -> Option<Result<u32, ferry_rpc::Error>> {
+        if !self.serves || request.len() > INLINE_BYTES {
             return None;
         }
         let (line, wide) = (self.line, self.wide);
@@ -666,36 +790,32 @@ impl<W: Wait> ClientInline<'_, W> {
         // SYNC (inline, hand the request over): release; pairs with the worker's acquire load of
         // the request word, so the words above (and the wide lines) are visible to it.
         line.words[word::CLIENT].store((opcode as u64) << 32 | next as u64, Ordering::Release);
-        // The first polls spin right here: a reply usually comes within a microsecond, and
-        // calling out to the wait policy on every poll lengthens the loop that a reply is waited
-        // for in, and so every call. Then the policy takes over, out of line (deadline,
-        // liveness).
-        let want = reply.len();
-        let mut polls = SPIN_POLLS;
-        let answer = loop {
-            // SYNC (inline, take the reply): acquire; pairs with the worker's release store of
-            // the reply word after it wrote the reply. The wide lines' tags in the same look
-            // (`reply_lines_in`), not after it.
-            let answer = line.words[word::SERVER].load(Ordering::Acquire);
-            if (seq(answer) == next) & reply_lines_in(wide, want, next) {
-                break answer;
-            }
-            polls -= 1;
-            if polls == 0 {
-                match wait_for_reply(line, wide, want, next, self.wait) {
-                    Ok(answer) => break answer,
-                    Err(e) => return Some(Err(e)),
-                }
-            }
-            std::hint::spin_loop();
-        };
+        Some(Ok(next))
+    }
+
+    /// The reply word of request `next`, if its reply is in: the head's reply word and the tag
+    /// of every wide line the reply's first `want` bytes reach, in one look.
+    #[inline(always)]
+    pub(crate) fn reply_in(&self, next: u32, want: usize) -> Option<u64> {
+        // SYNC (inline, take the reply): acquire; pairs with the worker's release store of the
+        // reply word after it wrote the reply. The wide lines' tags in the same look
+        // (`reply_lines_in`), not after it.
+        let answer = self.line.words[word::SERVER].load(Ordering::Acquire);
+        ((seq(answer) == next) & reply_lines_in(self.wide, want, next)).then_some(answer)
+    }
+
+    /// Reads the reply whose reply word is `answer` (from [`reply_in`](Self::reply_in)) into
+    /// `reply` (at most [`INLINE_BYTES`]): its status, or `None` if the server had the call go
+    /// through the packets (`NOT_INLINE`: nothing was run).
+    #[inline(always)]
+    pub(crate) fn take(&self, answer: u64, reply: &mut [u8]) -> Option<u32> {
         let status = (answer >> 32) as u32;
         if status == status::NOT_INLINE {
             return None;
         }
-        let len = line.words[word::REPLY_LEN].load(Ordering::Relaxed) as usize;
-        take_reply(line, wide, reply, len);
-        Some(Ok(status))
+        let len = self.line.words[word::REPLY_LEN].load(Ordering::Relaxed) as usize;
+        take_reply(self.line, self.wide, reply, len);
+        Some(status)
     }
 }
 
@@ -744,6 +864,8 @@ pub(crate) struct InlineArea<'a> {
     pub(crate) lines: &'a [Line],
     pub(crate) wide: &'a [Wide],
     pub(crate) bulk: BulkAreas,
+    /// Where a waking request's reply is told (`None`: nowhere; its client polls).
+    pub(crate) wake: Option<Wake<'a>>,
 }
 
 /// A worker's buffers for the requests it answers and their replies (`serve_pending`), kept
@@ -814,6 +936,7 @@ pub(crate) fn serve_pending(
         lines,
         wide,
         bulk,
+        wake,
     } = *area;
     let mut answered = 0;
     for (w, word) in bitmap.iter().enumerate() {
@@ -839,7 +962,7 @@ pub(crate) fn serve_pending(
             let request_word = line.words[word::CLIENT].load(Ordering::Acquire);
             let pending = seq(request_word);
             if pending != seq(line.words[word::SERVER].load(Ordering::Relaxed)) {
-                answer(
+                let waking = answer(
                     line,
                     &wide[port],
                     request_word,
@@ -847,6 +970,11 @@ pub(crate) fn serve_pending(
                     scratch,
                     serve,
                 );
+                if waking {
+                    if let Some(wake) = wake {
+                        ring(wake, port);
+                    }
+                }
                 answered += 1;
             }
             // SYNC (lock release): a plain store; pairs with the next holder's acquire.
@@ -860,7 +988,8 @@ pub(crate) fn serve_pending(
 
 /// Answers the request `request_word` (acquired, pending) on head line `line`: checks its
 /// lengths and its wide lines' tags, serves it (`serve_pending`), writes the reply and hands it
-/// back. `area` is the port's bulk area (address, length).
+/// back. `area` is the port's bulk area (address, length). Returns whether the request asked
+/// for a ring ([`lens::WAKE`]: its client's task sleeps).
 #[inline(always)]
 fn answer(
     line: &Line,
@@ -869,12 +998,12 @@ fn answer(
     (area, share): (*mut u8, usize),
     scratch: &mut Scratch,
     serve: &mut impl FnMut(u32, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
-) {
+) -> bool {
     let Scratch { request, reply } = scratch;
     let pending = seq(request_word);
     let opcode = (request_word >> 32) as u32;
-    let (len, want, body_len, body_in_lines) =
-        lens::unpack(line.words[word::REQUEST_LEN].load(Ordering::Relaxed));
+    let lens_word = line.words[word::REQUEST_LEN].load(Ordering::Relaxed);
+    let (len, want, body_len, body_in_lines) = lens::unpack(lens_word);
     let fits = len <= INLINE_BYTES
         && want <= INLINE_BYTES
         && if body_in_lines {
@@ -924,6 +1053,7 @@ fn answer(
     // The reply buffer zero again for the next call, now that this reply has gone (whatever the
     // handler wrote in it, past its reply's length too).
     reply.fill(0);
+    lens_word & lens::WAKE != 0
 }
 
 #[cfg(all(test, not(loom)))]
@@ -1102,7 +1232,9 @@ mod tests {
         }
         // What the other side may write: any bits, each field within its width.
         let (len, want, body, _) = lens::unpack(u64::MAX);
-        assert_eq!((len, want, body), (0xffff, 0x7fff, u32::MAX as usize));
+        assert_eq!((len, want, body), (0x7fff, 0x7fff, u32::MAX as usize));
+        // The wake bit is no part of the length.
+        assert_eq!(lens::unpack(lens::pack(8, 8, 0, false) | lens::WAKE).0, 8);
     }
 }
 
@@ -1197,6 +1329,7 @@ mod model {
                                 lines: &lines,
                                 wide: &wides,
                                 bulk: BulkAreas::NONE,
+                                wake: None,
                             };
                             serve_pending(&area, locks, None, &mut scratch, &mut serve);
                             thread::yield_now();
@@ -1320,6 +1453,7 @@ mod model {
                             lines: &lines,
                             wide: &wides,
                             bulk: BulkAreas::NONE,
+                            wake: None,
                         };
                         serve_pending(
                             &area,

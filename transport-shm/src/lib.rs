@@ -186,6 +186,7 @@
 
 #![deny(missing_docs)]
 
+mod awaited;
 pub mod cache;
 mod client;
 pub mod demo;

@@ -647,6 +647,10 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
         lines,
         wide,
         bulk,
+        wake: Some(inline::Wake {
+            ready: mapped.inline_ready(),
+            doorbell: mapped.doorbell(),
+        }),
     };
     let mut serve_inline =
         |opcode: u32, request: &[u8], body: &[u8], reply: &mut [u8; INLINE_BYTES]| {

@@ -158,11 +158,7 @@ impl ClientWait {
 
     /// Whether the server is still there to answer.
     pub(crate) fn server_alive(&self) -> bool {
-        self.mapped.state().load(Ordering::Acquire) != STATE_STOPPED
-            && process_alive(
-                self.mapped.geometry().server_pid(),
-                self.mapped.geometry().server_start(),
-            )
+        server_alive(&self.mapped)
     }
 
     /// Sets the deadline of the calls to come; returns the one it replaces.
@@ -199,6 +195,15 @@ impl Wait for ClientWait {
     fn pause(&self, polls: u32) -> Result<(), Stalled> {
         self.pause_polls(polls)
     }
+}
+
+/// Whether the server of `mapped` is still there to answer: not stopped, and its process alive.
+pub(crate) fn server_alive(mapped: &Mapped) -> bool {
+    mapped.state().load(Ordering::Acquire) != STATE_STOPPED
+        && process_alive(
+            mapped.geometry().server_pid(),
+            mapped.geometry().server_start(),
+        )
 }
 
 /// A server worker's waiting policy inside a call (the middle of a stream): gives up when the

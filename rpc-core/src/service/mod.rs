@@ -70,6 +70,7 @@ pub mod status {
     pub const SERVER_ERROR: u32 = 5;
 }
 
+mod awaited;
 mod error;
 #[cfg(feature = "std")]
 mod handler;
@@ -77,6 +78,7 @@ mod schema;
 mod serving;
 mod site;
 mod wire;
+pub use awaited::AsyncSite;
 pub use error::{Error, Status, Transport};
 #[cfg(feature = "std")]
 pub use handler::{with_stream_buffers, Handler, StreamBuffers};
@@ -925,6 +927,15 @@ pub mod __private {
         limit: u64,
     ) -> Result<(), Error> {
         if <C::Lanes as Lanes>::ONE && len as u64 > limit {
+            return Err(Error::Status(Status::Rejected));
+        }
+        Ok(())
+    }
+
+    /// [`check_limit`] for a caller that is one lane (an async client).
+    #[inline(always)]
+    pub fn check_limit_len(len: usize, limit: u64) -> Result<(), Error> {
+        if len as u64 > limit {
             return Err(Error::Status(Status::Rejected));
         }
         Ok(())

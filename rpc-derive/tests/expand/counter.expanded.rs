@@ -143,6 +143,16 @@ impl Counter {
             deadline: ::core::option::Option::None,
         }
     }
+    /// The async client of this service over `site` (a transport on which a caller
+    /// waits without holding a thread: `ferry_shm::ShmClient`).
+    pub fn async_client<__RpcS: ::ferry_rpc::service::AsyncSite>(
+        site: __RpcS,
+    ) -> CounterAsyncClient<__RpcS> {
+        CounterAsyncClient {
+            site,
+            deadline: ::core::option::Option::None,
+        }
+    }
     /// Serves the call on `port`, a port a server just opened: reads the opcode, decodes
     /// each lane's arguments, calls the handler once per lane, and replies. A call the
     /// service does not have gets `status::UNKNOWN_OPCODE` back; arguments that do not
@@ -1175,6 +1185,107 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
                 >(__rpc_c, 0x00000007u32, &__rpc_q)
             },
         )
+    }
+}
+/**The async client of service `counter`: one `async fn` per call of [`Counter`], made through a transport on which a caller waits without holding a thread (`Counter::async_client(&shm)` over a `ferry_shm::ShmClient`: its server wakes the waiting task). Its futures are `Send`; a call dropped before its reply gives its port up to the server, which answers it and takes the port back.
+
+Calls whose request and reply travel in one exchange (fixed arguments and reply, or a streamed argument and a fixed reply) are awaited in place; a one-way call and a call with a streamed reply are made as [`CounterClient`] makes them, where the transport runs blocking calls (a helper thread, for `ferry_shm`).*/
+#[derive(Clone, Copy, Debug)]
+pub struct CounterAsyncClient<__RpcS> {
+    site: __RpcS,
+    deadline: ::core::option::Option<::core::time::Duration>,
+}
+impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
+    /// This client with every call waiting at most `deadline` for the other side.
+    pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
+        CounterAsyncClient {
+            deadline: ::core::option::Option::Some(deadline),
+            ..self
+        }
+    }
+    /// Adds `n`; returns the new total. Compiled where it is called (`hot`).
+    ///
+    ///Calls `Add` (opcode `0xe06cac36`).
+    pub async fn add(
+        &self,
+        n: u64,
+    ) -> ::core::result::Result<u64, ::ferry_rpc::service::Error> {
+        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
+        let mut __rpc_q = [0u8; __RPC_Q];
+        ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &n);
+        const __RPC_R: usize = ::core::mem::size_of::<u64>();
+        let __rpc_r = ::ferry_rpc::service::AsyncSite::call_fixed::<
+            __RPC_Q,
+            __RPC_R,
+        >(&self.site, self.deadline, 0xe06cac36u32, __rpc_q)
+            .await
+            .map_err(::ferry_rpc::service::Error::widen)?;
+        ::ferry_rpc::__private::take_value(&__rpc_r)
+    }
+    /// Stores bytes under a key; how many are stored now.
+    ///
+    ///Calls `Put` (opcode `0xeb709090`).
+    pub async fn put(
+        &self,
+        key: u32,
+        value: &[u8],
+    ) -> ::core::result::Result<u64, ::ferry_rpc::service::Error<StoreError>> {
+        ::ferry_rpc::__private::check_limit_len((value).len(), 65536u64)
+            .map_err(::ferry_rpc::service::Error::widen)?;
+        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+        let mut __rpc_q = [0u8; __RPC_Q];
+        ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &key);
+        const __RPC_R: usize = 1usize
+            + ::ferry_rpc::__private::max(
+                ::core::mem::size_of::<u64>(),
+                ::core::mem::size_of::<StoreError>(),
+            );
+        let __rpc_r = ::ferry_rpc::service::AsyncSite::call_stream::<
+            __RPC_Q,
+            __RPC_R,
+        >(&self.site, self.deadline, 0xeb709090u32, __rpc_q, value)
+            .await
+            .map_err(::ferry_rpc::service::Error::widen)?;
+        ::ferry_rpc::__private::take_result(&__rpc_r)
+    }
+    ::ferry_rpc::__rpc_if_alloc! {
+        #[doc = " A key's name, as text."] #[doc = ""] #[doc =
+        "Calls `Name` (opcode `0x8a8506d8`)."] pub async fn name(& self, key : u32) ->
+        ::core::result::Result < ::ferry_rpc::__private::String,
+        ::ferry_rpc::service::Error < StoreError > > {
+        ::ferry_rpc::service::AsyncSite::blocking(& self.site, self.deadline, move |
+        __rpc_s, __rpc_d | { let __rpc_c = Counter::client(__rpc_s); let __rpc_c = match
+        __rpc_d { ::core::option::Option::Some(d) => __rpc_c.with_deadline(d),
+        ::core::option::Option::None => __rpc_c, }; __rpc_c.name(key) }). await }
+    }
+    /// Touches a key; replies `()`.
+    ///
+    ///Calls `Touch` (opcode `0xb61020fa`).
+    pub async fn touch(
+        &self,
+        arg0: u32,
+    ) -> ::core::result::Result<(), ::ferry_rpc::service::Error> {
+        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+        let mut __rpc_q = [0u8; __RPC_Q];
+        ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &arg0);
+        const __RPC_R: usize = 0usize;
+        let __rpc_r = ::ferry_rpc::service::AsyncSite::call_fixed::<
+            __RPC_Q,
+            __RPC_R,
+        >(&self.site, self.deadline, 0xb61020fau32, __rpc_q)
+            .await
+            .map_err(::ferry_rpc::service::Error::widen)?;
+        ::ferry_rpc::__private::take_value(&__rpc_r)
+    }
+    ::ferry_rpc::__rpc_if_alloc! {
+        #[doc = " Resets; the client does not wait."] #[doc = ""] #[doc =
+        "Calls `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it)."]
+        pub async fn reset(& self) -> ::core::result::Result < (),
+        ::ferry_rpc::service::Error > { ::ferry_rpc::service::AsyncSite::blocking(& self
+        .site, self.deadline, move | __rpc_s, __rpc_d | { let __rpc_c =
+        Counter::client(__rpc_s); let __rpc_c = match __rpc_d {
+        ::core::option::Option::Some(d) => __rpc_c.with_deadline(d),
+        ::core::option::Option::None => __rpc_c, }; __rpc_c.reset() }). await }
     }
 }
 /**The server side of service `counter`: one handler per call of [`Counter`]. Serve it with [`Counter::dispatch`] (or a transport's server).

@@ -1,0 +1,220 @@
+//! The async client (`Name::async_client(&shm)`): the same answers as the blocking one, many
+//! calls in flight from few threads, deadlines, dropped calls, a server that goes away.
+#![cfg(not(loom))]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ferry_shm::ferry_rpc::service::{Error, Status, Transport};
+use ferry_shm::{
+    path_for, wire, Bytes, ClientConfig, RpcOpcodes, ServerConfig, ShmClient, ShmServer, Text,
+};
+
+#[wire]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    Odd = 1,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("odd")
+    }
+}
+
+#[derive(RpcOpcodes)]
+#[rpc(service = "sleepy")]
+pub enum Sleepy {
+    #[rpc(response = u64)]
+    Add { a: u64, b: u64 },
+    /// Sleeps `ms` milliseconds, then returns them.
+    #[rpc(response = u64)]
+    Nap { ms: u64 },
+    #[rpc(response = u64, limit = 1 << 20)]
+    Len { data: Bytes },
+    #[rpc(response = Bytes, limit = 1 << 20)]
+    Repeat { n: u32 },
+    #[rpc(response = Text)]
+    Greet { n: u32 },
+    #[rpc(response = u64, error = Refused)]
+    Even { v: u64 },
+    #[rpc(oneway)]
+    Count { v: u64 },
+    #[rpc(response = u64)]
+    Counted,
+}
+
+#[derive(Default)]
+struct Napper {
+    counted: AtomicU64,
+}
+
+impl SleepyServer for Napper {
+    fn add(&self, a: u64, b: u64) -> u64 {
+        a + b
+    }
+    fn nap(&self, ms: u64) -> u64 {
+        std::thread::sleep(Duration::from_millis(ms));
+        ms
+    }
+    fn len(&self, data: &[u8]) -> u64 {
+        data.iter().map(|&b| b as u64).sum::<u64>() << 32 | data.len() as u64
+    }
+    fn repeat(&self, n: u32) -> impl AsRef<[u8]> {
+        (0..n).map(|i| i as u8).collect::<Vec<u8>>()
+    }
+    fn greet(&self, n: u32) -> impl AsRef<str> {
+        format!("hello {n}")
+    }
+    fn even(&self, v: u64) -> Result<u64, Refused> {
+        if v.is_multiple_of(2) {
+            Ok(v / 2)
+        } else {
+            Err(Refused::Odd)
+        }
+    }
+    fn count(&self, v: u64) {
+        self.counted.fetch_add(v, Ordering::Relaxed);
+    }
+    fn counted(&self) -> u64 {
+        self.counted.load(Ordering::Relaxed)
+    }
+}
+
+fn start(tag: &str, config: ServerConfig) -> (ShmServer, Arc<ShmClient>) {
+    let path = path_for(&format!("test-awaited-{tag}-{}", std::process::id()));
+    let server = ShmServer::start(&path, config, Sleepy::server(Napper::default())).unwrap();
+    let client = ShmClient::attach(&path, ClientConfig::default().service::<Sleepy>()).unwrap();
+    (server, Arc::new(client))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn awaited_calls_answer_as_blocking_ones() {
+    let (server, shm) = start("answers", ServerConfig::default());
+    let c = Sleepy::async_client(&*shm);
+    let b = Sleepy::client(&*shm);
+    assert_eq!(c.add(2, 3).await, Ok(5));
+    assert_eq!(c.even(8).await, Ok(4));
+    assert_eq!(c.even(7).await, Err(Error::App(Refused::Odd)));
+    assert_eq!(c.even(7).await, b.even(7));
+    // A streamed argument in the bulk area, one longer than it (the helper threads), one over
+    // the limit (refused before it is sent).
+    let small: Vec<u8> = (0..100u8).collect();
+    assert_eq!(c.len(&small).await, b.len(&small));
+    let large = vec![3u8; ferry_shm::DEFAULT_BULK + 10];
+    assert_eq!(
+        c.len(&large).await,
+        Ok((3 * large.len() as u64) << 32 | large.len() as u64)
+    );
+    let over = vec![0u8; (1 << 20) + 1];
+    assert_eq!(c.len(&over).await, Err(Error::Status(Status::Rejected)));
+    // Streamed replies and one-way calls go through the helper threads.
+    assert_eq!(c.repeat(300).await.unwrap(), b.repeat(300).unwrap());
+    assert_eq!(c.greet(7).await.unwrap(), "hello 7");
+    c.count(5).await.unwrap();
+    c.count(6).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.counted().await != Ok(11) {
+        assert!(Instant::now() < deadline, "the one-way calls never arrived");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    drop(shm);
+    assert!(server.shutdown(Duration::from_secs(5)).drained);
+}
+
+/// Thousands of calls in flight from a runtime of two threads, every answer right; calls that
+/// wait for slow handlers hold no thread (they are far more than the runtime's threads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_calls_in_flight() {
+    let config = ServerConfig {
+        ports: 256,
+        workers: 8,
+        ..ServerConfig::default()
+    };
+    let (server, shm) = start("many", config);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..4000u64 {
+        let c = Sleepy::async_client(Arc::clone(&shm));
+        tasks.spawn(async move { (i, c.add(i, 1).await) });
+    }
+    while let Some(done) = tasks.join_next().await {
+        let (i, sum) = done.unwrap();
+        assert_eq!(sum, Ok(i + 1));
+    }
+    // Slow handlers: 64 naps of 20 ms on 8 workers, all in flight at once.
+    let started = Instant::now();
+    for _ in 0..64 {
+        let c = Sleepy::async_client(Arc::clone(&shm));
+        tasks.spawn(async move { (20, c.nap(20).await) });
+    }
+    while let Some(done) = tasks.join_next().await {
+        let (ms, slept) = done.unwrap();
+        assert_eq!(slept, Ok(ms));
+    }
+    // 8 rounds of 8 naps: 160 ms at the least.
+    assert!(started.elapsed() >= Duration::from_millis(160));
+    drop(shm);
+    assert!(server.shutdown(Duration::from_secs(5)).drained);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_deadline_ends_an_awaited_call() {
+    let (server, shm) = start("deadline", ServerConfig::default());
+    let c = Sleepy::async_client(&*shm).with_deadline(Duration::from_millis(20));
+    let started = Instant::now();
+    assert_eq!(c.nap(300).await, Err(Error::Transport(Transport::Deadline)));
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(250), "the call took {took:?}");
+    // The next calls work (on another port: the abandoned one comes back once answered), with
+    // the handle's deadline: the worker whose share of the ports it lands on may be the one
+    // still in the nap, and the other reaches that port only on its sweeps.
+    assert_eq!(Sleepy::async_client(&*shm).add(1, 2).await, Ok(3));
+    drop(shm);
+    assert!(server.shutdown(Duration::from_secs(5)).drained);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_dropped_call_gives_its_port_back() {
+    let config = ServerConfig {
+        ports: 32,
+        ..ServerConfig::default()
+    };
+    let (server, shm) = start("dropped", config);
+    let c = Sleepy::async_client(&*shm);
+    for _ in 0..40 {
+        // Cancelled while the handler sleeps: its port is abandoned, then taken back by the
+        // server once it answered; 40 of them on 32 ports need the ports back.
+        let cancelled = tokio::time::timeout(Duration::from_millis(1), c.nap(5)).await;
+        assert!(cancelled.is_err());
+    }
+    assert_eq!(c.add(40, 2).await, Ok(42));
+    drop(shm);
+    assert!(server.shutdown(Duration::from_secs(5)).drained);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_server_that_stops_fails_the_calls_that_wait() {
+    let (server, shm) = start("stopped", ServerConfig::default());
+    let c = Sleepy::async_client(&*shm);
+    assert_eq!(c.add(1, 1).await, Ok(2));
+    // A drain lets a call in flight finish; new ones are refused.
+    let waiting = tokio::spawn({
+        let shm = Arc::clone(&shm);
+        async move { Sleepy::async_client(&*shm).nap(100).await }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let stopped = std::thread::spawn(move || server.shutdown(Duration::from_secs(5)));
+    assert_eq!(waiting.await.unwrap(), Ok(100));
+    assert!(stopped.join().unwrap().drained);
+    let refused = c.add(1, 1).await;
+    assert!(
+        matches!(
+            refused,
+            Err(Error::Transport(
+                Transport::ShuttingDown | Transport::NoServer
+            ))
+        ),
+        "{refused:?}"
+    );
+}
