@@ -28,7 +28,9 @@
 //!   SIGTERM and removes the file, [`ShmServer::shutdown`] stops it from the program.
 //! - The client: [`ShmClient::attach`] with a [`ClientConfig`] (the services it calls, checked
 //!   when it attaches; a deadline; sticky ports), then `Name::client(&shm)`, whose methods are the
-//!   calls. A `ShmClient` is `Send + Sync`: threads share one.
+//!   calls. A `ShmClient` is `Send + Sync`: threads share one. `Name::async_client(&shm)` has
+//!   the same calls as `async fn`s for any executor, with no thread held while one waits (the
+//!   server wakes its task).
 //! - Errors: a call returns `ferry_rpc::service::Error` (the handler's own error, the server's
 //!   refusal, or the transport's failure: no server, a deadline); attaching and starting return
 //!   [`ShmError`].
