@@ -120,6 +120,23 @@ macro_rules! __rpc_if_alloc {
     ($($item:tt)*) => {};
 }
 
+/// Expands to its input where this crate has `std` (the generated async server), to nothing
+/// otherwise. Not a stable API: used by the derive.
+#[cfg(feature = "std")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __rpc_if_std {
+    ($($item:tt)*) => { $($item)* };
+}
+
+/// Expands to its input where this crate has `std`, to nothing otherwise (here: nothing).
+#[cfg(not(feature = "std"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __rpc_if_std {
+    ($($item:tt)*) => {};
+}
+
 /// Diagnostic stamps of a word pass, for a host program built with `--cfg ferry_trace` on x86-64
 /// (`ferry-gpu-bench --word-timing` prints them; BENCHMARKS.md, command B): the time stamp
 /// counter at each step of the pass that served a call (points 0 to 9, as `words.rs` stamps

@@ -245,6 +245,18 @@ fn generate(service: &Service) -> TokenStream {
          made as [`{client}`] makes them, where the transport runs blocking calls (a helper \
          thread, for `ferry_shm`)."
     );
+    let async_server = format_ident!("{}AsyncServer", ident);
+    let async_sigs: Vec<TokenStream> = service.calls.iter().map(async_handler_sig).collect();
+    let block_on_methods: Vec<TokenStream> = service.calls.iter().map(block_on_method).collect();
+    let later_arms: Vec<TokenStream> = service.calls.iter().map(|c| later_arm(ident, c)).collect();
+    let async_server_doc = format!(
+        "The async server side of service `{name}`: one handler per call of [`{ident}`], each an \
+         `async fn` (write `async fn` in the impl). Serve it with \
+         `{ident}::async_server(handler, spawn)`: the calls that come inline (fixed arguments \
+         and reply, or a `Bytes` argument and a fixed reply) run as tasks of the executor that \
+         `spawn` spawns on, holding no server thread while they wait; the others (streamed \
+         replies, one-way calls, text arguments) run to their end on a server thread."
+    );
     let handler_sigs: Vec<TokenStream> = service.calls.iter().map(handler_sig).collect();
     let handler_docs: Vec<TokenStream> = service.calls.iter().map(|c| docs(c, "Serves")).collect();
     let arms: Vec<TokenStream> = service
@@ -323,6 +335,18 @@ fn generate(service: &Service) -> TokenStream {
             /// The client of this service over `site` (a call site of any transport).
             pub fn client<__RpcS: ::ferry_rpc::service::Site>(site: __RpcS) -> #client<__RpcS> {
                 #client { site, deadline: ::core::option::Option::None }
+            }
+
+            ::ferry_rpc::__rpc_if_std! {
+                /// This service served by an async `handler` (any type implementing its async
+                /// server trait), its tasks spawned by `spawn` (`|task| { tokio::spawn(task); }`):
+                /// what a transport's server serves, as [`server`](Self::server)'s.
+                pub fn async_server<__RpcH: #async_server>(
+                    handler: __RpcH,
+                    spawn: impl ::ferry_rpc::service::Spawn,
+                ) -> ::ferry_rpc::service::AsyncServing<Self, __RpcH> {
+                    ::ferry_rpc::service::AsyncServing::new(handler, spawn)
+                }
             }
 
             /// The async client of this service over `site` (a transport on which a caller
@@ -534,6 +558,33 @@ fn generate(service: &Service) -> TokenStream {
         #[doc = #server_doc]
         #vis trait #server {
             #( #handler_docs #handler_sigs; )*
+        }
+
+        ::ferry_rpc::__rpc_if_std! {
+            #[doc = #async_server_doc]
+            #vis trait #async_server: ::core::marker::Send + ::core::marker::Sync + 'static {
+                #( #handler_docs #async_sigs; )*
+            }
+
+            impl<__RpcH: #async_server> #server for ::ferry_rpc::service::BlockOn<__RpcH> {
+                #( #block_on_methods )*
+            }
+
+            impl<__RpcH: #async_server> ::ferry_rpc::service::DispatchLater<__RpcH> for #ident {
+                fn dispatch_later(
+                    handler: &::ferry_rpc::service::BlockOn<__RpcH>,
+                    opcode: u32,
+                    request: &[u8],
+                    body: &[u8],
+                    later: ::std::boxed::Box<dyn ::ferry_rpc::service::Later>,
+                ) -> ::core::result::Result<(), ::std::boxed::Box<dyn ::ferry_rpc::service::Later>> {
+                    let _ = (handler, request, body);
+                    match opcode {
+                        #( #later_arms )*
+                        _ => ::core::result::Result::Err(later),
+                    }
+                }
+            }
         }
     }
 }
@@ -953,21 +1004,7 @@ fn async_client_method(service: &Ident, call: &Call) -> TokenStream {
     }
     // Made by the blocking client, where the site runs it: the arguments moved there, a streamed
     // one copied.
-    let passed = call.args.iter().map(|a| {
-        let n = &a.ident;
-        if a.wire.is_stream() {
-            quote!(&#n)
-        } else {
-            quote!(#n)
-        }
-    });
-    let owned = call.stream_arg().map(|a| {
-        let n = &a.ident;
-        match a.wire {
-            Wire::Text => quote!(let #n: #p::String = #n.into();),
-            _ => quote!(let #n: #p::Vec<u8> = #n.into();),
-        }
-    });
+    let (owned, passed) = moved_args(call);
     let ret = match call.response() {
         None => quote!(()),
         Some(Wire::Text) => quote!(#p::String),
@@ -1085,17 +1122,12 @@ fn fixed_call(
     take_body: TokenStream,
     body_arg: TokenStream,
 ) -> (TokenStream, TokenStream) {
-    let p = quote!(::ferry_rpc::__private);
     let (q, r) = (args_size(call), reply_size(call));
     let method = method_ident(call);
     let decode = decode_args(call, &format_ident!("request"));
     let pat = args_pattern(call);
     let names = arg_locals(call);
-    let encode = if call.error().is_some() {
-        quote!(#p::put_result(&mut __rpc_buf, &__rpc_reply))
-    } else {
-        quote!(#p::put(&mut __rpc_buf, 0, &__rpc_reply))
-    };
+    let encode = encode_reply(call);
     let sizes = quote! {
         const __RPC_Q: usize = #q;
         const __RPC_R: usize = #r;
@@ -1148,13 +1180,7 @@ fn inline_lanes_arm(call: &Call, server: &Ident) -> TokenStream {
 /// A call's arm in `dispatch_inline`.
 fn inline_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let opcode = opcode_lit(call);
-    let fixed_reply = matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit));
-    // A text argument would be checked for UTF-8 where it lies, in memory the peer can write:
-    // it goes through the packets, copied before the check (see `dispatch_arm`).
-    let text_arg = call
-        .stream_arg()
-        .is_some_and(|a| matches!(a.wire, Wire::Text));
-    if !fixed_reply || text_arg {
+    if !travels_inline(call) {
         return quote!(#opcode => ::core::option::Option::None,);
     }
     let s = quote!(::ferry_rpc::service);
@@ -1193,6 +1219,151 @@ fn inline_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
             #serve
             reply[..__RPC_R].copy_from_slice(&__rpc_buf);
             ::core::option::Option::Some((#s::status::OK, __RPC_R))
+        }
+    }
+}
+
+/// The reply's encoding into `__rpc_buf` from the handler's `__rpc_reply` (tagged when the call
+/// has an error type).
+fn encode_reply(call: &Call) -> TokenStream {
+    let p = quote!(::ferry_rpc::__private);
+    if call.error().is_some() {
+        quote!(#p::put_result(&mut __rpc_buf, &__rpc_reply))
+    } else {
+        quote!(#p::put(&mut __rpc_buf, 0, &__rpc_reply))
+    }
+}
+
+/// Whether a call can travel inline: a fixed reply (or none), and no text argument (text would be
+/// checked for UTF-8 where it lies, in memory the peer can write: it goes through the packets,
+/// copied before the check, see `dispatch_arm`).
+fn travels_inline(call: &Call) -> bool {
+    matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit))
+        && !call
+            .stream_arg()
+            .is_some_and(|a| matches!(a.wire, Wire::Text))
+}
+
+/// For a call's arguments moved into a task or onto another thread: the statement that copies
+/// its streamed argument into an owned `Vec<u8>` or `String` of the same name, and the arguments
+/// as passed to a method that takes them as the client and the handler do (the copy borrowed).
+fn moved_args(call: &Call) -> (Option<TokenStream>, Vec<TokenStream>) {
+    let p = quote!(::ferry_rpc::__private);
+    let owned = call.stream_arg().map(|a| {
+        let n = &a.ident;
+        match a.wire {
+            Wire::Text => quote!(let #n: #p::String = #n.into();),
+            _ => quote!(let #n: #p::Vec<u8> = #n.into();),
+        }
+    });
+    let passed = call
+        .args
+        .iter()
+        .map(|a| {
+            let n = &a.ident;
+            if a.wire.is_stream() {
+                quote!(&#n)
+            } else {
+                quote!(#n)
+            }
+        })
+        .collect();
+    (owned, passed)
+}
+
+/// A call's handler in the async server trait: as in the blocking one, returning a future of its
+/// value (a streamed reply as `Vec<u8>` or `String`).
+fn async_handler_sig(call: &Call) -> TokenStream {
+    let method = method_ident(call);
+    let params = params(call);
+    let p = quote!(::ferry_rpc::__private);
+    let value = match call.response() {
+        Some(Wire::Fixed(ty)) => quote!(#ty),
+        Some(Wire::Bytes) => quote!(#p::Vec<u8>),
+        Some(Wire::Text) => quote!(#p::String),
+        Some(Wire::Unit) | None => quote!(()),
+    };
+    let ret = match call.error() {
+        Some(e) => quote!(::core::result::Result<#value, #e>),
+        None => value,
+    };
+    quote! {
+        fn #method(&self #params)
+            -> impl ::core::future::Future<Output = #ret> + ::core::marker::Send
+    }
+}
+
+/// A call's blocking handler for an async one: its future run as a task of the server's executor
+/// (a streamed argument copied into it), waited for on the calling thread.
+fn block_on_method(call: &Call) -> TokenStream {
+    let sig = handler_sig(call);
+    let method = method_ident(call);
+    let p = quote!(::ferry_rpc::__private);
+    let (owned, passed) = moved_args(call);
+    quote! {
+        #sig {
+            let __rpc_h = #p::Arc::clone(self.handler());
+            #owned
+            self.run(async move { __rpc_h.#method(#( #passed ),*).await })
+        }
+    }
+}
+
+/// A call's arm in the generated `dispatch_later`: a call that travels inline (as in
+/// `dispatch_inline`) decoded and its handler spawned as a task; any other given back.
+fn later_arm(service: &Ident, call: &Call) -> TokenStream {
+    let opcode = opcode_lit(call);
+    if !travels_inline(call) {
+        return quote!();
+    }
+    let p = quote!(::ferry_rpc::__private);
+    let s = quote!(::ferry_rpc::service);
+    let (q, r) = (args_size(call), reply_size(call));
+    let method = method_ident(call);
+    let decode = decode_args(call, &format_ident!("request"));
+    let pat = args_pattern(call);
+    let names = arg_locals(call);
+    let encode = encode_reply(call);
+    let refuse = |status: TokenStream| {
+        quote! {{
+            later.send(#s::status::#status, &[]);
+            return ::core::result::Result::Ok(());
+        }}
+    };
+    let bad = refuse(quote!(BAD_REQUEST));
+    let (check_body, own_body, body_arg) = match call.stream_arg() {
+        None => (quote!(if !body.is_empty() #bad), quote!(), None),
+        Some(_) => {
+            let lim = limit(service, call);
+            let rejected = refuse(quote!(REJECTED));
+            (
+                quote!(if body.len() as u64 > #lim #rejected),
+                quote!(let __rpc_body: #p::Vec<u8> = body.into();),
+                Some(quote!(&__rpc_body)),
+            )
+        }
+    };
+    let passed = names.iter().map(|n| quote!(#n)).chain(body_arg);
+    quote! {
+        #opcode => {
+            const __RPC_Q: usize = #q;
+            const __RPC_R: usize = #r;
+            if __RPC_Q > #s::INLINE_BYTES || __RPC_R > #s::INLINE_BYTES {
+                return ::core::result::Result::Err(later);
+            }
+            if request.len() != __RPC_Q #bad
+            #check_body
+            let ::core::option::Option::Some(#pat) = #decode else #bad;
+            #own_body
+            let __rpc_h = #p::Arc::clone(handler.handler());
+            handler.spawner().spawn(#p::task::<__RPC_R>(later, async move {
+                #[allow(clippy::let_unit_value)]
+                let __rpc_reply = __rpc_h.#method(#( #passed ),*).await;
+                let mut __rpc_buf = [0u8; __RPC_R];
+                #encode;
+                __rpc_buf
+            }));
+            ::core::result::Result::Ok(())
         }
     }
 }

@@ -929,7 +929,7 @@ pub(crate) fn serve_pending(
     locks: Option<&[InlineLock]>,
     share: Option<&[u32]>,
     scratch: &mut Scratch,
-    serve: &mut impl FnMut(u32, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
+    serve: &mut impl FnMut(Call, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)>,
 ) -> u32 {
     let InlineArea {
         bitmap,
@@ -961,24 +961,29 @@ pub(crate) fn serve_pending(
             // the request word. Re-read under the lock: another worker may have answered.
             let request_word = line.words[word::CLIENT].load(Ordering::Acquire);
             let pending = seq(request_word);
+            let mut later = false;
             if pending != seq(line.words[word::SERVER].load(Ordering::Relaxed)) {
-                let waking = answer(
+                match answer(
                     line,
                     &wide[port],
-                    request_word,
+                    (port as u32, request_word),
                     bulk.of(port),
                     scratch,
                     serve,
-                );
-                if waking {
-                    if let Some(wake) = wake {
-                        ring(wake, port);
+                ) {
+                    Answered::Now { wake: true } => {
+                        if let Some(wake) = wake {
+                            ring(wake, port);
+                        }
                     }
+                    Answered::Now { wake: false } => {}
+                    // A task answers it, then rings and releases the lock itself.
+                    Answered::Later => later = true,
                 }
                 answered += 1;
             }
             // SYNC (lock release): a plain store; pairs with the next holder's acquire.
-            if let Some(locks) = locks {
+            if let Some(locks) = locks.filter(|_| !later) {
                 locks[port].0.store(0, Ordering::Release);
             }
         }
@@ -986,24 +991,47 @@ pub(crate) fn serve_pending(
     answered
 }
 
-/// Answers the request `request_word` (acquired, pending) on head line `line`: checks its
-/// lengths and its wide lines' tags, serves it (`serve_pending`), writes the reply and hands it
-/// back. `area` is the port's bulk area (address, length). Returns whether the request asked
-/// for a ring ([`lens::WAKE`]: its client's task sleeps).
+/// A call as its handler's caller sees it: its opcode, and what an answer given later needs
+/// (`serve_pending`'s `serve` returning `None`: a task answers it with [`hand_back`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Call {
+    pub(crate) opcode: u32,
+    pub(crate) port: u32,
+    /// The request's sequence, which the reply carries.
+    pub(crate) seq: u32,
+    /// The reply bytes the client reads.
+    pub(crate) want: usize,
+    /// Whether the client's task sleeps until a ring (`lens::WAKE`).
+    pub(crate) wake: bool,
+}
+
+/// What [`answer`] did.
+enum Answered {
+    /// Replied; `wake`: the request asked for a ring.
+    Now { wake: bool },
+    /// A task took the call: it replies (and rings, and releases the port's lock) later.
+    Later,
+}
+
+/// Answers the request `request_word` (acquired, pending) on port `port`'s head line `line`:
+/// checks its lengths and its wide lines' tags, serves it (`serve_pending`), writes the reply
+/// and hands it back, or leaves that to a task that took it (`serve` answering `None`). `area`
+/// is the port's bulk area (address, length).
 #[inline(always)]
 fn answer(
     line: &Line,
     wide: &Wide,
-    request_word: u64,
+    (port, request_word): (u32, u64),
     (area, share): (*mut u8, usize),
     scratch: &mut Scratch,
-    serve: &mut impl FnMut(u32, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> (u32, usize),
-) -> bool {
+    serve: &mut impl FnMut(Call, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)>,
+) -> Answered {
     let Scratch { request, reply } = scratch;
     let pending = seq(request_word);
     let opcode = (request_word >> 32) as u32;
     let lens_word = line.words[word::REQUEST_LEN].load(Ordering::Relaxed);
     let (len, want, body_len, body_in_lines) = lens::unpack(lens_word);
+    let wake = lens_word & lens::WAKE != 0;
     let fits = len <= INLINE_BYTES
         && want <= INLINE_BYTES
         && if body_in_lines {
@@ -1028,32 +1056,50 @@ fn answer(
                 std::slice::from_raw_parts(area, body_len)
             })
         };
+        let call = Call {
+            opcode,
+            port,
+            seq: pending,
+            want,
+            wake,
+        };
         // (One call of the handler, so that it is inlined here once.)
-        serve(opcode, fixed, body, reply)
+        match serve(call, fixed, body, reply) {
+            Some(answer) => answer,
+            None => return Answered::Later,
+        }
     };
-    let reply_len = reply_len.min(INLINE_BYTES);
     // Every line the client reads is handed back, whatever the status (`want` bounded: a client
     // that asked for more than the lines hold got BAD_REQUEST, and the lines they hold).
-    put_reply(
-        line,
-        wide,
-        reply,
-        reply_len,
-        want.min(INLINE_BYTES),
-        pending,
-    );
-    line.words[word::REPLY_LEN].store(reply_len as u64, Ordering::Relaxed);
+    hand_back(line, wide, status, reply, reply_len, want, pending);
+    // The reply buffer zero again for the next call, now that this reply has gone (whatever the
+    // handler wrote in it, past its reply's length too).
+    reply.fill(0);
+    Answered::Now { wake }
+}
+
+/// Writes the reply (its first `len` bytes of `reply`, the rest of every line the client's
+/// `want` bytes reach as zero) and hands it back with `status` for request `seq`.
+#[inline(always)]
+pub(crate) fn hand_back(
+    line: &Line,
+    wide: &Wide,
+    status: u32,
+    reply: &[u8; INLINE_BYTES],
+    len: usize,
+    want: usize,
+    seq: u32,
+) {
+    let len = len.min(INLINE_BYTES);
+    put_reply(line, wide, reply, len, want.min(INLINE_BYTES), seq);
+    line.words[word::REPLY_LEN].store(len as u64, Ordering::Relaxed);
     // SYNC (inline, hand the reply back): release; pairs with the client's acquire load of the
     // reply word.
-    line.words[word::SERVER].store((status as u64) << 32 | pending as u64, Ordering::Release);
+    line.words[word::SERVER].store((status as u64) << 32 | seq as u64, Ordering::Release);
     // Push the answered line to the shared cache, so that the client's read of the reply does
     // not take it from this core and the next poll take it back (see the module doc;
     // `transport-shm/BENCHMARKS.md`, round 4).
     crate::cache::demote(line);
-    // The reply buffer zero again for the next call, now that this reply has gone (whatever the
-    // handler wrote in it, past its reply's length too).
-    reply.fill(0);
-    lens_word & lens::WAKE != 0
 }
 
 #[cfg(all(test, not(loom)))]
@@ -1319,8 +1365,8 @@ mod model {
                     thread::spawn(move || {
                         let locks = (workers > 1).then_some(&locks[..]);
                         let mut serve =
-                            |op: u32, req: &[u8], _body: &[u8], rep: &mut [u8; INLINE_BYTES]| {
-                                answer(&runs, op, req, rep)
+                            |call: Call, req: &[u8], _body: &[u8], rep: &mut [u8; INLINE_BYTES]| {
+                                Some(answer(&runs, call.opcode, req, rep))
                             };
                         let mut scratch = Scratch::new();
                         while !done.load(Ordering::Acquire) {
@@ -1445,8 +1491,8 @@ mod model {
                     let wides = wides.clone();
                     thread::spawn(move || {
                         let mut serve =
-                            |op: u32, req: &[u8], _body: &[u8], rep: &mut [u8; INLINE_BYTES]| {
-                                answer(&runs, op, req, rep)
+                            |call: Call, req: &[u8], _body: &[u8], rep: &mut [u8; INLINE_BYTES]| {
+                                Some(answer(&runs, call.opcode, req, rep))
                             };
                         let area = InlineArea {
                             bitmap: &bitmap,

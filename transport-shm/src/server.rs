@@ -210,7 +210,8 @@ struct Shared {
     inline_locks: Box<[inline::InlineLock]>,
     stop: Arc<AtomicBool>,
     stop_monitor: AtomicBool,
-    /// One set per worker, then the monitor's.
+    /// One set per worker, then the monitor's, then the one the handler's tasks share (`Answer`:
+    /// counted with read-modify-writes, from any thread).
     counters: Box<[Counters]>,
     config: ServerConfig,
 }
@@ -359,7 +360,8 @@ impl ShmServer {
             state: AtomicU32::new(STATE_SERVING),
             stop: Arc::new(AtomicBool::new(false)),
             stop_monitor: AtomicBool::new(false),
-            counters: (0..=workers).map(|_| Counters::default()).collect(),
+            // One set per worker, the monitor's, then the handler's tasks' (`Answer`).
+            counters: (0..workers + 2).map(|_| Counters::default()).collect(),
             config,
         });
         let handler: Arc<dyn Handler<ShmMailbox, ServerWait> + Send> = Arc::new(handler);
@@ -616,7 +618,76 @@ impl Drop for ShmServer {
 }
 
 /// A worker: serve ports with requests until told to stop (and then until none is pending).
-fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: usize, first: u32) {
+/// An inline call that the handler's task answers (`Handler::handle_inline_later`): writes the
+/// reply into the port's lines, rings for a waking client and releases the port's inline lock,
+/// which the worker that took the call left held. Dropped unanswered (the task panicked, or its
+/// executor dropped it), it answers `SERVER_ERROR`.
+struct Answer {
+    shared: Arc<Shared>,
+    call: inline::Call,
+    /// Whether the answer has gone (or is not this one's to give: a call given back).
+    done: bool,
+}
+
+impl Answer {
+    fn give(&mut self, status: u32, reply: &[u8]) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        let mapped = &self.shared.mapped;
+        let port = self.call.port as usize;
+        let mut bytes = [0u8; INLINE_BYTES];
+        let len = reply.len().min(INLINE_BYTES);
+        bytes[..len].copy_from_slice(&reply[..len]);
+        let counters = &self.shared.counters[self.shared.counters.len() - 1];
+        counters.inline.fetch_add(1, Ordering::Relaxed);
+        let counter = if status == status::SERVER_ERROR {
+            &counters.panicked
+        } else {
+            &counters.served
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        inline::hand_back(
+            &mapped.inline_lines()[port],
+            &mapped.inline_wide()[port],
+            status,
+            &bytes,
+            len,
+            self.call.want,
+            self.call.seq,
+        );
+        if self.call.wake {
+            inline::ring(
+                inline::Wake {
+                    ready: mapped.inline_ready(),
+                    doorbell: mapped.doorbell(),
+                },
+                port,
+            );
+        }
+        // SYNC (lock release): pairs with the next holder's acquire (`serve_pending`).
+        self.shared.inline_locks[port].0.store(0, Ordering::Release);
+    }
+}
+
+impl ferry_rpc::service::Later for Answer {
+    fn send(mut self: Box<Self>, status: u32, reply: &[u8]) {
+        self.give(status, reply);
+    }
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        self.give(status::SERVER_ERROR, &[]);
+    }
+}
+
+fn work(
+    shared: &Arc<Shared>,
+    handler: &dyn Handler<ShmMailbox, ServerWait>,
+    index: usize,
+    first: u32,
+) {
     let counters = &shared.counters[index];
     let mapped = &shared.mapped;
     let wait = ServerWait::new(
@@ -633,9 +704,11 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
     let serves_inline = mapped.geometry().serves_inline();
     let (bitmap, lines) = (mapped.inline_bitmap(), mapped.inline_lines());
     let wide = mapped.inline_wide();
-    // A lone worker has no other worker to keep off its lines.
+    // A lone worker has no other worker to keep off its lines, unless its handler's tasks answer
+    // calls while it goes on (the port stays locked until they do).
     let workers = shared.config.workers.max(1);
-    let inline_locks = (workers > 1).then_some(&*shared.inline_locks);
+    let later = handler.answers_later();
+    let inline_locks = (workers > 1 || later).then_some(&*shared.inline_locks);
     // This worker's share of the ports (every `workers`th, from `index`), polled on every pass;
     // all of them every `SWEEP` passes.
     let own = inline::share(index, workers, bitmap.len());
@@ -653,7 +726,29 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
         }),
     };
     let mut serve_inline =
-        |opcode: u32, request: &[u8], body: &[u8], reply: &mut [u8; INLINE_BYTES]| {
+        |call: inline::Call, request: &[u8], body: &[u8], reply: &mut [u8; INLINE_BYTES]| {
+            let opcode = call.opcode;
+            if later {
+                let answer = Box::new(Answer {
+                    shared: Arc::clone(shared),
+                    call,
+                    done: false,
+                });
+                let taken = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    handler.handle_inline_later(opcode, request, body, answer)
+                }));
+                match taken {
+                    // Taken: its task answers. (A panic dropped the answer, which answered.)
+                    Ok(Ok(())) | Err(_) => return None,
+                    // Given back: served here, and the answer is not its to give.
+                    Ok(Err(back)) => {
+                        let back: Box<dyn std::any::Any> = back;
+                        if let Ok(mut back) = back.downcast::<Answer>() {
+                            back.done = true;
+                        }
+                    }
+                }
+            }
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 handler.handle_inline(opcode, request, body, reply)
             }));
@@ -676,7 +771,7 @@ fn work(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>, index: u
                 bump(&counters.inline);
                 bump(counter);
             }
-            answer
+            Some(answer)
         };
     loop {
         // Every pass polls both the inline lines and the packets, so a stream of inline calls
@@ -831,7 +926,7 @@ fn monitor(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>) {
                     .compare_exchange(word, free, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
                 {
-                    bump(&shared.counters[shared.counters.len() - 1].reclaimed);
+                    bump(&shared.counters[shared.counters.len() - 2].reclaimed);
                     last[p] = free;
                 }
             } else if !line_at_rest {
@@ -848,7 +943,7 @@ fn monitor(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>) {
         // The handler's own resources of clients gone (a panic there is counted, and the
         // monitor goes on: the ports above must still be reclaimed).
         if std::panic::catch_unwind(AssertUnwindSafe(|| handler.reclaim())).is_err() {
-            bump(&shared.counters[shared.counters.len() - 1].panicked);
+            bump(&shared.counters[shared.counters.len() - 2].panicked);
         }
     }
 }

@@ -218,3 +218,132 @@ async fn a_server_that_stops_fails_the_calls_that_wait() {
         "{refused:?}"
     );
 }
+
+/// The same service with async handlers: its naps hold no server thread.
+#[derive(Default)]
+struct AsyncNapper {
+    counted: AtomicU64,
+}
+
+impl SleepyAsyncServer for AsyncNapper {
+    async fn add(&self, a: u64, b: u64) -> u64 {
+        a + b
+    }
+    async fn nap(&self, ms: u64) -> u64 {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        ms
+    }
+    async fn len(&self, data: &[u8]) -> u64 {
+        tokio::task::yield_now().await;
+        data.iter().map(|&b| b as u64).sum::<u64>() << 32 | data.len() as u64
+    }
+    async fn repeat(&self, n: u32) -> Vec<u8> {
+        // A timer of the runtime's, from a call that goes through the packets.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        (0..n).map(|i| i as u8).collect()
+    }
+    async fn greet(&self, n: u32) -> String {
+        format!("hello {n}")
+    }
+    async fn even(&self, v: u64) -> Result<u64, Refused> {
+        if v.is_multiple_of(2) {
+            Ok(v / 2)
+        } else {
+            Err(Refused::Odd)
+        }
+    }
+    async fn count(&self, v: u64) {
+        self.counted.fetch_add(v, Ordering::Relaxed);
+    }
+    async fn counted(&self) -> u64 {
+        self.counted.load(Ordering::Relaxed)
+    }
+}
+
+fn start_async(tag: &str, config: ServerConfig) -> (ShmServer, Arc<ShmClient>) {
+    let path = path_for(&format!("test-awaited-{tag}-{}", std::process::id()));
+    let runtime = tokio::runtime::Handle::current();
+    let service = Sleepy::async_server(AsyncNapper::default(), move |task| {
+        runtime.spawn(task);
+    });
+    let server = ShmServer::start(&path, config, service).unwrap();
+    let client = ShmClient::attach(&path, ClientConfig::default().service::<Sleepy>()).unwrap();
+    (server, Arc::new(client))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_handlers_answer_every_kind_of_call() {
+    let (server, shm) = start_async("async-handlers", ServerConfig::default());
+    // Blocking calls, from a thread of their own (they block it).
+    let answers = tokio::task::spawn_blocking({
+        let shm = Arc::clone(&shm);
+        move || {
+            let c = Sleepy::client(&*shm);
+            (
+                c.add(2, 3),
+                c.even(7),
+                c.repeat(5),
+                c.greet(1),
+                c.len(&[1, 2]),
+            )
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(answers.0, Ok(5));
+    assert_eq!(answers.1, Err(Error::App(Refused::Odd)));
+    assert_eq!(answers.2.unwrap(), vec![0, 1, 2, 3, 4]);
+    assert_eq!(answers.3.unwrap(), "hello 1");
+    assert_eq!(answers.4, Ok(3u64 << 32 | 2));
+    let c = Sleepy::async_client(&*shm);
+    assert_eq!(c.add(2, 3).await, Ok(5));
+    assert_eq!(c.even(8).await, Ok(4));
+    assert_eq!(c.nap(3).await, Ok(3));
+    let large = vec![1u8; ferry_shm::DEFAULT_BULK + 1];
+    assert_eq!(
+        c.len(&large).await,
+        Ok((large.len() as u64) << 32 | large.len() as u64)
+    );
+    assert_eq!(c.repeat(300).await.unwrap().len(), 300);
+    c.count(4).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.counted().await != Ok(4) {
+        assert!(Instant::now() < deadline, "the one-way call never arrived");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let stats = server.stats();
+    drop(shm);
+    assert!(stats.served >= 10, "{stats:?}");
+    assert!(server.shutdown(Duration::from_secs(5)).drained);
+}
+
+/// Ten thousand calls in flight at once from a runtime of two threads, against a handler that
+/// sleeps 10 ms: they take about as long as one, not ten thousand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_calls_in_flight_against_async_handlers() {
+    const CALLS: u64 = 10_000;
+    let config = ServerConfig {
+        ports: 10_016,
+        workers: 2,
+        bulk: 0,
+        ..ServerConfig::default()
+    };
+    let (server, shm) = start_async("ten-thousand", config);
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..CALLS {
+        let c = Sleepy::async_client(Arc::clone(&shm));
+        tasks.spawn(async move { c.nap(10).await });
+    }
+    while let Some(done) = tasks.join_next().await {
+        assert_eq!(done.unwrap(), Ok(10));
+    }
+    let took = started.elapsed();
+    // One after another they would take 100 s; all at once, the time to make and answer them.
+    assert!(
+        took < Duration::from_secs(20),
+        "{CALLS} calls took {took:?}"
+    );
+    drop(shm);
+    assert!(server.shutdown(Duration::from_secs(5)).drained);
+}

@@ -31,12 +31,13 @@
 //! implements the trait for that transport's mailbox and wait policy, or is a closure over its
 //! `ServerPort`.)
 
+use std::boxed::Box;
 use std::cell::RefCell;
 use std::vec::Vec;
 
 use super::{
-    opcode_collision, Both, Collision, Dispatch, InlineLanes, LaneBuffers, Services, Serving,
-    INLINE_BYTES,
+    opcode_collision, AsyncServing, Both, Collision, Dispatch, DispatchLater, InlineLanes,
+    LaneBuffers, Later, Services, Serving, INLINE_BYTES,
 };
 use crate::mailbox::Mailbox;
 use crate::port::Port;
@@ -87,6 +88,27 @@ pub trait Handler<M: Mailbox, W: Wait>: Sync {
 
     /// Whether this handler answers inline calls.
     fn serves_inline(&self) -> bool {
+        false
+    }
+
+    /// Serves an inline call as a task that answers through `later` afterwards (an async
+    /// handler), or gives `later` back if it does not serve this call so (the transport then
+    /// calls [`handle_inline`](Self::handle_inline)). Only called if
+    /// [`answers_later`](Self::answers_later) says so. The default serves none so.
+    fn handle_inline_later(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        body: &[u8],
+        later: Box<dyn Later>,
+    ) -> Result<(), Box<dyn Later>> {
+        let _ = (opcode, request, body);
+        Err(later)
+    }
+
+    /// Whether [`handle_inline_later`](Self::handle_inline_later) may take a call (the
+    /// transport then keeps each port whose call it took until the answer).
+    fn answers_later(&self) -> bool {
         false
     }
 
@@ -155,6 +177,20 @@ macro_rules! services_handler {
             true
         }
 
+        fn handle_inline_later(
+            &self,
+            opcode: u32,
+            request: &[u8],
+            body: &[u8],
+            later: Box<dyn Later>,
+        ) -> Result<(), Box<dyn Later>> {
+            Services::dispatch_later(self, opcode, request, body, later)
+        }
+
+        fn answers_later(&self) -> bool {
+            Services::answers_later(self)
+        }
+
         fn services(&self) -> Vec<(&'static str, u64)> {
             listed(self)
         }
@@ -183,6 +219,16 @@ impl<A, B, M: Mailbox, W: Wait> Handler<M, W> for Both<A, B>
 where
     A: Services + Sync,
     B: Services + Sync,
+{
+    services_handler!();
+}
+
+/// A derived service bound to an async handler (`Counter::async_server(handler, spawn)`): as
+/// [`Serving`], the calls that came inline served as tasks.
+impl<S, H, M: Mailbox, W: Wait> Handler<M, W> for AsyncServing<S, H>
+where
+    S: DispatchLater<H>,
+    H: Send + Sync,
 {
     services_handler!();
 }

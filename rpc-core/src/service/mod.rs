@@ -74,6 +74,8 @@ mod awaited;
 mod error;
 #[cfg(feature = "std")]
 mod handler;
+#[cfg(feature = "std")]
+mod later;
 mod schema;
 mod serving;
 mod site;
@@ -82,6 +84,8 @@ pub use awaited::AsyncSite;
 pub use error::{Error, Status, Transport};
 #[cfg(feature = "std")]
 pub use handler::{with_stream_buffers, Handler, StreamBuffers};
+#[cfg(feature = "std")]
+pub use later::{block_on, AsyncServing, BlockOn, DispatchLater, Later, Spawn};
 pub use schema::{Schema, SchemaHash};
 pub use serving::{
     name_fits, opcode_collision, Both, Collision, Services, Serving, SERVICE_NAME_BYTES,
@@ -829,9 +833,13 @@ pub fn handshake<S: Service, L: Lanes, M: Mailbox, W: Wait>(
 /// Runtime pieces the generated code calls. Not a stable API: use the derive.
 #[doc(hidden)]
 pub mod __private {
+    #[cfg(feature = "std")]
+    pub use super::later::task;
     pub use super::wire::*;
     #[cfg(feature = "alloc")]
     pub use alloc::{string::String, vec::Vec};
+    #[cfg(feature = "std")]
+    pub use std::sync::Arc;
     pub use zerocopy;
 
     use super::*;

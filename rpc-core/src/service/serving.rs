@@ -82,6 +82,28 @@ pub trait Services {
             self.dispatch_inline(opcode, request, &[], out)
         })(opcode, lanes)
     }
+
+    /// Serves an inline call as a task that answers through `later` afterwards (an async
+    /// handler: [`AsyncServing`](super::AsyncServing)), or gives `later` back if this call is not
+    /// served so (the transport then serves it with [`dispatch_inline`](Self::dispatch_inline)).
+    /// The default serves none so.
+    #[cfg(feature = "std")]
+    fn dispatch_later(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        body: &[u8],
+        later: std::boxed::Box<dyn super::Later>,
+    ) -> Result<(), std::boxed::Box<dyn super::Later>> {
+        let _ = (opcode, request, body);
+        Err(later)
+    }
+
+    /// Whether [`dispatch_later`](Self::dispatch_later) may take a call.
+    #[cfg(feature = "std")]
+    fn answers_later(&self) -> bool {
+        false
+    }
 }
 
 impl<S: Dispatch<H>, H> Services for Serving<S, H> {
@@ -169,6 +191,26 @@ impl<A: Services, B: Services> Services for Both<A, B> {
         } else {
             self.1.dispatch_inline_lanes(opcode, lanes)
         }
+    }
+
+    #[cfg(feature = "std")]
+    fn dispatch_later(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        body: &[u8],
+        later: std::boxed::Box<dyn super::Later>,
+    ) -> Result<(), std::boxed::Box<dyn super::Later>> {
+        if self.0.has_opcode(opcode) {
+            self.0.dispatch_later(opcode, request, body, later)
+        } else {
+            self.1.dispatch_later(opcode, request, body, later)
+        }
+    }
+
+    #[cfg(feature = "std")]
+    fn answers_later(&self) -> bool {
+        self.0.answers_later() || self.1.answers_later()
     }
 }
 

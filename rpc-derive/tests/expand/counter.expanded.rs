@@ -143,6 +143,16 @@ impl Counter {
             deadline: ::core::option::Option::None,
         }
     }
+    ::ferry_rpc::__rpc_if_std! {
+        #[doc =
+        r" This service served by an async `handler` (any type implementing its async"]
+        #[doc =
+        r" server trait), its tasks spawned by `spawn` (`|task| { tokio::spawn(task); }`):"]
+        #[doc = r" what a transport's server serves, as [`server`](Self::server)'s."] pub
+        fn async_server < __RpcH : CounterAsyncServer > (handler : __RpcH, spawn : impl
+        ::ferry_rpc::service::Spawn,) -> ::ferry_rpc::service::AsyncServing < Self,
+        __RpcH > { ::ferry_rpc::service::AsyncServing::new(handler, spawn) }
+    }
     /// The async client of this service over `site` (a transport on which a caller
     /// waits without holding a thread: `ferry_shm::ShmClient`).
     pub fn async_client<__RpcS: ::ferry_rpc::service::AsyncSite>(
@@ -1315,4 +1325,96 @@ pub trait CounterServer {
     ///
     ///Serves `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it).
     fn reset(&self);
+}
+::ferry_rpc::__rpc_if_std! {
+    #[doc =
+    "The async server side of service `counter`: one handler per call of [`Counter`], each an `async fn` (write `async fn` in the impl). Serve it with `Counter::async_server(handler, spawn)`: the calls that come inline (fixed arguments and reply, or a `Bytes` argument and a fixed reply) run as tasks of the executor that `spawn` spawns on, holding no server thread while they wait; the others (streamed replies, one-way calls, text arguments) run to their end on a server thread."]
+    pub trait CounterAsyncServer : ::core::marker::Send + ::core::marker::Sync + 'static
+    { #[doc = " Adds `n`; returns the new total. Compiled where it is called (`hot`)."]
+    #[doc = ""] #[doc = "Serves `Add` (opcode `0xe06cac36`)."] fn add(& self, n : u64) ->
+    impl ::core::future::Future < Output = u64 > + ::core::marker::Send; #[doc =
+    " Stores bytes under a key; how many are stored now."] #[doc = ""] #[doc =
+    "Serves `Put` (opcode `0xeb709090`)."] fn put(& self, key : u32, value : & [u8]) ->
+    impl ::core::future::Future < Output = ::core::result::Result < u64, StoreError > > +
+    ::core::marker::Send; #[doc = " A key's name, as text."] #[doc = ""] #[doc =
+    "Serves `Name` (opcode `0x8a8506d8`)."] fn name(& self, key : u32) -> impl
+    ::core::future::Future < Output = ::core::result::Result <
+    ::ferry_rpc::__private::String, StoreError > > + ::core::marker::Send; #[doc =
+    " Touches a key; replies `()`."] #[doc = ""] #[doc =
+    "Serves `Touch` (opcode `0xb61020fa`)."] fn touch(& self, arg0 : u32) -> impl
+    ::core::future::Future < Output = () > + ::core::marker::Send; #[doc =
+    " Resets; the client does not wait."] #[doc = ""] #[doc =
+    "Serves `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it)."]
+    fn reset(& self) -> impl ::core::future::Future < Output = () > +
+    ::core::marker::Send; } impl < __RpcH : CounterAsyncServer > CounterServer for
+    ::ferry_rpc::service::BlockOn < __RpcH > { fn add(& self, n : u64) -> u64 { let
+    __rpc_h = ::ferry_rpc::__private::Arc::clone(self.handler()); self.run(async move {
+    __rpc_h.add(n). await }) } fn put(& self, key : u32, value : & [u8]) ->
+    ::core::result::Result < u64, StoreError > { let __rpc_h =
+    ::ferry_rpc::__private::Arc::clone(self.handler()); let value :
+    ::ferry_rpc::__private::Vec < u8 > = value.into(); self.run(async move { __rpc_h
+    .put(key, & value). await }) } fn name(& self, key : u32) -> ::core::result::Result <
+    impl ::core::convert::AsRef < str >, StoreError > { let __rpc_h =
+    ::ferry_rpc::__private::Arc::clone(self.handler()); self.run(async move { __rpc_h
+    .name(key). await }) } fn touch(& self, arg0 : u32) { let __rpc_h =
+    ::ferry_rpc::__private::Arc::clone(self.handler()); self.run(async move { __rpc_h
+    .touch(arg0). await }) } fn reset(& self) { let __rpc_h =
+    ::ferry_rpc::__private::Arc::clone(self.handler()); self.run(async move { __rpc_h
+    .reset(). await }) } } impl < __RpcH : CounterAsyncServer >
+    ::ferry_rpc::service::DispatchLater < __RpcH > for Counter { fn
+    dispatch_later(handler : & ::ferry_rpc::service::BlockOn < __RpcH >, opcode : u32,
+    request : & [u8], body : & [u8], later : ::std::boxed::Box < dyn
+    ::ferry_rpc::service::Later >,) -> ::core::result::Result < (), ::std::boxed::Box <
+    dyn ::ferry_rpc::service::Later >> { let _ = (handler, request, body); match opcode {
+    0xe06cac36u32 => { const __RPC_Q : usize = 0usize + ::core::mem::size_of:: < u64 >
+    (); const __RPC_R : usize = ::core::mem::size_of:: < u64 > (); if __RPC_Q >
+    ::ferry_rpc::service::INLINE_BYTES || __RPC_R > ::ferry_rpc::service::INLINE_BYTES {
+    return ::core::result::Result::Err(later); } if request.len() != __RPC_Q { later
+    .send(::ferry_rpc::service::status::BAD_REQUEST, & []); return
+    ::core::result::Result::Ok(()); } if ! body.is_empty() { later
+    .send(::ferry_rpc::service::status::BAD_REQUEST, & []); return
+    ::core::result::Result::Ok(()); } let ::core::option::Option::Some((__rpc_arg0,)) =
+    (|| ::core::option::Option::Some((::ferry_rpc::__private::take:: < u64 > (request,
+    0usize) ?,))) () else { later.send(::ferry_rpc::service::status::BAD_REQUEST, & []);
+    return ::core::result::Result::Ok(()); }; let __rpc_h =
+    ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
+    .spawn(::ferry_rpc::__private::task:: < __RPC_R > (later, async move {
+    #[allow(clippy::let_unit_value)] let __rpc_reply = __rpc_h.add(__rpc_arg0). await;
+    let mut __rpc_buf = [0u8; __RPC_R]; ::ferry_rpc::__private::put(& mut __rpc_buf, 0, &
+    __rpc_reply); __rpc_buf })); ::core::result::Result::Ok(()) } 0xeb709090u32 => {
+    const __RPC_Q : usize = 0usize + ::core::mem::size_of:: < u32 > (); const __RPC_R :
+    usize = 1usize + ::ferry_rpc::__private::max(::core::mem::size_of:: < u64 > (),
+    ::core::mem::size_of:: < StoreError > ()); if __RPC_Q >
+    ::ferry_rpc::service::INLINE_BYTES || __RPC_R > ::ferry_rpc::service::INLINE_BYTES {
+    return ::core::result::Result::Err(later); } if request.len() != __RPC_Q { later
+    .send(::ferry_rpc::service::status::BAD_REQUEST, & []); return
+    ::core::result::Result::Ok(()); } if body.len() as u64 > 65536u64 { later
+    .send(::ferry_rpc::service::status::REJECTED, & []); return
+    ::core::result::Result::Ok(()); } let ::core::option::Option::Some((__rpc_arg0,)) =
+    (|| ::core::option::Option::Some((::ferry_rpc::__private::take:: < u32 > (request,
+    0usize) ?,))) () else { later.send(::ferry_rpc::service::status::BAD_REQUEST, & []);
+    return ::core::result::Result::Ok(()); }; let __rpc_body :
+    ::ferry_rpc::__private::Vec < u8 > = body.into(); let __rpc_h =
+    ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
+    .spawn(::ferry_rpc::__private::task:: < __RPC_R > (later, async move {
+    #[allow(clippy::let_unit_value)] let __rpc_reply = __rpc_h.put(__rpc_arg0, &
+    __rpc_body). await; let mut __rpc_buf = [0u8; __RPC_R];
+    ::ferry_rpc::__private::put_result(& mut __rpc_buf, & __rpc_reply); __rpc_buf }));
+    ::core::result::Result::Ok(()) } 0xb61020fau32 => { const __RPC_Q : usize = 0usize +
+    ::core::mem::size_of:: < u32 > (); const __RPC_R : usize = 0usize; if __RPC_Q >
+    ::ferry_rpc::service::INLINE_BYTES || __RPC_R > ::ferry_rpc::service::INLINE_BYTES {
+    return ::core::result::Result::Err(later); } if request.len() != __RPC_Q { later
+    .send(::ferry_rpc::service::status::BAD_REQUEST, & []); return
+    ::core::result::Result::Ok(()); } if ! body.is_empty() { later
+    .send(::ferry_rpc::service::status::BAD_REQUEST, & []); return
+    ::core::result::Result::Ok(()); } let ::core::option::Option::Some((__rpc_arg0,)) =
+    (|| ::core::option::Option::Some((::ferry_rpc::__private::take:: < u32 > (request,
+    0usize) ?,))) () else { later.send(::ferry_rpc::service::status::BAD_REQUEST, & []);
+    return ::core::result::Result::Ok(()); }; let __rpc_h =
+    ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
+    .spawn(::ferry_rpc::__private::task:: < __RPC_R > (later, async move {
+    #[allow(clippy::let_unit_value)] let __rpc_reply = __rpc_h.touch(__rpc_arg0). await;
+    let mut __rpc_buf = [0u8; __RPC_R]; ::ferry_rpc::__private::put(& mut __rpc_buf, 0, &
+    __rpc_reply); __rpc_buf })); ::core::result::Result::Ok(()) } _ =>
+    ::core::result::Result::Err(later), } } }
 }

@@ -1,0 +1,257 @@
+//! Async handlers (feature `std`): `Counter::async_server(handler, spawn)` serves a handler that
+//! implements the generated `CounterAsyncServer` (its methods `async fn`s), each call that came
+//! inline run as a task on the caller's executor, so a handler that awaits (a timer, another
+//! service, I/O) holds no server thread.
+//!
+//! The transport hands such a call to [`Services::dispatch_later`] with a [`Later`], its way to
+//! answer afterwards; the generated `dispatch_later` decodes the arguments, spawns a task that
+//! awaits the handler and sends its reply through the `Later`. A call that must go through the
+//! packets (a streamed reply, a one-way call, a stream longer than the transport carries inline)
+//! is served on the transport's thread, which runs the handler's future to its end
+//! ([`block_on`]).
+
+use std::boxed::Box;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::Thread;
+
+use super::{Dispatch, InlineLanes, LaneBuffers, Served, Services, INLINE_BYTES};
+use crate::lanes::Lanes;
+use crate::mailbox::Mailbox;
+use crate::port::Port;
+use crate::process::Server;
+use crate::wait::Wait;
+
+/// A transport's way to answer one inline call after the handler's task ends: given to
+/// [`Services::dispatch_later`]. Dropped without [`send`](Later::send) (the task panicked, or its
+/// executor dropped it), it answers `status::SERVER_ERROR`, so no caller waits for ever.
+pub trait Later: core::any::Any + Send {
+    /// Sends the reply: `status` (`status::OK` or an error status) and its bytes (at most
+    /// [`INLINE_BYTES`]).
+    fn send(self: Box<Self>, status: u32, reply: &[u8]);
+}
+
+/// Where the tasks of an async server run: any executor's spawn
+/// (`|task| { tokio::spawn(task); }`).
+pub trait Spawn: Send + Sync + 'static {
+    /// Runs `task` to its end, on whatever thread the executor chooses.
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send>>);
+}
+
+impl<F> Spawn for F
+where
+    F: Fn(Pin<Box<dyn Future<Output = ()> + Send>>) + Send + Sync + 'static,
+{
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send>>) {
+        self(task)
+    }
+}
+
+/// An async handler seen as a blocking one, with the executor its tasks run on: each call that
+/// goes through the packets runs the handler's future as a task there and waits for its end on
+/// the calling thread (a server thread, which so serves no other call meanwhile; the future
+/// itself runs where the handler's own timers and I/O work). The generated
+/// `impl CounterServer for BlockOn<H>` is how an async server serves such calls.
+pub struct BlockOn<H: ?Sized> {
+    spawn: Arc<dyn Spawn>,
+    handler: Arc<H>,
+}
+
+impl<H: ?Sized> core::fmt::Debug for BlockOn<H> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("BlockOn").finish_non_exhaustive()
+    }
+}
+
+impl<H: ?Sized> BlockOn<H> {
+    /// The handler.
+    pub fn handler(&self) -> &Arc<H> {
+        &self.handler
+    }
+
+    /// Where its tasks run.
+    pub fn spawner(&self) -> &dyn Spawn {
+        &*self.spawn
+    }
+
+    /// Runs `future` as a task of the executor and waits for its output on this thread. A task
+    /// that ends without one (it panicked, or its executor dropped it) panics here, on this
+    /// thread, where the transport counts the call as failed and answers `SERVER_ERROR`.
+    pub fn run<T: Send + 'static>(&self, future: impl Future<Output = T> + Send + 'static) -> T {
+        let slot = Arc::new(Waited {
+            state: std::sync::Mutex::new(None),
+            thread: std::thread::current(),
+        });
+        let ours = Arc::clone(&slot);
+        let mut fill = Fill(Some(ours));
+        self.spawn.spawn(Box::pin(async move {
+            let out = future.await;
+            fill.put(Some(out));
+        }));
+        loop {
+            let taken = slot.state.lock().unwrap_or_else(|e| e.into_inner()).take();
+            match taken {
+                Some(Some(out)) => return out,
+                Some(None) => panic!("the handler's task ended without an answer"),
+                None => std::thread::park(),
+            }
+        }
+    }
+}
+
+/// Where a task's output waits for the thread that runs it ([`BlockOn::run`]): `Some(None)` if the
+/// task was dropped unfinished.
+struct Waited<T> {
+    state: std::sync::Mutex<Option<Option<T>>>,
+    thread: Thread,
+}
+
+/// The task's side of [`Waited`]: fills it once, with `None` if dropped unfilled.
+struct Fill<T>(Option<Arc<Waited<T>>>);
+
+impl<T> Fill<T> {
+    fn put(&mut self, out: Option<T>) {
+        if let Some(slot) = self.0.take() {
+            *slot.state.lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
+            slot.thread.unpark();
+        }
+    }
+}
+
+impl<T> Drop for Fill<T> {
+    fn drop(&mut self) {
+        self.put(None);
+    }
+}
+
+/// Wakes a thread parked in [`block_on`].
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Runs `future` to its end on this thread, parking it while the future waits (a future that
+/// needs no executor's reactor: for one that does, see [`BlockOn::run`]).
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = core::pin::pin!(future);
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
+
+/// What the derive generates for an async handler `H` of service `Self`: inline calls served as
+/// tasks (the generated `dispatch_later`).
+pub trait DispatchLater<H: ?Sized>: Dispatch<BlockOn<H>> {
+    /// Spawns the task that serves call `opcode` (its fixed arguments `request`, its streamed one
+    /// `body`) with `handler` and answers through `later`; or gives `later` back if this call is
+    /// not served so (it then goes through the packets).
+    fn dispatch_later(
+        handler: &BlockOn<H>,
+        opcode: u32,
+        request: &[u8],
+        body: &[u8],
+        later: Box<dyn Later>,
+    ) -> Result<(), Box<dyn Later>>;
+}
+
+/// A derived service bound to an async handler and the executor its tasks run on
+/// (`Counter::async_server(handler, spawn)`): served as [`Serving`](super::Serving) is, the
+/// calls that came inline as tasks.
+pub struct AsyncServing<S, H: ?Sized> {
+    sync: super::Serving<S, BlockOn<H>>,
+}
+
+impl<S, H> AsyncServing<S, H> {
+    /// `handler` served as service `S`, its tasks spawned by `spawn`.
+    pub fn new(handler: H, spawn: impl Spawn) -> Self {
+        AsyncServing {
+            sync: super::Serving::new(BlockOn {
+                spawn: Arc::new(spawn),
+                handler: Arc::new(handler),
+            }),
+        }
+    }
+
+    /// The handler.
+    pub fn handler(&self) -> &H {
+        self.sync.handler().handler()
+    }
+
+    /// This service and `other`, served together.
+    pub fn and<T: Services>(self, other: T) -> super::Both<Self, T> {
+        super::Both(self, other)
+    }
+}
+
+impl<S: DispatchLater<H>, H> Services for AsyncServing<S, H> {
+    #[inline]
+    fn has_opcode(&self, opcode: u32) -> bool {
+        self.sync.has_opcode(opcode)
+    }
+
+    fn each(&self, f: &mut dyn FnMut(&'static str, u64, &'static [u32])) {
+        self.sync.each(f)
+    }
+
+    fn dispatch<L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
+        &self,
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        buffers: &mut B,
+    ) -> Result<Served, crate::Error> {
+        self.sync.dispatch(port, buffers)
+    }
+
+    fn dispatch_inline(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        body: &[u8],
+        reply: &mut [u8; INLINE_BYTES],
+    ) -> Option<(u32, usize)> {
+        self.sync.dispatch_inline(opcode, request, body, reply)
+    }
+
+    fn dispatch_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
+        self.sync.dispatch_inline_lanes(opcode, lanes)
+    }
+
+    fn dispatch_later(
+        &self,
+        opcode: u32,
+        request: &[u8],
+        body: &[u8],
+        later: Box<dyn Later>,
+    ) -> Result<(), Box<dyn Later>> {
+        S::dispatch_later(self.sync.handler(), opcode, request, body, later)
+    }
+
+    fn answers_later(&self) -> bool {
+        true
+    }
+}
+
+/// The task of one call: awaits `reply` (the handler's future, its reply encoded) and sends it
+/// through `later` (the generated `dispatch_later` spawns it).
+pub fn task<const R: usize>(
+    later: Box<dyn Later>,
+    reply: impl Future<Output = [u8; R]> + Send + 'static,
+) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let bytes = reply.await;
+        later.send(super::status::OK, &bytes);
+    })
+}
