@@ -12,6 +12,7 @@
 //! files (and, for `demo` and `bench`, stopping the processes it started).
 
 mod bench;
+mod bench_async;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx2_peer;
 
@@ -51,9 +52,14 @@ enum Cmd {
     Call(CallArgs),
     /// Measure round trips and throughput (see BENCHMARKS.md).
     Bench(bench::BenchArgs),
+    /// Measure the async client and async handlers between two processes (see BENCHMARKS.md).
+    BenchAsync(bench_async::BenchAsyncArgs),
     /// A benchmark's peer process (started by `ferry bench`).
     #[command(hide = true)]
     Peer(bench::PeerArgs),
+    /// The server process of `ferry bench-async`.
+    #[command(hide = true)]
+    AsyncServer(bench_async::AsyncServerArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -173,7 +179,9 @@ fn main() {
         Cmd::Serve(a) => serve(a),
         Cmd::Call(a) => call(a),
         Cmd::Bench(a) => bench::run(a),
+        Cmd::BenchAsync(a) => bench_async::run(a),
         Cmd::Peer(a) => bench::peer(a),
+        Cmd::AsyncServer(a) => bench_async::server(a),
     };
     if let Err(e) = result {
         eprintln!("ferry: {e}");
@@ -232,7 +240,8 @@ fn check(command: &Cmd) -> Result<(), String> {
             check_calls(a.calls, a.size, a.id)
         }
         Cmd::Bench(a) => bench::check(a),
-        Cmd::Peer(_) => Ok(()),
+        Cmd::BenchAsync(a) => bench_async::check(a),
+        Cmd::Peer(_) | Cmd::AsyncServer(_) => Ok(()),
     }
 }
 
