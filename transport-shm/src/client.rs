@@ -400,13 +400,15 @@ impl ShmClient {
             },
         })?;
         let mapped = Arc::new(file::attach(path.as_ref(), &config.services)?);
-        Ok(Self::on(mapped, config, holder, 0))
+        // Each handle starts at the next port: processes spread evenly over the ports (they
+        // rarely race for one), and so over the workers.
+        let cursor = mapped.doorbell().attaches.fetch_add(1, Ordering::Relaxed);
+        Ok(Self::on(mapped, config, holder, cursor))
     }
 
     fn on(mapped: Arc<Mapped>, config: ClientConfig, holder: u32, cursor: u32) -> ShmClient {
         let ports = mapped.geometry().layout().ports();
-        // Spread processes over the ports so they rarely race for the same one.
-        let cursor = (cursor ^ std::process::id().wrapping_mul(0x9e37_79b9) >> 7) % ports;
+        let cursor = cursor % ports;
         ShmClient {
             first: Seat::new(&mapped, &config, cursor),
             more: (1..SEATS).map(|_| OnceLock::new()).collect(),

@@ -440,6 +440,11 @@ pub(crate) struct Doorbell {
     pub(crate) rings: AtomicU32,
     /// Reactors asleep on `rings`, or about to be (counted before their last look).
     pub(crate) sleepers: AtomicU32,
+    /// Handles attached so far: each takes the next value as the port its searches start at,
+    /// so that client processes spread evenly over the ports, and so over the workers, which
+    /// share the ports by index (`share`). (Not the doorbell's: a word of the same line, written
+    /// once per attach.)
+    pub(crate) attaches: AtomicU32,
 }
 
 #[cfg(not(loom))]
