@@ -63,9 +63,9 @@ pub struct BenchAsyncArgs {
     /// Naps in flight at once.
     #[arg(long, default_value_t = 10_000)]
     inflight: u64,
-    /// How long each nap sleeps, in milliseconds.
-    #[arg(long, default_value_t = 10)]
-    nap_ms: u64,
+    /// How long each nap sleeps, in milliseconds (a run for each).
+    #[arg(long, value_delimiter = ',', default_value = "10,100")]
+    nap_ms: Vec<u64>,
 }
 
 /// The server process's arguments (`ferry async-server`, run by `bench-async`).
@@ -230,44 +230,44 @@ fn measure(a: &BenchAsyncArgs, name: &str) -> Res<()> {
         .worker_threads(2)
         .enable_time()
         .build()?;
-    let (mut walls, mut cores) = (Vec::new(), Vec::new());
-    for run in 0..a.runs + 1 {
-        let cpu = cpu_time();
-        let t = Instant::now();
-        runtime.block_on(async {
-            let mut tasks = tokio::task::JoinSet::new();
-            for _ in 0..a.inflight {
-                let c = NapBench::async_client(Arc::clone(&nap_shm));
-                let ms = a.nap_ms;
-                tasks.spawn(async move { c.nap(ms).await });
-            }
-            while let Some(done) = tasks.join_next().await {
-                if done?? != a.nap_ms {
-                    return Err::<(), Box<dyn std::error::Error>>("a wrong nap".into());
-                }
-            }
-            Ok(())
-        })?;
-        let wall = t.elapsed();
-        let used = cpu_time().saturating_sub(cpu);
-        if run > 0 {
-            walls.push(wall.as_secs_f64());
-            cores.push(used.as_secs_f64() / wall.as_secs_f64());
-        }
-    }
-    let (wall, cores) = (median(walls), median(cores));
     println!();
     println!(
-        "| {} naps of {} ms in flight at once, a client runtime of 2 threads | |",
-        a.inflight, a.nap_ms
+        "| {} naps in flight at once, a client runtime of 2 threads | wall time | one after another | calls/s | client CPU while they ran |",
+        a.inflight
     );
-    println!("|---|---:|");
-    println!("| wall time | {:.1} ms |", wall * 1e3);
-    println!(
-        "| the same calls one after another would take | {:.1} s |",
-        (a.inflight * a.nap_ms) as f64 / 1e3
-    );
-    println!("| calls per second | {:.0} |", a.inflight as f64 / wall);
-    println!("| client process CPU while they ran | {cores:.2} cores |");
+    println!("|---|---:|---:|---:|---:|");
+    for &nap_ms in &a.nap_ms {
+        let (mut walls, mut cores) = (Vec::new(), Vec::new());
+        for run in 0..a.runs + 1 {
+            let cpu = cpu_time();
+            let t = Instant::now();
+            runtime.block_on(async {
+                let mut tasks = tokio::task::JoinSet::new();
+                for _ in 0..a.inflight {
+                    let c = NapBench::async_client(Arc::clone(&nap_shm));
+                    tasks.spawn(async move { c.nap(nap_ms).await });
+                }
+                while let Some(done) = tasks.join_next().await {
+                    if done?? != nap_ms {
+                        return Err::<(), Box<dyn std::error::Error>>("a wrong nap".into());
+                    }
+                }
+                Ok(())
+            })?;
+            let wall = t.elapsed();
+            let used = cpu_time().saturating_sub(cpu);
+            if run > 0 {
+                walls.push(wall.as_secs_f64());
+                cores.push(used.as_secs_f64() / wall.as_secs_f64());
+            }
+        }
+        let (wall, cores) = (median(walls), median(cores));
+        println!(
+            "| naps of {nap_ms} ms | {:.1} ms | {:.1} s | {:.0} | {cores:.2} cores |",
+            wall * 1e3,
+            (a.inflight * nap_ms) as f64 / 1e3,
+            a.inflight as f64 / wall
+        );
+    }
     Ok(())
 }

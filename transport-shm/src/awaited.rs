@@ -53,8 +53,12 @@ use crate::wait::{server_alive, ClientWait};
 pub const TICK: Duration = Duration::from_millis(1);
 /// How often a reactor with calls waiting checks that the server is alive.
 const LIVENESS: Duration = Duration::from_millis(50);
-/// Polls a call spins for its reply before its task sleeps.
-const SPIN_POLLS: u32 = 1024;
+/// Polls a call spins for its reply before its task sleeps (a fast handler's reply comes
+/// within them; a slow one's costs no more than a microsecond or two of spinning).
+const SPIN_POLLS: u32 = 256;
+/// Looks at the ready bits a reactor takes after waking calls before it sleeps again (a few
+/// microseconds): replies that come in bursts are taken without a ring each.
+const AWAKE_LOOKS: u32 = 32;
 /// The most helper threads a handle runs blocking calls on at once (others queue).
 pub const HELPERS: usize = 16;
 /// How long a helper thread waits for work before it ends.
@@ -216,18 +220,31 @@ impl Shared {
                     st = self.work.wait(st).unwrap_or_else(|e| e.into_inner());
                 }
             }
-            // SYNC (async wake): SeqCst, counted among the sleepers before the look at the ready
-            // bits; pairs with the worker's SeqCst set of a bit then load of the count (`ring`).
-            doorbell.sleepers.fetch_add(1, Ordering::SeqCst);
-            let (woke, wake_at) = self.scan(ready);
-            if !woke {
-                let now = Instant::now();
-                let nap = wake_at.map_or(TICK, |at| at.saturating_duration_since(now).min(TICK));
-                if !nap.is_zero() {
-                    sleep_on(&doorbell.rings, seen, nap);
-                }
+            // Looks while replies come (no worker rings meanwhile: this reactor is not among the
+            // sleepers), then once more counted among them before it sleeps.
+            let mut looks = 0;
+            let mut woke = self.scan(ready).0;
+            while !woke && looks < AWAKE_LOOKS {
+                std::hint::spin_loop();
+                woke = self.scan(ready).0;
+                looks += 1;
             }
-            doorbell.sleepers.fetch_sub(1, Ordering::SeqCst);
+            if !woke {
+                // SYNC (async wake): SeqCst, counted among the sleepers before the last look at
+                // the ready bits; pairs with the worker's SeqCst set of a bit then load of the
+                // count (`ring`).
+                doorbell.sleepers.fetch_add(1, Ordering::SeqCst);
+                let (woke, wake_at) = self.scan(ready);
+                if !woke {
+                    let now = Instant::now();
+                    let nap =
+                        wake_at.map_or(TICK, |at| at.saturating_duration_since(now).min(TICK));
+                    if !nap.is_zero() {
+                        sleep_on(&doorbell.rings, seen, nap);
+                    }
+                }
+                doorbell.sleepers.fetch_sub(1, Ordering::SeqCst);
+            }
             if checked.elapsed() >= LIVENESS {
                 checked = Instant::now();
                 if !server_alive(&self.mapped) {
