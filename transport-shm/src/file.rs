@@ -256,7 +256,7 @@ impl Mapped {
         let g = &self.geometry;
         let ports = g.layout().ports();
         // SAFETY: the ready bitmap's `ports / 32` words start `inline::ready_offset(ports)` (a
-        // multiple of 64) into the inline area, before the doorbell and the head lines, inside
+        // multiple of 64) into the inline area, after the wide lines and before the doorbell, inside
         // the live mapping (`inline_offset + inline::area_size(ports) <= file_size`, checked or
         // computed as above); every process reaches them only atomically.
         unsafe {
@@ -299,8 +299,8 @@ impl Mapped {
     pub(crate) fn inline_wide(&self) -> &[crate::inline::Wide] {
         let ports = self.geometry.layout().ports();
         // SAFETY: the wide lines start `inline::wide_offset(ports)` (a multiple of 64) into the
-        // inline area, after the head lines, and fill the rest of it (`inline::area_size`), up
-        // to the services table; a `Wide` is `WIDE_LINES` lines of `AtomicU64`.
+        // inline area, after the head lines, one `Wide` per port before the ready bitmap, inside
+        // the area (`inline::area_size`); a `Wide` is `WIDE_LINES` lines of `AtomicU64`.
         unsafe { self.per_port(crate::inline::wide_offset(ports)) }
     }
 

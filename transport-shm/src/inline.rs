@@ -404,32 +404,33 @@ const fn bitmap_bytes(ports: u32) -> usize {
     (ports as usize / 8).div_ceil(64) * 64
 }
 
-/// Bytes of the inline area of a file with `ports` ports: the bitmap, the ready bitmap, the
-/// doorbell's line, then one head line per port, then each port's wide lines.
+/// Bytes of the inline area of a file with `ports` ports: the bitmap, one head line per port,
+/// each port's wide lines, then the ready bitmap and the doorbell's line (after the lines the
+/// calls use, so that those lie where they lay before either existed).
 pub(crate) const fn area_size(ports: u32) -> usize {
-    lines_offset(ports) + ports as usize * 64 * (1 + WIDE_LINES)
-}
-
-/// Byte offset of the ready bitmap (one bit per port, set by a worker that answered a waking
-/// request: [`ring`]) within the inline area.
-pub(crate) const fn ready_offset(ports: u32) -> usize {
-    bitmap_bytes(ports)
-}
-
-/// Byte offset of the doorbell's line within the inline area.
-pub(crate) const fn doorbell_offset(ports: u32) -> usize {
-    2 * bitmap_bytes(ports)
+    doorbell_offset(ports) + 64
 }
 
 /// Byte offset of the first head line within the inline area.
 pub(crate) const fn lines_offset(ports: u32) -> usize {
-    doorbell_offset(ports) + 64
+    bitmap_bytes(ports)
 }
 
 /// Byte offset of port 0's wide lines within the inline area (each port's [`WIDE_LINES`] follow
 /// one another).
 pub(crate) const fn wide_offset(ports: u32) -> usize {
     lines_offset(ports) + ports as usize * 64
+}
+
+/// Byte offset of the ready bitmap (one bit per port, set by a worker that answered a waking
+/// request: [`ring`]) within the inline area.
+pub(crate) const fn ready_offset(ports: u32) -> usize {
+    wide_offset(ports) + ports as usize * 64 * WIDE_LINES
+}
+
+/// Byte offset of the doorbell's line within the inline area.
+pub(crate) const fn doorbell_offset(ports: u32) -> usize {
+    ready_offset(ports) + bitmap_bytes(ports)
 }
 
 /// Where the async clients' reactors sleep (`crate::awaited`): a futex word that a worker bumps

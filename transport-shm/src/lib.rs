@@ -43,7 +43,8 @@
 //! region_offset      the ferry_rpc region: mailboxes and packets (ferry_rpc::Layout, packed mailboxes)
 //! owners_offset      one u64 owner word per port: generation << 32 | holder (0: free)
 //! inline_offset      the inline bitmap (one bit per port), then one 64-byte head line per port,
-//!                    then each port's wide lines (4 × 64 bytes)
+//!                    then each port's wide lines (4 × 64 bytes), then the ready bitmap and the
+//!                    doorbell's line (async calls: module `awaited`)
 //! services_offset    the services table: one 64-byte entry (name, fingerprint) per service
 //! ```
 //!
