@@ -208,7 +208,7 @@ mod wait;
 /// `#[derive(RpcOpcodes)]` and `#[derive(Schema)]` find it here, and
 /// `ferry_shm::ferry_rpc::service` has the error and marker types that generated clients use.
 pub use ferry_rpc;
-pub use ferry_rpc::service::{Bytes, Text};
+pub use ferry_rpc::service::{cancelled, Bytes, Text};
 pub use ferry_rpc::{wire, RpcOpcodes, Schema};
 
 pub use client::{Claimed, ClaimedProcess, ClientConfig, ClientPort, ShmClient, SEATS};

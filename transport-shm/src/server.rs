@@ -618,6 +618,22 @@ impl Drop for ShmServer {
 }
 
 /// A worker: serve ports with requests until told to stop (and then until none is pending).
+/// The caller of a call a worker serves on `port`, for `ferry_rpc::service::cancelled`: gone
+/// once its claim is abandoned (a call dropped, or past its deadline) or its process is dead.
+/// While the call is served its port's line is not at rest, so no one else claims the port: the
+/// owner word is the caller's claim until then.
+struct PortCaller<'a> {
+    owners: &'a [AtomicU64],
+    port: usize,
+}
+
+impl ferry_rpc::service::Caller for PortCaller<'_> {
+    fn gone(&self) -> bool {
+        let word = self.owners[self.port].load(Ordering::Acquire);
+        !crate::owner::holder_alive(crate::owner::holder_of(word))
+    }
+}
+
 /// An inline call that the handler's task answers (`Handler::handle_inline_later`): writes the
 /// reply into the port's lines, rings for a waking client and releases the port's inline lock,
 /// which the worker that took the call left held. Dropped unanswered (the task panicked, or its
@@ -667,6 +683,16 @@ impl Answer {
         }
         // SYNC (lock release): pairs with the next holder's acquire (`serve_pending`).
         self.shared.inline_locks[port].0.store(0, Ordering::Release);
+    }
+}
+
+impl ferry_rpc::service::Caller for Answer {
+    fn gone(&self) -> bool {
+        PortCaller {
+            owners: self.shared.mapped.owners(),
+            port: self.call.port as usize,
+        }
+        .gone()
     }
 }
 
@@ -749,8 +775,14 @@ fn work(
                     }
                 }
             }
+            let caller = PortCaller {
+                owners: mapped.owners(),
+                port: call.port as usize,
+            };
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                handler.handle_inline(opcode, request, body, reply)
+                ferry_rpc::service::with_caller(&caller, || {
+                    handler.handle_inline(opcode, request, body, reply)
+                })
             }));
             let (counter, answer) = match outcome {
                 // NOT_INLINE is this transport's word for "use the packets", which would run the call
@@ -793,7 +825,13 @@ fn work(
             idle.reset();
             let index = port.index();
             process.wait_policy().watch(index);
-            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| handler.handle(&mut port)));
+            let caller = PortCaller {
+                owners: mapped.owners(),
+                port: index as usize,
+            };
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                ferry_rpc::service::with_caller(&caller, || handler.handle(&mut port))
+            }));
             let counter = match outcome {
                 Ok(Ok(())) => &counters.served,
                 Ok(Err(_)) => &counters.failed,

@@ -43,7 +43,14 @@ pub enum Sleepy {
     Count { v: u64 },
     #[rpc(response = u64)]
     Counted,
+    /// Works `ms` milliseconds, a millisecond at a time, unless its caller gives the call up
+    /// first; returns the milliseconds it worked.
+    #[rpc(response = u64)]
+    Work { ms: u64 },
 }
+
+/// Calls of `work` that saw their caller give them up (the async handler's).
+static NOTICED: AtomicU64 = AtomicU64::new(0);
 
 #[derive(Default)]
 struct Napper {
@@ -79,6 +86,15 @@ impl SleepyServer for Napper {
     }
     fn counted(&self) -> u64 {
         self.counted.load(Ordering::Relaxed)
+    }
+    fn work(&self, ms: u64) -> u64 {
+        for done in 0..ms {
+            if ferry_shm::cancelled() {
+                return done;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        ms
     }
 }
 
@@ -258,6 +274,16 @@ impl SleepyAsyncServer for AsyncNapper {
     async fn counted(&self) -> u64 {
         self.counted.load(Ordering::Relaxed)
     }
+    async fn work(&self, ms: u64) -> u64 {
+        for done in 0..ms {
+            if ferry_shm::cancelled() {
+                NOTICED.fetch_add(1, Ordering::Relaxed);
+                return done;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        ms
+    }
 }
 
 fn start_async(tag: &str, config: ServerConfig) -> (ShmServer, Arc<ShmClient>) {
@@ -344,6 +370,64 @@ async fn ten_thousand_calls_in_flight_against_async_handlers() {
         took < Duration::from_secs(20),
         "{CALLS} calls took {took:?}"
     );
+    drop(shm);
+    assert!(server.shutdown(Duration::from_secs(5)).drained);
+}
+
+/// A blocking handler sees its caller give the call up (`ferry_shm::cancelled`), returns early,
+/// and its worker serves the next call at once: a lone worker, a call of 5 s given up at 50 ms.
+#[tokio::test(flavor = "current_thread")]
+async fn a_handler_sees_its_caller_give_up() {
+    let config = ServerConfig {
+        workers: 1,
+        ..ServerConfig::default()
+    };
+    let (server, shm) = start("cancelled", config);
+    assert!(!ferry_shm::cancelled(), "outside a handler");
+    let c = Sleepy::async_client(&*shm);
+    let started = Instant::now();
+    let given_up = c.with_deadline(Duration::from_millis(50)).work(5_000).await;
+    assert_eq!(given_up, Err(Error::Transport(Transport::Deadline)));
+    // The lone worker is free again long before the 5 s the call asked for.
+    assert_eq!(c.add(1, 2).await, Ok(3));
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "the worker was held {took:?}"
+    );
+    // A blocking caller that gives up at its deadline, the same.
+    let blocking = tokio::task::spawn_blocking({
+        let shm = Arc::clone(&shm);
+        move || {
+            let c = Sleepy::client(&*shm).with_deadline(Duration::from_millis(50));
+            (c.work(5_000), Sleepy::client(&*shm).add(2, 2))
+        }
+    });
+    let (given_up, next) = blocking.await.unwrap();
+    assert_eq!(given_up, Err(Error::Transport(Transport::Deadline)));
+    assert_eq!(next, Ok(4));
+    assert!(started.elapsed() < Duration::from_secs(4));
+    drop(shm);
+    assert!(server.shutdown(Duration::from_secs(5)).drained);
+}
+
+/// An async handler's task sees its caller give the call up (a dropped call) within its polls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_handler_sees_its_caller_give_up() {
+    let (server, shm) = start_async("cancelled-async", ServerConfig::default());
+    let c = Sleepy::async_client(&*shm);
+    let before = NOTICED.load(Ordering::Relaxed);
+    let dropped = tokio::time::timeout(Duration::from_millis(30), c.work(5_000)).await;
+    assert!(dropped.is_err());
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while NOTICED.load(Ordering::Relaxed) == before {
+        assert!(
+            Instant::now() < deadline,
+            "the handler never saw the call dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(c.work(3).await, Ok(3));
     drop(shm);
     assert!(server.shutdown(Duration::from_secs(5)).drained);
 }

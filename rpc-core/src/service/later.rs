@@ -24,10 +24,58 @@ use crate::port::Port;
 use crate::process::Server;
 use crate::wait::Wait;
 
+/// What a transport tells a handler about the caller of the call it serves: whether the caller
+/// gave the call up ([`cancelled`]).
+pub trait Caller {
+    /// Whether the caller gave the call up: it was dropped, its deadline passed, or its process
+    /// died. A look at the call's port (it may read `/proc`: a few microseconds).
+    fn gone(&self) -> bool;
+}
+
+std::thread_local! {
+    /// The caller of the call being served on this thread, while a handler runs (or a handler's
+    /// task is polled).
+    static CURRENT: core::cell::Cell<Option<*const (dyn Caller + 'static)>> =
+        const { core::cell::Cell::new(None) };
+}
+
+/// Runs `f` (a handler, or a poll of a handler's task) with `caller` as the current call's
+/// caller, for [`cancelled`]; the one before is put back after (unwinding included).
+pub fn with_caller<R>(caller: &dyn Caller, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<*const (dyn Caller + 'static)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CURRENT.with(|c| c.set(self.0));
+        }
+    }
+    // SAFETY: only the pointer's lifetime is erased; it is read (by `cancelled`, on this thread)
+    // only until `Restore` puts the previous one back, when this function returns or unwinds,
+    // while `caller` is still borrowed.
+    let erased: *const (dyn Caller + 'static) = unsafe {
+        core::mem::transmute::<*const (dyn Caller + '_), *const (dyn Caller + 'static)>(caller)
+    };
+    let _restore = Restore(CURRENT.with(|c| c.replace(Some(erased))));
+    f()
+}
+
+/// Whether the caller of the call this handler serves gave it up: the call was dropped (a
+/// cancelled task, a `select!` that went the other way), its deadline passed, or the caller's
+/// process died. A handler doing long work polls it now and then and returns early (its answer
+/// then goes nowhere). Works in blocking handlers and in async ones (within their polls); outside
+/// a handler, or on a transport that cannot tell, `false`.
+pub fn cancelled() -> bool {
+    CURRENT.with(|c| {
+        // SAFETY: a pointer set by `with_caller`, which is still running on this thread (it
+        // puts the previous value back before it returns), so the caller it points to is alive.
+        c.get().is_some_and(|caller| unsafe { (*caller).gone() })
+    })
+}
+
 /// A transport's way to answer one inline call after the handler's task ends: given to
 /// [`Services::dispatch_later`]. Dropped without [`send`](Later::send) (the task panicked, or its
-/// executor dropped it), it answers `status::SERVER_ERROR`, so no caller waits for ever.
-pub trait Later: core::any::Any + Send {
+/// executor dropped it), it answers `status::SERVER_ERROR`, so no caller waits for ever. As a
+/// [`Caller`], it tells the task's polls whether the call's caller is gone ([`cancelled`]).
+pub trait Later: core::any::Any + Send + Sync + Caller {
     /// Sends the reply: `status` (`status::OK` or an error status) and its bytes (at most
     /// [`INLINE_BYTES`]).
     fn send(self: Box<Self>, status: u32, reply: &[u8]);
@@ -251,7 +299,10 @@ pub fn task<const R: usize>(
     reply: impl Future<Output = [u8; R]> + Send + 'static,
 ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
     Box::pin(async move {
-        let bytes = reply.await;
+        let mut reply = core::pin::pin!(reply);
+        // Each poll of the handler's future with the call's caller current, for `cancelled`.
+        let bytes =
+            core::future::poll_fn(|cx| with_caller(&*later, || reply.as_mut().poll(cx))).await;
         later.send(super::status::OK, &bytes);
     })
 }

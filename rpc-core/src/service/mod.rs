@@ -85,7 +85,9 @@ pub use error::{Error, Status, Transport};
 #[cfg(feature = "std")]
 pub use handler::{with_stream_buffers, Handler, StreamBuffers};
 #[cfg(feature = "std")]
-pub use later::{block_on, AsyncServing, BlockOn, DispatchLater, Later, Spawn};
+pub use later::{
+    block_on, cancelled, with_caller, AsyncServing, BlockOn, Caller, DispatchLater, Later, Spawn,
+};
 pub use schema::{Schema, SchemaHash};
 pub use serving::{
     name_fits, opcode_collision, Both, Collision, Services, Serving, SERVICE_NAME_BYTES,
