@@ -629,7 +629,9 @@ impl ShmClient {
                 body.len(),
                 want,
                 |area| area.copy_from_slice(body),
-                |request, lens, before| line.post(opcode, request, lens | lens::WAKE, before),
+                |request, lens, body| {
+                    line.post(opcode, request, lens | lens::WAKE, |area| body.write(area))
+                },
             ),
         };
         let next = match posted {

@@ -668,24 +668,25 @@ impl<W: Wait> ClientInline<'_, W> {
         reply: &mut [u8],
     ) -> Option<Result<u32, ferry_rpc::Error>> {
         let want = reply.len();
-        self.with_body(request, len, want, put, |request, lens, before| {
-            self.exchange_lines(opcode, request, lens, before, reply)
+        self.with_body(request, len, want, put, |request, lens, body| {
+            self.exchange_lines(opcode, request, lens, |area| body.write(area), reply)
         })
     }
 
     /// Where a call's body of `len` bytes (written by `put`) travels, given to `go` as the
     /// request bytes of the lines, their lengths word (`lens`, the reply's `want` bytes in it),
-    /// and what to run once the line is at rest and before the request is handed over: the body
-    /// into the port's bulk area if it fits there, else after `request` in the lines if both fit
-    /// (a server without bulk areas). `None`, `go` and `put` not called, if neither.
+    /// and the [`Body`] to write once the line is at rest and before the request is handed over:
+    /// the body into the port's bulk area if it fits there, else after `request` in the lines if
+    /// both fit (a server without bulk areas; written here, the `Body` then writes nothing).
+    /// `None`, `go` and `put` not called, if neither.
     #[inline(always)]
-    pub(crate) fn with_body<T>(
+    pub(crate) fn with_body<P: FnOnce(&mut [u8]), T>(
         &self,
         request: &[u8],
         len: usize,
         want: usize,
-        put: impl FnOnce(&mut [u8]),
-        go: impl FnOnce(&[u8], u64, &mut dyn FnMut(*mut u8)) -> Option<T>,
+        put: P,
+        go: impl FnOnce(&[u8], u64, Body<P>) -> Option<T>,
     ) -> Option<T> {
         if len > self.bulk.1 {
             let whole = request.len().checked_add(len)?;
@@ -696,23 +697,17 @@ impl<W: Wait> ClientInline<'_, W> {
             bytes[..request.len()].copy_from_slice(request);
             put(&mut bytes[request.len()..whole]);
             let lens = lens::pack(whole, want, len, true);
-            return go(&bytes[..whole], lens, &mut |_| {});
+            return go(&bytes[..whole], lens, Body { put: None, len: 0 });
         }
         let lens = lens::pack(request.len(), want, len, false);
-        let mut put = Some(put);
-        go(request, lens, &mut |area| {
-            let Some(put) = put.take() else { return };
-            if len > 0 {
-                // SAFETY: the area is `self.bulk.1 >= len` bytes of the live mapping (checked
-                // above), and it is this claim's: the exchange calls this once the line is at
-                // rest (after the acquire of the last reply, so the worker's reads of the area
-                // are done), and this claim holds the packet between calls; nobody else writes
-                // it until the reply.
-                put(unsafe { std::slice::from_raw_parts_mut(area, len) });
-            } else {
-                put(&mut []);
-            }
-        })
+        go(
+            request,
+            lens,
+            Body {
+                put: Some(put),
+                len,
+            },
+        )
     }
 
     /// One inline call: `request` (at most [`INLINE_BYTES`]) into the lines, `lens` (word 1)
@@ -822,6 +817,32 @@ impl<W: Wait> ClientInline<'_, W> {
         let len = self.line.words[word::REPLY_LEN].load(Ordering::Relaxed) as usize;
         take_reply(self.line, self.wide, reply, len);
         Some(status)
+    }
+}
+
+/// A call's body on its way into the port's bulk area ([`ClientInline::with_body`]): written
+/// by [`write`](Body::write) once the line is at rest, before the request is handed over.
+pub(crate) struct Body<P> {
+    /// What writes the body (`None`: it travels in the lines, written with the request).
+    put: Option<P>,
+    len: usize,
+}
+
+impl<P: FnOnce(&mut [u8])> Body<P> {
+    /// Writes the body into the bulk area at `area` (the port's, at least `len` bytes).
+    #[inline(always)]
+    pub(crate) fn write(self, area: *mut u8) {
+        let Some(put) = self.put else { return };
+        if self.len > 0 {
+            // SAFETY: the area is the port's bulk area, at least `len` bytes of the live mapping
+            // (`with_body` checked the length against it), and it is this claim's: the exchange
+            // calls this once the line is at rest (after the acquire of the last reply, so the
+            // worker's reads of the area are done), and this claim holds the packet between
+            // calls; nobody else writes it until the reply.
+            put(unsafe { std::slice::from_raw_parts_mut(area, self.len) });
+        } else {
+            put(&mut []);
+        }
     }
 }
 
