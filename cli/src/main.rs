@@ -11,6 +11,7 @@
 //! was stopped by SIGINT (130), SIGTERM (143) or SIGHUP (129), after removing its shared-memory
 //! files (and, for `demo` and `bench`, stopping the processes it started).
 
+mod any;
 mod bench;
 mod bench_async;
 #[cfg(feature = "iceoryx2")]
@@ -48,8 +49,11 @@ enum Cmd {
     Demo(DemoArgs),
     /// Serve the demo service until interrupted (Ctrl-C) or for a while.
     Serve(ServeArgs),
-    /// Call a running demo server.
+    /// Call a running server: any service's call (`ferry call NAME SERVICE.METHOD ARG=VALUE ...`),
+    /// or, with no call named, the demo's calls in a loop.
     Call(CallArgs),
+    /// List a running server's services and their calls.
+    Ls(LsArgs),
     /// Measure round trips and throughput (see BENCHMARKS.md).
     Bench(bench::BenchArgs),
     /// Measure the async client and async handlers between two processes (see BENCHMARKS.md).
@@ -125,9 +129,25 @@ struct ServeArgs {
     server: ServerOpts,
 }
 
+#[derive(clap::Args, Debug)]
+struct LsArgs {
+    /// Name (in /dev/shm) or path of the shared-memory file.
+    name: String,
+}
+
 #[derive(clap::Args, Debug, Clone)]
 struct CallArgs {
-    /// Name (in /dev/shm) or path of the shared-memory file.
+    /// Name (in /dev/shm) or path of the shared-memory file, for a call of any service.
+    #[arg(value_name = "NAME")]
+    file: Option<String>,
+    /// The call, as SERVICE.METHOD (see `ferry ls NAME`).
+    #[arg(value_name = "SERVICE.METHOD")]
+    target: Option<String>,
+    /// Its arguments, as NAME=VALUE (integers, floats, true/false, text; bytes as text or
+    /// @PATH of a file).
+    #[arg(value_name = "ARG=VALUE")]
+    values: Vec<String>,
+    /// Name (in /dev/shm) or path of the shared-memory file (the demo's loop).
     #[arg(long, default_value = "demo")]
     name: String,
     /// Calls to make.
@@ -177,7 +197,13 @@ fn main() {
     let result = match command {
         Cmd::Demo(a) => run_demo(a),
         Cmd::Serve(a) => serve(a),
-        Cmd::Call(a) => call(a),
+        Cmd::Call(a) => match (&a.file, &a.target) {
+            (Some(file), Some(target)) => {
+                any::call(file, target, &a.values, Duration::from_secs(a.deadline))
+            }
+            _ => call(a),
+        },
+        Cmd::Ls(a) => any::ls(&a.name),
         Cmd::Bench(a) => bench::run(a),
         Cmd::BenchAsync(a) => bench_async::run(a),
         Cmd::Peer(a) => bench::peer(a),
@@ -233,6 +259,15 @@ fn check(command: &Cmd) -> Result<(), String> {
         Cmd::Serve(a) => {
             check_name(&a.name)?;
             a.server.check()
+        }
+        Cmd::Ls(a) => check_name(&a.name),
+        Cmd::Call(a) if a.file.is_some() => {
+            if a.target.is_none() {
+                return Err(
+                    "name the call too: ferry call NAME SERVICE.METHOD ARG=VALUE ...".into(),
+                );
+            }
+            at_least_one("--deadline", a.deadline)
         }
         Cmd::Call(a) => {
             check_name(&a.name)?;

@@ -697,3 +697,138 @@ fn demo_all_row_is_every_call_together() {
     }
     assert_eq!(pa[3], p0[3].max(p1[3]), "{}", r.stdout);
 }
+
+/// A user's own service, as `ferry ls` and `ferry call` meet it: served from this test's process.
+mod shop {
+    use ferry_shm::{wire, Bytes, RpcOpcodes, Text};
+
+    #[wire]
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Refused {
+        Negative = 7,
+    }
+
+    impl std::fmt::Display for Refused {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("negative")
+        }
+    }
+
+    #[wire]
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Point {
+        pub x: i32,
+        pub y: i32,
+    }
+
+    #[derive(RpcOpcodes)]
+    #[rpc(service = "shop")]
+    pub enum Shop {
+        #[rpc(response = u64)]
+        Add { a: u64, b: u32 },
+        #[rpc(response = Text)]
+        Greet { name: Text },
+        #[rpc(response = u64, error = Refused)]
+        Take { n: i32 },
+        #[rpc(response = Bytes)]
+        Repeat { times: u8, data: Bytes },
+        #[rpc(oneway)]
+        Note { v: u64 },
+        #[rpc(response = Point)]
+        Origin,
+    }
+
+    pub struct Store;
+
+    impl ShopServer for Store {
+        fn add(&self, a: u64, b: u32) -> u64 {
+            a + b as u64
+        }
+        fn greet(&self, name: &str) -> impl AsRef<str> {
+            format!("hello {name}")
+        }
+        fn take(&self, n: i32) -> Result<u64, Refused> {
+            u64::try_from(n).map_err(|_| Refused::Negative)
+        }
+        fn repeat(&self, times: u8, data: &[u8]) -> impl AsRef<[u8]> {
+            data.repeat(times as usize)
+        }
+        fn note(&self, _v: u64) {}
+        fn origin(&self) -> Point {
+            Point { x: 1, y: -1 }
+        }
+    }
+}
+
+#[test]
+fn ls_and_call_reach_a_users_own_service() {
+    use ferry_shm::{path_for, ServerConfig, ShmServer};
+    let name = token("any-service");
+    let server = ShmServer::start(
+        path_for(&name),
+        ServerConfig::default(),
+        shop::Shop::server(shop::Store),
+    )
+    .unwrap();
+
+    let ls = run(&["ls", &name]);
+    assert!(ls.status.success(), "{}", ls.stderr);
+    for line in [
+        "shop  (fingerprint 0x",
+        "  add(a: u64, b: u32) -> u64",
+        "  greet(name: Text) -> Text",
+        "  take(n: i32) -> Result<u64, Refused>",
+        "  repeat(times: u8, data: Bytes) -> Bytes",
+        "  note(v: u64)  (one-way)",
+        "  origin() -> Point",
+    ] {
+        assert!(ls.stdout.contains(line), "no `{line}` in:\n{}", ls.stdout);
+    }
+
+    let call = |args: &[&str]| {
+        let mut all = vec!["call", &*name];
+        all.extend_from_slice(args);
+        run(&all)
+    };
+    let r = call(&["shop.add", "a=40", "b=2"]);
+    assert_eq!(
+        (r.status.code(), r.stdout.trim()),
+        (Some(0), "42"),
+        "{}",
+        r.stderr
+    );
+    let r = call(&["shop.greet", "name=ferry"]);
+    assert_eq!(r.stdout.trim(), "hello ferry", "{}", r.stderr);
+    let r = call(&["shop.take", "n=5"]);
+    assert_eq!(r.stdout.trim(), "5", "{}", r.stderr);
+    let file = std::env::temp_dir().join(format!("{}-data", &*name));
+    std::fs::write(&file, b"ab").unwrap();
+    let at = format!("data=@{}", file.display());
+    let r = call(&["shop.repeat", "times=3", &at]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(r.stdout, "ababab", "{}", r.stderr);
+    let r = call(&["shop.note", "v=1"]);
+    assert!(
+        r.status.success() && r.stdout.contains("one-way"),
+        "{}",
+        r.stderr
+    );
+    let r = call(&["shop.origin"]);
+    assert_eq!(r.stdout.trim(), "Point { bytes: 01 00 00 00 ff ff ff ff }");
+
+    // The handler's error, and what the command line gets wrong: one line each, exit 1.
+    for (args, mention) in [
+        (&["shop.take", "n=-1"][..], "error Refused"),
+        (&["shop.add", "a=1"][..], "argument `b` missing"),
+        (&["shop.add", "a=x", "b=1"][..], "not a u64"),
+        (&["shop.add", "a=1", "b=1", "c=2"][..], "no argument `c`"),
+        (&["shop.nothing"][..], "no call `nothing`"),
+        (&["shelf.add"][..], "no service `shelf`"),
+        (&["add"][..], "SERVICE.METHOD"),
+    ] {
+        let r = call(args);
+        assert_eq!(r.status.code(), Some(1), "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains(mention), "{args:?}: {}", r.stderr);
+    }
+    drop(server);
+}

@@ -82,6 +82,51 @@ fn fingerprint(call: &Call) -> TokenStream {
     quote!(.begin_call(#name, #opcode) #(#args)* #reply #error)
 }
 
+/// A call described for tools (`Service::CALLS`).
+fn call_info(call: &Call) -> TokenStream {
+    let s = quote!(::ferry_rpc::service);
+    let method = &call.method;
+    let opcode = opcode_lit(call);
+    let oneway = call.oneway();
+    let size_of = |w: &Wire| match w {
+        Wire::Fixed(t) => quote!(::core::mem::size_of::<#t>()),
+        _ => quote!(0usize),
+    };
+    let args = call.args.iter().map(|a| {
+        let name = a.ident.to_string();
+        let ty = match a.wire {
+            Wire::Bytes => "Bytes".to_string(),
+            Wire::Text => "Text".to_string(),
+            _ => written(a.ty),
+        };
+        let size = size_of(&a.wire);
+        quote!(#s::ArgInfo { name: #name, ty: #ty, size: #size })
+    });
+    let (reply, reply_size) = match (call.response(), &call.attrs.response) {
+        (None, _) => ("()".to_string(), quote!(0usize)),
+        (Some(Wire::Bytes), _) => ("Bytes".to_string(), quote!(0usize)),
+        (Some(Wire::Text), _) => ("Text".to_string(), quote!(0usize)),
+        (Some(w), Some(r)) => (written(&r.value), size_of(&w)),
+        (Some(_), None) => ("()".to_string(), quote!(0usize)),
+    };
+    let (error, error_size) = match call.error() {
+        Some(e) => (written(e), quote!(::core::mem::size_of::<#e>())),
+        None => (String::new(), quote!(0usize)),
+    };
+    quote! {
+        #s::CallInfo {
+            method: #method,
+            opcode: #opcode,
+            oneway: #oneway,
+            args: &[ #( #args ),* ],
+            reply: #reply,
+            reply_size: #reply_size,
+            error: #error,
+            error_size: #error_size,
+        }
+    }
+}
+
 /// The size in bytes of a call's fixed arguments, packed.
 fn args_size(call: &Call) -> TokenStream {
     let tys = call.fixed_args().map(|a| a.ty);
@@ -174,6 +219,7 @@ fn generate(service: &Service) -> TokenStream {
         .collect();
     let opcodes: Vec<TokenStream> = service.calls.iter().map(opcode_lit).collect();
     let prints: Vec<TokenStream> = service.calls.iter().map(fingerprint).collect();
+    let infos: Vec<TokenStream> = service.calls.iter().map(call_info).collect();
 
     let asserts = assertions(service);
     let limits = limit_consts(service);
@@ -519,6 +565,7 @@ fn generate(service: &Service) -> TokenStream {
                 #( #prints )*
                 .finish();
             const OPCODES: &'static [u32] = &[ #( #opcodes ),* ];
+            const CALLS: &'static [::ferry_rpc::service::CallInfo] = &[ #( #infos ),* ];
         }
 
         #[doc = #client_doc]

@@ -458,6 +458,14 @@ impl ShmClient {
         self.mapped.services()
     }
 
+    /// The calls of each service the server serves (in the order of
+    /// [`services`](Self::services)), as text: one call a line, as
+    /// `ferry_rpc::service::CallInfo::line` writes it (`add 0x8a3c19f0 (n:u64:8) -> u64:8`).
+    /// Empty for a service written by hand.
+    pub fn calls(&self) -> &[String] {
+        self.mapped.calls()
+    }
+
     /// The port the last call of the calling thread's seat used (the seat its next call tries
     /// first: a handle used by one thread at a time has its calls on one seat).
     pub fn last_port(&self) -> u32 {

@@ -63,33 +63,52 @@ fn io(op: &'static str, path: &Path, e: impl Into<std::io::Error>) -> ShmError {
     }
 }
 
-/// The services table of a file (see `header`): the entries' bytes for `services`, each a name
-/// (at most `SERVICE_NAME_BYTES`, checked by the derive and by the server's start) and a
-/// fingerprint.
-pub(crate) fn table_bytes(services: &[(&str, u64)]) -> Vec<u8> {
+/// The services table of a file and its calls table (see `header`): the entries' bytes for
+/// `services`, each a name (at most `SERVICE_NAME_BYTES`, checked by the derive and by the
+/// server's start), a fingerprint and the length of its calls' text, then those texts (`calls`,
+/// one per service, in order; missing ones empty), padded to a multiple of 64.
+pub(crate) fn table_bytes(services: &[(&str, u64)], calls: &[String]) -> Vec<u8> {
     let mut out = vec![0u8; services.len() * SERVICE_ENTRY];
-    for (entry, (name, fingerprint)) in out.chunks_exact_mut(SERVICE_ENTRY).zip(services) {
+    let text = |i: usize| calls.get(i).map_or("", |t| t.as_str());
+    for (i, (entry, (name, fingerprint))) in out
+        .chunks_exact_mut(SERVICE_ENTRY)
+        .zip(services)
+        .enumerate()
+    {
         let n = name.len().min(SERVICE_NAME_BYTES);
         entry[..n].copy_from_slice(&name.as_bytes()[..n]);
         entry[SERVICE_NAME_BYTES..SERVICE_NAME_BYTES + 8]
             .copy_from_slice(&fingerprint.to_le_bytes());
+        entry[SERVICE_NAME_BYTES + 8..SERVICE_NAME_BYTES + 12]
+            .copy_from_slice(&(text(i).len() as u32).to_le_bytes());
     }
+    for i in 0..services.len() {
+        out.extend_from_slice(text(i).as_bytes());
+    }
+    out.resize(
+        services.len() * SERVICE_ENTRY
+            + (out.len() - services.len() * SERVICE_ENTRY).div_ceil(64) * 64,
+        0,
+    );
     out
 }
 
-/// The hash of a services table, kept in the header (so the header's checksum protects it).
+/// The hash of a services table and its calls table, kept in the header (so the header's
+/// checksum protects them).
 pub(crate) fn table_hash(table: &[u8]) -> u64 {
     ferry_rpc::service::fnv1a_64(ferry_rpc::service::FNV64_OFFSET, table)
 }
 
-/// The entries of a services table whose hash is `hash`; `None` if the bytes do not hash to it
-/// or an entry is malformed (a name that is not UTF-8, bytes after a name's end, a non-zero
-/// reserved word).
-fn parse_table(table: &[u8], hash: u64) -> Option<Vec<(String, u64)>> {
+/// The entries of a services table of `services` entries followed by its calls table (`table`,
+/// whose hash is `hash`), with each service's calls' text; `None` if the bytes do not hash to it
+/// or an entry is malformed (a name or a text that is not UTF-8, bytes after a name's end, a
+/// non-zero reserved word, texts longer than the calls table, padding that is not zero).
+fn parse_table(table: &[u8], hash: u64, services: usize) -> Option<Vec<(String, u64, String)>> {
     if table_hash(table) != hash {
         return None;
     }
-    table
+    let (entries, mut texts) = table.split_at_checked(services * SERVICE_ENTRY)?;
+    let parsed = entries
         .chunks_exact(SERVICE_ENTRY)
         .map(|entry| {
             let name = &entry[..SERVICE_NAME_BYTES];
@@ -98,7 +117,7 @@ fn parse_table(table: &[u8], hash: u64) -> Option<Vec<(String, u64)>> {
                 .position(|&b| b == 0)
                 .unwrap_or(SERVICE_NAME_BYTES);
             let fp_end = SERVICE_NAME_BYTES + 8;
-            if name[len..].iter().any(|&b| b != 0) || entry[fp_end..].iter().any(|&b| b != 0) {
+            if name[len..].iter().any(|&b| b != 0) || entry[fp_end + 4..].iter().any(|&b| b != 0) {
                 return None;
             }
             let name = std::str::from_utf8(&name[..len]).ok()?.to_string();
@@ -107,9 +126,15 @@ fn parse_table(table: &[u8], hash: u64) -> Option<Vec<(String, u64)>> {
                     .try_into()
                     .expect("8 bytes"),
             );
-            Some((name, fp))
+            let text_len =
+                u32::from_le_bytes(entry[fp_end..fp_end + 4].try_into().expect("4 bytes"));
+            let (text, rest) = texts.split_at_checked(text_len as usize)?;
+            texts = rest;
+            let text = std::str::from_utf8(text).ok()?.to_string();
+            Some((name, fp, text))
         })
-        .collect()
+        .collect::<Option<Vec<_>>>()?;
+    texts.iter().all(|&b| b == 0).then_some(parsed)
 }
 
 /// A mapped ferry file.
@@ -121,6 +146,8 @@ pub(crate) struct Mapped {
     bulk: crate::inline::BulkAreas,
     /// The services table, as read (clients) or written (the server).
     services: Vec<(String, u64)>,
+    /// Each service's calls, as the calls table has them (one `CallInfo::line` a line).
+    calls: Vec<String>,
     path: PathBuf,
     /// Keeps the server's `flock` for as long as the mapping lives.
     file: File,
@@ -130,7 +157,7 @@ impl Mapped {
     fn new(
         file: File,
         geometry: Geometry,
-        services: Vec<(String, u64)>,
+        (services, calls): (Vec<(String, u64)>, Vec<String>),
         path: &Path,
     ) -> Result<Mapped, ShmError> {
         let map = memmap2::MmapOptions::new()
@@ -141,6 +168,7 @@ impl Mapped {
             bulk: Self::find_bulk_areas(&map, &geometry),
             map,
             services,
+            calls,
             geometry,
             path: path.to_path_buf(),
             file,
@@ -159,20 +187,25 @@ impl Mapped {
         &self.services
     }
 
+    /// Each service's calls (in the order of [`services`](Self::services)), one line each.
+    pub(crate) fn calls(&self) -> &[String] {
+        &self.calls
+    }
+
     /// The services table as 32-bit words (the monitor puts back what a stray write changed).
     pub(crate) fn table_words(&self) -> &[AtomicU32] {
         let g = &self.geometry;
-        // SAFETY: the table is the file's last `services * SERVICE_ENTRY` bytes from
-        // `services_offset` (64-byte aligned), inside the mapping (checked by `Geometry::decode`
-        // or computed by `Geometry::new`); every process accesses its words atomically once
-        // mapped.
+        // SAFETY: the services table and the calls table are the file's last
+        // `services * SERVICE_ENTRY + calls_bytes` bytes from `services_offset` (64-byte
+        // aligned), inside the mapping (checked by `Geometry::decode` or computed by
+        // `Geometry::new`); every process accesses their words atomically once mapped.
         unsafe {
             std::slice::from_raw_parts(
                 self.map
                     .as_ptr()
                     .add(g.services_offset())
                     .cast::<AtomicU32>(),
-                g.services() as usize * SERVICE_ENTRY / 4,
+                (g.services() as usize * SERVICE_ENTRY + g.calls_bytes()) / 4,
             )
         }
     }
@@ -424,11 +457,11 @@ fn create_temporary(path: &Path) -> Result<(PathBuf, rustix::fd::OwnedFd), ShmEr
 }
 
 /// Creates, fills, locks and publishes the file for `geometry` at `path`, with the services table
-/// of `services` (whose bytes, `table_bytes(services)`, are `table`).
+/// of `services` and their `calls` (whose bytes, `table_bytes(services, calls)`, are `table`).
 pub(crate) fn create(
     path: &Path,
     geometry: &Geometry,
-    services: &[(&str, u64)],
+    (services, calls): (&[(&str, u64)], &[String]),
     table: &[u8],
 ) -> Result<(Mapped, Created), ShmError> {
     if path.file_name().is_none() {
@@ -441,7 +474,8 @@ pub(crate) fn create(
     let _ = rustix::fs::unlinkat(CWD, &tmp, AtFlags::empty());
     let created = result?;
     let services = services.iter().map(|&(n, f)| (n.to_string(), f)).collect();
-    Ok((Mapped::new(file, *geometry, services, path)?, created))
+    let tables = (services, calls.to_vec());
+    Ok((Mapped::new(file, *geometry, tables, path)?, created))
 }
 
 fn fill_and_publish(
@@ -606,17 +640,23 @@ pub(crate) fn attach(path: &Path, expected: &[(&'static str, u64)]) -> Result<Ma
             path: path.to_path_buf(),
             error,
         })?;
-    let mut table = vec![0u8; geometry.services() as usize * SERVICE_ENTRY];
+    let entries = geometry.services() as usize;
+    let mut table = vec![0u8; entries * SERVICE_ENTRY + geometry.calls_bytes()];
     file.read_exact_at(&mut table, geometry.services_offset() as u64)
         .map_err(|e| io("reading the services table of", path, e))?;
-    let services = parse_table(&table, geometry.fingerprint()).ok_or_else(|| ShmError::Header {
+    let parsed = parse_table(&table, geometry.fingerprint(), entries);
+    let parsed = parsed.ok_or_else(|| ShmError::Header {
         path: path.to_path_buf(),
         error: crate::header::HeaderError {
             field: "services_hash",
             found: geometry.fingerprint(),
-            expected: "the hash of a well-formed services table (the table is corrupted)".into(),
+            expected: "the hash of a well-formed services table and calls table (corrupted)".into(),
         },
     })?;
+    let (services, calls): (Vec<(String, u64)>, Vec<String>) = parsed
+        .into_iter()
+        .map(|(name, fp, text)| ((name, fp), text))
+        .unzip();
     for &(service, expected) in expected {
         let served = services.iter().find(|(n, _)| n == service).map(|&(_, f)| f);
         if served != Some(expected) {
@@ -628,7 +668,7 @@ pub(crate) fn attach(path: &Path, expected: &[(&'static str, u64)]) -> Result<Ma
             });
         }
     }
-    let mapped = Mapped::new(file, geometry, services, path)?;
+    let mapped = Mapped::new(file, geometry, (services, calls), path)?;
     let state = mapped.state().load(crate::sync::Ordering::Acquire);
     if state == STATE_STOPPED || !process_alive(geometry.server_pid(), geometry.server_start()) {
         return Err(ShmError::NoServer {

@@ -25,14 +25,20 @@
 //!    104     8  inline_offset  where the inline area starts (64-byte aligned), see `inline`
 //!    112     4  flags          bit 0: the server answers inline calls; other bits zero
 //!    116     4  services       entries in the services table (at most MAX_SERVICES)
-//!    120     8  reserved       zero
+//!    120     4  calls          bytes of the calls table (a multiple of 64, at most MAX_CALLS_BYTES)
+//!    124     4  reserved       zero
 //! ```
 //!
 //! The **services table** follows the inline area (at the next 64-byte boundary), one 64-byte
 //! entry per service the server serves: its name (UTF-8, at most
 //! `ferry_rpc::service::SERVICE_NAME_BYTES`, zero-padded to 48 bytes), then its schema fingerprint
-//! (`u64`), then 8 zero bytes. A client that expects a service finds it here by name and compares
-//! fingerprints before its first call.
+//! (`u64`), then the length of its calls' text (`u32`, below) and 4 zero bytes. A client that
+//! expects a service finds it here by name and compares fingerprints before its first call.
+//!
+//! The **calls table** follows the services table: for each service in the table's order, the
+//! text of its calls (`ferry_rpc::service::CallInfo::line`, one per line), whose length in bytes
+//! is the `u32` in its entry's last 8 bytes (the other 4 zero); zero bytes pad it to a multiple of
+//! 64. `services_hash` covers both tables. Tools read it (`ferry ls`, `ferry call`).
 //!
 //! All integers are little-endian. [`Geometry::decode`] is a pure function over the header's bytes
 //! and the file's real size, so it is fuzzed directly (`tests/header_fuzz.rs`): whatever the bytes,
@@ -48,6 +54,8 @@ pub const MAGIC: [u8; 8] = *b"FERRYSHM";
 pub const FORMAT_VERSION: u32 = 6;
 /// The most services one file's table lists.
 pub const MAX_SERVICES: u32 = 64;
+/// The most bytes of a file's calls table.
+pub const MAX_CALLS_BYTES: u32 = 1 << 20;
 /// Bytes of one services table entry.
 pub const SERVICE_ENTRY: usize = 64;
 /// Bytes of the header; the region starts at the next 64-byte boundary.
@@ -122,6 +130,8 @@ pub struct Geometry {
     inline_offset: u64,
     services: u32,
     services_offset: u64,
+    /// Bytes of the calls table.
+    calls: u32,
     file_size: u64,
 }
 
@@ -165,7 +175,8 @@ impl Geometry {
         Ok(Self::laid_out(layout, self.fingerprint, self.server_pid)
             .with_server_start(self.server_start)
             .with_inline(self.serves_inline())
-            .with_services(self.services))
+            .with_services(self.services)
+            .with_calls(self.calls as usize))
     }
 
     /// Bytes of each port's bulk area per lane (0: none).
@@ -182,6 +193,7 @@ impl Geometry {
         let file_size = services_offset;
         Geometry {
             services: 0,
+            calls: 0,
             services_offset,
             layout,
             fingerprint,
@@ -205,8 +217,26 @@ impl Geometry {
     /// The same geometry with a services table of `count` entries (at most [`MAX_SERVICES`]).
     pub fn with_services(mut self, count: u32) -> Geometry {
         self.services = count.min(MAX_SERVICES);
-        self.file_size = self.services_offset + self.services as u64 * SERVICE_ENTRY as u64;
+        self.sized()
+    }
+
+    /// The same geometry with a calls table of `bytes` (rounded up to a multiple of 64, at most
+    /// [`MAX_CALLS_BYTES`]).
+    pub fn with_calls(mut self, bytes: usize) -> Geometry {
+        self.calls = (align64(bytes as u64) as u32).min(MAX_CALLS_BYTES);
+        self.sized()
+    }
+
+    /// The file's size for its tables.
+    fn sized(mut self) -> Geometry {
+        self.file_size =
+            self.services_offset + self.services as u64 * SERVICE_ENTRY as u64 + self.calls as u64;
         self
+    }
+
+    /// Bytes of the calls table (after the services table).
+    pub fn calls_bytes(&self) -> usize {
+        self.calls as usize
     }
 
     /// Entries in the services table.
@@ -304,6 +334,7 @@ impl Geometry {
         h[104..112].copy_from_slice(&self.inline_offset.to_le_bytes());
         h[112..116].copy_from_slice(&self.flags.to_le_bytes());
         h[116..120].copy_from_slice(&self.services.to_le_bytes());
+        h[120..124].copy_from_slice(&self.calls.to_le_bytes());
         let sum = checksum(&h);
         h[88..96].copy_from_slice(&sum.to_le_bytes());
         h
@@ -372,8 +403,16 @@ impl Geometry {
                 ),
             ));
         }
-        if b[120..].iter().any(|&x| x != 0) {
+        if b[124..].iter().any(|&x| x != 0) {
             return Err(bad("reserved", 0, "zero"));
+        }
+        let calls = u32_at(b, 120);
+        if !calls.is_multiple_of(64) || calls > MAX_CALLS_BYTES {
+            return Err(bad(
+                "calls",
+                calls.into(),
+                format!("a multiple of 64, at most {MAX_CALLS_BYTES}"),
+            ));
         }
         let services = u32_at(b, 116);
         if services > MAX_SERVICES {
@@ -391,6 +430,7 @@ impl Geometry {
                 .with_server_start(u64_at(b, 96))
                 .with_inline(u32_at(b, 112) & FLAG_INLINE != 0)
                 .with_services(services)
+                .with_calls(calls as usize)
                 .with_bulk(bulk.into())
             {
                 Ok(g) => g,
@@ -538,7 +578,7 @@ mod tests {
     fn each_field_is_named() {
         let (g, good) = sample();
         let size = g.file_size() as u64;
-        let cases: [(usize, usize, &str); 16] = [
+        let cases: [(usize, usize, &str); 17] = [
             (12, 4, "header_size"),
             (16, 4, "ports"),
             (20, 4, "lanes"),
@@ -554,7 +594,8 @@ mod tests {
             (104, 8, "inline_offset"),
             (112, 4, "flags"),
             (116, 4, "services"),
-            (120, 8, "reserved"),
+            (120, 4, "calls"),
+            (124, 4, "reserved"),
         ];
         for (at, len, field) in cases {
             let mut h = good;

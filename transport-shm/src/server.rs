@@ -339,13 +339,33 @@ impl ShmServer {
         if let Some(collision) = handler.collision() {
             return Err(ShmError::BadServices(collision.to_string()));
         }
-        let table = file::table_bytes(&services);
+        // Each service's calls, one line each, for tools (`ferry ls`, `ferry call`).
+        let listed = handler.calls();
+        let calls: Vec<String> = services
+            .iter()
+            .map(|(name, _)| {
+                let infos = listed
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or(&[][..], |c| c.1);
+                infos.iter().map(|c| c.line() + "\n").collect()
+            })
+            .collect();
+        let table = file::table_bytes(&services, &calls);
+        let calls_bytes = table.len() - services.len() * crate::header::SERVICE_ENTRY;
+        if calls_bytes > crate::header::MAX_CALLS_BYTES as usize {
+            return Err(ShmError::BadServices(format!(
+                "their calls take {calls_bytes} bytes to list, more than the {} a file holds",
+                crate::header::MAX_CALLS_BYTES
+            )));
+        }
         let geometry = Geometry::new(config.ports, config.lanes, file::table_hash(&table), pid)?
             .with_server_start(start_time(pid).unwrap_or(0))
             .with_inline(config.inline && handler.serves_inline() && config.lanes == 1)
             .with_services(services.len() as u32)
+            .with_calls(calls_bytes)
             .with_bulk(config.bulk.div_ceil(64).saturating_mul(64) as u64)?;
-        let (mapped, created) = file::create(path, &geometry, &services, &table)?;
+        let (mapped, created) = file::create(path, &geometry, (&services, &calls), &table)?;
         let mapped = Arc::new(mapped);
         let workers = config.workers.max(1);
         let shared = Arc::new(Shared {

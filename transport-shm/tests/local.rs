@@ -218,6 +218,27 @@ fn table(services: &[(&str, u64)]) -> Vec<u8> {
     out
 }
 
+/// The services table and calls table a server writes for `services` and their calls: each
+/// entry's text length in its last 8 bytes, the texts after the entries, padded to 64 bytes.
+fn served_table(services: &[(&str, u64, &[ferry_rpc::service::CallInfo])]) -> Vec<u8> {
+    let entries: Vec<(&str, u64)> = services.iter().map(|&(n, f, _)| (n, f)).collect();
+    let mut out = table(&entries);
+    let texts: Vec<String> = services
+        .iter()
+        .map(|(_, _, calls)| calls.iter().map(|c| c.line() + "\n").collect())
+        .collect();
+    for (entry, text) in out.chunks_exact_mut(SERVICE_ENTRY).zip(&texts) {
+        entry[SERVICE_NAME_BYTES + 8..SERVICE_NAME_BYTES + 12]
+            .copy_from_slice(&(text.len() as u32).to_le_bytes());
+    }
+    for text in &texts {
+        out.extend_from_slice(text.as_bytes());
+    }
+    let tail = (out.len() - services.len() * SERVICE_ENTRY).next_multiple_of(64);
+    out.resize(services.len() * SERVICE_ENTRY + tail, 0);
+    out
+}
+
 /// The hash of a services table, as the header keeps it.
 fn table_hash(table: &[u8]) -> u64 {
     ferry_rpc::service::fnv1a_64(ferry_rpc::service::FNV64_OFFSET, table)
@@ -638,8 +659,9 @@ fn a_client_of_another_service_is_refused_at_attach() {
     );
     let g = *server.geometry();
     let file = std::fs::read(&path).unwrap();
-    assert_eq!(&file[g.services_offset()..], table(&[DEMO_ENTRY]));
-    assert_eq!(g.fingerprint(), table_hash(&table(&[DEMO_ENTRY])));
+    let written = served_table(&[(DEMO_ENTRY.0, DEMO_ENTRY.1, <Demo as Service>::CALLS)]);
+    assert_eq!(&file[g.services_offset()..], written);
+    assert_eq!(g.fingerprint(), table_hash(&written));
 
     // A client that expects a service the server does not serve.
     let err = attach_err(&path, ClientConfig::default().service::<Other>());
@@ -1520,8 +1542,12 @@ fn two_derived_services_are_served_together_and_called_from_one_client() {
     let both = [DEMO_ENTRY, ("test.tally", Tally::FINGERPRINT)];
     assert_eq!(g.services(), 2);
     let file = std::fs::read(server.path()).unwrap();
-    assert_eq!(&file[g.services_offset()..], table(&both));
-    assert_eq!(g.fingerprint(), table_hash(&table(&both)));
+    let written = served_table(&[
+        (both[0].0, both[0].1, <Demo as Service>::CALLS),
+        (both[1].0, both[1].1, <Tally as Service>::CALLS),
+    ]);
+    assert_eq!(&file[g.services_offset()..], written);
+    assert_eq!(g.fingerprint(), table_hash(&written));
 
     // One sticky client expecting both: every call on one kept claim, whichever service it is of.
     let shm = ShmClient::attach(
@@ -1722,9 +1748,12 @@ fn a_file_system_without_room_fails_the_start_naming_the_size() {
         ..ServerConfig::default()
     };
     // The file of a server of the demo service: its table lists one service.
+    let calls = served_table(&[(DEMO_ENTRY.0, DEMO_ENTRY.1, <Demo as Service>::CALLS)]).len()
+        - SERVICE_ENTRY;
     let size = Geometry::new(config.ports, config.lanes, 0, 1)
         .unwrap()
         .with_services(1)
+        .with_calls(calls)
         .with_bulk(config.bulk as u64)
         .unwrap()
         .file_size();

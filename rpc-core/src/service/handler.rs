@@ -119,6 +119,13 @@ pub trait Handler<M: Mailbox, W: Wait>: Sync {
         Vec::new()
     }
 
+    /// The calls of each derived service this handler serves, by service name (a transport
+    /// keeps them for tools that list and call a running server's services). A hand-written
+    /// handler lists none.
+    fn calls(&self) -> Vec<(&'static str, &'static [super::CallInfo])> {
+        Vec::new()
+    }
+
     /// Two of the services this handler serves that share an opcode, if any: a server refuses to
     /// start rather than send one service's calls to the other.
     fn collision(&self) -> Option<Collision> {
@@ -195,6 +202,12 @@ macro_rules! services_handler {
             listed(self)
         }
 
+        fn calls(&self) -> Vec<(&'static str, &'static [super::CallInfo])> {
+            let mut out = Vec::new();
+            Services::each(self, &mut |name, _, _, calls| out.push((name, calls)));
+            out
+        }
+
         fn collision(&self) -> Option<Collision> {
             opcode_collision(self)
         }
@@ -235,7 +248,7 @@ where
 
 fn listed(services: &impl Services) -> Vec<(&'static str, u64)> {
     let mut out = Vec::new();
-    services.each(&mut |name, fingerprint, _| out.push((name, fingerprint)));
+    services.each(&mut |name, fingerprint, _, _| out.push((name, fingerprint)));
     out
 }
 

@@ -251,7 +251,10 @@ impl<S: DispatchLater<H>, H> Services for AsyncServing<S, H> {
         self.sync.has_opcode(opcode)
     }
 
-    fn each(&self, f: &mut dyn FnMut(&'static str, u64, &'static [u32])) {
+    fn each(
+        &self,
+        f: &mut dyn FnMut(&'static str, u64, &'static [u32], &'static [super::CallInfo]),
+    ) {
         self.sync.each(f)
     }
 

@@ -81,6 +81,7 @@ mod serving;
 mod site;
 mod wire;
 pub use awaited::AsyncSite;
+
 pub use error::{Error, Status, Transport};
 #[cfg(feature = "std")]
 pub use handler::{with_stream_buffers, Handler, StreamBuffers};
@@ -717,6 +718,69 @@ pub trait Service {
     const FINGERPRINT: u64;
     /// The opcodes of the calls, in declaration order.
     const OPCODES: &'static [u32];
+    /// The calls, in declaration order, as a tool that knows the service only from a running
+    /// server sees them (`ferry ls`, `ferry call`). Empty for a service written by hand.
+    const CALLS: &'static [CallInfo] = &[];
+}
+
+/// One call of a service, described for tools (`Service::CALLS`): its method, opcode, arguments
+/// and reply, with their written types and sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallInfo {
+    /// The client method's name (`add`).
+    pub method: &'static str,
+    /// The opcode.
+    pub opcode: u32,
+    /// Whether the call is one-way (no reply).
+    pub oneway: bool,
+    /// The arguments, in order (a streamed one last).
+    pub args: &'static [ArgInfo],
+    /// The reply's written type (`u64`, `Bytes`, `Text`, `()`, a type of one's own).
+    pub reply: &'static str,
+    /// The reply's size in bytes (0 for a streamed one or none).
+    pub reply_size: usize,
+    /// The error type, if the call has one (`""` otherwise).
+    pub error: &'static str,
+    /// The error's size in bytes.
+    pub error_size: usize,
+}
+
+/// One argument of a call ([`CallInfo`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgInfo {
+    /// Its name.
+    pub name: &'static str,
+    /// Its written type (`u64`, `[u8; 16]`, `Bytes`, `Text`, a type of one's own).
+    pub ty: &'static str,
+    /// Its size in bytes (0 for a streamed one: `Bytes` or `Text`).
+    pub size: usize,
+}
+
+impl CallInfo {
+    /// The call in one line, as a file's table of calls keeps it and tools read it back
+    /// ([`parse`](Self::parse)): `method opcode [oneway] (name:type:size, ...) -> type:size
+    /// [! error:size]`, the opcode in hex.
+    #[cfg(feature = "alloc")]
+    pub fn line(&self) -> alloc::string::String {
+        use core::fmt::Write;
+        let mut out = alloc::string::String::new();
+        let _ = write!(out, "{} {:#010x}", self.method, self.opcode);
+        if self.oneway {
+            out.push_str(" oneway");
+        }
+        out.push_str(" (");
+        for (i, a) in self.args.iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            let _ = write!(out, "{}:{}:{}", a.name, a.ty, a.size);
+        }
+        let _ = write!(out, ") -> {}:{}", self.reply, self.reply_size);
+        if !self.error.is_empty() {
+            let _ = write!(out, " ! {}:{}", self.error, self.error_size);
+        }
+        out
+    }
 }
 
 /// The dispatch of service `Self` to a handler of type `H` (any type implementing the service's

@@ -2,7 +2,7 @@
 
 use core::marker::PhantomData;
 
-use super::{Dispatch, InlineLanes, LaneBuffers, Served, HANDSHAKE, INLINE_BYTES};
+use super::{CallInfo, Dispatch, InlineLanes, LaneBuffers, Served, HANDSHAKE, INLINE_BYTES};
 use crate::lanes::Lanes;
 use crate::mailbox::Mailbox;
 use crate::port::Port;
@@ -54,7 +54,7 @@ pub trait Services {
     fn has_opcode(&self, opcode: u32) -> bool;
 
     /// Calls `f` with each service's name, fingerprint and opcodes, in the order they were added.
-    fn each(&self, f: &mut dyn FnMut(&'static str, u64, &'static [u32]));
+    fn each(&self, f: &mut dyn FnMut(&'static str, u64, &'static [u32], &'static [CallInfo]));
 
     /// Serves the call on `port` with the service that has its opcode; a call none has gets
     /// `status::UNKNOWN_OPCODE`.
@@ -112,8 +112,8 @@ impl<S: Dispatch<H>, H> Services for Serving<S, H> {
         S::has_opcode(opcode)
     }
 
-    fn each(&self, f: &mut dyn FnMut(&'static str, u64, &'static [u32])) {
-        f(S::NAME, S::FINGERPRINT, S::OPCODES);
+    fn each(&self, f: &mut dyn FnMut(&'static str, u64, &'static [u32], &'static [CallInfo])) {
+        f(S::NAME, S::FINGERPRINT, S::OPCODES, S::CALLS);
     }
 
     #[inline]
@@ -148,7 +148,7 @@ impl<A: Services, B: Services> Services for Both<A, B> {
         self.0.has_opcode(opcode) || self.1.has_opcode(opcode)
     }
 
-    fn each(&self, f: &mut dyn FnMut(&'static str, u64, &'static [u32])) {
+    fn each(&self, f: &mut dyn FnMut(&'static str, u64, &'static [u32], &'static [CallInfo])) {
         self.0.each(f);
         self.1.each(f);
     }
@@ -241,9 +241,9 @@ impl core::fmt::Display for Collision {
 pub fn opcode_collision<T: Services + ?Sized>(services: &T) -> Option<Collision> {
     let mut found = None;
     let mut i = 0;
-    services.each(&mut |first, _, ours| {
+    services.each(&mut |first, _, ours, _| {
         let mut j = 0;
-        services.each(&mut |second, _, theirs| {
+        services.each(&mut |second, _, theirs, _| {
             if j > i && found.is_none() {
                 if let Some(&opcode) = ours.iter().find(|o| theirs.contains(o)) {
                     found = Some(Collision {

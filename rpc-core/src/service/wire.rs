@@ -682,17 +682,88 @@ pub fn call_vec<C: CallSite + ?Sized, const Q: usize>(
     limit: u64,
     tagged: bool,
 ) -> Result<Replied<alloc::vec::Vec<u8>>, Error> {
-    let (mut out, len, error) = call_streamed(
-        site,
-        opcode,
-        prefix,
-        body,
-        alloc::vec::Vec::new(),
-        limit,
-        tagged,
-    )?;
-    out.truncate(len);
-    Ok(Replied { bytes: out, error })
+    dynamic::streamed_reply(site, opcode, prefix, body, limit, tagged)
+}
+
+/// Calls whose sizes are known only at run time, for a tool that knows a service from a running
+/// server rather than from its definition (`ferry call`, reading `Service::CALLS` as the server
+/// listed them): the same paths as the generated calls, the sizes as values. `request` (the
+/// fixed arguments) is at most a slot, as the derive requires of every call.
+pub mod dynamic {
+    use super::*;
+
+    fn fits(request: &[u8]) -> Result<(), Error> {
+        if request.len() > SLOT_BYTES {
+            return Err(Error::Status(Status::BadRequest));
+        }
+        Ok(())
+    }
+
+    /// A call with fixed arguments and a fixed reply: the reply's first `reply.len()` bytes into
+    /// `reply`.
+    pub fn fixed<C: CallSite + ?Sized>(
+        site: &C,
+        opcode: u32,
+        request: &[u8],
+        reply: &mut [u8],
+    ) -> Result<(), Error> {
+        fits(request)?;
+        if reply.len() > SLOT_BYTES {
+            return Err(Error::Status(Status::BadRequest));
+        }
+        fixed_shared(site, opcode, request, reply, Memory::Fenced)
+    }
+
+    /// A one-way call with fixed arguments.
+    pub fn oneway<C: CallSite + ?Sized>(
+        site: &C,
+        opcode: u32,
+        request: &[u8],
+    ) -> Result<(), Error> {
+        fits(request)?;
+        oneway_shared(site, opcode, request)
+    }
+
+    /// A call with a streamed argument (`body`) and a fixed reply (`reply`), or none (`oneway`).
+    pub fn stream<C: CallSite + ?Sized>(
+        site: &C,
+        opcode: u32,
+        prefix: &[u8],
+        body: &[u8],
+        oneway: bool,
+        reply: &mut [u8],
+    ) -> Result<(), Error> {
+        fits(prefix)?;
+        if reply.len() > SLOT_BYTES {
+            return Err(Error::Status(Status::BadRequest));
+        }
+        stream_shared(site, opcode, prefix, body, oneway, reply)
+    }
+
+    /// A call with a streamed reply of at most `limit` bytes (and a streamed argument, if
+    /// `body` is given); `tagged`: the call has an error type.
+    #[cfg(feature = "alloc")]
+    pub fn streamed_reply<C: CallSite + ?Sized>(
+        site: &C,
+        opcode: u32,
+        prefix: &[u8],
+        body: Option<&[u8]>,
+        limit: u64,
+        tagged: bool,
+    ) -> Result<Replied<alloc::vec::Vec<u8>>, Error> {
+        fits(prefix)?;
+        let (mut out, len, error) = call_streamed(
+            site,
+            opcode,
+            prefix,
+            body,
+            alloc::vec::Vec::new(),
+            limit,
+            tagged,
+        )?;
+        out.truncate(len);
+        Ok(Replied { bytes: out, error })
+    }
 }
 
 /// The reply's bytes (`Ok`), or the handler's error.

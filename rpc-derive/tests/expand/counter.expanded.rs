@@ -991,6 +991,87 @@ impl ::ferry_rpc::service::Service for Counter {
     const OPCODES: &'static [u32] = &[
         0xe06cac36u32, 0xeb709090u32, 0x8a8506d8u32, 0xb61020fau32, 0x00000007u32,
     ];
+    const CALLS: &'static [::ferry_rpc::service::CallInfo] = &[
+        ::ferry_rpc::service::CallInfo {
+            method: "add",
+            opcode: 0xe06cac36u32,
+            oneway: false,
+            args: &[
+                ::ferry_rpc::service::ArgInfo {
+                    name: "n",
+                    ty: "u64",
+                    size: ::core::mem::size_of::<u64>(),
+                },
+            ],
+            reply: "u64",
+            reply_size: ::core::mem::size_of::<u64>(),
+            error: "",
+            error_size: 0usize,
+        },
+        ::ferry_rpc::service::CallInfo {
+            method: "put",
+            opcode: 0xeb709090u32,
+            oneway: false,
+            args: &[
+                ::ferry_rpc::service::ArgInfo {
+                    name: "key",
+                    ty: "u32",
+                    size: ::core::mem::size_of::<u32>(),
+                },
+                ::ferry_rpc::service::ArgInfo {
+                    name: "value",
+                    ty: "Bytes",
+                    size: 0usize,
+                },
+            ],
+            reply: "u64",
+            reply_size: ::core::mem::size_of::<u64>(),
+            error: "StoreError",
+            error_size: ::core::mem::size_of::<StoreError>(),
+        },
+        ::ferry_rpc::service::CallInfo {
+            method: "name",
+            opcode: 0x8a8506d8u32,
+            oneway: false,
+            args: &[
+                ::ferry_rpc::service::ArgInfo {
+                    name: "key",
+                    ty: "u32",
+                    size: ::core::mem::size_of::<u32>(),
+                },
+            ],
+            reply: "Text",
+            reply_size: 0usize,
+            error: "StoreError",
+            error_size: ::core::mem::size_of::<StoreError>(),
+        },
+        ::ferry_rpc::service::CallInfo {
+            method: "touch",
+            opcode: 0xb61020fau32,
+            oneway: false,
+            args: &[
+                ::ferry_rpc::service::ArgInfo {
+                    name: "arg0",
+                    ty: "u32",
+                    size: ::core::mem::size_of::<u32>(),
+                },
+            ],
+            reply: "()",
+            reply_size: 0usize,
+            error: "",
+            error_size: 0usize,
+        },
+        ::ferry_rpc::service::CallInfo {
+            method: "reset",
+            opcode: 0x00000007u32,
+            oneway: true,
+            args: &[],
+            reply: "()",
+            reply_size: 0usize,
+            error: "",
+            error_size: 0usize,
+        },
+    ];
 }
 /**The client of service `counter`: one method per call of [`Counter`], made through any call site (`Counter::client(&site)`: a client process in-process or on a GPU warp, a shared-memory client between processes).
 
