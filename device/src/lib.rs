@@ -1,5 +1,20 @@
 //! The GPU side of ferry: what a kernel needs to call its host.
 //!
+//! # What a program calls
+//!
+//! A GPU program is a `no_std` crate whose `main` every thread runs: [`entry!`]`(main)`, with
+//! [`program::Args`] (the command line) and the thread's place in the launch; its host calls are
+//! [`host`]'s functions (`print!`/`println!`, [`host::open`] with [`host::mode`],
+//! [`host::read_at`], [`host::write_at`], [`host::close`], [`host::malloc`], [`host::getenv`],
+//! exit codes), made through [`program::client`] (one type, [`program::Client`], on every
+//! target), and a service of one's own through `Name::client(&client)`. [`sync::LastOut`] finds
+//! the grid's last thread out. `ferry-ptx build` compiles the crate to PTX and `rpc-gpu-run`
+//! (package `ferry-gpu`) runs it; `sim::run_program` (feature `sim`: build these docs with
+//! `--features sim` to see it) runs the same program on CPU threads in a test. The README's "GPU
+//! programs" is a complete one.
+//!
+//! # Modules
+//!
 //! - [`lanes`]: the lanes of a warp (NVIDIA, inline PTX) or wavefront (AMD), behind
 //!   [`ferry_rpc::Lanes`]: lane id, active mask, ballot, broadcast, sync;
 //! - [`descriptor`]: where the host tells the kernel about the region (the `FERRY_RPC` global the

@@ -1,5 +1,22 @@
 //! The ferry mailbox protocol: remote calls across memory two sides share but no runtime.
 //!
+//! # What a program calls
+//!
+//! - A service: a plain enum with `#[derive(RpcOpcodes)]` (feature `derive`; the guide is in
+//!   `ferry-derive`'s docs): one variant per call. The derive generates `Name::client(&site)`
+//!   (a method per call, on any transport's call site: a client [`Process`] of a region in
+//!   process or on a GPU warp, `ferry_shm::ShmClient` between processes),
+//!   `Name::async_client(&site)` (the same calls as `async fn`s, where a transport can wait
+//!   without a thread), the handler traits `NameServer` and `NameAsyncServer`, and
+//!   `Name::server(handler)` / `Name::async_server(handler, spawn)`, what a transport's server
+//!   serves ([`service`]).
+//! - A type of your own that crosses: [`wire`](macro@wire) on it.
+//! - Errors: a call returns [`service::Error`] (the handler's own error, the server's refusal,
+//!   or the transport's failure).
+//! - Regions and raw ports, for a transport of your own or a call written by hand: below.
+//!
+//! # The protocol
+//!
 //! A region of shared memory is split into *ports*. Each port is a *packet* — a header and one
 //! 64-byte *slot* per *lane* — whose ownership passes between a client and a server by flipping
 //! one mailbox bit per side (`mailbox`). Threads of one side race for ports through a private

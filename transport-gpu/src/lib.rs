@@ -1,6 +1,18 @@
 //! ferry on GPUs: the region where a kernel and its host meet, the server threads that answer the
 //! kernel's calls, and the loader `rpc-gpu-run` that runs a GPU program.
 //!
+//! # What a program calls
+//!
+//! - Running a GPU program: the loader, `rpc-gpu-run PROGRAM.ptx [ARGS]` (its `--help` lists
+//!   the launch size, server threads, limits), serves the host services (`LibcHost`) and exits
+//!   with the program's code.
+//! - A host program of one's own: [`cuda`]'s `Program::load` then `run` (the launch, the region
+//!   sized for it, the server threads), serving `LibcHost` and services of one's own bound to
+//!   handlers (`Tally::server(h).and(Libc::server(host.for_program()))`).
+//! - Testing device code without a GPU: `ferry_device::sim` against the same servers.
+//!
+//! # Modules
+//!
 //! - [`cuda`]: CUDA through cudarc, loaded at run time. The region lives in mapped pinned host
 //!   memory (the GPU reaches it across PCIe, the host in its own memory); the client's lock
 //!   bitmap lives in device memory (only warps touch it); the server's in host memory.

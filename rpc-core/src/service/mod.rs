@@ -757,8 +757,8 @@ pub struct ArgInfo {
 }
 
 impl CallInfo {
-    /// The call in one line, as a file's table of calls keeps it and tools read it back
-    /// ([`parse`](Self::parse)): `method opcode [oneway] (name:type:size, ...) -> type:size
+    /// The call in one line, as a file's table of calls keeps it and tools read it back (`ferry
+    /// ls`, `ferry call`): `method opcode [oneway] (name:type:size, ...) -> type:size
     /// [! error:size]`, the opcode in hex.
     #[cfg(feature = "alloc")]
     pub fn line(&self) -> alloc::string::String {
