@@ -623,8 +623,8 @@ fn generate(service: &Service) -> TokenStream {
                     opcode: u32,
                     request: &[u8],
                     body: &[u8],
-                    later: ::std::boxed::Box<dyn ::ferry_rpc::service::Later>,
-                ) -> ::core::result::Result<(), ::std::boxed::Box<dyn ::ferry_rpc::service::Later>> {
+                    later: ::ferry_rpc::__private::Box<dyn ::ferry_rpc::service::Later>,
+                ) -> ::core::result::Result<(), ::ferry_rpc::__private::Box<dyn ::ferry_rpc::service::Later>> {
                     let _ = (handler, request, body);
                     match opcode {
                         #( #later_arms )*

@@ -902,10 +902,10 @@ pub mod __private {
     #[cfg(feature = "std")]
     pub use super::later::task;
     pub use super::wire::*;
+    #[cfg(feature = "std")]
+    pub use alloc::{boxed::Box, sync::Arc};
     #[cfg(feature = "alloc")]
     pub use alloc::{string::String, vec::Vec};
-    #[cfg(feature = "std")]
-    pub use std::sync::Arc;
     pub use zerocopy;
 
     use super::*;

@@ -1444,15 +1444,15 @@ pub trait CounterServer {
     .reset(). await }) } } impl < __RpcH : CounterAsyncServer >
     ::ferry_rpc::service::DispatchLater < __RpcH > for Counter { fn
     dispatch_later(handler : & ::ferry_rpc::service::BlockOn < __RpcH >, opcode : u32,
-    request : & [u8], body : & [u8], later : ::std::boxed::Box < dyn
-    ::ferry_rpc::service::Later >,) -> ::core::result::Result < (), ::std::boxed::Box <
-    dyn ::ferry_rpc::service::Later >> { let _ = (handler, request, body); match opcode {
-    0xe06cac36u32 => { const __RPC_Q : usize = 0usize + ::core::mem::size_of:: < u64 >
-    (); const __RPC_R : usize = ::core::mem::size_of:: < u64 > (); if __RPC_Q >
-    ::ferry_rpc::service::INLINE_BYTES || __RPC_R > ::ferry_rpc::service::INLINE_BYTES {
-    return ::core::result::Result::Err(later); } if request.len() != __RPC_Q { later
-    .send(::ferry_rpc::service::status::BAD_REQUEST, & []); return
-    ::core::result::Result::Ok(()); } if ! body.is_empty() { later
+    request : & [u8], body : & [u8], later : ::ferry_rpc::__private::Box < dyn
+    ::ferry_rpc::service::Later >,) -> ::core::result::Result < (),
+    ::ferry_rpc::__private::Box < dyn ::ferry_rpc::service::Later >> { let _ = (handler,
+    request, body); match opcode { 0xe06cac36u32 => { const __RPC_Q : usize = 0usize +
+    ::core::mem::size_of:: < u64 > (); const __RPC_R : usize = ::core::mem::size_of:: <
+    u64 > (); if __RPC_Q > ::ferry_rpc::service::INLINE_BYTES || __RPC_R >
+    ::ferry_rpc::service::INLINE_BYTES { return ::core::result::Result::Err(later); } if
+    request.len() != __RPC_Q { later.send(::ferry_rpc::service::status::BAD_REQUEST, &
+    []); return ::core::result::Result::Ok(()); } if ! body.is_empty() { later
     .send(::ferry_rpc::service::status::BAD_REQUEST, & []); return
     ::core::result::Result::Ok(()); } let ::core::option::Option::Some((__rpc_arg0,)) =
     (|| ::core::option::Option::Some((::ferry_rpc::__private::take:: < u64 > (request,
