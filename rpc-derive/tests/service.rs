@@ -1108,4 +1108,34 @@ fn a_whole_reply_takes_only_bytes_of_the_calls_shape() {
         Ok(())
     );
     assert_eq!(got, [5; 3]);
+    // In parts: the same, and parts that do not add up to the length are refused.
+    let parts = [&[1u8, 2][..], &[], &[3]];
+    let mut sink = BytesSink(&mut got);
+    assert_eq!(
+        service::WholeReply::stream(&mut sink, 3).deliver_parts(3, parts),
+        Ok(())
+    );
+    assert_eq!(got, [1, 2, 3]);
+    let mut sink = BytesSink(&mut got);
+    assert_eq!(
+        service::WholeReply::stream(&mut sink, 9).deliver_parts(2, parts),
+        bad
+    );
+    let mut sink = BytesSink(&mut got);
+    assert_eq!(
+        service::WholeReply::stream(&mut sink, 9).deliver_parts(4, parts),
+        bad
+    );
+    let mut out = [0u8; 3];
+    assert_eq!(
+        service::WholeReply::fixed(&mut out).deliver_parts(3, parts),
+        Ok(())
+    );
+    assert_eq!(out, [1, 2, 3]);
+    let mut out = [9u8; 4];
+    assert_eq!(
+        service::WholeReply::fixed(&mut out).deliver_parts(4, parts),
+        bad
+    );
+    assert_eq!(out, [9; 4]);
 }

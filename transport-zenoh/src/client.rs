@@ -199,9 +199,18 @@ impl ZenohClient {
         match replies.recv_deadline(start + deadline + Duration::from_millis(50)) {
             Ok(Some(answer)) => match answer.result() {
                 Ok(sample) => {
-                    let bytes = sample.payload().to_bytes();
-                    let body = decode_reply(&bytes, route.service)?;
-                    reply.deliver(body)
+                    let payload = sample.payload();
+                    let mut slices = payload.slices();
+                    match slices.next() {
+                        // A reply's bytes: taken as they arrived, fragments and all (a large
+                        // one is not gathered into one buffer first).
+                        Some([0, first @ ..]) => reply
+                            .deliver_parts(payload.len() - 1, std::iter::once(first).chain(slices)),
+                        _ => {
+                            let bytes = payload.to_bytes();
+                            reply.deliver(decode_reply(&bytes, route.service)?)
+                        }
+                    }
                 }
                 // zenoh's own error at the query's timeout (its timer started after `start`).
                 Err(_) if start.elapsed() >= deadline => Err(Transport::Deadline.into()),

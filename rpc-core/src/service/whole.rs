@@ -85,32 +85,67 @@ impl<'r> WholeReply<'r> {
     /// refused as the packets refuse one ([`crate::Error::TooLarge`]), and one the sink does not
     /// take too ([`crate::Error::Sink`]). Nothing is written on an error.
     pub fn deliver(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.deliver_parts(bytes.len(), [bytes])
+    }
+
+    /// As [`deliver`](Self::deliver), for a reply of `len` bytes that arrived in `parts` (a
+    /// network message in fragments), taken one after the other without first gathering them.
+    /// Parts that do not add up to `len` are [`Status::BadResponse`] (a stream's sink may then
+    /// have been given some of them; the call still fails).
+    pub fn deliver_parts<'b>(
+        &mut self,
+        len: usize,
+        parts: impl IntoIterator<Item = &'b [u8]>,
+    ) -> Result<(), Error> {
+        let bad = Error::Status(Status::BadResponse);
+        let mut at = 0usize;
         match &mut self.to {
-            To::None if bytes.is_empty() => Ok(()),
-            To::None => Err(Error::Status(Status::BadResponse)),
-            To::Fixed(out) if out.len() == bytes.len() => {
-                out.copy_from_slice(bytes);
-                Ok(())
+            To::None if len == 0 => {}
+            To::None => return Err(bad),
+            To::Fixed(out) if out.len() == len => {
+                let mut got = [0u8; crate::layout::SLOT_BYTES];
+                let got = got.get_mut(..len).ok_or(bad)?;
+                for part in parts {
+                    got.get_mut(at..at + part.len())
+                        .ok_or(bad)?
+                        .copy_from_slice(part);
+                    at += part.len();
+                }
+                if at != len {
+                    return Err(bad);
+                }
+                out.copy_from_slice(got);
+                return Ok(());
             }
-            To::Fixed(_) => Err(Error::Status(Status::BadResponse)),
+            To::Fixed(_) => return Err(bad),
             To::Stream { sink, limit } => {
-                let len = bytes.len() as u64;
-                if len > *limit {
+                let announced = len as u64;
+                if announced > *limit {
                     return Err(crate::Error::TooLarge {
                         lane: 0,
-                        len,
+                        len: announced,
                         limit: *limit,
                     }
                     .into());
                 }
-                if !sink.start(0, len) {
+                if !sink.start(0, announced) {
                     return Err(crate::Error::Sink { lane: 0 }.into());
                 }
-                if !bytes.is_empty() {
-                    sink.chunk(0, 0, bytes);
+                for part in parts {
+                    if part.is_empty() {
+                        continue;
+                    }
+                    if at + part.len() > len {
+                        return Err(bad);
+                    }
+                    sink.chunk(0, at as u64, part);
+                    at += part.len();
                 }
-                Ok(())
             }
+        }
+        match at == len {
+            true => Ok(()),
+            false => Err(bad),
         }
     }
 }
