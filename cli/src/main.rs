@@ -5,6 +5,8 @@
 //! - `ferry serve --name X` and `ferry call --name X`: the two sides from separate terminals.
 //! - `ferry bench`: the benchmark of `BENCHMARKS.md` (round trip against a raw atomic ping-pong and
 //!   a Unix socket, throughput with 1, 2, 4, 8 client processes).
+//! - `ferry bridge --name X` (built with the `zenoh` feature): exports a running server's services
+//!   to zenoh, for callers on other machines (`ferry_zenoh`).
 //!
 //! Exit status: 0 on success; 1 when the run failed; 2 for bad arguments (checked before anything
 //! is created, and said in one line); 128 + the signal's number when `serve`, `demo` or `bench`
@@ -12,6 +14,8 @@
 //! files (and, for `demo` and `bench`, stopping the processes it started).
 
 mod bench;
+#[cfg(feature = "zenoh")]
+mod bridge;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx2_peer;
 
@@ -54,6 +58,9 @@ enum Cmd {
     /// A benchmark's peer process (started by `ferry bench`).
     #[command(hide = true)]
     Peer(bench::PeerArgs),
+    /// Export a running server's services to zenoh, for callers on other machines.
+    #[cfg(feature = "zenoh")]
+    Bridge(bridge::BridgeArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -174,6 +181,8 @@ fn main() {
         Cmd::Call(a) => call(a),
         Cmd::Bench(a) => bench::run(a),
         Cmd::Peer(a) => bench::peer(a),
+        #[cfg(feature = "zenoh")]
+        Cmd::Bridge(a) => bridge::run(a),
     };
     if let Err(e) = result {
         eprintln!("ferry: {e}");
@@ -233,6 +242,8 @@ fn check(command: &Cmd) -> Result<(), String> {
         }
         Cmd::Bench(a) => bench::check(a),
         Cmd::Peer(_) => Ok(()),
+        #[cfg(feature = "zenoh")]
+        Cmd::Bridge(a) => bridge::check(a),
     }
 }
 
