@@ -1,17 +1,16 @@
 //! The client: a derived service's calls as zenoh queries, one query per call.
 
-use std::cell::OnceCell;
 use std::time::{Duration, Instant};
 
 use ferry_rpc::service::{
-    self, CallSite, Error, NoInline, ReplyShape, Service, Site, Transport, WholeCall, WholeReply,
-    WholeRequest,
+    self, Error, ReplyShape, Service, Site, Transport, WholeCall, WholeReply, WholeRequest,
 };
-use ferry_rpc::{ClientProcess, HeapRegion, PerPort, Single, SpinLimit};
+use ferry_rpc::HeapRegion;
 use zenoh::qos::CongestionControl;
 use zenoh::query::{ConsolidationMode, QueryTarget};
 use zenoh::{Session, Wait};
 
+use crate::claim::{stand_in_region, WholeClaim};
 use crate::error::ZenohError;
 use crate::message::{decode_reply, encode_request};
 use crate::{key_for, service_prefix};
@@ -93,7 +92,7 @@ pub struct ZenohClient {
     routes: Vec<Route>,
     deadline: Duration,
     /// The region of the claims' stand-in process, which no server serves (see
-    /// [`ZenohClaim`]).
+    /// [`WholeClaim`]).
     unserved: HeapRegion,
 }
 
@@ -150,9 +149,7 @@ impl ZenohClient {
             session: session.clone(),
             routes,
             deadline: config.deadline,
-            unserved: HeapRegion::new(32, 1).map_err(|_| {
-                ZenohError::BadServices("the stand-in region could not be laid out".into())
-            })?,
+            unserved: stand_in_region()?,
         })
     }
 
@@ -165,7 +162,7 @@ impl ZenohClient {
     }
 
     /// Makes `request` as a query; `deadline` bounds the wait for its reply.
-    fn query(
+    pub(crate) fn query(
         &self,
         request: &WholeRequest<'_>,
         mut reply: WholeReply<'_>,
@@ -285,71 +282,32 @@ fn attach(
     }
 }
 
-/// One call of a [`ZenohClient`] (its [`Site`]'s claim): a [`CallSite`] that carries every call
-/// whole ([`WholeCall`]), as one query and its reply. The process it gives
-/// ([`CallSite::process`]) is a stand-in on a region no server serves: the generated calls never
-/// use it (they take the whole path), and a call made on it fails (`Stalled`), never `Ok`.
-pub struct ZenohClaim<'a> {
+/// How one call of a [`ZenohClient`] travels: as a query, waiting at most its deadline.
+#[derive(Debug)]
+pub struct ZenohCall<'a> {
     client: &'a ZenohClient,
     deadline: Duration,
-    stand_in: OnceCell<ClientProcess<'a, Single, PerPort, SpinLimit>>,
 }
 
-impl std::fmt::Debug for ZenohClaim<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZenohClaim")
-            .field("deadline", &self.deadline)
-            .finish()
-    }
-}
-
-impl WholeCall for ZenohClaim<'_> {
+impl WholeCall for ZenohCall<'_> {
     fn call_whole(&self, request: &WholeRequest<'_>, reply: WholeReply<'_>) -> Result<(), Error> {
         self.client.query(request, reply, self.deadline)
     }
 }
 
-impl<'a> CallSite for ZenohClaim<'a> {
-    type Lanes = Single;
-    type Mailbox = PerPort;
-    type Wait = SpinLimit;
-    type Inline = NoInline;
-    type Whole = Self;
-
-    #[inline(always)]
-    fn whole(&self) -> Option<&Self> {
-        Some(self)
-    }
-
-    #[inline(always)]
-    fn inline(&self) -> Option<&NoInline> {
-        None
-    }
-
-    fn process(&self) -> &ClientProcess<'_, Single, PerPort, SpinLimit> {
-        self.stand_in.get_or_init(|| {
-            self.client
-                .unserved
-                .client_with(Single, SpinLimit(0))
-                .expect("one lane fits any region")
-        })
-    }
-}
-
 /// The calls of a derived service's client go through the client: each is one query.
 impl Site for ZenohClient {
-    type Claim<'a> = ZenohClaim<'a>;
+    type Claim<'a> = WholeClaim<'a, ZenohCall<'a>>;
 
     fn call<R, E>(
         &self,
         deadline: Option<Duration>,
-        call: impl FnOnce(&ZenohClaim<'_>) -> Result<R, service::Error<E>>,
+        call: impl FnOnce(&Self::Claim<'_>) -> Result<R, service::Error<E>>,
     ) -> Result<R, service::Error<E>> {
-        let claim = ZenohClaim {
+        let how = ZenohCall {
             client: self,
             deadline: deadline.unwrap_or(self.deadline),
-            stand_in: OnceCell::new(),
         };
-        call(&claim)
+        call(&WholeClaim::new(how, &self.unserved))
     }
 }

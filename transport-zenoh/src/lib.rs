@@ -43,6 +43,8 @@
 //! - The client: [`ZenohClient::connect`] with a session, the name and a [`ClientConfig`] naming
 //!   the services it calls (checked when it connects: [`ZenohError::NotServed`],
 //!   [`ZenohError::Mismatch`]), then `Name::client(&client)`.
+//! - One name, the fastest path: [`NamedClient::connect`] takes shared memory when the server
+//!   of that name runs on this machine, zenoh otherwise; the same calls either way.
 //! - A session set up for either side: [`peer_config`] (peer to peer over TCP, no multicast
 //!   scouting), or any `zenoh::Config` of your own (routers, other links).
 //!
@@ -81,14 +83,18 @@
 #![deny(missing_docs)]
 
 mod bridge;
+mod claim;
 mod client;
 mod error;
 mod message;
+mod named;
 mod server;
 
 pub use bridge::{Bridge, BridgeConfig};
-pub use client::{ClientConfig, ZenohClaim, ZenohClient, NOT_CONNECTED, NO_ANSWER};
+pub use claim::WholeClaim;
+pub use client::{ClientConfig, ZenohCall, ZenohClient, NOT_CONNECTED, NO_ANSWER};
 pub use error::ZenohError;
+pub use named::{NamedCall, NamedClient};
 pub use server::ZenohServer;
 
 pub use ferry_rpc;

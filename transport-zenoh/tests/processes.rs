@@ -1,8 +1,10 @@
 //! A derived service across two processes through zenoh on loopback: every kind of call, the
 //! handler's typed errors, streams and their limits, deadlines, a refused attach, hostile
-//! payloads both ways, a server that dies mid-call and one that comes back. The server is this
-//! test binary run again as a child (test `peer_server`, with `FERRY_ZENOH_SERVE` set). Every
-//! test runs under a watchdog.
+//! payloads both ways, a server that dies mid-call and one that comes back, the one-name client
+//! on both of its paths, and a partition between two network namespaces (skipped, saying why,
+//! where the machine does not allow them). The server is this test binary run again as a child
+//! (test `peer_server`, with `FERRY_ZENOH_SERVE` set; the namespaced client likewise,
+//! `peer_client`). Every test runs under a watchdog.
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 use ferry_rpc::service::{Bytes, Error, Status, Text, Transport};
 use ferry_rpc::{wire, RpcOpcodes};
 use ferry_testkit::Watchdog;
-use ferry_zenoh::{peer_config, ClientConfig, ZenohClient, ZenohError, ZenohServer};
+use ferry_zenoh::{peer_config, ClientConfig, NamedClient, ZenohClient, ZenohError, ZenohServer};
 use zenoh::{Session, Wait};
 
 /// Why `take` refused.
@@ -105,26 +107,36 @@ impl StoreServer for Total {
 
 const SERVE: &str = "FERRY_ZENOH_SERVE";
 
-/// The child: serves `Store` under the name and on the port `FERRY_ZENOH_SERVE` gives
-/// (`NAME PORT`), prints `serving`, and serves until its standard input closes.
+/// The child: serves `Store` as `FERRY_ZENOH_SERVE` says (`NAME PORT HOST [bridged]`), prints
+/// `serving`, and serves until its standard input closes. `bridged`: a shared-memory server
+/// under another name, exported under NAME by a bridge (so no server of NAME runs on this
+/// machine as far as shared memory goes); otherwise a `ZenohServer` of NAME.
 #[test]
 fn peer_server() {
     let Some(what) = std::env::var_os(SERVE) else {
         return;
     };
     let what = what.into_string().unwrap();
-    let (name, port) = what.split_once(' ').unwrap();
-    let listen = format!("tcp/127.0.0.1:{port}");
+    let words: Vec<&str> = what.split(' ').collect();
+    let (name, port, host) = (words[0], words[1], words[2]);
+    let listen = format!("tcp/{host}:{port}");
     let session = zenoh::open(peer_config(&[&listen], &[]).unwrap())
         .wait()
         .unwrap();
-    let server = ZenohServer::start(
-        &session,
-        name,
-        ferry_shm::ServerConfig::default(),
-        Store::server(Total::default()),
-    )
-    .unwrap();
+    let config = ferry_shm::ServerConfig::default();
+    let store = Store::server(Total::default());
+    if words.get(3) == Some(&"bridged") {
+        let path = ferry_shm::path_for(&format!("{name}-bridged"));
+        let server = ferry_shm::ShmServer::start(&path, config, store).unwrap();
+        let shm = ferry_shm::ShmClient::attach(&path, Default::default()).unwrap();
+        let bridge = ferry_zenoh::Bridge::start(&session, name, shm, Default::default()).unwrap();
+        println!("serving");
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        drop(bridge);
+        server.shutdown(Duration::from_secs(5));
+        return;
+    }
+    let server = ZenohServer::start(&session, name, config, store).unwrap();
     println!("serving");
     let _ = std::io::stdin().read_to_end(&mut Vec::new());
     server.shutdown(Duration::from_secs(5));
@@ -137,9 +149,25 @@ struct Peer {
 
 impl Peer {
     fn start(name: &str, port: u16) -> Peer {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        Peer::start_as(&[], &format!("{name} {port} 127.0.0.1"))
+    }
+
+    /// This test binary as a server (`what`: `FERRY_ZENOH_SERVE`'s value), run under `wrap` (a
+    /// command and its arguments before the program: `ip netns exec NS`), once it says it
+    /// serves.
+    fn start_as(wrap: &[&str], what: &str) -> Peer {
+        let exe = std::env::current_exe().unwrap();
+        let mut command = match wrap.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        let mut child = command
             .args(["peer_server", "--exact", "--nocapture", "--test-threads=1"])
-            .env(SERVE, format!("{name} {port}"))
+            .env(SERVE, what)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -520,5 +548,276 @@ fn a_server_that_dies_mid_call_fails_it_and_a_restarted_one_is_reached_again() {
             Err(e) => assert!(Instant::now() < until, "not reached again: {e}"),
         }
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_named_client_takes_shared_memory_on_this_machine_and_zenoh_otherwise() {
+    let _watchdog = Watchdog::new("the one-name client", Duration::from_secs(120));
+    let config = || ClientConfig::default().service::<Store>();
+    // A server of the name on this machine: shared memory.
+    let (name, port) = (name("named-local"), free_port());
+    let _local = Peer::start(&name, port);
+    let session = session(port);
+    let named = NamedClient::connect(&session, &name, config()).unwrap();
+    assert!(named.is_local());
+    check_calls(Store::client(&named));
+    // Only a bridge of the name (its server's file under another name): zenoh.
+    let (remote, port) = (self::name("named-remote"), free_port());
+    let _remote = Peer::start_as(&[], &format!("{remote} {port} 127.0.0.1 bridged"));
+    let session = self::session(port);
+    let named = NamedClient::connect(&session, &remote, config()).unwrap();
+    assert!(!named.is_local());
+    check_calls(Store::client(&named));
+    // Neither: zenoh's refusal.
+    let none = NamedClient::connect(
+        &session,
+        "nobody-here",
+        config().attach(Duration::from_millis(300)),
+    )
+    .unwrap_err();
+    assert!(matches!(none, ZenohError::NotServed { .. }), "{none}");
+}
+
+/// The same calls whichever path the client took (on a fresh server: its total at zero).
+fn check_calls<S: ferry_rpc::service::Site + Copy>(store: StoreClient<S>) {
+    assert_eq!(store.add(5), Ok(5));
+    assert_eq!(store.take(9), Err(Error::App(Short::Empty)));
+    assert_eq!(store.put(&[1, 2, 3]), Ok([3, 6]));
+    assert_eq!(store.fill(300).map(|v| v.len()), Ok(300));
+    let mut small = [0u8; 4];
+    assert_eq!(
+        store.fill_into(5, &mut small).map(|b| b.len()),
+        Err(Error::Status(Status::ReplyTooLarge { len: 5, limit: 4 }))
+    );
+    assert_eq!(store.upper("één"), Ok("ÉÉN".to_owned()));
+    assert_eq!(
+        store.put(&vec![0; (1 << 20) + 1]),
+        Err(Error::Status(Status::Rejected))
+    );
+    store.bump().unwrap();
+    assert_eq!(
+        store.with_deadline(Duration::from_millis(100)).sleep(2000),
+        Err(Error::Transport(Transport::Deadline))
+    );
+}
+
+const CLIENT: &str = "FERRY_ZENOH_CLIENT";
+
+/// The child that calls from another network namespace: connects as `FERRY_ZENOH_CLIENT` says
+/// (`NAME ENDPOINT`), prints `connected`, then for each line `call MS` on its standard input
+/// calls `add(1)` with a deadline of MS milliseconds and prints `ok TOTAL` or `err MS_TAKEN
+/// ERROR`.
+#[test]
+fn peer_client() {
+    let Some(what) = std::env::var_os(CLIENT) else {
+        return;
+    };
+    let what = what.into_string().unwrap();
+    let (name, endpoint) = what.split_once(' ').unwrap();
+    let session = zenoh::open(peer_config(&[], &[endpoint]).unwrap())
+        .wait()
+        .unwrap();
+    let client = ZenohClient::connect(
+        &session,
+        name,
+        ClientConfig::default()
+            .service::<Store>()
+            .attach(Duration::from_secs(30)),
+    )
+    .unwrap();
+    let store = Store::client(&client);
+    println!("connected");
+    for line in std::io::stdin().lines() {
+        let line = line.unwrap();
+        let Some(ms) = line.strip_prefix("call ") else {
+            continue;
+        };
+        let started = Instant::now();
+        let result = store
+            .with_deadline(Duration::from_millis(ms.parse().unwrap()))
+            .add(1);
+        match result {
+            Ok(total) => println!("ok {total}"),
+            Err(e) => println!("err {} {e}", started.elapsed().as_millis()),
+        }
+    }
+}
+
+/// Two network namespaces joined by a veth pair, removed when dropped.
+struct Namespaces {
+    names: [String; 2],
+}
+
+impl Namespaces {
+    /// `ns-a` (10.231.N.1) and `ns-b` (10.231.N.2), N from this process's id; `None` with the
+    /// reason when the machine does not allow it.
+    fn make() -> Result<Namespaces, String> {
+        if rustix::process::geteuid().as_raw() != 0 {
+            return Err("not root: network namespaces need root".into());
+        }
+        let id = std::process::id();
+        let made = Namespaces {
+            names: [format!("fz-a-{id}"), format!("fz-b-{id}")],
+        };
+        let [a, b] = &made.names;
+        let (va, vb) = (
+            format!("fza{}", id % 100_000),
+            format!("fzb{}", id % 100_000),
+        );
+        let net = id % 250 + 1;
+        let steps: Vec<Vec<String>> = vec![
+            vec!["netns".into(), "add".into(), a.clone()],
+            vec!["netns".into(), "add".into(), b.clone()],
+            ["link", "add", &va, "type", "veth", "peer", "name", &vb]
+                .map(String::from)
+                .to_vec(),
+            ["link", "set", &va, "netns", a].map(String::from).to_vec(),
+            ["link", "set", &vb, "netns", b].map(String::from).to_vec(),
+            vec![
+                "-n".into(),
+                a.clone(),
+                "addr".into(),
+                "add".into(),
+                format!("10.231.{net}.1/24"),
+                "dev".into(),
+                va.clone(),
+            ],
+            vec![
+                "-n".into(),
+                b.clone(),
+                "addr".into(),
+                "add".into(),
+                format!("10.231.{net}.2/24"),
+                "dev".into(),
+                vb.clone(),
+            ],
+            ["-n", a, "link", "set", &va, "up"]
+                .map(String::from)
+                .to_vec(),
+            ["-n", b, "link", "set", &vb, "up"]
+                .map(String::from)
+                .to_vec(),
+            ["-n", a, "link", "set", "lo", "up"]
+                .map(String::from)
+                .to_vec(),
+            ["-n", b, "link", "set", "lo", "up"]
+                .map(String::from)
+                .to_vec(),
+        ];
+        for step in steps {
+            let out = Command::new("ip").args(&step).output();
+            match out {
+                Ok(o) if o.status.success() => {}
+                Ok(o) => {
+                    return Err(format!(
+                        "`ip {}` failed: {}",
+                        step.join(" "),
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    ))
+                }
+                Err(e) => return Err(format!("`ip` could not be run: {e}")),
+            }
+        }
+        Ok(made)
+    }
+
+    fn net(&self) -> u32 {
+        std::process::id() % 250 + 1
+    }
+
+    /// Sets the veth end in `ns-a` down (`false`) or up.
+    fn link(&self, up: bool) {
+        let va = format!("fza{}", std::process::id() % 100_000);
+        let state = if up { "up" } else { "down" };
+        let ok = Command::new("ip")
+            .args(["-n", &self.names[0], "link", "set", &va, state])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "setting the link {state}");
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        // (Deleting a namespace deletes the veth end in it, and so the pair.)
+        for name in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}
+
+#[test]
+fn a_partition_between_two_network_namespaces_fails_calls_within_their_deadline_and_heals() {
+    let namespaces = match Namespaces::make() {
+        Ok(n) => n,
+        Err(why) => {
+            println!("skipped: {why}");
+            return;
+        }
+    };
+    let _watchdog = Watchdog::new("a partition between namespaces", Duration::from_secs(120));
+    let (name, port) = (name("partition"), free_port());
+    let server_ip = format!("10.231.{}.1", namespaces.net());
+    let [a, b] = &namespaces.names;
+    let _server = Peer::start_as(
+        &["ip", "netns", "exec", a],
+        &format!("{name} {port} {server_ip}"),
+    );
+    let mut client = Command::new("ip")
+        .args(["netns", "exec", b])
+        .arg(std::env::current_exe().unwrap())
+        .args(["peer_client", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CLIENT, format!("{name} tcp/{server_ip}:{port}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    struct Kill<'c>(&'c mut Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut input = client.stdin.take().unwrap();
+    let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
+    let _client = Kill(&mut client);
+    let mut next = move || loop {
+        let line = lines.next().expect("the client ended").unwrap();
+        // (The first follows the harness's "test peer_client ... " on its line.)
+        let line = line.trim_start_matches("test peer_client ... ");
+        if line.starts_with("ok ") || line.starts_with("err ") || line == "connected" {
+            return line.to_owned();
+        }
+    };
+    assert_eq!(next(), "connected");
+    let mut call = |ms: u32| {
+        use std::io::Write;
+        writeln!(input, "call {ms}").unwrap();
+        next()
+    };
+    assert_eq!(call(5000), "ok 1");
+    // Partitioned: the call fails (no reply) within its deadline, and is not taken for done.
+    namespaces.link(false);
+    let failed = call(1000);
+    let taken: u64 = failed
+        .strip_prefix("err ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("a call across the partition: {failed}"));
+    assert!(taken < 3000 && failed.contains("deadline"), "{failed}");
+    println!("across the partition: {failed}");
+    // Healed: calls go through again (zenoh keeps the session across a short partition).
+    namespaces.link(true);
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let line = call(2000);
+        if line.starts_with("ok ") {
+            break;
+        }
+        assert!(Instant::now() < until, "not healed: {line}");
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
