@@ -11,7 +11,8 @@
 //! reply of the same length) against a queryable that replies with the query's payload; at 8 B
 //! also `Add` (a fixed call: 8 bytes each way). Throughput: 1, 4 and 16 threads calling `Add`,
 //! against 1, 4 and 16 threads querying 8 bytes raw. And, for scale, the same `Add` through
-//! shared memory on this machine (what the one-name client takes when the service is local).
+//! shared memory on this machine: straight through a `ShmClient`, and through the one-name
+//! client (`NamedClient`, which takes shared memory when the service is local).
 //! Raw and ferry runs alternate, so drift in the machine's load falls on both.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use ferry_rpc::service::Bytes;
 use ferry_rpc::RpcOpcodes;
-use ferry_zenoh::{peer_config, BridgeConfig, ClientConfig, ZenohClient, ZenohServer};
+use ferry_zenoh::{peer_config, BridgeConfig, ClientConfig, NamedClient, ZenohClient, ZenohServer};
 use zenoh::qos::CongestionControl;
 use zenoh::query::{ConsolidationMode, QueryTarget};
 use zenoh::{Session, Wait};
@@ -186,6 +187,14 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         ferry_shm::ClientConfig::default().service::<Bench>(),
     )?;
     let local = Bench::client(&shm);
+    // The one-name client: the server runs on this machine, so shared memory.
+    let named = NamedClient::connect(
+        &client_session,
+        &name,
+        ClientConfig::default().service::<Bench>(),
+    )?;
+    assert!(named.is_local());
+    let by_name = Bench::client(&named);
 
     println!(
         "ferry over zenoh against raw zenoh query/reply, same sessions (peer to peer, loopback \
@@ -246,6 +255,19 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         median(&mut shm_runs)
     );
 
+    let mut named_runs: Vec<f64> = (0..args.runs)
+        .map(|_| {
+            median_us(20_000, || {
+                by_name.add(1).unwrap();
+            })
+        })
+        .collect();
+    println!(
+        "{:<22} {:>10} {:>10.2}   (the one-name client: shared memory, the same server)",
+        "8 B, Add, by name",
+        "",
+        median(&mut named_runs)
+    );
     let big = vec![5u8; 1 << 20];
     let mut shm_big: Vec<f64> = (0..args.runs)
         .map(|_| {
@@ -287,6 +309,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         );
     }
     drop(shm);
+    drop(named);
     drop(client);
     server.shutdown(Duration::from_secs(5));
     Ok(())
