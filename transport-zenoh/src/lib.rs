@@ -101,6 +101,15 @@ pub use ferry_rpc;
 pub use ferry_shm;
 pub use zenoh;
 
+// Threads share the clients, and the generated clients over them.
+const _: () = {
+    const fn shared_by_threads<T: Send + Sync>() {}
+    shared_by_threads::<ZenohClient>();
+    shared_by_threads::<NamedClient>();
+    shared_by_threads::<Bridge>();
+    shared_by_threads::<ZenohServer>();
+};
+
 /// The key of service `service` of schema `fingerprint`, served under `name`.
 pub fn key_for(name: &str, service: &str, fingerprint: u64) -> String {
     format!("{}/{fingerprint:016x}", service_prefix(name, service))
