@@ -5,6 +5,8 @@
 //! - `ferry serve --name X` and `ferry call --name X`: the two sides from separate terminals.
 //! - `ferry bench`: the benchmark of `BENCHMARKS.md` (round trip against a raw atomic ping-pong and
 //!   a Unix socket, throughput with 1, 2, 4, 8 client processes).
+//! - `ferry bridge --name X` (built with the `zenoh` feature): exports a running server's services
+//!   to zenoh, for callers on other machines (`ferry_zenoh`).
 //!
 //! Exit status: 0 on success; 1 when the run failed; 2 for bad arguments (checked before anything
 //! is created, and said in one line); 128 + the signal's number when `serve`, `demo` or `bench`
@@ -14,6 +16,8 @@
 mod any;
 mod bench;
 mod bench_async;
+#[cfg(feature = "zenoh")]
+mod bridge;
 #[cfg(feature = "iceoryx2")]
 mod iceoryx2_peer;
 
@@ -64,6 +68,9 @@ enum Cmd {
     /// The server process of `ferry bench-async`.
     #[command(hide = true)]
     AsyncServer(bench_async::AsyncServerArgs),
+    /// Export a running server's services to zenoh, for callers on other machines.
+    #[cfg(feature = "zenoh")]
+    Bridge(bridge::BridgeArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -208,6 +215,8 @@ fn main() {
         Cmd::BenchAsync(a) => bench_async::run(a),
         Cmd::Peer(a) => bench::peer(a),
         Cmd::AsyncServer(a) => bench_async::server(a),
+        #[cfg(feature = "zenoh")]
+        Cmd::Bridge(a) => bridge::run(a),
     };
     if let Err(e) = result {
         eprintln!("ferry: {e}");
@@ -277,6 +286,8 @@ fn check(command: &Cmd) -> Result<(), String> {
         Cmd::Bench(a) => bench::check(a),
         Cmd::BenchAsync(a) => bench_async::check(a),
         Cmd::Peer(_) | Cmd::AsyncServer(_) => Ok(()),
+        #[cfg(feature = "zenoh")]
+        Cmd::Bridge(a) => bridge::check(a),
     }
 }
 

@@ -832,3 +832,49 @@ fn ls_and_call_reach_a_users_own_service() {
     }
     drop(server);
 }
+
+/// `ferry bridge` (the `zenoh` feature) exports a running `ferry serve` to zenoh: a client on
+/// another session calls the demo service through it, and SIGTERM stops it with status 143,
+/// leaving the server serving.
+#[cfg(feature = "zenoh")]
+#[test]
+fn bridge_exports_a_running_server_to_zenoh() {
+    use ferry_zenoh::zenoh::Wait;
+    let name = token("bridge");
+    let mut server = spawn_serve(&name, &[]);
+    wait_for_file(&mut server, &shm(&name));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("tcp/127.0.0.1:{port}");
+    let mut bridge = spawn(
+        &["bridge", "--name", &name, "--listen", &listen],
+        Stdio::null(),
+    );
+    let session = ferry_zenoh::zenoh::open(ferry_zenoh::peer_config(&[], &[&listen]).unwrap())
+        .wait()
+        .unwrap();
+    let client = ferry_zenoh::ZenohClient::connect(
+        &session,
+        &name,
+        ferry_zenoh::ClientConfig::default()
+            .service::<ferry_shm::demo::Demo>()
+            .attach(LIMIT),
+    )
+    .unwrap();
+    let demo = ferry_shm::demo::Demo::client(&client);
+    assert_eq!(demo.add(2, 3), Ok(5));
+    assert_eq!(demo.sum(&[1, 2, 3]).map(|s| (s.len, s.sum)), Ok((3, 6)));
+    signal(&bridge, "TERM");
+    assert_eq!(
+        wait(&mut bridge, "ferry bridge after SIGTERM").code(),
+        Some(143)
+    );
+    // The server it bridged goes on.
+    assert!(shm(&name).exists());
+    stop_serve(server, &name, "TERM", 143);
+    // A name that cannot be a key is refused before anything runs, with a way out.
+    assert_refused(&["bridge", "--name", "/dev/shm/a b"], "--as", &name);
+}

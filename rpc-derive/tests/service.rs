@@ -690,6 +690,7 @@ impl<'p, I: service::InlineCall> service::CallSite for WithInline<'p, I> {
     type Mailbox = ferry_rpc::PerPort;
     type Wait = Spin;
     type Inline = I;
+    type Whole = service::NoWhole;
 
     fn inline(&self) -> Option<&I> {
         Some(self.inline)
@@ -903,4 +904,238 @@ fn the_one_pass_probe_tells_infallible_argument_types_from_others() {
     assert!(!(&Infallible::<bool>::new()).infallible());
     assert!(!(&Infallible::<Mode>::new()).infallible());
     assert!(!(&Infallible::<char>::new()).infallible());
+}
+
+/// A site that carries every call whole (as a network transport does), the message copied as it
+/// would cross, and a bridge that makes it again on a client process of a served region
+/// (`service::replay`). Its own process is on a region no server serves: a call that went
+/// there instead of the whole path would fail.
+struct Carried<'p> {
+    unserved:
+        ferry_rpc::ClientProcess<'p, ferry_rpc::Single, ferry_rpc::PerPort, ferry_rpc::SpinLimit>,
+    bridge: &'p ferry_rpc::ClientProcess<'p>,
+    carried: AtomicU32,
+}
+
+impl service::WholeCall for Carried<'_> {
+    fn call_whole(
+        &self,
+        request: &service::WholeRequest<'_>,
+        mut reply: service::WholeReply<'_>,
+    ) -> Result<(), Error> {
+        self.carried.fetch_add(1, Ordering::Relaxed);
+        // What crosses: copies of the request's parts, and the reply's bytes or the error.
+        let (prefix, body) = (request.prefix.to_vec(), request.body.map(<[u8]>::to_vec));
+        let copy = service::WholeRequest {
+            opcode: request.opcode,
+            prefix: &prefix,
+            body: body.as_deref(),
+            reply: request.reply,
+        };
+        // The bridge's end takes what its call gives: the client's end checks it.
+        let crossed = match copy.reply {
+            service::ReplyShape::None => {
+                service::replay(self.bridge, &copy, service::WholeReply::none()).map(|()| vec![])
+            }
+            service::ReplyShape::Fixed(n) => {
+                let mut out = vec![0u8; n];
+                service::replay(self.bridge, &copy, service::WholeReply::fixed(&mut out))
+                    .map(|()| out)
+            }
+            service::ReplyShape::Stream { limit } => {
+                let mut bytes = Vec::new();
+                let mut sink = BytesSink(&mut bytes);
+                service::replay(
+                    self.bridge,
+                    &copy,
+                    service::WholeReply::stream(&mut sink, limit),
+                )
+                .map(|()| bytes)
+            }
+        };
+        reply.deliver(&crossed?)
+    }
+}
+
+/// A sink that keeps lane 0's stream in a vector.
+struct BytesSink<'v>(&'v mut Vec<u8>);
+
+impl ferry_rpc::StreamSink for BytesSink<'_> {
+    fn start(&mut self, _lane: u32, len: u64) -> bool {
+        self.0.resize(len as usize, 0);
+        true
+    }
+    fn chunk(&mut self, _lane: u32, offset: u64, bytes: &[u8]) {
+        self.0[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
+    }
+}
+
+impl<'p> service::CallSite for Carried<'p> {
+    type Lanes = ferry_rpc::Single;
+    type Mailbox = ferry_rpc::PerPort;
+    type Wait = ferry_rpc::SpinLimit;
+    type Inline = service::NoInline;
+    type Whole = Self;
+
+    fn whole(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn inline(&self) -> Option<&service::NoInline> {
+        None
+    }
+
+    fn process(
+        &self,
+    ) -> &ferry_rpc::ClientProcess<'p, ferry_rpc::Single, ferry_rpc::PerPort, ferry_rpc::SpinLimit>
+    {
+        &self.unserved
+    }
+}
+
+impl<'p> service::Site for Carried<'p> {
+    type Claim<'a> = Carried<'p>;
+
+    fn call<R, E>(
+        &self,
+        _deadline: Option<Duration>,
+        call: impl FnOnce(&Carried<'p>) -> Result<R, Error<E>>,
+    ) -> Result<R, Error<E>> {
+        call(self)
+    }
+}
+
+#[test]
+fn calls_carried_whole_and_replayed_on_a_bridge_give_what_the_ports_give() {
+    use other::CounterV2;
+    let unserved = HeapRegion::new(32, 1).unwrap();
+    with_server(1, 1, |region, counters| {
+        let bridge = region.client();
+        let site = Carried {
+            unserved: unserved
+                .client_with(ferry_rpc::Single, ferry_rpc::SpinLimit(0))
+                .unwrap(),
+            bridge: &bridge,
+            carried: AtomicU32::new(0),
+        };
+        let c = Counter::client(&site);
+        assert_eq!(c.add(1, 5), Ok(5));
+        assert_eq!(c.get(1), Ok(5));
+        for len in [0usize, 1, 56, 57, 500, 1024] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            let want: u64 = data.iter().map(|&b| b as u64).sum();
+            assert_eq!(c.sum(&data), Ok(want), "len {len}");
+            assert_eq!(c.sum_with(len, |b| b.copy_from_slice(&data)), Ok(want));
+            let mut buf = vec![0u8; len];
+            let got = c.count_into(len as u32, &mut buf).unwrap();
+            assert!(got.iter().enumerate().all(|(i, &b)| b == i as u8));
+            assert_eq!(c.count(len as u32).map(|v| v.len()), Ok(len));
+        }
+        let long = "ferry ".repeat(30);
+        assert_eq!(c.upper(&long), Ok(long.to_uppercase()));
+        c.ping().unwrap();
+        assert_eq!(c.scale(6, 7), Ok(42));
+        for _ in 0..10 {
+            c.bump(3).unwrap();
+        }
+        while c.get(3).unwrap() < 10 {
+            std::thread::yield_now();
+        }
+        // Tagged errors, and the refusals of each kind.
+        assert_eq!(
+            c.apply(0, Mode::Sub, 4, false),
+            Err(Error::App(Refusal::Underflow))
+        );
+        assert_eq!(c.apply(0, Mode::Add, 4, false), Ok(4));
+        assert_eq!(c.sum(&[1; 1025]), Err(Error::Status(Status::Rejected)));
+        let mut small = [0u8; 10];
+        assert_eq!(
+            c.count_into(500, &mut small).map(|b| b.len()),
+            Err(Error::Status(Status::ReplyTooLarge {
+                len: 500,
+                limit: 10
+            }))
+        );
+        let new = CounterV2::client(&site);
+        fn unknown<T>(call: &str) -> Result<T, Error> {
+            let opcode = service::hash_opcode("Counter", call);
+            Err(Error::Status(Status::UnknownOpcode { opcode }))
+        }
+        assert_eq!(new.reset(2), unknown("Reset"));
+        assert_eq!(new.upload(&[1; 5000]), unknown("Upload"));
+        assert_eq!(new.download(50).map(|b| b.len()), unknown("Download"));
+        let raw = other::RawCounter::client(&site);
+        assert_eq!(
+            raw.upper(&[0xff, 0xfe]).map(|b| b.len()),
+            Err(Error::Status(Status::BadRequest))
+        );
+        assert!(site.carried.load(Ordering::Relaxed) > 40);
+        assert_eq!(counters.values[1].load(Ordering::Relaxed), 5);
+    });
+}
+
+/// What a whole call's reply takes: a fixed reply of exactly its length, a one-way call's
+/// nothing, a stream within its limit; anything else is refused and nothing is written.
+#[test]
+fn a_whole_reply_takes_only_bytes_of_the_calls_shape() {
+    let bad = Err(Error::Status(Status::BadResponse));
+    let mut out = [7u8; 4];
+    assert_eq!(
+        service::WholeReply::fixed(&mut out).deliver(&[1, 2, 3]),
+        bad
+    );
+    assert_eq!(service::WholeReply::fixed(&mut out).deliver(&[1; 5]), bad);
+    assert_eq!(out, [7; 4]);
+    assert_eq!(
+        service::WholeReply::fixed(&mut out).deliver(&[1, 2, 3, 4]),
+        Ok(())
+    );
+    assert_eq!(out, [1, 2, 3, 4]);
+    assert_eq!(service::WholeReply::none().deliver(&[0]), bad);
+    assert_eq!(service::WholeReply::none().deliver(&[]), Ok(()));
+    let mut got = Vec::new();
+    let mut sink = BytesSink(&mut got);
+    assert_eq!(
+        service::WholeReply::stream(&mut sink, 3).deliver(&[1; 4]),
+        Err(Error::from(ferry_rpc::Error::TooLarge {
+            lane: 0,
+            len: 4,
+            limit: 3
+        }))
+    );
+    assert_eq!(
+        service::WholeReply::stream(&mut sink, 3).deliver(&[5; 3]),
+        Ok(())
+    );
+    assert_eq!(got, [5; 3]);
+    // In parts: the same, and parts that do not add up to the length are refused.
+    let parts = [&[1u8, 2][..], &[], &[3]];
+    let mut sink = BytesSink(&mut got);
+    assert_eq!(
+        service::WholeReply::stream(&mut sink, 3).deliver_parts(3, parts),
+        Ok(())
+    );
+    assert_eq!(got, [1, 2, 3]);
+    let mut sink = BytesSink(&mut got);
+    assert_eq!(
+        service::WholeReply::stream(&mut sink, 9).deliver_parts(2, parts),
+        bad
+    );
+    let mut sink = BytesSink(&mut got);
+    assert_eq!(
+        service::WholeReply::stream(&mut sink, 9).deliver_parts(4, parts),
+        bad
+    );
+    let mut out = [0u8; 3];
+    assert_eq!(
+        service::WholeReply::fixed(&mut out).deliver_parts(3, parts),
+        Ok(())
+    );
+    assert_eq!(out, [1, 2, 3]);
+    let mut out = [9u8; 4];
+    assert_eq!(
+        service::WholeReply::fixed(&mut out).deliver_parts(4, parts),
+        bad
+    );
+    assert_eq!(out, [9; 4]);
 }

@@ -111,6 +111,7 @@ impl<'a> CallSite for Claimed<'a> {
     type Mailbox = ShmMailbox;
     type Wait = &'a ClientWait;
     type Inline = ClientInline<'a, ClientWait>;
+    type Whole = ferry_rpc::service::NoWhole;
 
     #[inline]
     fn inline(&self) -> Option<&ClientInline<'a, ClientWait>> {

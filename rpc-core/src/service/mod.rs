@@ -16,7 +16,8 @@
 //! - what a call returns when it fails, [`Error`] (the handler's own error, a server's
 //!   [`Status`], a [`Transport`] failure), and the server's report of one call, [`Served`];
 //! - [`Site`], where a generated client makes its calls, and [`CallSite`]/[`InlineCall`], what
-//!   one call runs on;
+//!   one call runs on; [`WholeCall`], the path of a transport that carries a call as one message
+//!   (a network), and [`replay`], how a bridge makes such a call again on a site with ports;
 //! - [`LaneBuffers`], where a server receives streamed arguments;
 //! - with `std`: `Handler`, what every host transport's server serves (derived services,
 //!   closures over a port, hand-written handlers, one trait for all transports), and
@@ -79,6 +80,7 @@ mod later;
 mod schema;
 mod serving;
 mod site;
+mod whole;
 mod wire;
 pub use awaited::AsyncSite;
 
@@ -94,6 +96,9 @@ pub use serving::{
     name_fits, opcode_collision, Both, Collision, Services, Serving, SERVICE_NAME_BYTES,
 };
 pub use site::Site;
+#[cfg(feature = "alloc")]
+pub use whole::replay;
+pub use whole::{NoWhole, ReplyShape, WholeCall, WholeReply, WholeRequest};
 
 /// The type of a streamed argument or reply, in a service definition: bytes, at most the call's
 /// `limit` (64 KiB unless the call sets `#[rpc(limit = ...)]`; longer is refused with
@@ -220,7 +225,9 @@ pub trait InlineCall {
 /// A call that may travel inline asks [`inline`](Self::inline) first; every other call, and one
 /// the inline path declines, goes through [`process`](Self::process). A transport whose calls
 /// mostly go inline (`transport-shm`'s claimed ports) can so skip building a process for each
-/// call.
+/// call. Before either, every call asks [`whole`](Self::whole): a site that carries calls whole
+/// (a network's, with no ports) answers there, and its process is then never used by the
+/// generated calls.
 pub trait CallSite {
     /// The lanes of the client process.
     type Lanes: Lanes;
@@ -231,6 +238,16 @@ pub trait CallSite {
     /// Its path for small calls: a concrete type where the transport has one (so that the
     /// generated calls are compiled against it, with their sizes known), or `dyn InlineCall`.
     type Inline: InlineCall + ?Sized;
+    /// Its path for calls carried whole ([`WholeCall`]): [`NoWhole`] for a site with ports.
+    type Whole: WholeCall + ?Sized;
+
+    /// The path that carries every call whole, if this site has one: the generated calls then
+    /// make every call there, and use neither [`inline`](Self::inline) nor
+    /// [`process`](Self::process). `None` by default.
+    #[inline(always)]
+    fn whole(&self) -> Option<&Self::Whole> {
+        None
+    }
 
     /// The path for small calls outside the packets, if there is one.
     fn inline(&self) -> Option<&Self::Inline>;
@@ -276,6 +293,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> CallSite for Process<'_, Client, L, M, W> {
     type Mailbox = M;
     type Wait = W;
     type Inline = Self;
+    type Whole = NoWhole;
 
     // Always the process itself: its `call_inline` answers `None` at once where it has no word
     // lines (`words_for`). (A `None` here, chosen at run time, made the handle's address a

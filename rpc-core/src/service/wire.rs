@@ -16,6 +16,8 @@
 
 use zerocopy::{Immutable, IntoBytes, TryFromBytes};
 
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+use super::whole::{ReplyShape, WholeCall, WholeReply, WholeRequest};
 use super::{status, CallSite, Error, InlineCall, Status, INLINE_BYTES};
 use crate::lanes::Lanes;
 use crate::layout::SLOT_BYTES;
@@ -248,6 +250,12 @@ fn fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     memory: Memory,
 ) -> Result<[u8; R], Error> {
     let mut reply = [0u8; R];
+    // (No GPU site carries calls whole: left out there, so its code is as before.)
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    if let Some(whole) = site.whole() {
+        whole_fixed(whole, opcode, request, None, &mut reply)?;
+        return Ok(reply);
+    }
     if Q <= ASK_INLINE && R <= ASK_INLINE {
         if let Some(inline) = site.inline() {
             let answer = match memory {
@@ -278,13 +286,17 @@ fn fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
     inline(always)
 )]
-fn fixed_shared<C: CallSite + ?Sized>(
+pub(super) fn fixed_shared<C: CallSite + ?Sized>(
     site: &C,
     opcode: u32,
     request: &[u8],
     reply: &mut [u8],
     memory: Memory,
 ) -> Result<(), Error> {
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    if let Some(whole) = site.whole() {
+        return whole_fixed(whole, opcode, request, None, reply);
+    }
     if request.len() <= ASK_INLINE && reply.len() <= ASK_INLINE {
         if let Some(inline) = site.inline() {
             if let Some(answer) = inline.call_inline_shared(opcode, request, reply, memory) {
@@ -313,6 +325,15 @@ pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize
     at: usize,
 ) -> Result<Reply<R>, Error> {
     let mut reply = Reply::new();
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    if let Some(whole) = site.whole() {
+        // No announce word across a whole call: address 0, as a handle without them sends.
+        let mut request = *request;
+        put(&mut request, at, &0u64);
+        put(&mut request, at + 8, &0u32);
+        whole_fixed(whole, opcode, &request, None, &mut reply.bytes)?;
+        return Ok(reply);
+    }
     let mut port = open_shared(site.process(), opcode)?;
     port.set_request_len(Q);
     let armed = port.arm_announce();
@@ -347,6 +368,10 @@ pub fn call_oneway_hot<C: CallSite + ?Sized, const Q: usize>(
     opcode: u32,
     request: &[u8; Q],
 ) -> Result<(), Error> {
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    if let Some(whole) = site.whole() {
+        return whole_oneway(whole, opcode, request, None);
+    }
     let mut port = site.process().open(opcode)?;
     port.set_request_len(Q);
     port.send(|slot, _| write_slot(slot, request))?;
@@ -360,7 +385,15 @@ pub fn call_oneway_hot<C: CallSite + ?Sized, const Q: usize>(
     not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
     inline(always)
 )]
-fn oneway_shared<C: CallSite + ?Sized>(site: &C, opcode: u32, request: &[u8]) -> Result<(), Error> {
+pub(super) fn oneway_shared<C: CallSite + ?Sized>(
+    site: &C,
+    opcode: u32,
+    request: &[u8],
+) -> Result<(), Error> {
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    if let Some(whole) = site.whole() {
+        return whole_oneway(whole, opcode, request, None);
+    }
     let mut port = open_shared(site.process(), opcode)?;
     port.set_request_len(request.len());
     port.send(|slot, _| write_slot_bytes(slot, request))?;
@@ -385,7 +418,7 @@ pub fn call_stream<C: CallSite + ?Sized, const Q: usize, const R: usize>(
 /// [`call_stream`] for any sizes of arguments and reply: one function on a GPU for every such
 /// call (whose code is large: the stream's loops), the sizes as values.
 #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
-fn stream_shared<C: CallSite + ?Sized>(
+pub(super) fn stream_shared<C: CallSite + ?Sized>(
     site: &C,
     opcode: u32,
     prefix: &[u8],
@@ -393,6 +426,13 @@ fn stream_shared<C: CallSite + ?Sized>(
     oneway: bool,
     reply: &mut [u8],
 ) -> Result<(), Error> {
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    if let Some(whole) = site.whole() {
+        return match oneway {
+            true => whole_oneway(whole, opcode, prefix, Some(body)),
+            false => whole_fixed(whole, opcode, prefix, Some(body), reply),
+        };
+    }
     // Inline where the transport carries the body beside the request (a one-way call goes
     // through the packets: it returns once sent, without waiting for an answer).
     if !oneway && prefix.len() <= ASK_INLINE && reply.len() <= ASK_INLINE {
@@ -436,6 +476,17 @@ pub fn call_stream_with<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     fill: &mut dyn FnMut(&mut [u8]),
     oneway: bool,
 ) -> Result<[u8; R], Error> {
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    if let Some(whole) = site.whole() {
+        let mut body = alloc::vec![0u8; len];
+        fill(&mut body);
+        let mut reply = [0u8; R];
+        match oneway {
+            true => whole_oneway(whole, opcode, prefix, Some(&body))?,
+            false => whole_fixed(whole, opcode, prefix, Some(&body), &mut reply)?,
+        }
+        return Ok(reply);
+    }
     if !oneway && Q <= ASK_INLINE && R <= ASK_INLINE {
         if let Some(inline) = site.inline() {
             let mut reply = [0u8; R];
@@ -800,6 +851,10 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
     limit: u64,
     tagged: bool,
 ) -> Result<(O, usize, Option<Reply<SLOT_BYTES>>), Error> {
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    if let Some(whole) = site.whole() {
+        return streamed_whole(whole, opcode, prefix, body, out, limit, tagged);
+    }
     let mut port = open_shared(site.process(), opcode)?;
     port.set_request_len(prefix.len());
     match body {
@@ -854,6 +909,148 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
         1 if len - 1 <= SLOT_BYTES => Ok((sink.out, 0, Some(sink.error))),
         _ => Err(Error::Status(Status::BadResponse)),
     }
+}
+
+/// [`call_streamed`]'s refusal of a reply, for a whole call: the error of a streamed reply that
+/// `sink` (taking at most `took` payload bytes) refused.
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+fn refused_reply<O>(e: crate::Error, sink: &ReplySink<O>, took: u64) -> Error {
+    let tagged = sink.tagged as u64;
+    match e {
+        crate::Error::TooLarge { len, .. } => Error::Status(Status::ReplyTooLarge {
+            len: len.saturating_sub(tagged),
+            limit: took,
+        }),
+        crate::Error::Sink { .. } => Error::Status(Status::ReplyTooLarge {
+            len: sink.announced.saturating_sub(tagged),
+            limit: took,
+        }),
+        e => e.into(),
+    }
+}
+
+/// [`call_streamed`]'s reading of a reply that `sink` took whole (at most `took` payload bytes),
+/// for a whole call: its payload's length, or the handler's error. (`call_streamed` keeps its
+/// own copy inline: a GPU program's code for it stays as it was.)
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+fn finish_streamed<O>(
+    sink: ReplySink<O>,
+    took: u64,
+) -> Result<(O, usize, Option<Reply<SLOT_BYTES>>), Error> {
+    let len = sink.announced as usize;
+    match sink.tag {
+        _ if !sink.tagged => Ok((sink.out, len, None)),
+        _ if len == 0 => Err(Error::Status(Status::BadResponse)),
+        0 if sink.overflow => Err(Error::Status(Status::ReplyTooLarge {
+            len: len as u64 - 1,
+            limit: took,
+        })),
+        0 => Ok((sink.out, len - 1, None)),
+        1 if len - 1 <= SLOT_BYTES => Ok((sink.out, 0, Some(sink.error))),
+        _ => Err(Error::Status(Status::BadResponse)),
+    }
+}
+
+/// [`call_streamed`] as a whole call.
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+fn streamed_whole<W: WholeCall + ?Sized, O: ReplyOut>(
+    whole: &W,
+    opcode: u32,
+    prefix: &[u8],
+    body: Option<&[u8]>,
+    out: O,
+    limit: u64,
+    tagged: bool,
+) -> Result<(O, usize, Option<Reply<SLOT_BYTES>>), Error> {
+    let mut sink = ReplySink {
+        out,
+        tagged,
+        tag: 0,
+        error: Reply::new(),
+        announced: 0,
+        overflow: false,
+    };
+    let took = limit.min(sink.out.room());
+    let limit = limit.saturating_add(tagged as u64);
+    let request = WholeRequest {
+        opcode,
+        prefix,
+        body,
+        reply: ReplyShape::Stream { limit },
+    };
+    match whole.call_whole(&request, WholeReply::stream(&mut sink, limit)) {
+        Ok(()) => finish_streamed(sink, took),
+        Err(Error::Transport(super::Transport::Protocol(
+            e @ (crate::Error::TooLarge { .. } | crate::Error::Sink { .. }),
+        ))) => Err(refused_reply(e, &sink, took)),
+        // Refused on the other side (a bridge's own call, its limit counting the tag).
+        Err(Error::Status(Status::ReplyTooLarge { len, .. })) => {
+            Err(Error::Status(Status::ReplyTooLarge {
+                len: len.saturating_sub(tagged as u64),
+                limit: took,
+            }))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A call with a fixed reply (`reply.len()` bytes), as a whole call.
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+fn whole_fixed<W: WholeCall + ?Sized>(
+    whole: &W,
+    opcode: u32,
+    prefix: &[u8],
+    body: Option<&[u8]>,
+    reply: &mut [u8],
+) -> Result<(), Error> {
+    let request = WholeRequest {
+        opcode,
+        prefix,
+        body,
+        reply: ReplyShape::Fixed(reply.len()),
+    };
+    whole.call_whole(&request, WholeReply::fixed(reply))
+}
+
+/// A one-way call, as a whole call.
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+fn whole_oneway<W: WholeCall + ?Sized>(
+    whole: &W,
+    opcode: u32,
+    prefix: &[u8],
+    body: Option<&[u8]>,
+) -> Result<(), Error> {
+    let request = WholeRequest {
+        opcode,
+        prefix,
+        body,
+        reply: ReplyShape::None,
+    };
+    whole.call_whole(&request, WholeReply::none())
+}
+
+/// A streamed reply's bytes as they came, at most `limit` of them (a tag byte, if the call has
+/// one, left in): how a bridge makes a whole call with a streamed reply again
+/// ([`replay`](super::whole::replay)).
+#[cfg(feature = "alloc")]
+pub(super) fn stream_reply_raw<C: CallSite + ?Sized>(
+    site: &C,
+    opcode: u32,
+    prefix: &[u8],
+    body: Option<&[u8]>,
+    limit: u64,
+) -> Result<alloc::vec::Vec<u8>, Error> {
+    let (mut out, len, _) = call_streamed(
+        site,
+        opcode,
+        prefix,
+        body,
+        alloc::vec::Vec::new(),
+        limit,
+        false,
+    )?;
+    out.truncate(len);
+    Ok(out)
 }
 
 // Every fixed call (a slot at most each way: the derive checks with `fits_slot`) may travel

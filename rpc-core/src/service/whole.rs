@@ -1,0 +1,247 @@
+//! A call carried whole, as one message each way: the path of a transport that has no ports (a
+//! network), and how a bridge makes such a call again on a site that has them.
+//!
+//! The protocol and its invariant are on [`WholeCall`].
+
+#[cfg(feature = "alloc")]
+use super::CallSite;
+use super::{Error, Status};
+#[cfg(feature = "alloc")]
+use crate::layout::SLOT_BYTES;
+use crate::stream::StreamSink;
+
+/// What a call's reply is, as a whole call carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyShape {
+    /// No reply: a one-way call (the transport may return as soon as the request is sent).
+    None,
+    /// A fixed reply of this many bytes (at most a slot).
+    Fixed(usize),
+    /// A streamed reply of at most `limit` bytes (a tagged reply's tag byte counted).
+    Stream {
+        /// The most bytes the caller takes.
+        limit: u64,
+    },
+}
+
+/// One call as a message: what the generated call would have put in the packets.
+#[derive(Clone, Copy, Debug)]
+pub struct WholeRequest<'a> {
+    /// The call's opcode.
+    pub opcode: u32,
+    /// The fixed arguments' bytes (at most a slot).
+    pub prefix: &'a [u8],
+    /// The streamed argument, for a call that has one.
+    pub body: Option<&'a [u8]>,
+    /// What the call expects back.
+    pub reply: ReplyShape,
+}
+
+/// Where a whole call's reply goes: the caller's fixed reply bytes, or the sink of its streamed
+/// reply. A transport hands the reply's bytes to [`deliver`](Self::deliver), which checks them
+/// against the call's shape.
+pub struct WholeReply<'r> {
+    to: To<'r>,
+}
+
+enum To<'r> {
+    None,
+    Fixed(&'r mut [u8]),
+    Stream {
+        sink: &'r mut dyn StreamSink,
+        limit: u64,
+    },
+}
+
+impl<'r> WholeReply<'r> {
+    /// A one-way call's: nothing comes back.
+    pub fn none() -> Self {
+        WholeReply { to: To::None }
+    }
+
+    /// A fixed reply of `out.len()` bytes, written into `out`.
+    pub fn fixed(out: &'r mut [u8]) -> Self {
+        WholeReply { to: To::Fixed(out) }
+    }
+
+    /// A streamed reply of at most `limit` bytes, handed to `sink` as lane 0's stream.
+    pub fn stream(sink: &'r mut dyn StreamSink, limit: u64) -> Self {
+        WholeReply {
+            to: To::Stream { sink, limit },
+        }
+    }
+
+    /// The shape of the reply the call expects (what a transport tells the other side).
+    pub fn shape(&self) -> ReplyShape {
+        match &self.to {
+            To::None => ReplyShape::None,
+            To::Fixed(out) => ReplyShape::Fixed(out.len()),
+            To::Stream { limit, .. } => ReplyShape::Stream { limit: *limit },
+        }
+    }
+
+    /// Takes the reply's bytes. A fixed reply must be exactly the call's length and a one-way
+    /// call's empty ([`Status::BadResponse`] otherwise); a stream longer than the call's limit is
+    /// refused as the packets refuse one ([`crate::Error::TooLarge`]), and one the sink does not
+    /// take too ([`crate::Error::Sink`]). Nothing is written on an error.
+    pub fn deliver(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.deliver_parts(bytes.len(), [bytes])
+    }
+
+    /// As [`deliver`](Self::deliver), for a reply of `len` bytes that arrived in `parts` (a
+    /// network message in fragments), taken one after the other without first gathering them.
+    /// Parts that do not add up to `len` are [`Status::BadResponse`] (a stream's sink may then
+    /// have been given some of them; the call still fails).
+    pub fn deliver_parts<'b>(
+        &mut self,
+        len: usize,
+        parts: impl IntoIterator<Item = &'b [u8]>,
+    ) -> Result<(), Error> {
+        let bad = Error::Status(Status::BadResponse);
+        let mut at = 0usize;
+        match &mut self.to {
+            To::None if len == 0 => {}
+            To::None => return Err(bad),
+            To::Fixed(out) if out.len() == len => {
+                let mut got = [0u8; crate::layout::SLOT_BYTES];
+                let got = got.get_mut(..len).ok_or(bad)?;
+                for part in parts {
+                    got.get_mut(at..at + part.len())
+                        .ok_or(bad)?
+                        .copy_from_slice(part);
+                    at += part.len();
+                }
+                if at != len {
+                    return Err(bad);
+                }
+                out.copy_from_slice(got);
+                return Ok(());
+            }
+            To::Fixed(_) => return Err(bad),
+            To::Stream { sink, limit } => {
+                let announced = len as u64;
+                if announced > *limit {
+                    return Err(crate::Error::TooLarge {
+                        lane: 0,
+                        len: announced,
+                        limit: *limit,
+                    }
+                    .into());
+                }
+                if !sink.start(0, announced) {
+                    return Err(crate::Error::Sink { lane: 0 }.into());
+                }
+                for part in parts {
+                    if part.is_empty() {
+                        continue;
+                    }
+                    if at + part.len() > len {
+                        return Err(bad);
+                    }
+                    sink.chunk(0, at as u64, part);
+                    at += part.len();
+                }
+            }
+        }
+        match at == len {
+            true => Ok(()),
+            false => Err(bad),
+        }
+    }
+}
+
+impl core::fmt::Debug for WholeReply<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("WholeReply")
+            .field("shape", &self.shape())
+            .finish()
+    }
+}
+
+/// A transport's path that carries a call whole: the request as one message, the reply (or the
+/// error) as one message back.
+///
+/// ```text
+///  client (generated method)            transport                  bridge (a site with ports)
+///  shape function asks site.whole()
+///  WholeRequest { opcode, prefix,  ──── one message ───────────▶  replay(site, request, reply)
+///                 body, reply shape }                               the same shape function,
+///                                                                   on the bridge's site
+///  WholeReply::deliver(bytes)      ◀─── one message ────────────  reply bytes, or the Error
+///  (fixed: exactly its bytes;            (or the error)
+///   stream: through the call's sink,
+///   bounded by its limit)
+/// ```
+///
+/// A [`CallSite`](super::CallSite) with such a path gives it through
+/// [`CallSite::whole`](super::CallSite::whole); every shape function of the generated calls asks
+/// it first and then uses nothing else of the site. Every other site's `CallSite::Whole` is
+/// [`NoWhole`], a type with no values: `whole` is then always `None` and the check compiles away.
+/// On a GPU the check is left out altogether (no GPU site carries calls whole), so a GPU
+/// program's code is what it was without this path.
+///
+/// **The invariant.** A whole call returns `Ok` only with the bytes the other side delivered as
+/// the reply, checked against the call's shape here: a fixed reply of exactly the call's length,
+/// a stream no longer than the call's limit, nothing for a one-way call. Anything else is
+/// [`Status::BadResponse`] (or the stream's refusal), never a value.
+pub trait WholeCall {
+    /// Makes the call `request` and hands its reply to `reply` ([`WholeReply::deliver`]).
+    /// Returns the error the other side sent (the server's status, its transport's failure), or
+    /// this transport's own (no server, a deadline), or `deliver`'s.
+    fn call_whole(&self, request: &WholeRequest<'_>, reply: WholeReply<'_>) -> Result<(), Error>;
+}
+
+/// The whole-call path of a [`CallSite`] that has none (every site with ports): a type with no
+/// values, so [`CallSite::whole`] can only be `None` and the check for it compiles away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoWhole {}
+
+impl WholeCall for NoWhole {
+    fn call_whole(&self, _request: &WholeRequest<'_>, _reply: WholeReply<'_>) -> Result<(), Error> {
+        match *self {}
+    }
+}
+
+/// Makes the call `request` on `site` with the same shape function a generated client uses, and
+/// hands its reply to `reply`: how a bridge serves a whole call that came to it, on a site with
+/// ports (a shared-memory client of a running server). A request that no generated call makes
+/// (fixed arguments or a fixed reply longer than a slot) is [`Status::BadRequest`]; the server
+/// refuses the rest as it refuses any call (an unknown opcode, a stream over its limit).
+///
+/// A streamed reply is received whole (at most the request's limit) before it is delivered.
+#[cfg(feature = "alloc")]
+pub fn replay<C: CallSite + ?Sized>(
+    site: &C,
+    request: &WholeRequest<'_>,
+    mut reply: WholeReply<'_>,
+) -> Result<(), Error> {
+    use super::wire;
+    if request.prefix.len() > SLOT_BYTES {
+        return Err(Error::Status(Status::BadRequest));
+    }
+    let (opcode, prefix) = (request.opcode, request.prefix);
+    match (request.reply, request.body) {
+        (ReplyShape::None, None) => wire::oneway_shared(site, opcode, prefix),
+        (ReplyShape::None, Some(body)) => {
+            wire::stream_shared(site, opcode, prefix, body, true, &mut [])
+        }
+        (ReplyShape::Fixed(len), body) => {
+            if len > SLOT_BYTES {
+                return Err(Error::Status(Status::BadRequest));
+            }
+            let mut out = [0u8; SLOT_BYTES];
+            let out = &mut out[..len];
+            match body {
+                None => {
+                    wire::fixed_shared(site, opcode, prefix, out, crate::words::Memory::Fenced)?
+                }
+                Some(body) => wire::stream_shared(site, opcode, prefix, body, false, out)?,
+            }
+            reply.deliver(out)
+        }
+        (ReplyShape::Stream { limit }, body) => {
+            let bytes = wire::stream_reply_raw(site, opcode, prefix, body, limit)?;
+            reply.deliver(&bytes)
+        }
+    }
+}

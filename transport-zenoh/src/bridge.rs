@@ -1,0 +1,243 @@
+//! The bridge: a running shared-memory server's services, exported to zenoh. Each call that comes
+//! as a query is made again on a shared-memory client of that server, with the same shape
+//! function a generated client uses (`ferry_rpc::service::replay`), and its reply (or its error)
+//! goes back as the query's reply.
+//!
+//! ```text
+//!  zenoh session           bridge                                     shared-memory server
+//!  query on               queryable callback ── channel ──▶ worker:
+//!  ferry/NAME/S/FP ─────▶  (one per service)                 decode the request (refused:
+//!                                                            BadRequest), replay it on the
+//!                                                            ShmClient ────────────────────▶  handler
+//!  reply ◀─────────────────────────────────────────────────  reply bytes, or the Error ◀───
+//! ```
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use ferry_rpc::service::{self, Error, ReplyShape, Site, WholeReply};
+use ferry_rpc::StreamSink;
+use ferry_shm::ShmClient;
+use zenoh::query::{Query, Queryable};
+use zenoh::{Session, Wait};
+
+use crate::error::ZenohError;
+use crate::key_for;
+use crate::message::{decode_request, encode_error, encode_ok};
+
+/// How a bridge serves.
+#[derive(Clone, Debug)]
+pub struct BridgeConfig {
+    /// Threads that make the calls on the shared-memory server (calls in flight at once). `0`:
+    /// each call is made on zenoh's own thread that received it, which saves a hand-over between
+    /// threads but holds up every other message of that link while a handler runs.
+    pub workers: usize,
+    /// The longest deadline a caller may give a call here (a caller's longer one is cut to it).
+    pub max_deadline: Duration,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        BridgeConfig {
+            workers: 4,
+            max_deadline: Duration::from_secs(600),
+        }
+    }
+}
+
+impl BridgeConfig {
+    /// This configuration with [`workers`](Self::workers) set.
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+}
+
+/// Exports every service of a shared-memory server to zenoh, under a name, until dropped: each
+/// service is a queryable at `ferry/NAME/SERVICE/FINGERPRINT`, and each call that comes there is
+/// made again on a shared-memory client of the server (`ferry_rpc::service::replay`), its reply
+/// or its error sent back.
+pub struct Bridge {
+    queryables: Vec<Queryable<()>>,
+    workers: Vec<JoinHandle<()>>,
+    keys: Vec<String>,
+}
+
+impl std::fmt::Debug for Bridge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bridge").field("keys", &self.keys).finish()
+    }
+}
+
+/// What the bridge's threads share.
+struct Exported {
+    shm: ShmClient,
+    max_deadline: Duration,
+}
+
+impl Bridge {
+    /// Exports the services `shm`'s server serves (its services table) on `session` under `name`.
+    pub fn start(
+        session: &Session,
+        name: &str,
+        shm: ShmClient,
+        config: BridgeConfig,
+    ) -> Result<Bridge, ZenohError> {
+        crate::check_name(name)?;
+        let services: Vec<(String, u64)> = shm.services().to_vec();
+        if services.is_empty() {
+            return Err(ZenohError::BadServices(
+                "the shared-memory server serves no services".into(),
+            ));
+        }
+        let exported = Arc::new(Exported {
+            shm,
+            max_deadline: config.max_deadline,
+        });
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(Query, Arc<str>)>(1024);
+        let rx = Arc::new(std::sync::Mutex::new(rx));
+        let mut bridge = Bridge {
+            queryables: Vec::new(),
+            workers: Vec::new(),
+            keys: Vec::new(),
+        };
+        for i in 0..config.workers {
+            let (rx, exported) = (Arc::clone(&rx), Arc::clone(&exported));
+            let worker = std::thread::Builder::new()
+                .name(format!("ferry-bridge-{i}"))
+                .spawn(move || loop {
+                    // (The lock is held only to take one query.)
+                    let next = rx.lock().map(|rx| rx.recv());
+                    match next {
+                        Ok(Ok((query, key))) => serve(&exported, &query, &key),
+                        _ => return,
+                    }
+                })
+                .map_err(ZenohError::zenoh)?;
+            bridge.workers.push(worker);
+        }
+        for (service, fingerprint) in services {
+            crate::check_name(&service)?;
+            let key: Arc<str> = key_for(name, &service, fingerprint).into();
+            let declared = match config.workers {
+                0 => {
+                    let (exported, mine) = (Arc::clone(&exported), Arc::clone(&key));
+                    session
+                        .declare_queryable(&*key)
+                        .complete(true)
+                        .callback(move |query| serve(&exported, &query, &mine))
+                        .wait()
+                }
+                _ => {
+                    let (tx, mine) = (tx.clone(), Arc::clone(&key));
+                    session
+                        .declare_queryable(&*key)
+                        .complete(true)
+                        .callback(move |query| {
+                            // (Full: zenoh's thread waits for a worker; gone: the bridge is
+                            // stopping, and the query ends without a reply.)
+                            let _ = tx.send((query, Arc::clone(&mine)));
+                        })
+                        .wait()
+                }
+            };
+            bridge.queryables.push(declared.map_err(ZenohError::zenoh)?);
+            bridge.keys.push(key.to_string());
+        }
+        Ok(bridge)
+    }
+
+    /// The zenoh keys the services are exported at.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+}
+
+impl Drop for Bridge {
+    /// Undeclares the queryables (no new call comes), lets the workers finish the calls they
+    /// have, and stops them.
+    fn drop(&mut self) {
+        for queryable in self.queryables.drain(..) {
+            let _ = queryable.undeclare().wait();
+        }
+        // The queryables' callbacks held the channel's senders: with them gone, the workers' next
+        // receive fails once the channel is empty.
+        for worker in self.workers.drain(..) {
+            let _ = worker.join();
+        }
+    }
+}
+
+/// Serves one query: an empty one (a client's attach) is answered at once; any other is a call.
+fn serve(exported: &Exported, query: &Query, key: &str) {
+    let payload = query.payload().map(|p| p.to_bytes());
+    let payload = payload.as_deref().unwrap_or(&[]);
+    let reply = match payload.is_empty() {
+        true => Some(encode_ok(&[])),
+        false => call(exported, payload),
+    };
+    if let Some(reply) = reply {
+        // (A query whose caller is gone: nothing to do.)
+        let _ = query.reply(key, reply).wait();
+    }
+}
+
+/// Makes the call `payload` carries on the shared-memory server: its reply, or its error, as a
+/// reply's payload (`None` for a one-way call: no reply is sent).
+fn call(exported: &Exported, payload: &[u8]) -> Option<Vec<u8>> {
+    let decoded = match decode_request(payload) {
+        Ok(decoded) => decoded,
+        Err(status) => return Some(encode_error(&Error::Status(status))),
+    };
+    let request = decoded.request;
+    let deadline = decoded.deadline.map(|d| d.min(exported.max_deadline));
+    let shm = &exported.shm;
+    let made = match request.reply {
+        ReplyShape::None => {
+            let _ = Site::call(shm, deadline, |claim| {
+                service::replay(claim, &request, WholeReply::none())
+            });
+            return None;
+        }
+        ReplyShape::Fixed(len) => {
+            // The reply's bytes after its tag (0: Ok), written where they will be sent.
+            let mut out = [0u8; 1 + ferry_rpc::layout::SLOT_BYTES];
+            Site::call(shm, deadline, |claim| {
+                service::replay(claim, &request, WholeReply::fixed(&mut out[1..1 + len]))
+            })
+            .map(|()| out[..1 + len].to_vec())
+        }
+        ReplyShape::Stream { limit } => {
+            // The reply's bytes after its tag (0: Ok), written where they will be sent.
+            let mut sink = Tagged(vec![0]);
+            Site::call(shm, deadline, |claim| {
+                service::replay(claim, &request, WholeReply::stream(&mut sink, limit))
+            })
+            .map(|()| sink.0)
+        }
+    };
+    Some(made.unwrap_or_else(|e: Error| encode_error(&e)))
+}
+
+/// A streamed reply kept after a tag byte.
+struct Tagged(Vec<u8>);
+
+impl StreamSink for Tagged {
+    fn start(&mut self, _lane: u32, len: u64) -> bool {
+        match usize::try_from(len) {
+            Ok(len) => {
+                self.0.resize(1 + len, 0);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn chunk(&mut self, _lane: u32, offset: u64, bytes: &[u8]) {
+        let at = 1 + offset as usize;
+        if let Some(to) = self.0.get_mut(at..at + bytes.len()) {
+            to.copy_from_slice(bytes);
+        }
+    }
+}
