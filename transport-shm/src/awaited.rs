@@ -53,9 +53,13 @@ use crate::wait::{server_alive, ClientWait};
 pub const TICK: Duration = Duration::from_millis(1);
 /// How often a reactor with calls waiting checks that the server is alive.
 const LIVENESS: Duration = Duration::from_millis(50);
-/// Polls a call spins for its reply before its task sleeps (a fast handler's reply comes
-/// within them; a slow one's costs no more than a microsecond or two of spinning).
-const SPIN_POLLS: u32 = 256;
+/// How long a call spins for its reply before its task sleeps: a fast handler's reply comes
+/// within it (a round trip is well under a microsecond), and a slow one's costs no more. A time,
+/// not a count of polls: a poll's pause lasts a few nanoseconds on some processors and tens on
+/// others.
+const SPIN_FOR: Duration = Duration::from_micros(2);
+/// Polls between two readings of the clock while a call spins.
+const SPIN_CLOCK_EVERY: u32 = 16;
 /// Looks at the ready bits a reactor takes after waking calls before it sleeps again (a few
 /// microseconds): replies that come in bursts are taken without a ring each.
 const AWAKE_LOOKS: u32 = 32;
@@ -350,10 +354,16 @@ impl Future for ReplyWait<'_> {
         }
         if !self.spun {
             self.spun = true;
-            for _ in 0..SPIN_POLLS {
+            let until = Instant::now() + SPIN_FOR;
+            let mut polls = 0u32;
+            loop {
                 std::hint::spin_loop();
                 if let Some(answer) = self.inline.reply_in(self.next, self.want) {
                     return Poll::Ready(Ok(answer));
+                }
+                polls += 1;
+                if polls.is_multiple_of(SPIN_CLOCK_EVERY) && Instant::now() >= until {
+                    break;
                 }
             }
         }
