@@ -94,15 +94,19 @@ fn spawn(args: &[&str], stdout: Stdio) -> Running {
 /// The `/dev/shm` entries a run under names containing `token` may have left, and, given a pid,
 /// those of that process (a temporary name, or a default name made of the pid).
 fn leftovers(token: &str, pid: Option<u32>) -> Vec<String> {
-    let by_pid = pid.map_or(Vec::new(), |pid| {
-        vec![format!(".{pid}."), format!("-{pid}")]
-    });
+    // The pid whole, not as the start of a longer number (`-2777` is in `-27779-3`).
+    let of_pid = |n: &str| {
+        pid.is_some_and(|pid| {
+            n.contains(&format!(".{pid}."))
+                || n.ends_with(&format!("-{pid}"))
+                || n.contains(&format!("-{pid}-"))
+                || n.contains(&format!("-{pid}."))
+        })
+    };
     std::fs::read_dir("/dev/shm")
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| {
-            n.contains(token) || (n.contains("ferry") && by_pid.iter().any(|p| n.contains(p)))
-        })
+        .filter(|n| n.contains(token) || (n.contains("ferry") && of_pid(n)))
         .collect()
 }
 

@@ -142,10 +142,16 @@ fn peer_server() {
     server.shutdown(Duration::from_secs(5));
 }
 
-/// A server in a child process, stopped (killed) when dropped.
+/// A server in a child process, stopped when dropped (its standard input closed, then killed if
+/// it has not ended within `PEER_STOP`), its shared-memory files removed after it.
 struct Peer {
     child: Child,
+    /// The name it serves (its files: `ferry-NAME` and `ferry-NAME-bridged` in /dev/shm).
+    name: String,
 }
+
+/// How long a dropped peer has to stop on its own before it is killed.
+const PEER_STOP: Duration = Duration::from_secs(10);
 
 impl Peer {
     fn start(name: &str, port: u16) -> Peer {
@@ -181,13 +187,24 @@ impl Peer {
                 None => panic!("the server process ended before serving"),
             }
         }
-        Peer { child }
+        // The rest of its output read to the end, so that its test harness's last lines do not
+        // meet a closed pipe when it stops.
+        std::thread::spawn(move || lines.for_each(drop));
+        let name = what.split(' ').next().unwrap_or_default().to_string();
+        Peer { child, name }
     }
 
-    /// Kills the server outright (no shutdown).
+    /// Kills the server outright (no shutdown); its files are removed when `self` drops.
     fn kill(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Removes the files a server of this name leaves when it is killed.
+    fn remove_files(&self) {
+        for file in [self.name.clone(), format!("{}-bridged", self.name)] {
+            let _ = std::fs::remove_file(ferry_shm::path_for(&file));
+        }
     }
 
     /// Waits for the server to end on its own.
@@ -198,8 +215,15 @@ impl Peer {
 
 impl Drop for Peer {
     fn drop(&mut self) {
+        // Its standard input closed: it shuts down and removes its file.
+        drop(self.child.stdin.take());
+        let until = std::time::Instant::now() + PEER_STOP;
+        while matches!(self.child.try_wait(), Ok(None)) && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.remove_files();
     }
 }
 
