@@ -1052,12 +1052,7 @@ fn async_client_method(service: &Ident, call: &Call) -> TokenStream {
     // Made by the blocking client, where the site runs it: the arguments moved there, a streamed
     // one copied.
     let (owned, passed) = moved_args(call);
-    let ret = match call.response() {
-        None => quote!(()),
-        Some(Wire::Text) => quote!(#p::String),
-        Some(Wire::Bytes) => quote!(#p::Vec<u8>),
-        Some(_) => reply_type(call),
-    };
+    let ret = owned_reply(call);
     quote! {
         ::ferry_rpc::__rpc_if_alloc! {
             #docs
@@ -1318,18 +1313,23 @@ fn moved_args(call: &Call) -> (Option<TokenStream>, Vec<TokenStream>) {
     (owned, passed)
 }
 
+/// A call's reply value as an owned type: a fixed one's type, `Vec<u8>` or `String` for a
+/// streamed one, `()` for none (the async client's and the async handlers' return).
+fn owned_reply(call: &Call) -> TokenStream {
+    let p = quote!(::ferry_rpc::__private);
+    match call.response() {
+        Some(Wire::Bytes) => quote!(#p::Vec<u8>),
+        Some(Wire::Text) => quote!(#p::String),
+        _ => reply_type(call),
+    }
+}
+
 /// A call's handler in the async server trait: as in the blocking one, returning a future of its
 /// value (a streamed reply as `Vec<u8>` or `String`).
 fn async_handler_sig(call: &Call) -> TokenStream {
     let method = method_ident(call);
     let params = params(call);
-    let p = quote!(::ferry_rpc::__private);
-    let value = match call.response() {
-        Some(Wire::Fixed(ty)) => quote!(#ty),
-        Some(Wire::Bytes) => quote!(#p::Vec<u8>),
-        Some(Wire::Text) => quote!(#p::String),
-        Some(Wire::Unit) | None => quote!(()),
-    };
+    let value = owned_reply(call);
     let ret = match call.error() {
         Some(e) => quote!(::core::result::Result<#value, #e>),
         None => value,

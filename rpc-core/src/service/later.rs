@@ -7,14 +7,13 @@
 //! answer afterwards; the generated `dispatch_later` decodes the arguments, spawns a task that
 //! awaits the handler and sends its reply through the `Later`. A call that must go through the
 //! packets (a streamed reply, a one-way call, a stream longer than the transport carries inline)
-//! is served on the transport's thread, which runs the handler's future to its end
-//! ([`block_on`]).
+//! is served on the transport's thread, which waits while the handler's future runs as a task
+//! ([`BlockOn::run`]).
 
 use std::boxed::Box;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
 
 use super::{Dispatch, InlineLanes, LaneBuffers, Served, Services, INLINE_BYTES};
@@ -171,33 +170,6 @@ impl<T> Fill<T> {
 impl<T> Drop for Fill<T> {
     fn drop(&mut self) {
         self.put(None);
-    }
-}
-
-/// Wakes a thread parked in [`block_on`].
-struct Unpark(Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
-/// Runs `future` to its end on this thread, parking it while the future waits (a future that
-/// needs no executor's reactor: for one that does, see [`BlockOn::run`]).
-pub fn block_on<F: Future>(future: F) -> F::Output {
-    let mut future = core::pin::pin!(future);
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-            return out;
-        }
-        std::thread::park();
     }
 }
 

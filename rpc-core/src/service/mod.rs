@@ -89,7 +89,7 @@ pub use error::{Error, Status, Transport};
 pub use handler::{with_stream_buffers, Handler, StreamBuffers};
 #[cfg(feature = "std")]
 pub use later::{
-    block_on, cancelled, with_caller, AsyncServing, BlockOn, Caller, DispatchLater, Later, Spawn,
+    cancelled, with_caller, AsyncServing, BlockOn, Caller, DispatchLater, Later, Spawn,
 };
 pub use schema::{Schema, SchemaHash};
 pub use serving::{
