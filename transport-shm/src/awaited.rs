@@ -40,7 +40,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ferry_rpc::__private::Reply;
-use ferry_rpc::service::{self, AsyncSite, Site, Transport, INLINE_BYTES};
+use ferry_rpc::service::{self, status, AsyncSite, Site, Status, Transport, INLINE_BYTES};
 
 use crate::client::{Claim, ShmClient};
 use crate::file::Mapped;
@@ -676,6 +676,15 @@ impl ShmClient {
     }
 }
 
+/// The status of a reply as a result (as the generated calls check it).
+fn checked(code: u32, opcode: u32) -> Result<(), service::Error> {
+    if code == status::OK {
+        Ok(())
+    } else {
+        Err(service::Error::Status(Status::from_code(code, opcode)))
+    }
+}
+
 /// Awaited calls through a handle: a fixed call, or one with a streamed argument that fits the
 /// port's bulk area (or the lines), waits in place (see the module docs); any other call runs on
 /// the handle's helper threads.
@@ -693,7 +702,7 @@ impl AsyncSite for ShmClient {
             .awaited(deadline, opcode, &request, None, &mut reply.bytes)
             .await?
         {
-            Some(code) => ferry_rpc::__private::check(code, opcode).map(|()| reply),
+            Some(code) => checked(code, opcode).map(|()| reply),
             None => {
                 self.blocking(deadline, move |site: &ShmClient, d| {
                     Site::call(site, d, |claim| {
@@ -717,7 +726,7 @@ impl AsyncSite for ShmClient {
             .awaited(deadline, opcode, &prefix, Some(body), &mut reply.bytes)
             .await?
         {
-            Some(code) => ferry_rpc::__private::check(code, opcode).map(|()| reply),
+            Some(code) => checked(code, opcode).map(|()| reply),
             None => {
                 let body = body.to_vec();
                 self.blocking(deadline, move |site: &ShmClient, d| {

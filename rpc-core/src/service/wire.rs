@@ -172,7 +172,7 @@ pub fn take_value<T: TryFromBytes, E>(buf: &[u8]) -> Result<T, Error<E>> {
 
 /// The status of a reply as an error.
 #[inline(always)]
-pub fn check(code: u32, opcode: u32) -> Result<(), Error> {
+fn check(code: u32, opcode: u32) -> Result<(), Error> {
     if code == status::OK {
         Ok(())
     } else {
