@@ -629,7 +629,9 @@ pub fn run_program(
                     while !stop.load(Ordering::Acquire) {
                         if let Some(mut port) = server.try_open(()) {
                             idle = 0;
-                            let _ = host.dispatch(ferry_libc::PROGRAM, &mut port);
+                            // The loader's server step: a failed or panicking handler answers
+                            // `SERVER_ERROR`, and this thread goes on serving.
+                            let _ = ferry_rpc::service::serve_packet(host, &mut port);
                             if !words.packet_served() {
                                 continue;
                             }
@@ -637,10 +639,11 @@ pub fn run_program(
                         let served = words.pass(
                             &server,
                             |opcode, lanes| {
-                                use ferry_rpc::service::Handler;
-                                Handler::<ferry_rpc::PerPort, ferry_rpc::Spin>::handle_inline_lanes(
-                                    host, opcode, lanes,
-                                )
+                                let _ = ferry_rpc::service::serve_lanes::<
+                                    ferry_rpc::PerPort,
+                                    ferry_rpc::Spin,
+                                    _,
+                                >(host, opcode, lanes);
                             },
                             |_| {},
                         );

@@ -27,12 +27,10 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ferry_rpc::service::status;
+use ferry_rpc::service::{serve_lanes, serve_packet, Outcome};
 use ferry_rpc::sync::AtomicU32;
 use ferry_rpc::words::WordScan;
-use ferry_rpc::{
-    HeaderWord, LayoutError, PerPort, Port, Region, Server, ServerProcess, Single, Stalled, Wait,
-};
+use ferry_rpc::{LayoutError, PerPort, Port, Region, Server, ServerProcess, Single, Stalled, Wait};
 
 use crate::region::GpuRegion;
 
@@ -45,8 +43,9 @@ pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, PerPort, ServerWait>;
 /// for any mailbox and wait policy (see [`ferry_rpc::service::Handler`]).
 ///
 /// A handler that returns an error (the client stalled mid-call) is counted in
-/// [`ServeStats::failed`]; if it still holds the packet, the packet goes back with
-/// `status::SERVER_ERROR`.
+/// [`ServeStats::failed`], one that panics in [`ServeStats::panicked`] (the panic is caught: the
+/// thread goes on serving); if it still held the packet, the packet goes back with
+/// `status::SERVER_ERROR`, and lanes of a word-line call it had not answered get that status.
 pub use ferry_rpc::service::Handler;
 
 /// Who calls on a GPU region's ports: the one program running on the GPU, as the caller id a
@@ -96,6 +95,10 @@ pub struct ServeStats {
     /// Of those, requests whose handler returned an error (a client that stalled mid-call), all
     /// threads together.
     pub failed: u64,
+    /// Of those, requests whose handler panicked, all threads together: each was answered
+    /// `status::SERVER_ERROR` (on every lane the handler had not answered) and its thread went
+    /// on serving.
+    pub panicked: u64,
     /// Requests served by opcode (one per message, however many lanes it carried; handshakes and
     /// opcodes no service has included), all threads together, in the order first seen.
     pub by_opcode: Vec<(u32, u64)>,
@@ -208,12 +211,14 @@ pub fn serve<R>(
     for Served {
         served,
         failed,
+        panicked,
         by_opcode,
         time_by_opcode,
     } in threads
     {
         stats.per_thread.push(served);
         stats.failed += failed;
+        stats.panicked += panicked;
         for (opcode, n) in by_opcode {
             add_count(&mut stats.by_opcode, opcode, n);
         }
@@ -306,6 +311,7 @@ pub fn serve_region<R>(
 struct Served {
     served: u64,
     failed: u64,
+    panicked: u64,
     by_opcode: Vec<(u32, u64)>,
     time_by_opcode: Vec<(u32, Duration)>,
 }
@@ -322,6 +328,7 @@ fn serve_thread(
 ) -> Served {
     let mut served = 0u64;
     let mut failed = 0u64;
+    let mut panicked = 0u64;
     let mut by_opcode = Vec::new();
     let mut time_by_opcode = Vec::new();
     let mut idle = 0u32;
@@ -359,16 +366,15 @@ fn serve_thread(
             let opcode = port.opcode();
             add_count(&mut by_opcode, opcode, 1);
             let started = Instant::now();
-            let handled = handler.handle(&mut port);
+            // A failed or panicking handler: the packet goes back with `SERVER_ERROR`.
+            let outcome = serve_packet(handler, &mut port);
             // Before the port goes back: its client finds its text written.
             crate::host::end_message();
             add_count(&mut time_by_opcode, opcode, started.elapsed());
-            if handled.is_err() {
-                failed += 1;
-                if port.owns_packet() {
-                    // Closing hands the packet back; the client reads the status with it.
-                    port.set_header(HeaderWord::Status, status::SERVER_ERROR.into());
-                }
+            match outcome {
+                Outcome::Served => {}
+                Outcome::Failed => failed += 1,
+                Outcome::Panicked => panicked += 1,
             }
             served += 1;
             pass_due = words.as_mut().is_some_and(WordScan::packet_served);
@@ -382,7 +388,12 @@ fn serve_thread(
             let n = scan.pass(
                 server,
                 |opcode, lanes| match inline {
-                    true => handler.handle_inline_lanes(opcode, lanes),
+                    true => {
+                        // A panicking handler: the lanes it had not answered get `SERVER_ERROR`.
+                        if serve_lanes(handler, opcode, lanes) == Outcome::Panicked {
+                            panicked += 1;
+                        }
+                    }
                     // The client makes the call through the packets.
                     false => lanes.decline(),
                 },
@@ -403,6 +414,7 @@ fn serve_thread(
             return Served {
                 served,
                 failed,
+                panicked,
                 by_opcode,
                 time_by_opcode,
             };

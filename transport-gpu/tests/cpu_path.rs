@@ -197,3 +197,88 @@ fn no_driver_is_an_error_not_a_panic() {
         Err(e) => panic!("unexpected error with no usable driver: {e}"),
     }
 }
+
+/// A user's own service whose handlers panic on one argument.
+#[derive(ferry_rpc::RpcOpcodes)]
+#[rpc(service = "test.fragile")]
+pub enum Fragile {
+    /// `n + 1`; panics on 13.
+    #[rpc(response = u64)]
+    Bump { n: u64 },
+    /// `n` as text (a streamed reply: always through the packets); panics on 13.
+    #[rpc(response = ferry_rpc::service::Text, limit = 64)]
+    Name { n: u64 },
+}
+
+struct Panicky;
+
+impl FragileServer for Panicky {
+    fn bump(&self, n: u64) -> u64 {
+        assert_ne!(n, 13, "thirteen");
+        n + 1
+    }
+
+    fn name(&self, n: u64) -> impl AsRef<str> {
+        assert_ne!(n, 13, "thirteen");
+        n.to_string()
+    }
+}
+
+#[test]
+fn a_panicking_handler_answers_server_error_and_the_server_goes_on() {
+    let _w = Watchdog::new("panicking handler", Duration::from_secs(120));
+    let services = Fragile::server(Panicky);
+    let lanes = 4;
+    let wrong = AtomicU64::new(0);
+    for ports in [32, 64] {
+        let region = HeapRegion::new(ports, lanes).unwrap();
+        let desc = descriptor(&region);
+        let ((), stats) = serve(region.region(), region.server_locks(), 2, &services, || {
+            std::thread::scope(|s| {
+                for w in 0..3u32 {
+                    for lane in SimWarp::lanes(lanes) {
+                        let wrong = &wrong;
+                        s.spawn(move || {
+                            // SAFETY: `desc` names `region`, alive and protocol-only for the scope.
+                            let client =
+                                unsafe { desc.client(lane, Yield) }.unwrap().with_cursor(w);
+                            let fragile = Fragile::client(&client);
+                            let me = client.lanes().lane_id() as u64;
+                            // Round 0: lane 1 of every warp asks for the panic. A message's
+                            // lanes are served together, so the lanes calling with it get the
+                            // error too (on a word line, those answered before the panic keep
+                            // their replies). Round 1: no panic, every lane answered.
+                            for round in 0..2 {
+                                let n = if me == 1 && round == 0 {
+                                    13
+                                } else {
+                                    100 * round + me
+                                };
+                                let (bumped, named) = (fragile.bump(n), fragile.name(n));
+                                let named = named.map(|t| t.to_string());
+                                let failed = Error::Status(Status::ServerError);
+                                let bump_failed = bumped == Err(failed);
+                                let name_failed = named == Err(failed);
+                                let right = match (n, round) {
+                                    (13, _) => bump_failed && name_failed,
+                                    (_, 0) => {
+                                        (bumped == Ok(n + 1) || bump_failed)
+                                            && (named == Ok(n.to_string()) || name_failed)
+                                    }
+                                    _ => bumped == Ok(n + 1) && named == Ok(n.to_string()),
+                                };
+                                if !right {
+                                    wrong.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                        });
+                    }
+                }
+            })
+        })
+        .unwrap();
+        // Each warp's two calls of round 0 panicked on lane 1 (once a message).
+        assert!(stats.panicked >= 2 * 3, "{stats:?}");
+    }
+    assert_eq!(wrong.load(Ordering::Relaxed), 0);
+}

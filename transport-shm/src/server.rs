@@ -29,7 +29,7 @@ use crate::status;
 use crate::sync::{word_bit, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::wait::{IdleWait, ServerWait};
 use crate::ShmMailbox;
-use ferry_rpc::service::INLINE_BYTES;
+use ferry_rpc::service::{Outcome, INLINE_BYTES};
 
 /// An open port on the server side, as a handler sees it.
 pub type ServerPort<'p, 'a> = Port<'p, 'a, Server, Single, ShmMailbox, ServerWait>;
@@ -849,18 +849,15 @@ fn work(
                 owners: mapped.owners(),
                 port: index as usize,
             };
-            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                ferry_rpc::service::with_caller(&caller, || handler.handle(&mut port))
-            }));
+            // A failed or panicking handler: the packet goes back with `SERVER_ERROR`.
+            let outcome = ferry_rpc::service::with_caller(&caller, || {
+                ferry_rpc::service::serve_packet(handler, &mut port)
+            });
             let counter = match outcome {
-                Ok(Ok(())) => &counters.served,
-                Ok(Err(_)) => &counters.failed,
-                Err(_) => &counters.panicked,
+                Outcome::Served => &counters.served,
+                Outcome::Failed => &counters.failed,
+                Outcome::Panicked => &counters.panicked,
             };
-            if !matches!(outcome, Ok(Ok(()))) && port.owns_packet() {
-                // Closing hands the packet back; the client reads the status with it.
-                port.set_header(ferry_rpc::HeaderWord::Status, status::SERVER_ERROR.into());
-            }
             // Counted before the port closes, so a client that has its reply sees the count.
             bump(counter);
             drop(port);

@@ -320,3 +320,64 @@ pub fn with_stream_buffers<R>(f: impl FnOnce(&mut StreamBuffers) -> R) -> R {
         Err(_) => f(&mut StreamBuffers::default()),
     })
 }
+
+/// How a server step ended ([`serve_packet`], [`serve_lanes`]), for a transport's counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The handler served the call.
+    Served,
+    /// The handler returned an error (the client stalled or died mid-call).
+    Failed,
+    /// The handler panicked; the panic was caught and the call answered
+    /// [`status::SERVER_ERROR`](super::status::SERVER_ERROR).
+    Panicked,
+}
+
+/// The server step every transport's worker loop takes for a call through the packets: `handler`
+/// serves the request on `port`, a panic in it is caught (the thread goes on serving: its ports
+/// are not left unanswered), and a handler that failed or panicked while it held the packet has
+/// the packet go back with [`status::SERVER_ERROR`](super::status::SERVER_ERROR) when the port
+/// closes, so the client gets an error rather than a reply that was never written.
+pub fn serve_packet<M, W, H>(handler: &H, port: &mut Port<'_, '_, Server, Single, M, W>) -> Outcome
+where
+    M: Mailbox,
+    W: Wait,
+    H: Handler<M, W> + ?Sized,
+{
+    let outcome =
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.handle(port))) {
+            Ok(Ok(())) => Outcome::Served,
+            Ok(Err(_)) => Outcome::Failed,
+            Err(_) => Outcome::Panicked,
+        };
+    if outcome != Outcome::Served && port.owns_packet() {
+        port.set_header(
+            crate::HeaderWord::Status,
+            super::status::SERVER_ERROR.into(),
+        );
+    }
+    outcome
+}
+
+/// The server step for a call on a GPU's word lines: `handler` serves the lanes
+/// ([`Handler::handle_inline_lanes`]); a panic in it is caught, and every lane it had not
+/// answered gets [`status::SERVER_ERROR`](super::status::SERVER_ERROR) (a lane declined instead
+/// would make the call again through the packets, running the handler that panicked a second
+/// time).
+pub fn serve_lanes<M, W, H>(handler: &H, opcode: u32, lanes: &mut InlineLanes<'_>) -> Outcome
+where
+    M: Mailbox,
+    W: Wait,
+    H: Handler<M, W> + ?Sized,
+{
+    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        handler.handle_inline_lanes(opcode, lanes)
+    }));
+    match served {
+        Ok(()) => Outcome::Served,
+        Err(_) => {
+            lanes.fail_unanswered(super::status::SERVER_ERROR);
+            Outcome::Panicked
+        }
+    }
+}

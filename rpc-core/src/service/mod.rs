@@ -86,7 +86,9 @@ pub use awaited::AsyncSite;
 
 pub use error::{Error, Status, Transport};
 #[cfg(feature = "std")]
-pub use handler::{with_stream_buffers, Handler, StreamBuffers};
+pub use handler::{
+    serve_lanes, serve_packet, with_stream_buffers, Handler, Outcome, StreamBuffers,
+};
 #[cfg(feature = "std")]
 pub use later::{
     cancelled, with_caller, AsyncServing, BlockOn, Caller, DispatchLater, Later, Spawn,
@@ -537,6 +539,18 @@ impl<'a> InlineLanes<'a> {
     pub fn decline(&mut self) {
         for lane in crate::lanes::lanes_in(self.mask) {
             self.statuses[lane] = crate::words::DECLINED;
+        }
+    }
+
+    /// Answers `status` (with a zeroed reply) on every lane of the call still
+    /// [`DECLINED`](crate::words::DECLINED): what a server does for the lanes a handler that
+    /// failed part-way (a panic) had not answered.
+    pub fn fail_unanswered(&mut self, status: u32) {
+        for lane in crate::lanes::lanes_in(self.mask) {
+            if self.statuses[lane] == crate::words::DECLINED {
+                self.replies[lane] = [0; crate::words::WORD_BYTES];
+                self.statuses[lane] = status;
+            }
         }
     }
 }

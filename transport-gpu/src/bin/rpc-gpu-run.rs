@@ -208,6 +208,13 @@ fn main() -> ExitCode {
             for line in refusals(refused, config.max_files, descriptors) {
                 eprintln!("rpc-gpu-run: {line}");
             }
+            if report.stats.panicked > 0 {
+                eprintln!(
+                    "rpc-gpu-run: {} calls' handlers panicked (each answered SERVER_ERROR; the \
+                     panics are printed above)",
+                    report.stats.panicked
+                );
+            }
             if stats {
                 let count = |op| report.libc_calls[libc_index(op)];
                 eprintln!(
