@@ -43,7 +43,7 @@ pub fn client() -> Client<'static, Wavefront, GpuWait> {
     let desc = unsafe { core::ptr::read(&raw const FERRY_RPC) };
     // SAFETY: a set-up descriptor (checked by `client`) comes from a host that keeps the region
     // and lock memory alive and protocol-only for the whole dispatch (the transport's contract).
-    match unsafe { desc.client(Wavefront, desc.wait()) } {
+    match unsafe { desc.client(Wavefront, crate::GpuWait::for_descriptor(&desc)) } {
         Ok(c) => {
             let ports = c.region().layout().ports();
             c.with_cursor(crate::descriptor::home_port(global_wave_id(), ports))

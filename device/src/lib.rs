@@ -18,7 +18,8 @@
 //! - [`lanes`]: the lanes of a warp (NVIDIA, inline PTX) or wavefront (AMD), behind
 //!   [`ferry_rpc::Lanes`]: lane id, active mask, ballot, broadcast, sync;
 //! - [`descriptor`]: where the host tells the kernel about the region (the `FERRY_RPC` global the
-//!   loader fills before launch), and the client each warp builds from it at kernel start;
+//!   loader fills before launch), and the client each warp builds from it at kernel start: the
+//!   host/device contract, defined once in `ferry_rpc::descriptor` for both sides;
 //! - [`host`]: what a GPU program expects from a C library (a no-op, print, files, exit, malloc,
 //!   clock, `system`), as the derived service [`host::Libc`] (defined in `ferry-libc`, shared with
 //!   the host) and its device-side API;
@@ -37,8 +38,8 @@
 //!   services.
 //!
 //! On the host the crate builds as an ordinary `no_std` library with one-lane clients
-//! ([`ferry_rpc::Single`]); transports use its [`descriptor::Descriptor`] so both sides agree on
-//! where the region is.
+//! ([`ferry_rpc::Single`]); the host's transport writes the same [`descriptor::Descriptor`]
+//! (`ferry_rpc::descriptor`) so both sides agree on where the region is.
 
 #![cfg_attr(not(test), no_std)]
 #![deny(missing_docs)]
@@ -52,7 +53,6 @@ extern crate std;
 
 #[cfg(target_arch = "amdgpu")]
 pub mod amdgpu;
-pub mod descriptor;
 pub mod host;
 pub mod lanes;
 #[cfg(target_arch = "nvptx64")]
@@ -63,8 +63,9 @@ pub mod sim;
 pub mod sync;
 pub mod wait;
 
-pub use descriptor::{Client, Descriptor};
 pub use ferry_rpc;
+pub use ferry_rpc::descriptor;
+pub use ferry_rpc::descriptor::{Client, Descriptor};
 pub use ferry_rpc::service::{Bytes, Text};
 pub use ferry_rpc::{wire, RpcOpcodes, Schema};
 pub use wait::GpuWait;

@@ -36,7 +36,7 @@ pub fn client() -> Client<'static, Warp, GpuWait> {
     let desc = unsafe { core::ptr::read(&raw const FERRY_RPC) };
     // SAFETY: a set-up descriptor (checked by `client`) comes from a host that keeps the region
     // and lock memory alive and protocol-only for the whole launch (the transport's contract).
-    match unsafe { desc.client(Warp, desc.wait()) } {
+    match unsafe { desc.client(Warp, crate::GpuWait::for_descriptor(&desc)) } {
         Ok(c) => {
             let ports = c.region().layout().ports();
             c.with_cursor(crate::descriptor::home_port(global_warp_id(), ports))

@@ -27,6 +27,19 @@ impl Default for GpuWait {
 }
 
 impl GpuWait {
+    /// How a warp waits for the host that set up `descriptor`: the default, with the host's
+    /// [`max_sleep_ns`](crate::Descriptor::max_sleep_ns) if it set one.
+    pub fn for_descriptor(descriptor: &crate::Descriptor) -> GpuWait {
+        let default = GpuWait::default();
+        GpuWait {
+            max_sleep_ns: match descriptor.max_sleep_ns {
+                0 => default.max_sleep_ns,
+                ns => ns,
+            },
+            ..default
+        }
+    }
+
     /// The pause before poll `polls + 1`, in nanoseconds (0: spin).
     pub fn pause_ns(&self, polls: u32) -> u32 {
         if polls < self.spin {

@@ -69,6 +69,7 @@ extern crate std;
 // Lets code derived inside this crate (its tests and doctests) name it as users do.
 extern crate self as ferry_rpc;
 
+pub mod descriptor;
 mod error;
 pub mod far;
 #[cfg(feature = "alloc")]

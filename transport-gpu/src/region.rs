@@ -1,6 +1,6 @@
 //! The region a kernel and its host share, on a CUDA device.
 
-use ferry_device::descriptor::{self, Descriptor};
+use ferry_rpc::descriptor::{self, Descriptor};
 use ferry_rpc::layout::PORT_GRANULE;
 use ferry_rpc::sync::AtomicU32;
 use ferry_rpc::{Layout, MailboxKind, PerPort, Region};

@@ -1,14 +1,16 @@
-//! The descriptor: what the host tells a kernel about the region before launch.
+//! The descriptor: what the host tells a kernel about the region before launch — the contract
+//! between the device crate (`ferry-device`, which reads it on the GPU) and the host's transport
+//! (`ferry-gpu`, which writes it), kept here so both use the one definition.
 //!
-//! The loader (or any host program using `transport-gpu`) writes one [`Descriptor`] into the
+//! The loader (or any host program using `ferry-gpu`) writes one [`Descriptor`] into the
 //! program's global named [`SYMBOL`] before it launches the kernel. Every warp reads it at kernel
 //! start and builds its own client handle from it ([`Descriptor::client`]): the region lives in
 //! mapped pinned host memory, the client's lock bitmap in device memory, and the port count and
 //! lane count are the host's choice (`Layout`), so the GPU code has no compiled-in sizes.
 
-use ferry_rpc::mailbox::MailboxKind;
-use ferry_rpc::sync::{AtomicU32, AtomicU64};
-use ferry_rpc::{ClientProcess, Lanes, Layout, LayoutError, PerPort, Region, Wait};
+use crate::mailbox::MailboxKind;
+use crate::sync::{AtomicU32, AtomicU64};
+use crate::{ClientProcess, Lanes, Layout, LayoutError, PerPort, Region, Wait};
 
 /// The name of the program's descriptor global, as the host looks it up.
 pub const SYMBOL: &str = "FERRY_RPC";
@@ -61,7 +63,7 @@ const KIND_BITS: u32 = 0xffff;
 /// however few its warps, so lands on every part of the region: the server threads, each
 /// serving a contiguous range of lock words, share its calls. Index 0 is port 0.
 pub fn home_port(index: u32, ports: u32) -> u32 {
-    let granule = ferry_rpc::layout::PORT_GRANULE;
+    let granule = crate::layout::PORT_GRANULE;
     let words = ports / granule;
     if ports == 0 || words < 2 || !ports.is_multiple_of(granule) {
         return index.checked_rem(ports).unwrap_or(0);
@@ -114,8 +116,8 @@ pub struct Descriptor {
     pub locks: u64,
     /// Bytes of each lane's share of a port's bulk area (`Layout::with_bulk`; 0: none).
     pub bulk: u32,
-    /// The longest pause, in nanoseconds, between two polls of a waiting warp
-    /// ([`GpuWait::max_sleep_ns`](crate::GpuWait)); 0: the default. Many warps waiting at once
+    /// The longest pause, in nanoseconds, between two polls of a waiting warp (the device
+    /// crate's `GpuWait::max_sleep_ns`); 0: the default. Many warps waiting at once
     /// poll host memory across the bus; a longer pause leaves the bus to the replies and copies.
     pub max_sleep_ns: u32,
 }
@@ -151,19 +153,6 @@ impl Descriptor {
             0 => layout,
             _ => layout.with_words(),
         })
-    }
-
-    /// How a warp waits for the host: [`GpuWait::default`](crate::GpuWait::default) with the host's
-    /// [`max_sleep_ns`](Self::max_sleep_ns) if it set one.
-    pub fn wait(&self) -> crate::GpuWait {
-        let default = crate::GpuWait::default();
-        crate::GpuWait {
-            max_sleep_ns: match self.max_sleep_ns {
-                0 => default.max_sleep_ns,
-                ns => ns,
-            },
-            ..default
-        }
     }
 
     /// Whether clients keep their ports between calls ([`FLAG_KEEP_PORTS`]).
@@ -269,7 +258,7 @@ mod tests {
             UNSET_MAGIC
         );
         // SAFETY: refused before any memory is touched (no region, no magic).
-        let client = unsafe { Descriptor::UNSET.client(ferry_rpc::Single, ferry_rpc::Spin) };
+        let client = unsafe { Descriptor::UNSET.client(crate::Single, crate::Spin) };
         assert!(client.is_err());
     }
 
