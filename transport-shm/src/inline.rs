@@ -44,9 +44,9 @@
 //! after writing, the worker after reading those its reply does not cover;
 //! [`cache::demote`](crate::cache::demote)): the worker's
 //! read after the head and the client's next write then find each line in the shared cache
-//! instead of taking it from the other core, and no worker polls or fetches a wide line ahead
-//! (a fetch ahead, tried, made a wide call slower on a 16-core host: the client's write had to
-//! take the line back from the worker first). The tags are checked
+//! instead of taking it from the other core. No worker polls or fetches a wide line ahead of its
+//! head: a line the worker holds is one the client's next write must take back from the worker's
+//! core before its head can go. The tags are checked
 //! on both sides: a request line whose tag is not the request's (a write behind the protocol's
 //! back) gets `BAD_REQUEST`, never a handler run on bytes of another call, and a client never
 //! reads a reply line that does not carry its call's tag (it waits, and fails at its deadline).
@@ -61,8 +61,10 @@
 //! and the worker's next poll comes first takes it from there, the other then taking it again: a
 //! round trip in which either side does any work between receiving and answering pays one line
 //! transfer more than a bare ping-pong (`ferry bench` runs that ping-pong with work on each side).
-//! The client demotes no head line: demoting its request, or the line after reading the reply,
-//! was tried and made the call slower (`transport-shm/BENCHMARKS.md`, round 4, has the figures).
+//! The client demotes no head line: the worker is polling it, so a request demoted to the shared
+//! cache is taken from there by the worker's next poll anyway, and a line demoted after the reply
+//! is read must come back for the client's next request: either costs the client a push out of its
+//! core for no transfer saved (`transport-shm/BENCHMARKS.md`, round 4, measures both).
 //!
 //! The line is *at rest* when both sequences of its head are equal. The inline area also holds a
 //! bitmap, one bit per port: workers poll only the head lines whose bit is set (*armed*), so a
