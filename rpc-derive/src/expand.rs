@@ -223,6 +223,7 @@ fn generate(service: &Service) -> TokenStream {
 
     let asserts = assertions(service);
     let limits = limit_consts(service);
+    let items = service.calls.iter().map(call_items);
     // Every call is reachable through dispatch; say so to dead-code analysis (a variant with
     // fields is built, in a function never called, from values that never exist).
     let used = service.calls.iter().map(|c| {
@@ -318,7 +319,7 @@ fn generate(service: &Service) -> TokenStream {
     let lanes_arms: Vec<TokenStream> = service
         .calls
         .iter()
-        .map(|c| inline_lanes_arm(c, &server))
+        .map(|c| inline_lanes_arm(ident, c, &server))
         .collect();
 
     let client_doc = format!(
@@ -354,6 +355,7 @@ fn generate(service: &Service) -> TokenStream {
 
         impl #ident {
             #limits
+            #( #items )*
 
             /// This call's opcode.
             pub const fn opcode(&self) -> u32 {
@@ -788,6 +790,71 @@ fn limit_const(call: &Call) -> Ident {
     format_ident!("__RPC_LIMIT_{}", call.index)
 }
 
+/// The names of a call's items on the service type: its fixed arguments' bytes, its fixed
+/// reply's bytes, and the function decoding its arguments.
+fn call_names(service: &Ident, call: &Call) -> (TokenStream, TokenStream, TokenStream) {
+    let q = format_ident!("__RPC_Q_{}", call.index);
+    let r = format_ident!("__RPC_R_{}", call.index);
+    let args = format_ident!("__rpc_args_{}", call.index);
+    (
+        quote!(#service::#q),
+        quote!(#service::#r),
+        quote!(#service::#args),
+    )
+}
+
+/// A call's items on the service type, each written once for every dispatch that serves it: the
+/// bytes of its fixed arguments and of its fixed reply (tagged where it has an error type), and
+/// the function that decodes its arguments.
+fn call_items(call: &Call) -> TokenStream {
+    let q_name = format_ident!("__RPC_Q_{}", call.index);
+    let r_name = format_ident!("__RPC_R_{}", call.index);
+    let args = format_ident!("__rpc_args_{}", call.index);
+    let (q, r) = (args_size(call), reply_size(call));
+    let tys: Vec<&syn::Type> = call.fixed_args().map(|a| a.ty).collect();
+    let decode = decode_args(call, &format_ident!("__rpc_bytes"));
+    quote! {
+        #[doc(hidden)]
+        #[allow(dead_code)]
+        const #q_name: usize = #q;
+        #[doc(hidden)]
+        #[allow(dead_code)]
+        const #r_name: usize = #r;
+        #[doc(hidden)]
+        #[allow(dead_code)]
+        #[inline(always)]
+        fn #args(__rpc_bytes: &[u8]) -> ::core::option::Option<( #( #tys, )* )> {
+            #decode
+        }
+    }
+}
+
+/// What a call served inline takes besides its fixed arguments (`ferry_rpc::__private::Body`):
+/// nothing, or a streamed argument up to its limit.
+fn body_limit(service: &Ident, call: &Call) -> TokenStream {
+    match call.stream_arg() {
+        None => quote!(::core::option::Option::None),
+        Some(_) => {
+            let lim = limit(service, call);
+            quote!(::core::option::Option::Some(#lim))
+        }
+    }
+}
+
+/// The handler called with a call's decoded arguments (and `__rpc_body` where it has a
+/// streamed argument), its reply encoded into `__rpc_out`.
+fn serve_encoded(call: &Call, server: &Ident) -> TokenStream {
+    let method = method_ident(call);
+    let names = arg_locals(call);
+    let body = call.stream_arg().map(|_| quote!(, __rpc_body));
+    let reply = quote!(&<__RpcH as #server>::#method(handler #(, #names)* #body));
+    if call.error().is_some() {
+        quote!(::ferry_rpc::__private::put_result(__rpc_out, #reply))
+    } else {
+        quote!(::ferry_rpc::__private::put(__rpc_out, 0, #reply))
+    }
+}
+
 /// One `u64` constant per `limit = EXPR`, so the expression is evaluated once, in `const`
 /// context, with an error at the user's expression if it is not an integer constant from 0 to
 /// `u64::MAX` (any integer type: `usize` constants and literal arithmetic alike).
@@ -1153,69 +1220,21 @@ fn client_method_with(service: &Ident, call: &Call) -> TokenStream {
     }
 }
 
-/// What the arms of `dispatch_inline` and `dispatch_inline_lanes` share for a fixed call: the
-/// sizes of its arguments and reply (`__RPC_Q`, `__RPC_R`), and the code that checks `request`'s
-/// length (then `take_body`, the arm's check of a streamed argument), decodes it, calls the
-/// handler (with `body_arg`) and encodes the reply into `__rpc_buf`, returning `bad` (bound by the
-/// arm) for a request that does not decode.
-fn fixed_call(
-    call: &Call,
-    server: &Ident,
-    take_body: TokenStream,
-    body_arg: TokenStream,
-) -> (TokenStream, TokenStream) {
-    let (q, r) = (args_size(call), reply_size(call));
-    let method = method_ident(call);
-    let decode = decode_args(call, &format_ident!("request"));
-    let pat = args_pattern(call);
-    let names = arg_locals(call);
-    let encode = encode_reply(call);
-    let sizes = quote! {
-        const __RPC_Q: usize = #q;
-        const __RPC_R: usize = #r;
-    };
-    let serve = quote! {
-        if request.len() != __RPC_Q {
-            return bad;
-        }
-        #take_body
-        let ::core::option::Option::Some(#pat) = #decode else {
-            return bad;
-        };
-        #[allow(clippy::let_unit_value)]
-        let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)* #body_arg);
-        let mut __rpc_buf = [0u8; __RPC_R];
-        #encode;
-    };
-    (sizes, serve)
-}
-
 /// A call's arm in `dispatch_inline_lanes`: every lane decoded and served in one loop, or the
 /// call declined where it cannot travel on a word line.
-fn inline_lanes_arm(call: &Call, server: &Ident) -> TokenStream {
+fn inline_lanes_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let opcode = opcode_lit(call);
     let fixed_reply = matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit));
     if !fixed_reply || call.stream_arg().is_some() {
         return quote!(#opcode => lanes.decline(),);
     }
-    let (sizes, serve) = fixed_call(call, server, quote!(), quote!());
-    let s = quote!(::ferry_rpc::service);
+    let (q, r, args) = call_names(service, call);
+    let pat = args_pattern(call);
+    let serve = serve_encoded(call, server);
     quote! {
-        #opcode => {
-            #sizes
-            if __RPC_Q > ::ferry_rpc::words::WORD_BYTES || __RPC_R > ::ferry_rpc::words::WORD_BYTES {
-                return lanes.decline();
-            }
-            lanes.serve(|request, reply| {
-                let bad = ::core::option::Option::Some(#s::status::BAD_REQUEST);
-                #serve
-                // (Always there: the reply fits a word line, checked above.)
-                if let ::core::option::Option::Some(out) = reply.get_mut(..__RPC_R) {
-                    out.copy_from_slice(&__rpc_buf);
-                }
-                ::core::option::Option::Some(#s::status::OK)
-            });
-        }
+        #opcode => ::ferry_rpc::__private::lanes_fixed::<{ #q }, { #r }, _>(
+            lanes, #args, |#pat, __rpc_out| #serve,
+        ),
     }
 }
 
@@ -1225,43 +1244,18 @@ fn inline_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     if !travels_inline(call) {
         return quote!(#opcode => ::core::option::Option::None,);
     }
-    let s = quote!(::ferry_rpc::service);
-    // The body: a call with a streamed argument takes it (bounded by its limit, text checked);
-    // any other refuses one.
-    let (take_body, body_arg) = match call.stream_arg() {
-        None => (
-            quote! {
-                if !body.is_empty() {
-                    return bad;
-                }
-            },
-            quote!(),
-        ),
-        // (Bytes only: a text argument is not served inline, above.)
-        Some(_) => {
-            let lim = limit(service, call);
-            (
-                quote! {
-                    if body.len() as u64 > #lim {
-                        return ::core::option::Option::Some((#s::status::REJECTED, 0));
-                    }
-                },
-                quote!(, body),
-            )
-        }
+    let (q, r, args) = call_names(service, call);
+    let pat = args_pattern(call);
+    let serve = serve_encoded(call, server);
+    let limit = body_limit(service, call);
+    let body = match call.stream_arg() {
+        Some(_) => quote!(__rpc_body),
+        None => quote!(_),
     };
-    let (sizes, serve) = fixed_call(call, server, take_body, body_arg);
     quote! {
-        #opcode => {
-            #sizes
-            if __RPC_Q > #s::INLINE_BYTES || __RPC_R > #s::INLINE_BYTES {
-                return ::core::option::Option::None;
-            }
-            let bad = ::core::option::Option::Some((#s::status::BAD_REQUEST, 0));
-            #serve
-            reply[..__RPC_R].copy_from_slice(&__rpc_buf);
-            ::core::option::Option::Some((#s::status::OK, __RPC_R))
-        }
+        #opcode => ::ferry_rpc::__private::inline_fixed::<{ #q }, { #r }, _>(
+            #limit, request, body, reply, #args, |#pat, #body, __rpc_out| #serve,
+        ),
     }
 }
 
@@ -1364,54 +1358,35 @@ fn later_arm(service: &Ident, call: &Call) -> TokenStream {
         return quote!();
     }
     let p = quote!(::ferry_rpc::__private);
-    let s = quote!(::ferry_rpc::service);
-    let (q, r) = (args_size(call), reply_size(call));
+    let (q, r, args) = call_names(service, call);
     let method = method_ident(call);
-    let decode = decode_args(call, &format_ident!("request"));
     let pat = args_pattern(call);
     let names = arg_locals(call);
     let encode = encode_reply(call);
-    let refuse = |status: TokenStream| {
-        quote! {{
-            later.send(#s::status::#status, &[]);
-            return ::core::result::Result::Ok(());
-        }}
-    };
-    let bad = refuse(quote!(BAD_REQUEST));
-    let (check_body, own_body, body_arg) = match call.stream_arg() {
-        None => (quote!(if !body.is_empty() #bad), quote!(), None),
-        Some(_) => {
-            let lim = limit(service, call);
-            let rejected = refuse(quote!(REJECTED));
-            (
-                quote!(if body.len() as u64 > #lim #rejected),
-                quote!(let __rpc_body: #p::Vec<u8> = body.into();),
-                Some(quote!(&__rpc_body)),
-            )
-        }
+    let limit = body_limit(service, call);
+    let (body, own_body, body_arg) = match call.stream_arg() {
+        None => (quote!(_), quote!(), None),
+        Some(_) => (
+            quote!(__rpc_body),
+            quote!(let __rpc_body: #p::Vec<u8> = __rpc_body.into();),
+            Some(quote!(&__rpc_body)),
+        ),
     };
     let passed = names.iter().map(|n| quote!(#n)).chain(body_arg);
     quote! {
-        #opcode => {
-            const __RPC_Q: usize = #q;
-            const __RPC_R: usize = #r;
-            if __RPC_Q > #s::INLINE_BYTES || __RPC_R > #s::INLINE_BYTES {
-                return ::core::result::Result::Err(later);
-            }
-            if request.len() != __RPC_Q #bad
-            #check_body
-            let ::core::option::Option::Some(#pat) = #decode else #bad;
-            #own_body
-            let __rpc_h = #p::Arc::clone(handler.handler());
-            handler.spawner().spawn(#p::task::<__RPC_R>(later, async move {
-                #[allow(clippy::let_unit_value)]
-                let __rpc_reply = __rpc_h.#method(#( #passed ),*).await;
-                let mut __rpc_buf = [0u8; __RPC_R];
-                #encode;
-                __rpc_buf
-            }));
-            ::core::result::Result::Ok(())
-        }
+        #opcode => #p::later_fixed::<{ #q }, { #r }, _>(
+            #limit, request, body, later, #args, |#pat, #body, later| {
+                #own_body
+                let __rpc_h = #p::Arc::clone(handler.handler());
+                handler.spawner().spawn(#p::task::<{ #r }>(later, async move {
+                    #[allow(clippy::let_unit_value)]
+                    let __rpc_reply = __rpc_h.#method(#( #passed ),*).await;
+                    let mut __rpc_buf = [0u8; #r];
+                    #encode;
+                    __rpc_buf
+                }));
+            },
+        ),
     }
 }
 
@@ -1448,10 +1423,9 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let rejected = served(quote!(#s::status::REJECTED));
     let bad_request = served(quote!(#s::status::BAD_REQUEST));
     let ok = served(quote!(#s::status::OK));
-    let q = args_size(call);
-    let r = reply_size(call);
+    let (q, r, args) = call_names(service, call);
     let slot_bytes = format_ident!("__rpc_bytes");
-    let decode = decode_args(call, &slot_bytes);
+    let decode = quote!(#args(#slot_bytes));
     let pat = args_pattern(call);
     let names = arg_locals(call);
     let encode_into = |buf: TokenStream, value: TokenStream| {
@@ -1478,50 +1452,24 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     };
 
     // Fixed arguments and a fixed reply: every lane's arguments are checked first (nothing runs
-    // if one does not decode), then each slot becomes its reply in place.
+    // if one does not decode), then each slot becomes its reply in place; in one pass where the
+    // arguments cannot fail to decode (every byte pattern a value).
     let fixed_reply = matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit));
     if call.stream_arg().is_none() && fixed_reply {
-        let encode = encode_into(quote!(&mut __rpc_buf), quote!(&__rpc_reply));
         let tys: Vec<&syn::Type> = call.fixed_args().map(|a| a.ty).collect();
-        // One slot turned into its reply: decode, call the handler, encode.
-        let answer = quote! {
-            let #slot_bytes = &slot.as_bytes()[..__RPC_Q];
-            if let ::core::option::Option::Some(#pat) = #decode {
-                #[allow(clippy::let_unit_value)]
-                let __rpc_reply = <__RpcH as #server>::#method(handler #(, #names)*);
-                let mut __rpc_buf = [0u8; __RPC_R];
-                #encode;
-                #p::write_slot(slot, &__rpc_buf);
-            }
-        };
+        let serve = serve_encoded(call, server);
         return quote! {
-            #opcode => {
-                const __RPC_Q: usize = #q;
-                const __RPC_R: usize = #r;
-                #check_len
-                // Arguments that cannot fail to decode (every byte pattern a value): one pass,
-                // each slot turned into its reply in place.
-                #[allow(unused_imports)]
-                use #p::{IsFallible as _, IsInfallible as _};
-                if true #( && (&#p::Infallible::<#tys>::new()).infallible() )* {
-                    port.set_status(#s::status::OK);
-                    port.recv_and_send(|slot, _| { #answer })?;
-                    return #ok;
-                }
-                let mut __rpc_bad = false;
-                port.recv(|slot, _| {
-                    let #slot_bytes = &slot.as_bytes()[..__RPC_Q];
-                    __rpc_bad |= #decode.is_none();
-                })?;
-                if __rpc_bad {
-                    #refuse_bad
-                    return #bad_request;
-                }
-                port.set_status(#s::status::OK);
-                // (Every lane's arguments decoded above.)
-                port.send(|slot, _| { #answer })?;
-                #ok
-            }
+            #opcode => #p::serve_fixed::<{ #q }, { #r }, _, _, _, _>(
+                port,
+                #opcode,
+                {
+                    #[allow(unused_imports)]
+                    use #p::{IsFallible as _, IsInfallible as _};
+                    true #( && (&#p::Infallible::<#tys>::new()).infallible() )*
+                },
+                #args,
+                |#pat, __rpc_out| #serve,
+            ),
         };
     }
 

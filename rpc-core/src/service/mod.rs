@@ -1129,6 +1129,161 @@ pub mod __private {
         port.send(|slot, _| slot.words = [0; 8])
     }
 
+    /// The generated dispatch's arm for a call with fixed arguments and a fixed reply (or `()`),
+    /// through the packets: a request of another length than the call's `Q` bytes is refused
+    /// (`BAD_REQUEST`) before any byte of it is read; every lane's arguments are decoded
+    /// (`decode`) before any handler runs, and one that does not decode refuses the call; then
+    /// each lane's slot becomes its reply (`serve`: the handler, its reply encoded into the
+    /// `R`-byte buffer). With `infallible` (every byte pattern is a value of every argument) the
+    /// check is skipped and each slot turned into its reply in one pass.
+    #[inline(always)]
+    pub fn serve_fixed<const Q: usize, const R: usize, A, L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        opcode: u32,
+        infallible: bool,
+        decode: impl Fn(&[u8]) -> Option<A>,
+        mut serve: impl FnMut(A, &mut [u8; R]),
+    ) -> Result<super::Served, ProtocolError> {
+        let served = |status| Ok(super::Served { opcode, status });
+        if port.request_len() != Some(Q as u32) {
+            reply_error(port, status::BAD_REQUEST)?;
+            return served(status::BAD_REQUEST);
+        }
+        let mut answer = |slot: &mut crate::Slot| {
+            if let Some(args) = decode(&slot.as_bytes()[..Q]) {
+                let mut reply = [0u8; R];
+                serve(args, &mut reply);
+                write_slot(slot, &reply);
+            }
+        };
+        if infallible {
+            port.set_status(status::OK);
+            port.recv_and_send(|slot, _| answer(slot))?;
+            return served(status::OK);
+        }
+        let mut bad = false;
+        port.recv(|slot, _| bad |= decode(&slot.as_bytes()[..Q]).is_none())?;
+        if bad {
+            reply_error(port, status::BAD_REQUEST)?;
+            return served(status::BAD_REQUEST);
+        }
+        port.set_status(status::OK);
+        // (Every lane's arguments decoded above.)
+        port.send(|slot, _| answer(slot))?;
+        served(status::OK)
+    }
+
+    /// What a call served inline takes besides its fixed arguments: nothing (a body is refused
+    /// as a bad request), or a streamed argument of at most this many bytes (a longer one is
+    /// `REJECTED`).
+    pub type Body = Option<u64>;
+
+    /// The generated `dispatch_inline`'s arm for a call that travels inline (fixed arguments,
+    /// a fixed reply or none, and no text argument): `None` if its `Q` or `R` bytes exceed
+    /// [`INLINE_BYTES`] (the client then uses a port); `BAD_REQUEST` for a request of another
+    /// length, arguments that do not decode or a body the call does not take; `REJECTED` for a
+    /// body over its limit; else `serve` (the handler, its reply encoded) with status `OK` and
+    /// `R` reply bytes.
+    #[inline(always)]
+    pub fn inline_fixed<const Q: usize, const R: usize, A>(
+        body_limit: Body,
+        request: &[u8],
+        body: &[u8],
+        reply: &mut [u8; INLINE_BYTES],
+        decode: impl FnOnce(&[u8]) -> Option<A>,
+        serve: impl FnOnce(A, &[u8], &mut [u8; R]),
+    ) -> Option<(u32, usize)> {
+        if Q > INLINE_BYTES || R > INLINE_BYTES {
+            return None;
+        }
+        let bad = Some((status::BAD_REQUEST, 0));
+        if request.len() != Q {
+            return bad;
+        }
+        match body_limit {
+            None if !body.is_empty() => return bad,
+            Some(limit) if body.len() as u64 > limit => return Some((status::REJECTED, 0)),
+            _ => {}
+        }
+        let Some(args) = decode(request) else {
+            return bad;
+        };
+        let mut out = [0u8; R];
+        serve(args, body, &mut out);
+        reply[..R].copy_from_slice(&out);
+        Some((status::OK, R))
+    }
+
+    /// The generated `dispatch_inline_lanes`'s arm for a call with fixed arguments and a fixed
+    /// reply (or none): declined on every lane if its `Q` or `R` bytes exceed a word line's
+    /// [`WORD_BYTES`](crate::words::WORD_BYTES); else every lane decoded and served in one loop
+    /// (`BAD_REQUEST` for a lane whose request is of another length or does not decode).
+    #[inline(always)]
+    pub fn lanes_fixed<const Q: usize, const R: usize, A>(
+        lanes: &mut InlineLanes<'_>,
+        decode: impl Fn(&[u8]) -> Option<A>,
+        mut serve: impl FnMut(A, &mut [u8; R]),
+    ) {
+        if Q > crate::words::WORD_BYTES || R > crate::words::WORD_BYTES {
+            return lanes.decline();
+        }
+        lanes.serve(|request, reply| {
+            let bad = Some(status::BAD_REQUEST);
+            if request.len() != Q {
+                return bad;
+            }
+            let Some(args) = decode(request) else {
+                return bad;
+            };
+            let mut out = [0u8; R];
+            serve(args, &mut out);
+            // (Always there: the reply fits a word line, checked above.)
+            if let Some(to) = reply.get_mut(..R) {
+                to.copy_from_slice(&out);
+            }
+            Some(status::OK)
+        });
+    }
+
+    /// The generated `dispatch_later`'s arm for a call that travels inline, served by an async
+    /// handler: `later` given back if its `Q` or `R` bytes exceed [`INLINE_BYTES`] (the call is
+    /// then served as any other); `BAD_REQUEST` or `REJECTED` answered through `later` as
+    /// [`inline_fixed`] answers them; else `start` (which spawns the handler's task, answering
+    /// through `later`) with the decoded arguments and the body.
+    #[cfg(feature = "std")]
+    #[inline(always)]
+    pub fn later_fixed<const Q: usize, const R: usize, A>(
+        body_limit: Body,
+        request: &[u8],
+        body: &[u8],
+        later: Box<dyn Later>,
+        decode: impl FnOnce(&[u8]) -> Option<A>,
+        start: impl FnOnce(A, &[u8], Box<dyn Later>),
+    ) -> Result<(), Box<dyn Later>> {
+        if Q > INLINE_BYTES || R > INLINE_BYTES {
+            return Err(later);
+        }
+        let refuse = |later: Box<dyn Later>, status| {
+            later.send(status, &[]);
+            Ok(())
+        };
+        if request.len() != Q {
+            return refuse(later, status::BAD_REQUEST);
+        }
+        match body_limit {
+            None if !body.is_empty() => return refuse(later, status::BAD_REQUEST),
+            Some(limit) if body.len() as u64 > limit => return refuse(later, status::REJECTED),
+            _ => {}
+        }
+        match decode(request) {
+            Some(args) => {
+                start(args, body, later);
+                Ok(())
+            }
+            None => refuse(later, status::BAD_REQUEST),
+        }
+    }
+
     /// Answers a call whose opcode the service does not have.
     pub fn reply_unknown<L: Lanes, M: Mailbox, W: Wait>(
         port: &mut Port<'_, '_, Server, L, M, W>,

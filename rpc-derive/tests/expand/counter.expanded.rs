@@ -103,6 +103,79 @@ impl Counter {
         );
         limit as u64
     };
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    const __RPC_Q_0: usize = 0usize + ::core::mem::size_of::<u64>();
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    const __RPC_R_0: usize = ::core::mem::size_of::<u64>();
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    #[inline(always)]
+    fn __rpc_args_0(__rpc_bytes: &[u8]) -> ::core::option::Option<(u64,)> {
+        (|| ::core::option::Option::Some((
+            ::ferry_rpc::__private::take::<u64>(__rpc_bytes, 0usize)?,
+        )))()
+    }
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    const __RPC_Q_1: usize = 0usize + ::core::mem::size_of::<u32>();
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    const __RPC_R_1: usize = 1usize
+        + ::ferry_rpc::__private::max(
+            ::core::mem::size_of::<u64>(),
+            ::core::mem::size_of::<StoreError>(),
+        );
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    #[inline(always)]
+    fn __rpc_args_1(__rpc_bytes: &[u8]) -> ::core::option::Option<(u32,)> {
+        (|| ::core::option::Option::Some((
+            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
+        )))()
+    }
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    const __RPC_Q_2: usize = 0usize + ::core::mem::size_of::<u32>();
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    const __RPC_R_2: usize = 1usize
+        + ::ferry_rpc::__private::max(0usize, ::core::mem::size_of::<StoreError>());
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    #[inline(always)]
+    fn __rpc_args_2(__rpc_bytes: &[u8]) -> ::core::option::Option<(u32,)> {
+        (|| ::core::option::Option::Some((
+            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
+        )))()
+    }
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    const __RPC_Q_3: usize = 0usize + ::core::mem::size_of::<u32>();
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    const __RPC_R_3: usize = 0usize;
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    #[inline(always)]
+    fn __rpc_args_3(__rpc_bytes: &[u8]) -> ::core::option::Option<(u32,)> {
+        (|| ::core::option::Option::Some((
+            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
+        )))()
+    }
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    const __RPC_Q_4: usize = 0usize;
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    const __RPC_R_4: usize = 0usize;
+    #[doc(hidden)]
+    #[allow(dead_code)]
+    #[inline(always)]
+    fn __rpc_args_4(__rpc_bytes: &[u8]) -> ::core::option::Option<()> {
+        (|| ::core::option::Option::Some(()))()
+    }
     /// This call's opcode.
     pub const fn opcode(&self) -> u32 {
         match self {
@@ -194,91 +267,34 @@ impl Counter {
         let _ = (&handler, &buffers);
         match port.opcode() {
             0xe06cac36u32 => {
-                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
-                const __RPC_R: usize = ::core::mem::size_of::<u64>();
-                if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
-                    ::ferry_rpc::__private::reply_error(
-                        port,
-                        ::ferry_rpc::service::status::BAD_REQUEST,
-                    )?;
-                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                        opcode: 0xe06cac36u32,
-                        status: ::ferry_rpc::service::status::BAD_REQUEST,
-                    });
-                }
-                #[allow(unused_imports)]
-                use ::ferry_rpc::__private::{IsFallible as _, IsInfallible as _};
-                if true
-                    && (&::ferry_rpc::__private::Infallible::<u64>::new()).infallible()
-                {
-                    port.set_status(::ferry_rpc::service::status::OK);
-                    port.recv_and_send(|slot, _| {
-                        let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
-                        if let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
-                            ::ferry_rpc::__private::take::<u64>(__rpc_bytes, 0usize)?,
-                        )))() {
-                            #[allow(clippy::let_unit_value)]
-                            let __rpc_reply = <__RpcH as CounterServer>::add(
-                                handler,
-                                __rpc_arg0,
-                            );
-                            let mut __rpc_buf = [0u8; __RPC_R];
-                            ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
-                            ::ferry_rpc::__private::write_slot(slot, &__rpc_buf);
-                        }
-                    })?;
-                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                        opcode: 0xe06cac36u32,
-                        status: ::ferry_rpc::service::status::OK,
-                    });
-                }
-                let mut __rpc_bad = false;
-                port.recv(|slot, _| {
-                    let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
-                    __rpc_bad
-                        |= (|| ::core::option::Option::Some((
-                            ::ferry_rpc::__private::take::<u64>(__rpc_bytes, 0usize)?,
-                        )))()
-                            .is_none();
-                })?;
-                if __rpc_bad {
-                    ::ferry_rpc::__private::reply_error(
-                        port,
-                        ::ferry_rpc::service::status::BAD_REQUEST,
-                    )?;
-                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                        opcode: 0xe06cac36u32,
-                        status: ::ferry_rpc::service::status::BAD_REQUEST,
-                    });
-                }
-                port.set_status(::ferry_rpc::service::status::OK);
-                port.send(|slot, _| {
-                    let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
-                    if let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
-                        ::ferry_rpc::__private::take::<u64>(__rpc_bytes, 0usize)?,
-                    )))() {
-                        #[allow(clippy::let_unit_value)]
-                        let __rpc_reply = <__RpcH as CounterServer>::add(
-                            handler,
-                            __rpc_arg0,
-                        );
-                        let mut __rpc_buf = [0u8; __RPC_R];
-                        ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
-                        ::ferry_rpc::__private::write_slot(slot, &__rpc_buf);
-                    }
-                })?;
-                ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                    opcode: 0xe06cac36u32,
-                    status: ::ferry_rpc::service::status::OK,
-                })
+                ::ferry_rpc::__private::serve_fixed::<
+                    { Counter::__RPC_Q_0 },
+                    { Counter::__RPC_R_0 },
+                    _,
+                    _,
+                    _,
+                    _,
+                >(
+                    port,
+                    0xe06cac36u32,
+                    {
+                        #[allow(unused_imports)]
+                        use ::ferry_rpc::__private::{IsFallible as _, IsInfallible as _};
+                        true
+                            && (&::ferry_rpc::__private::Infallible::<u64>::new())
+                                .infallible()
+                    },
+                    Counter::__rpc_args_0,
+                    |(__rpc_arg0,), __rpc_out| ::ferry_rpc::__private::put(
+                        __rpc_out,
+                        0,
+                        &<__RpcH as CounterServer>::add(handler, __rpc_arg0),
+                    ),
+                )
             }
             0xeb709090u32 => {
-                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
-                const __RPC_R: usize = 1usize
-                    + ::ferry_rpc::__private::max(
-                        ::core::mem::size_of::<u64>(),
-                        ::core::mem::size_of::<StoreError>(),
-                    );
+                const __RPC_Q: usize = Counter::__RPC_Q_1;
+                const __RPC_R: usize = Counter::__RPC_R_1;
                 if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
                     ::ferry_rpc::__private::reply_error(
                         port,
@@ -322,9 +338,7 @@ impl Counter {
                             continue;
                         }
                         let (__rpc_bytes, __rpc_body) = __rpc_all.split_at(__RPC_Q);
-                        match (|| ::core::option::Option::Some((
-                            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-                        )))() {
+                        match Counter::__rpc_args_1(__rpc_bytes) {
                             ::core::option::Option::Some((__rpc_arg0,)) => {
                                 __rpc_args[__rpc_lane] = ::core::option::Option::Some((
                                     (__rpc_arg0,),
@@ -385,7 +399,7 @@ impl Counter {
                 })
             }
             0x8a8506d8u32 => {
-                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+                const __RPC_Q: usize = Counter::__RPC_Q_2;
                 if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
                     ::ferry_rpc::__private::reply_error(
                         port,
@@ -414,9 +428,7 @@ impl Counter {
                         __rpc_mask &= __rpc_mask - 1;
                         let __rpc_bytes: &[u8] = &__rpc_reqs[__rpc_lane];
                         let __rpc_body = ();
-                        match (|| ::core::option::Option::Some((
-                            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-                        )))() {
+                        match Counter::__rpc_args_2(__rpc_bytes) {
                             ::core::option::Option::Some((__rpc_arg0,)) => {
                                 __rpc_args[__rpc_lane] = ::core::option::Option::Some((
                                     (__rpc_arg0,),
@@ -506,86 +518,33 @@ impl Counter {
                 })
             }
             0xb61020fau32 => {
-                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
-                const __RPC_R: usize = 0usize;
-                if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
-                    ::ferry_rpc::__private::reply_error(
-                        port,
-                        ::ferry_rpc::service::status::BAD_REQUEST,
-                    )?;
-                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                        opcode: 0xb61020fau32,
-                        status: ::ferry_rpc::service::status::BAD_REQUEST,
-                    });
-                }
-                #[allow(unused_imports)]
-                use ::ferry_rpc::__private::{IsFallible as _, IsInfallible as _};
-                if true
-                    && (&::ferry_rpc::__private::Infallible::<u32>::new()).infallible()
-                {
-                    port.set_status(::ferry_rpc::service::status::OK);
-                    port.recv_and_send(|slot, _| {
-                        let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
-                        if let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
-                            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-                        )))() {
-                            #[allow(clippy::let_unit_value)]
-                            let __rpc_reply = <__RpcH as CounterServer>::touch(
-                                handler,
-                                __rpc_arg0,
-                            );
-                            let mut __rpc_buf = [0u8; __RPC_R];
-                            ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
-                            ::ferry_rpc::__private::write_slot(slot, &__rpc_buf);
-                        }
-                    })?;
-                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                        opcode: 0xb61020fau32,
-                        status: ::ferry_rpc::service::status::OK,
-                    });
-                }
-                let mut __rpc_bad = false;
-                port.recv(|slot, _| {
-                    let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
-                    __rpc_bad
-                        |= (|| ::core::option::Option::Some((
-                            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-                        )))()
-                            .is_none();
-                })?;
-                if __rpc_bad {
-                    ::ferry_rpc::__private::reply_error(
-                        port,
-                        ::ferry_rpc::service::status::BAD_REQUEST,
-                    )?;
-                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                        opcode: 0xb61020fau32,
-                        status: ::ferry_rpc::service::status::BAD_REQUEST,
-                    });
-                }
-                port.set_status(::ferry_rpc::service::status::OK);
-                port.send(|slot, _| {
-                    let __rpc_bytes = &slot.as_bytes()[..__RPC_Q];
-                    if let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
-                        ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-                    )))() {
-                        #[allow(clippy::let_unit_value)]
-                        let __rpc_reply = <__RpcH as CounterServer>::touch(
-                            handler,
-                            __rpc_arg0,
-                        );
-                        let mut __rpc_buf = [0u8; __RPC_R];
-                        ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
-                        ::ferry_rpc::__private::write_slot(slot, &__rpc_buf);
-                    }
-                })?;
-                ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                    opcode: 0xb61020fau32,
-                    status: ::ferry_rpc::service::status::OK,
-                })
+                ::ferry_rpc::__private::serve_fixed::<
+                    { Counter::__RPC_Q_3 },
+                    { Counter::__RPC_R_3 },
+                    _,
+                    _,
+                    _,
+                    _,
+                >(
+                    port,
+                    0xb61020fau32,
+                    {
+                        #[allow(unused_imports)]
+                        use ::ferry_rpc::__private::{IsFallible as _, IsInfallible as _};
+                        true
+                            && (&::ferry_rpc::__private::Infallible::<u32>::new())
+                                .infallible()
+                    },
+                    Counter::__rpc_args_3,
+                    |(__rpc_arg0,), __rpc_out| ::ferry_rpc::__private::put(
+                        __rpc_out,
+                        0,
+                        &<__RpcH as CounterServer>::touch(handler, __rpc_arg0),
+                    ),
+                )
             }
             0x00000007u32 => {
-                const __RPC_Q: usize = 0usize;
+                const __RPC_Q: usize = Counter::__RPC_Q_4;
                 if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
                     ::ferry_rpc::__private::reply_error(
                         port,
@@ -614,7 +573,7 @@ impl Counter {
                         __rpc_mask &= __rpc_mask - 1;
                         let __rpc_bytes: &[u8] = &__rpc_reqs[__rpc_lane];
                         let __rpc_body = ();
-                        match (|| ::core::option::Option::Some(()))() {
+                        match Counter::__rpc_args_4(__rpc_bytes) {
                             ::core::option::Option::Some(()) => {
                                 __rpc_args[__rpc_lane] = ::core::option::Option::Some((
                                     (),
@@ -678,106 +637,58 @@ impl Counter {
         let _ = (&handler, &request, &body, &reply);
         match opcode {
             0xe06cac36u32 => {
-                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
-                const __RPC_R: usize = ::core::mem::size_of::<u64>();
-                if __RPC_Q > ::ferry_rpc::service::INLINE_BYTES
-                    || __RPC_R > ::ferry_rpc::service::INLINE_BYTES
-                {
-                    return ::core::option::Option::None;
-                }
-                let bad = ::core::option::Option::Some((
-                    ::ferry_rpc::service::status::BAD_REQUEST,
-                    0,
-                ));
-                if request.len() != __RPC_Q {
-                    return bad;
-                }
-                if !body.is_empty() {
-                    return bad;
-                }
-                let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
-                    ::ferry_rpc::__private::take::<u64>(request, 0usize)?,
-                )))() else {
-                    return bad;
-                };
-                #[allow(clippy::let_unit_value)]
-                let __rpc_reply = <__RpcH as CounterServer>::add(handler, __rpc_arg0);
-                let mut __rpc_buf = [0u8; __RPC_R];
-                ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
-                reply[..__RPC_R].copy_from_slice(&__rpc_buf);
-                ::core::option::Option::Some((::ferry_rpc::service::status::OK, __RPC_R))
+                ::ferry_rpc::__private::inline_fixed::<
+                    { Counter::__RPC_Q_0 },
+                    { Counter::__RPC_R_0 },
+                    _,
+                >(
+                    ::core::option::Option::None,
+                    request,
+                    body,
+                    reply,
+                    Counter::__rpc_args_0,
+                    |(__rpc_arg0,), _, __rpc_out| ::ferry_rpc::__private::put(
+                        __rpc_out,
+                        0,
+                        &<__RpcH as CounterServer>::add(handler, __rpc_arg0),
+                    ),
+                )
             }
             0xeb709090u32 => {
-                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
-                const __RPC_R: usize = 1usize
-                    + ::ferry_rpc::__private::max(
-                        ::core::mem::size_of::<u64>(),
-                        ::core::mem::size_of::<StoreError>(),
-                    );
-                if __RPC_Q > ::ferry_rpc::service::INLINE_BYTES
-                    || __RPC_R > ::ferry_rpc::service::INLINE_BYTES
-                {
-                    return ::core::option::Option::None;
-                }
-                let bad = ::core::option::Option::Some((
-                    ::ferry_rpc::service::status::BAD_REQUEST,
-                    0,
-                ));
-                if request.len() != __RPC_Q {
-                    return bad;
-                }
-                if body.len() as u64 > 65536u64 {
-                    return ::core::option::Option::Some((
-                        ::ferry_rpc::service::status::REJECTED,
-                        0,
-                    ));
-                }
-                let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
-                    ::ferry_rpc::__private::take::<u32>(request, 0usize)?,
-                )))() else {
-                    return bad;
-                };
-                #[allow(clippy::let_unit_value)]
-                let __rpc_reply = <__RpcH as CounterServer>::put(
-                    handler,
-                    __rpc_arg0,
+                ::ferry_rpc::__private::inline_fixed::<
+                    { Counter::__RPC_Q_1 },
+                    { Counter::__RPC_R_1 },
+                    _,
+                >(
+                    ::core::option::Option::Some(65536u64),
+                    request,
                     body,
-                );
-                let mut __rpc_buf = [0u8; __RPC_R];
-                ::ferry_rpc::__private::put_result(&mut __rpc_buf, &__rpc_reply);
-                reply[..__RPC_R].copy_from_slice(&__rpc_buf);
-                ::core::option::Option::Some((::ferry_rpc::service::status::OK, __RPC_R))
+                    reply,
+                    Counter::__rpc_args_1,
+                    |(__rpc_arg0,), __rpc_body, __rpc_out| ::ferry_rpc::__private::put_result(
+                        __rpc_out,
+                        &<__RpcH as CounterServer>::put(handler, __rpc_arg0, __rpc_body),
+                    ),
+                )
             }
             0x8a8506d8u32 => ::core::option::Option::None,
             0xb61020fau32 => {
-                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
-                const __RPC_R: usize = 0usize;
-                if __RPC_Q > ::ferry_rpc::service::INLINE_BYTES
-                    || __RPC_R > ::ferry_rpc::service::INLINE_BYTES
-                {
-                    return ::core::option::Option::None;
-                }
-                let bad = ::core::option::Option::Some((
-                    ::ferry_rpc::service::status::BAD_REQUEST,
-                    0,
-                ));
-                if request.len() != __RPC_Q {
-                    return bad;
-                }
-                if !body.is_empty() {
-                    return bad;
-                }
-                let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
-                    ::ferry_rpc::__private::take::<u32>(request, 0usize)?,
-                )))() else {
-                    return bad;
-                };
-                #[allow(clippy::let_unit_value)]
-                let __rpc_reply = <__RpcH as CounterServer>::touch(handler, __rpc_arg0);
-                let mut __rpc_buf = [0u8; __RPC_R];
-                ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
-                reply[..__RPC_R].copy_from_slice(&__rpc_buf);
-                ::core::option::Option::Some((::ferry_rpc::service::status::OK, __RPC_R))
+                ::ferry_rpc::__private::inline_fixed::<
+                    { Counter::__RPC_Q_3 },
+                    { Counter::__RPC_R_3 },
+                    _,
+                >(
+                    ::core::option::Option::None,
+                    request,
+                    body,
+                    reply,
+                    Counter::__rpc_args_3,
+                    |(__rpc_arg0,), _, __rpc_out| ::ferry_rpc::__private::put(
+                        __rpc_out,
+                        0,
+                        &<__RpcH as CounterServer>::touch(handler, __rpc_arg0),
+                    ),
+                )
             }
             0x00000007u32 => ::core::option::Option::None,
             ::ferry_rpc::service::HANDSHAKE => ::core::option::Option::None,
@@ -804,78 +715,36 @@ impl Counter {
         let _ = &handler;
         match opcode {
             0xe06cac36u32 => {
-                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
-                const __RPC_R: usize = ::core::mem::size_of::<u64>();
-                if __RPC_Q > ::ferry_rpc::words::WORD_BYTES
-                    || __RPC_R > ::ferry_rpc::words::WORD_BYTES
-                {
-                    return lanes.decline();
-                }
-                lanes
-                    .serve(|request, reply| {
-                        let bad = ::core::option::Option::Some(
-                            ::ferry_rpc::service::status::BAD_REQUEST,
-                        );
-                        if request.len() != __RPC_Q {
-                            return bad;
-                        }
-                        let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
-                            ::ferry_rpc::__private::take::<u64>(request, 0usize)?,
-                        )))() else {
-                            return bad;
-                        };
-                        #[allow(clippy::let_unit_value)]
-                        let __rpc_reply = <__RpcH as CounterServer>::add(
-                            handler,
-                            __rpc_arg0,
-                        );
-                        let mut __rpc_buf = [0u8; __RPC_R];
-                        ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
-                        if let ::core::option::Option::Some(out) = reply
-                            .get_mut(..__RPC_R)
-                        {
-                            out.copy_from_slice(&__rpc_buf);
-                        }
-                        ::core::option::Option::Some(::ferry_rpc::service::status::OK)
-                    });
+                ::ferry_rpc::__private::lanes_fixed::<
+                    { Counter::__RPC_Q_0 },
+                    { Counter::__RPC_R_0 },
+                    _,
+                >(
+                    lanes,
+                    Counter::__rpc_args_0,
+                    |(__rpc_arg0,), __rpc_out| ::ferry_rpc::__private::put(
+                        __rpc_out,
+                        0,
+                        &<__RpcH as CounterServer>::add(handler, __rpc_arg0),
+                    ),
+                )
             }
             0xeb709090u32 => lanes.decline(),
             0x8a8506d8u32 => lanes.decline(),
             0xb61020fau32 => {
-                const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
-                const __RPC_R: usize = 0usize;
-                if __RPC_Q > ::ferry_rpc::words::WORD_BYTES
-                    || __RPC_R > ::ferry_rpc::words::WORD_BYTES
-                {
-                    return lanes.decline();
-                }
-                lanes
-                    .serve(|request, reply| {
-                        let bad = ::core::option::Option::Some(
-                            ::ferry_rpc::service::status::BAD_REQUEST,
-                        );
-                        if request.len() != __RPC_Q {
-                            return bad;
-                        }
-                        let ::core::option::Option::Some((__rpc_arg0,)) = (|| ::core::option::Option::Some((
-                            ::ferry_rpc::__private::take::<u32>(request, 0usize)?,
-                        )))() else {
-                            return bad;
-                        };
-                        #[allow(clippy::let_unit_value)]
-                        let __rpc_reply = <__RpcH as CounterServer>::touch(
-                            handler,
-                            __rpc_arg0,
-                        );
-                        let mut __rpc_buf = [0u8; __RPC_R];
-                        ::ferry_rpc::__private::put(&mut __rpc_buf, 0, &__rpc_reply);
-                        if let ::core::option::Option::Some(out) = reply
-                            .get_mut(..__RPC_R)
-                        {
-                            out.copy_from_slice(&__rpc_buf);
-                        }
-                        ::core::option::Option::Some(::ferry_rpc::service::status::OK)
-                    });
+                ::ferry_rpc::__private::lanes_fixed::<
+                    { Counter::__RPC_Q_3 },
+                    { Counter::__RPC_R_3 },
+                    _,
+                >(
+                    lanes,
+                    Counter::__rpc_args_3,
+                    |(__rpc_arg0,), __rpc_out| ::ferry_rpc::__private::put(
+                        __rpc_out,
+                        0,
+                        &<__RpcH as CounterServer>::touch(handler, __rpc_arg0),
+                    ),
+                )
             }
             0x00000007u32 => lanes.decline(),
             ::ferry_rpc::service::HANDSHAKE => lanes.decline(),
@@ -1447,55 +1316,30 @@ pub trait CounterServer {
     request : & [u8], body : & [u8], later : ::ferry_rpc::__private::Box < dyn
     ::ferry_rpc::service::Later >,) -> ::core::result::Result < (),
     ::ferry_rpc::__private::Box < dyn ::ferry_rpc::service::Later >> { let _ = (handler,
-    request, body); match opcode { 0xe06cac36u32 => { const __RPC_Q : usize = 0usize +
-    ::core::mem::size_of:: < u64 > (); const __RPC_R : usize = ::core::mem::size_of:: <
-    u64 > (); if __RPC_Q > ::ferry_rpc::service::INLINE_BYTES || __RPC_R >
-    ::ferry_rpc::service::INLINE_BYTES { return ::core::result::Result::Err(later); } if
-    request.len() != __RPC_Q { later.send(::ferry_rpc::service::status::BAD_REQUEST, &
-    []); return ::core::result::Result::Ok(()); } if ! body.is_empty() { later
-    .send(::ferry_rpc::service::status::BAD_REQUEST, & []); return
-    ::core::result::Result::Ok(()); } let ::core::option::Option::Some((__rpc_arg0,)) =
-    (|| ::core::option::Option::Some((::ferry_rpc::__private::take:: < u64 > (request,
-    0usize) ?,))) () else { later.send(::ferry_rpc::service::status::BAD_REQUEST, & []);
-    return ::core::result::Result::Ok(()); }; let __rpc_h =
-    ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
-    .spawn(::ferry_rpc::__private::task:: < __RPC_R > (later, async move {
+    request, body); match opcode { 0xe06cac36u32 => ::ferry_rpc::__private::later_fixed::
+    < { Counter::__RPC_Q_0 }, { Counter::__RPC_R_0 }, _ > (::core::option::Option::None,
+    request, body, later, Counter::__rpc_args_0, | (__rpc_arg0,), _, later | { let
+    __rpc_h = ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
+    .spawn(::ferry_rpc::__private::task:: < { Counter::__RPC_R_0 } > (later, async move {
     #[allow(clippy::let_unit_value)] let __rpc_reply = __rpc_h.add(__rpc_arg0). await;
-    let mut __rpc_buf = [0u8; __RPC_R]; ::ferry_rpc::__private::put(& mut __rpc_buf, 0, &
-    __rpc_reply); __rpc_buf })); ::core::result::Result::Ok(()) } 0xeb709090u32 => {
-    const __RPC_Q : usize = 0usize + ::core::mem::size_of:: < u32 > (); const __RPC_R :
-    usize = 1usize + ::ferry_rpc::__private::max(::core::mem::size_of:: < u64 > (),
-    ::core::mem::size_of:: < StoreError > ()); if __RPC_Q >
-    ::ferry_rpc::service::INLINE_BYTES || __RPC_R > ::ferry_rpc::service::INLINE_BYTES {
-    return ::core::result::Result::Err(later); } if request.len() != __RPC_Q { later
-    .send(::ferry_rpc::service::status::BAD_REQUEST, & []); return
-    ::core::result::Result::Ok(()); } if body.len() as u64 > 65536u64 { later
-    .send(::ferry_rpc::service::status::REJECTED, & []); return
-    ::core::result::Result::Ok(()); } let ::core::option::Option::Some((__rpc_arg0,)) =
-    (|| ::core::option::Option::Some((::ferry_rpc::__private::take:: < u32 > (request,
-    0usize) ?,))) () else { later.send(::ferry_rpc::service::status::BAD_REQUEST, & []);
-    return ::core::result::Result::Ok(()); }; let __rpc_body :
-    ::ferry_rpc::__private::Vec < u8 > = body.into(); let __rpc_h =
+    let mut __rpc_buf = [0u8; Counter::__RPC_R_0]; ::ferry_rpc::__private::put(& mut
+    __rpc_buf, 0, & __rpc_reply); __rpc_buf })); },), 0xeb709090u32 =>
+    ::ferry_rpc::__private::later_fixed:: < { Counter::__RPC_Q_1 }, { Counter::__RPC_R_1
+    }, _ > (::core::option::Option::Some(65536u64), request, body, later,
+    Counter::__rpc_args_1, | (__rpc_arg0,), __rpc_body, later | { let __rpc_body :
+    ::ferry_rpc::__private::Vec < u8 > = __rpc_body.into(); let __rpc_h =
     ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
-    .spawn(::ferry_rpc::__private::task:: < __RPC_R > (later, async move {
+    .spawn(::ferry_rpc::__private::task:: < { Counter::__RPC_R_1 } > (later, async move {
     #[allow(clippy::let_unit_value)] let __rpc_reply = __rpc_h.put(__rpc_arg0, &
-    __rpc_body). await; let mut __rpc_buf = [0u8; __RPC_R];
+    __rpc_body). await; let mut __rpc_buf = [0u8; Counter::__RPC_R_1];
     ::ferry_rpc::__private::put_result(& mut __rpc_buf, & __rpc_reply); __rpc_buf }));
-    ::core::result::Result::Ok(()) } 0xb61020fau32 => { const __RPC_Q : usize = 0usize +
-    ::core::mem::size_of:: < u32 > (); const __RPC_R : usize = 0usize; if __RPC_Q >
-    ::ferry_rpc::service::INLINE_BYTES || __RPC_R > ::ferry_rpc::service::INLINE_BYTES {
-    return ::core::result::Result::Err(later); } if request.len() != __RPC_Q { later
-    .send(::ferry_rpc::service::status::BAD_REQUEST, & []); return
-    ::core::result::Result::Ok(()); } if ! body.is_empty() { later
-    .send(::ferry_rpc::service::status::BAD_REQUEST, & []); return
-    ::core::result::Result::Ok(()); } let ::core::option::Option::Some((__rpc_arg0,)) =
-    (|| ::core::option::Option::Some((::ferry_rpc::__private::take:: < u32 > (request,
-    0usize) ?,))) () else { later.send(::ferry_rpc::service::status::BAD_REQUEST, & []);
-    return ::core::result::Result::Ok(()); }; let __rpc_h =
+    },), 0xb61020fau32 => ::ferry_rpc::__private::later_fixed:: < { Counter::__RPC_Q_3 },
+    { Counter::__RPC_R_3 }, _ > (::core::option::Option::None, request, body, later,
+    Counter::__rpc_args_3, | (__rpc_arg0,), _, later | { let __rpc_h =
     ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
-    .spawn(::ferry_rpc::__private::task:: < __RPC_R > (later, async move {
+    .spawn(::ferry_rpc::__private::task:: < { Counter::__RPC_R_3 } > (later, async move {
     #[allow(clippy::let_unit_value)] let __rpc_reply = __rpc_h.touch(__rpc_arg0). await;
-    let mut __rpc_buf = [0u8; __RPC_R]; ::ferry_rpc::__private::put(& mut __rpc_buf, 0, &
-    __rpc_reply); __rpc_buf })); ::core::result::Result::Ok(()) } _ =>
+    let mut __rpc_buf = [0u8; Counter::__RPC_R_3]; ::ferry_rpc::__private::put(& mut
+    __rpc_buf, 0, & __rpc_reply); __rpc_buf })); },), _ =>
     ::core::result::Result::Err(later), } } }
 }
