@@ -1412,44 +1412,21 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let opcode = opcode_lit(call);
     let method = method_ident(call);
     let oneway = call.oneway();
-    let tagged = call.error().is_some();
     let p = quote!(::ferry_rpc::__private);
     let s = quote!(::ferry_rpc::service);
-    let served = |status: TokenStream| {
-        quote! {
-            ::core::result::Result::Ok(#s::Served { opcode: #opcode, status: #status })
-        }
-    };
-    let rejected = served(quote!(#s::status::REJECTED));
-    let bad_request = served(quote!(#s::status::BAD_REQUEST));
-    let ok = served(quote!(#s::status::OK));
     let (q, r, args) = call_names(service, call);
-    let slot_bytes = format_ident!("__rpc_bytes");
-    let decode = quote!(#args(#slot_bytes));
     let pat = args_pattern(call);
     let names = arg_locals(call);
     let encode_into = |buf: TokenStream, value: TokenStream| {
-        if tagged {
+        if call.error().is_some() {
             quote!(#p::put_result(#buf, #value))
         } else {
             quote!(#p::put(#buf, 0, #value))
         }
     };
-    let refuse_bad = if oneway {
-        quote!()
-    } else {
-        quote!(#p::reply_error(port, #s::status::BAD_REQUEST)?;)
-    };
-    // A request whose fixed arguments are not this call's length (a client built from another
-    // definition that skipped the checked attach, or one that did not say it) is refused before
-    // any byte of it is read: the packet goes back with the status (a one-way caller, which
-    // reads no answer, gets its port back so).
-    let check_len = quote! {
-        if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
-            #p::reply_error(port, #s::status::BAD_REQUEST)?;
-            return #bad_request;
-        }
-    };
+    // In every arm, a request whose fixed arguments are not this call's length (a client built
+    // from another definition that skipped the checked attach, or one that did not say it) is
+    // refused before any byte of it is read.
 
     // Fixed arguments and a fixed reply: every lane's arguments are checked first (nothing runs
     // if one does not decode), then each slot becomes its reply in place; in one pass where the
@@ -1474,207 +1451,68 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     }
 
     // Everything else: every handled lane's arguments received and decoded, then the handlers,
-    // then the replies.
-    let stream = call.stream_arg();
-    // Text is checked for UTF-8 once: it must not change after the check, so it is copied out
-    // of the shared area first (a peer that writes the area behind the protocol's back could
-    // otherwise turn checked text into bytes that are not UTF-8 under the handler's `&str`).
+    // then the replies. A request is read where it lies, except a text argument (checked once,
+    // so copied out of the shared area first) and the request of a streamed reply (which may
+    // borrow it, and is written into the same bulk area).
+    let stream = body_limit(service, call);
     let text_arg = call
         .stream_arg()
         .is_some_and(|a| matches!(a.wire, Wire::Text));
     let in_place = !matches!(call.response(), Some(Wire::Bytes | Wire::Text)) && !text_arg;
-    let receive = match stream {
-        None => quote! {
-            let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
-            port.recv(|slot, lane| {
-                __rpc_reqs[lane as usize].copy_from_slice(&slot.as_bytes()[..__RPC_Q]);
-            })?;
-        },
-        Some(_) => {
-            let lim = limit(service, call);
-            quote! {
-                if !#p::recv_stream_request(
-                    port,
-                    #lim.saturating_add(__RPC_Q as u64),
-                    buffers,
-                    #oneway,
-                    #in_place,
-                )? {
-                    return #rejected;
-                }
-            }
-        }
+    let (body_param, body_arg) = match call.stream_arg().map(|a| &a.wire) {
+        None => (quote!(_), quote!()),
+        Some(Wire::Text) => (quote!(__rpc_body), quote!(, #p::checked_text(__rpc_body))),
+        Some(_) => (quote!(__rpc_body), quote!(, __rpc_body)),
     };
-    let lane_bytes = match stream {
-        None => quote! {
-            let #slot_bytes: &[u8] = &__rpc_reqs[__rpc_lane];
-            let __rpc_body = ();
-        },
-        Some(a) => {
-            let text = matches!(a.wire, Wire::Text);
-            let as_text = if text {
-                quote! {
-                    let ::core::result::Result::Ok(__rpc_body) = ::core::str::from_utf8(__rpc_body)
-                    else {
-                        __rpc_bad = true;
-                        continue;
-                    };
-                }
-            } else {
-                quote!()
-            };
-            // A request read in place borrows the port until its handler returns; a streamed
-            // reply may borrow the request (`-> impl AsRef<[u8]>` can return it), and is
-            // written into the same bulk area, so those calls take their request as a copy.
-            let bytes = if in_place {
-                quote!(#p::lane_bytes(&*port, &*buffers, __rpc_lane as u32))
-            } else {
-                quote!(#s::LaneBuffers::lane(&*buffers, __rpc_lane as u32))
-            };
-            quote! {
-                let __rpc_all = #bytes;
-                // (The stream as a whole was bounded by `limit` + the fixed arguments' bytes.)
-                if __rpc_all.len() < __RPC_Q {
-                    __rpc_bad = true;
-                    continue;
-                }
-                let (#slot_bytes, __rpc_body) = __rpc_all.split_at(__RPC_Q);
-                #as_text
-            }
-        }
-    };
-    let body_arg = stream.map(|_| quote!(, __rpc_body));
     let handle = quote!(<__RpcH as #server>::#method(handler #(, #names)* #body_arg));
-    let keeps_reply = call.response().is_some();
-    let (replies, invoke, replies_out) = if keeps_reply {
-        (
-            quote! {
-                let mut __rpc_replies: [::core::option::Option<_>; 64] =
-                    ::core::array::from_fn(|_| ::core::option::Option::None);
-            },
-            quote! {
-                #[allow(clippy::let_unit_value)]
-                let __rpc_reply = #handle;
-                __rpc_replies[__rpc_lane] = ::core::option::Option::Some(__rpc_reply);
-            },
-            quote!(__rpc_replies),
-        )
-    } else {
-        (quote!(), quote!(#handle;), quote!(()))
-    };
-    let stream_reply = |head: TokenStream, bytes: TokenStream| {
-        quote! {
-            #head
-            port.set_status(#s::status::OK);
-            let sent = port.send_parts(|lane| match &__rpc_replies[lane as usize] {
-                ::core::option::Option::Some(reply) => #bytes,
-                ::core::option::Option::None => (&[], &[]),
-            });
-            match sent {
-                ::core::result::Result::Ok(()) => {}
-                // The client refused the reply (longer than it takes); it knows, and gets the
-                // packet back when the port closes.
-                ::core::result::Result::Err(::ferry_rpc::Error::Rejected) => return #rejected,
-                ::core::result::Result::Err(e) => return ::core::result::Result::Err(e),
-            }
-        }
-    };
+    let encode = encode_into(quote!(__rpc_out), quote!(__rpc_reply));
+    if in_place {
+        let encode = match call.response() {
+            None => quote!({
+                let _ = (__rpc_reply, __rpc_out);
+            }),
+            _ => encode,
+        };
+        return quote! {
+            #opcode => #p::serve_in_place::<{ #q }, { #r }, _, _, _, _, _, _>(
+                port, buffers, #opcode, #oneway, #stream, #args,
+                |#pat, #body_param| #handle,
+                |__rpc_reply, __rpc_out| #encode,
+            ),
+        };
+    }
     let as_bytes = match call.response() {
         Some(Wire::Text) => quote!(::core::convert::AsRef::<str>::as_ref(v).as_bytes()),
         _ => quote!(::core::convert::AsRef::<[u8]>::as_ref(v)),
     };
-    let reply = match call.response() {
-        None => quote!(),
-        Some(Wire::Fixed(_) | Wire::Unit) => {
-            let encode = encode_into(quote!(&mut __rpc_buf), quote!(reply));
-            quote! {
-                port.set_status(#s::status::OK);
-                port.send(|slot, lane| {
-                    if let ::core::option::Option::Some(reply) = &__rpc_replies[lane as usize] {
-                        let mut __rpc_buf = [0u8; __RPC_R];
-                        #encode;
-                        #p::write_slot(slot, &__rpc_buf);
-                    }
-                })?;
-            }
-        }
-        Some(Wire::Bytes | Wire::Text) if tagged => {
-            let e = call.error();
-            stream_reply(
-                quote! {
-                    const __RPC_H: usize = 1 + ::core::mem::size_of::<#e>();
-                    let mut __rpc_heads = [[0u8; __RPC_H]; 64];
-                    for (lane, reply) in __rpc_replies.iter().enumerate() {
-                        if let ::core::option::Option::Some(::core::result::Result::Err(e)) = reply {
-                            __rpc_heads[lane][0] = 1;
-                            #p::put(&mut __rpc_heads[lane], 1, e);
-                        }
-                    }
-                },
-                quote! {
-                    match reply {
-                        ::core::result::Result::Ok(v) => (&__rpc_heads[lane as usize][..1], #as_bytes),
-                        ::core::result::Result::Err(_) => (&__rpc_heads[lane as usize][..], &[]),
-                    }
-                },
+    let send = match call.response() {
+        // (A one-way call sends nothing: never called.)
+        None => quote!(|__rpc_port, _| ::core::result::Result::Ok(#s::Served {
+            opcode: __rpc_port.opcode(),
+            status: #s::status::OK,
+        })),
+        Some(Wire::Fixed(_) | Wire::Unit) => quote! {
+            |__rpc_port, __rpc_replies| #p::send_fixed_replies::<{ #r }, _, _, _, _>(
+                __rpc_port, __rpc_replies, |__rpc_reply, __rpc_out| #encode,
             )
-        }
-        Some(Wire::Bytes | Wire::Text) => stream_reply(
-            quote!(),
-            quote! {{
-                let v = reply;
-                (&[], #as_bytes)
-            }},
-        ),
+        },
+        Some(Wire::Bytes | Wire::Text) => match call.error() {
+            Some(e) => quote! {
+                |__rpc_port, __rpc_replies| #p::send_stream_replies_tagged::<
+                    { 1 + ::core::mem::size_of::<#e>() }, _, _, _, _, _,
+                >(__rpc_port, __rpc_replies, |v| #as_bytes)
+            },
+            None => quote! {
+                |__rpc_port, __rpc_replies| #p::send_stream_replies(__rpc_port, __rpc_replies, |v| #as_bytes)
+            },
+        },
     };
-    // The fixed reply's size, where there is one.
-    let reply_size_const = matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit))
-        .then(|| quote!(const __RPC_R: usize = #r;));
     quote! {
-        #opcode => {
-            const __RPC_Q: usize = #q;
-            #reply_size_const
-            #check_len
-            let __rpc_lanes = #p::handled_lanes(port);
-            #receive
-            // The arguments (and streamed bodies, which may be read in place, borrowing the
-            // port) live in this block only: the port is free again for the reply.
-            #[allow(clippy::let_unit_value)]
-            let (__rpc_bad, __rpc_replies) = {
-                let mut __rpc_args: [::core::option::Option<_>; 64] =
-                    ::core::array::from_fn(|_| ::core::option::Option::None);
-                let mut __rpc_bad = false;
-                let mut __rpc_mask = __rpc_lanes;
-                while __rpc_mask != 0 {
-                    let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
-                    __rpc_mask &= __rpc_mask - 1;
-                    #lane_bytes
-                    match #decode {
-                        ::core::option::Option::Some(#pat) => {
-                            __rpc_args[__rpc_lane] =
-                                ::core::option::Option::Some((#pat, __rpc_body));
-                        }
-                        ::core::option::Option::None => __rpc_bad = true,
-                    }
-                }
-                #replies
-                if !__rpc_bad {
-                    for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate() {
-                        if let ::core::option::Option::Some((#pat, __rpc_body)) = __rpc_arg.take() {
-                            let _ = &__rpc_body;
-                            #invoke
-                        }
-                    }
-                }
-                (__rpc_bad, #replies_out)
-            };
-            if __rpc_bad {
-                #refuse_bad
-                return #bad_request;
-            }
-            #reply
-            #ok
-        }
+        #opcode => #p::serve_copied::<{ #q }, _, _, _, _, _, _>(
+            port, buffers, #opcode, #oneway, #stream, #text_arg, #args,
+            |#pat, #body_param| #handle,
+            #send,
+        ),
     }
 }
 

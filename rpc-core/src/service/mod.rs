@@ -1173,6 +1173,312 @@ pub mod __private {
         served(status::OK)
     }
 
+    /// A refused request's answer (unless the call is one-way) and what was served.
+    #[inline(always)]
+    fn refuse_request<L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        opcode: u32,
+        oneway: bool,
+        status: u32,
+    ) -> Result<super::Served, ProtocolError> {
+        if !oneway {
+            reply_error(port, status)?;
+        }
+        Ok(super::Served { opcode, status })
+    }
+
+    /// The generated dispatch's arm for a call through the packets whose reply is fixed (or
+    /// none: `oneway`) and whose streamed argument, if any (`stream`: its limit), is bytes: a
+    /// request of another length than `Q` refused before any byte of it is read; the streamed
+    /// arguments received (left in the bulk area where they arrived whole, and read there); every
+    /// lane's arguments decoded before any handler runs (one that does not decode, or a stream
+    /// shorter than the fixed arguments, refuses the call); then `call` once per lane in lane
+    /// order (the decoded arguments and the lane's streamed bytes, empty without a stream), and
+    /// each reply encoded into its slot.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn serve_in_place<const Q: usize, const R: usize, A, T, L, M, W, B>(
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        buffers: &mut B,
+        opcode: u32,
+        oneway: bool,
+        stream: Option<u64>,
+        decode: impl Fn(&[u8]) -> Option<A>,
+        mut call: impl FnMut(A, &[u8]) -> T,
+        encode: impl Fn(&T, &mut [u8; R]),
+    ) -> Result<super::Served, ProtocolError>
+    where
+        L: Lanes,
+        M: Mailbox,
+        W: Wait,
+        B: LaneBuffers,
+    {
+        if port.request_len() != Some(Q as u32) {
+            reply_error(port, status::BAD_REQUEST)?;
+            return Ok(super::Served {
+                opcode,
+                status: status::BAD_REQUEST,
+            });
+        }
+        let lanes = handled_lanes(port);
+        let mut reqs = [[0u8; Q]; 64];
+        match stream {
+            Some(limit) => {
+                if !recv_stream_request(
+                    port,
+                    limit.saturating_add(Q as u64),
+                    buffers,
+                    oneway,
+                    true,
+                )? {
+                    return Ok(super::Served {
+                        opcode,
+                        status: status::REJECTED,
+                    });
+                }
+            }
+            None => port.recv(|slot, lane| {
+                reqs[lane as usize].copy_from_slice(&slot.as_bytes()[..Q]);
+            })?,
+        }
+        // The arguments (and streamed bytes read in place, borrowing the port) live in this
+        // block only: the port is free again for the reply.
+        let (bad, replies) = {
+            let mut args: [Option<(A, &[u8])>; 64] = core::array::from_fn(|_| None);
+            let mut bad = false;
+            for lane in crate::lanes::lanes_in(lanes) {
+                let (bytes, body): (&[u8], &[u8]) = match stream {
+                    None => (&reqs[lane], &[]),
+                    Some(_) => {
+                        let all = lane_bytes(&*port, &*buffers, lane as u32);
+                        // (The stream as a whole was bounded by the limit and the fixed bytes.)
+                        if all.len() < Q {
+                            bad = true;
+                            continue;
+                        }
+                        all.split_at(Q)
+                    }
+                };
+                match decode(bytes) {
+                    Some(a) => args[lane] = Some((a, body)),
+                    None => bad = true,
+                }
+            }
+            let mut replies: [Option<T>; 64] = core::array::from_fn(|_| None);
+            if !bad {
+                for (lane, arg) in args.iter_mut().enumerate() {
+                    if let Some((a, body)) = arg.take() {
+                        replies[lane] = Some(call(a, body));
+                    }
+                }
+            }
+            (bad, replies)
+        };
+        if bad {
+            return refuse_request(port, opcode, oneway, status::BAD_REQUEST);
+        }
+        if !oneway {
+            port.set_status(status::OK);
+            port.send(|slot, lane| {
+                if let Some(reply) = &replies[lane as usize] {
+                    let mut buf = [0u8; R];
+                    encode(reply, &mut buf);
+                    write_slot(slot, &buf);
+                }
+            })?;
+        }
+        Ok(super::Served {
+            opcode,
+            status: status::OK,
+        })
+    }
+
+    /// A streamed text argument [`serve_copied`] checked: its text (never `""` in place of
+    /// bytes that are not text, as those refused the call before any handler ran).
+    #[inline(always)]
+    pub fn checked_text(bytes: &[u8]) -> &str {
+        core::str::from_utf8(bytes).unwrap_or_default()
+    }
+
+    /// The generated dispatch's arm for the other calls through the packets (a streamed reply,
+    /// or a text argument): as [`serve_in_place`], but a streamed argument is copied out of the
+    /// shared area before any check (`text`: checked once, and it must not change after: a peer
+    /// writing the area behind the protocol's back could otherwise turn checked text into bytes
+    /// that are not UTF-8 under the handler's `&str`; [`checked_text`] gives it), and a reply
+    /// may borrow it; `send` sends the lanes' replies (`send_fixed_replies`, `send_stream_replies`,
+    /// `send_stream_replies_tagged`), or, for a one-way call, nothing.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn serve_copied<'b, const Q: usize, A, T, L, M, W, B>(
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        buffers: &'b mut B,
+        opcode: u32,
+        oneway: bool,
+        stream: Option<u64>,
+        text: bool,
+        decode: impl Fn(&[u8]) -> Option<A>,
+        mut call: impl FnMut(A, &'b [u8]) -> T,
+        send: impl FnOnce(
+            &mut Port<'_, '_, Server, L, M, W>,
+            &[Option<T>; 64],
+        ) -> Result<super::Served, ProtocolError>,
+    ) -> Result<super::Served, ProtocolError>
+    where
+        L: Lanes,
+        M: Mailbox,
+        W: Wait,
+        B: LaneBuffers,
+    {
+        if port.request_len() != Some(Q as u32) {
+            reply_error(port, status::BAD_REQUEST)?;
+            return Ok(super::Served {
+                opcode,
+                status: status::BAD_REQUEST,
+            });
+        }
+        let lanes = handled_lanes(port);
+        let mut reqs = [[0u8; Q]; 64];
+        match stream {
+            Some(limit) => {
+                if !recv_stream_request(
+                    port,
+                    limit.saturating_add(Q as u64),
+                    buffers,
+                    oneway,
+                    false,
+                )? {
+                    return Ok(super::Served {
+                        opcode,
+                        status: status::REJECTED,
+                    });
+                }
+            }
+            None => port.recv(|slot, lane| {
+                reqs[lane as usize].copy_from_slice(&slot.as_bytes()[..Q]);
+            })?,
+        }
+        let buffers: &'b B = buffers;
+        let mut args: [Option<(A, &'b [u8])>; 64] = core::array::from_fn(|_| None);
+        let mut bad = false;
+        for lane in crate::lanes::lanes_in(lanes) {
+            let (bytes, body): (&[u8], &'b [u8]) = match stream {
+                None => (&reqs[lane], &[]),
+                Some(_) => {
+                    let all = LaneBuffers::lane(buffers, lane as u32);
+                    if all.len() < Q {
+                        bad = true;
+                        continue;
+                    }
+                    all.split_at(Q)
+                }
+            };
+            match decode(bytes) {
+                Some(a) if !text || core::str::from_utf8(body).is_ok() => {
+                    args[lane] = Some((a, body))
+                }
+                _ => bad = true,
+            }
+        }
+        if bad {
+            return refuse_request(port, opcode, oneway, status::BAD_REQUEST);
+        }
+        let mut replies: [Option<T>; 64] = core::array::from_fn(|_| None);
+        for (lane, arg) in args.iter_mut().enumerate() {
+            if let Some((a, body)) = arg.take() {
+                replies[lane] = Some(call(a, body));
+            }
+        }
+        if oneway {
+            return Ok(super::Served {
+                opcode,
+                status: status::OK,
+            });
+        }
+        send(port, &replies)
+    }
+
+    /// Sends each lane's fixed reply, encoded (`serve_copied`'s `send` for a call with a text
+    /// argument and a fixed reply).
+    #[inline(always)]
+    pub fn send_fixed_replies<const R: usize, T, L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        replies: &[Option<T>; 64],
+        encode: impl Fn(&T, &mut [u8; R]),
+    ) -> Result<super::Served, ProtocolError> {
+        port.set_status(status::OK);
+        port.send(|slot, lane| {
+            if let Some(reply) = &replies[lane as usize] {
+                let mut buf = [0u8; R];
+                encode(reply, &mut buf);
+                write_slot(slot, &buf);
+            }
+        })?;
+        Ok(super::Served {
+            opcode: port.opcode(),
+            status: status::OK,
+        })
+    }
+
+    /// Sends each lane's parts: a head and the stream's bytes. A client that refuses the reply
+    /// (longer than it takes) knows, and gets the packet back when the port closes.
+    #[inline(always)]
+    fn send_lane_parts<'r, L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        parts: impl FnMut(u32) -> (&'r [u8], &'r [u8]),
+    ) -> Result<super::Served, ProtocolError> {
+        let opcode = port.opcode();
+        port.set_status(status::OK);
+        match port.send_parts(parts) {
+            Ok(()) => Ok(super::Served {
+                opcode,
+                status: status::OK,
+            }),
+            Err(ProtocolError::Rejected) => Ok(super::Served {
+                opcode,
+                status: status::REJECTED,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends each lane's streamed reply (`bytes` of it).
+    #[inline(always)]
+    pub fn send_stream_replies<T, L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        replies: &[Option<T>; 64],
+        bytes: impl Fn(&T) -> &[u8],
+    ) -> Result<super::Served, ProtocolError> {
+        send_lane_parts(port, |lane| match &replies[lane as usize] {
+            Some(reply) => (&[], bytes(reply)),
+            None => (&[], &[]),
+        })
+    }
+
+    /// Sends each lane's streamed reply of a call with an error type: a tag byte, then the
+    /// value's `bytes` (0), or the error (1, its `H - 1` bytes) and no stream.
+    #[inline(always)]
+    pub fn send_stream_replies_tagged<const H: usize, V, E, L: Lanes, M: Mailbox, W: Wait>(
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        replies: &[Option<Result<V, E>>; 64],
+        bytes: impl Fn(&V) -> &[u8],
+    ) -> Result<super::Served, ProtocolError>
+    where
+        E: zerocopy::IntoBytes + zerocopy::Immutable,
+    {
+        let mut heads = [[0u8; H]; 64];
+        for (lane, reply) in replies.iter().enumerate() {
+            if let Some(Err(e)) = reply {
+                heads[lane][0] = 1;
+                put(&mut heads[lane], 1, e);
+            }
+        }
+        send_lane_parts(port, |lane| match &replies[lane as usize] {
+            Some(Ok(v)) => (&heads[lane as usize][..1], bytes(v)),
+            Some(Err(_)) => (&heads[lane as usize][..], &[]),
+            None => (&[], &[]),
+        })
+    }
+
     /// What a call served inline takes besides its fixed arguments: nothing (a body is refused
     /// as a bad request), or a streamed argument of at most this many bytes (a longer one is
     /// `REJECTED`).

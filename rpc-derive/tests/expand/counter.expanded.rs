@@ -293,229 +293,67 @@ impl Counter {
                 )
             }
             0xeb709090u32 => {
-                const __RPC_Q: usize = Counter::__RPC_Q_1;
-                const __RPC_R: usize = Counter::__RPC_R_1;
-                if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
-                    ::ferry_rpc::__private::reply_error(
-                        port,
-                        ::ferry_rpc::service::status::BAD_REQUEST,
-                    )?;
-                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                        opcode: 0xeb709090u32,
-                        status: ::ferry_rpc::service::status::BAD_REQUEST,
-                    });
-                }
-                let __rpc_lanes = ::ferry_rpc::__private::handled_lanes(port);
-                if !::ferry_rpc::__private::recv_stream_request(
+                ::ferry_rpc::__private::serve_in_place::<
+                    { Counter::__RPC_Q_1 },
+                    { Counter::__RPC_R_1 },
+                    _,
+                    _,
+                    _,
+                    _,
+                    _,
+                    _,
+                >(
                     port,
-                    65536u64.saturating_add(__RPC_Q as u64),
                     buffers,
+                    0xeb709090u32,
                     false,
-                    true,
-                )? {
-                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                        opcode: 0xeb709090u32,
-                        status: ::ferry_rpc::service::status::REJECTED,
-                    });
-                }
-                #[allow(clippy::let_unit_value)]
-                let (__rpc_bad, __rpc_replies) = {
-                    let mut __rpc_args: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
-                        _|
-                    ::core::option::Option::None);
-                    let mut __rpc_bad = false;
-                    let mut __rpc_mask = __rpc_lanes;
-                    while __rpc_mask != 0 {
-                        let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
-                        __rpc_mask &= __rpc_mask - 1;
-                        let __rpc_all = ::ferry_rpc::__private::lane_bytes(
-                            &*port,
-                            &*buffers,
-                            __rpc_lane as u32,
-                        );
-                        if __rpc_all.len() < __RPC_Q {
-                            __rpc_bad = true;
-                            continue;
-                        }
-                        let (__rpc_bytes, __rpc_body) = __rpc_all.split_at(__RPC_Q);
-                        match Counter::__rpc_args_1(__rpc_bytes) {
-                            ::core::option::Option::Some((__rpc_arg0,)) => {
-                                __rpc_args[__rpc_lane] = ::core::option::Option::Some((
-                                    (__rpc_arg0,),
-                                    __rpc_body,
-                                ));
-                            }
-                            ::core::option::Option::None => __rpc_bad = true,
-                        }
-                    }
-                    let mut __rpc_replies: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
-                        _|
-                    ::core::option::Option::None);
-                    if !__rpc_bad {
-                        for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate()
-                        {
-                            if let ::core::option::Option::Some(
-                                ((__rpc_arg0,), __rpc_body),
-                            ) = __rpc_arg.take()
-                            {
-                                let _ = &__rpc_body;
-                                #[allow(clippy::let_unit_value)]
-                                let __rpc_reply = <__RpcH as CounterServer>::put(
-                                    handler,
-                                    __rpc_arg0,
-                                    __rpc_body,
-                                );
-                                __rpc_replies[__rpc_lane] = ::core::option::Option::Some(
-                                    __rpc_reply,
-                                );
-                            }
-                        }
-                    }
-                    (__rpc_bad, __rpc_replies)
-                };
-                if __rpc_bad {
-                    ::ferry_rpc::__private::reply_error(
-                        port,
-                        ::ferry_rpc::service::status::BAD_REQUEST,
-                    )?;
-                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                        opcode: 0xeb709090u32,
-                        status: ::ferry_rpc::service::status::BAD_REQUEST,
-                    });
-                }
-                port.set_status(::ferry_rpc::service::status::OK);
-                port.send(|slot, lane| {
-                    if let ::core::option::Option::Some(reply) = &__rpc_replies[lane
-                        as usize]
-                    {
-                        let mut __rpc_buf = [0u8; __RPC_R];
-                        ::ferry_rpc::__private::put_result(&mut __rpc_buf, reply);
-                        ::ferry_rpc::__private::write_slot(slot, &__rpc_buf);
-                    }
-                })?;
-                ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                    opcode: 0xeb709090u32,
-                    status: ::ferry_rpc::service::status::OK,
-                })
+                    ::core::option::Option::Some(65536u64),
+                    Counter::__rpc_args_1,
+                    |(__rpc_arg0,), __rpc_body| <__RpcH as CounterServer>::put(
+                        handler,
+                        __rpc_arg0,
+                        __rpc_body,
+                    ),
+                    |__rpc_reply, __rpc_out| ::ferry_rpc::__private::put_result(
+                        __rpc_out,
+                        __rpc_reply,
+                    ),
+                )
             }
             0x8a8506d8u32 => {
-                const __RPC_Q: usize = Counter::__RPC_Q_2;
-                if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
-                    ::ferry_rpc::__private::reply_error(
-                        port,
-                        ::ferry_rpc::service::status::BAD_REQUEST,
-                    )?;
-                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                        opcode: 0x8a8506d8u32,
-                        status: ::ferry_rpc::service::status::BAD_REQUEST,
-                    });
-                }
-                let __rpc_lanes = ::ferry_rpc::__private::handled_lanes(port);
-                let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
-                port.recv(|slot, lane| {
-                    __rpc_reqs[lane as usize]
-                        .copy_from_slice(&slot.as_bytes()[..__RPC_Q]);
-                })?;
-                #[allow(clippy::let_unit_value)]
-                let (__rpc_bad, __rpc_replies) = {
-                    let mut __rpc_args: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
-                        _|
-                    ::core::option::Option::None);
-                    let mut __rpc_bad = false;
-                    let mut __rpc_mask = __rpc_lanes;
-                    while __rpc_mask != 0 {
-                        let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
-                        __rpc_mask &= __rpc_mask - 1;
-                        let __rpc_bytes: &[u8] = &__rpc_reqs[__rpc_lane];
-                        let __rpc_body = ();
-                        match Counter::__rpc_args_2(__rpc_bytes) {
-                            ::core::option::Option::Some((__rpc_arg0,)) => {
-                                __rpc_args[__rpc_lane] = ::core::option::Option::Some((
-                                    (__rpc_arg0,),
-                                    __rpc_body,
-                                ));
-                            }
-                            ::core::option::Option::None => __rpc_bad = true,
-                        }
-                    }
-                    let mut __rpc_replies: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
-                        _|
-                    ::core::option::Option::None);
-                    if !__rpc_bad {
-                        for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate()
-                        {
-                            if let ::core::option::Option::Some(
-                                ((__rpc_arg0,), __rpc_body),
-                            ) = __rpc_arg.take()
-                            {
-                                let _ = &__rpc_body;
-                                #[allow(clippy::let_unit_value)]
-                                let __rpc_reply = <__RpcH as CounterServer>::name(
-                                    handler,
-                                    __rpc_arg0,
-                                );
-                                __rpc_replies[__rpc_lane] = ::core::option::Option::Some(
-                                    __rpc_reply,
-                                );
-                            }
-                        }
-                    }
-                    (__rpc_bad, __rpc_replies)
-                };
-                if __rpc_bad {
-                    ::ferry_rpc::__private::reply_error(
-                        port,
-                        ::ferry_rpc::service::status::BAD_REQUEST,
-                    )?;
-                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                        opcode: 0x8a8506d8u32,
-                        status: ::ferry_rpc::service::status::BAD_REQUEST,
-                    });
-                }
-                const __RPC_H: usize = 1 + ::core::mem::size_of::<StoreError>();
-                let mut __rpc_heads = [[0u8; __RPC_H]; 64];
-                for (lane, reply) in __rpc_replies.iter().enumerate() {
-                    if let ::core::option::Option::Some(
-                        ::core::result::Result::Err(e),
-                    ) = reply {
-                        __rpc_heads[lane][0] = 1;
-                        ::ferry_rpc::__private::put(&mut __rpc_heads[lane], 1, e);
-                    }
-                }
-                port.set_status(::ferry_rpc::service::status::OK);
-                let sent = port
-                    .send_parts(|lane| match &__rpc_replies[lane as usize] {
-                        ::core::option::Option::Some(reply) => {
-                            match reply {
-                                ::core::result::Result::Ok(v) => {
-                                    (
-                                        &__rpc_heads[lane as usize][..1],
-                                        ::core::convert::AsRef::<str>::as_ref(v).as_bytes(),
-                                    )
-                                }
-                                ::core::result::Result::Err(_) => {
-                                    (&__rpc_heads[lane as usize][..], &[])
-                                }
-                            }
-                        }
-                        ::core::option::Option::None => (&[], &[]),
-                    });
-                match sent {
-                    ::core::result::Result::Ok(()) => {}
-                    ::core::result::Result::Err(::ferry_rpc::Error::Rejected) => {
-                        return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                            opcode: 0x8a8506d8u32,
-                            status: ::ferry_rpc::service::status::REJECTED,
-                        });
-                    }
-                    ::core::result::Result::Err(e) => {
-                        return ::core::result::Result::Err(e);
-                    }
-                }
-                ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                    opcode: 0x8a8506d8u32,
-                    status: ::ferry_rpc::service::status::OK,
-                })
+                ::ferry_rpc::__private::serve_copied::<
+                    { Counter::__RPC_Q_2 },
+                    _,
+                    _,
+                    _,
+                    _,
+                    _,
+                    _,
+                >(
+                    port,
+                    buffers,
+                    0x8a8506d8u32,
+                    false,
+                    ::core::option::Option::None,
+                    false,
+                    Counter::__rpc_args_2,
+                    |(__rpc_arg0,), _| <__RpcH as CounterServer>::name(
+                        handler,
+                        __rpc_arg0,
+                    ),
+                    |__rpc_port, __rpc_replies| ::ferry_rpc::__private::send_stream_replies_tagged::<
+                        { 1 + ::core::mem::size_of::<StoreError>() },
+                        _,
+                        _,
+                        _,
+                        _,
+                        _,
+                    >(
+                        __rpc_port,
+                        __rpc_replies,
+                        |v| ::core::convert::AsRef::<str>::as_ref(v).as_bytes(),
+                    ),
+                )
             }
             0xb61020fau32 => {
                 ::ferry_rpc::__private::serve_fixed::<
@@ -544,68 +382,27 @@ impl Counter {
                 )
             }
             0x00000007u32 => {
-                const __RPC_Q: usize = Counter::__RPC_Q_4;
-                if port.request_len() != ::core::option::Option::Some(__RPC_Q as u32) {
-                    ::ferry_rpc::__private::reply_error(
-                        port,
-                        ::ferry_rpc::service::status::BAD_REQUEST,
-                    )?;
-                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                        opcode: 0x00000007u32,
-                        status: ::ferry_rpc::service::status::BAD_REQUEST,
-                    });
-                }
-                let __rpc_lanes = ::ferry_rpc::__private::handled_lanes(port);
-                let mut __rpc_reqs = [[0u8; __RPC_Q]; 64];
-                port.recv(|slot, lane| {
-                    __rpc_reqs[lane as usize]
-                        .copy_from_slice(&slot.as_bytes()[..__RPC_Q]);
-                })?;
-                #[allow(clippy::let_unit_value)]
-                let (__rpc_bad, __rpc_replies) = {
-                    let mut __rpc_args: [::core::option::Option<_>; 64] = ::core::array::from_fn(|
-                        _|
-                    ::core::option::Option::None);
-                    let mut __rpc_bad = false;
-                    let mut __rpc_mask = __rpc_lanes;
-                    while __rpc_mask != 0 {
-                        let __rpc_lane = __rpc_mask.trailing_zeros() as usize;
-                        __rpc_mask &= __rpc_mask - 1;
-                        let __rpc_bytes: &[u8] = &__rpc_reqs[__rpc_lane];
-                        let __rpc_body = ();
-                        match Counter::__rpc_args_4(__rpc_bytes) {
-                            ::core::option::Option::Some(()) => {
-                                __rpc_args[__rpc_lane] = ::core::option::Option::Some((
-                                    (),
-                                    __rpc_body,
-                                ));
-                            }
-                            ::core::option::Option::None => __rpc_bad = true,
-                        }
-                    }
-                    if !__rpc_bad {
-                        for (__rpc_lane, __rpc_arg) in __rpc_args.iter_mut().enumerate()
-                        {
-                            if let ::core::option::Option::Some(((), __rpc_body)) = __rpc_arg
-                                .take()
-                            {
-                                let _ = &__rpc_body;
-                                <__RpcH as CounterServer>::reset(handler);
-                            }
-                        }
-                    }
-                    (__rpc_bad, ())
-                };
-                if __rpc_bad {
-                    return ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                        opcode: 0x00000007u32,
-                        status: ::ferry_rpc::service::status::BAD_REQUEST,
-                    });
-                }
-                ::core::result::Result::Ok(::ferry_rpc::service::Served {
-                    opcode: 0x00000007u32,
-                    status: ::ferry_rpc::service::status::OK,
-                })
+                ::ferry_rpc::__private::serve_in_place::<
+                    { Counter::__RPC_Q_4 },
+                    { Counter::__RPC_R_4 },
+                    _,
+                    _,
+                    _,
+                    _,
+                    _,
+                    _,
+                >(
+                    port,
+                    buffers,
+                    0x00000007u32,
+                    true,
+                    ::core::option::Option::None,
+                    Counter::__rpc_args_4,
+                    |(), _| <__RpcH as CounterServer>::reset(handler),
+                    |__rpc_reply, __rpc_out| {
+                        let _ = (__rpc_reply, __rpc_out);
+                    },
+                )
             }
             ::ferry_rpc::service::HANDSHAKE => {
                 ::ferry_rpc::__private::serve_handshake(
