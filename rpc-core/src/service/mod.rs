@@ -1187,6 +1187,40 @@ pub mod __private {
         Ok(super::Served { opcode, status })
     }
 
+    /// Receives a request of `Q` bytes of fixed arguments (into `reqs`, by lane) or, with a
+    /// streamed argument (`stream`: its limit), the whole stream (into `buffers`, left in place
+    /// where it arrived whole if `in_place`); what was served instead if the request was refused
+    /// (another length than `Q`: `BAD_REQUEST`, before any byte of it is read; a stream over the
+    /// limit: `REJECTED`).
+    #[inline(always)]
+    fn receive<const Q: usize, L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
+        port: &mut Port<'_, '_, Server, L, M, W>,
+        buffers: &mut B,
+        opcode: u32,
+        oneway: bool,
+        stream: Option<u64>,
+        in_place: bool,
+        reqs: &mut [[u8; Q]; 64],
+    ) -> Result<Option<super::Served>, ProtocolError> {
+        let refused = |status| Ok(Some(super::Served { opcode, status }));
+        if port.request_len() != Some(Q as u32) {
+            reply_error(port, status::BAD_REQUEST)?;
+            return refused(status::BAD_REQUEST);
+        }
+        match stream {
+            Some(limit) => {
+                let limit = limit.saturating_add(Q as u64);
+                if !recv_stream_request(port, limit, buffers, oneway, in_place)? {
+                    return refused(status::REJECTED);
+                }
+            }
+            None => port.recv(|slot, lane| {
+                reqs[lane as usize].copy_from_slice(&slot.as_bytes()[..Q]);
+            })?,
+        }
+        Ok(None)
+    }
+
     /// The generated dispatch's arm for a call through the packets whose reply is fixed (or
     /// none: `oneway`) and whose streamed argument, if any (`stream`: its limit), is bytes: a
     /// request of another length than `Q` refused before any byte of it is read; the streamed
@@ -1213,33 +1247,10 @@ pub mod __private {
         W: Wait,
         B: LaneBuffers,
     {
-        if port.request_len() != Some(Q as u32) {
-            reply_error(port, status::BAD_REQUEST)?;
-            return Ok(super::Served {
-                opcode,
-                status: status::BAD_REQUEST,
-            });
-        }
         let lanes = handled_lanes(port);
         let mut reqs = [[0u8; Q]; 64];
-        match stream {
-            Some(limit) => {
-                if !recv_stream_request(
-                    port,
-                    limit.saturating_add(Q as u64),
-                    buffers,
-                    oneway,
-                    true,
-                )? {
-                    return Ok(super::Served {
-                        opcode,
-                        status: status::REJECTED,
-                    });
-                }
-            }
-            None => port.recv(|slot, lane| {
-                reqs[lane as usize].copy_from_slice(&slot.as_bytes()[..Q]);
-            })?,
+        if let Some(refused) = receive(port, buffers, opcode, oneway, stream, true, &mut reqs)? {
+            return Ok(refused);
         }
         // The arguments (and streamed bytes read in place, borrowing the port) live in this
         // block only: the port is free again for the reply.
@@ -1329,33 +1340,10 @@ pub mod __private {
         W: Wait,
         B: LaneBuffers,
     {
-        if port.request_len() != Some(Q as u32) {
-            reply_error(port, status::BAD_REQUEST)?;
-            return Ok(super::Served {
-                opcode,
-                status: status::BAD_REQUEST,
-            });
-        }
         let lanes = handled_lanes(port);
         let mut reqs = [[0u8; Q]; 64];
-        match stream {
-            Some(limit) => {
-                if !recv_stream_request(
-                    port,
-                    limit.saturating_add(Q as u64),
-                    buffers,
-                    oneway,
-                    false,
-                )? {
-                    return Ok(super::Served {
-                        opcode,
-                        status: status::REJECTED,
-                    });
-                }
-            }
-            None => port.recv(|slot, lane| {
-                reqs[lane as usize].copy_from_slice(&slot.as_bytes()[..Q]);
-            })?,
+        if let Some(refused) = receive(port, buffers, opcode, oneway, stream, false, &mut reqs)? {
+            return Ok(refused);
         }
         let buffers: &'b B = buffers;
         let mut args: [Option<(A, &'b [u8])>; 64] = core::array::from_fn(|_| None);
