@@ -881,9 +881,9 @@ fn limit_consts(service: &Service) -> TokenStream {
 
 /// A client method's first lines: the call's fixed arguments packed into `__rpc_q`
 /// (`__RPC_Q` bytes).
-fn pack_args(call: &Call) -> TokenStream {
+fn pack_args(service: &Ident, call: &Call) -> TokenStream {
     let p = quote!(::ferry_rpc::__private);
-    let q = args_size(call);
+    let (q, _, _) = call_names(service, call);
     let offs = offsets(call);
     let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
     quote! {
@@ -924,7 +924,7 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
             #p::check_limit(__rpc_c, (#b).len(), #lim).map_err(#s::Error::widen)?;
         }
     });
-    let pack = pack_args(call);
+    let pack = pack_args(service, call);
     let run = |inner: TokenStream| {
         quote! {
             #s::Site::call(
@@ -1025,7 +1025,7 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
             }
         }
         Some(_) => {
-            let r = reply_size(call);
+            let (_, r, _) = call_names(service, call);
             let ty = reply_type(call);
             let decode = if tagged {
                 quote!(#p::take_result(&__rpc_r))
@@ -1085,8 +1085,8 @@ fn async_client_method(service: &Ident, call: &Call) -> TokenStream {
     });
     let oneway_or_stream = call.oneway() || call.streams_reply();
     if !oneway_or_stream {
-        let pack = pack_args(call);
-        let r = reply_size(call);
+        let pack = pack_args(service, call);
+        let (_, r, _) = call_names(service, call);
         let ty = reply_type(call);
         let decode = if call.error().is_some() {
             quote!(#p::take_result(&__rpc_r))
@@ -1157,7 +1157,7 @@ fn client_method_with(service: &Ident, call: &Call) -> TokenStream {
     let p = quote!(::ferry_rpc::__private);
     let s = quote!(::ferry_rpc::service);
     let err = error_type(call);
-    let pack = pack_args(call);
+    let pack = pack_args(service, call);
     let fixed = call.fixed_args().map(param);
     // The two parameters' names, unless a fixed argument has one of them.
     let taken = |n: &str| call.fixed_args().any(|a| a.ident == n);
@@ -1186,7 +1186,7 @@ fn client_method_with(service: &Ident, call: &Call) -> TokenStream {
         None => (quote!(()), quote!(0usize), quote!(.map(|_| ()))),
         _ => {
             let ty = reply_type(call);
-            let r = reply_size(call);
+            let (_, r, _) = call_names(service, call);
             let decode = if call.error().is_some() {
                 quote!(.and_then(|__rpc_r| #p::take_result(&__rpc_r)))
             } else {

@@ -765,10 +765,10 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         &self,
         n: u64,
     ) -> ::core::result::Result<u64, ::ferry_rpc::service::Error> {
-        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
+        const __RPC_Q: usize = Counter::__RPC_Q_0;
         let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &n);
-        const __RPC_R: usize = ::core::mem::size_of::<u64>();
+        const __RPC_R: usize = Counter::__RPC_R_0;
         ::ferry_rpc::service::Site::call(
             &self.site,
             self.deadline,
@@ -796,14 +796,10 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         key: u32,
         value: &[u8],
     ) -> ::core::result::Result<u64, ::ferry_rpc::service::Error<StoreError>> {
-        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+        const __RPC_Q: usize = Counter::__RPC_Q_1;
         let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &key);
-        const __RPC_R: usize = 1usize
-            + ::ferry_rpc::__private::max(
-                ::core::mem::size_of::<u64>(),
-                ::core::mem::size_of::<StoreError>(),
-            );
+        const __RPC_R: usize = Counter::__RPC_R_1;
         ::ferry_rpc::service::Site::call(
             &self.site,
             self.deadline,
@@ -829,14 +825,12 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         "As [`put`](Self::put), with `value`'s `len` bytes written by `fill` where they travel: in place in the transport's memory where it carries them there (a shared-memory port's bulk area: no copy), else into a buffer of `len` bytes that is then sent. `fill` gets the `len` bytes to write (their old contents are unspecified) and may be called more than once (when the server has the call go through another path)."]
         pub fn put_with(& self, key : u32, len : usize, mut fill : impl
         ::core::ops::FnMut(& mut [u8]),) -> ::core::result::Result < u64,
-        ::ferry_rpc::service::Error < StoreError > > { const __RPC_Q : usize = 0usize +
-        ::core::mem::size_of:: < u32 > (); let mut __rpc_q = [0u8; __RPC_Q];
+        ::ferry_rpc::service::Error < StoreError > > { const __RPC_Q : usize =
+        Counter::__RPC_Q_1; let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::__private::put(& mut __rpc_q, 0usize, & key); const __RPC_R : usize
-        = 1usize + ::ferry_rpc::__private::max(::core::mem::size_of:: < u64 > (),
-        ::core::mem::size_of:: < StoreError > ()); ::ferry_rpc::service::Site::call(&
-        self.site, self.deadline, move | __rpc_c | {
-        ::ferry_rpc::__private::check_limit(__rpc_c, len, 65536u64)
-        .map_err(::ferry_rpc::service::Error::widen) ?;
+        = Counter::__RPC_R_1; ::ferry_rpc::service::Site::call(& self.site, self
+        .deadline, move | __rpc_c | { ::ferry_rpc::__private::check_limit(__rpc_c, len,
+        65536u64).map_err(::ferry_rpc::service::Error::widen) ?;
         ::ferry_rpc::__private::call_stream_with:: < _, __RPC_Q, __RPC_R > (__rpc_c,
         0xeb709090u32, & __rpc_q, len, & mut fill, false,)
         .map_err(::ferry_rpc::service::Error::widen).and_then(| __rpc_r |
@@ -846,8 +840,8 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         #[doc = " A key's name, as text."] #[doc = ""] #[doc =
         "Calls `Name` (opcode `0x8a8506d8`)."] pub fn name(& self, key : u32) ->
         ::core::result::Result < ::ferry_rpc::__private::String,
-        ::ferry_rpc::service::Error < StoreError > > { const __RPC_Q : usize = 0usize +
-        ::core::mem::size_of:: < u32 > (); let mut __rpc_q = [0u8; __RPC_Q];
+        ::ferry_rpc::service::Error < StoreError > > { const __RPC_Q : usize =
+        Counter::__RPC_Q_2; let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::__private::put(& mut __rpc_q, 0usize, & key);
         ::ferry_rpc::service::Site::call(& self.site, self.deadline,
         #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(always))]
@@ -863,7 +857,7 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         key: u32,
         __rpc_out: &'__rpc_b mut [u8],
     ) -> ::core::result::Result<&'__rpc_b str, ::ferry_rpc::service::Error<StoreError>> {
-        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+        const __RPC_Q: usize = Counter::__RPC_Q_2;
         let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &key);
         ::ferry_rpc::service::Site::call(
@@ -900,10 +894,10 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         &self,
         arg0: u32,
     ) -> ::core::result::Result<(), ::ferry_rpc::service::Error> {
-        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+        const __RPC_Q: usize = Counter::__RPC_Q_3;
         let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &arg0);
-        const __RPC_R: usize = 0usize;
+        const __RPC_R: usize = Counter::__RPC_R_3;
         ::ferry_rpc::service::Site::call(
             &self.site,
             self.deadline,
@@ -926,7 +920,7 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
     ///
     ///Calls `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it).
     pub fn reset(&self) -> ::core::result::Result<(), ::ferry_rpc::service::Error> {
-        const __RPC_Q: usize = 0usize;
+        const __RPC_Q: usize = Counter::__RPC_Q_4;
         let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::service::Site::call(
             &self.site,
@@ -967,10 +961,10 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
         &self,
         n: u64,
     ) -> ::core::result::Result<u64, ::ferry_rpc::service::Error> {
-        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u64>();
+        const __RPC_Q: usize = Counter::__RPC_Q_0;
         let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &n);
-        const __RPC_R: usize = ::core::mem::size_of::<u64>();
+        const __RPC_R: usize = Counter::__RPC_R_0;
         let __rpc_r = ::ferry_rpc::service::AsyncSite::call_fixed::<
             __RPC_Q,
             __RPC_R,
@@ -989,14 +983,10 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
     ) -> ::core::result::Result<u64, ::ferry_rpc::service::Error<StoreError>> {
         ::ferry_rpc::__private::check_limit_len((value).len(), 65536u64)
             .map_err(::ferry_rpc::service::Error::widen)?;
-        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+        const __RPC_Q: usize = Counter::__RPC_Q_1;
         let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &key);
-        const __RPC_R: usize = 1usize
-            + ::ferry_rpc::__private::max(
-                ::core::mem::size_of::<u64>(),
-                ::core::mem::size_of::<StoreError>(),
-            );
+        const __RPC_R: usize = Counter::__RPC_R_1;
         let __rpc_r = ::ferry_rpc::service::AsyncSite::call_stream::<
             __RPC_Q,
             __RPC_R,
@@ -1022,10 +1012,10 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
         &self,
         arg0: u32,
     ) -> ::core::result::Result<(), ::ferry_rpc::service::Error> {
-        const __RPC_Q: usize = 0usize + ::core::mem::size_of::<u32>();
+        const __RPC_Q: usize = Counter::__RPC_Q_3;
         let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &arg0);
-        const __RPC_R: usize = 0usize;
+        const __RPC_R: usize = Counter::__RPC_R_3;
         let __rpc_r = ::ferry_rpc::service::AsyncSite::call_fixed::<
             __RPC_Q,
             __RPC_R,
