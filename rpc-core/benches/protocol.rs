@@ -1,6 +1,6 @@
 //! Protocol benchmarks, each against a baseline measured in the same run, as medians of batches.
 //!
-//! `cargo bench -p ferry-rpc --bench protocol` prints a Markdown table (copied into BENCHMARKS.md).
+//! `cargo bench -p ferry-rpc --bench protocol` prints a Markdown table (copied into BENCHMARKS-history.md).
 //! A custom harness rather than criterion/divan: every row is a ratio of two measurements taken
 //! back to back in one process, which those harnesses do not report.
 

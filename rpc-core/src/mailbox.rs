@@ -4,7 +4,7 @@
 //! mailbox value is one bit; flipping its outbox bit hands the packet to the other side.
 //!
 //! Two representations are implemented, and `cargo bench -p ferry-rpc --bench protocol`
-//! compares them (figures: `BENCHMARKS.md`):
+//! compares them (figures: `BENCHMARKS-history.md`):
 //!
 //! - [`PerPort`]: one `u32` word per port per direction. A flip is a plain store; reading one
 //!   port's inbox is one load; the server's scan of 32 ports costs 64 loads.

@@ -35,7 +35,7 @@
 //! driver compiles PTX one function at a time on all of the machine's CPUs and links the
 //! result (`ferry_gpu::cuda::Jit`); `FERRY_JIT_THREADS=N` sets how many CPUs, and
 //! `FERRY_JIT=whole` compiles the program as one whole instead, which takes several times as
-//! long (BENCHMARKS.md has both). Its entry
+//! long (BENCHMARKS-history.md has both). Its entry
 //! kernel is `_start(argc: u32, argv: *const *const u8, ret: *mut i32)` (Rust programs get it
 //! from `ferry_device::entry!`) and it holds the `FERRY_RPC` descriptor global. Every thread runs
 //! `main`; the exit code is the first `exit` call's code, else the OR of every thread's return
