@@ -76,6 +76,8 @@ mod error;
 #[cfg(feature = "std")]
 mod handler;
 #[cfg(feature = "std")]
+mod helpers;
+#[cfg(feature = "std")]
 mod later;
 mod schema;
 mod serving;
@@ -87,6 +89,8 @@ pub use awaited::AsyncSite;
 pub use error::{Error, Status, Transport};
 #[cfg(feature = "std")]
 pub use handler::{with_stream_buffers, Handler, StreamBuffers};
+#[cfg(feature = "std")]
+pub use helpers::Helpers;
 #[cfg(feature = "std")]
 pub use later::{
     cancelled, with_caller, AsyncServing, BlockOn, Caller, DispatchLater, Later, Spawn,
