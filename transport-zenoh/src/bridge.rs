@@ -11,12 +11,20 @@
 //!                                                            ShmClient ────────────────────▶  handler
 //!  reply ◀─────────────────────────────────────────────────  reply bytes, or the Error ◀───
 //! ```
+//!
+//! A call is made only if its opcode is one of the calls of the service its key names: the
+//! server dispatches every service it serves by opcode alone, so a query at one service's key
+//! carrying another's opcode would otherwise run the other service's handler. The opcodes are
+//! those the server's calls table lists for the service (`ShmClient::calls`); an opcode not
+//! among them is refused as `Status::UnknownOpcode`, and never reaches the server. A service
+//! written by hand lists no calls: at its key the bridge refuses the opcodes the other services
+//! list, and leaves the rest to the server (which refuses an opcode it does not serve).
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ferry_rpc::service::{self, Error, ReplyShape, Site, WholeReply};
+use ferry_rpc::service::{self, CallInfo, Error, ReplyShape, Site, Status, WholeReply};
 use ferry_rpc::StreamSink;
 use ferry_shm::ShmClient;
 use zenoh::query::{Query, Queryable};
@@ -74,6 +82,70 @@ impl std::fmt::Debug for Bridge {
 struct Exported {
     shm: ShmClient,
     max_deadline: Duration,
+    /// The services, in the order of the server's services table.
+    services: Vec<ExportedService>,
+    /// Every opcode the calls table lists, of any service (sorted).
+    listed: Vec<u32>,
+}
+
+/// One service the bridge exports.
+struct ExportedService {
+    /// Its key, `ferry/NAME/SERVICE/FINGERPRINT`.
+    key: Arc<str>,
+    /// Its calls' opcodes as the server's calls table lists them (sorted); `None` for a service
+    /// written by hand, whose calls are not listed.
+    opcodes: Option<Vec<u32>>,
+}
+
+impl Exported {
+    /// Whether a call of `opcode` at the key of service `service` (an index into `services`)
+    /// may be made: one of that service's calls, or (for a service whose calls are not listed)
+    /// none of the others'.
+    fn admits(&self, service: usize, opcode: u32) -> bool {
+        match &self.services[service].opcodes {
+            Some(opcodes) => opcodes.binary_search(&opcode).is_ok(),
+            None => self.listed.binary_search(&opcode).is_err(),
+        }
+    }
+}
+
+/// The services of `shm`'s server as the bridge exports them under `name`; an error for a name
+/// that cannot be part of a key, or a calls table this crate does not understand.
+fn exported_services(
+    shm: &ShmClient,
+    name: &str,
+) -> Result<(Vec<ExportedService>, Vec<u32>), ZenohError> {
+    let mut services = Vec::new();
+    let mut listed = Vec::new();
+    for (i, (service, fingerprint)) in shm.services().iter().enumerate() {
+        crate::check_name(service)?;
+        let text = shm.calls().get(i).map_or("", String::as_str);
+        let opcodes = match text.is_empty() {
+            true => None,
+            false => {
+                let mut opcodes = text
+                    .lines()
+                    .map(|line| {
+                        CallInfo::opcode_in_line(line).ok_or_else(|| {
+                            ZenohError::BadServices(format!(
+                                "a call of service `{service}` in the server's calls table is \
+                                 not understood: {line}"
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<u32>, _>>()?;
+                opcodes.sort_unstable();
+                listed.extend_from_slice(&opcodes);
+                Some(opcodes)
+            }
+        };
+        services.push(ExportedService {
+            key: key_for(name, service, *fingerprint).into(),
+            opcodes,
+        });
+    }
+    listed.sort_unstable();
+    Ok((services, listed))
 }
 
 impl Bridge {
@@ -85,7 +157,7 @@ impl Bridge {
         config: BridgeConfig,
     ) -> Result<Bridge, ZenohError> {
         crate::check_name(name)?;
-        let services: Vec<(String, u64)> = shm.services().to_vec();
+        let (services, listed) = exported_services(&shm, name)?;
         if services.is_empty() {
             return Err(ZenohError::BadServices(
                 "the shared-memory server serves no services".into(),
@@ -94,8 +166,10 @@ impl Bridge {
         let exported = Arc::new(Exported {
             shm,
             max_deadline: config.max_deadline,
+            services,
+            listed,
         });
-        let (tx, rx) = std::sync::mpsc::sync_channel::<(Query, Arc<str>)>(1024);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(Query, usize)>(1024);
         let rx = Arc::new(std::sync::Mutex::new(rx));
         let mut bridge = Bridge {
             queryables: Vec::new(),
@@ -110,34 +184,33 @@ impl Bridge {
                     // (The lock is held only to take one query.)
                     let next = rx.lock().map(|rx| rx.recv());
                     match next {
-                        Ok(Ok((query, key))) => serve(&exported, &query, &key),
+                        Ok(Ok((query, service))) => serve(&exported, &query, service),
                         _ => return,
                     }
                 })
                 .map_err(ZenohError::zenoh)?;
             bridge.workers.push(worker);
         }
-        for (service, fingerprint) in services {
-            crate::check_name(&service)?;
-            let key: Arc<str> = key_for(name, &service, fingerprint).into();
+        for (service, exported_service) in exported.services.iter().enumerate() {
+            let key = Arc::clone(&exported_service.key);
             let declared = match config.workers {
                 0 => {
-                    let (exported, mine) = (Arc::clone(&exported), Arc::clone(&key));
+                    let exported = Arc::clone(&exported);
                     session
                         .declare_queryable(&*key)
                         .complete(true)
-                        .callback(move |query| serve(&exported, &query, &mine))
+                        .callback(move |query| serve(&exported, &query, service))
                         .wait()
                 }
                 _ => {
-                    let (tx, mine) = (tx.clone(), Arc::clone(&key));
+                    let tx = tx.clone();
                     session
                         .declare_queryable(&*key)
                         .complete(true)
                         .callback(move |query| {
                             // (Full: zenoh's thread waits for a worker; gone: the bridge is
                             // stopping, and the query ends without a reply.)
-                            let _ = tx.send((query, Arc::clone(&mine)));
+                            let _ = tx.send((query, service));
                         })
                         .wait()
                 }
@@ -169,28 +242,36 @@ impl Drop for Bridge {
     }
 }
 
-/// Serves one query: an empty one (a client's attach) is answered at once; any other is a call.
-fn serve(exported: &Exported, query: &Query, key: &str) {
+/// Serves one query at the key of service `service` (an index into `exported.services`): an
+/// empty one (a client's attach) is answered at once; any other is a call.
+fn serve(exported: &Exported, query: &Query, service: usize) {
     let payload = query.payload().map(|p| p.to_bytes());
     let payload = payload.as_deref().unwrap_or(&[]);
     let reply = match payload.is_empty() {
         true => Some(encode_ok(&[])),
-        false => call(exported, payload),
+        false => call(exported, service, payload),
     };
     if let Some(reply) = reply {
         // (A query whose caller is gone: nothing to do.)
-        let _ = query.reply(key, reply).wait();
+        let _ = query.reply(&*exported.services[service].key, reply).wait();
     }
 }
 
-/// Makes the call `payload` carries on the shared-memory server: its reply, or its error, as a
-/// reply's payload (`None` for a one-way call: no reply is sent).
-fn call(exported: &Exported, payload: &[u8]) -> Option<Vec<u8>> {
+/// Makes the call `payload` carries, at the key of service `service`, on the shared-memory
+/// server: its reply, or its error, as a reply's payload (`None` for a one-way call: no reply is
+/// sent). A call that is not one of the service's is refused, a one-way one too.
+fn call(exported: &Exported, service: usize, payload: &[u8]) -> Option<Vec<u8>> {
     let decoded = match decode_request(payload) {
         Ok(decoded) => decoded,
         Err(status) => return Some(encode_error(&Error::Status(status))),
     };
     let request = decoded.request;
+    if !exported.admits(service, request.opcode) {
+        let refused = Status::UnknownOpcode {
+            opcode: request.opcode,
+        };
+        return Some(encode_error(&Error::Status(refused)));
+    }
     let deadline = decoded.deadline.map(|d| d.min(exported.max_deadline));
     let shm = &exported.shm;
     let made = match request.reply {

@@ -72,6 +72,9 @@
 //!   `Status::BadResponse`, a malformed request `Status::BadRequest` on the bridge.
 //! - **A server that goes away** mid-call: zenoh ends the query, and the call fails (before its
 //!   deadline) with a `Transport::Other` that says whether it ran is unknown.
+//! - **A bridge makes only its service's calls**: a query at a service's key whose opcode is not
+//!   one of that service's calls is refused (`Status::UnknownOpcode`), never made on the server
+//!   (which serves every service by opcode alone).
 //!
 //! # zenoh's features
 //!

@@ -54,6 +54,24 @@ enum Store {
     Die,
 }
 
+/// A second service the server serves beside `Store`: a call of one is never made at the
+/// other's key.
+#[derive(RpcOpcodes)]
+enum Tally {
+    /// Counts one; returns the count.
+    #[rpc(response = u64)]
+    Count,
+}
+
+#[derive(Default)]
+struct Counted(AtomicU64);
+
+impl TallyServer for Counted {
+    fn count(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
 /// A newer schema of the same service.
 mod newer {
     use super::*;
@@ -124,7 +142,7 @@ fn peer_server() {
         .wait()
         .unwrap();
     let config = ferry_shm::ServerConfig::default();
-    let store = Store::server(Total::default());
+    let store = Store::server(Total::default()).and(Tally::server(Counted::default()));
     if words.get(3) == Some(&"bridged") {
         let path = ferry_shm::path_for(&format!("{name}-bridged"));
         let server = ferry_shm::ShmServer::start(&path, config, store).unwrap();
@@ -407,9 +425,9 @@ fn hostile_requests_are_refused_and_the_server_goes_on() {
     let _watchdog = Watchdog::new("hostile requests", Duration::from_secs(60));
     let (_peer, session, client, name) = served("hostile");
     let key = ferry_zenoh::key_for(&name, "Store", Store::FINGERPRINT);
-    let raw = |payload: Vec<u8>| -> Vec<u8> {
+    let raw_at = |key: &str, payload: Vec<u8>| -> Vec<u8> {
         let replies = session
-            .get(&key)
+            .get(key)
             .payload(payload)
             .timeout(Duration::from_secs(5))
             .wait()
@@ -417,6 +435,7 @@ fn hostile_requests_are_refused_and_the_server_goes_on() {
         let reply = replies.recv().unwrap();
         reply.result().unwrap().payload().to_bytes().to_vec()
     };
+    let raw = |payload: Vec<u8>| raw_at(&key, payload);
     let status = |reply: &[u8]| {
         (
             reply[0],
@@ -449,9 +468,24 @@ fn hostile_requests_are_refused_and_the_server_goes_on() {
     unknown[4..8].copy_from_slice(&0x8000_0001u32.to_le_bytes());
     assert_eq!(status(&raw(unknown)), (1, 1, 1, 0x8000_0001));
     // The well-formed call is served.
-    let reply = raw(good);
+    let reply = raw(good.clone());
     assert_eq!(reply[0], 0);
     assert_eq!(u64::from_le_bytes(reply[1..9].try_into().unwrap()), 5);
+    assert_eq!(Store::client(&client).add(0), Ok(5));
+    // The same server serves `Tally` too, but a call of it at `Store`'s key, and one of `Store`
+    // at `Tally`'s, is refused as an opcode the key's service does not have: neither handler
+    // runs.
+    let count = Tally::Count.opcode();
+    let mut foreign = header.clone();
+    foreign[4..8].copy_from_slice(&count.to_le_bytes());
+    foreign[8..12].copy_from_slice(&0u32.to_le_bytes());
+    assert_eq!(status(&raw(foreign)), (1, 1, 1, count));
+    let tally_key = ferry_zenoh::key_for(&name, "Tally", Tally::FINGERPRINT);
+    let add = Store::Add { n: 0 }.opcode();
+    assert_eq!(status(&raw_at(&tally_key, good)), (1, 1, 1, add));
+    let tally =
+        ZenohClient::connect(&session, &name, ClientConfig::default().service::<Tally>()).unwrap();
+    assert_eq!(Tally::client(&tally).count(), Ok(1));
     assert_eq!(Store::client(&client).add(0), Ok(5));
 }
 

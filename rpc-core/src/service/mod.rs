@@ -803,6 +803,13 @@ impl CallInfo {
         }
         out
     }
+
+    /// The opcode of a call as [`line`](Self::line) wrote it (its second word, in hex); `None`
+    /// for a line not of that form.
+    pub fn opcode_in_line(line: &str) -> Option<u32> {
+        let hex = line.split_whitespace().nth(1)?.strip_prefix("0x")?;
+        u32::from_str_radix(hex, 16).ok()
+    }
 }
 
 /// The dispatch of service `Self` to a handler of type `H` (any type implementing the service's
