@@ -19,12 +19,24 @@
 //! among them is refused as `Status::UnknownOpcode`, and never reaches the server. A service
 //! written by hand lists no calls: at its key the bridge refuses the opcodes the other services
 //! list, and leaves the rest to the server (which refuses an opcode it does not serve).
+//!
+//! **A server that restarts.** The bridge watches its server (every [`WATCH`], and whenever a
+//! call finds it gone). While none runs at its path, calls fail at once with
+//! `Transport::NoServer`. When one starts there again, the bridge attaches to it if it serves
+//! the same services with the same schemas and calls tables, and calls go through again; a
+//! server of other services or schemas is never called: calls are refused
+//! (`Status::Mismatch` naming the server's fingerprint, `Transport::NotServed` for a service it
+//! no longer serves) until a server of the exported ones replaces it. [`Bridge::server`] says
+//! which of these holds.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ferry_rpc::service::{self, CallInfo, Error, ReplyShape, Site, Status, WholeReply};
+use ferry_rpc::service::{self, CallInfo, Error, ReplyShape, Site, Status, Transport, WholeReply};
 use ferry_rpc::StreamSink;
 use ferry_shm::ShmClient;
 use zenoh::query::{Query, Queryable};
@@ -70,6 +82,40 @@ pub struct Bridge {
     queryables: Vec<Queryable<()>>,
     workers: Vec<JoinHandle<()>>,
     keys: Vec<String>,
+    exported: Arc<Exported>,
+    /// The thread that watches the server, and what stops it.
+    watcher: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+}
+
+/// How often a bridge looks at its server (alive? a new one at its path?).
+pub const WATCH: Duration = Duration::from_millis(50);
+
+/// The most changes of its server's state a bridge keeps for [`Bridge::next_change`] (older ones
+/// are dropped).
+const CHANGES_KEPT: usize = 64;
+
+/// The server behind a bridge, as the bridge last found it ([`Bridge::server`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerState {
+    /// A server of the exported services (the same names, schemas and calls) runs at the path:
+    /// calls are made on it.
+    Serving {
+        /// Its process.
+        pid: u32,
+    },
+    /// No server runs at the path (it stopped, or died): calls fail at once with
+    /// `Transport::NoServer` until a server of the exported services starts there.
+    Gone,
+    /// A server of other services or schemas runs at the path: it is never called, and calls
+    /// are refused (`Status::Mismatch`, `Transport::NotServed`) until a server of the exported
+    /// services replaces it.
+    Changed {
+        /// Its process.
+        pid: u32,
+        /// The services it serves, by name and fingerprint.
+        services: Vec<(String, u64)>,
+    },
 }
 
 impl std::fmt::Debug for Bridge {
@@ -80,12 +126,49 @@ impl std::fmt::Debug for Bridge {
 
 /// What the bridge's threads share.
 struct Exported {
-    shm: ShmClient,
+    /// The server's file.
+    path: PathBuf,
+    /// The server the calls are made on, if any.
+    link: RwLock<Link>,
+    /// Held by whoever looks at the server and changes `link` (one at a time).
+    checking: Mutex<()>,
+    /// The changes of the server's state not yet taken ([`Bridge::next_change`]), the last
+    /// [`CHANGES_KEPT`] at most; signalled on each.
+    changes: Mutex<VecDeque<ServerState>>,
+    changed: Condvar,
     max_deadline: Duration,
     /// The services, in the order of the server's services table.
     services: Vec<ExportedService>,
+    /// The server's services table and calls table, as exported: a server found at the path
+    /// later is called only if its tables are the same.
+    tables: (Vec<(String, u64)>, Vec<String>),
     /// Every opcode the calls table lists, of any service (sorted).
     listed: Vec<u32>,
+}
+
+/// The server behind the bridge.
+enum Link {
+    /// A server of the exported services.
+    Up(Arc<ShmClient>),
+    /// None.
+    Gone,
+    /// A server of other services or schemas, attached only to be watched.
+    Changed(Box<ShmClient>),
+}
+
+impl Link {
+    fn state(&self) -> ServerState {
+        match self {
+            Link::Up(shm) => ServerState::Serving {
+                pid: shm.geometry().server_pid(),
+            },
+            Link::Gone => ServerState::Gone,
+            Link::Changed(other) => ServerState::Changed {
+                pid: other.geometry().server_pid(),
+                services: other.services().to_vec(),
+            },
+        }
+    }
 }
 
 /// One service the bridge exports.
@@ -98,6 +181,63 @@ struct ExportedService {
 }
 
 impl Exported {
+    /// The server to make a call at the key of service `service` on, or the error that refuses
+    /// it: none runs, or one of other services.
+    fn server(&self, service: usize) -> Result<Arc<ShmClient>, Error> {
+        match &*self.link.read().unwrap_or_else(|e| e.into_inner()) {
+            Link::Up(shm) => Ok(Arc::clone(shm)),
+            Link::Gone => Err(Transport::NoServer.into()),
+            Link::Changed(other) => {
+                let (name, exported) = &self.tables.0[service];
+                let now = other.services().iter().find(|(n, _)| n == name);
+                Err(match now {
+                    Some(&(_, server)) => Status::Mismatch {
+                        client: *exported,
+                        server,
+                    }
+                    .into(),
+                    None => Transport::NotServed { service: "" }.into(),
+                })
+            }
+        }
+    }
+
+    /// Looks at the server: one that is gone is let go; when none is attached, a server at the
+    /// path is attached (and called only if it serves the exported services).
+    fn check(&self) {
+        let _checking = self.checking.lock().unwrap_or_else(|e| e.into_inner());
+        let alive = match &*self.link.read().unwrap_or_else(|e| e.into_inner()) {
+            Link::Up(shm) => shm.server_alive(),
+            Link::Changed(other) => other.server_alive(),
+            Link::Gone => false,
+        };
+        if alive {
+            return;
+        }
+        let next = match ShmClient::attach(&self.path, Default::default()) {
+            Ok(shm)
+                if (shm.services(), shm.calls()) == (&self.tables.0[..], &self.tables.1[..]) =>
+            {
+                Link::Up(Arc::new(shm))
+            }
+            Ok(other) => Link::Changed(Box::new(other)),
+            Err(_) => Link::Gone,
+        };
+        let state = next.state();
+        let before = std::mem::replace(
+            &mut *self.link.write().unwrap_or_else(|e| e.into_inner()),
+            next,
+        );
+        if before.state() != state {
+            let mut changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+            if changes.len() == CHANGES_KEPT {
+                changes.pop_front();
+            }
+            changes.push_back(state);
+            self.changed.notify_all();
+        }
+    }
+
     /// Whether a call of `opcode` at the key of service `service` (an index into `services`)
     /// may be made: one of that service's calls, or (for a service whose calls are not listed)
     /// none of the others'.
@@ -164,17 +304,38 @@ impl Bridge {
             ));
         }
         let exported = Arc::new(Exported {
-            shm,
+            path: shm.path().to_path_buf(),
+            tables: (shm.services().to_vec(), shm.calls().to_vec()),
+            link: RwLock::new(Link::Up(Arc::new(shm))),
+            checking: Mutex::new(()),
+            changes: Mutex::new(VecDeque::new()),
+            changed: Condvar::new(),
             max_deadline: config.max_deadline,
             services,
             listed,
         });
+        let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = std::sync::mpsc::sync_channel::<(Query, usize)>(1024);
         let rx = Arc::new(std::sync::Mutex::new(rx));
+        let watcher = {
+            let (exported, stop) = (Arc::clone(&exported), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("ferry-bridge-watch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Acquire) {
+                        exported.check();
+                        std::thread::park_timeout(WATCH);
+                    }
+                })
+                .map_err(ZenohError::zenoh)?
+        };
         let mut bridge = Bridge {
             queryables: Vec::new(),
             workers: Vec::new(),
             keys: Vec::new(),
+            exported: Arc::clone(&exported),
+            watcher: Some(watcher),
+            stop,
         };
         for i in 0..config.workers {
             let (rx, exported) = (Arc::clone(&rx), Arc::clone(&exported));
@@ -225,6 +386,28 @@ impl Bridge {
     pub fn keys(&self) -> &[String] {
         &self.keys
     }
+
+    /// The server behind the bridge, as the bridge last found it (it looks every [`WATCH`]).
+    pub fn server(&self) -> ServerState {
+        self.exported
+            .link
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .state()
+    }
+
+    /// The next change of the server's state ([`server`](Self::server)) since the last one
+    /// taken, waiting at most `within` for one: every change is kept until taken (the last 64 at
+    /// most), so that one that lasted a moment is still seen.
+    pub fn next_change(&self, within: Duration) -> Option<ServerState> {
+        let exported = &self.exported;
+        let changes = exported.changes.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut changes, _) = exported
+            .changed
+            .wait_timeout_while(changes, within, |c| c.is_empty())
+            .unwrap_or_else(|e| e.into_inner());
+        changes.pop_front()
+    }
 }
 
 impl Drop for Bridge {
@@ -238,6 +421,11 @@ impl Drop for Bridge {
         // receive fails once the channel is empty.
         for worker in self.workers.drain(..) {
             let _ = worker.join();
+        }
+        self.stop.store(true, Ordering::Release);
+        if let Some(watcher) = self.watcher.take() {
+            watcher.thread().unpark();
+            let _ = watcher.join();
         }
     }
 }
@@ -273,7 +461,11 @@ fn call(exported: &Exported, service: usize, payload: &[u8]) -> Option<Vec<u8>> 
         return Some(encode_error(&Error::Status(refused)));
     }
     let deadline = decoded.deadline.map(|d| d.min(exported.max_deadline));
-    let shm = &exported.shm;
+    let shm = match exported.server(service) {
+        Ok(shm) => shm,
+        Err(refused) => return Some(encode_error(&refused)),
+    };
+    let shm = &*shm;
     let made = match request.reply {
         ReplyShape::None => {
             let _ = Site::call(shm, deadline, |claim| {
@@ -298,6 +490,10 @@ fn call(exported: &Exported, service: usize, payload: &[u8]) -> Option<Vec<u8>> 
             .map(|()| sink.0)
         }
     };
+    if let Err(Error::Transport(Transport::NoServer | Transport::ShuttingDown)) = made {
+        // The server went away: the next calls find it gone (or its successor) at once.
+        exported.check();
+    }
     Some(made.unwrap_or_else(|e: Error| encode_error(&e)))
 }
 

@@ -75,6 +75,9 @@
 //! - **A bridge makes only its service's calls**: a query at a service's key whose opcode is not
 //!   one of that service's calls is refused (`Status::UnknownOpcode`), never made on the server
 //!   (which serves every service by opcode alone).
+//! - **A bridge's server that restarts**: while none runs, calls fail at once with
+//!   `Transport::NoServer`; a server of the same services and schemas started at the path is
+//!   attached to again; one of other services or schemas is never called ([`ServerState`]).
 //!
 //! # zenoh's features
 //!
@@ -93,7 +96,7 @@ mod message;
 mod named;
 mod server;
 
-pub use bridge::{Bridge, BridgeConfig};
+pub use bridge::{Bridge, BridgeConfig, ServerState, WATCH};
 pub use claim::WholeClaim;
 pub use client::{ClientConfig, ZenohCall, ZenohClient, NOT_CONNECTED, NO_ANSWER};
 pub use error::ZenohError;
