@@ -43,6 +43,10 @@
 //! - The client: [`ZenohClient::connect`] with a session, the name and a [`ClientConfig`] naming
 //!   the services it calls (checked when it connects: [`ZenohError::NotServed`],
 //!   [`ZenohError::Mismatch`]), then `Name::client(&client)`.
+//! - Async calls: `Name::async_client(&client)` over a [`ZenohClient`] (or an
+//!   `Arc<ZenohClient>`), the same `async fn`s as over shared memory: a call with a fixed reply
+//!   is a query awaited on zenoh's own channel, with no thread held while it waits; a one-way
+//!   call or a streamed reply runs on the client's helper threads ([`HELPERS`] at most).
 //! - One name, the fastest path: [`NamedClient::connect`] takes shared memory when the server
 //!   of that name runs on this machine, zenoh otherwise; the same calls either way.
 //! - A session set up for either side: [`peer_config`] (peer to peer over TCP, no multicast
@@ -88,6 +92,7 @@
 
 #![deny(missing_docs)]
 
+mod awaited;
 mod bridge;
 mod claim;
 mod client;
@@ -96,6 +101,7 @@ mod message;
 mod named;
 mod server;
 
+pub use awaited::HELPERS;
 pub use bridge::{Bridge, BridgeConfig, ServerState, WATCH};
 pub use claim::WholeClaim;
 pub use client::{ClientConfig, ZenohCall, ZenohClient, NOT_CONNECTED, NO_ANSWER};

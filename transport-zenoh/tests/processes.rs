@@ -663,6 +663,80 @@ fn check_calls<S: ferry_rpc::service::Site + Copy>(store: StoreClient<S>) {
     );
 }
 
+/// The async client over zenoh: every kind of call as the blocking one makes it, and many calls
+/// in flight from a runtime of two threads: each call a query awaited without a thread of its
+/// own (far more calls wait at once than the runtime has threads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_async_client_keeps_many_calls_in_flight() {
+    use std::sync::Arc;
+    let _watchdog = Watchdog::new("async calls through zenoh", Duration::from_secs(120));
+    let (_peer, _session, client, _) = served("async");
+    let client = Arc::new(client);
+    let store = Store::async_client(&*client);
+    assert_eq!(store.add(5).await, Ok(5));
+    assert_eq!(store.put(&[1, 2, 3]).await, Ok([3, 6]));
+    assert_eq!(store.take(100).await, Err(Error::App(Short::Empty)));
+    assert_eq!(store.fill(300).await.map(|v| v.len()), Ok(300));
+    assert_eq!(store.upper("één").await, Ok("ÉÉN".to_owned()));
+    assert_eq!(
+        store.put(&vec![0; (1 << 20) + 1]).await,
+        Err(Error::Status(Status::Rejected))
+    );
+    store.bump().await.unwrap();
+    let started = Instant::now();
+    assert_eq!(
+        store
+            .with_deadline(Duration::from_millis(200))
+            .sleep(3000)
+            .await,
+        Err(Error::Transport(Transport::Deadline))
+    );
+    assert!(started.elapsed() < Duration::from_millis(2500));
+    // 32 slow calls at once, each in a task: counted in when it starts, out when it returns.
+    // Were a call to hold its thread while it waits, no more than two would be in at once.
+    let inside = Arc::new(AtomicU64::new(0));
+    let most = Arc::new(AtomicU64::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..32 {
+        let (store, inside, most) = (
+            Store::async_client(Arc::clone(&client)),
+            Arc::clone(&inside),
+            Arc::clone(&most),
+        );
+        tasks.spawn(async move {
+            most.fetch_max(inside.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            let slept = store.sleep(50).await;
+            inside.fetch_sub(1, Ordering::SeqCst);
+            slept
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        assert_eq!(done.unwrap(), Ok(50));
+    }
+    let most = most.load(Ordering::SeqCst);
+    assert!(most > 2, "at most {most} calls were in flight at once");
+    // Many quick calls from many tasks: every one counted once.
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..100 {
+        let store = Store::async_client(Arc::clone(&client));
+        tasks.spawn(async move {
+            for _ in 0..10 {
+                store.add(1).await?;
+            }
+            Ok::<u64, Error>(0)
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        assert_eq!(done.unwrap(), Ok(0));
+    }
+    // (5, one bump, and the thousand adds.)
+    let until = Instant::now() + Duration::from_secs(10);
+    while store.add(0).await != Ok(5 + 1 + 1000) {
+        assert!(Instant::now() < until, "{:?}", store.add(0).await);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 const CLIENT: &str = "FERRY_ZENOH_CLIENT";
 
 /// The child that calls from another network namespace: connects as `FERRY_ZENOH_CLIENT` says
