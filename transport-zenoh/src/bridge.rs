@@ -483,11 +483,14 @@ fn call(exported: &Exported, service: usize, payload: &[u8]) -> Option<Vec<u8>> 
         }
         ReplyShape::Stream { limit } => {
             // The reply's bytes after its tag (0: Ok), written where they will be sent.
-            let mut sink = Tagged(vec![0]);
+            let mut sink = Tagged {
+                bytes: vec![0],
+                len: 1,
+            };
             Site::call(shm, deadline, |claim| {
                 service::replay(claim, &request, WholeReply::stream(&mut sink, limit))
             })
-            .map(|()| sink.0)
+            .map(|()| sink.into_reply())
         }
     };
     if let Err(Error::Transport(Transport::NoServer | Transport::ShuttingDown)) = made {
@@ -497,24 +500,49 @@ fn call(exported: &Exported, service: usize, payload: &[u8]) -> Option<Vec<u8>> 
     Some(made.unwrap_or_else(|e: Error| encode_error(&e)))
 }
 
-/// A streamed reply kept after a tag byte.
-struct Tagged(Vec<u8>);
+/// A streamed reply kept after a tag byte: its bytes appended as they come (in order, as a
+/// stream's chunks do), with no zeroing of the buffer first.
+struct Tagged {
+    bytes: Vec<u8>,
+    /// The tag and the stream's announced length.
+    len: usize,
+}
+
+impl Tagged {
+    /// The tag (0: Ok), then the reply, exactly as long as announced.
+    fn into_reply(mut self) -> Vec<u8> {
+        self.bytes.resize(self.len, 0);
+        self.bytes
+    }
+}
 
 impl StreamSink for Tagged {
     fn start(&mut self, _lane: u32, len: u64) -> bool {
-        match usize::try_from(len) {
-            Ok(len) => {
-                self.0.resize(1 + len, 0);
+        match usize::try_from(len).ok().and_then(|n| n.checked_add(1)) {
+            Some(len) => {
+                self.bytes.truncate(1);
+                self.bytes.reserve_exact(len - 1);
+                self.len = len;
                 true
             }
-            Err(_) => false,
+            None => false,
         }
     }
 
     fn chunk(&mut self, _lane: u32, offset: u64, bytes: &[u8]) {
         let at = 1 + offset as usize;
-        if let Some(to) = self.0.get_mut(at..at + bytes.len()) {
-            to.copy_from_slice(bytes);
+        let end = at + bytes.len();
+        if end > self.len {
+            return;
         }
+        if at == self.bytes.len() {
+            self.bytes.extend_from_slice(bytes);
+            return;
+        }
+        // (Out of order: never from a stream, kept correct all the same.)
+        if self.bytes.len() < end {
+            self.bytes.resize(end, 0);
+        }
+        self.bytes[at..end].copy_from_slice(bytes);
     }
 }
