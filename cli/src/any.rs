@@ -35,7 +35,8 @@ fn parse(line: &str) -> Option<Call> {
     let (head, rest) = line.split_once(" (")?;
     let mut words = head.split_whitespace();
     let method = words.next()?.to_string();
-    let opcode = u32::from_str_radix(words.next()?.strip_prefix("0x")?, 16).ok()?;
+    let opcode = service::CallInfo::opcode_in_line(head)?;
+    words.next()?;
     let oneway = words.next() == Some("oneway");
     let (args, rest) = rest.split_once(") -> ")?;
     let args = if args.is_empty() {

@@ -1,13 +1,18 @@
 //! `ferry bridge --name NAME`: exports the services of a running shared-memory server to zenoh,
 //! so that they are callable from other machines (`ferry_zenoh::ZenohClient`) without changing
 //! the server's program. Built with the `zenoh` feature.
+//!
+//! The bridge outlives its server: when the server stops or dies, calls fail at once (no server)
+//! and the bridge says so; when a server of the same services starts under the name again, the
+//! bridge attaches to it and says so; a server of other services or schemas is never called
+//! (calls are refused, and the bridge says which services it found) until the right one is back.
 
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use ferry_shm::{path_for, ClientConfig, ShmClient};
 use ferry_zenoh::zenoh::Wait;
-use ferry_zenoh::{peer_config, Bridge, BridgeConfig};
+use ferry_zenoh::{peer_config, Bridge, BridgeConfig, ServerState};
 
 use crate::{catch_signals, signalled, Res};
 
@@ -106,7 +111,9 @@ pub(crate) fn run(args: BridgeArgs) -> Res<()> {
         .seconds
         .and_then(|s| Instant::now().checked_add(Duration::from_secs(s)));
     while signalled().is_none() && until.is_none_or(|t| Instant::now() < t) {
-        std::thread::sleep(Duration::from_millis(100));
+        if let Some(state) = bridge.next_change(Duration::from_millis(100)) {
+            report(&path.display().to_string(), &state);
+        }
     }
     drop(bridge);
     let _ = session.close().wait();
@@ -115,4 +122,28 @@ pub(crate) fn run(args: BridgeArgs) -> Res<()> {
         signalled().map_or(String::new(), |s| format!(" by {s}"))
     );
     Ok(())
+}
+
+/// Says what became of the server behind the bridge.
+fn report(path: &str, state: &ServerState) {
+    match state {
+        ServerState::Serving { pid } => {
+            println!("the server at {path} is back (pid {pid}): bridging again")
+        }
+        ServerState::Gone => eprintln!(
+            "the server at {path} is gone: calls fail (no server) until it is started again"
+        ),
+        ServerState::Changed { pid, services } => {
+            let list: Vec<String> = services
+                .iter()
+                .map(|(name, fp)| format!("{name} {fp:#018x}"))
+                .collect();
+            eprintln!(
+                "the server at {path} (pid {pid}) serves other services or schemas ({}): not \
+                 bridged, calls refused until a server of the exported ones is started there (or \
+                 restart the bridge to export these)",
+                list.join(", ")
+            )
+        }
+    }
 }

@@ -837,37 +837,49 @@ fn ls_and_call_reach_a_users_own_service() {
     drop(server);
 }
 
-/// `ferry bridge` (the `zenoh` feature) exports a running `ferry serve` to zenoh: a client on
-/// another session calls the demo service through it, and SIGTERM stops it with status 143,
-/// leaving the server serving.
+/// `ferry bridge --name NAME` listening on a free loopback port (its output to `stdout`), and a
+/// client of the demo service through it (with its session).
 #[cfg(feature = "zenoh")]
-#[test]
-fn bridge_exports_a_running_server_to_zenoh() {
+fn bridge_demo(
+    name: &str,
+    stdout: Stdio,
+) -> (
+    Running,
+    ferry_zenoh::zenoh::Session,
+    ferry_zenoh::ZenohClient,
+) {
     use ferry_zenoh::zenoh::Wait;
-    let name = token("bridge");
-    let mut server = spawn_serve(&name, &[]);
-    wait_for_file(&mut server, &shm(&name));
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
     let listen = format!("tcp/127.0.0.1:{port}");
-    let mut bridge = spawn(
-        &["bridge", "--name", &name, "--listen", &listen],
-        Stdio::null(),
-    );
+    let bridge = spawn(&["bridge", "--name", name, "--listen", &listen], stdout);
     let session = ferry_zenoh::zenoh::open(ferry_zenoh::peer_config(&[], &[&listen]).unwrap())
         .wait()
         .unwrap();
     let client = ferry_zenoh::ZenohClient::connect(
         &session,
-        &name,
+        name,
         ferry_zenoh::ClientConfig::default()
             .service::<ferry_shm::demo::Demo>()
             .attach(LIMIT),
     )
     .unwrap();
+    (bridge, session, client)
+}
+
+/// `ferry bridge` (the `zenoh` feature) exports a running `ferry serve` to zenoh: a client on
+/// another session calls the demo service through it, and SIGTERM stops it with status 143,
+/// leaving the server serving.
+#[cfg(feature = "zenoh")]
+#[test]
+fn bridge_exports_a_running_server_to_zenoh() {
+    let name = token("bridge");
+    let mut server = spawn_serve(&name, &[]);
+    wait_for_file(&mut server, &shm(&name));
+    let (mut bridge, _session, client) = bridge_demo(&name, Stdio::null());
     let demo = ferry_shm::demo::Demo::client(&client);
     assert_eq!(demo.add(2, 3), Ok(5));
     assert_eq!(demo.sum(&[1, 2, 3]).map(|s| (s.len, s.sum)), Ok((3, 6)));
@@ -881,4 +893,78 @@ fn bridge_exports_a_running_server_to_zenoh() {
     stop_serve(server, &name, "TERM", 143);
     // A name that cannot be a key is refused before anything runs, with a way out.
     assert_refused(&["bridge", "--name", "/dev/shm/a b"], "--as", &name);
+}
+
+/// `ferry bridge` outlives its server: killed, calls through the bridge fail within their
+/// deadline (no server); started again with the same services, calls go through again; a server
+/// of another service under the name is never called (refused as not served), and the bridge
+/// says each of these.
+#[cfg(feature = "zenoh")]
+#[test]
+fn bridge_reattaches_to_a_restarted_server_and_refuses_another_schema() {
+    use ferry_rpc::service::{Error, Transport};
+    let name = token("bridge-restart");
+    let mut server = spawn_serve(&name, &[]);
+    wait_for_file(&mut server, &shm(&name));
+    let (mut bridge, _session, client) = bridge_demo(&name, Stdio::piped());
+    let (out, err) = (drain(bridge.stdout.take()), drain(bridge.stderr.take()));
+    let deadline = Duration::from_secs(2);
+    let demo = ferry_shm::demo::Demo::client(&client).with_deadline(deadline);
+    assert_eq!(demo.add(2, 3), Ok(5));
+    // Calls until one returns `done`'s result (each within its deadline, none answered with a
+    // value it should not have).
+    let until = |done: &dyn Fn(&Result<u64, Error>) -> bool, what: &str| {
+        let give_up = Instant::now() + LIMIT;
+        loop {
+            let started = Instant::now();
+            let result = demo.add(2, 3);
+            let took = started.elapsed();
+            assert!(
+                took < deadline * 2,
+                "{what}: a call took {took:?}: {result:?}"
+            );
+            if done(&result) {
+                return;
+            }
+            assert!(Instant::now() < give_up, "{what}: still {result:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // Killed: calls fail, soon with "no server", never a value.
+    signal(&server, "KILL");
+    wait(&mut server, "ferry serve after SIGKILL");
+    let no_server = |r: &Result<u64, Error>| {
+        assert!(r.is_err(), "a call answered with no server: {r:?}");
+        *r == Err(Error::Transport(Transport::NoServer))
+    };
+    until(&no_server, "the server killed");
+    // Started again (over its stale file): calls go through again.
+    let mut server = spawn_serve(&name, &[]);
+    until(&|r| *r == Ok(5), "the server started again");
+    // Another service served under the name: never called.
+    stop_serve(server, &name, "TERM", 143);
+    let other = ferry_shm::ShmServer::start(
+        ferry_shm::path_for(&name),
+        ferry_shm::ServerConfig::default(),
+        shop::Shop::server(shop::Store),
+    )
+    .unwrap();
+    let not_served = |r: &Result<u64, Error>| {
+        assert!(r.is_err(), "a call answered by another service: {r:?}");
+        matches!(r, Err(Error::Transport(Transport::NotServed { .. })))
+    };
+    until(&not_served, "another service under the name");
+    other.shutdown(Duration::from_secs(5));
+    // The right one back.
+    server = spawn_serve(&name, &[]);
+    wait_for_file(&mut server, &shm(&name));
+    until(&|r| *r == Ok(5), "the server of the bridged services back");
+    signal(&bridge, "TERM");
+    assert_eq!(wait(&mut bridge, "ferry bridge").code(), Some(143));
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    assert!(err.contains("is gone"), "{err}");
+    assert!(err.contains("serves other services"), "{err}");
+    assert!(err.contains("shop 0x"), "{err}");
+    assert!(out.contains("is back"), "{out}");
+    stop_serve(server, &name, "TERM", 143);
 }

@@ -31,7 +31,7 @@
 //! A call dropped before its reply (a cancelled task, a `select!` that took another branch)
 //! abandons its port: the server still answers the request, then takes the port back.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -40,7 +40,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ferry_rpc::__private::Reply;
-use ferry_rpc::service::{self, status, AsyncSite, Site, Status, Transport, INLINE_BYTES};
+use ferry_rpc::service::{self, status, AsyncSite, Helpers, Site, Status, Transport, INLINE_BYTES};
 
 use crate::client::{Claim, ShmClient};
 use crate::file::Mapped;
@@ -65,8 +65,6 @@ const SPIN_CLOCK_EVERY: u32 = 16;
 const AWAKE_LOOKS: u32 = 32;
 /// The most helper threads a handle runs blocking calls on at once (others queue).
 pub const HELPERS: usize = 16;
-/// How long a helper thread waits for work before it ends.
-const HELPER_IDLE: Duration = Duration::from_secs(10);
 /// The first and the longest pause between two searches for a free port.
 const CLAIM_PAUSE: (Duration, Duration) = (Duration::from_micros(20), Duration::from_millis(1));
 
@@ -423,129 +421,6 @@ impl Drop for Pause<'_> {
     }
 }
 
-// ---- the helper threads ----
-
-type Job = Box<dyn FnOnce(&ShmClient) + Send>;
-
-/// A handle's helper threads, on which blocking calls run (see the module docs).
-#[derive(Default)]
-pub(crate) struct Helpers {
-    shared: Arc<HelpersShared>,
-}
-
-impl std::fmt::Debug for Helpers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Helpers").finish_non_exhaustive()
-    }
-}
-
-#[derive(Default)]
-struct HelpersShared {
-    state: Mutex<HelpersState>,
-    work: Condvar,
-}
-
-#[derive(Default)]
-struct HelpersState {
-    queue: VecDeque<Job>,
-    threads: usize,
-    idle: usize,
-    closed: bool,
-}
-
-impl Helpers {
-    /// Runs `job` on a helper thread, starting one (with a handle of its own on `client`'s file)
-    /// if none is idle and fewer than [`HELPERS`] run.
-    fn submit(&self, client: &ShmClient, job: Job) {
-        let mut st = lock(&self.shared.state);
-        st.queue.push_back(job);
-        if st.idle == 0 && st.threads < HELPERS {
-            let handle = client.handle(st.threads as u32 * 7 + 1);
-            let shared = Arc::clone(&self.shared);
-            let started = std::thread::Builder::new()
-                .name("ferry-helper".into())
-                .spawn(move || shared.run(handle));
-            match started {
-                Ok(_) => st.threads += 1,
-                // No thread to run it on, and none running: the job runs here.
-                Err(_) if st.threads == 0 => {
-                    let job = st.queue.pop_back();
-                    drop(st);
-                    if let Some(job) = job {
-                        job(client);
-                    }
-                    return;
-                }
-                Err(_) => {}
-            }
-        }
-        drop(st);
-        self.shared.work.notify_one();
-    }
-
-    /// Ends the helper threads once the jobs queued are done.
-    pub(crate) fn close(&self) {
-        lock(&self.shared.state).closed = true;
-        self.shared.work.notify_all();
-    }
-}
-
-impl HelpersShared {
-    fn run(&self, handle: ShmClient) {
-        loop {
-            let job = {
-                let mut st = lock(&self.state);
-                loop {
-                    if let Some(job) = st.queue.pop_front() {
-                        break job;
-                    }
-                    if st.closed {
-                        st.threads -= 1;
-                        return;
-                    }
-                    st.idle += 1;
-                    let (next, timeout) = self
-                        .work
-                        .wait_timeout(st, HELPER_IDLE)
-                        .unwrap_or_else(|e| e.into_inner());
-                    st = next;
-                    st.idle -= 1;
-                    if timeout.timed_out() && st.queue.is_empty() {
-                        st.threads -= 1;
-                        return;
-                    }
-                }
-            };
-            job(&handle);
-        }
-    }
-}
-
-/// Where a helper thread's result waits for its task.
-struct Slot<T> {
-    state: Mutex<(Option<std::thread::Result<T>>, Option<Waker>)>,
-}
-
-/// The task's side of a [`Slot`].
-struct Done<T>(Arc<Slot<T>>);
-
-impl<T> Future for Done<T> {
-    type Output = T;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        let mut st = lock(&self.0.state);
-        match st.0.take() {
-            Some(Ok(value)) => Poll::Ready(value),
-            // The call panicked on the helper thread: the panic goes on in the task.
-            Some(Err(panic)) => std::panic::resume_unwind(panic),
-            None => {
-                st.1 = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        }
-    }
-}
-
 // ---- the calls ----
 
 impl ShmClient {
@@ -746,30 +621,17 @@ impl AsyncSite for ShmClient {
         deadline: Option<Duration>,
         call: impl FnOnce(&ShmClient, Option<Duration>) -> T + Send + 'static,
     ) -> T {
-        let slot = Arc::new(Slot {
-            state: Mutex::new((None, None)),
-        });
-        let theirs = Arc::clone(&slot);
-        let job: Job = Box::new(move |site: &ShmClient| {
-            let result =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(site, deadline)));
-            let waker = {
-                let mut st = lock(&theirs.state);
-                st.0 = Some(result);
-                st.1.take()
-            };
-            if let Some(waker) = waker {
-                waker.wake();
-            }
-        });
-        self.helpers().submit(self, job);
-        Done(slot).await
+        // Each helper thread with a handle of its own on the file.
+        let handle = |i: usize| self.handle(i as u32 * 7 + 1);
+        self.helpers().run(handle, deadline, call).await
     }
 }
 
 impl ShmClient {
-    fn helpers(&self) -> &Helpers {
-        self.parts.helpers.get_or_init(Helpers::default)
+    fn helpers(&self) -> &Helpers<ShmClient> {
+        self.parts
+            .helpers
+            .get_or_init(|| Helpers::new(HELPERS, "ferry-helper"))
     }
 }
 
@@ -777,16 +639,13 @@ impl ShmClient {
 #[derive(Debug, Default)]
 pub(crate) struct AsyncParts {
     pub(crate) reactor: OnceLock<Reactor>,
-    pub(crate) helpers: OnceLock<Helpers>,
+    pub(crate) helpers: OnceLock<Helpers<ShmClient>>,
 }
 
 impl Drop for AsyncParts {
     fn drop(&mut self) {
         if let Some(reactor) = self.reactor.get() {
             reactor.close();
-        }
-        if let Some(helpers) = self.helpers.get() {
-            helpers.close();
         }
     }
 }

@@ -454,6 +454,18 @@ impl ShmClient {
         self.mapped.geometry()
     }
 
+    /// The path of the server's file this handle attached to.
+    pub fn path(&self) -> &Path {
+        self.mapped.path()
+    }
+
+    /// Whether the server this handle attached to is still there to answer: not stopped, and
+    /// its process alive. (A server that ended, or a new one started at the same path, is never
+    /// reached through this handle again: attach anew.)
+    pub fn server_alive(&self) -> bool {
+        crate::wait::server_alive(&self.mapped)
+    }
+
     /// The services the server serves, by name and fingerprint.
     pub fn services(&self) -> &[(String, u64)] {
         self.mapped.services()

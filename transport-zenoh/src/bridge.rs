@@ -11,12 +11,32 @@
 //!                                                            ShmClient ────────────────────▶  handler
 //!  reply ◀─────────────────────────────────────────────────  reply bytes, or the Error ◀───
 //! ```
+//!
+//! A call is made only if its opcode is one of the calls of the service its key names: the
+//! server dispatches every service it serves by opcode alone, so a query at one service's key
+//! carrying another's opcode would otherwise run the other service's handler. The opcodes are
+//! those the server's calls table lists for the service (`ShmClient::calls`); an opcode not
+//! among them is refused as `Status::UnknownOpcode`, and never reaches the server. A service
+//! written by hand lists no calls: at its key the bridge refuses the opcodes the other services
+//! list, and leaves the rest to the server (which refuses an opcode it does not serve).
+//!
+//! **A server that restarts.** The bridge watches its server (every [`WATCH`], and whenever a
+//! call finds it gone). While none runs at its path, calls fail at once with
+//! `Transport::NoServer`. When one starts there again, the bridge attaches to it if it serves
+//! the same services with the same schemas and calls tables, and calls go through again; a
+//! server of other services or schemas is never called: calls are refused
+//! (`Status::Mismatch` naming the server's fingerprint, `Transport::NotServed` for a service it
+//! no longer serves) until a server of the exported ones replaces it. [`Bridge::server`] says
+//! which of these holds.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ferry_rpc::service::{self, Error, ReplyShape, Site, WholeReply};
+use ferry_rpc::service::{self, CallInfo, Error, ReplyShape, Site, Status, Transport, WholeReply};
 use ferry_rpc::StreamSink;
 use ferry_shm::ShmClient;
 use zenoh::query::{Query, Queryable};
@@ -62,6 +82,40 @@ pub struct Bridge {
     queryables: Vec<Queryable<()>>,
     workers: Vec<JoinHandle<()>>,
     keys: Vec<String>,
+    exported: Arc<Exported>,
+    /// The thread that watches the server, and what stops it.
+    watcher: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+}
+
+/// How often a bridge looks at its server (alive? a new one at its path?).
+pub const WATCH: Duration = Duration::from_millis(50);
+
+/// The most changes of its server's state a bridge keeps for [`Bridge::next_change`] (older ones
+/// are dropped).
+const CHANGES_KEPT: usize = 64;
+
+/// The server behind a bridge, as the bridge last found it ([`Bridge::server`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerState {
+    /// A server of the exported services (the same names, schemas and calls) runs at the path:
+    /// calls are made on it.
+    Serving {
+        /// Its process.
+        pid: u32,
+    },
+    /// No server runs at the path (it stopped, or died): calls fail at once with
+    /// `Transport::NoServer` until a server of the exported services starts there.
+    Gone,
+    /// A server of other services or schemas runs at the path: it is never called, and calls
+    /// are refused (`Status::Mismatch`, `Transport::NotServed`) until a server of the exported
+    /// services replaces it.
+    Changed {
+        /// Its process.
+        pid: u32,
+        /// The services it serves, by name and fingerprint.
+        services: Vec<(String, u64)>,
+    },
 }
 
 impl std::fmt::Debug for Bridge {
@@ -72,8 +126,166 @@ impl std::fmt::Debug for Bridge {
 
 /// What the bridge's threads share.
 struct Exported {
-    shm: ShmClient,
+    /// The server's file.
+    path: PathBuf,
+    /// The server the calls are made on, if any.
+    link: RwLock<Link>,
+    /// Held by whoever looks at the server and changes `link` (one at a time).
+    checking: Mutex<()>,
+    /// The changes of the server's state not yet taken ([`Bridge::next_change`]), the last
+    /// [`CHANGES_KEPT`] at most; signalled on each.
+    changes: Mutex<VecDeque<ServerState>>,
+    changed: Condvar,
     max_deadline: Duration,
+    /// The services, in the order of the server's services table.
+    services: Vec<ExportedService>,
+    /// The server's services table and calls table, as exported: a server found at the path
+    /// later is called only if its tables are the same.
+    tables: (Vec<(String, u64)>, Vec<String>),
+    /// Every opcode the calls table lists, of any service (sorted).
+    listed: Vec<u32>,
+}
+
+/// The server behind the bridge.
+enum Link {
+    /// A server of the exported services.
+    Up(Arc<ShmClient>),
+    /// None.
+    Gone,
+    /// A server of other services or schemas, attached only to be watched.
+    Changed(Box<ShmClient>),
+}
+
+impl Link {
+    fn state(&self) -> ServerState {
+        match self {
+            Link::Up(shm) => ServerState::Serving {
+                pid: shm.geometry().server_pid(),
+            },
+            Link::Gone => ServerState::Gone,
+            Link::Changed(other) => ServerState::Changed {
+                pid: other.geometry().server_pid(),
+                services: other.services().to_vec(),
+            },
+        }
+    }
+}
+
+/// One service the bridge exports.
+struct ExportedService {
+    /// Its key, `ferry/NAME/SERVICE/FINGERPRINT`.
+    key: Arc<str>,
+    /// Its calls' opcodes as the server's calls table lists them (sorted); `None` for a service
+    /// written by hand, whose calls are not listed.
+    opcodes: Option<Vec<u32>>,
+}
+
+impl Exported {
+    /// The server to make a call at the key of service `service` on, or the error that refuses
+    /// it: none runs, or one of other services.
+    fn server(&self, service: usize) -> Result<Arc<ShmClient>, Error> {
+        match &*self.link.read().unwrap_or_else(|e| e.into_inner()) {
+            Link::Up(shm) => Ok(Arc::clone(shm)),
+            Link::Gone => Err(Transport::NoServer.into()),
+            Link::Changed(other) => {
+                let (name, exported) = &self.tables.0[service];
+                let now = other.services().iter().find(|(n, _)| n == name);
+                Err(match now {
+                    Some(&(_, server)) => Status::Mismatch {
+                        client: *exported,
+                        server,
+                    }
+                    .into(),
+                    None => Transport::NotServed { service: "" }.into(),
+                })
+            }
+        }
+    }
+
+    /// Looks at the server: one that is gone is let go; when none is attached, a server at the
+    /// path is attached (and called only if it serves the exported services).
+    fn check(&self) {
+        let _checking = self.checking.lock().unwrap_or_else(|e| e.into_inner());
+        let alive = match &*self.link.read().unwrap_or_else(|e| e.into_inner()) {
+            Link::Up(shm) => shm.server_alive(),
+            Link::Changed(other) => other.server_alive(),
+            Link::Gone => false,
+        };
+        if alive {
+            return;
+        }
+        let next = match ShmClient::attach(&self.path, Default::default()) {
+            Ok(shm)
+                if (shm.services(), shm.calls()) == (&self.tables.0[..], &self.tables.1[..]) =>
+            {
+                Link::Up(Arc::new(shm))
+            }
+            Ok(other) => Link::Changed(Box::new(other)),
+            Err(_) => Link::Gone,
+        };
+        let state = next.state();
+        let before = std::mem::replace(
+            &mut *self.link.write().unwrap_or_else(|e| e.into_inner()),
+            next,
+        );
+        if before.state() != state {
+            let mut changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+            if changes.len() == CHANGES_KEPT {
+                changes.pop_front();
+            }
+            changes.push_back(state);
+            self.changed.notify_all();
+        }
+    }
+
+    /// Whether a call of `opcode` at the key of service `service` (an index into `services`)
+    /// may be made: one of that service's calls, or (for a service whose calls are not listed)
+    /// none of the others'.
+    fn admits(&self, service: usize, opcode: u32) -> bool {
+        match &self.services[service].opcodes {
+            Some(opcodes) => opcodes.binary_search(&opcode).is_ok(),
+            None => self.listed.binary_search(&opcode).is_err(),
+        }
+    }
+}
+
+/// The services of `shm`'s server as the bridge exports them under `name`; an error for a name
+/// that cannot be part of a key, or a calls table this crate does not understand.
+fn exported_services(
+    shm: &ShmClient,
+    name: &str,
+) -> Result<(Vec<ExportedService>, Vec<u32>), ZenohError> {
+    let mut services = Vec::new();
+    let mut listed = Vec::new();
+    for (i, (service, fingerprint)) in shm.services().iter().enumerate() {
+        crate::check_name(service)?;
+        let text = shm.calls().get(i).map_or("", String::as_str);
+        let opcodes = match text.is_empty() {
+            true => None,
+            false => {
+                let mut opcodes = text
+                    .lines()
+                    .map(|line| {
+                        CallInfo::opcode_in_line(line).ok_or_else(|| {
+                            ZenohError::BadServices(format!(
+                                "a call of service `{service}` in the server's calls table is \
+                                 not understood: {line}"
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<u32>, _>>()?;
+                opcodes.sort_unstable();
+                listed.extend_from_slice(&opcodes);
+                Some(opcodes)
+            }
+        };
+        services.push(ExportedService {
+            key: key_for(name, service, *fingerprint).into(),
+            opcodes,
+        });
+    }
+    listed.sort_unstable();
+    Ok((services, listed))
 }
 
 impl Bridge {
@@ -85,22 +297,45 @@ impl Bridge {
         config: BridgeConfig,
     ) -> Result<Bridge, ZenohError> {
         crate::check_name(name)?;
-        let services: Vec<(String, u64)> = shm.services().to_vec();
+        let (services, listed) = exported_services(&shm, name)?;
         if services.is_empty() {
             return Err(ZenohError::BadServices(
                 "the shared-memory server serves no services".into(),
             ));
         }
         let exported = Arc::new(Exported {
-            shm,
+            path: shm.path().to_path_buf(),
+            tables: (shm.services().to_vec(), shm.calls().to_vec()),
+            link: RwLock::new(Link::Up(Arc::new(shm))),
+            checking: Mutex::new(()),
+            changes: Mutex::new(VecDeque::new()),
+            changed: Condvar::new(),
             max_deadline: config.max_deadline,
+            services,
+            listed,
         });
-        let (tx, rx) = std::sync::mpsc::sync_channel::<(Query, Arc<str>)>(1024);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(Query, usize)>(1024);
         let rx = Arc::new(std::sync::Mutex::new(rx));
+        let watcher = {
+            let (exported, stop) = (Arc::clone(&exported), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("ferry-bridge-watch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Acquire) {
+                        exported.check();
+                        std::thread::park_timeout(WATCH);
+                    }
+                })
+                .map_err(ZenohError::zenoh)?
+        };
         let mut bridge = Bridge {
             queryables: Vec::new(),
             workers: Vec::new(),
             keys: Vec::new(),
+            exported: Arc::clone(&exported),
+            watcher: Some(watcher),
+            stop,
         };
         for i in 0..config.workers {
             let (rx, exported) = (Arc::clone(&rx), Arc::clone(&exported));
@@ -110,34 +345,33 @@ impl Bridge {
                     // (The lock is held only to take one query.)
                     let next = rx.lock().map(|rx| rx.recv());
                     match next {
-                        Ok(Ok((query, key))) => serve(&exported, &query, &key),
+                        Ok(Ok((query, service))) => serve(&exported, &query, service),
                         _ => return,
                     }
                 })
                 .map_err(ZenohError::zenoh)?;
             bridge.workers.push(worker);
         }
-        for (service, fingerprint) in services {
-            crate::check_name(&service)?;
-            let key: Arc<str> = key_for(name, &service, fingerprint).into();
+        for (service, exported_service) in exported.services.iter().enumerate() {
+            let key = Arc::clone(&exported_service.key);
             let declared = match config.workers {
                 0 => {
-                    let (exported, mine) = (Arc::clone(&exported), Arc::clone(&key));
+                    let exported = Arc::clone(&exported);
                     session
                         .declare_queryable(&*key)
                         .complete(true)
-                        .callback(move |query| serve(&exported, &query, &mine))
+                        .callback(move |query| serve(&exported, &query, service))
                         .wait()
                 }
                 _ => {
-                    let (tx, mine) = (tx.clone(), Arc::clone(&key));
+                    let tx = tx.clone();
                     session
                         .declare_queryable(&*key)
                         .complete(true)
                         .callback(move |query| {
                             // (Full: zenoh's thread waits for a worker; gone: the bridge is
                             // stopping, and the query ends without a reply.)
-                            let _ = tx.send((query, Arc::clone(&mine)));
+                            let _ = tx.send((query, service));
                         })
                         .wait()
                 }
@@ -151,6 +385,28 @@ impl Bridge {
     /// The zenoh keys the services are exported at.
     pub fn keys(&self) -> &[String] {
         &self.keys
+    }
+
+    /// The server behind the bridge, as the bridge last found it (it looks every [`WATCH`]).
+    pub fn server(&self) -> ServerState {
+        self.exported
+            .link
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .state()
+    }
+
+    /// The next change of the server's state ([`server`](Self::server)) since the last one
+    /// taken, waiting at most `within` for one: every change is kept until taken (the last 64 at
+    /// most), so that one that lasted a moment is still seen.
+    pub fn next_change(&self, within: Duration) -> Option<ServerState> {
+        let exported = &self.exported;
+        let changes = exported.changes.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut changes, _) = exported
+            .changed
+            .wait_timeout_while(changes, within, |c| c.is_empty())
+            .unwrap_or_else(|e| e.into_inner());
+        changes.pop_front()
     }
 }
 
@@ -166,33 +422,50 @@ impl Drop for Bridge {
         for worker in self.workers.drain(..) {
             let _ = worker.join();
         }
+        self.stop.store(true, Ordering::Release);
+        if let Some(watcher) = self.watcher.take() {
+            watcher.thread().unpark();
+            let _ = watcher.join();
+        }
     }
 }
 
-/// Serves one query: an empty one (a client's attach) is answered at once; any other is a call.
-fn serve(exported: &Exported, query: &Query, key: &str) {
+/// Serves one query at the key of service `service` (an index into `exported.services`): an
+/// empty one (a client's attach) is answered at once; any other is a call.
+fn serve(exported: &Exported, query: &Query, service: usize) {
     let payload = query.payload().map(|p| p.to_bytes());
     let payload = payload.as_deref().unwrap_or(&[]);
     let reply = match payload.is_empty() {
         true => Some(encode_ok(&[])),
-        false => call(exported, payload),
+        false => call(exported, service, payload),
     };
     if let Some(reply) = reply {
         // (A query whose caller is gone: nothing to do.)
-        let _ = query.reply(key, reply).wait();
+        let _ = query.reply(&*exported.services[service].key, reply).wait();
     }
 }
 
-/// Makes the call `payload` carries on the shared-memory server: its reply, or its error, as a
-/// reply's payload (`None` for a one-way call: no reply is sent).
-fn call(exported: &Exported, payload: &[u8]) -> Option<Vec<u8>> {
+/// Makes the call `payload` carries, at the key of service `service`, on the shared-memory
+/// server: its reply, or its error, as a reply's payload (`None` for a one-way call: no reply is
+/// sent). A call that is not one of the service's is refused, a one-way one too.
+fn call(exported: &Exported, service: usize, payload: &[u8]) -> Option<Vec<u8>> {
     let decoded = match decode_request(payload) {
         Ok(decoded) => decoded,
         Err(status) => return Some(encode_error(&Error::Status(status))),
     };
     let request = decoded.request;
+    if !exported.admits(service, request.opcode) {
+        let refused = Status::UnknownOpcode {
+            opcode: request.opcode,
+        };
+        return Some(encode_error(&Error::Status(refused)));
+    }
     let deadline = decoded.deadline.map(|d| d.min(exported.max_deadline));
-    let shm = &exported.shm;
+    let shm = match exported.server(service) {
+        Ok(shm) => shm,
+        Err(refused) => return Some(encode_error(&refused)),
+    };
+    let shm = &*shm;
     let made = match request.reply {
         ReplyShape::None => {
             let _ = Site::call(shm, deadline, |claim| {
@@ -210,34 +483,66 @@ fn call(exported: &Exported, payload: &[u8]) -> Option<Vec<u8>> {
         }
         ReplyShape::Stream { limit } => {
             // The reply's bytes after its tag (0: Ok), written where they will be sent.
-            let mut sink = Tagged(vec![0]);
+            let mut sink = Tagged {
+                bytes: vec![0],
+                len: 1,
+            };
             Site::call(shm, deadline, |claim| {
                 service::replay(claim, &request, WholeReply::stream(&mut sink, limit))
             })
-            .map(|()| sink.0)
+            .map(|()| sink.into_reply())
         }
     };
+    if let Err(Error::Transport(Transport::NoServer | Transport::ShuttingDown)) = made {
+        // The server went away: the next calls find it gone (or its successor) at once.
+        exported.check();
+    }
     Some(made.unwrap_or_else(|e: Error| encode_error(&e)))
 }
 
-/// A streamed reply kept after a tag byte.
-struct Tagged(Vec<u8>);
+/// A streamed reply kept after a tag byte: its bytes appended as they come (in order, as a
+/// stream's chunks do), with no zeroing of the buffer first.
+struct Tagged {
+    bytes: Vec<u8>,
+    /// The tag and the stream's announced length.
+    len: usize,
+}
+
+impl Tagged {
+    /// The tag (0: Ok), then the reply, exactly as long as announced.
+    fn into_reply(mut self) -> Vec<u8> {
+        self.bytes.resize(self.len, 0);
+        self.bytes
+    }
+}
 
 impl StreamSink for Tagged {
     fn start(&mut self, _lane: u32, len: u64) -> bool {
-        match usize::try_from(len) {
-            Ok(len) => {
-                self.0.resize(1 + len, 0);
+        match usize::try_from(len).ok().and_then(|n| n.checked_add(1)) {
+            Some(len) => {
+                self.bytes.truncate(1);
+                self.bytes.reserve_exact(len - 1);
+                self.len = len;
                 true
             }
-            Err(_) => false,
+            None => false,
         }
     }
 
     fn chunk(&mut self, _lane: u32, offset: u64, bytes: &[u8]) {
         let at = 1 + offset as usize;
-        if let Some(to) = self.0.get_mut(at..at + bytes.len()) {
-            to.copy_from_slice(bytes);
+        let end = at + bytes.len();
+        if end > self.len {
+            return;
         }
+        if at == self.bytes.len() {
+            self.bytes.extend_from_slice(bytes);
+            return;
+        }
+        // (Out of order: never from a stream, kept correct all the same.)
+        if self.bytes.len() < end {
+            self.bytes.resize(end, 0);
+        }
+        self.bytes[at..end].copy_from_slice(bytes);
     }
 }

@@ -3,11 +3,13 @@
 use std::time::{Duration, Instant};
 
 use ferry_rpc::service::{
-    self, Error, ReplyShape, Service, Site, Transport, WholeCall, WholeReply, WholeRequest,
+    self, Error, Helpers, ReplyShape, Service, Site, Transport, WholeCall, WholeReply, WholeRequest,
 };
 use ferry_rpc::HeapRegion;
+use zenoh::handlers::DefaultHandler;
 use zenoh::qos::CongestionControl;
 use zenoh::query::{ConsolidationMode, QueryTarget};
+use zenoh::session::SessionGetBuilder;
 use zenoh::{Session, Wait};
 
 use crate::claim::{stand_in_region, WholeClaim};
@@ -62,7 +64,7 @@ impl ClientConfig {
 }
 
 /// Where a call of one opcode goes.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Route {
     opcode: u32,
     service: &'static str,
@@ -94,6 +96,9 @@ pub struct ZenohClient {
     /// The region of the claims' stand-in process, which no server serves (see
     /// [`WholeClaim`]).
     unserved: HeapRegion,
+    /// The threads on which the async client runs the calls it cannot await in place (a
+    /// one-way call, a streamed reply: module `awaited`), started when first needed.
+    pub(crate) helpers: std::sync::OnceLock<Helpers<ZenohClient>>,
 }
 
 impl std::fmt::Debug for ZenohClient {
@@ -150,7 +155,24 @@ impl ZenohClient {
             routes,
             deadline: config.deadline,
             unserved: stand_in_region()?,
+            helpers: Default::default(),
         })
+    }
+
+    /// Another client of the same services on the same session (a helper thread's own).
+    pub(crate) fn twin(&self) -> ZenohClient {
+        ZenohClient {
+            session: self.session.clone(),
+            routes: self.routes.clone(),
+            deadline: self.deadline,
+            unserved: stand_in_region().expect("laid out once already"),
+            helpers: Default::default(),
+        }
+    }
+
+    /// The deadline of a call that gives none.
+    pub(crate) fn default_deadline(&self) -> Duration {
+        self.deadline
     }
 
     fn route(&self, opcode: u32) -> Option<&Route> {
@@ -165,9 +187,54 @@ impl ZenohClient {
     pub(crate) fn query(
         &self,
         request: &WholeRequest<'_>,
-        mut reply: WholeReply<'_>,
+        reply: WholeReply<'_>,
         deadline: Duration,
     ) -> Result<(), Error> {
+        let (route, get) = self.get(request, deadline)?;
+        if request.reply == ReplyShape::None {
+            // One-way: sent, not waited for (its reply, if any, is dropped).
+            return get
+                .callback(|_| {})
+                .wait()
+                .map_err(|_| Transport::Other(QUERY_REFUSED).into());
+        }
+        let start = Instant::now();
+        let replies = get
+            .wait()
+            .map_err(|_| Error::from(Transport::Other(QUERY_REFUSED)))?;
+        // (A moment past the query's timeout: zenoh ends the query itself at its timeout.)
+        let answer = match replies.recv_deadline(start + deadline + Duration::from_millis(50)) {
+            Ok(Some(answer)) => Ok(answer),
+            Ok(None) => return Err(Transport::Deadline.into()),
+            Err(_) => Err(()),
+        };
+        take_answer(answer, route, reply, start, deadline)
+    }
+
+    /// As [`query`](Self::query), for a call with a fixed reply (`out`'s length), awaited on
+    /// zenoh's own channel: no thread is held while the reply is on its way. (zenoh ends the
+    /// query at its timeout, the call's deadline, which ends the wait.)
+    pub(crate) async fn query_fixed(
+        &self,
+        request: &WholeRequest<'_>,
+        out: &mut [u8],
+        deadline: Duration,
+    ) -> Result<(), Error> {
+        let (route, get) = self.get(request, deadline)?;
+        let start = Instant::now();
+        let replies = get
+            .await
+            .map_err(|_| Error::from(Transport::Other(QUERY_REFUSED)))?;
+        let answer = replies.recv_async().await.map_err(|_| ());
+        take_answer(answer, route, WholeReply::fixed(out), start, deadline)
+    }
+
+    /// The route of `request` and its query, not yet sent.
+    fn get(
+        &self,
+        request: &WholeRequest<'_>,
+        deadline: Duration,
+    ) -> Result<(&Route, SessionGetBuilder<'_, '_, DefaultHandler>), Error> {
         let Some(route) = self.route(request.opcode) else {
             return Err(Transport::Other(NOT_CONNECTED).into());
         };
@@ -181,43 +248,43 @@ impl ZenohClient {
             .congestion_control(CongestionControl::Block)
             .express(true)
             .timeout(deadline);
-        if request.reply == ReplyShape::None {
-            // One-way: sent, not waited for (its reply, if any, is dropped).
-            return get
-                .callback(|_| {})
-                .wait()
-                .map_err(|_| Transport::Other(QUERY_REFUSED).into());
-        }
-        let start = Instant::now();
-        let replies = get
-            .wait()
-            .map_err(|_| Error::from(Transport::Other(QUERY_REFUSED)))?;
-        // (A moment past the query's timeout: zenoh ends the query itself at its timeout.)
-        match replies.recv_deadline(start + deadline + Duration::from_millis(50)) {
-            Ok(Some(answer)) => match answer.result() {
-                Ok(sample) => {
-                    let payload = sample.payload();
-                    let mut slices = payload.slices();
-                    match slices.next() {
-                        // A reply's bytes: taken as they arrived, fragments and all (a large
-                        // one is not gathered into one buffer first).
-                        Some([0, first @ ..]) => reply
-                            .deliver_parts(payload.len() - 1, std::iter::once(first).chain(slices)),
-                        _ => {
-                            let bytes = payload.to_bytes();
-                            reply.deliver(decode_reply(&bytes, route.service)?)
-                        }
+        Ok((route, get))
+    }
+}
+
+/// Hands a query's answer to `reply` (`Err`: the query ended without one), its error told apart
+/// from the deadline by the time since `start`.
+fn take_answer(
+    answer: Result<zenoh::query::Reply, ()>,
+    route: &Route,
+    mut reply: WholeReply<'_>,
+    start: Instant,
+    deadline: Duration,
+) -> Result<(), Error> {
+    match answer {
+        Ok(answer) => match answer.result() {
+            Ok(sample) => {
+                let payload = sample.payload();
+                let mut slices = payload.slices();
+                match slices.next() {
+                    // A reply's bytes: taken as they arrived, fragments and all (a large one is
+                    // not gathered into one buffer first).
+                    Some([0, first @ ..]) => {
+                        reply.deliver_parts(payload.len() - 1, std::iter::once(first).chain(slices))
+                    }
+                    _ => {
+                        let bytes = payload.to_bytes();
+                        reply.deliver(decode_reply(&bytes, route.service)?)
                     }
                 }
-                // zenoh's own error at the query's timeout (its timer started after `start`).
-                Err(_) if start.elapsed() >= deadline => Err(Transport::Deadline.into()),
-                Err(_) => Err(Transport::Other(REPLIED_ERROR).into()),
-            },
-            Ok(None) => Err(Transport::Deadline.into()),
-            // The query ended without a reply.
+            }
+            // zenoh's own error at the query's timeout (its timer started after `start`).
             Err(_) if start.elapsed() >= deadline => Err(Transport::Deadline.into()),
-            Err(_) => Err(Transport::Other(NO_ANSWER).into()),
-        }
+            Err(_) => Err(Transport::Other(REPLIED_ERROR).into()),
+        },
+        // The query ended without a reply.
+        Err(()) if start.elapsed() >= deadline => Err(Transport::Deadline.into()),
+        Err(()) => Err(Transport::Other(NO_ANSWER).into()),
     }
 }
 

@@ -43,6 +43,10 @@
 //! - The client: [`ZenohClient::connect`] with a session, the name and a [`ClientConfig`] naming
 //!   the services it calls (checked when it connects: [`ZenohError::NotServed`],
 //!   [`ZenohError::Mismatch`]), then `Name::client(&client)`.
+//! - Async calls: `Name::async_client(&client)` over a [`ZenohClient`] (or an
+//!   `Arc<ZenohClient>`), the same `async fn`s as over shared memory: a call with a fixed reply
+//!   is a query awaited on zenoh's own channel, with no thread held while it waits; a one-way
+//!   call or a streamed reply runs on the client's helper threads ([`HELPERS`] at most).
 //! - One name, the fastest path: [`NamedClient::connect`] takes shared memory when the server
 //!   of that name runs on this machine, zenoh otherwise; the same calls either way.
 //! - A session set up for either side: [`peer_config`] (peer to peer over TCP, no multicast
@@ -72,6 +76,12 @@
 //!   `Status::BadResponse`, a malformed request `Status::BadRequest` on the bridge.
 //! - **A server that goes away** mid-call: zenoh ends the query, and the call fails (before its
 //!   deadline) with a `Transport::Other` that says whether it ran is unknown.
+//! - **A bridge makes only its service's calls**: a query at a service's key whose opcode is not
+//!   one of that service's calls is refused (`Status::UnknownOpcode`), never made on the server
+//!   (which serves every service by opcode alone).
+//! - **A bridge's server that restarts**: while none runs, calls fail at once with
+//!   `Transport::NoServer`; a server of the same services and schemas started at the path is
+//!   attached to again; one of other services or schemas is never called ([`ServerState`]).
 //!
 //! # zenoh's features
 //!
@@ -82,6 +92,7 @@
 
 #![deny(missing_docs)]
 
+mod awaited;
 mod bridge;
 mod claim;
 mod client;
@@ -90,7 +101,8 @@ mod message;
 mod named;
 mod server;
 
-pub use bridge::{Bridge, BridgeConfig};
+pub use awaited::HELPERS;
+pub use bridge::{Bridge, BridgeConfig, ServerState, WATCH};
 pub use claim::WholeClaim;
 pub use client::{ClientConfig, ZenohCall, ZenohClient, NOT_CONNECTED, NO_ANSWER};
 pub use error::ZenohError;

@@ -54,6 +54,24 @@ enum Store {
     Die,
 }
 
+/// A second service the server serves beside `Store`: a call of one is never made at the
+/// other's key.
+#[derive(RpcOpcodes)]
+enum Tally {
+    /// Counts one; returns the count.
+    #[rpc(response = u64)]
+    Count,
+}
+
+#[derive(Default)]
+struct Counted(AtomicU64);
+
+impl TallyServer for Counted {
+    fn count(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
 /// A newer schema of the same service.
 mod newer {
     use super::*;
@@ -124,7 +142,7 @@ fn peer_server() {
         .wait()
         .unwrap();
     let config = ferry_shm::ServerConfig::default();
-    let store = Store::server(Total::default());
+    let store = Store::server(Total::default()).and(Tally::server(Counted::default()));
     if words.get(3) == Some(&"bridged") {
         let path = ferry_shm::path_for(&format!("{name}-bridged"));
         let server = ferry_shm::ShmServer::start(&path, config, store).unwrap();
@@ -407,9 +425,9 @@ fn hostile_requests_are_refused_and_the_server_goes_on() {
     let _watchdog = Watchdog::new("hostile requests", Duration::from_secs(60));
     let (_peer, session, client, name) = served("hostile");
     let key = ferry_zenoh::key_for(&name, "Store", Store::FINGERPRINT);
-    let raw = |payload: Vec<u8>| -> Vec<u8> {
+    let raw_at = |key: &str, payload: Vec<u8>| -> Vec<u8> {
         let replies = session
-            .get(&key)
+            .get(key)
             .payload(payload)
             .timeout(Duration::from_secs(5))
             .wait()
@@ -417,6 +435,7 @@ fn hostile_requests_are_refused_and_the_server_goes_on() {
         let reply = replies.recv().unwrap();
         reply.result().unwrap().payload().to_bytes().to_vec()
     };
+    let raw = |payload: Vec<u8>| raw_at(&key, payload);
     let status = |reply: &[u8]| {
         (
             reply[0],
@@ -449,9 +468,24 @@ fn hostile_requests_are_refused_and_the_server_goes_on() {
     unknown[4..8].copy_from_slice(&0x8000_0001u32.to_le_bytes());
     assert_eq!(status(&raw(unknown)), (1, 1, 1, 0x8000_0001));
     // The well-formed call is served.
-    let reply = raw(good);
+    let reply = raw(good.clone());
     assert_eq!(reply[0], 0);
     assert_eq!(u64::from_le_bytes(reply[1..9].try_into().unwrap()), 5);
+    assert_eq!(Store::client(&client).add(0), Ok(5));
+    // The same server serves `Tally` too, but a call of it at `Store`'s key, and one of `Store`
+    // at `Tally`'s, is refused as an opcode the key's service does not have: neither handler
+    // runs.
+    let count = Tally::Count.opcode();
+    let mut foreign = header.clone();
+    foreign[4..8].copy_from_slice(&count.to_le_bytes());
+    foreign[8..12].copy_from_slice(&0u32.to_le_bytes());
+    assert_eq!(status(&raw(foreign)), (1, 1, 1, count));
+    let tally_key = ferry_zenoh::key_for(&name, "Tally", Tally::FINGERPRINT);
+    let add = Store::Add { n: 0 }.opcode();
+    assert_eq!(status(&raw_at(&tally_key, good)), (1, 1, 1, add));
+    let tally =
+        ZenohClient::connect(&session, &name, ClientConfig::default().service::<Tally>()).unwrap();
+    assert_eq!(Tally::client(&tally).count(), Ok(1));
     assert_eq!(Store::client(&client).add(0), Ok(5));
 }
 
@@ -627,6 +661,80 @@ fn check_calls<S: ferry_rpc::service::Site + Copy>(store: StoreClient<S>) {
         store.with_deadline(Duration::from_millis(100)).sleep(2000),
         Err(Error::Transport(Transport::Deadline))
     );
+}
+
+/// The async client over zenoh: every kind of call as the blocking one makes it, and many calls
+/// in flight from a runtime of two threads: each call a query awaited without a thread of its
+/// own (far more calls wait at once than the runtime has threads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_async_client_keeps_many_calls_in_flight() {
+    use std::sync::Arc;
+    let _watchdog = Watchdog::new("async calls through zenoh", Duration::from_secs(120));
+    let (_peer, _session, client, _) = served("async");
+    let client = Arc::new(client);
+    let store = Store::async_client(&*client);
+    assert_eq!(store.add(5).await, Ok(5));
+    assert_eq!(store.put(&[1, 2, 3]).await, Ok([3, 6]));
+    assert_eq!(store.take(100).await, Err(Error::App(Short::Empty)));
+    assert_eq!(store.fill(300).await.map(|v| v.len()), Ok(300));
+    assert_eq!(store.upper("één").await, Ok("ÉÉN".to_owned()));
+    assert_eq!(
+        store.put(&vec![0; (1 << 20) + 1]).await,
+        Err(Error::Status(Status::Rejected))
+    );
+    store.bump().await.unwrap();
+    let started = Instant::now();
+    assert_eq!(
+        store
+            .with_deadline(Duration::from_millis(200))
+            .sleep(3000)
+            .await,
+        Err(Error::Transport(Transport::Deadline))
+    );
+    assert!(started.elapsed() < Duration::from_millis(2500));
+    // 32 slow calls at once, each in a task: counted in when it starts, out when it returns.
+    // Were a call to hold its thread while it waits, no more than two would be in at once.
+    let inside = Arc::new(AtomicU64::new(0));
+    let most = Arc::new(AtomicU64::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..32 {
+        let (store, inside, most) = (
+            Store::async_client(Arc::clone(&client)),
+            Arc::clone(&inside),
+            Arc::clone(&most),
+        );
+        tasks.spawn(async move {
+            most.fetch_max(inside.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+            let slept = store.sleep(50).await;
+            inside.fetch_sub(1, Ordering::SeqCst);
+            slept
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        assert_eq!(done.unwrap(), Ok(50));
+    }
+    let most = most.load(Ordering::SeqCst);
+    assert!(most > 2, "at most {most} calls were in flight at once");
+    // Many quick calls from many tasks: every one counted once.
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..100 {
+        let store = Store::async_client(Arc::clone(&client));
+        tasks.spawn(async move {
+            for _ in 0..10 {
+                store.add(1).await?;
+            }
+            Ok::<u64, Error>(0)
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        assert_eq!(done.unwrap(), Ok(0));
+    }
+    // (5, one bump, and the thousand adds.)
+    let until = Instant::now() + Duration::from_secs(10);
+    while store.add(0).await != Ok(5 + 1 + 1000) {
+        assert!(Instant::now() < until, "{:?}", store.add(0).await);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 const CLIENT: &str = "FERRY_ZENOH_CLIENT";

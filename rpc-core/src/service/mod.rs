@@ -76,6 +76,8 @@ mod error;
 #[cfg(feature = "std")]
 mod handler;
 #[cfg(feature = "std")]
+mod helpers;
+#[cfg(feature = "std")]
 mod later;
 mod schema;
 mod serving;
@@ -89,6 +91,8 @@ pub use error::{Error, Status, Transport};
 pub use handler::{
     serve_lanes, serve_packet, with_stream_buffers, Handler, Outcome, StreamBuffers,
 };
+#[cfg(feature = "std")]
+pub use helpers::Helpers;
 #[cfg(feature = "std")]
 pub use later::{
     cancelled, with_caller, AsyncServing, BlockOn, Caller, DispatchLater, Later, Spawn,
@@ -812,6 +816,13 @@ impl CallInfo {
             let _ = write!(out, " ! {}:{}", self.error, self.error_size);
         }
         out
+    }
+
+    /// The opcode of a call as [`line`](Self::line) wrote it (its second word, in hex); `None`
+    /// for a line not of that form.
+    pub fn opcode_in_line(line: &str) -> Option<u32> {
+        let hex = line.split_whitespace().nth(1)?.strip_prefix("0x")?;
+        u32::from_str_radix(hex, 16).ok()
     }
 }
 
