@@ -175,6 +175,9 @@ impl Place {
     };
 }
 
+#[cfg(all(not(target_arch = "nvptx64"), feature = "sim"))]
+pub(crate) mod cpu;
+
 #[cfg(target_arch = "nvptx64")]
 fn place() -> Place {
     use crate::nvptx;
@@ -188,7 +191,7 @@ fn place() -> Place {
 
 #[cfg(all(not(target_arch = "nvptx64"), feature = "sim"))]
 fn place() -> Place {
-    crate::sim::place()
+    cpu::place()
 }
 
 #[cfg(all(not(target_arch = "nvptx64"), not(feature = "sim")))]
@@ -253,7 +256,7 @@ pub fn sync_threads() {
         core::arch::asm!("bar.sync 0;", options(nostack))
     };
     #[cfg(all(not(target_arch = "nvptx64"), feature = "sim"))]
-    crate::sim::block_barrier();
+    cpu::block_barrier();
 }
 
 /// The type of [`client()`]'s handle, one name on every target (a warp's client on NVPTX, a CPU
@@ -278,7 +281,7 @@ pub type Client = TargetClient;
 #[cfg(target_arch = "nvptx64")]
 type TargetClient = crate::Client<'static, crate::lanes::Warp, crate::GpuWait>;
 #[cfg(all(not(target_arch = "nvptx64"), feature = "sim"))]
-type TargetClient = crate::Client<'static, ferry_rpc::Single, crate::sim::ProgramWait>;
+type TargetClient = crate::Client<'static, ferry_rpc::Single, cpu::ProgramWait>;
 #[cfg(all(not(target_arch = "nvptx64"), not(feature = "sim")))]
 type TargetClient = crate::Client<'static, ferry_rpc::Single, crate::GpuWait>;
 
@@ -300,7 +303,7 @@ pub fn client() -> Client {
 /// `sim::run_program`.
 #[cfg(all(not(target_arch = "nvptx64"), feature = "sim"))]
 pub fn client() -> Client {
-    crate::sim::program_client()
+    cpu::client()
 }
 
 /// This thread's handle for calling the host, in a host build without feature `sim`: there is

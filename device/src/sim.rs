@@ -440,35 +440,8 @@ impl ferry_rpc::Wait for Yield {
     }
 }
 
-/// How a program thread of [`run_program`] waits for the host: polls, a few yields, then sleeps
-/// that double from 20 µs to 640 µs (a run has many more threads than cores, and the host's
-/// serving thread needs one); gives up after 60 s, so a lost answer fails the run instead of
-/// hanging it.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ProgramWait;
-
-impl ferry_rpc::Wait for ProgramWait {
-    fn pause(&self, polls: u32) -> Result<(), ferry_rpc::Stalled> {
-        if polls == 0 {
-            SINCE.with(|s| s.set(Some(Instant::now())));
-        }
-        match polls {
-            0..256 => core::hint::spin_loop(),
-            256..320 => std::thread::yield_now(),
-            _ => {
-                let since = SINCE.with(|s| s.get()).unwrap_or_else(Instant::now);
-                if since.elapsed() > MEETING_LIMIT {
-                    return Err(ferry_rpc::Stalled);
-                }
-                let doublings = (polls - 320).min(5);
-                std::thread::sleep(
-                    Duration::from_micros(20 << doublings).min(Duration::from_millis(1)),
-                );
-            }
-        }
-        Ok(())
-    }
-}
+/// How a program thread of [`run_program`] waits for the host.
+pub use crate::program::cpu::ProgramWait;
 
 /// A whole program run on CPU threads by [`run_program`].
 #[derive(Debug)]
@@ -493,50 +466,6 @@ pub const MAX_PROGRAM_THREADS: u32 = 4096;
 /// Bytes of each port's bulk area in a [`run_program`] region: 4 KiB and a slot, as the loader's
 /// largest (so device code's file calls move 4 KiB per call: `host::io_chunk`).
 pub const PROGRAM_BULK: u64 = 4096 + 64;
-
-std::thread_local! {
-    /// The launch place and the region of the program thread running here (`run_program`).
-    static PROGRAM: core::cell::Cell<Option<(crate::program::Place, crate::Descriptor)>> =
-        const { core::cell::Cell::new(None) };
-}
-
-std::thread_local! {
-    /// The barrier of the block the program thread running here belongs to (`run_program`).
-    static BLOCK: core::cell::RefCell<Option<Arc<std::sync::Barrier>>> =
-        const { core::cell::RefCell::new(None) };
-}
-
-/// `program::sync_threads` on the CPU: waits for the rest of this thread's block (nothing
-/// outside `run_program`, where a thread is a block of one).
-pub(crate) fn block_barrier() {
-    let barrier = BLOCK.with(|b| b.borrow().clone());
-    if let Some(b) = barrier {
-        b.wait();
-    }
-}
-
-/// The calling thread's place: set by [`run_program`] on its threads, else a launch of one.
-pub(crate) fn place() -> crate::program::Place {
-    PROGRAM
-        .with(|p| p.get())
-        .map_or(crate::program::Place::ALONE, |(place, _)| place)
-}
-
-/// The calling program thread's client (see [`crate::program::client`]).
-pub(crate) fn program_client() -> crate::Client<'static, ferry_rpc::Single, ProgramWait> {
-    let Some((place, descriptor)) = PROGRAM.with(|p| p.get()) else {
-        panic!(
-            "ferry_device::program::client() outside a GPU kernel and outside \
-             ferry_device::sim::run_program: there is no host to call"
-        );
-    };
-    // SAFETY: `run_program` set this descriptor up for a region it leaked (alive for the rest of
-    // the process: `'static` holds) and the client port words of the same region, reached only
-    // through the protocol; the host serves it for the length of the run.
-    let client = unsafe { descriptor.client(ferry_rpc::Single, ProgramWait) }
-        .expect("run_program's descriptor names its own region");
-    client.with_cursor(place.block * place.threads + place.thread)
-}
 
 /// Runs the GPU program `main` on CPU threads, `blocks` × `threads` of them as a launch of that
 /// shape would run it (each thread's `program::thread_idx()` etc. as on the GPU), against the
@@ -680,8 +609,7 @@ pub fn run_program(
                     .name(format!("gpu thread {t}"))
                     .stack_size(1 << 20)
                     .spawn_scoped(s, move || {
-                        PROGRAM.with(|p| p.set(Some((place, desc))));
-                        BLOCK.with(|b| *b.borrow_mut() = Some(barrier));
+                        crate::program::cpu::enter(place, desc, barrier);
                         // SAFETY: `argv` is `pointers`: `argc` pointers to NUL-terminated strings
                         // (`strings`), both alive and unchanged until after this thread is joined.
                         let args =
