@@ -5,7 +5,7 @@
 //! both sides (re-exported here with its types): the device calls through the generated
 //! [`LibcClient`] (`Libc::client(process)`, wrapped here in functions that take care of chunking,
 //! lane convergence and local checks), and the host implements the generated [`LibcServer`]
-//! (`ferry_libc::LibcHost`, also `ferry_gpu::LibcHost`). What each call carries is tabled in
+//! (`ferry_libc_host::LibcHost`, also `ferry_gpu::LibcHost`). What each call carries is tabled in
 //! `ferry_libc`'s docs. Every function here is generic over the client's lanes, mailbox and wait
 //! policy, so the same code runs on a GPU warp, a simulated warp and a host thread.
 //!

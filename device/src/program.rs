@@ -8,7 +8,7 @@
 //!   hardware's, and `client()` is the warp's;
 //! - **on the CPU**, in the program crate's own tests (feature `sim`):
 //!   `sim::run_program` runs `main` on one host thread per GPU thread
-//!   of a launch you choose, against the real host services (`ferry_libc::LibcHost`); each
+//!   of a launch you choose, against the real host services (`ferry_libc_host::LibcHost`); each
 //!   thread's indices are those it would have on the GPU, and its `client()` calls alone (a GPU
 //!   thread's calls are its own either way: the warp only packs them together).
 //!

@@ -457,7 +457,7 @@ pub struct ProgramRun {
     /// Whether a thread called `abort`.
     pub aborted: bool,
     /// The host services' calls served, by `Libc::OPCODES` index (see `LibcHost::counts`).
-    pub calls: ferry_libc::host::CallCounts,
+    pub calls: ferry_libc_host::CallCounts,
 }
 
 /// The most threads [`run_program`] runs (each GPU thread is one host thread).
@@ -469,14 +469,14 @@ pub const PROGRAM_BULK: u64 = 4096 + 64;
 
 /// Runs the GPU program `main` on CPU threads, `blocks` × `threads` of them as a launch of that
 /// shape would run it (each thread's `program::thread_idx()` etc. as on the GPU), against the
-/// real host services ([`ferry_libc::LibcHost`], files on this machine, output captured) served
+/// real host services ([`ferry_libc_host::LibcHost`], files on this machine, output captured) served
 /// by host threads, and returns the exit code and output. `args` are the program's arguments,
 /// its name first.
 ///
 /// Each GPU thread is one host thread with its own client (a GPU packs the calls of a warp's
 /// lanes together; the calls and their answers are the same). The host services are configured
 /// as the loader configures them on a GPU, so a program that passes here runs there: a heap of
-/// `ferry_libc::host::PROGRAM_HEAP` bytes for `malloc` (host memory here), all of it the
+/// `ferry_libc_host::PROGRAM_HEAP` bytes for `malloc` (host memory here), all of it the
 /// program's; `PROGRAM_MAX_FILES` files open at once; the loader's environment for `getenv`;
 /// `exit` recorded, ending nothing (the threads run to their end); the exit code by
 /// [the same rule](crate::program#the-exit-code); `system` off. What stays GPU-only: warp
@@ -526,19 +526,19 @@ pub fn run_program(
     // What the loader gives a program on a GPU: its heap (here in host memory, which the
     // program's threads reach directly; zeroed pages are only mapped when touched), the whole
     // heap and file table for the one program, the loader's environment.
-    let mut heap = std::vec![0u8; ferry_libc::host::PROGRAM_HEAP];
-    let host = ferry_libc::LibcHost::new(ferry_libc::LibcConfig {
+    let mut heap = std::vec![0u8; ferry_libc_host::PROGRAM_HEAP];
+    let host = ferry_libc_host::LibcHost::new(ferry_libc_host::LibcConfig {
         stdout: Box::new(out.clone()),
         stderr: Box::new(err.clone()),
-        heap: Some(ferry_libc::host::Arena {
+        heap: Some(ferry_libc_host::Arena {
             base: heap.as_mut_ptr() as u64,
             size: heap.len() as u64,
         }),
-        max_heap_per_client: ferry_libc::host::HeapQuota::Whole,
-        max_files: ferry_libc::host::PROGRAM_MAX_FILES,
+        max_heap_per_client: ferry_libc_host::HeapQuota::Whole,
+        max_files: ferry_libc_host::PROGRAM_MAX_FILES,
         max_files_per_client: usize::MAX,
         give_environment: true,
-        ..ferry_libc::LibcConfig::default()
+        ..ferry_libc_host::LibcConfig::default()
     });
     let code = AtomicI32::new(0);
     let stop = AtomicBool::new(false);

@@ -1,11 +1,12 @@
 //! The host services a GPU program expects from a C library, as one derived ferry service:
-//! [`Libc`], its wire types, and (feature `host`) the host server `LibcHost`.
+//! [`Libc`] and its wire types (`no_std`). Its host server, `LibcHost`, is a package of its own,
+//! `ferry-libc-host`, so that what both sides share carries nothing of either side.
 //!
 //! Both sides build from this one definition: the device side (`ferry_device::host`, `no_std`)
 //! calls through the generated [`LibcClient`] and wraps it in functions that take care of
 //! chunking, lane convergence and local checks; the host side implements the generated
-//! [`LibcServer`] in `host::LibcHost` (feature `host`, with `std`), served over any transport:
-//! a GPU region (`ferry_gpu`, the loader `rpc-gpu-run`) or a shared-memory file (`ferry_shm`).
+//! [`LibcServer`] in `ferry_libc_host::LibcHost` (with `std`), served over any transport: a GPU
+//! region (`ferry_gpu`, the loader `rpc-gpu-run`) or a shared-memory file (`ferry_shm`).
 //!
 //! | call | arguments, per lane | reply, per lane |
 //! |---|---|---|
@@ -54,7 +55,7 @@
 //! a descriptor of its own, and one that finds the host process out of descriptors is
 //! [`HostError::NoDescriptors`].
 
-#![cfg_attr(not(any(test, feature = "host")), no_std)]
+#![cfg_attr(not(test), no_std)]
 #![deny(missing_docs)]
 
 use core::fmt;
@@ -62,15 +63,6 @@ use core::fmt;
 use ferry_rpc::service::{Bytes, Error, Service, Text};
 use ferry_rpc::{RpcOpcodes, Schema};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};
-
-#[cfg(feature = "host")]
-pub mod host;
-
-#[cfg(feature = "host")]
-pub use host::{
-    Announce, DeviceCopy, ExitPolicy, HeapQuota, LibcConfig, LibcHost, OpenRefusals, Reclaimed,
-    PROGRAM,
-};
 
 /// The most bytes one lane prints in one message (the `limit` of print calls).
 pub const PRINT_CHUNK: usize = 512;

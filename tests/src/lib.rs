@@ -173,11 +173,11 @@ impl Capture {
 // ---- the host services' tests (tests/tests/host_services.rs, transport-gpu/tests/libc.rs) ----
 
 /// A `LibcHost` configuration printing to `out` and `err` (the rest default).
-pub fn captured(out: &Capture, err: &Capture) -> ferry_libc::LibcConfig {
-    ferry_libc::LibcConfig {
+pub fn captured(out: &Capture, err: &Capture) -> ferry_libc_host::LibcConfig {
+    ferry_libc_host::LibcConfig {
         stdout: Box::new(out.clone()),
         stderr: Box::new(err.clone()),
-        ..ferry_libc::LibcConfig::default()
+        ..ferry_libc_host::LibcConfig::default()
     }
 }
 

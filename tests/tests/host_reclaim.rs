@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry_device::host::{self, mode, Libc};
-use ferry_libc::host::{Arena, HeapQuota, LibcConfig, LibcHost};
+use ferry_libc_host::{Arena, HeapQuota, LibcConfig, LibcHost};
 use ferry_rpc::service::Site;
 use ferry_shm::{
     Caller, Claimed, ClientConfig, Handler, ServerConfig, ServerPort, ServerWait, ShmClient,

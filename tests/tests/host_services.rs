@@ -1,5 +1,5 @@
 //! The host services a GPU program expects (`ferry_libc::Libc`), with no GPU: the device API
-//! (`ferry_device::host`) on host threads against `ferry_libc::LibcHost` served over the
+//! (`ferry_device::host`) on host threads against `ferry_libc_host::LibcHost` served over the
 //! shared-memory transport, between threads and between processes. Every service, and its errors:
 //! a missing file, a bad handle, a read past the end, hostile lengths, exit with a code, clients'
 //! ownership and quotas. (The same host on simulated warps, where lanes of one message ask for
@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ferry_device::host::{self, mode, opcode, Handle, HostError, Libc, LibcError, Printer};
-use ferry_libc::host::{
+use ferry_libc_host::{
     Announce, Arena, HeapQuota, LibcConfig, LibcHost, IO_CHUNK, IO_LIMIT, STDOUT,
 };
 use ferry_rpc::service::{status, Error, Site, Status};
@@ -567,7 +567,7 @@ impl ModelDevice {
     }
 }
 
-impl ferry_libc::DeviceCopy for ModelDevice {
+impl ferry_libc_host::DeviceCopy for ModelDevice {
     fn fill(
         &self,
         address: u64,
@@ -1281,7 +1281,7 @@ fn copies_the_host_announces_end_on_the_clients_own_word() {
     let mut server = None;
     let serve = || match server.get_or_insert_with(|| region.server()).try_open(()) {
         Some(mut port) => {
-            let _ = host.dispatch(ferry_libc::PROGRAM, &mut port);
+            let _ = host.dispatch(ferry_libc_host::PROGRAM, &mut port);
             true
         }
         None => false,

@@ -31,7 +31,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use cudarc::driver::sys;
-use ferry_libc::Announce;
+use ferry_libc_host::Announce;
 
 /// The most bytes of a copy that takes the batched path: a chunk's size.
 pub const SMALL_BYTES: usize = 128 << 10;

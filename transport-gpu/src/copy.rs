@@ -8,7 +8,7 @@
 //! else is [`HostError::BadAddress`]. Each copy is also checked by the driver.
 //!
 //! **Announced copies.** A request may name a word of device memory where the end of the call
-//! is announced (`ferry_libc::Announce`; the device library names the calling lane's announce
+//! is announced (`ferry_libc_host::Announce`; the device library names the calling lane's announce
 //! word when the region says the host announces, as the loader's do). The announce is a write of
 //! the copy's stream after its last copy, so a warp waiting for it polls its own memory, not the
 //! host's: thousands of warps polling host memory across the bus slow the copy engine's reads
@@ -49,7 +49,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use cudarc::driver::sys;
-use ferry_libc::{Announce, DeviceCopy, HostError};
+use ferry_libc::HostError;
+use ferry_libc_host::{Announce, DeviceCopy};
 
 use crate::batch::{lock, ok, write_word, Batcher, CudaEngine};
 pub use crate::batch::{BATCH, SMALL_BYTES};
@@ -432,7 +433,7 @@ struct Staging {
     done: [sys::CUevent; 2],
 }
 
-/// The GPU's memory as [`DeviceCopy`] for [`ferry_libc::LibcHost`] (the loader gives it to the
+/// The GPU's memory as [`DeviceCopy`] for [`ferry_libc_host::LibcHost`] (the loader gives it to the
 /// program's host services).
 pub struct CudaCopy {
     context: sys::CUcontext,

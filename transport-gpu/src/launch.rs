@@ -46,7 +46,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ferry_libc::{ExitPolicy, Libc};
+use ferry_libc::Libc;
+use ferry_libc_host::ExitPolicy;
 use ferry_rpc::service::{Service, Services};
 use ferry_rpc::PerPort;
 
@@ -57,11 +58,11 @@ use crate::region::{GpuRegion, PortCount};
 use crate::server::{serve_region, Handler, ServeStats, ServerWait};
 use crate::Error;
 
-/// [`RunConfig::max_files`]'s default (`ferry_libc::host::PROGRAM_MAX_FILES`, as a program
+/// [`RunConfig::max_files`]'s default (`ferry_libc_host::PROGRAM_MAX_FILES`, as a program
 /// run on CPU threads gets).
 pub const DEFAULT_MAX_FILES: usize = crate::host::PROGRAM_MAX_FILES;
 
-/// The default heap `malloc` serves from: `ferry_libc::host::PROGRAM_HEAP` bytes of device
+/// The default heap `malloc` serves from: `ferry_libc_host::PROGRAM_HEAP` bytes of device
 /// memory (a program run on CPU threads gets as much host memory).
 pub const DEFAULT_HEAP: usize = crate::host::PROGRAM_HEAP;
 
@@ -285,7 +286,7 @@ impl<'c> Program<'c> {
 
     /// As [`load`](Self::load), with the [`LibcHost`] configured by `libc`, except its heap
     /// (the one reserved here, all of it the program's: the region's only client,
-    /// [`HeapQuota::Whole`](ferry_libc::HeapQuota::Whole)) and its exit policy
+    /// [`HeapQuota::Whole`](ferry_libc_host::HeapQuota::Whole)) and its exit policy
     /// ([`RunConfig::exit`]).
     pub fn load_with(
         cuda: &'c Cuda,
@@ -346,7 +347,7 @@ impl<'c> Program<'c> {
             }),
             // The program is the region's only client: a share of the heap would only make it
             // smaller (`RunConfig::heap` sizes it).
-            max_heap_per_client: ferry_libc::HeapQuota::Whole,
+            max_heap_per_client: ferry_libc_host::HeapQuota::Whole,
             exit: config.exit,
             device: Some(device),
             ..libc

@@ -46,9 +46,9 @@ pub mod launch;
 pub mod region;
 pub mod server;
 
-/// The host side of the `Libc` service (`ferry_libc::host`): [`LibcHost`] and its configuration,
+/// The host side of the `Libc` service (`ferry_libc_host`): [`LibcHost`] and its configuration,
 /// with the service's definition.
-pub use ferry_libc::host;
+pub use ferry_libc_host as host;
 
 /// The protocol and the service runtime, for a GPU host program that depends on this crate
 /// alone: `#[derive(RpcOpcodes)]` and `#[derive(Schema)]` find it here.
@@ -56,7 +56,7 @@ pub use ferry_rpc;
 pub use ferry_rpc::service::{Bytes, Text};
 pub use ferry_rpc::{wire, RpcOpcodes, Schema};
 
-pub use ferry_libc::{ExitPolicy, LibcConfig, LibcHost};
+pub use ferry_libc_host::{ExitPolicy, LibcConfig, LibcHost};
 pub use launch::{
     bulk_share_for, default_server_threads, run_program, Program, RunConfig, RunReport,
 };

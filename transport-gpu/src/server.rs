@@ -51,7 +51,7 @@ pub use ferry_rpc::service::Handler;
 /// Who calls on a GPU region's ports: the one program running on the GPU, as the caller id a
 /// handler that tells its clients apart uses (`host::LibcHost::dispatch`). A region serves one
 /// program, so every call served here has this id.
-pub use ferry_libc::PROGRAM;
+pub use ferry_libc_host::PROGRAM;
 
 /// How a server thread waits inside a call (for the next packet of a stream): spin, and give up
 /// after `limit` so a client that died mid-call cannot hang the server.

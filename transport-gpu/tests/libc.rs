@@ -1,4 +1,4 @@
-//! The `Libc` host services (`ferry_libc::LibcHost`) on simulated warps
+//! The `Libc` host services (`ferry_libc_host::LibcHost`) on simulated warps
 //! (`ferry_device::sim::SimWarp`), served by `ferry_gpu::serve` over a heap region, as the loader
 //! serves a kernel: lanes of one message that ask for different things, print in one message,
 //! read and write different lengths, allocate at once. (Each call and its errors from one thread,

@@ -107,7 +107,7 @@ pub struct ServerConfig {
     /// inline line is still armed (a port stays armed for one to two intervals after its last
     /// claim ends, its line polled by the workers meanwhile: two loads a pass); after each look
     /// it calls the handler's `reclaim` ([`Handler::reclaim`](ferry_rpc::service::Handler::reclaim)),
-    /// which frees what the handler keeps for clients that are gone (`ferry_libc::LibcHost`:
+    /// which frees what the handler keeps for clients that are gone (`ferry_libc_host::LibcHost`:
     /// their files and heap blocks, within about one interval of their end).
     pub reclaim_interval: Duration,
     /// How long a worker waits for a client inside a call (between packets of a stream) before

@@ -138,7 +138,7 @@ pub trait Handler<M: Mailbox, W: Wait>: Sync {
     /// served, so it must not hold up what they wait on for long. The default does nothing; a
     /// derived service bound to its handler ([`Serving`], [`Both`]) keeps it (its handler may
     /// be any type): a handler that keeps per-client resources is served through a handler of
-    /// its own that forwards this (`ferry_libc::LibcHost` is one).
+    /// its own that forwards this (`ferry_libc_host::LibcHost` is one).
     fn reclaim(&self) {}
 }
 

@@ -112,7 +112,7 @@ use ferry_rpc::service::{with_stream_buffers, Handler, Served, Service};
 use ferry_rpc::{Lanes, Mailbox, Port, Server, Single, Wait};
 
 // The definition, so that a host program finds everything it serves here.
-pub use crate::{
+pub use ferry_libc::{
     mode, opcode, ClockReading, Handle, HostError, Libc, LibcClient, LibcError, LibcServer,
     ENV_LIMIT, IO_CHUNK, IO_LIMIT, PATH_LIMIT, PRINT_CHUNK, SEEK_CUR, SEEK_END, SEEK_SET, STDERR,
     STDOUT, SYSTEM_LIMIT,
@@ -2061,8 +2061,7 @@ pub(crate) mod tests {
 
     #[test]
     fn at_the_descriptor_limit_opens_say_so_and_open_files_still_read() {
-        if !in_child("host::tests::at_the_descriptor_limit_opens_say_so_and_open_files_still_read")
-        {
+        if !in_child("tests::at_the_descriptor_limit_opens_say_so_and_open_files_still_read") {
             return;
         }
         use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};

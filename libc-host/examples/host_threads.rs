@@ -4,14 +4,14 @@
 //! call takes is printed by call and by thread count, against one thread's.
 //!
 //! ```text
-//! cargo run --release -p ferry-libc --features host --example host_threads [MESSAGES] [THREADS...]
+//! cargo run --release -p ferry-libc-host --example host_threads [MESSAGES] [THREADS...]
 //! ```
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use ferry_libc::host::{self, LibcConfig, LibcHost};
 use ferry_libc::{mode, LibcServer};
+use ferry_libc_host::{self as host, LibcConfig, LibcHost};
 
 const LANES: usize = 32;
 const READ: u32 = 1024;

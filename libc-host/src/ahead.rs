@@ -17,7 +17,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use super::files::ShareKey;
-use crate::IO_LIMIT;
+use ferry_libc::IO_LIMIT;
 
 /// The lanes of a message (a warp's 32): a run read ahead covers at most the lanes left of them.
 const LANES: u64 = 32;
@@ -153,7 +153,7 @@ pub(super) fn end_message() {
 mod tests {
     use super::*;
 
-    use crate::host::tests::TempFile;
+    use crate::tests::TempFile;
 
     fn file_of(n: usize) -> (TempFile, Vec<u8>) {
         let data: Vec<u8> = (0..n).map(|i| (i * 7 + i / 251) as u8).collect();
