@@ -37,7 +37,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ferry_shm::demo::{self, Demo, DemoService};
+use ferry_demo::{self as demo, Demo, DemoService};
 use ferry_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 use crate::Res;

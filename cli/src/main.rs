@@ -29,7 +29,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use ferry_shm::demo::{self, Demo};
+use ferry_demo::{self as demo, Demo};
 use ferry_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmError, ShmServer};
 use nix::sys::signal::Signal;
 

@@ -863,7 +863,7 @@ fn bridge_demo(
         &session,
         name,
         ferry_zenoh::ClientConfig::default()
-            .service::<ferry_shm::demo::Demo>()
+            .service::<ferry_demo::Demo>()
             .attach(LIMIT),
     )
     .unwrap();
@@ -880,7 +880,7 @@ fn bridge_exports_a_running_server_to_zenoh() {
     let mut server = spawn_serve(&name, &[]);
     wait_for_file(&mut server, &shm(&name));
     let (mut bridge, _session, client) = bridge_demo(&name, Stdio::null());
-    let demo = ferry_shm::demo::Demo::client(&client);
+    let demo = ferry_demo::Demo::client(&client);
     assert_eq!(demo.add(2, 3), Ok(5));
     assert_eq!(demo.sum(&[1, 2, 3]).map(|s| (s.len, s.sum)), Ok((3, 6)));
     signal(&bridge, "TERM");
@@ -909,7 +909,7 @@ fn bridge_reattaches_to_a_restarted_server_and_refuses_another_schema() {
     let (mut bridge, _session, client) = bridge_demo(&name, Stdio::piped());
     let (out, err) = (drain(bridge.stdout.take()), drain(bridge.stderr.take()));
     let deadline = Duration::from_secs(2);
-    let demo = ferry_shm::demo::Demo::client(&client).with_deadline(deadline);
+    let demo = ferry_demo::Demo::client(&client).with_deadline(deadline);
     assert_eq!(demo.add(2, 3), Ok(5));
     // Calls until one returns `done`'s result (each within its deadline, none answered with a
     // value it should not have).

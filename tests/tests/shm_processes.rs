@@ -9,10 +9,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use ferry_demo::{Demo, DemoServer, DemoService};
+use ferry_demo::{Echoed, SleepError, Summed};
 use ferry_rpc::service::{Error, Serving, Transport};
 use ferry_rpc::{Mailbox, Port, Server, Single, Wait};
-use ferry_shm::demo::{Demo, DemoServer, DemoService};
-use ferry_shm::demo::{Echoed, SleepError, Summed};
 use ferry_shm::{ClientConfig, Created, Handler, ServerConfig, ShmClient, ShmError, ShmServer};
 use ferry_tests::{eventually, unique_path, Peer};
 

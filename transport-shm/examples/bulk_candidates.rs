@@ -20,7 +20,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ferry_shm::demo::{Demo, DemoService};
+use ferry_demo::{Demo, DemoService};
 use ferry_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 const SIZES: [usize; 3] = [4 << 10, 64 << 10, 1 << 20];

@@ -199,7 +199,7 @@ impl ClientConfig {
 /// where threads call all the time: no two threads meet at a seat.
 ///
 /// ```
-/// use ferry_shm::demo::{Demo, DemoService};
+/// use ferry_demo::{Demo, DemoService};
 /// use ferry_shm::{path_for, ClientConfig, ServerConfig, ShmClient, ShmServer};
 ///
 /// let path = path_for(&format!("doc-threads-{}", std::process::id()));
@@ -380,12 +380,11 @@ impl Drop for Claim<'_> {
     }
 }
 
-// What the handle's docs promise, checked where it is defined: shared by threads, and so is a
-// generated client over it.
+// What the handle's docs promise, checked where it is defined: shared by threads (and so is a
+// generated client over it: `tests/local.rs`).
 const _: () = {
     const fn shared_by_threads<T: Send + Sync>() {}
     shared_by_threads::<ShmClient>();
-    shared_by_threads::<crate::demo::DemoClient<&ShmClient>>();
 };
 
 impl ShmClient {
@@ -855,8 +854,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::demo::{self, Demo, DemoService};
     use crate::{path_for, ServerConfig, ShmServer};
+    use ferry_demo::{self as demo, Demo, DemoService};
 
     /// A demo server with one worker on a file named after `tag`, and a client attached to it.
     fn demo(tag: &str, sticky: bool) -> (ShmServer, ShmClient) {

@@ -3,10 +3,11 @@
 //! A server creates the file (in `/dev/shm` by default, any path allowed) and serves it from
 //! several worker threads; client processes attach to it and make calls. It is the way to use the
 //! framework, and to test device code, on a machine without a GPU. The `ferry` command (package
-//! `ferry-rpc-cli`, folder `cli/`) runs the demo service with client processes and prints a summary.
+//! `ferry-rpc-cli`, folder `cli/`) runs the demo service (package `ferry-demo`, the service used below) with client processes
+//! and prints a summary.
 //!
 //! ```no_run
-//! use ferry_shm::demo::{Demo, DemoService};
+//! use ferry_demo::{Demo, DemoService};
 //! use ferry_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 //!
 //! // The server process: serve one or more derived services (`.and(Other::server(h))`).
@@ -70,7 +71,7 @@
 //! mapping, the services table), `owner` (owner words and liveness), `inline` (inline lines),
 //! `wait` (backoff with deadlines), `server` (serving a [`Handler`]: derived services, closures,
 //! `ferry_rpc`'s one trait for every transport), `signal` (serving until SIGINT or SIGTERM),
-//! `client`, `demo` (the demo service).
+//! `client`.
 //!
 //! # Who writes what
 //!
@@ -192,7 +193,6 @@
 mod awaited;
 pub mod cache;
 mod client;
-pub mod demo;
 mod error;
 pub mod file;
 pub mod header;

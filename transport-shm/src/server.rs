@@ -82,7 +82,7 @@ pub const MONITOR_THREAD: &str = "ferry-monitor";
 /// packet gets [`status::SERVER_ERROR`] sent back to the client.
 ///
 /// ```no_run
-/// use ferry_shm::demo::{Demo, DemoService};
+/// use ferry_demo::{Demo, DemoService};
 /// use ferry_shm::{ServerConfig, ServerPort, ShmServer};
 ///
 /// let server = ShmServer::start("demo", ServerConfig::default(), Demo::server(DemoService))?;
@@ -467,7 +467,7 @@ impl ShmServer {
     ///
     /// ```no_run
     /// use std::time::Duration;
-    /// use ferry_shm::demo::{Demo, DemoService};
+    /// use ferry_demo::{Demo, DemoService};
     /// use ferry_shm::{path_for, ServerConfig, ShmServer};
     ///
     /// let path = path_for("my-app"); // /dev/shm/ferry-my-app

@@ -264,8 +264,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::demo::{Demo, DemoService};
     use crate::{path_for, ServerConfig, ShmServer};
+    use ferry_demo::{Demo, DemoService};
 
     /// SIGTERMs the program's own handler saw.
     static OWN: AtomicU32 = AtomicU32::new(0);

@@ -8,7 +8,7 @@
 use std::fs::File;
 use std::time::{Duration, Instant};
 
-use ferry_shm::demo::{Demo, DemoService};
+use ferry_demo::{Demo, DemoService};
 use ferry_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 

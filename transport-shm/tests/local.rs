@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use ferry_demo::{self as demo, Demo, DemoServer, DemoService, Echoed, SleepError, Summed};
 use ferry_rpc::service::{Bytes, Error, Service, Serving, Status, Transport, SERVICE_NAME_BYTES};
 use ferry_rpc::{Mailbox, Port, Server, Single, Wait};
-use ferry_shm::demo::{self, Demo, DemoServer, DemoService, Echoed, SleepError, Summed};
 use ferry_shm::header::{Geometry, HEADER_SIZE, SERVICE_ENTRY};
 use ferry_shm::{
     status, ClientConfig, Created, Handler, ServerConfig, ServerPort, ShmClient, ShmError,
@@ -17,6 +17,12 @@ use ferry_testkit::Watchdog;
 
 mod raw;
 use raw::{map_file, word32, word64};
+
+// A generated client over a shared handle is shared by threads too (the handle's docs promise it).
+const _: () = {
+    const fn shared_by_threads<T: Send + Sync>() {}
+    shared_by_threads::<ferry_demo::DemoClient<&ShmClient>>();
+};
 
 fn unique(tag: &str) -> PathBuf {
     static N: AtomicU32 = AtomicU32::new(0);

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ferry_shm::demo::{self, Demo, DemoService};
+use ferry_demo::{self as demo, Demo, DemoService};
 use ferry_shm::header::HEADER_SIZE;
 use ferry_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 

@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use ferry_shm::demo::{Demo, DemoService};
+use ferry_demo::{Demo, DemoService};
 use ferry_shm::ServerConfig;
 use ferry_zenoh::{peer_config, ClientConfig, NamedClient, ZenohClient, ZenohServer};
 use zenoh::Wait;
@@ -24,7 +24,7 @@ use zenoh::Wait;
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// The calls a client makes, the same over any site.
-fn calls<S: ferry_rpc::service::Site + Copy>(demo: ferry_shm::demo::DemoClient<S>) -> Res<()> {
+fn calls<S: ferry_rpc::service::Site + Copy>(demo: ferry_demo::DemoClient<S>) -> Res<()> {
     println!("  add(2, 3) = {}", demo.add(2, 3)?);
     let summed = demo.sum(b"across machines")?;
     println!("  sum of {} bytes = {}", summed.len, summed.sum);

@@ -15,7 +15,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use ferry_shm::demo::{self, Demo, DemoService, Echoed};
+use ferry_demo::{self as demo, Demo, DemoService, Echoed};
 use ferry_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -110,7 +110,7 @@ fn main() {
                 // default bulk area carries in one handoff); the rest never comes. (`Sum` has no
                 // fixed arguments: the stream is the whole request.)
                 port.set_request_len(0);
-                port.send(|s, _| s.words[0] = ferry_shm::demo::SUM_LIMIT)?;
+                port.send(|s, _| s.words[0] = ferry_demo::SUM_LIMIT)?;
                 say(format!("streaming {}", port.index()));
                 forever()
             });

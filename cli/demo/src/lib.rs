@@ -5,7 +5,7 @@
 //! lists in its file so that a client built for another schema is refused at attach.
 //!
 //! ```no_run
-//! use ferry_shm::demo::{Demo, DemoService};
+//! use ferry_demo::{Demo, DemoService};
 //! use ferry_shm::{ClientConfig, ServerConfig, ShmClient, ShmServer};
 //!
 //! let server = ShmServer::start("demo-doc", ServerConfig::default(), Demo::server(DemoService))?;
