@@ -1,4 +1,4 @@
-//! NVPTX only: indices, timer and sleep, the program entry, and the client at kernel start.
+//! NVPTX only: indices, timer and sleep, the program entry and the descriptor the host fills in.
 //!
 //! A program is a `cdylib` built for `nvptx64-nvidia-cuda` (`scripts/build-ptx`) whose main
 //! function the [`entry!`](crate::entry) macro (in [`program`](crate::program)) wraps in the
@@ -16,34 +16,11 @@
 
 use core::arch::asm;
 
-use crate::descriptor::{Client, Descriptor};
-use crate::lanes::Warp;
-use crate::wait::GpuWait;
+use crate::descriptor::Descriptor;
 
 /// The region descriptor; the host writes it (by this name, `descriptor::SYMBOL`) before launch.
 #[no_mangle]
 pub static mut FERRY_RPC: Descriptor = Descriptor::UNSET;
-
-/// This warp's client handle, its search starting at the warp's own port
-/// ([`home_port`](crate::descriptor::home_port) of its global warp index): with as many ports as
-/// resident warps, no warp waits for another's port, and the warps of any launch are spread over
-/// every server thread's ports.
-///
-/// Traps if no host set up the descriptor. Call it convergently, once per warp, at kernel start.
-#[inline(always)]
-pub fn client() -> Client<'static, Warp, GpuWait> {
-    // SAFETY: the host writes the descriptor before launch and never while the kernel runs.
-    let desc = unsafe { core::ptr::read(&raw const FERRY_RPC) };
-    // SAFETY: a set-up descriptor (checked by `client`) comes from a host that keeps the region
-    // and lock memory alive and protocol-only for the whole launch (the transport's contract).
-    match unsafe { desc.client(Warp, crate::GpuWait::for_descriptor(&desc)) } {
-        Ok(c) => {
-            let ports = c.region().layout().ports();
-            c.with_cursor(crate::descriptor::home_port(global_warp_id(), ports))
-        }
-        Err(_) => trap(),
-    }
-}
 
 macro_rules! special {
     ($name:ident, $reg:literal, $doc:literal) => {
@@ -121,9 +98,6 @@ pub unsafe fn fetch_or(target: *mut i32, value: i32) {
     let atomic = unsafe { &*(target as *const core::sync::atomic::AtomicI32) };
     atomic.fetch_or(value, core::sync::atomic::Ordering::Relaxed);
 }
-
-/// The program's arguments (moved to [`program`](crate::program), where they are on every target).
-pub use crate::program::Args;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -290,10 +290,26 @@ type TargetClient = crate::Client<'static, ferry_rpc::Single, crate::GpuWait>;
 ///
 /// On a GPU, traps if no host set the program up; on the CPU, panics outside
 /// `sim::run_program`.
+///
+/// On NVPTX the warp's search for a port starts at its own
+/// ([`home_port`](crate::descriptor::home_port) of its global warp index): with as many ports as
+/// resident warps, no warp waits for another's port, and the warps of any launch are spread over
+/// every server thread's ports.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 pub fn client() -> Client {
-    crate::nvptx::client()
+    use crate::nvptx;
+    // SAFETY: the host writes the descriptor before launch and never while the kernel runs.
+    let desc = unsafe { core::ptr::read(&raw const nvptx::FERRY_RPC) };
+    // SAFETY: a set-up descriptor (checked by `client`) comes from a host that keeps the region
+    // and lock memory alive and protocol-only for the whole launch (the transport's contract).
+    match unsafe { desc.client(crate::lanes::Warp, crate::GpuWait::for_descriptor(&desc)) } {
+        Ok(c) => {
+            let ports = c.region().layout().ports();
+            c.with_cursor(crate::descriptor::home_port(nvptx::global_warp_id(), ports))
+        }
+        Err(_) => nvptx::trap(),
+    }
 }
 
 /// This thread's handle for calling the host (the warp's on a GPU, the thread's own on the

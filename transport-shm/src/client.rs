@@ -228,7 +228,7 @@ pub struct ShmClient {
     /// Where the next awaited call's search for a free port starts.
     async_cursor: AtomicU32,
     /// The reactor and helper threads of awaited calls (`awaited`), made when first used.
-    pub(crate) parts: crate::awaited::AsyncParts,
+    pub(crate) parts: AsyncParts,
 }
 
 /// How many seats a handle keeps ([`ShmClient`], on threads): calls beyond that many in flight
@@ -380,6 +380,21 @@ impl Drop for Claim<'_> {
     }
 }
 
+/// A handle's async parts (module `awaited`), made when first used and ended with it.
+#[derive(Debug, Default)]
+pub(crate) struct AsyncParts {
+    pub(crate) reactor: std::sync::OnceLock<crate::reactor::Reactor>,
+    pub(crate) helpers: std::sync::OnceLock<ferry_rpc::service::Helpers<ShmClient>>,
+}
+
+impl Drop for AsyncParts {
+    fn drop(&mut self) {
+        if let Some(reactor) = self.reactor.get() {
+            reactor.close();
+        }
+    }
+}
+
 // What the handle's docs promise, checked where it is defined: shared by threads (and so is a
 // generated client over it: `tests/local.rs`).
 const _: () = {
@@ -413,7 +428,7 @@ impl ShmClient {
             first: Seat::new(&mapped, &config, cursor),
             more: (1..SEATS).map(|_| OnceLock::new()).collect(),
             async_cursor: AtomicU32::new(cursor),
-            parts: crate::awaited::AsyncParts::default(),
+            parts: AsyncParts::default(),
             holder,
             config,
             mapped,

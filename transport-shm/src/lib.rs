@@ -198,6 +198,7 @@ pub mod file;
 pub mod header;
 mod inline;
 pub mod owner;
+mod reactor;
 mod server;
 mod signal;
 pub mod status;
