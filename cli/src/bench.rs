@@ -209,7 +209,7 @@ fn sweep_sizes(args: &BenchArgs) -> Result<Vec<usize>, String> {
 
 /// Calls of a sweep's size `n` in one timed run: `trips` for the small ones, fewer for large
 /// ones (about 256 MiB a run at most, at least 20).
-pub(crate) fn sweep_trips(n: usize, trips: u64) -> u64 {
+fn sweep_trips(n: usize, trips: u64) -> u64 {
     ((256u64 << 20) / n.max(1) as u64).clamp(20, trips.max(20))
 }
 
@@ -1798,12 +1798,12 @@ pub fn peer(args: PeerArgs) -> Res<()> {
         #[cfg(feature = "iceoryx2")]
         Role::Iceoryx2Server => crate::iceoryx2_peer::serve(&args.path.to_string_lossy()),
         #[cfg(feature = "iceoryx2")]
-        Role::Iceoryx2 => crate::iceoryx2_peer::sweep(
-            &args.path.to_string_lossy(),
-            &args.sizes,
-            args.trips,
-            args.runs,
-        ),
+        Role::Iceoryx2 => {
+            let sizes: Vec<(usize, u64)> = (args.sizes.iter())
+                .map(|&n| (n, sweep_trips(n, args.trips)))
+                .collect();
+            crate::iceoryx2_peer::sweep(&args.path.to_string_lossy(), &sizes, args.runs)
+        }
         Role::Bulk => {
             let config = ClientConfig::default().service::<BulkBench>().sticky(true);
             let shm = ShmClient::attach(&args.path, config)?;

@@ -53,12 +53,13 @@ pub fn serve(name: &str) -> Res<()> {
     }
 }
 
-/// Times calls of each of `sizes` on service `name`, `runs` runs after one that warms up, and
-/// prints a line per size: `ICEORYX2 SIZE MEDIAN MIN MAX` (ns a call, over the runs).
-pub fn sweep(name: &str, sizes: &[usize], trips: u64, runs: usize) -> Res<()> {
+/// Times calls of each of `sizes` (a size and the calls of one timed run) on service `name`,
+/// `runs` runs after one that warms up, and prints a line per size: `ICEORYX2 SIZE MEDIAN MIN
+/// MAX` (ns a call, over the runs).
+pub fn sweep(name: &str, sizes: &[(usize, u64)], runs: usize) -> Res<()> {
     let node = node()?;
     let service = open(&node, name)?;
-    let max = sizes.iter().copied().max().unwrap_or(1).max(1);
+    let max = sizes.iter().map(|&(n, _)| n).max().unwrap_or(1).max(1);
     let client = service
         .client_builder()
         .initial_max_slice_len(max)
@@ -74,9 +75,8 @@ pub fn sweep(name: &str, sizes: &[usize], trips: u64, runs: usize) -> Res<()> {
     }
     let mut times: Vec<Vec<f64>> = sizes.iter().map(|_| Vec::new()).collect();
     for run in 0..=runs {
-        for (&n, times) in sizes.iter().zip(&mut times) {
+        for (&(n, trips), times) in sizes.iter().zip(&mut times) {
             let data: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
-            let trips = super::bench::sweep_trips(n, trips);
             let t = Instant::now();
             for _ in 0..trips {
                 let request = client.loan_slice_uninit(n)?.write_from_slice(&data);
@@ -106,7 +106,7 @@ pub fn sweep(name: &str, sizes: &[usize], trips: u64, runs: usize) -> Res<()> {
             }
         }
     }
-    for (&n, mut t) in sizes.iter().zip(times) {
+    for (&(n, _), mut t) in sizes.iter().zip(times) {
         t.sort_by(f64::total_cmp);
         let (median, min, max) = (t[t.len() / 2], t[0], t[t.len() - 1]);
         println!("ICEORYX2 {n} {median} {min} {max}");
