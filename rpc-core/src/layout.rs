@@ -32,8 +32,30 @@ use crate::mailbox::MailboxKind;
 /// Bytes in one slot: the unit of a packet, one per lane, and the size of the header.
 pub const SLOT_BYTES: usize = 64;
 
+// ---- the word lines' geometry (`crate::words`) ----
+
+/// The most request bytes, and the most reply bytes, one lane's call carries on a word line.
+pub const WORD_BYTES: usize = 16;
+
+/// Words of payload per lane each way (4 bytes of payload each).
+pub const WORDS: usize = WORD_BYTES / 4;
+
+/// Ports that share a bell word: a client rings its port's group's bell after the head, and a
+/// server pass reads the heads only of the groups whose bell rang (see [`crate::words`]). A
+/// group is a lock word's ports, so a server's range of ports is whole groups.
+pub const BELL_PORTS: u32 = PORT_GRANULE;
+
+/// Bells that share a summit word: a client rings its group's summit after its bell, and a pass
+/// reads the bells only under the summits that rang (see [`crate::words`]): an idle pass over
+/// thousands of ports reads a few words.
+pub const SUMMIT_BELLS: u32 = 32;
+
+/// Words (`u64`) of a 128-byte line: each row of a word line starts on a line of its own
+/// (see [`crate::words`]).
+pub const ROW: usize = 16;
+
 /// The alignment of the word lines (`crate::words`) from the region's base: a GPU's cache line.
-pub(crate) const WORD_LINE_BYTES: usize = crate::words::ROW * 8;
+pub(crate) const WORD_LINE_BYTES: usize = ROW * 8;
 
 /// The smallest port count, and the granule: port counts are multiples of 32 (one lock word).
 pub const PORT_GRANULE: u32 = 32;
@@ -253,26 +275,25 @@ impl Layout {
     /// Bell words of the word lines: one per group of [`crate::words::BELL_PORTS`] ports (they
     /// follow the heads).
     pub(crate) const fn bell_words(&self) -> usize {
-        (self.ports as usize).div_ceil(crate::words::BELL_PORTS as usize)
+        (self.ports as usize).div_ceil(BELL_PORTS as usize)
     }
 
     /// Summit words of the word lines: one per [`crate::words::SUMMIT_BELLS`] bells (they follow
     /// the bells).
     pub(crate) const fn summit_words(&self) -> usize {
-        self.bell_words()
-            .div_ceil(crate::words::SUMMIT_BELLS as usize)
+        self.bell_words().div_ceil(SUMMIT_BELLS as usize)
     }
 
     /// Words of a row of a word line (word `j` of every lane): one per lane, rounded up to
     /// whole 128-byte lines ([`crate::words::ROW`] words).
     pub const fn row_words(&self) -> usize {
-        align_up(self.lanes as usize, crate::words::ROW)
+        align_up(self.lanes as usize, ROW)
     }
 
     /// Words of one port's request line: the call's 3 meta words padded to a line, then
     /// [`crate::words::WORDS`] rows of request words.
     pub const fn request_line_words(&self) -> usize {
-        crate::words::ROW + crate::words::WORDS * self.row_words()
+        ROW + WORDS * self.row_words()
     }
 
     /// Words of one port's reply line: the served word padded to a line, then

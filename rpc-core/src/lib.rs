@@ -81,6 +81,7 @@ pub mod layout;
 pub mod mailbox;
 pub mod port;
 pub mod process;
+pub mod status;
 pub mod stream;
 pub mod sync;
 pub mod wait;

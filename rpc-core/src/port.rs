@@ -10,7 +10,7 @@
 use crate::lanes::Lanes;
 use crate::layout::{HeaderWord, Slot};
 use crate::mailbox::Mailbox;
-use crate::process::{Process, Region, Side};
+use crate::process::{Client, Process, Region, Side, NONE};
 use crate::sync::{fence, Ordering, SharedCell};
 use crate::wait::Wait;
 use crate::Error;
@@ -479,7 +479,7 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, crate::Client, L, M, W> {
                     // reply is in: the other side flipped the packet back to this side).
                     fence(Ordering::Acquire);
                     let status = self.read_header(HeaderWord::Status);
-                    refused = (status as u32 != crate::service::status::OK) as u32;
+                    refused = (status as u32 != crate::status::OK) as u32;
                 }
                 if lanes.broadcast(mask, refused) != 0 {
                     return Ok(());
@@ -502,5 +502,90 @@ impl<L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, crate::Client, L, M, W> {
         // it, every lane sees what each of them saw.
         lanes.sync(mask);
         Ok(())
+    }
+}
+
+// ---- opening a port: the handle finds one (`process`), the port is made here ----
+
+impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
+    /// Opens a port for a call on its word line ([`Port::call_words`]): as
+    /// [`open`](Self::open), but the packet's header is left as it is (the call does not travel
+    /// in the packet), so make only word calls on the port it returns (a `send` would carry
+    /// the header of an earlier call). Generated clients do this by themselves for calls that
+    /// fit a word line.
+    // (Inlined whole: a handle whose address escapes to a call lives in local memory on a GPU,
+    // and its every field access is then a memory access.)
+    #[inline(always)]
+    pub fn open_for_words(&self, opcode: u32) -> Result<Port<'_, 'a, Client, L, M, W>, Error> {
+        let (found, mask) = self.find_open()?;
+        Ok(self.port_for_words(found, opcode, mask))
+    }
+
+    /// The port `found` (from [`find_for_words`](Self::find_for_words)) opened for word calls
+    /// by the lanes of `mask`.
+    #[inline(always)]
+    pub(crate) fn port_for_words(
+        &self,
+        found: u32,
+        opcode: u32,
+        mask: u64,
+    ) -> Port<'_, 'a, Client, L, M, W> {
+        let mut port = Port::new(self, found >> 1, found & 1, mask);
+        port.set_opcode(opcode);
+        // SYNC (open): the first lane's take of the port happens before every lane's accesses
+        // to it.
+        self.lanes().sync(mask);
+        port
+    }
+}
+
+impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
+    /// Opens a port this side owns, if one is free now.
+    ///
+    /// A client passes the opcode, which goes into the packet's header; a server passes `()` and
+    /// reads the opcode from the port. Every active lane must call this together with the same
+    /// argument (on a GPU: convergently).
+    pub fn try_open(&self, arg: S::Open) -> Option<Port<'_, 'a, S, L, M, W>> {
+        self.try_open_within(arg, u32::MAX)
+    }
+
+    /// As [`try_open`](Self::try_open), looking at no more than `lock_words` lock words (32
+    /// ports each) of this handle's range, from where the last search started: the next call
+    /// goes on after them. A server thread with other work between its searches (a pass over
+    /// the word lines) so bounds the time of each on a region of thousands of ports, and still
+    /// looks at every port in turn.
+    pub fn try_open_within(
+        &self,
+        arg: S::Open,
+        lock_words: u32,
+    ) -> Option<Port<'_, 'a, S, L, M, W>> {
+        let (found, mask) = self.find_within(lock_words);
+        if found == NONE {
+            return None;
+        }
+        let mut port = Port::new(self, found >> 1, found & 1, mask);
+        match S::open_opcode(arg) {
+            // The client writes the call's header.
+            Some(opcode) => port.write_open_header(opcode),
+            // The server reads it.
+            None => port.read_open_header(),
+        }
+        // SYNC (open): the first lane's take of the port happens before every lane's accesses
+        // to it.
+        self.lanes().sync(mask);
+        Some(port)
+    }
+
+    /// Opens a port, waiting under the wait policy until one is free (a client: a port not in use;
+    /// a server: a port with a request).
+    pub fn open(&self, arg: S::Open) -> Result<Port<'_, 'a, S, L, M, W>, Error> {
+        let mut polls = 0u32;
+        loop {
+            if let Some(port) = self.try_open(arg) {
+                return Ok(port);
+            }
+            self.wait_policy().pause(polls)?;
+            polls = polls.saturating_add(1);
+        }
     }
 }

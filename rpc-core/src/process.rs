@@ -50,7 +50,6 @@ use core::marker::PhantomData;
 use crate::lanes::{Lanes, Single};
 use crate::layout::{Layout, LayoutError, Slot, PORT_GRANULE};
 use crate::mailbox::{Mailbox, PerPort};
-use crate::port::Port;
 use crate::sync::{
     fence, holder_store64, lock_acquire_or, lock_fence, lock_release_store64, private_load,
     private_store, unlock_swap64, AtomicU32, AtomicU64, Ordering, SharedCell,
@@ -307,12 +306,9 @@ pub trait Side: sealed::Sealed + 'static {
     fn outbox<'a, M: Mailbox>(region: &Region<'a, M>) -> &'a [AtomicU32];
     /// This side's inbox.
     fn inbox<'a, M: Mailbox>(region: &Region<'a, M>) -> &'a [AtomicU32];
-    /// Sets up a freshly opened port: the client writes the header, the server reads it.
-    fn on_open<L: Lanes, M: Mailbox, W: Wait>(
-        port: &mut Port<'_, '_, Self, L, M, W>,
-        arg: Self::Open,
-    ) where
-        Self: Sized;
+    /// What a freshly opened port's header gets: the client writes the call's opcode (`Some`),
+    /// the server reads the header (`None`).
+    fn open_opcode(arg: Self::Open) -> Option<u32>;
 }
 
 mod sealed {
@@ -341,8 +337,8 @@ impl Side for Client {
     fn inbox<'a, M: Mailbox>(region: &Region<'a, M>) -> &'a [AtomicU32] {
         region.server_outbox
     }
-    fn on_open<L: Lanes, M: Mailbox, W: Wait>(port: &mut Port<'_, '_, Self, L, M, W>, opcode: u32) {
-        port.write_open_header(opcode);
+    fn open_opcode(opcode: u32) -> Option<u32> {
+        Some(opcode)
     }
 }
 
@@ -358,13 +354,17 @@ impl Side for Server {
     fn inbox<'a, M: Mailbox>(region: &Region<'a, M>) -> &'a [AtomicU32] {
         region.client_outbox
     }
-    fn on_open<L: Lanes, M: Mailbox, W: Wait>(port: &mut Port<'_, '_, Self, L, M, W>, _: ()) {
-        port.read_open_header();
+    fn open_opcode(_: ()) -> Option<u32> {
+        None
     }
 }
 
+/// The most active lanes of a group whose small calls take the word lines by default
+/// (`Process::word_lanes`): a lone lane (a print, a `malloc` from one thread).
+pub const WORD_LANES: u32 = 1;
+
 /// No port found (all lock words full, or nothing owned).
-const NONE: u32 = u32::MAX;
+pub(crate) const NONE: u32 = u32::MAX;
 
 /// What a group's search for a port answers, in every lane, when a lane's wait policy gave up
 /// (`index * 2 + outbox bit` never reaches it: ports are at most `MAX_PORTS`).
@@ -570,7 +570,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     }
 
     /// Lets groups of up to `lanes` active lanes make their small calls on the word lines
-    /// (default [`WORD_LANES`](crate::words::WORD_LANES): a lone lane); larger groups use the
+    /// (default [`WORD_LANES`]: a lone lane); larger groups use the
     /// packets. On an H200 (`BENCHMARKS.md`) a lone lane's no-op call is faster on a word line
     /// than through the packets, and so is a lone warp's; but a server does more work for a word
     /// call than for a packet, so thousands of warps calling at once are served faster on word
@@ -593,26 +593,18 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         self.word_calls && active.count_ones() <= self.word_lanes
     }
 
-    /// Opens a port for a call on its word line ([`Port::call_words`]): as
-    /// [`open`](Self::open), but the packet's header is left as it is (the call does not travel
-    /// in the packet), so make only word calls on the port it returns (a `send` would carry
-    /// the header of an earlier call). Generated clients do this by themselves for calls that
-    /// fit a word line.
-    // (Inlined whole: a handle whose address escapes to a call lives in local memory on a GPU,
-    // and its every field access is then a memory access.)
+    /// The port [`open_for_words`](Self::open_for_words) opens, as `index * 2 + outbox bit`
+    /// with the lanes that open it: the kept one, the cursor's, or one found by searching under
+    /// the wait policy (the mask read again at each turn: a lane whose wait policy gave up has
+    /// left, and the others go on as a smaller group).
     #[inline(always)]
-    pub fn open_for_words(
-        &self,
-        opcode: u32,
-    ) -> Result<Port<'_, 'a, Client, L, M, W>, crate::Error> {
+    pub(crate) fn find_open(&self) -> Result<(u32, u64), crate::Error> {
         let mut mask = self.lanes.active_mask();
         let mut found = self.take_kept_for(mask);
         if found == NONE {
             found = self.take_cursor_for(mask);
         }
         let mut polls = 0u32;
-        // (The mask is read again at each turn: a lane whose wait policy gave up has left, and
-        // the others go on as a smaller group.)
         while found == NONE {
             mask = self.lanes.active_mask();
             if self.lanes.is_first_lane(mask) {
@@ -624,7 +616,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
                 polls = polls.saturating_add(1);
             }
         }
-        Ok(self.port_for_words(found, opcode, mask))
+        Ok((found, mask))
     }
 
     /// The port this handle keeps, if it closed it holding its packet, as `index * 2 + outbox
@@ -693,23 +685,6 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
             }
         }
         found
-    }
-
-    /// The port `found` (from [`find_for_words`](Self::find_for_words)) opened for word calls
-    /// by the lanes of `mask`.
-    #[inline(always)]
-    pub(crate) fn port_for_words(
-        &self,
-        found: u32,
-        opcode: u32,
-        mask: u64,
-    ) -> Port<'_, 'a, Client, L, M, W> {
-        let mut port = Port::new(self, found >> 1, found & 1, mask);
-        port.set_opcode(opcode);
-        // SYNC (open): the first lane's take of the port happens before every lane's accesses
-        // to it.
-        self.lanes.sync(mask);
-        port
     }
 }
 
@@ -821,7 +796,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             mirror: &[],
             seqs: &[],
             announce: &[],
-            word_lanes: crate::words::WORD_LANES,
+            word_lanes: WORD_LANES,
             _side: PhantomData,
         })
     }
@@ -1067,39 +1042,17 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         &self.wait
     }
 
-    /// Opens a port this side owns, if one is free now.
-    ///
-    /// A client passes the opcode, which goes into the packet's header; a server passes `()` and
-    /// reads the opcode from the port. Every active lane must call this together with the same
-    /// argument (on a GPU: convergently).
-    pub fn try_open(&self, arg: S::Open) -> Option<Port<'_, 'a, S, L, M, W>> {
-        self.try_open_within(arg, u32::MAX)
-    }
-
-    /// As [`try_open`](Self::try_open), looking at no more than `lock_words` lock words (32
-    /// ports each) of this handle's range, from where the last search started: the next call
-    /// goes on after them. A server thread with other work between its searches (a pass over
-    /// the word lines) so bounds the time of each on a region of thousands of ports, and still
-    /// looks at every port in turn.
-    pub fn try_open_within(
-        &self,
-        arg: S::Open,
-        lock_words: u32,
-    ) -> Option<Port<'_, 'a, S, L, M, W>> {
+    /// The port [`try_open_within`](Self::try_open_within) opens, as `index * 2 + outbox bit`,
+    /// with the lanes that open it: the first lane's choice, shared by every lane.
+    #[inline(always)]
+    pub(crate) fn find_within(&self, lock_words: u32) -> (u32, u64) {
         let mask = self.lanes.active_mask();
         let mut found = NONE;
         if self.lanes.is_first_lane(mask) {
             found = self.search(lock_words);
         }
         // The port index is made uniform: every lane uses the first lane's choice.
-        let found = self.lanes.broadcast(mask, found);
-        if found == NONE {
-            return None;
-        }
-        let mut port = Port::new(self, found >> 1, found & 1, mask);
-        S::on_open(&mut port, arg);
-        self.lanes.sync(mask);
-        Some(port)
+        (self.lanes.broadcast(mask, found), mask)
     }
 
     /// Whether [`try_open`](Self::try_open) may find a port now: one look at each lock word of
@@ -1115,19 +1068,6 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             let free = self.unlocked(word);
             free != 0 && (!S::SCAN_MAILBOX || free & self.owned_bits(word) != 0)
         })
-    }
-
-    /// Opens a port, waiting under the wait policy until one is free (a client: a port not in use;
-    /// a server: a port with a request).
-    pub fn open(&self, arg: S::Open) -> Result<Port<'_, 'a, S, L, M, W>, crate::Error> {
-        let mut polls = 0u32;
-        loop {
-            if let Some(port) = self.try_open(arg) {
-                return Ok(port);
-            }
-            self.wait.pause(polls)?;
-            polls = polls.saturating_add(1);
-        }
     }
 
     /// Takes `port`'s lock of this side without opening the port, if no handle of this side

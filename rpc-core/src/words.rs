@@ -117,35 +117,14 @@ use crate::lanes::{lanes_in, Lanes};
 use crate::mailbox::Mailbox;
 use crate::port::Port;
 use crate::process::{Client, Process, Server};
-use crate::service::status::OK;
-use crate::service::{InlineLanes, INLINE_BYTES};
+use crate::status::OK;
 use crate::sync::{fence, load_pair, prefetch, store_pair, AtomicU64, Ordering};
 use crate::wait::Wait;
 use crate::Error;
 
-/// The most active lanes of a group whose small calls take the word lines by default
-/// (`Process::word_lanes`): a lone lane (a print, a `malloc` from one thread).
-pub const WORD_LANES: u32 = 1;
-
-/// The most request bytes, and the most reply bytes, one lane's call carries on a word line.
-pub const WORD_BYTES: usize = 16;
-
-/// Words of payload per lane each way (4 bytes of payload each).
-pub const WORDS: usize = WORD_BYTES / 4;
-
-/// Ports that share a bell word: a client rings its port's group's bell after the head, and a
-/// server pass reads the heads only of the groups whose bell rang (see the module's text). A
-/// group is a lock word's ports, so a server's range of ports is whole groups.
-pub const BELL_PORTS: u32 = crate::layout::PORT_GRANULE;
-
-/// Bells that share a summit word: a client rings its group's summit after its bell, and a pass
-/// reads the bells only under the summits that rang (see the module's text): an idle pass over
-/// thousands of ports reads a few words.
-pub const SUMMIT_BELLS: u32 = 32;
-
-/// Words (`u64`) of a 128-byte line: each row of a word line starts on a line of its own
-/// (see the layout above).
-pub const ROW: usize = 16;
+// The word lines' geometry is the region layout's; the default lanes are the handle's.
+pub use crate::layout::{BELL_PORTS, ROW, SUMMIT_BELLS, WORDS, WORD_BYTES};
+pub use crate::process::WORD_LANES;
 
 /// Where word `j` of `lane` is in a request or reply line whose rows are `row` words long, for a
 /// call of one lane (`alone`) or of a group. A group's word `j` of every lane is one run of row
@@ -312,7 +291,7 @@ const fn reply_word(payload: u32, status: u32, seq: u32) -> u64 {
     let status = match status {
         DECLINED => DECLINED_BYTE,
         s if s < DECLINED_BYTE => s,
-        _ => crate::service::status::SERVER_ERROR,
+        _ => crate::status::SERVER_ERROR,
     };
     payload as u64 | (status as u64) << 32 | ((seq & REPLY_SEQ) as u64) << 40
 }
@@ -788,16 +767,138 @@ fn store_request(lines: &LaneLines<'_>, alone: bool, request: &[u8], seq: u32, w
     }
 }
 
+/// The lanes of one call that came on a GPU's word lines (`ferry_rpc::words`), served together:
+/// a derived service decodes the opcode once and serves every lane in one loop
+/// (`Handler::handle_inline_lanes`), where serving them one by one would dispatch per lane.
+/// Each lane's request is at most [`WORD_BYTES`], and so is its reply.
+#[derive(Debug)]
+pub struct InlineLanes<'a> {
+    mask: u64,
+    request_len: usize,
+    requests: &'a [[u8; WORD_BYTES]],
+    replies: &'a mut [[u8; WORD_BYTES]],
+    statuses: &'a mut [u32],
+}
+
+impl<'a> InlineLanes<'a> {
+    /// The lanes in `mask` (bit `i`: lane `i`, lanes past the arrays' length ignored), each with
+    /// the first `request_len` bytes of its request (at most `WORD_BYTES`); every lane of the call
+    /// starts with a zeroed reply and the status [`DECLINED`] (the other
+    /// lanes' are not touched). A server makes these; a test of a handler
+    /// can too, and read what it did with [`status`](Self::status) and [`reply`](Self::reply).
+    pub fn new(
+        mask: u64,
+        request_len: usize,
+        requests: &'a [[u8; WORD_BYTES]],
+        replies: &'a mut [[u8; WORD_BYTES]],
+        statuses: &'a mut [u32],
+    ) -> Self {
+        let n = requests
+            .len()
+            .min(replies.len())
+            .min(statuses.len())
+            .min(64);
+        let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let mut lanes = InlineLanes {
+            mask: mask & all,
+            request_len: request_len.min(WORD_BYTES),
+            requests,
+            replies,
+            statuses,
+        };
+        match lanes.mask == all {
+            // Every lane: straight fills (a warp's call, nearly always).
+            true => {
+                lanes.replies[..n].fill([0; WORD_BYTES]);
+                lanes.statuses[..n].fill(DECLINED);
+            }
+            false => {
+                for lane in lanes_in(lanes.mask) {
+                    lanes.replies[lane] = [0; WORD_BYTES];
+                }
+                lanes.decline();
+            }
+        }
+        lanes
+    }
+
+    /// The lanes of the call (bit `i`: lane `i`).
+    pub fn mask(&self) -> u64 {
+        self.mask
+    }
+
+    /// Serves every lane of the call in turn: `serve(request, reply)` gets the lane's request
+    /// bytes and writes its reply at the start of `reply` (zeroed by [`new`](Self::new); the
+    /// client reads as many bytes as it asked for), returning the lane's status, or `None` to
+    /// decline the lane's call (the client then makes it through the packets). Call it once: a
+    /// second call sees the first one's replies.
+    #[inline(always)]
+    pub fn serve(&mut self, mut serve: impl FnMut(&[u8], &mut [u8; WORD_BYTES]) -> Option<u32>) {
+        for lane in lanes_in(self.mask) {
+            let request = &self.requests[lane][..self.request_len];
+            self.statuses[lane] = serve(request, &mut self.replies[lane]).unwrap_or(DECLINED);
+        }
+    }
+
+    /// Lane `lane`'s status: for a lane of the call, what its handler returned, or
+    /// [`DECLINED`]; for another, what the caller's array held.
+    ///
+    /// # Panics
+    ///
+    /// If `lane` is past the arrays given to [`new`](Self::new).
+    pub fn status(&self, lane: usize) -> u32 {
+        self.statuses[lane]
+    }
+
+    /// Lane `lane`'s reply bytes (for a lane of the call, zero past the reply's end).
+    ///
+    /// # Panics
+    ///
+    /// If `lane` is past the arrays given to [`new`](Self::new).
+    pub fn reply(&self, lane: usize) -> &[u8; WORD_BYTES] {
+        &self.replies[lane]
+    }
+
+    /// Whether the call was declined on every lane (nothing was executed).
+    pub fn declined(&self) -> bool {
+        lanes_in(self.mask).all(|lane| self.statuses[lane] == DECLINED)
+    }
+
+    /// Declines the call on every lane: nothing is executed, the client makes it through the
+    /// packets.
+    pub fn decline(&mut self) {
+        for lane in lanes_in(self.mask) {
+            self.statuses[lane] = DECLINED;
+        }
+    }
+
+    /// Answers `status` (with a zeroed reply) on every lane of the call still
+    /// [`DECLINED`]: what a server does for the lanes a handler that
+    /// failed part-way (a panic) had not answered.
+    pub fn fail_unanswered(&mut self, status: u32) {
+        for lane in lanes_in(self.mask) {
+            if self.statuses[lane] == DECLINED {
+                self.replies[lane] = [0; WORD_BYTES];
+                self.statuses[lane] = status;
+            }
+        }
+    }
+}
+
 /// A word-line handler for [`Process::serve_words`] made of a function serving one lane's call:
 /// `handle(opcode, request, reply)` writes the reply at the start of `reply` and returns the
 /// status and the reply's length, or `None` to decline the call (as
 /// `Handler::handle_inline`).
-pub fn lane_by_lane(
-    mut handle: impl FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)>,
+///
+/// `N` is the size of the reply buffer `handle` writes into (at least [`WORD_BYTES`]): a service
+/// layer's inline reply (`service::INLINE_BYTES`).
+pub fn lane_by_lane<const N: usize>(
+    mut handle: impl FnMut(u32, &[u8], &mut [u8; N]) -> Option<(u32, usize)>,
 ) -> impl FnMut(u32, &mut InlineLanes<'_>) {
+    const { assert!(N >= WORD_BYTES) };
     move |opcode, lanes| {
         lanes.serve(|request, reply| {
-            let mut out = [0u8; INLINE_BYTES];
+            let mut out = [0u8; N];
             let (status, _) = handle(opcode, request, &mut out)?;
             reply.copy_from_slice(&out[..WORD_BYTES]);
             Some(status)
@@ -1400,7 +1501,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
         };
         let value = |lane: usize, j: usize| match lane < n && fits && mask & 1 << lane != 0 {
             true => reply_word(payload_of(lane, j) & kept(j), statuses[lane], seq),
-            false => reply_word(0, crate::service::status::BAD_REQUEST, seq),
+            false => reply_word(0, crate::status::BAD_REQUEST, seq),
         };
         if full {
             // Every word of the line, once each (a word written twice could be read between).
@@ -1412,7 +1513,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
             // A group's word `j` of every lane is one run of row `j`: written straight through,
             // the lanes outside the call too, with the word a whole line's rewrite gives them
             // (no call of theirs reads it).
-            let other = reply_word(0, crate::service::status::BAD_REQUEST, seq);
+            let other = reply_word(0, crate::status::BAD_REQUEST, seq);
             for j in 0..words {
                 let kept = kept(j);
                 let line = &rep[at(row, false, j, 0)..at(row, false, j, n)];
@@ -1433,7 +1534,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Server, L, M, W> {
                 }
             }
         } else {
-            let w = reply_word(0, crate::service::status::BAD_REQUEST, seq);
+            let w = reply_word(0, crate::status::BAD_REQUEST, seq);
             for j in 0..words {
                 for lane in lanes_in(mask) {
                     rep[at(row, alone, j, lane)].store(w, Ordering::Release);
@@ -1460,7 +1561,7 @@ mod tests {
     /// Serves `region`'s word lines with `handle` on a thread while `body` runs.
     fn serving<R>(
         region: &HeapRegion,
-        handle: impl Fn(u32, &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> + Sync,
+        handle: impl Fn(u32, &[u8], &mut [u8; WORD_BYTES]) -> Option<(u32, usize)> + Sync,
         body: impl FnOnce() -> R,
     ) -> (R, u64) {
         let stop = AtomicBool::new(false);
@@ -1491,7 +1592,7 @@ mod tests {
         })
     }
 
-    fn plus_one(opcode: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> {
+    fn plus_one(opcode: u32, req: &[u8], rep: &mut [u8; WORD_BYTES]) -> Option<(u32, usize)> {
         match opcode {
             7 => {
                 let v = u64::from_le_bytes(req[..8].try_into().unwrap());
@@ -1499,12 +1600,12 @@ mod tests {
                 Some((0, 8))
             }
             9 => None,
-            _ => Some((crate::service::status::UNKNOWN_OPCODE, 0)),
+            _ => Some((crate::status::UNKNOWN_OPCODE, 0)),
         }
     }
 
     /// Answers opcode 3 with its 4-byte request repeated over the 16 reply bytes asked for.
-    fn repeat(opcode: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> {
+    fn repeat(opcode: u32, req: &[u8], rep: &mut [u8; WORD_BYTES]) -> Option<(u32, usize)> {
         assert_eq!(opcode, 3);
         for k in 0..4 {
             rep[4 * k..4 * k + 4].copy_from_slice(&req[..4]);
@@ -1605,7 +1706,7 @@ mod tests {
     #[test]
     fn every_length_up_to_the_line_and_odd_ones_round_trip() {
         let region = HeapRegion::<crate::PerPort>::with_words(32, 1).unwrap();
-        let echo = |_: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]| {
+        let echo = |_: u32, req: &[u8], rep: &mut [u8; WORD_BYTES]| {
             rep[..req.len()].copy_from_slice(req);
             Some((0, req.len()))
         };
@@ -1628,7 +1729,7 @@ mod tests {
             let client = region.client_with(Single, Spin).unwrap();
             let mut reply = [0u8; 8];
             let mut port = client.open_for_words(3).unwrap();
-            let unknown = crate::service::status::UNKNOWN_OPCODE;
+            let unknown = crate::status::UNKNOWN_OPCODE;
             assert_eq!(port.call_words(&[0; 8], &mut reply), Ok(unknown));
             drop(port);
             let mut port = client.open_for_words(9).unwrap();
@@ -1654,7 +1755,7 @@ mod tests {
                 },
                 &mut reply,
             );
-            assert_eq!(status, Ok(crate::service::status::BAD_REQUEST));
+            assert_eq!(status, Ok(crate::status::BAD_REQUEST));
             drop(port);
             // The port still works.
             let mut port = client.open_for_words(7).unwrap();
@@ -1757,7 +1858,7 @@ mod arrival {
     use crate::{HeapRegion, PerPort, Single, Spin};
 
     /// A handler of one lane's `u64`: the value plus one.
-    fn plus_one(_: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> {
+    fn plus_one(_: u32, req: &[u8], rep: &mut [u8; WORD_BYTES]) -> Option<(u32, usize)> {
         let v = u64::from_le_bytes(req[..8].try_into().unwrap());
         rep[..8].copy_from_slice(&(v + 1).to_le_bytes());
         Some((0, 8))
@@ -2070,7 +2171,7 @@ mod first_poll {
         }
     }
 
-    fn plus_one(_: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> {
+    fn plus_one(_: u32, req: &[u8], rep: &mut [u8; WORD_BYTES]) -> Option<(u32, usize)> {
         let v = u64::from_le_bytes(req[..8].try_into().unwrap());
         rep[..8].copy_from_slice(&(v + 1).to_le_bytes());
         Some((0, 8))

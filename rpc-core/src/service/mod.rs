@@ -54,22 +54,11 @@ use crate::stream::{StreamSink, STREAM_REJECTED};
 use crate::wait::Wait;
 use crate::Error as ProtocolError;
 
-/// Status codes a server puts in the header's status word with its reply.
-pub mod status {
-    /// The call was served.
-    pub const OK: u32 = 0;
-    /// The server has no call with this opcode; nothing was executed.
-    pub const UNKNOWN_OPCODE: u32 = 1;
-    /// The request stream was longer than the server accepts; nothing was executed.
-    pub const REJECTED: u32 = 2;
-    /// The request could not be decoded (text that is not UTF-8); nothing was executed.
-    pub const BAD_REQUEST: u32 = 3;
-    /// The handshake found that the two sides were built from different service schemas.
-    pub const FINGERPRINT_MISMATCH: u32 = 4;
-    /// The handler failed (a protocol error) or panicked while it held the packet; the reply
-    /// carries no result. Sent by servers that catch a handler's failure and still answer.
-    pub const SERVER_ERROR: u32 = 5;
-}
+/// Status codes a server puts in the header's status word with its reply (the protocol's own,
+/// [`crate::status`], named here where the service layer's users look for them).
+pub use crate::status;
+
+pub use crate::words::InlineLanes;
 
 mod awaited;
 mod error;
@@ -102,9 +91,9 @@ pub use serving::{
     name_fits, opcode_collision, Both, Collision, Services, Serving, SERVICE_NAME_BYTES,
 };
 pub use site::Site;
-#[cfg(feature = "alloc")]
-pub use whole::replay;
 pub use whole::{NoWhole, ReplyShape, WholeCall, WholeReply, WholeRequest};
+#[cfg(feature = "alloc")]
+pub use wire::replay;
 
 /// The type of a streamed argument or reply, in a service definition: bytes, at most the call's
 /// `limit` (64 KiB unless the call sets `#[rpc(limit = ...)]`; longer is refused with
@@ -433,128 +422,6 @@ impl<L: Lanes, M: Mailbox, W: Wait> Process<'_, Client, L, M, W> {
         match answer {
             Ok(DECLINED) => None,
             other => Some(other),
-        }
-    }
-}
-
-/// The lanes of one call that came on a GPU's word lines (`ferry_rpc::words`), served together:
-/// a derived service decodes the opcode once and serves every lane in one loop
-/// (`Handler::handle_inline_lanes`), where serving them one by one would dispatch per lane.
-/// Each lane's request is at most [`WORD_BYTES`](crate::words::WORD_BYTES), and so is its reply.
-#[derive(Debug)]
-pub struct InlineLanes<'a> {
-    mask: u64,
-    request_len: usize,
-    requests: &'a [[u8; crate::words::WORD_BYTES]],
-    replies: &'a mut [[u8; crate::words::WORD_BYTES]],
-    statuses: &'a mut [u32],
-}
-
-impl<'a> InlineLanes<'a> {
-    /// The lanes in `mask` (bit `i`: lane `i`, lanes past the arrays' length ignored), each with
-    /// the first `request_len` bytes of its request (at most `WORD_BYTES`); every lane of the call
-    /// starts with a zeroed reply and the status [`DECLINED`](crate::words::DECLINED) (the other
-    /// lanes' are not touched). A server makes these; a test of a handler
-    /// can too, and read what it did with [`status`](Self::status) and [`reply`](Self::reply).
-    pub fn new(
-        mask: u64,
-        request_len: usize,
-        requests: &'a [[u8; crate::words::WORD_BYTES]],
-        replies: &'a mut [[u8; crate::words::WORD_BYTES]],
-        statuses: &'a mut [u32],
-    ) -> Self {
-        let n = requests
-            .len()
-            .min(replies.len())
-            .min(statuses.len())
-            .min(64);
-        let all = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
-        let mut lanes = InlineLanes {
-            mask: mask & all,
-            request_len: request_len.min(crate::words::WORD_BYTES),
-            requests,
-            replies,
-            statuses,
-        };
-        match lanes.mask == all {
-            // Every lane: straight fills (a warp's call, nearly always).
-            true => {
-                lanes.replies[..n].fill([0; crate::words::WORD_BYTES]);
-                lanes.statuses[..n].fill(crate::words::DECLINED);
-            }
-            false => {
-                for lane in crate::lanes::lanes_in(lanes.mask) {
-                    lanes.replies[lane] = [0; crate::words::WORD_BYTES];
-                }
-                lanes.decline();
-            }
-        }
-        lanes
-    }
-
-    /// The lanes of the call (bit `i`: lane `i`).
-    pub fn mask(&self) -> u64 {
-        self.mask
-    }
-
-    /// Serves every lane of the call in turn: `serve(request, reply)` gets the lane's request
-    /// bytes and writes its reply at the start of `reply` (zeroed by [`new`](Self::new); the
-    /// client reads as many bytes as it asked for), returning the lane's status, or `None` to
-    /// decline the lane's call (the client then makes it through the packets). Call it once: a
-    /// second call sees the first one's replies.
-    #[inline(always)]
-    pub fn serve(
-        &mut self,
-        mut serve: impl FnMut(&[u8], &mut [u8; crate::words::WORD_BYTES]) -> Option<u32>,
-    ) {
-        for lane in crate::lanes::lanes_in(self.mask) {
-            let request = &self.requests[lane][..self.request_len];
-            self.statuses[lane] =
-                serve(request, &mut self.replies[lane]).unwrap_or(crate::words::DECLINED);
-        }
-    }
-
-    /// Lane `lane`'s status: for a lane of the call, what its handler returned, or
-    /// [`DECLINED`](crate::words::DECLINED); for another, what the caller's array held.
-    ///
-    /// # Panics
-    ///
-    /// If `lane` is past the arrays given to [`new`](Self::new).
-    pub fn status(&self, lane: usize) -> u32 {
-        self.statuses[lane]
-    }
-
-    /// Lane `lane`'s reply bytes (for a lane of the call, zero past the reply's end).
-    ///
-    /// # Panics
-    ///
-    /// If `lane` is past the arrays given to [`new`](Self::new).
-    pub fn reply(&self, lane: usize) -> &[u8; crate::words::WORD_BYTES] {
-        &self.replies[lane]
-    }
-
-    /// Whether the call was declined on every lane (nothing was executed).
-    pub fn declined(&self) -> bool {
-        crate::lanes::lanes_in(self.mask).all(|lane| self.statuses[lane] == crate::words::DECLINED)
-    }
-
-    /// Declines the call on every lane: nothing is executed, the client makes it through the
-    /// packets.
-    pub fn decline(&mut self) {
-        for lane in crate::lanes::lanes_in(self.mask) {
-            self.statuses[lane] = crate::words::DECLINED;
-        }
-    }
-
-    /// Answers `status` (with a zeroed reply) on every lane of the call still
-    /// [`DECLINED`](crate::words::DECLINED): what a server does for the lanes a handler that
-    /// failed part-way (a panic) had not answered.
-    pub fn fail_unanswered(&mut self, status: u32) {
-        for lane in crate::lanes::lanes_in(self.mask) {
-            if self.statuses[lane] == crate::words::DECLINED {
-                self.replies[lane] = [0; crate::words::WORD_BYTES];
-                self.statuses[lane] = status;
-            }
         }
     }
 }

@@ -3,11 +3,7 @@
 //!
 //! The protocol and its invariant are on [`WholeCall`].
 
-#[cfg(feature = "alloc")]
-use super::CallSite;
 use super::{Error, Status};
-#[cfg(feature = "alloc")]
-use crate::layout::SLOT_BYTES;
 use crate::stream::StreamSink;
 
 /// What a call's reply is, as a whole call carries it.
@@ -191,57 +187,14 @@ pub trait WholeCall {
     fn call_whole(&self, request: &WholeRequest<'_>, reply: WholeReply<'_>) -> Result<(), Error>;
 }
 
-/// The whole-call path of a [`CallSite`] that has none (every site with ports): a type with no
-/// values, so [`CallSite::whole`] can only be `None` and the check for it compiles away.
+/// The whole-call path of a [`CallSite`](super::CallSite) that has none (every site with
+/// ports): a type with no values, so [`CallSite::whole`](super::CallSite::whole) can only be
+/// `None` and the check for it compiles away.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NoWhole {}
 
 impl WholeCall for NoWhole {
     fn call_whole(&self, _request: &WholeRequest<'_>, _reply: WholeReply<'_>) -> Result<(), Error> {
         match *self {}
-    }
-}
-
-/// Makes the call `request` on `site` with the same shape function a generated client uses, and
-/// hands its reply to `reply`: how a bridge serves a whole call that came to it, on a site with
-/// ports (a shared-memory client of a running server). A request that no generated call makes
-/// (fixed arguments or a fixed reply longer than a slot) is [`Status::BadRequest`]; the server
-/// refuses the rest as it refuses any call (an unknown opcode, a stream over its limit).
-///
-/// A streamed reply is received whole (at most the request's limit) before it is delivered.
-#[cfg(feature = "alloc")]
-pub fn replay<C: CallSite + ?Sized>(
-    site: &C,
-    request: &WholeRequest<'_>,
-    mut reply: WholeReply<'_>,
-) -> Result<(), Error> {
-    use super::wire;
-    if request.prefix.len() > SLOT_BYTES {
-        return Err(Error::Status(Status::BadRequest));
-    }
-    let (opcode, prefix) = (request.opcode, request.prefix);
-    match (request.reply, request.body) {
-        (ReplyShape::None, None) => wire::oneway_shared(site, opcode, prefix),
-        (ReplyShape::None, Some(body)) => {
-            wire::stream_shared(site, opcode, prefix, body, true, &mut [])
-        }
-        (ReplyShape::Fixed(len), body) => {
-            if len > SLOT_BYTES {
-                return Err(Error::Status(Status::BadRequest));
-            }
-            let mut out = [0u8; SLOT_BYTES];
-            let out = &mut out[..len];
-            match body {
-                None => {
-                    wire::fixed_shared(site, opcode, prefix, out, crate::words::Memory::Fenced)?
-                }
-                Some(body) => wire::stream_shared(site, opcode, prefix, body, false, out)?,
-            }
-            reply.deliver(out)
-        }
-        (ReplyShape::Stream { limit }, body) => {
-            let bytes = wire::stream_reply_raw(site, opcode, prefix, body, limit)?;
-            reply.deliver(&bytes)
-        }
     }
 }

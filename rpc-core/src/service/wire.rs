@@ -1057,6 +1057,46 @@ pub(super) fn stream_reply_raw<C: CallSite + ?Sized>(
 // inline, on a transport whose path carries `INLINE_BYTES`; one declined fits the packets.
 const _: () = assert!(INLINE_BYTES >= SLOT_BYTES);
 
+/// Makes the call `request` on `site` with the same shape function a generated client uses, and
+/// hands its reply to `reply`: how a bridge serves a whole call that came to it, on a site with
+/// ports (a shared-memory client of a running server). A request that no generated call makes
+/// (fixed arguments or a fixed reply longer than a slot) is [`Status::BadRequest`]; the server
+/// refuses the rest as it refuses any call (an unknown opcode, a stream over its limit).
+///
+/// A streamed reply is received whole (at most the request's limit) before it is delivered.
+#[cfg(feature = "alloc")]
+pub fn replay<C: CallSite + ?Sized>(
+    site: &C,
+    request: &super::whole::WholeRequest<'_>,
+    mut reply: super::whole::WholeReply<'_>,
+) -> Result<(), Error> {
+    use super::whole::ReplyShape;
+    if request.prefix.len() > SLOT_BYTES {
+        return Err(Error::Status(Status::BadRequest));
+    }
+    let (opcode, prefix) = (request.opcode, request.prefix);
+    match (request.reply, request.body) {
+        (ReplyShape::None, None) => oneway_shared(site, opcode, prefix),
+        (ReplyShape::None, Some(body)) => stream_shared(site, opcode, prefix, body, true, &mut []),
+        (ReplyShape::Fixed(len), body) => {
+            if len > SLOT_BYTES {
+                return Err(Error::Status(Status::BadRequest));
+            }
+            let mut out = [0u8; SLOT_BYTES];
+            let out = &mut out[..len];
+            match body {
+                None => fixed_shared(site, opcode, prefix, out, crate::words::Memory::Fenced)?,
+                Some(body) => stream_shared(site, opcode, prefix, body, false, out)?,
+            }
+            reply.deliver(out)
+        }
+        (ReplyShape::Stream { limit }, body) => {
+            let bytes = stream_reply_raw(site, opcode, prefix, body, limit)?;
+            reply.deliver(&bytes)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
