@@ -380,27 +380,59 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     locks: &'a [AtomicU32],
     lanes: L,
     wait: W,
-    cursor: Cell<u32>,
-    /// Whether a closed port stays locked for this handle's next open ([`Self::keep_port`]).
-    keep: bool,
-    /// The port kept locked since the last close, or `NONE` (set in the first lane only).
-    kept: Cell<u32>,
-    /// This side's outbox bit for the kept port if this handle held its packet when it closed it
-    /// (so it still does: the other side flips only a packet it owns), else `UNKNOWN`.
-    kept_out: Cell<u32>,
-    /// Whether this handle holds every lock of its range ([`Self::exclusive`]).
-    sole: bool,
-    /// The lock words this handle searches: `first_word .. first_word + words` (all by default).
-    first_word: u32,
-    words: u32,
+    /// The lock words this handle searches and where its next search starts.
+    range: Range,
+    /// The port this handle keeps locked between calls.
+    kept: Kept,
     /// A client's port words, one per port, which hold the ports' locks in place of the bitmap
     /// `locks` (empty: the bitmap); see [`Self::with_port_words`].
     port_words: &'a [AtomicU64],
     /// An exclusive handle's copy of its own outbox bits, one word per 32 ports of the whole
     /// region (empty: none); see [`Self::with_outbox_mirror`].
     mirror: &'a [AtomicU32],
+    /// The handle's state for calls on the word lines (`crate::words`).
+    word: WordCalls<'a>,
+    /// A client's announce words, one per lane of every port (empty: none); see
+    /// [`Self::with_announce_words`].
+    announce: &'a [AtomicU32],
+    _side: PhantomData<S>,
+}
+
+/// The lock words a handle searches and where its next search starts.
+#[derive(Clone)]
+struct Range {
+    /// The first lock word of the range (all of them by default).
+    first_word: u32,
+    /// How many lock words, from `first_word`.
+    words: u32,
+    /// Where the next search starts.
+    cursor: Cell<u32>,
+    /// Whether this handle holds every lock of its range ([`Process::exclusive`]).
+    sole: bool,
+}
+
+/// The port a handle keeps locked since its last close.
+#[derive(Clone)]
+struct Kept {
+    /// Whether a closed port stays locked for this handle's next open ([`Process::keep_port`]).
+    on: bool,
+    /// The port kept locked since the last close, or `NONE` (set in the first lane only).
+    port: Cell<u32>,
+    /// This side's outbox bit for the kept port if this handle held its packet when it closed it
+    /// (so it still does: the other side flips only a packet it owns), else `UNKNOWN`.
+    out: Cell<u32>,
+}
+
+/// A client's state for calls on the word lines (`crate::words`).
+#[derive(Clone)]
+struct WordCalls<'a> {
+    /// Whether this client makes small calls on the word lines (it has sequence words: its
+    /// port words, or [`Process::with_word_seqs`]).
+    on: bool,
+    /// The most active lanes whose small calls take the word lines ([`Process::word_lanes`]).
+    lanes: u32,
     /// A client's sequence word for each port's word line (empty: no word calls); see
-    /// [`Self::with_word_seqs`].
+    /// [`Process::with_word_seqs`].
     seqs: &'a [AtomicU32],
     /// The port of this handle's last word call and the sequence it sent, while the port has
     /// stayed locked for this handle since, or a port this handle locked and the sequence its
@@ -420,15 +452,6 @@ pub struct Process<'a, S: Side, L: Lanes = Single, M: Mailbox = PerPort, W: Wait
     /// `words::learn_first_poll`), else 0. A group's call makes every lane's the first lane's and
     /// learns the same in every lane; a call of fewer lanes changes only theirs.
     first_poll: Cell<u32>,
-    /// Whether this client makes small calls on the word lines (it has sequence words: its
-    /// port words, or [`Self::with_word_seqs`]).
-    word_calls: bool,
-    /// The most active lanes whose small calls take the word lines ([`Self::word_lanes`]).
-    word_lanes: u32,
-    /// A client's announce words, one per lane of every port (empty: none); see
-    /// [`Self::with_announce_words`].
-    announce: &'a [AtomicU32],
-    _side: PhantomData<S>,
 }
 
 /// A port word's lock bit. A client's port word (see [`Process::with_port_words`]) holds, for
@@ -502,7 +525,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         }
         let word_calls = region.layout.has_words() && !region.heads.is_empty();
         let mut client = Self::build(region, &[], words, lanes, wait)?;
-        client.word_calls = word_calls;
+        client.word.on = word_calls;
         Ok(client)
     }
 
@@ -526,9 +549,9 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
         {
             return Err(LayoutError::Ports(layout.ports()));
         }
-        self.seqs = seqs;
-        self.word_calls = true;
-        self.last_seq.set((NONE, 0));
+        self.word.seqs = seqs;
+        self.word.on = true;
+        self.word.last_seq.set((NONE, 0));
         Ok(self)
     }
 
@@ -577,20 +600,20 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     /// lines with many server threads, about as fast with eight and slower with one (the figures:
     /// `BENCHMARKS.md`).
     pub fn word_lanes(mut self, lanes: u32) -> Self {
-        self.word_lanes = lanes;
+        self.word.lanes = lanes;
         self
     }
 
     /// The most active lanes of a group whose small calls take the word lines
     /// ([`word_lanes`](Self::word_lanes)).
     pub fn max_word_lanes(&self) -> u32 {
-        self.word_lanes
+        self.word.lanes
     }
 
     /// Whether a group of `active` lanes makes its small calls on the word lines.
     #[inline(always)]
     pub(crate) fn words_for(&self, active: u64) -> bool {
-        self.word_calls && active.count_ones() <= self.word_lanes
+        self.word.on && active.count_ones() <= self.word.lanes
     }
 
     /// The port [`open_for_words`](Self::open_for_words) opens, as `index * 2 + outbox bit`
@@ -625,7 +648,7 @@ impl<'a, L: Lanes, M: Mailbox, W: Wait> Process<'a, Client, L, M, W> {
     #[inline(always)]
     fn take_kept_for(&self, mask: u64) -> u32 {
         let mut found = NONE;
-        if self.keep {
+        if self.kept.on {
             if self.lanes.is_first_lane(mask) {
                 found = self.take_kept_open();
             }
@@ -712,31 +735,21 @@ impl<L: Lanes, M: Mailbox, W: Wait> Process<'_, Client, L, M, W> {
             locks: self.locks,
             lanes,
             wait,
-            cursor: Cell::new(self.cursor.get()),
-            keep: self.keep,
-            kept: Cell::new(self.kept.get()),
-            kept_out: Cell::new(self.kept_out.get()),
-            sole: self.sole,
-            first_word: self.first_word,
-            words: self.words,
+            range: self.range.clone(),
+            kept: self.kept.clone(),
             port_words: self.port_words,
             mirror: self.mirror,
-            seqs: self.seqs,
-            last_seq: Cell::new(self.last_seq.get()),
-            last_shadow: Cell::new(self.last_shadow.get()),
-            first_poll: Cell::new(self.first_poll.get()),
-            word_calls: self.word_calls,
-            word_lanes: self.word_lanes,
+            word: self.word.clone(),
             announce: self.announce,
             _side: PhantomData,
         });
         let result = f(&stand_in);
-        self.cursor.set(stand_in.cursor.get());
-        self.kept.set(stand_in.kept.get());
-        self.kept_out.set(stand_in.kept_out.get());
-        self.last_seq.set(stand_in.last_seq.get());
-        self.last_shadow.set(stand_in.last_shadow.get());
-        self.first_poll.set(stand_in.first_poll.get());
+        self.range.cursor.set(stand_in.range.cursor.get());
+        self.kept.port.set(stand_in.kept.port.get());
+        self.kept.out.set(stand_in.kept.out.get());
+        self.word.last_seq.set(stand_in.word.last_seq.get());
+        self.word.last_shadow.set(stand_in.word.last_shadow.get());
+        self.word.first_poll.set(stand_in.word.first_poll.get());
         result
     }
 }
@@ -781,22 +794,28 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             locks,
             lanes,
             wait,
-            cursor: Cell::new(0),
-            keep: false,
-            kept: Cell::new(NONE),
-            kept_out: Cell::new(UNKNOWN),
-            last_seq: Cell::new((NONE, 0)),
-            last_shadow: Cell::new(0),
-            first_poll: Cell::new(0),
-            word_calls: false,
-            sole: false,
-            first_word: 0,
-            words,
+            range: Range {
+                first_word: 0,
+                words,
+                cursor: Cell::new(0),
+                sole: false,
+            },
+            kept: Kept {
+                on: false,
+                port: Cell::new(NONE),
+                out: Cell::new(UNKNOWN),
+            },
             port_words,
             mirror: &[],
-            seqs: &[],
+            word: WordCalls {
+                on: false,
+                lanes: WORD_LANES,
+                seqs: &[],
+                last_seq: Cell::new((NONE, 0)),
+                last_shadow: Cell::new(0),
+                first_poll: Cell::new(0),
+            },
             announce: &[],
-            word_lanes: WORD_LANES,
             _side: PhantomData,
         })
     }
@@ -809,7 +828,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// one more: a warp keeps the port of a group with lane 0 in it, which a group without lane 0
     /// cannot take, so with every port kept such a group would wait forever.
     pub fn keep_port(mut self, keep: bool) -> Self {
-        self.keep = keep;
+        self.kept.on = keep;
         self
     }
 
@@ -828,9 +847,9 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// unlocking it when dropped). Otherwise two handles could write the same packet at once.
     pub unsafe fn adopt_port(mut self, port: u32) -> Self {
         debug_assert!(self.port_range().contains(&port));
-        self.keep = true;
-        let previous = self.kept.replace(port);
-        self.kept_out.set(UNKNOWN);
+        self.kept.on = true;
+        let previous = self.kept.port.replace(port);
+        self.kept.out.set(UNKNOWN);
         if previous != NONE && previous != port {
             self.unlock(previous);
         }
@@ -846,10 +865,10 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// `None` if no port is kept (`keep_port` is off, or the kept port was released because the
     /// other side held its packet at the last open).
     pub fn take_kept(&self) -> Option<u32> {
-        self.kept_out.set(UNKNOWN);
+        self.kept.out.set(UNKNOWN);
         // Another handle may make the port's next calls: the port's state goes to its word.
         self.write_back();
-        match self.kept.replace(NONE) {
+        match self.kept.port.replace(NONE) {
             NONE => None,
             port => Some(port),
         }
@@ -863,11 +882,11 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// one, and a warp could hold many ports while idle; with this rule a warp keeps at most one,
     /// and the calls of lane 0 alone (a print from one thread) keep theirs as a whole warp does.
     pub(crate) fn release(&self, port: u32, owned_out: Option<u32>, lead: bool) {
-        if self.keep && lead {
+        if self.kept.on && lead {
             // A handle with two ports open keeps the last one closed: the one kept before is
             // released.
-            let previous = self.kept.replace(port);
-            self.kept_out.set(owned_out.unwrap_or(UNKNOWN));
+            let previous = self.kept.port.replace(port);
+            self.kept.out.set(owned_out.unwrap_or(UNKNOWN));
             if previous != NONE && previous != port {
                 self.unlock(previous);
             }
@@ -890,13 +909,13 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// bitmap's unlock is `unlock`'s. Runs in the first lane only.
     #[inline(always)]
     pub(crate) fn release_words(&self, port: u32, out: u32, lead: bool) {
-        if (self.keep && lead) || self.sole || self.port_words.is_empty() {
+        if (self.kept.on && lead) || self.range.sole || self.port_words.is_empty() {
             self.release(port, Some(out), lead);
             return;
         }
         let state = self.held_word(port);
-        if self.last_seq.get().0 == port {
-            self.last_seq.set((NONE, 0));
+        if self.word.last_seq.get().0 == port {
+            self.word.last_seq.set((NONE, 0));
         }
         // SYNC (lock release, word calls only): none needed but the word's own order, above.
         unlock_swap64(&self.port_words[port as usize], state);
@@ -919,7 +938,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         // SYNC (lock acquire): pairs with the release (fence, or a port word's release store)
         // in the `unlock` of every port's previous holder, as a `lock` of each would.
         lock_fence(Ordering::Acquire);
-        self.sole = true;
+        self.range.sole = true;
         Ok(self)
     }
 
@@ -941,7 +960,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             }
             return true;
         }
-        let range = self.first_word as usize..(self.first_word + self.words) as usize;
+        let range =
+            self.range.first_word as usize..(self.range.first_word + self.range.words) as usize;
         for w in range.clone() {
             let previous = self.locks[w].fetch_or(u32::MAX, Ordering::Relaxed);
             if previous != 0 {
@@ -965,7 +985,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
                 self.port_words[port as usize].fetch_and(!PORT_LOCKED, Ordering::Relaxed);
             }
         } else {
-            for w in self.first_word..self.first_word + self.words {
+            for w in self.range.first_word..self.range.first_word + self.range.words {
                 self.locks[w as usize].fetch_and(0, Ordering::Relaxed);
             }
         }
@@ -979,10 +999,10 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// this side's outbox for the handle's ports: it holds all their locks. Refused (the error
     /// names the port count) if the handle is not exclusive or `mirror` has the wrong length.
     pub fn with_outbox_mirror(mut self, mirror: &'a [AtomicU32]) -> Result<Self, LayoutError> {
-        if !self.sole || mirror.len() != self.region.layout.lock_words() {
+        if !self.range.sole || mirror.len() != self.region.layout.lock_words() {
             return Err(LayoutError::Ports(self.region.layout.ports()));
         }
-        for w in self.first_word..self.first_word + self.words {
+        for w in self.range.first_word..self.range.first_word + self.range.words {
             mirror[w as usize].store(M::load_word(S::outbox(&self.region), w), Ordering::Relaxed);
         }
         self.mirror = mirror;
@@ -992,7 +1012,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// Starts this handle's searches at `port` (modulo the port count). Spreading the starts of
     /// concurrent clients (by thread or warp index) lets each find a free port at its first step.
     pub fn with_cursor(self, port: u32) -> Self {
-        self.cursor.set(port % self.region.layout.ports());
+        self.range.cursor.set(port % self.region.layout.ports());
         self
     }
 
@@ -1004,7 +1024,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     pub fn restrict(mut self, first_port: u32, count: u32) -> Result<Self, LayoutError> {
         let ports = self.region.layout.ports();
         // An exclusive handle holds its range's locks: its range cannot move.
-        if self.sole
+        if self.range.sole
             || !first_port.is_multiple_of(PORT_GRANULE)
             || !count.is_multiple_of(PORT_GRANULE)
             || count == 0
@@ -1012,19 +1032,20 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         {
             return Err(LayoutError::Ports(count));
         }
-        self.first_word = first_port / PORT_GRANULE;
-        self.words = count / PORT_GRANULE;
+        self.range.first_word = first_port / PORT_GRANULE;
+        self.range.words = count / PORT_GRANULE;
         Ok(self)
     }
 
     /// The ports this handle searches (all of the region's unless [`restrict`](Self::restrict)ed).
     pub fn port_range(&self) -> core::ops::Range<u32> {
-        self.first_word * PORT_GRANULE..(self.first_word + self.words) * PORT_GRANULE
+        self.range.first_word * PORT_GRANULE
+            ..(self.range.first_word + self.range.words) * PORT_GRANULE
     }
 
     /// Moves where this handle's next search starts (modulo the port count).
     pub fn set_cursor(&self, port: u32) {
-        self.cursor.set(port % self.region.layout.ports());
+        self.range.cursor.set(port % self.region.layout.ports());
     }
 
     /// The region.
@@ -1061,10 +1082,10 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// a poll loop (a port may be taken, or a request arrive, right after), much cheaper than a
     /// search that finds nothing. Any lane may call it.
     pub fn may_open(&self) -> bool {
-        if self.kept.get() != NONE {
+        if self.kept.port.get() != NONE {
             return true;
         }
-        (self.first_word..self.first_word + self.words).any(|word| {
+        (self.range.first_word..self.range.first_word + self.range.words).any(|word| {
             let free = self.unlocked(word);
             free != 0 && (!S::SCAN_MAILBOX || free & self.owned_bits(word) != 0)
         })
@@ -1092,7 +1113,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             port < self.region.layout.ports(),
             "port {port} is not a port of the region"
         );
-        if self.sole || !self.lock(port) {
+        if self.range.sole || !self.lock(port) {
             return None;
         }
         // SYNC (lock acquire): `lock` took the bit with acquire ordering (an acquire atomic on
@@ -1148,9 +1169,9 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// caches was written back). First lane only.
     #[inline(always)]
     fn held_word(&self, port: u32) -> u64 {
-        let (last, seq) = self.last_seq.get();
+        let (last, seq) = self.word.last_seq.get();
         if last == port {
-            return port_state(seq, self.last_shadow.get());
+            return port_state(seq, self.word.last_shadow.get());
         }
         private_load(&self.port_words[port as usize]) & !PORT_LOCKED
     }
@@ -1160,7 +1181,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// away, or when the handle caches another port (`write_back`). First lane only.
     #[inline(always)]
     fn set_held(&self, port: u32, seq: u32, shadow: u32) {
-        if self.sole {
+        if self.range.sole {
             // An exclusive handle's lane groups each hold every port: the state goes to the word
             // at once, and nothing is cached (`last_seq`).
             holder_store64(
@@ -1169,23 +1190,26 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             );
             return;
         }
-        if self.last_seq.get().0 != port {
+        if self.word.last_seq.get().0 != port {
             self.write_back();
         }
-        self.last_seq.set((port, seq));
-        self.last_shadow.set(shadow);
+        self.word.last_seq.set((port, seq));
+        self.word.last_shadow.set(shadow);
     }
 
     /// With port words, writes the state the handle caches (of a port it holds) back to the
     /// port's word, its lock bit still set, and forgets it. First lane only.
     #[inline(always)]
     fn write_back(&self) {
-        let (port, seq) = self.last_seq.replace((NONE, 0));
+        let (port, seq) = self.word.last_seq.replace((NONE, 0));
         if let Some(word) = self.port_words.get(port as usize) {
             // Only the holder writes the word's state: a relaxed store keeps the word exact
             // (`holder_store64`), and the unlock's release orders it before the next holder's
             // lock.
-            holder_store64(word, PORT_LOCKED | port_state(seq, self.last_shadow.get()));
+            holder_store64(
+                word,
+                PORT_LOCKED | port_state(seq, self.word.last_shadow.get()),
+            );
         }
     }
 
@@ -1218,9 +1242,9 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// bit`; else `NONE`, nothing held (the search decides). First lane only.
     #[inline(always)]
     fn try_cursor(&self) -> u32 {
-        let port = self.cursor.get();
+        let port = self.range.cursor.get();
         if self.port_words.is_empty()
-            || self.kept.get() != NONE
+            || self.kept.port.get() != NONE
             || !self.port_range().contains(&port)
         {
             return NONE;
@@ -1233,15 +1257,15 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// read: on a GPU this open costs no trip across the bus. First lane only.
     #[inline(always)]
     fn take_kept_open(&self) -> u32 {
-        let (kept, out) = (self.kept.get(), self.kept_out.get());
+        let (kept, out) = (self.kept.port.get(), self.kept.out.get());
         if kept == NONE || out == UNKNOWN {
             return NONE;
         }
         // SYNC (none needed): this handle closed the port holding its packet, after taking it
         // with an acquire (fence or load) that ordered the other side's accesses before ours; the
         // other side flips only a packet it owns, so it has not touched the packet since.
-        self.kept.set(NONE);
-        self.kept_out.set(UNKNOWN);
+        self.kept.port.set(NONE);
+        self.kept.out.set(UNKNOWN);
         kept * 2 + out
     }
 
@@ -1254,8 +1278,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             return open;
         }
         // A kept port whose packet this handle may not hold (or none): decided below.
-        let kept = self.kept.replace(NONE);
-        self.kept_out.set(UNKNOWN);
+        let kept = self.kept.port.replace(NONE);
+        self.kept.out.set(UNKNOWN);
         if kept != NONE && !self.port_words.is_empty() {
             // With port words: decide from the outbox shadow, as a fresh lock would, without
             // reading the mailboxes (`open_by_shadow` holds the argument; here the last holder
@@ -1276,8 +1300,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             }
             self.unlock(kept);
         }
-        let (base, words) = (self.first_word, self.words);
-        let mut start = self.cursor.get();
+        let (base, words) = (self.range.first_word, self.range.words);
+        let mut start = self.range.cursor.get();
         if !self.port_range().contains(&start) {
             start = base * PORT_GRANULE;
         }
@@ -1336,7 +1360,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         if last_step < words {
             // The next search goes on from the word after the last one looked at.
             let next = (first_word + last_step + 1) % words;
-            self.cursor.set((base + next) * PORT_GRANULE);
+            self.range.cursor.set((base + next) * PORT_GRANULE);
         }
         NONE
     }
@@ -1345,7 +1369,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// holds every lock of its range: all of them).
     #[inline(always)]
     fn unlocked(&self, word: u32) -> u32 {
-        if self.sole {
+        if self.range.sole {
             u32::MAX
         } else if !self.port_words.is_empty() {
             let first = (word * PORT_GRANULE) as usize;
@@ -1420,24 +1444,26 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     #[inline(always)]
     fn advance_cursor(&self, port: u32) {
         let next = port + S::CURSOR_STEP;
-        self.cursor.set(if next == self.region.layout.ports() {
-            0
-        } else {
-            next
-        });
+        self.range
+            .cursor
+            .set(if next == self.region.layout.ports() {
+                0
+            } else {
+                next
+            });
     }
 
     /// The sequence words of word calls (empty: none, or port words).
     #[cfg(test)]
     pub(crate) fn word_seqs(&self) -> &'a [AtomicU32] {
-        self.seqs
+        self.word.seqs
     }
 
     /// Whether this handle makes calls on the word lines (it has sequence words for them: its
     /// port words, or those of [`with_word_seqs`](Process::with_word_seqs)).
     #[inline(always)]
     pub(crate) fn word_calls(&self) -> bool {
-        self.word_calls
+        self.word.on
     }
 
     /// The next word-call sequence of `port`, which this handle holds: from
@@ -1445,7 +1471,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// caller stores it with [`sent_seq`](Self::sent_seq). First lane only.
     #[inline(always)]
     pub(crate) fn next_seq(&self, port: u32) -> u32 {
-        let (last_port, last) = self.last_seq.get();
+        let (last_port, last) = self.word.last_seq.get();
         if last_port == port {
             return last.wrapping_add(1);
         }
@@ -1453,7 +1479,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         if !self.port_words.is_empty() {
             return (self.held_word(port) as u32).wrapping_add(1);
         }
-        private_load(&self.seqs[port as usize]).wrapping_add(1)
+        private_load(&self.word.seqs[port as usize]).wrapping_add(1)
     }
 
     /// Records `seq` as `port`'s last word call: in this handle, and in its sequence word (for
@@ -1466,20 +1492,20 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             self.set_held(port, seq, shadow_of(self.held_word(port)));
             return;
         }
-        private_store(&self.seqs[port as usize], seq);
-        self.last_seq.set((port, seq));
+        private_store(&self.word.seqs[port as usize], seq);
+        self.word.last_seq.set((port, seq));
     }
 
     /// How long after its send a word call polls first for its reply, in ns (`first_poll`).
     #[inline(always)]
     pub(crate) fn first_poll(&self) -> &Cell<u32> {
-        &self.first_poll
+        &self.word.first_poll
     }
 
     /// Whether this handle holds every lock of its range ([`Self::exclusive`]).
     #[inline(always)]
     pub(crate) fn is_sole(&self) -> bool {
-        self.sole
+        self.range.sole
     }
 
     /// Takes `port`'s lock bit of this side; true if it was clear (always for an exclusive
@@ -1492,7 +1518,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// Sets `port`'s lock bit; true if it was clear.
     #[inline(always)]
     fn lock(&self, port: u32) -> bool {
-        if self.sole {
+        if self.range.sole {
             // Held since `exclusive`.
             return true;
         }
@@ -1521,17 +1547,17 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     #[inline(always)]
     pub(crate) fn unlock(&self, port: u32) {
         if let Some(word) = self.port_words.get(port as usize) {
-            if self.sole {
+            if self.range.sole {
                 // Held until the handle is dropped: the state goes to the word, for the next
                 // group of this handle's lanes.
-                if self.last_seq.get().0 == port {
+                if self.word.last_seq.get().0 == port {
                     self.write_back();
                 }
                 return;
             }
             let state = self.held_word(port);
-            if self.last_seq.get().0 == port {
-                self.last_seq.set((NONE, 0));
+            if self.word.last_seq.get().0 == port {
+                self.word.last_seq.set((NONE, 0));
             }
             // SYNC (lock release): everything this holder did to the port happens before the
             // next holder's `lock`, which reads this store; the state goes with it.
@@ -1540,10 +1566,10 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         }
         // The next holder moves the port's sequence on: another handle, or (a handle holding
         // every lock, whose lock is not released) another group of this handle's lanes.
-        if self.last_seq.get().0 == port {
-            self.last_seq.set((NONE, 0));
+        if self.word.last_seq.get().0 == port {
+            self.word.last_seq.set((NONE, 0));
         }
-        if self.sole {
+        if self.range.sole {
             // Held until the handle is dropped.
             return;
         }
@@ -1560,11 +1586,11 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Drop for Process<'_, S, L, M, W> {
     fn drop(&mut self) {
         // A port kept locked by `keep_port` is released with its handle (only the first lane of
         // the group that closed it holds it in `kept`).
-        let kept = self.kept.replace(NONE);
+        let kept = self.kept.port.replace(NONE);
         if kept != NONE {
             self.unlock(kept);
         }
-        if self.sole {
+        if self.range.sole {
             self.write_back();
             self.give_range();
         }
