@@ -108,7 +108,7 @@ mod files;
 
 use files::{FileLimits, FileTable, Limit, ShareKey};
 
-use ferry_rpc::service::{with_stream_buffers, Handler, Served, Service};
+use ferry_rpc::service::{with_stream_buffers, Dispatch, Handler, Served, Service};
 use ferry_rpc::{Lanes, Mailbox, Port, Server, Single, Wait};
 
 // The definition, so that a host program finds everything it serves here.
@@ -778,7 +778,8 @@ impl LibcHost {
         port: &mut Port<'_, '_, Server, L, M, W>,
     ) -> Result<Served, ferry_rpc::Error> {
         let call = self.for_caller(caller);
-        let served = with_stream_buffers(|buffers| Libc::dispatch(&call, port, buffers))?;
+        let served =
+            with_stream_buffers(|buffers| <Libc as Dispatch<_>>::dispatch(&call, port, buffers))?;
         let i = self.count_index(served.opcode);
         self.counts[i].fetch_add(1, Ordering::Relaxed);
         Ok(served)
@@ -1595,7 +1596,13 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
         body: &[u8],
         reply: &mut [u8; ferry_rpc::service::INLINE_BYTES],
     ) -> Option<(u32, usize)> {
-        let served = Libc::dispatch_inline(&self.for_program(), opcode, request, body, reply)?;
+        let served = <Libc as Dispatch<_>>::dispatch_inline(
+            &self.for_program(),
+            opcode,
+            request,
+            body,
+            reply,
+        )?;
         let i = self.count_index(opcode);
         self.counts[i].fetch_add(1, Ordering::Relaxed);
         Some(served)
@@ -1604,7 +1611,7 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
     /// Every lane of a call that came on a GPU's word lines, in one dispatch: counted once, as
     /// [`dispatch`](Self::dispatch) counts a call however many lanes it carries.
     fn handle_inline_lanes(&self, opcode: u32, lanes: &mut ferry_rpc::service::InlineLanes<'_>) {
-        Libc::dispatch_inline_lanes(&self.for_program(), opcode, lanes);
+        <Libc as Dispatch<_>>::dispatch_inline_lanes(&self.for_program(), opcode, lanes);
         // A declined call executed nothing: it is counted when the packets bring it. (The
         // generated dispatch declines a call on every lane or on none.)
         if !lanes.declined() {

@@ -414,6 +414,7 @@ fn generate(service: &Service) -> TokenStream {
             /// streamed arguments (`Vec::new()` with `alloc`).
             ///
             /// Returns what was served, or the protocol error (the client stalled).
+            #[inline]
             pub fn dispatch<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
                 handler: &__RpcH,
                 port: &mut ::ferry_rpc::Port<'_, '_, ::ferry_rpc::Server, __RpcL, __RpcM, __RpcW>,
@@ -426,15 +427,7 @@ fn generate(service: &Service) -> TokenStream {
                 __RpcW: ::ferry_rpc::Wait,
                 __RpcB: ::ferry_rpc::service::LaneBuffers,
             {
-                let _ = (&handler, &buffers);
-                match port.opcode() {
-                    #( #arms )*
-                    ::ferry_rpc::service::HANDSHAKE => ::ferry_rpc::__private::serve_handshake(
-                        port,
-                        <#ident as ::ferry_rpc::service::Service>::FINGERPRINT,
-                    ),
-                    _ => ::ferry_rpc::__private::reply_unknown(port),
-                }
+                <Self as ::ferry_rpc::service::Dispatch<__RpcH>>::dispatch(handler, port, buffers)
             }
 
             /// Serves a call that came through a transport's inline path
@@ -448,6 +441,7 @@ fn generate(service: &Service) -> TokenStream {
             /// bytes). `None` for a call that cannot travel inline (a streamed reply, a one-way
             /// call, arguments or a reply over `INLINE_BYTES`): the transport tells the client to
             /// use a port.
+            #[inline]
             pub fn dispatch_inline<__RpcH: #server + ?::core::marker::Sized>(
                 handler: &__RpcH,
                 opcode: u32,
@@ -455,15 +449,9 @@ fn generate(service: &Service) -> TokenStream {
                 body: &[u8],
                 reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
             ) -> ::core::option::Option<(u32, usize)> {
-                let _ = (&handler, &request, &body, &reply);
-                match opcode {
-                    #( #inline_arms )*
-                    ::ferry_rpc::service::HANDSHAKE => ::core::option::Option::None,
-                    _ => ::core::option::Option::Some((
-                        ::ferry_rpc::service::status::UNKNOWN_OPCODE,
-                        0,
-                    )),
-                }
+                <Self as ::ferry_rpc::service::Dispatch<__RpcH>>::dispatch_inline(
+                    handler, opcode, request, body, reply,
+                )
             }
 
             /// Serves every lane of a call that came on a GPU's word lines
@@ -473,19 +461,15 @@ fn generate(service: &Service) -> TokenStream {
             /// or reply, arguments or a reply over `ferry_rpc::words::WORD_BYTES`) and the
             /// handshake are declined on every lane (the client uses a port); a call the service
             /// does not have gets `status::UNKNOWN_OPCODE`.
+            #[inline]
             pub fn dispatch_inline_lanes<__RpcH: #server + ?::core::marker::Sized>(
                 handler: &__RpcH,
                 opcode: u32,
                 lanes: &mut ::ferry_rpc::service::InlineLanes<'_>,
             ) {
-                let _ = &handler;
-                match opcode {
-                    #( #lanes_arms )*
-                    ::ferry_rpc::service::HANDSHAKE => lanes.decline(),
-                    _ => lanes.serve(|_, _| {
-                        ::core::option::Option::Some(::ferry_rpc::service::status::UNKNOWN_OPCODE)
-                    }),
-                }
+                <Self as ::ferry_rpc::service::Dispatch<__RpcH>>::dispatch_inline_lanes(
+                    handler, opcode, lanes,
+                )
             }
 
             /// Serves one call if a client is waiting: opens a port, [`dispatch`](Self::dispatch)es
@@ -537,7 +521,15 @@ fn generate(service: &Service) -> TokenStream {
                 __RpcW: ::ferry_rpc::Wait,
                 __RpcB: ::ferry_rpc::service::LaneBuffers,
             {
-                #ident::dispatch(handler, port, buffers)
+                let _ = (&handler, &buffers);
+                match port.opcode() {
+                    #( #arms )*
+                    ::ferry_rpc::service::HANDSHAKE => ::ferry_rpc::__private::serve_handshake(
+                        port,
+                        <#ident as ::ferry_rpc::service::Service>::FINGERPRINT,
+                    ),
+                    _ => ::ferry_rpc::__private::reply_unknown(port),
+                }
             }
 
             #[inline]
@@ -548,7 +540,15 @@ fn generate(service: &Service) -> TokenStream {
                 body: &[u8],
                 reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
             ) -> ::core::option::Option<(u32, usize)> {
-                #ident::dispatch_inline(handler, opcode, request, body, reply)
+                let _ = (&handler, &request, &body, &reply);
+                match opcode {
+                    #( #inline_arms )*
+                    ::ferry_rpc::service::HANDSHAKE => ::core::option::Option::None,
+                    _ => ::core::option::Option::Some((
+                        ::ferry_rpc::service::status::UNKNOWN_OPCODE,
+                        0,
+                    )),
+                }
             }
 
             #[inline]
@@ -557,7 +557,14 @@ fn generate(service: &Service) -> TokenStream {
                 opcode: u32,
                 lanes: &mut ::ferry_rpc::service::InlineLanes<'_>,
             ) {
-                #ident::dispatch_inline_lanes(handler, opcode, lanes)
+                let _ = &handler;
+                match opcode {
+                    #( #lanes_arms )*
+                    ::ferry_rpc::service::HANDSHAKE => lanes.decline(),
+                    _ => lanes.serve(|_, _| {
+                        ::core::option::Option::Some(::ferry_rpc::service::status::UNKNOWN_OPCODE)
+                    }),
+                }
             }
         }
 

@@ -800,9 +800,10 @@ fn work(
                 port: call.port as usize,
             };
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                ferry_rpc::service::with_caller(&caller, || {
-                    handler.handle_inline(opcode, request, body, reply)
-                })
+                // SAFETY: the scope drops at the end of this closure (or as it unwinds), before
+                // `caller`, on this thread.
+                let _caller = unsafe { ferry_rpc::service::caller_scope(&caller) };
+                handler.handle_inline(opcode, request, body, reply)
             }));
             let (counter, answer) = match outcome {
                 // NOT_INLINE is this transport's word for "use the packets", which would run the call
@@ -850,9 +851,12 @@ fn work(
                 port: index as usize,
             };
             // A failed or panicking handler: the packet goes back with `SERVER_ERROR`.
-            let outcome = ferry_rpc::service::with_caller(&caller, || {
+            let outcome = {
+                // SAFETY: the scope drops at the end of this block (or as it unwinds), before
+                // `caller`, on this thread.
+                let _caller = unsafe { ferry_rpc::service::caller_scope(&caller) };
                 ferry_rpc::service::serve_packet(handler, &mut port)
-            });
+            };
             let counter = match outcome {
                 Outcome::Served => &counters.served,
                 Outcome::Failed => &counters.failed,

@@ -158,6 +158,7 @@ where
 /// ([`with_stream_buffers`]); inline calls to [`Services::dispatch_inline`]; the services listed
 /// by name.
 macro_rules! services_handler {
+    // Each call to the services' `Services` methods (several services: to the one that has it).
     () => {
         #[inline]
         fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), Error> {
@@ -180,6 +181,36 @@ macro_rules! services_handler {
             Services::dispatch_inline_lanes(self, opcode, lanes)
         }
 
+        services_handler!(@rest);
+    };
+    // Each call straight to service `$service`'s generated dispatch with the handler in field
+    // `$field` (one service: no hop through `Services`).
+    ($service:ident, $field:ident) => {
+        #[inline]
+        fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), Error> {
+            with_stream_buffers(|buffers| $service::dispatch(&self.$field, port, buffers))
+                .map(|_| ())
+        }
+
+        #[inline]
+        fn handle_inline(
+            &self,
+            opcode: u32,
+            request: &[u8],
+            body: &[u8],
+            reply: &mut [u8; INLINE_BYTES],
+        ) -> Option<(u32, usize)> {
+            $service::dispatch_inline(&self.$field, opcode, request, body, reply)
+        }
+
+        #[inline]
+        fn handle_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
+            $service::dispatch_inline_lanes(&self.$field, opcode, lanes)
+        }
+
+        services_handler!(@rest);
+    };
+    (@rest) => {
         fn serves_inline(&self) -> bool {
             true
         }
@@ -222,7 +253,7 @@ where
     S: Dispatch<H>,
     H: Sync,
 {
-    services_handler!();
+    services_handler!(S, handler);
 }
 
 /// Several services served together (`Counter::server(a).and(Libc::server(b))`): each call goes to

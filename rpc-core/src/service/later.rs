@@ -41,20 +41,51 @@ std::thread_local! {
 /// Runs `f` (a handler, or a poll of a handler's task) with `caller` as the current call's
 /// caller, for [`cancelled`]; the one before is put back after (unwinding included).
 pub fn with_caller<R>(caller: &dyn Caller, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<*const (dyn Caller + 'static)>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            CURRENT.with(|c| c.set(self.0));
-        }
-    }
+    // SAFETY: the scope is dropped at the end of this function (or as it unwinds), while
+    // `caller` is still borrowed.
+    let _scope = unsafe { caller_scope(caller) };
+    f()
+}
+
+/// Makes `caller` the current call's caller on this thread, for [`cancelled`], until the
+/// returned scope drops, which puts the one before back (unwinding included): [`with_caller`]
+/// without a closure, for a transport's serving loop that calls its handler in a frame of its
+/// own.
+///
+/// # Safety
+///
+/// The scope must be dropped before `caller` is, on this thread: not forgotten (`mem::forget`,
+/// a leak), not moved to another thread. [`cancelled`] reads `caller` through it.
+pub unsafe fn caller_scope(caller: &dyn Caller) -> CallerScope<'_> {
     // SAFETY: only the pointer's lifetime is erased; it is read (by `cancelled`, on this thread)
-    // only until `Restore` puts the previous one back, when this function returns or unwinds,
+    // only until the scope puts the previous one back, which the caller's contract has happen
     // while `caller` is still borrowed.
     let erased: *const (dyn Caller + 'static) = unsafe {
         core::mem::transmute::<*const (dyn Caller + '_), *const (dyn Caller + 'static)>(caller)
     };
-    let _restore = Restore(CURRENT.with(|c| c.replace(Some(erased))));
-    f()
+    CallerScope {
+        previous: CURRENT.with(|c| c.replace(Some(erased))),
+        caller: core::marker::PhantomData,
+    }
+}
+
+/// The current caller's scope ([`caller_scope`]): puts the caller before it back when it drops.
+#[must_use = "the caller is current only while the scope lives"]
+pub struct CallerScope<'c> {
+    previous: Option<*const (dyn Caller + 'static)>,
+    caller: core::marker::PhantomData<&'c dyn Caller>,
+}
+
+impl Drop for CallerScope<'_> {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.previous));
+    }
+}
+
+impl core::fmt::Debug for CallerScope<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CallerScope").finish_non_exhaustive()
+    }
 }
 
 /// Whether the caller of the call this handler serves gave it up: the call was dropped (a

@@ -84,7 +84,8 @@ pub use handler::{
 pub use helpers::Helpers;
 #[cfg(feature = "std")]
 pub use later::{
-    cancelled, with_caller, AsyncServing, BlockOn, Caller, DispatchLater, Later, Spawn,
+    caller_scope, cancelled, with_caller, AsyncServing, BlockOn, Caller, CallerScope,
+    DispatchLater, Later, Spawn,
 };
 pub use schema::{Schema, SchemaHash};
 pub use serving::{

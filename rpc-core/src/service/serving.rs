@@ -12,7 +12,7 @@ use crate::wait::Wait;
 /// Service `S` bound to a handler of type `H` (`Counter::server(handler)`): what a transport's
 /// server serves. [`and`](Self::and) adds another service to serve on the same ports.
 pub struct Serving<S, H> {
-    handler: H,
+    pub(super) handler: H,
     service: PhantomData<fn() -> S>,
 }
 

@@ -245,6 +245,7 @@ impl Counter {
     /// streamed arguments (`Vec::new()` with `alloc`).
     ///
     /// Returns what was served, or the protocol error (the client stalled).
+    #[inline]
     pub fn dispatch<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
         handler: &__RpcH,
         port: &mut ::ferry_rpc::Port<
@@ -259,6 +260,107 @@ impl Counter {
     ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error>
     where
         __RpcH: CounterServer + ?::core::marker::Sized,
+        __RpcL: ::ferry_rpc::Lanes,
+        __RpcM: ::ferry_rpc::Mailbox,
+        __RpcW: ::ferry_rpc::Wait,
+        __RpcB: ::ferry_rpc::service::LaneBuffers,
+    {
+        <Self as ::ferry_rpc::service::Dispatch<
+            __RpcH,
+        >>::dispatch(handler, port, buffers)
+    }
+    /// Serves a call that came through a transport's inline path
+    /// (`ferry_rpc::service::InlineCall`) rather than a port: decodes `request` (and
+    /// `body`, the streamed argument of a call that has one, read where it lies; empty
+    /// for the others), calls the handler, writes its reply at the start of `reply` and
+    /// returns the status to send back with the reply's length in bytes
+    /// (`status::BAD_REQUEST` for arguments that do not decode or a body the call does
+    /// not take, `status::REJECTED` for a body over the call's limit,
+    /// `status::UNKNOWN_OPCODE` for a call the service does not have, all with no reply
+    /// bytes). `None` for a call that cannot travel inline (a streamed reply, a one-way
+    /// call, arguments or a reply over `INLINE_BYTES`): the transport tells the client to
+    /// use a port.
+    #[inline]
+    pub fn dispatch_inline<__RpcH: CounterServer + ?::core::marker::Sized>(
+        handler: &__RpcH,
+        opcode: u32,
+        request: &[u8],
+        body: &[u8],
+        reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
+    ) -> ::core::option::Option<(u32, usize)> {
+        <Self as ::ferry_rpc::service::Dispatch<
+            __RpcH,
+        >>::dispatch_inline(handler, opcode, request, body, reply)
+    }
+    /// Serves every lane of a call that came on a GPU's word lines
+    /// (`ferry_rpc::words`) at once, as [`dispatch_inline`](Self::dispatch_inline) serves
+    /// one: the opcode is decoded once and each lane's arguments decoded and its handler
+    /// called in one loop. A call that cannot travel on a word line (a streamed argument
+    /// or reply, arguments or a reply over `ferry_rpc::words::WORD_BYTES`) and the
+    /// handshake are declined on every lane (the client uses a port); a call the service
+    /// does not have gets `status::UNKNOWN_OPCODE`.
+    #[inline]
+    pub fn dispatch_inline_lanes<__RpcH: CounterServer + ?::core::marker::Sized>(
+        handler: &__RpcH,
+        opcode: u32,
+        lanes: &mut ::ferry_rpc::service::InlineLanes<'_>,
+    ) {
+        <Self as ::ferry_rpc::service::Dispatch<
+            __RpcH,
+        >>::dispatch_inline_lanes(handler, opcode, lanes)
+    }
+    /// Serves one call if a client is waiting: opens a port, [`dispatch`](Self::dispatch)es
+    /// it and closes it. `Ok(None)` when no call was pending.
+    pub fn serve_one<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
+        handler: &__RpcH,
+        server: &::ferry_rpc::Process<'_, ::ferry_rpc::Server, __RpcL, __RpcM, __RpcW>,
+        buffers: &mut __RpcB,
+    ) -> ::core::result::Result<
+        ::core::option::Option<::ferry_rpc::service::Served>,
+        ::ferry_rpc::Error,
+    >
+    where
+        __RpcH: CounterServer + ?::core::marker::Sized,
+        __RpcL: ::ferry_rpc::Lanes,
+        __RpcM: ::ferry_rpc::Mailbox,
+        __RpcW: ::ferry_rpc::Wait,
+        __RpcB: ::ferry_rpc::service::LaneBuffers,
+    {
+        match server.try_open(()) {
+            ::core::option::Option::Some(mut port) => {
+                Self::dispatch(handler, &mut port, buffers)
+                    .map(::core::option::Option::Some)
+            }
+            ::core::option::Option::None => {
+                ::core::result::Result::Ok(::core::option::Option::None)
+            }
+        }
+    }
+}
+impl<
+    __RpcH: CounterServer + ?::core::marker::Sized,
+> ::ferry_rpc::service::Dispatch<__RpcH> for Counter {
+    #[inline]
+    fn has_opcode(opcode: u32) -> bool {
+        ::core::matches!(
+            opcode, 0xe06cac36u32 | 0xeb709090u32 | 0x8a8506d8u32 | 0xb61020fau32 |
+            0x00000007u32
+        )
+    }
+    #[inline]
+    fn dispatch<__RpcL, __RpcM, __RpcW, __RpcB>(
+        handler: &__RpcH,
+        port: &mut ::ferry_rpc::Port<
+            '_,
+            '_,
+            ::ferry_rpc::Server,
+            __RpcL,
+            __RpcM,
+            __RpcW,
+        >,
+        buffers: &mut __RpcB,
+    ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error>
+    where
         __RpcL: ::ferry_rpc::Lanes,
         __RpcM: ::ferry_rpc::Mailbox,
         __RpcW: ::ferry_rpc::Wait,
@@ -413,18 +515,8 @@ impl Counter {
             _ => ::ferry_rpc::__private::reply_unknown(port),
         }
     }
-    /// Serves a call that came through a transport's inline path
-    /// (`ferry_rpc::service::InlineCall`) rather than a port: decodes `request` (and
-    /// `body`, the streamed argument of a call that has one, read where it lies; empty
-    /// for the others), calls the handler, writes its reply at the start of `reply` and
-    /// returns the status to send back with the reply's length in bytes
-    /// (`status::BAD_REQUEST` for arguments that do not decode or a body the call does
-    /// not take, `status::REJECTED` for a body over the call's limit,
-    /// `status::UNKNOWN_OPCODE` for a call the service does not have, all with no reply
-    /// bytes). `None` for a call that cannot travel inline (a streamed reply, a one-way
-    /// call, arguments or a reply over `INLINE_BYTES`): the transport tells the client to
-    /// use a port.
-    pub fn dispatch_inline<__RpcH: CounterServer + ?::core::marker::Sized>(
+    #[inline]
+    fn dispatch_inline(
         handler: &__RpcH,
         opcode: u32,
         request: &[u8],
@@ -497,14 +589,8 @@ impl Counter {
             }
         }
     }
-    /// Serves every lane of a call that came on a GPU's word lines
-    /// (`ferry_rpc::words`) at once, as [`dispatch_inline`](Self::dispatch_inline) serves
-    /// one: the opcode is decoded once and each lane's arguments decoded and its handler
-    /// called in one loop. A call that cannot travel on a word line (a streamed argument
-    /// or reply, arguments or a reply over `ferry_rpc::words::WORD_BYTES`) and the
-    /// handshake are declined on every lane (the client uses a port); a call the service
-    /// does not have gets `status::UNKNOWN_OPCODE`.
-    pub fn dispatch_inline_lanes<__RpcH: CounterServer + ?::core::marker::Sized>(
+    #[inline]
+    fn dispatch_inline_lanes(
         handler: &__RpcH,
         opcode: u32,
         lanes: &mut ::ferry_rpc::service::InlineLanes<'_>,
@@ -554,83 +640,6 @@ impl Counter {
                     })
             }
         }
-    }
-    /// Serves one call if a client is waiting: opens a port, [`dispatch`](Self::dispatch)es
-    /// it and closes it. `Ok(None)` when no call was pending.
-    pub fn serve_one<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
-        handler: &__RpcH,
-        server: &::ferry_rpc::Process<'_, ::ferry_rpc::Server, __RpcL, __RpcM, __RpcW>,
-        buffers: &mut __RpcB,
-    ) -> ::core::result::Result<
-        ::core::option::Option<::ferry_rpc::service::Served>,
-        ::ferry_rpc::Error,
-    >
-    where
-        __RpcH: CounterServer + ?::core::marker::Sized,
-        __RpcL: ::ferry_rpc::Lanes,
-        __RpcM: ::ferry_rpc::Mailbox,
-        __RpcW: ::ferry_rpc::Wait,
-        __RpcB: ::ferry_rpc::service::LaneBuffers,
-    {
-        match server.try_open(()) {
-            ::core::option::Option::Some(mut port) => {
-                Self::dispatch(handler, &mut port, buffers)
-                    .map(::core::option::Option::Some)
-            }
-            ::core::option::Option::None => {
-                ::core::result::Result::Ok(::core::option::Option::None)
-            }
-        }
-    }
-}
-impl<
-    __RpcH: CounterServer + ?::core::marker::Sized,
-> ::ferry_rpc::service::Dispatch<__RpcH> for Counter {
-    #[inline]
-    fn has_opcode(opcode: u32) -> bool {
-        ::core::matches!(
-            opcode, 0xe06cac36u32 | 0xeb709090u32 | 0x8a8506d8u32 | 0xb61020fau32 |
-            0x00000007u32
-        )
-    }
-    #[inline]
-    fn dispatch<__RpcL, __RpcM, __RpcW, __RpcB>(
-        handler: &__RpcH,
-        port: &mut ::ferry_rpc::Port<
-            '_,
-            '_,
-            ::ferry_rpc::Server,
-            __RpcL,
-            __RpcM,
-            __RpcW,
-        >,
-        buffers: &mut __RpcB,
-    ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error>
-    where
-        __RpcL: ::ferry_rpc::Lanes,
-        __RpcM: ::ferry_rpc::Mailbox,
-        __RpcW: ::ferry_rpc::Wait,
-        __RpcB: ::ferry_rpc::service::LaneBuffers,
-    {
-        Counter::dispatch(handler, port, buffers)
-    }
-    #[inline]
-    fn dispatch_inline(
-        handler: &__RpcH,
-        opcode: u32,
-        request: &[u8],
-        body: &[u8],
-        reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
-    ) -> ::core::option::Option<(u32, usize)> {
-        Counter::dispatch_inline(handler, opcode, request, body, reply)
-    }
-    #[inline]
-    fn dispatch_inline_lanes(
-        handler: &__RpcH,
-        opcode: u32,
-        lanes: &mut ::ferry_rpc::service::InlineLanes<'_>,
-    ) {
-        Counter::dispatch_inline_lanes(handler, opcode, lanes)
     }
 }
 impl ::ferry_rpc::service::Service for Counter {
