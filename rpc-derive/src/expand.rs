@@ -309,17 +309,7 @@ fn generate(service: &Service) -> TokenStream {
     let arms: Vec<TokenStream> = service
         .calls
         .iter()
-        .map(|c| dispatch_arm(ident, c, &server))
-        .collect();
-    let inline_arms: Vec<TokenStream> = service
-        .calls
-        .iter()
-        .map(|c| inline_arm(ident, c, &server))
-        .collect();
-    let lanes_arms: Vec<TokenStream> = service
-        .calls
-        .iter()
-        .map(|c| inline_lanes_arm(ident, c, &server))
+        .map(|c| serve_arm(ident, c, &server))
         .collect();
 
     let client_doc = format!(
@@ -510,60 +500,17 @@ fn generate(service: &Service) -> TokenStream {
             }
 
             #[inline]
-            fn dispatch<__RpcL, __RpcM, __RpcW, __RpcB>(
-                handler: &__RpcH,
-                port: &mut ::ferry_rpc::Port<'_, '_, ::ferry_rpc::Server, __RpcL, __RpcM, __RpcW>,
-                buffers: &mut __RpcB,
-            ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error>
-            where
-                __RpcL: ::ferry_rpc::Lanes,
-                __RpcM: ::ferry_rpc::Mailbox,
-                __RpcW: ::ferry_rpc::Wait,
-                __RpcB: ::ferry_rpc::service::LaneBuffers,
-            {
-                let _ = (&handler, &buffers);
-                match port.opcode() {
+            fn serve<'__rpc_v, __RpcV: ::ferry_rpc::__private::Via<'__rpc_v>>(
+                handler: &'__rpc_v __RpcH,
+                opcode: u32,
+                via: __RpcV,
+            ) -> __RpcV::Out {
+                match opcode {
                     #( #arms )*
-                    ::ferry_rpc::service::HANDSHAKE => ::ferry_rpc::__private::serve_handshake(
-                        port,
-                        <#ident as ::ferry_rpc::service::Service>::FINGERPRINT,
-                    ),
-                    _ => ::ferry_rpc::__private::reply_unknown(port),
-                }
-            }
-
-            #[inline]
-            fn dispatch_inline(
-                handler: &__RpcH,
-                opcode: u32,
-                request: &[u8],
-                body: &[u8],
-                reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
-            ) -> ::core::option::Option<(u32, usize)> {
-                let _ = (&handler, &request, &body, &reply);
-                match opcode {
-                    #( #inline_arms )*
-                    ::ferry_rpc::service::HANDSHAKE => ::core::option::Option::None,
-                    _ => ::core::option::Option::Some((
-                        ::ferry_rpc::service::status::UNKNOWN_OPCODE,
-                        0,
-                    )),
-                }
-            }
-
-            #[inline]
-            fn dispatch_inline_lanes(
-                handler: &__RpcH,
-                opcode: u32,
-                lanes: &mut ::ferry_rpc::service::InlineLanes<'_>,
-            ) {
-                let _ = &handler;
-                match opcode {
-                    #( #lanes_arms )*
-                    ::ferry_rpc::service::HANDSHAKE => lanes.decline(),
-                    _ => lanes.serve(|_, _| {
-                        ::core::option::Option::Some(::ferry_rpc::service::status::UNKNOWN_OPCODE)
-                    }),
+                    ::ferry_rpc::service::HANDSHAKE => {
+                        via.handshake(<#ident as ::ferry_rpc::service::Service>::FINGERPRINT)
+                    }
+                    _ => via.unknown(),
                 }
             }
         }
@@ -1227,45 +1174,6 @@ fn client_method_with(service: &Ident, call: &Call) -> TokenStream {
     }
 }
 
-/// A call's arm in `dispatch_inline_lanes`: every lane decoded and served in one loop, or the
-/// call declined where it cannot travel on a word line.
-fn inline_lanes_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
-    let opcode = opcode_lit(call);
-    let fixed_reply = matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit));
-    if !fixed_reply || call.stream_arg().is_some() {
-        return quote!(#opcode => lanes.decline(),);
-    }
-    let (q, r, args) = call_names(service, call);
-    let pat = args_pattern(call);
-    let serve = serve_encoded(call, server);
-    quote! {
-        #opcode => ::ferry_rpc::__private::lanes_fixed::<{ #q }, { #r }, _>(
-            lanes, #args, |#pat, __rpc_out| #serve,
-        ),
-    }
-}
-
-/// A call's arm in `dispatch_inline`.
-fn inline_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
-    let opcode = opcode_lit(call);
-    if !travels_inline(call) {
-        return quote!(#opcode => ::core::option::Option::None,);
-    }
-    let (q, r, args) = call_names(service, call);
-    let pat = args_pattern(call);
-    let serve = serve_encoded(call, server);
-    let limit = body_limit(service, call);
-    let body = match call.stream_arg() {
-        Some(_) => quote!(__rpc_body),
-        None => quote!(_),
-    };
-    quote! {
-        #opcode => ::ferry_rpc::__private::inline_fixed::<{ #q }, { #r }, _>(
-            #limit, request, body, reply, #args, |#pat, #body, __rpc_out| #serve,
-        ),
-    }
-}
-
 /// The reply's encoding into `__rpc_buf` from the handler's `__rpc_reply` (tagged when the call
 /// has an error type).
 fn encode_reply(call: &Call) -> TokenStream {
@@ -1279,7 +1187,7 @@ fn encode_reply(call: &Call) -> TokenStream {
 
 /// Whether a call can travel inline: a fixed reply (or none), and no text argument (text would be
 /// checked for UTF-8 where it lies, in memory the peer can write: it goes through the packets,
-/// copied before the check, see `dispatch_arm`).
+/// copied before the check, see `serve_arm`).
 fn travels_inline(call: &Call) -> bool {
     matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit))
         && !call
@@ -1415,7 +1323,9 @@ fn handler_sig(call: &Call) -> TokenStream {
     quote!(fn #method(&self #params) #ret)
 }
 
-fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
+/// A call's arm in the generated `serve`: the kind of call, which the path it came by serves
+/// as it serves that kind (`ferry_rpc::__private::Via`), with its handler named once.
+fn serve_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let opcode = opcode_lit(call);
     let method = method_ident(call);
     let oneway = call.oneway();
@@ -1431,20 +1341,20 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
             quote!(#p::put(#buf, 0, #value))
         }
     };
-    // In every arm, a request whose fixed arguments are not this call's length (a client built
+    // On every path, a request whose fixed arguments are not this call's length (a client built
     // from another definition that skipped the checked attach, or one that did not say it) is
     // refused before any byte of it is read.
 
-    // Fixed arguments and a fixed reply: every lane's arguments are checked first (nothing runs
-    // if one does not decode), then each slot becomes its reply in place; in one pass where the
-    // arguments cannot fail to decode (every byte pattern a value).
+    // Fixed arguments and a fixed reply: through the packets, every lane's arguments are checked
+    // first (nothing runs if one does not decode), then each slot becomes its reply in place, in
+    // one pass where the arguments cannot fail to decode (every byte pattern a value); inline and
+    // on word lines as they come.
     let fixed_reply = matches!(call.response(), Some(Wire::Fixed(_) | Wire::Unit));
     if call.stream_arg().is_none() && fixed_reply {
         let tys: Vec<&syn::Type> = call.fixed_args().map(|a| a.ty).collect();
         let serve = serve_encoded(call, server);
         return quote! {
-            #opcode => #p::serve_fixed::<{ #q }, { #r }, _, _, _, _>(
-                port,
+            #opcode => via.fixed::<{ #q }, { #r }, _>(
                 #opcode,
                 {
                     #[allow(unused_imports)]
@@ -1481,8 +1391,8 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
             _ => encode,
         };
         return quote! {
-            #opcode => #p::serve_in_place::<{ #q }, { #r }, _, _, _, _, _, _>(
-                port, buffers, #opcode, #oneway, #stream, #args,
+            #opcode => via.in_place::<{ #q }, { #r }, _, _>(
+                #opcode, #oneway, #stream, #args,
                 |#pat, #body_param| #handle,
                 |__rpc_reply, __rpc_out| #encode,
             ),
@@ -1515,8 +1425,8 @@ fn dispatch_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
         },
     };
     quote! {
-        #opcode => #p::serve_copied::<{ #q }, _, _, _, _, _, _>(
-            port, buffers, #opcode, #oneway, #stream, #text_arg, #args,
+        #opcode => via.copied::<{ #q }, _, _>(
+            #opcode, #oneway, #stream, #text_arg, #args,
             |#pat, #body_param| #handle,
             #send,
         ),

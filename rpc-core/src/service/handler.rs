@@ -188,8 +188,12 @@ macro_rules! services_handler {
     ($service:ident, $field:ident) => {
         #[inline]
         fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), Error> {
-            with_stream_buffers(|buffers| $service::dispatch(&self.$field, port, buffers))
-                .map(|_| ())
+            let opcode = port.opcode();
+            with_stream_buffers(|buffers| {
+                let via = super::__private::PacketVia { port, buffers };
+                $service::serve(&self.$field, opcode, via)
+            })
+            .map(|_| ())
         }
 
         #[inline]
@@ -200,12 +204,17 @@ macro_rules! services_handler {
             body: &[u8],
             reply: &mut [u8; INLINE_BYTES],
         ) -> Option<(u32, usize)> {
-            $service::dispatch_inline(&self.$field, opcode, request, body, reply)
+            let via = super::__private::InlineVia {
+                request,
+                body,
+                reply,
+            };
+            $service::serve(&self.$field, opcode, via)
         }
 
         #[inline]
         fn handle_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
-            $service::dispatch_inline_lanes(&self.$field, opcode, lanes)
+            $service::serve(&self.$field, opcode, super::__private::LanesVia { lanes })
         }
 
         services_handler!(@rest);

@@ -701,31 +701,44 @@ pub trait Dispatch<H: ?Sized>: Service {
     /// Whether `opcode` is one of this service's calls.
     fn has_opcode(opcode: u32) -> bool;
 
+    /// Serves call `opcode` the way `via` carries it (a port's packet, an inline call, a word
+    /// line's lanes): the generated match over the service's calls, each handler named once.
+    fn serve<'v, V: __private::Via<'v>>(handler: &'v H, opcode: u32, via: V) -> V::Out;
+
     /// Serves the call on `port` (see the generated `dispatch`).
+    #[inline(always)]
     fn dispatch<L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
         handler: &H,
         port: &mut Port<'_, '_, Server, L, M, W>,
         buffers: &mut B,
-    ) -> Result<Served, ProtocolError>;
+    ) -> Result<Served, ProtocolError> {
+        let opcode = port.opcode();
+        Self::serve(handler, opcode, __private::PacketVia { port, buffers })
+    }
 
     /// Serves a call that came inline (see the generated `dispatch_inline`): `body` is its
     /// streamed argument, empty for a call without one.
+    #[inline(always)]
     fn dispatch_inline(
         handler: &H,
         opcode: u32,
         request: &[u8],
         body: &[u8],
         reply: &mut [u8; INLINE_BYTES],
-    ) -> Option<(u32, usize)>;
+    ) -> Option<(u32, usize)> {
+        let via = __private::InlineVia {
+            request,
+            body,
+            reply,
+        };
+        Self::serve(handler, opcode, via)
+    }
 
     /// Serves every lane of a call that came on a word line (see the generated
-    /// `dispatch_inline_lanes`). By default each lane through
-    /// [`dispatch_inline`](Self::dispatch_inline).
-    #[inline]
+    /// `dispatch_inline_lanes`).
+    #[inline(always)]
     fn dispatch_inline_lanes(handler: &H, opcode: u32, lanes: &mut InlineLanes<'_>) {
-        crate::words::lane_by_lane(|opcode, request, out| {
-            Self::dispatch_inline(handler, opcode, request, &[], out)
-        })(opcode, lanes)
+        Self::serve(handler, opcode, __private::LanesVia { lanes })
     }
 }
 
@@ -1008,50 +1021,6 @@ pub mod __private {
         port.send(|slot, _| slot.words = [0; 8])
     }
 
-    /// The generated dispatch's arm for a call with fixed arguments and a fixed reply (or `()`),
-    /// through the packets: a request of another length than the call's `Q` bytes is refused
-    /// (`BAD_REQUEST`) before any byte of it is read; every lane's arguments are decoded
-    /// (`decode`) before any handler runs, and one that does not decode refuses the call; then
-    /// each lane's slot becomes its reply (`serve`: the handler, its reply encoded into the
-    /// `R`-byte buffer). With `infallible` (every byte pattern is a value of every argument) the
-    /// check is skipped and each slot turned into its reply in one pass.
-    #[inline(always)]
-    pub fn serve_fixed<const Q: usize, const R: usize, A, L: Lanes, M: Mailbox, W: Wait>(
-        port: &mut Port<'_, '_, Server, L, M, W>,
-        opcode: u32,
-        infallible: bool,
-        decode: impl Fn(&[u8]) -> Option<A>,
-        mut serve: impl FnMut(A, &mut [u8; R]),
-    ) -> Result<super::Served, ProtocolError> {
-        let served = |status| Ok(super::Served { opcode, status });
-        if port.request_len() != Some(Q as u32) {
-            reply_error(port, status::BAD_REQUEST)?;
-            return served(status::BAD_REQUEST);
-        }
-        let mut answer = |slot: &mut crate::Slot| {
-            if let Some(args) = decode(&slot.as_bytes()[..Q]) {
-                let mut reply = [0u8; R];
-                serve(args, &mut reply);
-                write_slot(slot, &reply);
-            }
-        };
-        if infallible {
-            port.set_status(status::OK);
-            port.recv_and_send(|slot, _| answer(slot))?;
-            return served(status::OK);
-        }
-        let mut bad = false;
-        port.recv(|slot, _| bad |= decode(&slot.as_bytes()[..Q]).is_none())?;
-        if bad {
-            reply_error(port, status::BAD_REQUEST)?;
-            return served(status::BAD_REQUEST);
-        }
-        port.set_status(status::OK);
-        // (Every lane's arguments decoded above.)
-        port.send(|slot, _| answer(slot))?;
-        served(status::OK)
-    }
-
     /// A refused request's answer (unless the call is one-way) and what was served.
     #[inline(always)]
     fn refuse_request<L: Lanes, M: Mailbox, W: Wait>(
@@ -1100,171 +1069,14 @@ pub mod __private {
         Ok(None)
     }
 
-    /// The generated dispatch's arm for a call through the packets whose reply is fixed (or
-    /// none: `oneway`) and whose streamed argument, if any (`stream`: its limit), is bytes: a
-    /// request of another length than `Q` refused before any byte of it is read; the streamed
-    /// arguments received (left in the bulk area where they arrived whole, and read there); every
-    /// lane's arguments decoded before any handler runs (one that does not decode, or a stream
-    /// shorter than the fixed arguments, refuses the call); then `call` once per lane in lane
-    /// order (the decoded arguments and the lane's streamed bytes, empty without a stream), and
-    /// each reply encoded into its slot.
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn serve_in_place<const Q: usize, const R: usize, A, T, L, M, W, B>(
-        port: &mut Port<'_, '_, Server, L, M, W>,
-        buffers: &mut B,
-        opcode: u32,
-        oneway: bool,
-        stream: Option<u64>,
-        decode: impl Fn(&[u8]) -> Option<A>,
-        mut call: impl FnMut(A, &[u8]) -> T,
-        encode: impl Fn(&T, &mut [u8; R]),
-    ) -> Result<super::Served, ProtocolError>
-    where
-        L: Lanes,
-        M: Mailbox,
-        W: Wait,
-        B: LaneBuffers,
-    {
-        let lanes = handled_lanes(port);
-        let mut reqs = [[0u8; Q]; 64];
-        if let Some(refused) = receive(port, buffers, opcode, oneway, stream, true, &mut reqs)? {
-            return Ok(refused);
-        }
-        // The arguments (and streamed bytes read in place, borrowing the port) live in this
-        // block only: the port is free again for the reply.
-        let (bad, replies) = {
-            let mut args: [Option<(A, &[u8])>; 64] = core::array::from_fn(|_| None);
-            let mut bad = false;
-            for lane in crate::lanes::lanes_in(lanes) {
-                let (bytes, body): (&[u8], &[u8]) = match stream {
-                    None => (&reqs[lane], &[]),
-                    Some(_) => {
-                        let all = lane_bytes(&*port, &*buffers, lane as u32);
-                        // (The stream as a whole was bounded by the limit and the fixed bytes.)
-                        if all.len() < Q {
-                            bad = true;
-                            continue;
-                        }
-                        all.split_at(Q)
-                    }
-                };
-                match decode(bytes) {
-                    Some(a) => args[lane] = Some((a, body)),
-                    None => bad = true,
-                }
-            }
-            let mut replies: [Option<T>; 64] = core::array::from_fn(|_| None);
-            if !bad {
-                for (lane, arg) in args.iter_mut().enumerate() {
-                    if let Some((a, body)) = arg.take() {
-                        replies[lane] = Some(call(a, body));
-                    }
-                }
-            }
-            (bad, replies)
-        };
-        if bad {
-            return refuse_request(port, opcode, oneway, status::BAD_REQUEST);
-        }
-        if !oneway {
-            port.set_status(status::OK);
-            port.send(|slot, lane| {
-                if let Some(reply) = &replies[lane as usize] {
-                    let mut buf = [0u8; R];
-                    encode(reply, &mut buf);
-                    write_slot(slot, &buf);
-                }
-            })?;
-        }
-        Ok(super::Served {
-            opcode,
-            status: status::OK,
-        })
-    }
-
-    /// A streamed text argument [`serve_copied`] checked: its text (never `""` in place of
+    /// A streamed text argument [`Via::copied`] checked: its text (never `""` in place of
     /// bytes that are not text, as those refused the call before any handler ran).
     #[inline(always)]
     pub fn checked_text(bytes: &[u8]) -> &str {
         core::str::from_utf8(bytes).unwrap_or_default()
     }
 
-    /// The generated dispatch's arm for the other calls through the packets (a streamed reply,
-    /// or a text argument): as [`serve_in_place`], but a streamed argument is copied out of the
-    /// shared area before any check (`text`: checked once, and it must not change after: a peer
-    /// writing the area behind the protocol's back could otherwise turn checked text into bytes
-    /// that are not UTF-8 under the handler's `&str`; [`checked_text`] gives it), and a reply
-    /// may borrow it; `send` sends the lanes' replies (`send_fixed_replies`, `send_stream_replies`,
-    /// `send_stream_replies_tagged`), or, for a one-way call, nothing.
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    pub fn serve_copied<'b, const Q: usize, A, T, L, M, W, B>(
-        port: &mut Port<'_, '_, Server, L, M, W>,
-        buffers: &'b mut B,
-        opcode: u32,
-        oneway: bool,
-        stream: Option<u64>,
-        text: bool,
-        decode: impl Fn(&[u8]) -> Option<A>,
-        mut call: impl FnMut(A, &'b [u8]) -> T,
-        send: impl FnOnce(
-            &mut Port<'_, '_, Server, L, M, W>,
-            &[Option<T>; 64],
-        ) -> Result<super::Served, ProtocolError>,
-    ) -> Result<super::Served, ProtocolError>
-    where
-        L: Lanes,
-        M: Mailbox,
-        W: Wait,
-        B: LaneBuffers,
-    {
-        let lanes = handled_lanes(port);
-        let mut reqs = [[0u8; Q]; 64];
-        if let Some(refused) = receive(port, buffers, opcode, oneway, stream, false, &mut reqs)? {
-            return Ok(refused);
-        }
-        let buffers: &'b B = buffers;
-        let mut args: [Option<(A, &'b [u8])>; 64] = core::array::from_fn(|_| None);
-        let mut bad = false;
-        for lane in crate::lanes::lanes_in(lanes) {
-            let (bytes, body): (&[u8], &'b [u8]) = match stream {
-                None => (&reqs[lane], &[]),
-                Some(_) => {
-                    let all = LaneBuffers::lane(buffers, lane as u32);
-                    if all.len() < Q {
-                        bad = true;
-                        continue;
-                    }
-                    all.split_at(Q)
-                }
-            };
-            match decode(bytes) {
-                Some(a) if !text || core::str::from_utf8(body).is_ok() => {
-                    args[lane] = Some((a, body))
-                }
-                _ => bad = true,
-            }
-        }
-        if bad {
-            return refuse_request(port, opcode, oneway, status::BAD_REQUEST);
-        }
-        let mut replies: [Option<T>; 64] = core::array::from_fn(|_| None);
-        for (lane, arg) in args.iter_mut().enumerate() {
-            if let Some((a, body)) = arg.take() {
-                replies[lane] = Some(call(a, body));
-            }
-        }
-        if oneway {
-            return Ok(super::Served {
-                opcode,
-                status: status::OK,
-            });
-        }
-        send(port, &replies)
-    }
-
-    /// Sends each lane's fixed reply, encoded (`serve_copied`'s `send` for a call with a text
+    /// Sends each lane's fixed reply, encoded (`Via::copied`'s `send` for a call with a text
     /// argument and a fixed reply).
     #[inline(always)]
     pub fn send_fixed_replies<const R: usize, T, L: Lanes, M: Mailbox, W: Wait>(
@@ -1351,77 +1163,10 @@ pub mod __private {
     /// `REJECTED`).
     pub type Body = Option<u64>;
 
-    /// The generated `dispatch_inline`'s arm for a call that travels inline (fixed arguments,
-    /// a fixed reply or none, and no text argument): `None` if its `Q` or `R` bytes exceed
-    /// [`INLINE_BYTES`] (the client then uses a port); `BAD_REQUEST` for a request of another
-    /// length, arguments that do not decode or a body the call does not take; `REJECTED` for a
-    /// body over its limit; else `serve` (the handler, its reply encoded) with status `OK` and
-    /// `R` reply bytes.
-    #[inline(always)]
-    pub fn inline_fixed<const Q: usize, const R: usize, A>(
-        body_limit: Body,
-        request: &[u8],
-        body: &[u8],
-        reply: &mut [u8; INLINE_BYTES],
-        decode: impl FnOnce(&[u8]) -> Option<A>,
-        serve: impl FnOnce(A, &[u8], &mut [u8; R]),
-    ) -> Option<(u32, usize)> {
-        if Q > INLINE_BYTES || R > INLINE_BYTES {
-            return None;
-        }
-        let bad = Some((status::BAD_REQUEST, 0));
-        if request.len() != Q {
-            return bad;
-        }
-        match body_limit {
-            None if !body.is_empty() => return bad,
-            Some(limit) if body.len() as u64 > limit => return Some((status::REJECTED, 0)),
-            _ => {}
-        }
-        let Some(args) = decode(request) else {
-            return bad;
-        };
-        let mut out = [0u8; R];
-        serve(args, body, &mut out);
-        reply[..R].copy_from_slice(&out);
-        Some((status::OK, R))
-    }
-
-    /// The generated `dispatch_inline_lanes`'s arm for a call with fixed arguments and a fixed
-    /// reply (or none): declined on every lane if its `Q` or `R` bytes exceed a word line's
-    /// [`WORD_BYTES`](crate::words::WORD_BYTES); else every lane decoded and served in one loop
-    /// (`BAD_REQUEST` for a lane whose request is of another length or does not decode).
-    #[inline(always)]
-    pub fn lanes_fixed<const Q: usize, const R: usize, A>(
-        lanes: &mut InlineLanes<'_>,
-        decode: impl Fn(&[u8]) -> Option<A>,
-        mut serve: impl FnMut(A, &mut [u8; R]),
-    ) {
-        if Q > crate::words::WORD_BYTES || R > crate::words::WORD_BYTES {
-            return lanes.decline();
-        }
-        lanes.serve(|request, reply| {
-            let bad = Some(status::BAD_REQUEST);
-            if request.len() != Q {
-                return bad;
-            }
-            let Some(args) = decode(request) else {
-                return bad;
-            };
-            let mut out = [0u8; R];
-            serve(args, &mut out);
-            // (Always there: the reply fits a word line, checked above.)
-            if let Some(to) = reply.get_mut(..R) {
-                to.copy_from_slice(&out);
-            }
-            Some(status::OK)
-        });
-    }
-
     /// The generated `dispatch_later`'s arm for a call that travels inline, served by an async
     /// handler: `later` given back if its `Q` or `R` bytes exceed [`INLINE_BYTES`] (the call is
     /// then served as any other); `BAD_REQUEST` or `REJECTED` answered through `later` as
-    /// [`inline_fixed`] answers them; else `start` (which spawns the handler's task, answering
+    /// [`InlineVia`] answers them; else `start` (which spawns the handler's task, answering
     /// through `later`) with the decoded arguments and the body.
     #[cfg(feature = "std")]
     #[inline(always)]
@@ -1489,5 +1234,469 @@ pub mod __private {
             opcode: super::HANDSHAKE,
             status,
         })
+    }
+
+    /// How a call reaches a derived service's generated [`serve`](super::Dispatch::serve): the
+    /// path it came by, which serves each kind of call as that path does. `'v` is how long what
+    /// the path lends the handler (a streamed argument read in place) lives.
+    pub trait Via<'v>: Sized {
+        /// What serving the call returns on this path.
+        type Out;
+        /// The lanes of the path's ports (a path without ports: any).
+        type L: Lanes;
+        /// The mailboxes of the path's ports.
+        type M: Mailbox;
+        /// The wait policy of the path's ports.
+        type W: Wait;
+
+        /// A call of fixed arguments and a fixed reply (or none). A request of another length
+        /// than `Q` bytes is refused (`BAD_REQUEST`) before any byte of it is read. Through the
+        /// packets, every lane's arguments are decoded (`decode`) before any handler runs, and
+        /// one that does not decode refuses the call; then each lane's slot becomes its reply
+        /// (`serve`: the handler, its reply encoded into the `R`-byte buffer). With
+        /// `infallible` (every byte pattern is a value of every argument) the check is skipped
+        /// and each slot turned into its reply in one pass. Inline, `None` where `Q` or `R`
+        /// exceed [`INLINE_BYTES`] (the client then uses a port) and `BAD_REQUEST` for a body;
+        /// on word lines, declined on every lane where they exceed
+        /// [`WORD_BYTES`](crate::words::WORD_BYTES), else every lane served in one loop.
+        fn fixed<const Q: usize, const R: usize, A>(
+            self,
+            opcode: u32,
+            infallible: bool,
+            decode: impl Fn(&[u8]) -> Option<A>,
+            serve: impl FnMut(A, &mut [u8; R]),
+        ) -> Self::Out;
+
+        /// A call whose request is read where it lies, with a fixed reply or none (`oneway`),
+        /// and a streamed bytes argument if `stream` (its limit): through the packets, the
+        /// streamed arguments received (left in the bulk area where they arrived whole, and read
+        /// there), every lane's arguments decoded before any handler runs (one that does not
+        /// decode, or a stream shorter than the fixed arguments, refuses the call; a stream over
+        /// the limit is `REJECTED`), then `call` once per lane in lane order and each reply
+        /// encoded into its slot. Inline (not one-way), the same with the body where it lies;
+        /// on word lines, declined.
+        #[allow(clippy::too_many_arguments)]
+        fn in_place<const Q: usize, const R: usize, A, T>(
+            self,
+            opcode: u32,
+            oneway: bool,
+            stream: Option<u64>,
+            decode: impl Fn(&[u8]) -> Option<A>,
+            call: impl FnMut(A, &[u8]) -> T,
+            encode: impl Fn(&T, &mut [u8; R]),
+        ) -> Self::Out;
+
+        /// A call whose request is copied before its handler runs: a text argument (checked as
+        /// UTF-8 once copied: `text`), or a streamed reply, which `send` sends. Through the
+        /// packets only: inline it is `None`, on word lines declined.
+        #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+        fn copied<const Q: usize, A, T>(
+            self,
+            opcode: u32,
+            oneway: bool,
+            stream: Option<u64>,
+            text: bool,
+            decode: impl Fn(&[u8]) -> Option<A>,
+            call: impl FnMut(A, &'v [u8]) -> T,
+            send: impl FnOnce(
+                &mut Port<'_, '_, Server, Self::L, Self::M, Self::W>,
+                &[Option<T>; 64],
+            ) -> Result<super::Served, ProtocolError>,
+        ) -> Self::Out;
+
+        /// The handshake, answered with the service's `fingerprint`.
+        fn handshake(self, fingerprint: u64) -> Self::Out;
+
+        /// A call the service does not have.
+        fn unknown(self) -> Self::Out;
+    }
+
+    /// A call that came in a port's packet.
+    #[derive(Debug)]
+    pub struct PacketVia<'a, 'p, 'q, 'b, L: Lanes, M: Mailbox, W: Wait, B> {
+        /// The port the server opened.
+        pub port: &'a mut Port<'p, 'q, Server, L, M, W>,
+        /// Where streamed arguments are received.
+        pub buffers: &'b mut B,
+    }
+
+    impl<'b, L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers> Via<'b>
+        for PacketVia<'_, '_, '_, 'b, L, M, W, B>
+    {
+        type Out = Result<super::Served, ProtocolError>;
+        type L = L;
+        type M = M;
+        type W = W;
+
+        #[inline(always)]
+        fn fixed<const Q: usize, const R: usize, A>(
+            self,
+            opcode: u32,
+            infallible: bool,
+            decode: impl Fn(&[u8]) -> Option<A>,
+            mut serve: impl FnMut(A, &mut [u8; R]),
+        ) -> Self::Out {
+            let port = self.port;
+            let served = |status| Ok(super::Served { opcode, status });
+            if port.request_len() != Some(Q as u32) {
+                reply_error(port, status::BAD_REQUEST)?;
+                return served(status::BAD_REQUEST);
+            }
+            let mut answer = |slot: &mut crate::Slot| {
+                if let Some(args) = decode(&slot.as_bytes()[..Q]) {
+                    let mut reply = [0u8; R];
+                    serve(args, &mut reply);
+                    write_slot(slot, &reply);
+                }
+            };
+            if infallible {
+                port.set_status(status::OK);
+                port.recv_and_send(|slot, _| answer(slot))?;
+                return served(status::OK);
+            }
+            let mut bad = false;
+            port.recv(|slot, _| bad |= decode(&slot.as_bytes()[..Q]).is_none())?;
+            if bad {
+                reply_error(port, status::BAD_REQUEST)?;
+                return served(status::BAD_REQUEST);
+            }
+            port.set_status(status::OK);
+            // (Every lane's arguments decoded above.)
+            port.send(|slot, _| answer(slot))?;
+            served(status::OK)
+        }
+
+        #[inline(always)]
+        fn in_place<const Q: usize, const R: usize, A, T>(
+            self,
+            opcode: u32,
+            oneway: bool,
+            stream: Option<u64>,
+            decode: impl Fn(&[u8]) -> Option<A>,
+            mut call: impl FnMut(A, &[u8]) -> T,
+            encode: impl Fn(&T, &mut [u8; R]),
+        ) -> Self::Out {
+            let (port, buffers) = (self.port, self.buffers);
+            let lanes = handled_lanes(port);
+            let mut reqs = [[0u8; Q]; 64];
+            if let Some(refused) = receive(port, buffers, opcode, oneway, stream, true, &mut reqs)?
+            {
+                return Ok(refused);
+            }
+            // The arguments (and streamed bytes read in place, borrowing the port) live in this
+            // block only: the port is free again for the reply.
+            let (bad, replies) = {
+                let mut args: [Option<(A, &[u8])>; 64] = core::array::from_fn(|_| None);
+                let mut bad = false;
+                for lane in crate::lanes::lanes_in(lanes) {
+                    let (bytes, body): (&[u8], &[u8]) = match stream {
+                        None => (&reqs[lane], &[]),
+                        Some(_) => {
+                            let all = lane_bytes(&*port, &*buffers, lane as u32);
+                            // (The stream as a whole was bounded by the limit and the fixed bytes.)
+                            if all.len() < Q {
+                                bad = true;
+                                continue;
+                            }
+                            all.split_at(Q)
+                        }
+                    };
+                    match decode(bytes) {
+                        Some(a) => args[lane] = Some((a, body)),
+                        None => bad = true,
+                    }
+                }
+                let mut replies: [Option<T>; 64] = core::array::from_fn(|_| None);
+                if !bad {
+                    for (lane, arg) in args.iter_mut().enumerate() {
+                        if let Some((a, body)) = arg.take() {
+                            replies[lane] = Some(call(a, body));
+                        }
+                    }
+                }
+                (bad, replies)
+            };
+            if bad {
+                return refuse_request(port, opcode, oneway, status::BAD_REQUEST);
+            }
+            if !oneway {
+                port.set_status(status::OK);
+                port.send(|slot, lane| {
+                    if let Some(reply) = &replies[lane as usize] {
+                        let mut buf = [0u8; R];
+                        encode(reply, &mut buf);
+                        write_slot(slot, &buf);
+                    }
+                })?;
+            }
+            Ok(super::Served {
+                opcode,
+                status: status::OK,
+            })
+        }
+
+        #[inline(always)]
+        fn copied<const Q: usize, A, T>(
+            self,
+            opcode: u32,
+            oneway: bool,
+            stream: Option<u64>,
+            text: bool,
+            decode: impl Fn(&[u8]) -> Option<A>,
+            mut call: impl FnMut(A, &'b [u8]) -> T,
+            send: impl FnOnce(
+                &mut Port<'_, '_, Server, L, M, W>,
+                &[Option<T>; 64],
+            ) -> Result<super::Served, ProtocolError>,
+        ) -> Self::Out {
+            let (port, buffers) = (self.port, self.buffers);
+            let lanes = handled_lanes(port);
+            let mut reqs = [[0u8; Q]; 64];
+            if let Some(refused) = receive(port, buffers, opcode, oneway, stream, false, &mut reqs)?
+            {
+                return Ok(refused);
+            }
+            let buffers: &'b B = buffers;
+            let mut args: [Option<(A, &'b [u8])>; 64] = core::array::from_fn(|_| None);
+            let mut bad = false;
+            for lane in crate::lanes::lanes_in(lanes) {
+                let (bytes, body): (&[u8], &'b [u8]) = match stream {
+                    None => (&reqs[lane], &[]),
+                    Some(_) => {
+                        let all = LaneBuffers::lane(buffers, lane as u32);
+                        if all.len() < Q {
+                            bad = true;
+                            continue;
+                        }
+                        all.split_at(Q)
+                    }
+                };
+                match decode(bytes) {
+                    Some(a) if !text || core::str::from_utf8(body).is_ok() => {
+                        args[lane] = Some((a, body))
+                    }
+                    _ => bad = true,
+                }
+            }
+            if bad {
+                return refuse_request(port, opcode, oneway, status::BAD_REQUEST);
+            }
+            let mut replies: [Option<T>; 64] = core::array::from_fn(|_| None);
+            for (lane, arg) in args.iter_mut().enumerate() {
+                if let Some((a, body)) = arg.take() {
+                    replies[lane] = Some(call(a, body));
+                }
+            }
+            if oneway {
+                return Ok(super::Served {
+                    opcode,
+                    status: status::OK,
+                });
+            }
+            send(port, &replies)
+        }
+
+        #[inline(always)]
+        fn handshake(self, fingerprint: u64) -> Self::Out {
+            serve_handshake(self.port, fingerprint)
+        }
+
+        #[inline(always)]
+        fn unknown(self) -> Self::Out {
+            reply_unknown(self.port)
+        }
+    }
+
+    /// A call that came inline (`InlineCall`): its request, its streamed argument where it lies
+    /// (empty for a call without one), and where its reply goes. `None` for a call that cannot
+    /// travel inline: the transport tells the client to use a port.
+    #[derive(Debug)]
+    pub struct InlineVia<'a> {
+        /// The fixed arguments.
+        pub request: &'a [u8],
+        /// The streamed argument.
+        pub body: &'a [u8],
+        /// The reply's bytes.
+        pub reply: &'a mut [u8; INLINE_BYTES],
+    }
+
+    impl<'v> Via<'v> for InlineVia<'_> {
+        type Out = Option<(u32, usize)>;
+        type L = crate::Single;
+        type M = crate::PerPort;
+        type W = crate::Spin;
+
+        #[inline(always)]
+        fn fixed<const Q: usize, const R: usize, A>(
+            self,
+            _: u32,
+            _: bool,
+            decode: impl Fn(&[u8]) -> Option<A>,
+            mut serve: impl FnMut(A, &mut [u8; R]),
+        ) -> Self::Out {
+            if Q > INLINE_BYTES || R > INLINE_BYTES {
+                return None;
+            }
+            // A request of another length, or with a body (the call takes none), is refused.
+            if self.request.len() != Q || !self.body.is_empty() {
+                return Some((status::BAD_REQUEST, 0));
+            }
+            let Some(args) = decode(self.request) else {
+                return Some((status::BAD_REQUEST, 0));
+            };
+            let mut out = [0u8; R];
+            serve(args, &mut out);
+            self.reply[..R].copy_from_slice(&out);
+            Some((status::OK, R))
+        }
+
+        #[inline(always)]
+        fn in_place<const Q: usize, const R: usize, A, T>(
+            self,
+            _: u32,
+            oneway: bool,
+            stream: Option<u64>,
+            decode: impl Fn(&[u8]) -> Option<A>,
+            mut call: impl FnMut(A, &[u8]) -> T,
+            encode: impl Fn(&T, &mut [u8; R]),
+        ) -> Self::Out {
+            if oneway {
+                // Through the packets: it returns once sent, without waiting for an answer.
+                return None;
+            }
+            if Q > INLINE_BYTES || R > INLINE_BYTES {
+                return None;
+            }
+            let (request, body) = (self.request, self.body);
+            let bad = Some((status::BAD_REQUEST, 0));
+            if request.len() != Q {
+                return bad;
+            }
+            match stream {
+                None if !body.is_empty() => return bad,
+                Some(limit) if body.len() as u64 > limit => return Some((status::REJECTED, 0)),
+                _ => {}
+            }
+            let Some(args) = decode(request) else {
+                return bad;
+            };
+            let mut out = [0u8; R];
+            encode(&call(args, body), &mut out);
+            self.reply[..R].copy_from_slice(&out);
+            Some((status::OK, R))
+        }
+
+        #[inline(always)]
+        fn copied<const Q: usize, A, T>(
+            self,
+            _: u32,
+            _: bool,
+            _: Option<u64>,
+            _: bool,
+            _: impl Fn(&[u8]) -> Option<A>,
+            _: impl FnMut(A, &'v [u8]) -> T,
+            _: impl FnOnce(
+                &mut Port<'_, '_, Server, Self::L, Self::M, Self::W>,
+                &[Option<T>; 64],
+            ) -> Result<super::Served, ProtocolError>,
+        ) -> Self::Out {
+            None
+        }
+
+        #[inline(always)]
+        fn handshake(self, _: u64) -> Self::Out {
+            None
+        }
+
+        #[inline(always)]
+        fn unknown(self) -> Self::Out {
+            Some((status::UNKNOWN_OPCODE, 0))
+        }
+    }
+
+    /// The lanes of a call that came on a GPU's word lines: a fixed call is served on every
+    /// lane in one loop; any other call (and the handshake) is declined on every lane, and the
+    /// client makes it through the packets.
+    #[derive(Debug)]
+    pub struct LanesVia<'a, 'l> {
+        /// The call's lanes.
+        pub lanes: &'a mut InlineLanes<'l>,
+    }
+
+    impl<'v> Via<'v> for LanesVia<'_, '_> {
+        type Out = ();
+        type L = crate::Single;
+        type M = crate::PerPort;
+        type W = crate::Spin;
+
+        #[inline(always)]
+        fn fixed<const Q: usize, const R: usize, A>(
+            self,
+            _: u32,
+            _: bool,
+            decode: impl Fn(&[u8]) -> Option<A>,
+            mut serve: impl FnMut(A, &mut [u8; R]),
+        ) -> Self::Out {
+            let lanes = self.lanes;
+            if Q > crate::words::WORD_BYTES || R > crate::words::WORD_BYTES {
+                return lanes.decline();
+            }
+            lanes.serve(|request, reply| {
+                let bad = Some(status::BAD_REQUEST);
+                if request.len() != Q {
+                    return bad;
+                }
+                let Some(args) = decode(request) else {
+                    return bad;
+                };
+                let mut out = [0u8; R];
+                serve(args, &mut out);
+                // (Always there: the reply fits a word line, checked above.)
+                if let Some(to) = reply.get_mut(..R) {
+                    to.copy_from_slice(&out);
+                }
+                Some(status::OK)
+            });
+        }
+
+        #[inline(always)]
+        fn in_place<const Q: usize, const R: usize, A, T>(
+            self,
+            _: u32,
+            _: bool,
+            _: Option<u64>,
+            _: impl Fn(&[u8]) -> Option<A>,
+            _: impl FnMut(A, &[u8]) -> T,
+            _: impl Fn(&T, &mut [u8; R]),
+        ) -> Self::Out {
+            self.lanes.decline()
+        }
+
+        #[inline(always)]
+        fn copied<const Q: usize, A, T>(
+            self,
+            _: u32,
+            _: bool,
+            _: Option<u64>,
+            _: bool,
+            _: impl Fn(&[u8]) -> Option<A>,
+            _: impl FnMut(A, &'v [u8]) -> T,
+            _: impl FnOnce(
+                &mut Port<'_, '_, Server, Self::L, Self::M, Self::W>,
+                &[Option<T>; 64],
+            ) -> Result<super::Served, ProtocolError>,
+        ) -> Self::Out {
+            self.lanes.decline()
+        }
+
+        #[inline(always)]
+        fn handshake(self, _: u64) -> Self::Out {
+            self.lanes.decline()
+        }
+
+        #[inline(always)]
+        fn unknown(self) -> Self::Out {
+            self.lanes.serve(|_, _| Some(status::UNKNOWN_OPCODE))
+        }
     }
 }

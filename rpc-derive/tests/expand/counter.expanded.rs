@@ -348,36 +348,18 @@ impl<
         )
     }
     #[inline]
-    fn dispatch<__RpcL, __RpcM, __RpcW, __RpcB>(
-        handler: &__RpcH,
-        port: &mut ::ferry_rpc::Port<
-            '_,
-            '_,
-            ::ferry_rpc::Server,
-            __RpcL,
-            __RpcM,
-            __RpcW,
-        >,
-        buffers: &mut __RpcB,
-    ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error>
-    where
-        __RpcL: ::ferry_rpc::Lanes,
-        __RpcM: ::ferry_rpc::Mailbox,
-        __RpcW: ::ferry_rpc::Wait,
-        __RpcB: ::ferry_rpc::service::LaneBuffers,
-    {
-        let _ = (&handler, &buffers);
-        match port.opcode() {
+    fn serve<'__rpc_v, __RpcV: ::ferry_rpc::__private::Via<'__rpc_v>>(
+        handler: &'__rpc_v __RpcH,
+        opcode: u32,
+        via: __RpcV,
+    ) -> __RpcV::Out {
+        match opcode {
             0xe06cac36u32 => {
-                ::ferry_rpc::__private::serve_fixed::<
-                    { Counter::__RPC_Q_0 },
-                    { Counter::__RPC_R_0 },
-                    _,
-                    _,
-                    _,
-                    _,
-                >(
-                    port,
+                via.fixed::<
+                        { Counter::__RPC_Q_0 },
+                        { Counter::__RPC_R_0 },
+                        _,
+                    >(
                     0xe06cac36u32,
                     {
                         #[allow(unused_imports)]
@@ -395,18 +377,12 @@ impl<
                 )
             }
             0xeb709090u32 => {
-                ::ferry_rpc::__private::serve_in_place::<
-                    { Counter::__RPC_Q_1 },
-                    { Counter::__RPC_R_1 },
-                    _,
-                    _,
-                    _,
-                    _,
-                    _,
-                    _,
-                >(
-                    port,
-                    buffers,
+                via.in_place::<
+                        { Counter::__RPC_Q_1 },
+                        { Counter::__RPC_R_1 },
+                        _,
+                        _,
+                    >(
                     0xeb709090u32,
                     false,
                     ::core::option::Option::Some(65536u64),
@@ -423,17 +399,11 @@ impl<
                 )
             }
             0x8a8506d8u32 => {
-                ::ferry_rpc::__private::serve_copied::<
-                    { Counter::__RPC_Q_2 },
-                    _,
-                    _,
-                    _,
-                    _,
-                    _,
-                    _,
-                >(
-                    port,
-                    buffers,
+                via.copied::<
+                        { Counter::__RPC_Q_2 },
+                        _,
+                        _,
+                    >(
                     0x8a8506d8u32,
                     false,
                     ::core::option::Option::None,
@@ -458,15 +428,11 @@ impl<
                 )
             }
             0xb61020fau32 => {
-                ::ferry_rpc::__private::serve_fixed::<
-                    { Counter::__RPC_Q_3 },
-                    { Counter::__RPC_R_3 },
-                    _,
-                    _,
-                    _,
-                    _,
-                >(
-                    port,
+                via.fixed::<
+                        { Counter::__RPC_Q_3 },
+                        { Counter::__RPC_R_3 },
+                        _,
+                    >(
                     0xb61020fau32,
                     {
                         #[allow(unused_imports)]
@@ -484,18 +450,12 @@ impl<
                 )
             }
             0x00000007u32 => {
-                ::ferry_rpc::__private::serve_in_place::<
-                    { Counter::__RPC_Q_4 },
-                    { Counter::__RPC_R_4 },
-                    _,
-                    _,
-                    _,
-                    _,
-                    _,
-                    _,
-                >(
-                    port,
-                    buffers,
+                via.in_place::<
+                        { Counter::__RPC_Q_4 },
+                        { Counter::__RPC_R_4 },
+                        _,
+                        _,
+                    >(
                     0x00000007u32,
                     true,
                     ::core::option::Option::None,
@@ -507,138 +467,9 @@ impl<
                 )
             }
             ::ferry_rpc::service::HANDSHAKE => {
-                ::ferry_rpc::__private::serve_handshake(
-                    port,
-                    <Counter as ::ferry_rpc::service::Service>::FINGERPRINT,
-                )
+                via.handshake(<Counter as ::ferry_rpc::service::Service>::FINGERPRINT)
             }
-            _ => ::ferry_rpc::__private::reply_unknown(port),
-        }
-    }
-    #[inline]
-    fn dispatch_inline(
-        handler: &__RpcH,
-        opcode: u32,
-        request: &[u8],
-        body: &[u8],
-        reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
-    ) -> ::core::option::Option<(u32, usize)> {
-        let _ = (&handler, &request, &body, &reply);
-        match opcode {
-            0xe06cac36u32 => {
-                ::ferry_rpc::__private::inline_fixed::<
-                    { Counter::__RPC_Q_0 },
-                    { Counter::__RPC_R_0 },
-                    _,
-                >(
-                    ::core::option::Option::None,
-                    request,
-                    body,
-                    reply,
-                    Counter::__rpc_args_0,
-                    |(__rpc_arg0,), _, __rpc_out| ::ferry_rpc::__private::put(
-                        __rpc_out,
-                        0,
-                        &<__RpcH as CounterServer>::add(handler, __rpc_arg0),
-                    ),
-                )
-            }
-            0xeb709090u32 => {
-                ::ferry_rpc::__private::inline_fixed::<
-                    { Counter::__RPC_Q_1 },
-                    { Counter::__RPC_R_1 },
-                    _,
-                >(
-                    ::core::option::Option::Some(65536u64),
-                    request,
-                    body,
-                    reply,
-                    Counter::__rpc_args_1,
-                    |(__rpc_arg0,), __rpc_body, __rpc_out| ::ferry_rpc::__private::put_result(
-                        __rpc_out,
-                        &<__RpcH as CounterServer>::put(handler, __rpc_arg0, __rpc_body),
-                    ),
-                )
-            }
-            0x8a8506d8u32 => ::core::option::Option::None,
-            0xb61020fau32 => {
-                ::ferry_rpc::__private::inline_fixed::<
-                    { Counter::__RPC_Q_3 },
-                    { Counter::__RPC_R_3 },
-                    _,
-                >(
-                    ::core::option::Option::None,
-                    request,
-                    body,
-                    reply,
-                    Counter::__rpc_args_3,
-                    |(__rpc_arg0,), _, __rpc_out| ::ferry_rpc::__private::put(
-                        __rpc_out,
-                        0,
-                        &<__RpcH as CounterServer>::touch(handler, __rpc_arg0),
-                    ),
-                )
-            }
-            0x00000007u32 => ::core::option::Option::None,
-            ::ferry_rpc::service::HANDSHAKE => ::core::option::Option::None,
-            _ => {
-                ::core::option::Option::Some((
-                    ::ferry_rpc::service::status::UNKNOWN_OPCODE,
-                    0,
-                ))
-            }
-        }
-    }
-    #[inline]
-    fn dispatch_inline_lanes(
-        handler: &__RpcH,
-        opcode: u32,
-        lanes: &mut ::ferry_rpc::service::InlineLanes<'_>,
-    ) {
-        let _ = &handler;
-        match opcode {
-            0xe06cac36u32 => {
-                ::ferry_rpc::__private::lanes_fixed::<
-                    { Counter::__RPC_Q_0 },
-                    { Counter::__RPC_R_0 },
-                    _,
-                >(
-                    lanes,
-                    Counter::__rpc_args_0,
-                    |(__rpc_arg0,), __rpc_out| ::ferry_rpc::__private::put(
-                        __rpc_out,
-                        0,
-                        &<__RpcH as CounterServer>::add(handler, __rpc_arg0),
-                    ),
-                )
-            }
-            0xeb709090u32 => lanes.decline(),
-            0x8a8506d8u32 => lanes.decline(),
-            0xb61020fau32 => {
-                ::ferry_rpc::__private::lanes_fixed::<
-                    { Counter::__RPC_Q_3 },
-                    { Counter::__RPC_R_3 },
-                    _,
-                >(
-                    lanes,
-                    Counter::__rpc_args_3,
-                    |(__rpc_arg0,), __rpc_out| ::ferry_rpc::__private::put(
-                        __rpc_out,
-                        0,
-                        &<__RpcH as CounterServer>::touch(handler, __rpc_arg0),
-                    ),
-                )
-            }
-            0x00000007u32 => lanes.decline(),
-            ::ferry_rpc::service::HANDSHAKE => lanes.decline(),
-            _ => {
-                lanes
-                    .serve(|_, _| {
-                        ::core::option::Option::Some(
-                            ::ferry_rpc::service::status::UNKNOWN_OPCODE,
-                        )
-                    })
-            }
+            _ => via.unknown(),
         }
     }
 }
