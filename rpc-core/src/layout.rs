@@ -32,6 +32,12 @@ use crate::mailbox::MailboxKind;
 /// Bytes in one slot: the unit of a packet, one per lane, and the size of the header.
 pub const SLOT_BYTES: usize = 64;
 
+/// The most bytes of a request, and of a reply, that a call beside the packets carries (an
+/// `InlineCall`: a shared-memory port's inline lines, a GPU's word lines). A path may carry fewer
+/// (a GPU's word lines carry [`WORD_BYTES`] a lane): its calls answer `None` for what it cannot
+/// carry, and the caller uses the packets.
+pub const INLINE_BYTES: usize = 256;
+
 // ---- the word lines' geometry (`crate::words`) ----
 
 /// The most request bytes, and the most reply bytes, one lane's call carries on a word line.

@@ -123,6 +123,7 @@ use crate::wait::Wait;
 use crate::Error;
 
 // The word lines' geometry is the region layout's; the default lanes are the handle's.
+use crate::layout::INLINE_BYTES;
 pub use crate::layout::{BELL_PORTS, ROW, SUMMIT_BELLS, WORDS, WORD_BYTES};
 pub use crate::process::WORD_LANES;
 
@@ -889,16 +890,12 @@ impl<'a> InlineLanes<'a> {
 /// `handle(opcode, request, reply)` writes the reply at the start of `reply` and returns the
 /// status and the reply's length, or `None` to decline the call (as
 /// `Handler::handle_inline`).
-///
-/// `N` is the size of the reply buffer `handle` writes into (at least [`WORD_BYTES`]): a service
-/// layer's inline reply (`service::INLINE_BYTES`).
-pub fn lane_by_lane<const N: usize>(
-    mut handle: impl FnMut(u32, &[u8], &mut [u8; N]) -> Option<(u32, usize)>,
+pub fn lane_by_lane(
+    mut handle: impl FnMut(u32, &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)>,
 ) -> impl FnMut(u32, &mut InlineLanes<'_>) {
-    const { assert!(N >= WORD_BYTES) };
     move |opcode, lanes| {
         lanes.serve(|request, reply| {
-            let mut out = [0u8; N];
+            let mut out = [0u8; INLINE_BYTES];
             let (status, _) = handle(opcode, request, &mut out)?;
             reply.copy_from_slice(&out[..WORD_BYTES]);
             Some(status)
@@ -1561,7 +1558,7 @@ mod tests {
     /// Serves `region`'s word lines with `handle` on a thread while `body` runs.
     fn serving<R>(
         region: &HeapRegion,
-        handle: impl Fn(u32, &[u8], &mut [u8; WORD_BYTES]) -> Option<(u32, usize)> + Sync,
+        handle: impl Fn(u32, &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> + Sync,
         body: impl FnOnce() -> R,
     ) -> (R, u64) {
         let stop = AtomicBool::new(false);
@@ -1592,7 +1589,7 @@ mod tests {
         })
     }
 
-    fn plus_one(opcode: u32, req: &[u8], rep: &mut [u8; WORD_BYTES]) -> Option<(u32, usize)> {
+    fn plus_one(opcode: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> {
         match opcode {
             7 => {
                 let v = u64::from_le_bytes(req[..8].try_into().unwrap());
@@ -1605,7 +1602,7 @@ mod tests {
     }
 
     /// Answers opcode 3 with its 4-byte request repeated over the 16 reply bytes asked for.
-    fn repeat(opcode: u32, req: &[u8], rep: &mut [u8; WORD_BYTES]) -> Option<(u32, usize)> {
+    fn repeat(opcode: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> {
         assert_eq!(opcode, 3);
         for k in 0..4 {
             rep[4 * k..4 * k + 4].copy_from_slice(&req[..4]);
@@ -1706,7 +1703,7 @@ mod tests {
     #[test]
     fn every_length_up_to_the_line_and_odd_ones_round_trip() {
         let region = HeapRegion::<crate::PerPort>::with_words(32, 1).unwrap();
-        let echo = |_: u32, req: &[u8], rep: &mut [u8; WORD_BYTES]| {
+        let echo = |_: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]| {
             rep[..req.len()].copy_from_slice(req);
             Some((0, req.len()))
         };
@@ -1858,7 +1855,7 @@ mod arrival {
     use crate::{HeapRegion, PerPort, Single, Spin};
 
     /// A handler of one lane's `u64`: the value plus one.
-    fn plus_one(_: u32, req: &[u8], rep: &mut [u8; WORD_BYTES]) -> Option<(u32, usize)> {
+    fn plus_one(_: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> {
         let v = u64::from_le_bytes(req[..8].try_into().unwrap());
         rep[..8].copy_from_slice(&(v + 1).to_le_bytes());
         Some((0, 8))
@@ -2171,7 +2168,7 @@ mod first_poll {
         }
     }
 
-    fn plus_one(_: u32, req: &[u8], rep: &mut [u8; WORD_BYTES]) -> Option<(u32, usize)> {
+    fn plus_one(_: u32, req: &[u8], rep: &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)> {
         let v = u64::from_le_bytes(req[..8].try_into().unwrap());
         rep[..8].copy_from_slice(&(v + 1).to_le_bytes());
         Some((0, 8))

@@ -112,10 +112,9 @@ pub enum Bytes {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Text {}
 
-/// The most bytes of a request, and of a reply, that an [`InlineCall`] carries. A transport's
-/// path may carry fewer (a GPU's word lines carry [`WORD_BYTES`](crate::words::WORD_BYTES) a
-/// lane): its calls answer `None` for what it cannot carry, and the caller uses the packets.
-pub const INLINE_BYTES: usize = 256;
+/// The most bytes of a request, and of a reply, that an [`InlineCall`] carries (the protocol's
+/// bound, [`crate::layout::INLINE_BYTES`]).
+pub use crate::layout::INLINE_BYTES;
 
 /// A transport's path for small calls that does not go through the packets: one request of at
 /// most [`INLINE_BYTES`] to the server and one reply back, for example in a few cache lines
