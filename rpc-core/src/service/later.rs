@@ -312,3 +312,49 @@ pub fn task<const R: usize>(
         later.send(super::status::OK, &bytes);
     })
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{caller_scope, cancelled, with_caller, Caller};
+
+    /// A caller that gave its call up, or not.
+    struct Gone(bool);
+
+    impl Caller for Gone {
+        fn gone(&self) -> bool {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_caller_is_current_only_inside_its_scope_and_the_one_before_comes_back() {
+        assert!(!cancelled(), "no caller outside a handler");
+        let (outer, inner) = (Gone(false), Gone(true));
+        with_caller(&outer, || {
+            assert!(!cancelled());
+            {
+                // SAFETY: dropped at the end of this block, on this thread, before `inner`.
+                let _scope = unsafe { caller_scope(&inner) };
+                assert!(cancelled());
+            }
+            assert!(!cancelled(), "the outer caller is current again");
+        });
+        assert!(!cancelled(), "none once the handler returned");
+    }
+
+    #[test]
+    fn a_handler_that_panics_inside_a_scope_leaves_the_caller_before_it_current() {
+        let gone = Gone(true);
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: dropped as this closure unwinds, on this thread, before `gone`.
+            let _scope = unsafe { caller_scope(&gone) };
+            assert!(cancelled());
+            panic!("a handler's panic");
+        }));
+        assert!(unwound.is_err());
+        assert!(
+            !cancelled(),
+            "the scope put the one before (none) back as it unwound"
+        );
+    }
+}
