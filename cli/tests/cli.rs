@@ -849,11 +849,7 @@ fn bridge_demo(
     ferry_zenoh::ZenohClient,
 ) {
     use ferry_zenoh::zenoh::Wait;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = ferry_testkit::free_port();
     let listen = format!("tcp/127.0.0.1:{port}");
     let bridge = spawn(&["bridge", "--name", name, "--listen", &listen], stdout);
     let session = ferry_zenoh::zenoh::open(ferry_zenoh::peer_config(&[], &[&listen]).unwrap())

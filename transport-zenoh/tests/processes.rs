@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ferry_rpc::service::{Bytes, Error, Status, Text, Transport};
 use ferry_rpc::{wire, RpcOpcodes};
-use ferry_testkit::Watchdog;
+use ferry_testkit::{free_port, Watchdog};
 use ferry_zenoh::{peer_config, ClientConfig, NamedClient, ZenohClient, ZenohError, ZenohServer};
 use zenoh::{Session, Wait};
 
@@ -243,15 +243,6 @@ impl Drop for Peer {
         let _ = self.child.wait();
         self.remove_files();
     }
-}
-
-/// A port free on loopback now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A name of this test's own.

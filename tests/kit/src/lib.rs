@@ -50,6 +50,33 @@ pub fn in_child(name: &str, env: &str) -> bool {
     false
 }
 
+/// A loopback TCP port free now, for a server a test starts to listen on. It is below the
+/// kernel's range of ephemeral ports: those are the local ports of outgoing connections, which
+/// the tests' clients make all the while, and one made between this check and the server's
+/// bind could take a port the kernel had just handed out (a server then fails with "Address
+/// already in use"). Each call in a process gives another port; cargo runs test binaries one at
+/// a time. Any free port where the ephemeral range leaves no room below it.
+pub fn free_port() -> u16 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    const FROM: u64 = 10_000;
+    let first_ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(32_768);
+    let span = first_ephemeral.saturating_sub(FROM);
+    for _ in 0..span.min(4096) {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = FROM + (u64::from(std::process::id()) * 131 + n) % span;
+        if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free loopback port")
+}
+
 /// Aborts the test process, with a message naming the test, if the test that armed it hangs:
 /// runs past its limit ([`Watchdog::new`]) or stops making progress ([`Watchdog::on_progress`]).
 /// A hang must fail, not stall CI; aborting (rather than panicking) ends the run even when the
