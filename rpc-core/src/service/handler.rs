@@ -158,40 +158,16 @@ where
 /// ([`with_stream_buffers`]); inline calls to [`Services::dispatch_inline`]; the services listed
 /// by name.
 macro_rules! services_handler {
-    // Each call to the services' `Services` methods (several services: to the one that has it).
-    () => {
-        #[inline]
-        fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), Error> {
-            with_stream_buffers(|buffers| Services::dispatch(self, port, buffers)).map(|_| ())
-        }
-
-        #[inline]
-        fn handle_inline(
-            &self,
-            opcode: u32,
-            request: &[u8],
-            body: &[u8],
-            reply: &mut [u8; INLINE_BYTES],
-        ) -> Option<(u32, usize)> {
-            Services::dispatch_inline(self, opcode, request, body, reply)
-        }
-
-        #[inline]
-        fn handle_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
-            Services::dispatch_inline_lanes(self, opcode, lanes)
-        }
-
-        services_handler!(@rest);
-    };
-    // Each call straight to service `$service`'s generated dispatch with the handler in field
-    // `$field` (one service: no hop through `Services`).
-    ($service:ident, $field:ident) => {
+    // Each call to the services' `serve` (several services: to the one that has it), or with
+    // `$service, $field`, straight to service `$service`'s generated `serve` with the handler in
+    // field `$field` (one service: no hop through `Services`).
+    ($($service:ident, $field:ident)?) => {
         #[inline]
         fn handle(&self, port: &mut Port<'_, '_, Server, Single, M, W>) -> Result<(), Error> {
             let opcode = port.opcode();
             with_stream_buffers(|buffers| {
                 let via = super::__private::PacketVia { port, buffers };
-                $service::serve(&self.$field, opcode, via)
+                services_handler!(@serve self, opcode, via $(, $service, $field)?)
             })
             .map(|_| ())
         }
@@ -209,15 +185,22 @@ macro_rules! services_handler {
                 body,
                 reply,
             };
-            $service::serve(&self.$field, opcode, via)
+            services_handler!(@serve self, opcode, via $(, $service, $field)?)
         }
 
         #[inline]
         fn handle_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
-            $service::serve(&self.$field, opcode, super::__private::LanesVia { lanes })
+            let via = super::__private::LanesVia { lanes };
+            services_handler!(@serve self, opcode, via $(, $service, $field)?)
         }
 
         services_handler!(@rest);
+    };
+    (@serve $me:ident, $opcode:ident, $via:ident) => {
+        Services::serve($me, $opcode, $via)
+    };
+    (@serve $me:ident, $opcode:ident, $via:ident, $service:ident, $field:ident) => {
+        $service::serve(&$me.$field, $opcode, $via)
     };
     (@rest) => {
         fn serves_inline(&self) -> bool {

@@ -16,12 +16,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::thread::Thread;
 
-use super::{Dispatch, InlineLanes, LaneBuffers, Served, Services, INLINE_BYTES};
-use crate::lanes::Lanes;
-use crate::mailbox::Mailbox;
-use crate::port::Port;
-use crate::process::Server;
-use crate::wait::Wait;
+use super::{Dispatch, Services};
 
 /// What a transport tells a handler about the caller of the call it serves: whether the caller
 /// gave the call up ([`cancelled`]).
@@ -261,26 +256,9 @@ impl<S: DispatchLater<H>, H> Services for AsyncServing<S, H> {
         self.sync.each(f)
     }
 
-    fn dispatch<L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
-        &self,
-        port: &mut Port<'_, '_, Server, L, M, W>,
-        buffers: &mut B,
-    ) -> Result<Served, crate::Error> {
-        self.sync.dispatch(port, buffers)
-    }
-
-    fn dispatch_inline(
-        &self,
-        opcode: u32,
-        request: &[u8],
-        body: &[u8],
-        reply: &mut [u8; INLINE_BYTES],
-    ) -> Option<(u32, usize)> {
-        self.sync.dispatch_inline(opcode, request, body, reply)
-    }
-
-    fn dispatch_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
-        self.sync.dispatch_inline_lanes(opcode, lanes)
+    #[inline(always)]
+    fn serve<'v, V: super::__private::Via<'v>>(&'v self, opcode: u32, via: V) -> V::Out {
+        self.sync.serve(opcode, via)
     }
 
     fn dispatch_later(

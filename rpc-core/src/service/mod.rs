@@ -1283,7 +1283,10 @@ pub mod __private {
             decode: impl Fn(&[u8]) -> Option<A>,
             call: impl FnMut(A, &[u8]) -> T,
             encode: impl Fn(&T, &mut [u8; R]),
-        ) -> Self::Out;
+        ) -> Self::Out {
+            let _ = (opcode, oneway, stream, decode, call, encode);
+            self.declined()
+        }
 
         /// A call whose request is copied before its handler runs: a text argument (checked as
         /// UTF-8 once copied: `text`), or a streamed reply, which `send` sends. Through the
@@ -1301,13 +1304,24 @@ pub mod __private {
                 &mut Port<'_, '_, Server, Self::L, Self::M, Self::W>,
                 &[Option<T>; 64],
             ) -> Result<super::Served, ProtocolError>,
-        ) -> Self::Out;
+        ) -> Self::Out {
+            let _ = (opcode, oneway, stream, text, decode, call, send);
+            self.declined()
+        }
 
-        /// The handshake, answered with the service's `fingerprint`.
-        fn handshake(self, fingerprint: u64) -> Self::Out;
+        /// The handshake, answered with the service's `fingerprint` (declined where the path
+        /// does not carry it).
+        fn handshake(self, fingerprint: u64) -> Self::Out {
+            let _ = fingerprint;
+            self.declined()
+        }
 
         /// A call the service does not have.
         fn unknown(self) -> Self::Out;
+
+        /// A call this path does not carry: the client makes it through the packets (which
+        /// carry every call).
+        fn declined(self) -> Self::Out;
     }
 
     /// A call that came in a port's packet.
@@ -1504,6 +1518,12 @@ pub mod __private {
         fn unknown(self) -> Self::Out {
             reply_unknown(self.port)
         }
+
+        /// (Never: the packets carry every kind of call.)
+        #[inline(always)]
+        fn declined(self) -> Self::Out {
+            reply_unknown(self.port)
+        }
     }
 
     /// A call that came inline (`InlineCall`): its request, its streamed argument where it lies
@@ -1517,6 +1537,37 @@ pub mod __private {
         pub body: &'a [u8],
         /// The reply's bytes.
         pub reply: &'a mut [u8; INLINE_BYTES],
+    }
+
+    impl InlineVia<'_> {
+        /// The checks an inline call passes before its handler runs: `None` if its `Q` or `R`
+        /// bytes exceed [`INLINE_BYTES`] (the client then uses a port); `BAD_REQUEST` for a
+        /// request of another length, arguments that do not decode or a body the call does not
+        /// take (`stream`: none); `REJECTED` for a body over the call's limit; else the decoded
+        /// arguments. It returns before the handler runs: no frame of its own between the path
+        /// and the handler.
+        #[inline(always)]
+        fn args<const Q: usize, const R: usize, A>(
+            &self,
+            stream: Option<u64>,
+            decode: impl Fn(&[u8]) -> Option<A>,
+        ) -> Option<Result<A, (u32, usize)>> {
+            if Q > INLINE_BYTES || R > INLINE_BYTES {
+                return None;
+            }
+            let bad = Err((status::BAD_REQUEST, 0));
+            if self.request.len() != Q {
+                return Some(bad);
+            }
+            match stream {
+                None if !self.body.is_empty() => return Some(bad),
+                Some(limit) if self.body.len() as u64 > limit => {
+                    return Some(Err((status::REJECTED, 0)))
+                }
+                _ => {}
+            }
+            Some(decode(self.request).ok_or((status::BAD_REQUEST, 0)))
+        }
     }
 
     impl<'v> Via<'v> for InlineVia<'_> {
@@ -1533,15 +1584,9 @@ pub mod __private {
             decode: impl Fn(&[u8]) -> Option<A>,
             mut serve: impl FnMut(A, &mut [u8; R]),
         ) -> Self::Out {
-            if Q > INLINE_BYTES || R > INLINE_BYTES {
-                return None;
-            }
-            // A request of another length, or with a body (the call takes none), is refused.
-            if self.request.len() != Q || !self.body.is_empty() {
-                return Some((status::BAD_REQUEST, 0));
-            }
-            let Some(args) = decode(self.request) else {
-                return Some((status::BAD_REQUEST, 0));
+            let args = match self.args::<Q, R, A>(None, decode)? {
+                Ok(args) => args,
+                Err(refused) => return Some(refused),
             };
             let mut out = [0u8; R];
             serve(args, &mut out);
@@ -1563,53 +1608,24 @@ pub mod __private {
                 // Through the packets: it returns once sent, without waiting for an answer.
                 return None;
             }
-            if Q > INLINE_BYTES || R > INLINE_BYTES {
-                return None;
-            }
-            let (request, body) = (self.request, self.body);
-            let bad = Some((status::BAD_REQUEST, 0));
-            if request.len() != Q {
-                return bad;
-            }
-            match stream {
-                None if !body.is_empty() => return bad,
-                Some(limit) if body.len() as u64 > limit => return Some((status::REJECTED, 0)),
-                _ => {}
-            }
-            let Some(args) = decode(request) else {
-                return bad;
+            let args = match self.args::<Q, R, A>(stream, decode)? {
+                Ok(args) => args,
+                Err(refused) => return Some(refused),
             };
             let mut out = [0u8; R];
-            encode(&call(args, body), &mut out);
+            encode(&call(args, self.body), &mut out);
             self.reply[..R].copy_from_slice(&out);
             Some((status::OK, R))
         }
 
         #[inline(always)]
-        fn copied<const Q: usize, A, T>(
-            self,
-            _: u32,
-            _: bool,
-            _: Option<u64>,
-            _: bool,
-            _: impl Fn(&[u8]) -> Option<A>,
-            _: impl FnMut(A, &'v [u8]) -> T,
-            _: impl FnOnce(
-                &mut Port<'_, '_, Server, Self::L, Self::M, Self::W>,
-                &[Option<T>; 64],
-            ) -> Result<super::Served, ProtocolError>,
-        ) -> Self::Out {
-            None
-        }
-
-        #[inline(always)]
-        fn handshake(self, _: u64) -> Self::Out {
-            None
-        }
-
-        #[inline(always)]
         fn unknown(self) -> Self::Out {
             Some((status::UNKNOWN_OPCODE, 0))
+        }
+
+        #[inline(always)]
+        fn declined(self) -> Self::Out {
+            None
         }
     }
 
@@ -1659,43 +1675,13 @@ pub mod __private {
         }
 
         #[inline(always)]
-        fn in_place<const Q: usize, const R: usize, A, T>(
-            self,
-            _: u32,
-            _: bool,
-            _: Option<u64>,
-            _: impl Fn(&[u8]) -> Option<A>,
-            _: impl FnMut(A, &[u8]) -> T,
-            _: impl Fn(&T, &mut [u8; R]),
-        ) -> Self::Out {
-            self.lanes.decline()
-        }
-
-        #[inline(always)]
-        fn copied<const Q: usize, A, T>(
-            self,
-            _: u32,
-            _: bool,
-            _: Option<u64>,
-            _: bool,
-            _: impl Fn(&[u8]) -> Option<A>,
-            _: impl FnMut(A, &'v [u8]) -> T,
-            _: impl FnOnce(
-                &mut Port<'_, '_, Server, Self::L, Self::M, Self::W>,
-                &[Option<T>; 64],
-            ) -> Result<super::Served, ProtocolError>,
-        ) -> Self::Out {
-            self.lanes.decline()
-        }
-
-        #[inline(always)]
-        fn handshake(self, _: u64) -> Self::Out {
-            self.lanes.decline()
-        }
-
-        #[inline(always)]
         fn unknown(self) -> Self::Out {
             self.lanes.serve(|_, _| Some(status::UNKNOWN_OPCODE))
+        }
+
+        #[inline(always)]
+        fn declined(self) -> Self::Out {
+            self.lanes.decline()
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use core::marker::PhantomData;
 
+use super::__private::{InlineVia, LanesVia, PacketVia, Via};
 use super::{CallInfo, Dispatch, InlineLanes, LaneBuffers, Served, HANDSHAKE, INLINE_BYTES};
 use crate::lanes::Lanes;
 use crate::mailbox::Mailbox;
@@ -56,31 +57,42 @@ pub trait Services {
     /// Calls `f` with each service's name, fingerprint and opcodes, in the order they were added.
     fn each(&self, f: &mut dyn FnMut(&'static str, u64, &'static [u32], &'static [CallInfo]));
 
-    /// Serves the call on `port` with the service that has its opcode; a call none has gets
-    /// `status::UNKNOWN_OPCODE`.
+    /// Serves call `opcode` with the service that has it, as `via` (the path it came by)
+    /// carries it; a call none has gets `status::UNKNOWN_OPCODE` (from the last added).
+    fn serve<'v, V: Via<'v>>(&'v self, opcode: u32, via: V) -> V::Out;
+
+    /// Serves the call on `port` ([`serve`](Self::serve) through the packets).
+    #[inline(always)]
     fn dispatch<L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
         &self,
         port: &mut Port<'_, '_, Server, L, M, W>,
         buffers: &mut B,
-    ) -> Result<Served, crate::Error>;
+    ) -> Result<Served, crate::Error> {
+        let opcode = port.opcode();
+        self.serve(opcode, PacketVia { port, buffers })
+    }
 
-    /// Serves an inline call (`body`: its streamed argument, if it has one) with the service that
-    /// has its opcode.
+    /// Serves an inline call (`body`: its streamed argument, if it has one).
+    #[inline(always)]
     fn dispatch_inline(
         &self,
         opcode: u32,
         request: &[u8],
         body: &[u8],
         reply: &mut [u8; INLINE_BYTES],
-    ) -> Option<(u32, usize)>;
+    ) -> Option<(u32, usize)> {
+        let via = InlineVia {
+            request,
+            body,
+            reply,
+        };
+        self.serve(opcode, via)
+    }
 
-    /// Serves every lane of a call that came on a word line with the service that has its
-    /// opcode (one that none has: `status::UNKNOWN_OPCODE` on every lane). By default lane by
-    /// lane through [`dispatch_inline`](Self::dispatch_inline).
+    /// Serves every lane of a call that came on a word line.
+    #[inline(always)]
     fn dispatch_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
-        crate::words::lane_by_lane(|opcode, request, out| {
-            self.dispatch_inline(opcode, request, &[], out)
-        })(opcode, lanes)
+        self.serve(opcode, LanesVia { lanes })
     }
 
     /// Serves an inline call as a task that answers through `later` afterwards (an async
@@ -116,29 +128,9 @@ impl<S: Dispatch<H>, H> Services for Serving<S, H> {
         f(S::NAME, S::FINGERPRINT, S::OPCODES, S::CALLS);
     }
 
-    #[inline]
-    fn dispatch<L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
-        &self,
-        port: &mut Port<'_, '_, Server, L, M, W>,
-        buffers: &mut B,
-    ) -> Result<Served, crate::Error> {
-        S::dispatch(&self.handler, port, buffers)
-    }
-
     #[inline(always)]
-    fn dispatch_inline(
-        &self,
-        opcode: u32,
-        request: &[u8],
-        body: &[u8],
-        reply: &mut [u8; INLINE_BYTES],
-    ) -> Option<(u32, usize)> {
-        S::dispatch_inline(&self.handler, opcode, request, body, reply)
-    }
-
-    #[inline(always)]
-    fn dispatch_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
-        S::dispatch_inline_lanes(&self.handler, opcode, lanes)
+    fn serve<'v, V: Via<'v>>(&'v self, opcode: u32, via: V) -> V::Out {
+        S::serve(&self.handler, opcode, via)
     }
 }
 
@@ -153,43 +145,14 @@ impl<A: Services, B: Services> Services for Both<A, B> {
         self.1.each(f);
     }
 
-    #[inline]
-    fn dispatch<L: Lanes, M: Mailbox, W: Wait, Bf: LaneBuffers>(
-        &self,
-        port: &mut Port<'_, '_, Server, L, M, W>,
-        buffers: &mut Bf,
-    ) -> Result<Served, crate::Error> {
+    #[inline(always)]
+    fn serve<'v, V: Via<'v>>(&'v self, opcode: u32, via: V) -> V::Out {
         // The handshake belongs to no one service: with several served, each client checks its
         // own service when it connects (the transport's table), so the first answers it.
-        let opcode = port.opcode();
         if opcode != HANDSHAKE && !self.0.has_opcode(opcode) {
-            self.1.dispatch(port, buffers)
+            self.1.serve(opcode, via)
         } else {
-            self.0.dispatch(port, buffers)
-        }
-    }
-
-    #[inline(always)]
-    fn dispatch_inline(
-        &self,
-        opcode: u32,
-        request: &[u8],
-        body: &[u8],
-        reply: &mut [u8; INLINE_BYTES],
-    ) -> Option<(u32, usize)> {
-        if self.0.has_opcode(opcode) {
-            self.0.dispatch_inline(opcode, request, body, reply)
-        } else {
-            self.1.dispatch_inline(opcode, request, body, reply)
-        }
-    }
-
-    #[inline(always)]
-    fn dispatch_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
-        if self.0.has_opcode(opcode) {
-            self.0.dispatch_inline_lanes(opcode, lanes)
-        } else {
-            self.1.dispatch_inline_lanes(opcode, lanes)
+            self.0.serve(opcode, via)
         }
     }
 
