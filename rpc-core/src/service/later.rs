@@ -102,7 +102,7 @@ pub fn cancelled() -> bool {
 /// [`Caller`], it tells the task's polls whether the call's caller is gone ([`cancelled`]).
 pub trait Later: core::any::Any + Send + Sync + Caller {
     /// Sends the reply: `status` (`status::OK` or an error status) and its bytes (at most
-    /// [`INLINE_BYTES`]).
+    /// [`INLINE_BYTES`](super::INLINE_BYTES)).
     fn send(self: Box<Self>, status: u32, reply: &[u8]);
 }
 
