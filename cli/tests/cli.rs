@@ -837,33 +837,41 @@ fn ls_and_call_reach_a_users_own_service() {
     drop(server);
 }
 
-/// `ferry bridge --name NAME` listening on a free loopback port (its output to `stdout`), and a
-/// client of the demo service through it (with its session).
+/// `ferry bridge --name NAME` listening on a free loopback port (its output to `stdout()`), and
+/// a client of the demo service through it (with its session). A port found free can be taken
+/// before the bridge binds it: a bridge that ended without serving is started again on another.
 #[cfg(feature = "zenoh")]
 fn bridge_demo(
     name: &str,
-    stdout: Stdio,
+    stdout: fn() -> Stdio,
 ) -> (
     Running,
     ferry_zenoh::zenoh::Session,
     ferry_zenoh::ZenohClient,
 ) {
     use ferry_zenoh::zenoh::Wait;
-    let port = ferry_testkit::free_port();
-    let listen = format!("tcp/127.0.0.1:{port}");
-    let bridge = spawn(&["bridge", "--name", name, "--listen", &listen], stdout);
-    let session = ferry_zenoh::zenoh::open(ferry_zenoh::peer_config(&[], &[&listen]).unwrap())
-        .wait()
-        .unwrap();
-    let client = ferry_zenoh::ZenohClient::connect(
-        &session,
-        name,
-        ferry_zenoh::ClientConfig::default()
-            .service::<ferry_demo::Demo>()
-            .attach(LIMIT),
-    )
-    .unwrap();
-    (bridge, session, client)
+    let mut refused = String::new();
+    for _ in 0..5 {
+        let port = ferry_testkit::free_port();
+        let listen = format!("tcp/127.0.0.1:{port}");
+        let mut bridge = spawn(&["bridge", "--name", name, "--listen", &listen], stdout());
+        let session = ferry_zenoh::zenoh::open(ferry_zenoh::peer_config(&[], &[&listen]).unwrap())
+            .wait()
+            .unwrap();
+        let client = ferry_zenoh::ZenohClient::connect(
+            &session,
+            name,
+            ferry_zenoh::ClientConfig::default()
+                .service::<ferry_demo::Demo>()
+                .attach(LIMIT),
+        );
+        match client {
+            Ok(client) => return (bridge, session, client),
+            Err(e) if matches!(bridge.try_wait(), Ok(Some(_))) => refused = e.to_string(),
+            Err(e) => panic!("no client through the bridge: {e}"),
+        }
+    }
+    panic!("the bridge never served: {refused}");
 }
 
 /// `ferry bridge` (the `zenoh` feature) exports a running `ferry serve` to zenoh: a client on
@@ -875,7 +883,7 @@ fn bridge_exports_a_running_server_to_zenoh() {
     let name = token("bridge");
     let mut server = spawn_serve(&name, &[]);
     wait_for_file(&mut server, &shm(&name));
-    let (mut bridge, _session, client) = bridge_demo(&name, Stdio::null());
+    let (mut bridge, _session, client) = bridge_demo(&name, Stdio::null);
     let demo = ferry_demo::Demo::client(&client);
     assert_eq!(demo.add(2, 3), Ok(5));
     assert_eq!(demo.sum(&[1, 2, 3]).map(|s| (s.len, s.sum)), Ok((3, 6)));
@@ -902,7 +910,7 @@ fn bridge_reattaches_to_a_restarted_server_and_refuses_another_schema() {
     let name = token("bridge-restart");
     let mut server = spawn_serve(&name, &[]);
     wait_for_file(&mut server, &shm(&name));
-    let (mut bridge, _session, client) = bridge_demo(&name, Stdio::piped());
+    let (mut bridge, _session, client) = bridge_demo(&name, Stdio::piped);
     let (out, err) = (drain(bridge.stdout.take()), drain(bridge.stderr.take()));
     let deadline = Duration::from_secs(2);
     let demo = ferry_demo::Demo::client(&client).with_deadline(deadline);

@@ -125,8 +125,9 @@ impl StoreServer for Total {
 
 const SERVE: &str = "FERRY_ZENOH_SERVE";
 
-/// The child: serves `Store` as `FERRY_ZENOH_SERVE` says (`NAME PORT HOST [bridged]`), prints
-/// `serving`, and serves until its standard input closes. `bridged`: a shared-memory server
+/// The child: serves `Store` as `FERRY_ZENOH_SERVE` says (`NAME PORT HOST [bridged]`; PORT 0:
+/// a port of its own choosing), prints `serving PORT`, and serves until its standard input
+/// closes. `bridged`: a shared-memory server
 /// under another name, exported under NAME by a bridge (so no server of NAME runs on this
 /// machine as far as shared memory goes); otherwise a `ZenohServer` of NAME.
 #[test]
@@ -136,11 +137,8 @@ fn peer_server() {
     };
     let what = what.into_string().unwrap();
     let words: Vec<&str> = what.split(' ').collect();
-    let (name, port, host) = (words[0], words[1], words[2]);
-    let listen = format!("tcp/{host}:{port}");
-    let session = zenoh::open(peer_config(&[&listen], &[]).unwrap())
-        .wait()
-        .unwrap();
+    let (name, port, host) = (words[0], words[1].parse::<u16>().unwrap(), words[2]);
+    let (session, port) = listening(host, (port != 0).then_some(port));
     let config = ferry_shm::ServerConfig::default();
     let store = Store::server(Total::default()).and(Tally::server(Counted::default()));
     if words.get(3) == Some(&"bridged") {
@@ -148,16 +146,33 @@ fn peer_server() {
         let server = ferry_shm::ShmServer::start(&path, config, store).unwrap();
         let shm = ferry_shm::ShmClient::attach(&path, Default::default()).unwrap();
         let bridge = ferry_zenoh::Bridge::start(&session, name, shm, Default::default()).unwrap();
-        println!("serving");
+        println!("serving {port}");
         let _ = std::io::stdin().read_to_end(&mut Vec::new());
         drop(bridge);
         server.shutdown(Duration::from_secs(5));
         return;
     }
     let server = ZenohServer::start(&session, name, config, store).unwrap();
-    println!("serving");
+    println!("serving {port}");
     let _ = std::io::stdin().read_to_end(&mut Vec::new());
     server.shutdown(Duration::from_secs(5));
+}
+
+/// A session listening on `host`, at `port` or at a free port of its choosing, and the port.
+/// A port found free can be taken before the session binds it (by another process's socket):
+/// then another is tried, or the same one again a little later.
+fn listening(host: &str, port: Option<u16>) -> (Session, u16) {
+    let mut refused = String::new();
+    for _ in 0..20 {
+        let port = port.unwrap_or_else(free_port);
+        let listen = format!("tcp/{host}:{port}");
+        match zenoh::open(peer_config(&[&listen], &[]).unwrap()).wait() {
+            Ok(session) => return (session, port),
+            Err(e) => refused = e.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no session could listen on {host}: {refused}");
 }
 
 /// A server in a child process, stopped when dropped (its standard input closed, then killed if
@@ -166,13 +181,21 @@ struct Peer {
     child: Child,
     /// The name it serves (its files: `ferry-NAME` and `ferry-NAME-bridged` in /dev/shm).
     name: String,
+    /// The port it listens on.
+    port: u16,
 }
 
 /// How long a dropped peer has to stop on its own before it is killed.
 const PEER_STOP: Duration = Duration::from_secs(10);
 
 impl Peer {
-    fn start(name: &str, port: u16) -> Peer {
+    /// A server of `name` on loopback, at a port of its choosing (`Peer::port`).
+    fn start(name: &str) -> Peer {
+        Peer::start_as(&[], &format!("{name} 0 127.0.0.1"))
+    }
+
+    /// A server of `name` on loopback at `port` (a restarted server, at its predecessor's).
+    fn start_at(name: &str, port: u16) -> Peer {
         Peer::start_as(&[], &format!("{name} {port} 127.0.0.1"))
     }
 
@@ -198,18 +221,22 @@ impl Peer {
             .unwrap();
         let out = child.stdout.take().unwrap();
         let mut lines = BufReader::new(out).lines();
-        loop {
+        let port = loop {
             match lines.next() {
-                Some(Ok(line)) if line.contains("serving") => break,
+                // After the harness's `test peer_server ... ` on the same line.
+                Some(Ok(line)) if line.contains("serving ") => {
+                    let (_, port) = line.split_once("serving ").unwrap();
+                    break port.trim().parse::<u16>().unwrap();
+                }
                 Some(_) => continue,
                 None => panic!("the server process ended before serving"),
             }
-        }
+        };
         // The rest of its output read to the end, so that its test harness's last lines do not
         // meet a closed pipe when it stops.
         std::thread::spawn(move || lines.for_each(drop));
         let name = what.split(' ').next().unwrap_or_default().to_string();
-        Peer { child, name }
+        Peer { child, name, port }
     }
 
     /// Kills the server outright (no shutdown); its files are removed when `self` drops.
@@ -265,9 +292,9 @@ fn connect(session: &Session, name: &str) -> ZenohClient {
 /// A server in a child process under a name of test `test`'s own, and a client connected to it
 /// (with its session, and the name).
 fn served(test: &str) -> (Peer, Session, ZenohClient, String) {
-    let (name, port) = (name(test), free_port());
-    let peer = Peer::start(&name, port);
-    let session = session(port);
+    let name = name(test);
+    let peer = Peer::start(&name);
+    let session = session(peer.port);
     let client = connect(&session, &name);
     (peer, session, client, name)
 }
@@ -342,9 +369,9 @@ fn every_kind_of_call_crosses_between_two_processes() {
 #[test]
 fn attaching_is_refused_without_a_server_of_the_schema() {
     let _watchdog = Watchdog::new("attach refusals", Duration::from_secs(60));
-    let (name, port) = (name("attach"), free_port());
-    let _peer = Peer::start(&name, port);
-    let session = session(port);
+    let name = name("attach");
+    let peer = Peer::start(&name);
+    let session = session(peer.port);
     let quick = Duration::from_millis(500);
     // Another schema of the same service: told which one answers.
     let newer = ZenohClient::connect(
@@ -485,11 +512,7 @@ fn hostile_requests_are_refused_and_the_server_goes_on() {
 #[test]
 fn replies_not_of_the_calls_shape_are_never_ok() {
     let _watchdog = Watchdog::new("hostile replies", Duration::from_secs(60));
-    let port = free_port();
-    let listen = format!("tcp/127.0.0.1:{port}");
-    let server = zenoh::open(peer_config(&[&listen], &[]).unwrap())
-        .wait()
-        .unwrap();
+    let (server, port) = listening("127.0.0.1", None);
     let name = name("forged");
     let key = ferry_zenoh::key_for(&name, "Store", Store::FINGERPRINT);
     let answers: std::sync::Mutex<Vec<Vec<u8>>> = Default::default();
@@ -551,8 +574,9 @@ fn replies_not_of_the_calls_shape_are_never_ok() {
 #[test]
 fn a_server_that_dies_mid_call_fails_it_and_a_restarted_one_is_reached_again() {
     let _watchdog = Watchdog::new("a server's death and restart", Duration::from_secs(120));
-    let (name, port) = (name("restart"), free_port());
-    let peer = Peer::start(&name, port);
+    let name = name("restart");
+    let peer = Peer::start(&name);
+    let port = peer.port;
     let session = session(port);
     let client = connect(&session, &name);
     let store = Store::client(&client).with_deadline(Duration::from_secs(5));
@@ -568,7 +592,7 @@ fn a_server_that_dies_mid_call_fails_it_and_a_restarted_one_is_reached_again() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(peer.wait().code(), Some(3));
     // Killed outright in the middle of a call.
-    let peer = Peer::start(&name, port);
+    let peer = Peer::start_at(&name, port);
     let until = Instant::now() + Duration::from_secs(30);
     while store.add(1).is_err() {
         assert!(
@@ -589,7 +613,7 @@ fn a_server_that_dies_mid_call_fails_it_and_a_restarted_one_is_reached_again() {
         assert!(took < Duration::from_secs(5), "{took:?}");
     });
     // Restarted: the same client reaches it again (a new server: its total starts at zero).
-    let _peer = Peer::start(&name, port);
+    let _peer = Peer::start_at(&name, port);
     let until = Instant::now() + Duration::from_secs(30);
     loop {
         match store.add(1) {
@@ -608,16 +632,16 @@ fn the_named_client_takes_shared_memory_on_this_machine_and_zenoh_otherwise() {
     let _watchdog = Watchdog::new("the one-name client", Duration::from_secs(120));
     let config = || ClientConfig::default().service::<Store>();
     // A server of the name on this machine: shared memory.
-    let (name, port) = (name("named-local"), free_port());
-    let _local = Peer::start(&name, port);
-    let session = session(port);
+    let name = name("named-local");
+    let local = Peer::start(&name);
+    let session = session(local.port);
     let named = NamedClient::connect(&session, &name, config()).unwrap();
     assert!(named.is_local());
     check_calls(Store::client(&named));
     // Only a bridge of the name (its server's file under another name): zenoh.
-    let (remote, port) = (self::name("named-remote"), free_port());
-    let _remote = Peer::start_as(&[], &format!("{remote} {port} 127.0.0.1 bridged"));
-    let session = self::session(port);
+    let remote = self::name("named-remote");
+    let bridged = Peer::start_as(&[], &format!("{remote} 0 127.0.0.1 bridged"));
+    let session = self::session(bridged.port);
     let named = NamedClient::connect(&session, &remote, config()).unwrap();
     assert!(!named.is_local());
     check_calls(Store::client(&named));

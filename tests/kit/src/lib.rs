@@ -55,7 +55,10 @@ pub fn in_child(name: &str, env: &str) -> bool {
 /// the tests' clients make all the while, and one made between this check and the server's
 /// bind could take a port the kernel had just handed out (a server then fails with "Address
 /// already in use"). Each call in a process gives another port; cargo runs test binaries one at
-/// a time. Any free port where the ephemeral range leaves no room below it.
+/// a time. A port that any socket of this machine still holds as its local port (a connection
+/// in `TIME_WAIT` included, which a probe bound with `SO_REUSEADDR` would not see, but a server
+/// that binds without it would meet) is passed over. Any free port where the ephemeral range
+/// leaves no room below it.
 pub fn free_port() -> u16 {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     const FROM: u64 = 10_000;
@@ -67,7 +70,9 @@ pub fn free_port() -> u16 {
     for _ in 0..span.min(4096) {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let port = FROM + (u64::from(std::process::id()) * 131 + n) % span;
-        if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+        if !held_by_a_socket(port as u16)
+            && std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok()
+        {
             return port as u16;
         }
     }
@@ -75,6 +80,22 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("no free loopback port")
+}
+
+/// Whether a TCP socket of this machine, in any state, has `port` as its local port (read from
+/// `/proc/net/tcp` and `tcp6`: the local address is the second column, `ADDR:PORT` in hex).
+fn held_by_a_socket(port: u16) -> bool {
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        std::fs::read_to_string(table).is_ok_and(|text| {
+            text.lines().skip(1).any(|line| {
+                line.split_whitespace()
+                    .nth(1)
+                    .and_then(|local| local.rsplit(':').next())
+                    .and_then(|hex| u16::from_str_radix(hex, 16).ok())
+                    == Some(port)
+            })
+        })
+    })
 }
 
 /// Aborts the test process, with a message naming the test, if the test that armed it hangs:
