@@ -158,6 +158,19 @@ macro_rules! __rpc_if_std {
     ($($item:tt)*) => {};
 }
 
+/// Whether every byte pattern is a value of each of the (concrete) types given: `true` only where
+/// each is zerocopy's `FromBytes` (see `__private::Infallible`). What a derived server asks of a
+/// call's fixed arguments.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __rpc_infallible {
+    ($($ty:ty),* $(,)?) => {{
+        #[allow(unused_imports)]
+        use $crate::__private::{IsFallible as _, IsInfallible as _};
+        true $( && (&$crate::__private::Infallible::<$ty>::new()).infallible() )*
+    }};
+}
+
 /// Diagnostic stamps of a word pass, for a host program built with `--cfg ferry_trace` on x86-64
 /// (`ferry-gpu-bench --word-timing` prints them; BENCHMARKS.md, command B): the time stamp
 /// counter at each step of the pass that served a call (points 0 to 9, as `words.rs` stamps

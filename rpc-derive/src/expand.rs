@@ -56,75 +56,47 @@ fn written(ty: &syn::Type) -> String {
     quote!(#ty).to_string().replace(' ', "")
 }
 
-/// The fingerprint's part for one call.
-fn fingerprint(call: &Call) -> TokenStream {
-    let name = call.ident.to_string();
-    let opcode = opcode_lit(call);
-    let args = call.args.iter().map(|a| {
-        let (n, t, sh) = (a.ident.to_string(), written(a.ty), shape(&a.wire));
-        quote!(.arg(#n, #t, #sh))
-    });
-    let reply = match (call.response(), &call.attrs.response) {
-        (None, _) => quote!(.reply("", ::ferry_rpc::service::Shape::None)),
-        (Some(w), Some(r)) => {
-            let (t, sh) = (written(&r.value), shape(&w));
-            quote!(.reply(#t, #sh))
-        }
-        (Some(w), None) => {
-            let sh = shape(&w);
-            quote!(.reply("()", #sh))
-        }
-    };
-    let error = call.error().map(|e| {
-        let (t, sh) = (written(e), fixed_shape(e));
-        quote!(.error(#t, #sh))
-    });
-    quote!(.begin_call(#name, #opcode) #(#args)* #reply #error)
-}
-
-/// A call described for tools (`Service::CALLS`).
+/// A call as the definition has it (`Service::CALLS`, from which the fingerprint is computed):
+/// written types (a stream as `Bytes` or `Text`) and shapes.
 fn call_info(call: &Call) -> TokenStream {
     let s = quote!(::ferry_rpc::service);
-    let method = &call.method;
-    let opcode = opcode_lit(call);
-    let oneway = call.oneway();
-    let size_of = |w: &Wire| match w {
-        Wire::Fixed(t) => quote!(::core::mem::size_of::<#t>()),
-        _ => quote!(0usize),
+    let (name, method, opcode) = (call.ident.to_string(), &call.method, opcode_lit(call));
+    let written_as = |wire: &Wire, ty: &syn::Type| match wire {
+        Wire::Bytes => "Bytes".to_string(),
+        Wire::Text => "Text".to_string(),
+        _ => written(ty),
     };
+    // A fixed type's shape carries its `Schema`: spanned at the type, so that a type without one
+    // is reported there.
     let args = call.args.iter().map(|a| {
         let name = a.ident.to_string();
-        let ty = match a.wire {
-            Wire::Bytes => "Bytes".to_string(),
-            Wire::Text => "Text".to_string(),
-            _ => written(a.ty),
-        };
-        let size = size_of(&a.wire);
-        quote!(#s::ArgInfo { name: #name, ty: #ty, size: #size })
-    });
-    let (reply, reply_size) = match (call.response(), &call.attrs.response) {
-        (None, _) => ("()".to_string(), quote!(0usize)),
-        (Some(Wire::Bytes), _) => ("Bytes".to_string(), quote!(0usize)),
-        (Some(Wire::Text), _) => ("Text".to_string(), quote!(0usize)),
-        (Some(w), Some(r)) => (written(&r.value), size_of(&w)),
-        (Some(_), None) => ("()".to_string(), quote!(0usize)),
-    };
-    let (error, error_size) = match call.error() {
-        Some(e) => (written(e), quote!(::core::mem::size_of::<#e>())),
-        None => (String::new(), quote!(0usize)),
-    };
-    quote! {
-        #s::CallInfo {
-            method: #method,
-            opcode: #opcode,
-            oneway: #oneway,
-            args: &[ #( #args ),* ],
-            reply: #reply,
-            reply_size: #reply_size,
-            error: #error,
-            error_size: #error_size,
+        match a.wire {
+            Wire::Fixed(t) => {
+                let ty = written(a.ty);
+                quote_spanned!(t.span()=> #s::ArgInfo::of::<#t>(#name, #ty))
+            }
+            Wire::Text => quote!(#s::ArgInfo::text(#name)),
+            _ => quote!(#s::ArgInfo::bytes(#name)),
         }
-    }
+    });
+    let args = (!call.args.is_empty()).then(|| quote!(.args(&[ #( #args ),* ])));
+    let reply = match (call.response(), &call.attrs.response) {
+        (None, _) => quote!(.oneway()),
+        (Some(Wire::Fixed(t)), Some(r)) => {
+            let ty = written(&r.value);
+            quote_spanned!(t.span()=> .reply_of::<#t>(#ty))
+        }
+        (Some(w), Some(r)) => {
+            let (ty, shape) = (written_as(&w, &r.value), shape(&w));
+            quote!(.reply(#ty, #shape))
+        }
+        (Some(_), None) => quote!(),
+    };
+    let error = call.error().map(|e| {
+        let ty = written(e);
+        quote_spanned!(e.span()=> .error_of::<#e>(#ty))
+    });
+    quote!(#s::CallInfo::new(#name, #method, #opcode) #args #reply #error)
 }
 
 /// The size in bytes of a call's fixed arguments, packed.
@@ -174,16 +146,6 @@ fn error_type(call: &Call) -> TokenStream {
     }
 }
 
-/// Code that decodes the fixed arguments from `bytes` into an `Option` of their tuple.
-fn decode_args(call: &Call, bytes: &Ident) -> TokenStream {
-    let p = quote!(::ferry_rpc::__private);
-    let tys: Vec<&syn::Type> = call.fixed_args().map(|a| a.ty).collect();
-    let offs = offsets(call);
-    quote! {
-        (|| ::core::option::Option::Some(( #( #p::take::<#tys>(#bytes, #offs)?, )* )))()
-    }
-}
-
 /// The pattern binding the decoded fixed arguments.
 fn args_pattern(call: &Call) -> TokenStream {
     let names = arg_locals(call);
@@ -218,7 +180,6 @@ fn generate(service: &Service) -> TokenStream {
         })
         .collect();
     let opcodes: Vec<TokenStream> = service.calls.iter().map(opcode_lit).collect();
-    let prints: Vec<TokenStream> = service.calls.iter().map(fingerprint).collect();
     let infos: Vec<TokenStream> = service.calls.iter().map(call_info).collect();
 
     let asserts = assertions(service);
@@ -343,9 +304,14 @@ fn generate(service: &Service) -> TokenStream {
             }
         };
 
+        #[doc(hidden)]
+        #[allow(dead_code, clippy::unnecessary_cast, clippy::cast_lossless)]
         impl #ident {
             #limits
             #( #items )*
+        }
+
+        impl #ident {
 
             /// This call's opcode.
             pub const fn opcode(&self) -> u32 {
@@ -372,7 +338,7 @@ fn generate(service: &Service) -> TokenStream {
 
             /// The client of this service over `site` (a call site of any transport).
             pub fn client<__RpcS: ::ferry_rpc::service::Site>(site: __RpcS) -> #client<__RpcS> {
-                #client { site, deadline: ::core::option::Option::None }
+                #client(::ferry_rpc::__private::Calls::new(site))
             }
 
             ::ferry_rpc::__rpc_if_std! {
@@ -392,7 +358,7 @@ fn generate(service: &Service) -> TokenStream {
             pub fn async_client<__RpcS: ::ferry_rpc::service::AsyncSite>(
                 site: __RpcS,
             ) -> #async_client<__RpcS> {
-                #async_client { site, deadline: ::core::option::Option::None }
+                #async_client(::ferry_rpc::__private::Calls::new(site))
             }
 
             /// Serves the call on `port`, a port a server just opened: reads the opcode, decodes
@@ -405,89 +371,25 @@ fn generate(service: &Service) -> TokenStream {
             ///
             /// Returns what was served, or the protocol error (the client stalled).
             #[inline]
-            pub fn dispatch<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
+            pub fn dispatch<__RpcH: #server + ?::core::marker::Sized>(
                 handler: &__RpcH,
-                port: &mut ::ferry_rpc::Port<'_, '_, ::ferry_rpc::Server, __RpcL, __RpcM, __RpcW>,
-                buffers: &mut __RpcB,
-            ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error>
-            where
-                __RpcH: #server + ?::core::marker::Sized,
-                __RpcL: ::ferry_rpc::Lanes,
-                __RpcM: ::ferry_rpc::Mailbox,
-                __RpcW: ::ferry_rpc::Wait,
-                __RpcB: ::ferry_rpc::service::LaneBuffers,
-            {
-                <Self as ::ferry_rpc::service::Dispatch<__RpcH>>::dispatch(handler, port, buffers)
-            }
-
-            /// Serves a call that came through a transport's inline path
-            /// (`ferry_rpc::service::InlineCall`) rather than a port: decodes `request` (and
-            /// `body`, the streamed argument of a call that has one, read where it lies; empty
-            /// for the others), calls the handler, writes its reply at the start of `reply` and
-            /// returns the status to send back with the reply's length in bytes
-            /// (`status::BAD_REQUEST` for arguments that do not decode or a body the call does
-            /// not take, `status::REJECTED` for a body over the call's limit,
-            /// `status::UNKNOWN_OPCODE` for a call the service does not have, all with no reply
-            /// bytes). `None` for a call that cannot travel inline (a streamed reply, a one-way
-            /// call, arguments or a reply over `INLINE_BYTES`): the transport tells the client to
-            /// use a port.
-            #[inline]
-            pub fn dispatch_inline<__RpcH: #server + ?::core::marker::Sized>(
-                handler: &__RpcH,
-                opcode: u32,
-                request: &[u8],
-                body: &[u8],
-                reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
-            ) -> ::core::option::Option<(u32, usize)> {
-                <Self as ::ferry_rpc::service::Dispatch<__RpcH>>::dispatch_inline(
-                    handler, opcode, request, body, reply,
-                )
-            }
-
-            /// Serves every lane of a call that came on a GPU's word lines
-            /// (`ferry_rpc::words`) at once, as [`dispatch_inline`](Self::dispatch_inline) serves
-            /// one: the opcode is decoded once and each lane's arguments decoded and its handler
-            /// called in one loop. A call that cannot travel on a word line (a streamed argument
-            /// or reply, arguments or a reply over `ferry_rpc::words::WORD_BYTES`) and the
-            /// handshake are declined on every lane (the client uses a port); a call the service
-            /// does not have gets `status::UNKNOWN_OPCODE`.
-            #[inline]
-            pub fn dispatch_inline_lanes<__RpcH: #server + ?::core::marker::Sized>(
-                handler: &__RpcH,
-                opcode: u32,
-                lanes: &mut ::ferry_rpc::service::InlineLanes<'_>,
-            ) {
-                <Self as ::ferry_rpc::service::Dispatch<__RpcH>>::dispatch_inline_lanes(
-                    handler, opcode, lanes,
-                )
+                port: &mut impl ::ferry_rpc::service::ServerPort,
+                buffers: &mut impl ::ferry_rpc::service::LaneBuffers,
+            ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error> {
+                port.dispatch::<Self, __RpcH>(handler, buffers)
             }
 
             /// Serves one call if a client is waiting: opens a port, [`dispatch`](Self::dispatch)es
             /// it and closes it. `Ok(None)` when no call was pending.
-            pub fn serve_one<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
+            pub fn serve_one<__RpcH: #server + ?::core::marker::Sized>(
                 handler: &__RpcH,
-                server: &::ferry_rpc::Process<'_, ::ferry_rpc::Server, __RpcL, __RpcM, __RpcW>,
-                buffers: &mut __RpcB,
+                server: &impl ::ferry_rpc::service::ServerProcess,
+                buffers: &mut impl ::ferry_rpc::service::LaneBuffers,
             ) -> ::core::result::Result<
                 ::core::option::Option<::ferry_rpc::service::Served>,
                 ::ferry_rpc::Error,
-            >
-            where
-                __RpcH: #server + ?::core::marker::Sized,
-                __RpcL: ::ferry_rpc::Lanes,
-                __RpcM: ::ferry_rpc::Mailbox,
-                __RpcW: ::ferry_rpc::Wait,
-                __RpcB: ::ferry_rpc::service::LaneBuffers,
-            {
-                match server.try_open(()) {
-                    ::core::option::Option::Some(mut port) => {
-                        Self::dispatch(handler, &mut port, buffers)
-                            .map(::core::option::Option::Some)
-                    }
-                    ::core::option::Option::None => {
-                        ::core::result::Result::Ok(::core::option::Option::None)
-                    }
-                }
+            > {
+                server.serve_one::<Self, __RpcH>(handler, buffers)
             }
         }
 
@@ -517,26 +419,24 @@ fn generate(service: &Service) -> TokenStream {
 
         impl ::ferry_rpc::service::Service for #ident {
             const NAME: &'static str = #name;
-            const FINGERPRINT: u64 = ::ferry_rpc::service::Fingerprint::new(#name)
-                #( #prints )*
-                .finish();
+            const FINGERPRINT: u64 = ::ferry_rpc::service::Fingerprint::of(
+                #name,
+                <Self as ::ferry_rpc::service::Service>::CALLS,
+            );
             const OPCODES: &'static [u32] = &[ #( #opcodes ),* ];
             const CALLS: &'static [::ferry_rpc::service::CallInfo] = &[ #( #infos ),* ];
         }
 
         #[doc = #client_doc]
         #[derive(Clone, Copy, Debug)]
-        #vis struct #client<__RpcS> {
-            site: __RpcS,
-            deadline: ::core::option::Option<::core::time::Duration>,
-        }
+        #vis struct #client<__RpcS>(::ferry_rpc::__private::Calls<__RpcS>);
 
         impl<__RpcS: ::ferry_rpc::service::Site> #client<__RpcS> {
             /// This client with every call waiting at most `deadline` for the other side (on
             /// transports that keep time: between processes; a bare process waits under its own
             /// wait policy).
             pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
-                #client { deadline: ::core::option::Option::Some(deadline), ..self }
+                #client(self.0.with_deadline(deadline))
             }
 
             #( #client_methods )*
@@ -544,15 +444,12 @@ fn generate(service: &Service) -> TokenStream {
 
         #[doc = #async_doc]
         #[derive(Clone, Copy, Debug)]
-        #vis struct #async_client<__RpcS> {
-            site: __RpcS,
-            deadline: ::core::option::Option<::core::time::Duration>,
-        }
+        #vis struct #async_client<__RpcS>(::ferry_rpc::__private::Calls<__RpcS>);
 
         impl<__RpcS: ::ferry_rpc::service::AsyncSite> #async_client<__RpcS> {
             /// This client with every call waiting at most `deadline` for the other side.
             pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
-                #async_client { deadline: ::core::option::Option::Some(deadline), ..self }
+                #async_client(self.0.with_deadline(deadline))
             }
 
             #( #async_methods )*
@@ -593,10 +490,13 @@ fn generate(service: &Service) -> TokenStream {
 }
 
 /// Compile-time checks the macro cannot make itself, each spanned at the user's type: every
-/// fixed type is zerocopy, and what crosses in one slot fits.
+/// fixed type is zerocopy (each type once), a type written `Bytes` or `Text` is ferry's, and
+/// what crosses in one slot fits (checked where each call's sizes are defined, [`call_items`];
+/// named here so that they are evaluated).
 fn assertions(service: &Service) -> TokenStream {
-    let mut wire = Vec::new();
-    let mut sizes = Vec::new();
+    let p = quote!(::ferry_rpc::__private);
+    let mut seen = std::collections::HashSet::new();
+    let mut checks = Vec::new();
     for call in &service.calls {
         let fixed = call
             .fixed_args()
@@ -607,11 +507,11 @@ fn assertions(service: &Service) -> TokenStream {
             })
             .chain(call.error());
         for ty in fixed {
-            let span = ty.span();
-            wire.push(quote_spanned! {span=> __rpc_assert_wire::<#ty>(); });
+            if seen.insert(written(ty)) {
+                checks.push(quote_spanned!(ty.span()=> #p::wire::<#ty>();));
+            }
         }
-        // A type written `Bytes` or `Text` must be rpc-core's (not another crate's `Bytes` taken
-        // for a stream); naming it here also uses the user's import of it.
+        // Naming a stream's type here also uses the user's import of it.
         let written = call
             .args
             .iter()
@@ -623,44 +523,19 @@ fn assertions(service: &Service) -> TokenStream {
                 Wire::Text => quote!(Text),
                 _ => continue,
             };
-            let span = ty.span();
-            wire.push(quote_spanned! {span=>
-                let _: ::core::marker::PhantomData<::ferry_rpc::service::#marker> =
-                    ::core::marker::PhantomData::<#ty>;
-            });
-        }
-        let size = args_size(call);
-        let message = format!(
-            "the fixed arguments of call `{}` take more than a 64-byte slot: make them smaller, \
-             or send the data as a `Bytes` argument",
-            call.ident
-        );
-        let span = call.ident.span();
-        sizes.push(quote_spanned! {span=>
-            ::core::assert!(::ferry_rpc::__private::fits_slot(#size), #message);
-        });
-        if matches!(call.response(), Some(Wire::Fixed(_))) || call.error().is_some() {
-            let size = reply_size(call);
-            let message = format!(
-                "the reply of call `{}` (its value{}) takes more than a 64-byte slot: make it \
-                 smaller, or reply `Bytes`",
-                call.ident,
-                if call.error().is_some() {
-                    ", or its error, and a tag byte"
-                } else {
-                    ""
-                }
+            checks.push(
+                quote_spanned!(ty.span()=> #p::same::<::ferry_rpc::service::#marker, #ty>();),
             );
-            let span = call
-                .attrs
-                .response
-                .as_ref()
-                .map_or(call.ident.span(), |r| r.value.span());
-            sizes.push(quote_spanned! {span=>
-                ::core::assert!(::ferry_rpc::__private::fits_slot(#size), #message);
-            });
         }
     }
+    let ident = service.ident;
+    let sizes = service.calls.iter().map(|c| {
+        let (q, r) = (
+            format_ident!("__RPC_Q_{}", c.index),
+            format_ident!("__RPC_R_{}", c.index),
+        );
+        quote!(let _ = (#ident::#q, #ident::#r);)
+    });
     let name = &service.name;
     let name_message = format!(
         "service name `{name}` is longer than the 48 bytes (or empty) that transports' tables of \
@@ -668,18 +543,7 @@ fn assertions(service: &Service) -> TokenStream {
     );
     quote! {
         ::core::assert!(::ferry_rpc::service::name_fits(#name), #name_message);
-        #[allow(dead_code)]
-        fn __rpc_assert_wire<T>()
-        where
-            T: ::ferry_rpc::__private::zerocopy::IntoBytes
-                + ::ferry_rpc::__private::zerocopy::TryFromBytes
-                + ::ferry_rpc::__private::zerocopy::Immutable,
-        {
-        }
-        #[allow(dead_code)]
-        fn __rpc_assert_all() {
-            #( #wire )*
-        }
+        #( #checks )*
         #( #sizes )*
     }
 }
@@ -761,24 +625,34 @@ fn call_names(service: &Ident, call: &Call) -> (TokenStream, TokenStream, TokenS
 /// bytes of its fixed arguments and of its fixed reply (tagged where it has an error type), and
 /// the function that decodes its arguments.
 fn call_items(call: &Call) -> TokenStream {
+    let p = quote!(::ferry_rpc::__private);
     let q_name = format_ident!("__RPC_Q_{}", call.index);
     let r_name = format_ident!("__RPC_R_{}", call.index);
     let args = format_ident!("__rpc_args_{}", call.index);
     let (q, r) = (args_size(call), reply_size(call));
+    let q = quote_spanned!(call.ident.span()=> ::ferry_rpc::__private::args_slot(#q));
+    let r = match matches!(call.response(), Some(Wire::Fixed(_))) || call.error().is_some() {
+        true => {
+            let span = call
+                .attrs
+                .response
+                .as_ref()
+                .map_or(call.ident.span(), |r| r.value.span());
+            quote_spanned!(span=> ::ferry_rpc::__private::reply_slot(#r))
+        }
+        false => r,
+    };
     let tys: Vec<&syn::Type> = call.fixed_args().map(|a| a.ty).collect();
-    let decode = decode_args(call, &format_ident!("__rpc_bytes"));
+    let offs = offsets(call);
+    let made = format_ident!("__RPC_CALL_{}", call.index);
+    let opcode = opcode_lit(call);
     quote! {
-        #[doc(hidden)]
-        #[allow(dead_code)]
         const #q_name: usize = #q;
-        #[doc(hidden)]
-        #[allow(dead_code)]
         const #r_name: usize = #r;
-        #[doc(hidden)]
-        #[allow(dead_code)]
+        const #made: #p::Call<{ Self::#q_name }, { Self::#r_name }> = #p::Call::new(#opcode);
         #[inline(always)]
         fn #args(__rpc_bytes: &[u8]) -> ::core::option::Option<( #( #tys, )* )> {
-            #decode
+            ::core::option::Option::Some(( #( #p::take::<#tys>(__rpc_bytes, #offs)?, )* ))
         }
     }
 }
@@ -816,19 +690,9 @@ fn limit_consts(service: &Service) -> TokenStream {
     let each = service.calls.iter().filter_map(|call| {
         let expr = &call.attrs.limit.as_ref()?.value;
         let c = limit_const(call);
-        let span = expr.span();
-        Some(quote_spanned! {span=>
-            #[doc(hidden)]
-            #[allow(clippy::unnecessary_cast, clippy::cast_lossless)]
-            const #c: u64 = {
-                let limit = (#expr) as i128;
-                ::core::assert!(
-                    limit >= 0 && limit <= u64::MAX as i128,
-                    "a call's `limit` is a number of bytes: an integer from 0 to u64::MAX"
-                );
-                limit as u64
-            };
-        })
+        Some(quote_spanned!(expr.span()=>
+            const #c: u64 = ::ferry_rpc::__private::limit((#expr) as i128);
+        ))
     });
     quote!(#( #each )*)
 }
@@ -882,8 +746,8 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
     let run = |inner: TokenStream| {
         quote! {
             #s::Site::call(
-                &self.site,
-                self.deadline,
+                &self.0.site,
+                self.0.deadline,
                 // On a GPU the call is made where it is written: a hot call whole (a call to a
                 // function of its own passes the client through memory, a round trip to it per
                 // field it reads), any other a call of the runtime's function shared by all.
@@ -892,24 +756,39 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
             )
         }
     };
+    let (q, _, _) = call_names(service, call);
+    let made = format_ident!("__RPC_CALL_{}", call.index);
+    // The arguments packed, then one call of the runtime's function for the kind of call.
+    let packed = {
+        let offs = offsets(call);
+        let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
+        quote! {
+            let mut __rpc_q = [0u8; #q];
+            #( #p::put(&mut __rpc_q, #offs, &#names); )*
+        }
+    };
+    let decode = match call.error() {
+        Some(_) => quote!(#p::result),
+        None => quote!(#p::value),
+    };
     match call.response() {
         None => {
-            let inner = match &body {
+            let made = match &body {
                 Some(b) => quote! {
-                    #p::call_stream::<_, __RPC_Q, 0>(__rpc_c, #opcode, &__rpc_q, #b, true)
-                        .map(|_| ())
+                    #service::#made.stream(
+                        &self.0, &__rpc_q, #b, #lim, true, #p::nothing,
+                    )
                 },
-                None if call.attrs.hot.is_some() => {
-                    quote!(#p::call_oneway_hot::<_, __RPC_Q>(__rpc_c, #opcode, &__rpc_q))
+                None => {
+                    let hot = call.attrs.hot.is_some();
+                    quote!(#service::#made.oneway(&self.0, &__rpc_q, #hot))
                 }
-                None => quote!(#p::call_oneway::<_, __RPC_Q>(__rpc_c, #opcode, &__rpc_q)),
             };
-            let run = run(inner);
             quote! {
                 #docs
                 pub fn #method(&self #params) -> ::core::result::Result<(), #err> {
-                    #pack
-                    #run
+                    #packed
+                    #made
                 }
             }
         }
@@ -979,38 +858,29 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
             }
         }
         Some(_) => {
-            let (_, r, _) = call_names(service, call);
             let ty = reply_type(call);
-            let decode = if tagged {
-                quote!(#p::take_result(&__rpc_r))
-            } else {
-                quote!(#p::take_value(&__rpc_r))
-            };
-            let make = match &body {
+            let made = match &body {
                 Some(b) => quote! {
-                    #p::call_stream::<_, __RPC_Q, __RPC_R>(__rpc_c, #opcode, &__rpc_q, #b, false)
+                    #service::#made.stream(
+                        &self.0, &__rpc_q, #b, #lim, false, #decode,
+                    )
                 },
                 None => {
                     let f = match (call.attrs.values.is_some(), call.attrs.hot.is_some()) {
-                        (false, false) => quote!(call_fixed),
-                        (true, false) => quote!(call_fixed_values),
-                        (false, true) => quote!(call_fixed_hot),
-                        (true, true) => quote!(call_fixed_values_hot),
+                        (false, false) => quote!(fixed),
+                        (true, false) => quote!(fixed_values),
+                        (false, true) => quote!(fixed_hot),
+                        (true, true) => quote!(fixed_values_hot),
                     };
-                    quote!(#p::#f::<_, __RPC_Q, __RPC_R>(__rpc_c, #opcode, &__rpc_q))
+                    quote!(#service::#made.#f(&self.0, &__rpc_q, #decode))
                 }
             };
-            let run = run(quote! {
-                let __rpc_r = #make.map_err(#s::Error::widen)?;
-                #decode
-            });
             quote! {
                 #docs
                 #[inline]
                 pub fn #method(&self #params) -> ::core::result::Result<#ty, #err> {
-                    #pack
-                    const __RPC_R: usize = #r;
-                    #run
+                    #packed
+                    #made
                 }
             }
         }
@@ -1024,7 +894,6 @@ fn async_client_method(service: &Ident, call: &Call) -> TokenStream {
     let method = method_ident(call);
     let docs = docs(call, "Calls");
     let params = params(call);
-    let opcode = opcode_lit(call);
     let p = quote!(::ferry_rpc::__private);
     let s = quote!(::ferry_rpc::service);
     let err = error_type(call);
@@ -1039,34 +908,27 @@ fn async_client_method(service: &Ident, call: &Call) -> TokenStream {
     });
     let oneway_or_stream = call.oneway() || call.streams_reply();
     if !oneway_or_stream {
-        let pack = pack_args(service, call);
-        let (_, r, _) = call_names(service, call);
+        let (q, _, _) = call_names(service, call);
+        let made = format_ident!("__RPC_CALL_{}", call.index);
+        let offs = offsets(call);
+        let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
         let ty = reply_type(call);
-        let decode = if call.error().is_some() {
-            quote!(#p::take_result(&__rpc_r))
-        } else {
-            quote!(#p::take_value(&__rpc_r))
+        let decode = match call.error() {
+            Some(_) => quote!(#p::result),
+            None => quote!(#p::value),
         };
-        let make = match &body {
+        let made = match &body {
             Some(b) => quote! {
-                #s::AsyncSite::call_stream::<__RPC_Q, __RPC_R>(
-                    &self.site, self.deadline, #opcode, __rpc_q, #b,
-                )
+                #service::#made.stream_async(&self.0, __rpc_q, #b, #lim, #decode)
             },
-            None => quote! {
-                #s::AsyncSite::call_fixed::<__RPC_Q, __RPC_R>(
-                    &self.site, self.deadline, #opcode, __rpc_q,
-                )
-            },
+            None => quote!(#service::#made.fixed_async(&self.0, __rpc_q, #decode)),
         };
         return quote! {
             #docs
             pub async fn #method(&self #params) -> ::core::result::Result<#ty, #err> {
-                #check
-                #pack
-                const __RPC_R: usize = #r;
-                let __rpc_r = #make.await.map_err(#s::Error::widen)?;
-                #decode
+                let mut __rpc_q = [0u8; #q];
+                #( #p::put(&mut __rpc_q, #offs, &#names); )*
+                #made.await
             }
         };
     }
@@ -1080,7 +942,7 @@ fn async_client_method(service: &Ident, call: &Call) -> TokenStream {
             pub async fn #method(&self #params) -> ::core::result::Result<#ret, #err> {
                 #check
                 #owned
-                #s::AsyncSite::blocking(&self.site, self.deadline, move |__rpc_s, __rpc_d| {
+                #s::AsyncSite::blocking(&self.0.site, self.0.deadline, move |__rpc_s, __rpc_d| {
                     let __rpc_c = #service::client(__rpc_s);
                     let __rpc_c = match __rpc_d {
                         ::core::option::Option::Some(d) => __rpc_c.with_deadline(d),
@@ -1161,7 +1023,7 @@ fn client_method_with(service: &Ident, call: &Call) -> TokenStream {
             ) -> ::core::result::Result<#ret, #err> {
                 #pack
                 const __RPC_R: usize = #r;
-                #s::Site::call(&self.site, self.deadline, move |__rpc_c| {
+                #s::Site::call(&self.0.site, self.0.deadline, move |__rpc_c| {
                     #p::check_limit(__rpc_c, #len, #lim).map_err(#s::Error::widen)?;
                     #p::call_stream_with::<_, __RPC_Q, __RPC_R>(
                         __rpc_c, #opcode, &__rpc_q, #len, &mut #fill, #oneway,
@@ -1356,11 +1218,7 @@ fn serve_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
         return quote! {
             #opcode => via.fixed::<{ #q }, { #r }, _>(
                 #opcode,
-                {
-                    #[allow(unused_imports)]
-                    use #p::{IsFallible as _, IsInfallible as _};
-                    true #( && (&#p::Infallible::<#tys>::new()).infallible() )*
-                },
+                ::ferry_rpc::__rpc_infallible!(#( #tys ),*),
                 #args,
                 |#pat, __rpc_out| #serve,
             ),

@@ -118,7 +118,7 @@ pub fn derive(
     substitute(tokens, &path)
 }
 
-/// `tokens` with every `::ferry_rpc` replaced by `path`.
+/// `tokens` with every `::ferry_rpc` replaced by `path` (spanned as what it replaces).
 pub fn substitute(tokens: TokenStream, path: &TokenStream) -> TokenStream {
     let trees: Vec<TokenTree> = tokens.into_iter().collect();
     let mut out = TokenStream::new();
@@ -131,7 +131,13 @@ pub fn substitute(tokens: TokenStream, path: &TokenStream) -> TokenStream {
                     && b.as_char() == ':' && id == "ferry_rpc"
         );
         if at_path {
-            out.extend(path.clone());
+            // At the replaced path's place in the source: an error spanned there (a call's
+            // slot check) still points where the generated code says.
+            let span = trees[i].span();
+            out.extend(path.clone().into_iter().map(|mut t| {
+                t.set_span(span);
+                t
+            }));
             i += 3;
             continue;
         }

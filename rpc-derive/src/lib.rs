@@ -171,13 +171,11 @@
 //!   no value, find its opcode in `OPCODES`), `Kv::FINGERPRINT`, `Kv::client(site)`,
 //!   `Kv::dispatch(&handler, &mut port, &mut buffers)` (serves one call on a port a server
 //!   opened), `Kv::serve_one(&handler, &server, &mut buffers)` (opens, dispatches, closes;
-//!   `Ok(None)` when no call was waiting) and `Kv::dispatch_inline(&handler, opcode, request,
-//!   body, &mut reply)` (a call that came through a transport's inline path, `body` its streamed
-//!   argument if it has one; `None` for a call that cannot travel inline). `impl
-//!   ferry_rpc::service::Service for Kv` (`NAME`, `FINGERPRINT`, `OPCODES`, `CALLS`) and
-//!   `impl ferry_rpc::service::Dispatch<H> for Kv`, whose one generated function, `serve`, is a
-//!   match over the calls naming each handler once: each path a call comes by (a port's packet,
-//!   an inline call, a word line's lanes) serves each kind of call through it.
+//!   `Ok(None)` when no call was waiting). `impl ferry_rpc::service::Service for Kv` (`NAME`,
+//!   `FINGERPRINT`, `OPCODES`, `CALLS`) and `impl ferry_rpc::service::Dispatch<H> for Kv`, whose
+//!   one generated function, `serve`, is a match over the calls naming each handler once: each
+//!   path a call comes by (a port's packet, an inline call, a word line's lanes) serves each
+//!   kind of call through it (a transport calls `Dispatch::dispatch_inline` for an inline call).
 //! - `struct KvClient<S>`, made by `Kv::client(site)` over any `ferry_rpc::service::Site`: a client
 //!   `ferry_rpc::Process` (in-process, or a GPU warp's), a reference to one, or a transport's
 //!   client. One method per call, taking the arguments (`&[u8]` for `Bytes`, `&str` for `Text`)

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use ferry_derive::{RpcOpcodes, Schema};
 use ferry_device::sim::SimWarp;
-use ferry_rpc::service::{self, status, Bytes, Error, Service, Status, Text};
+use ferry_rpc::service::{self, status, Bytes, Dispatch, Error, Service, Status, Text};
 use ferry_rpc::{HeapRegion, Spin};
 use ferry_testkit::Watchdog;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, TryFromBytes};

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use ferry_device::sim::{self, SimWarp, Yield};
-use ferry_rpc::service::{InlineLanes, Text};
+use ferry_rpc::service::{Dispatch, InlineLanes, Text};
 use ferry_rpc::{HeapRegion, Lanes, RpcOpcodes, Single};
 use ferry_tests::{serving_while, Watchdog};
 

@@ -68,6 +68,7 @@ mod handler;
 mod helpers;
 #[cfg(feature = "std")]
 mod later;
+mod methods;
 mod schema;
 mod serving;
 mod site;
@@ -610,6 +611,31 @@ impl Fingerprint {
     pub const fn finish(self) -> u64 {
         self.0
     }
+
+    /// The fingerprint of service `name` whose calls are `calls`: each call's name and opcode,
+    /// its arguments, its reply (a one-way call's: none) and its error if it has one.
+    pub const fn of(name: &str, calls: &[CallInfo]) -> u64 {
+        let mut f = Fingerprint::new(name);
+        let mut i = 0;
+        while i < calls.len() {
+            let call = &calls[i];
+            f = f.begin_call(call.name, call.opcode);
+            let mut a = 0;
+            while a < call.args.len() {
+                f = f.arg(call.args[a].name, call.args[a].ty, call.args[a].shape);
+                a += 1;
+            }
+            f = match call.oneway {
+                true => f.reply("", Shape::None),
+                false => f.reply(call.reply, call.reply_shape),
+            };
+            if !call.error.is_empty() {
+                f = f.error(call.error, call.error_shape);
+            }
+            i += 1;
+        }
+        f.finish()
+    }
 }
 
 /// What `#[derive(RpcOpcodes)]` implements for a service enum: its name, its schema fingerprint
@@ -626,10 +652,26 @@ pub trait Service {
     const CALLS: &'static [CallInfo] = &[];
 }
 
-/// One call of a service, described for tools (`Service::CALLS`): its method, opcode, arguments
-/// and reply, with their written types and sizes.
+/// One call of a service as its definition has it (`Service::CALLS`): its name, method, opcode,
+/// arguments, reply and error, with their written types and shapes. Tools that know the service
+/// only from a running server list and call it from this (`ferry ls`, `ferry call`), and the
+/// schema fingerprint is computed from it ([`Fingerprint::of`]). Built in `const` context:
+///
+/// ```
+/// use ferry_rpc::service::{ArgInfo, CallInfo, Shape};
+/// const ADD: CallInfo = CallInfo::new("Add", "add", 1)
+///     .args(&[ArgInfo::of::<u64>("n", "u64")])
+///     .reply_of::<u64>("u64");
+/// const PUT: CallInfo = CallInfo::new("Put", "put", 2)
+///     .args(&[ArgInfo::of::<u32>("key", "u32"), ArgInfo::bytes("value")])
+///     .reply("Text", Shape::Text);
+/// assert_eq!(ADD.line(), "add 0x00000001 (n:u64:8) -> u64:8");
+/// assert_eq!(PUT.line(), "put 0x00000002 (key:u32:4, value:Bytes:0) -> Text:0");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CallInfo {
+    /// The call's name in the definition (`Add`).
+    pub name: &'static str,
     /// The client method's name (`add`).
     pub method: &'static str,
     /// The opcode.
@@ -640,12 +682,12 @@ pub struct CallInfo {
     pub args: &'static [ArgInfo],
     /// The reply's written type (`u64`, `Bytes`, `Text`, `()`, a type of one's own).
     pub reply: &'static str,
-    /// The reply's size in bytes (0 for a streamed one or none).
-    pub reply_size: usize,
+    /// How the reply crosses ([`Shape::None`] for a one-way call).
+    pub reply_shape: Shape,
     /// The error type, if the call has one (`""` otherwise).
     pub error: &'static str,
-    /// The error's size in bytes.
-    pub error_size: usize,
+    /// The error's shape ([`Shape::None`] when the call has none).
+    pub error_shape: Shape,
 }
 
 /// One argument of a call ([`CallInfo`]).
@@ -655,11 +697,103 @@ pub struct ArgInfo {
     pub name: &'static str,
     /// Its written type (`u64`, `[u8; 16]`, `Bytes`, `Text`, a type of one's own).
     pub ty: &'static str,
-    /// Its size in bytes (0 for a streamed one: `Bytes` or `Text`).
-    pub size: usize,
+    /// How it crosses.
+    pub shape: Shape,
+}
+
+impl ArgInfo {
+    /// An argument `name` of written type `ty`.
+    pub const fn new(name: &'static str, ty: &'static str, shape: Shape) -> ArgInfo {
+        ArgInfo { name, ty, shape }
+    }
+
+    /// A streamed argument `name` of type `Bytes`.
+    pub const fn bytes(name: &'static str) -> ArgInfo {
+        ArgInfo::new(name, "Bytes", Shape::Bytes)
+    }
+
+    /// A streamed argument `name` of type `Text`.
+    pub const fn text(name: &'static str) -> ArgInfo {
+        ArgInfo::new(name, "Text", Shape::Text)
+    }
+
+    /// A fixed argument `name` of type `T`, written `ty`.
+    pub const fn of<T: Schema>(name: &'static str, ty: &'static str) -> ArgInfo {
+        ArgInfo::new(name, ty, Shape::of::<T>())
+    }
+}
+
+impl Shape {
+    /// Its size in bytes in a slot: a fixed value's size, 0 for a stream or nothing.
+    pub const fn size(self) -> usize {
+        match self {
+            Shape::Fixed { size, .. } => size,
+            _ => 0,
+        }
+    }
 }
 
 impl CallInfo {
+    /// Call `name` (method `method`, opcode `opcode`) with no arguments, replying `()`, no error;
+    /// [`args`](Self::args), [`reply`](Self::reply), [`oneway`](Self::oneway) and
+    /// [`error`](Self::error) say the rest.
+    pub const fn new(name: &'static str, method: &'static str, opcode: u32) -> CallInfo {
+        CallInfo {
+            name,
+            method,
+            opcode,
+            oneway: false,
+            args: &[],
+            reply: "()",
+            reply_shape: Shape::of::<()>(),
+            error: "",
+            error_shape: Shape::None,
+        }
+    }
+
+    /// With these arguments.
+    pub const fn args(self, args: &'static [ArgInfo]) -> CallInfo {
+        CallInfo { args, ..self }
+    }
+
+    /// With this reply.
+    pub const fn reply(self, reply: &'static str, reply_shape: Shape) -> CallInfo {
+        CallInfo {
+            reply,
+            reply_shape,
+            ..self
+        }
+    }
+
+    /// With a fixed reply of type `T`, written `reply`.
+    pub const fn reply_of<T: Schema>(self, reply: &'static str) -> CallInfo {
+        self.reply(reply, Shape::of::<T>())
+    }
+
+    /// With the error type `T`, written `error`.
+    pub const fn error_of<T: Schema>(self, error: &'static str) -> CallInfo {
+        self.error(error, Shape::of::<T>())
+    }
+
+    /// One-way: no reply.
+    pub const fn oneway(self) -> CallInfo {
+        CallInfo {
+            oneway: true,
+            reply: "()",
+            reply_shape: Shape::None,
+            ..self
+        }
+    }
+
+    /// With this error type.
+    pub const fn error(self, error: &'static str, error_shape: Shape) -> CallInfo {
+        CallInfo {
+            error,
+            error_shape,
+            ..self
+        }
+    }
+
     /// The call in one line, as a file's table of calls keeps it and tools read it back (`ferry
     /// ls`, `ferry call`): `method opcode [oneway] (name:type:size, ...) -> type:size
     /// [! error:size]`, the opcode in hex.
@@ -676,11 +810,11 @@ impl CallInfo {
             if i > 0 {
                 out.push_str(", ");
             }
-            let _ = write!(out, "{}:{}:{}", a.name, a.ty, a.size);
+            let _ = write!(out, "{}:{}:{}", a.name, a.ty, a.shape.size());
         }
-        let _ = write!(out, ") -> {}:{}", self.reply, self.reply_size);
+        let _ = write!(out, ") -> {}:{}", self.reply, self.reply_shape.size());
         if !self.error.is_empty() {
-            let _ = write!(out, " ! {}:{}", self.error, self.error_size);
+            let _ = write!(out, " ! {}:{}", self.error, self.error_shape.size());
         }
         out
     }
@@ -695,7 +829,7 @@ impl CallInfo {
 
 /// The dispatch of service `Self` to a handler of type `H` (any type implementing the service's
 /// generated server trait): what a transport's server calls. `#[derive(RpcOpcodes)]` implements
-/// it; the same functions are inherent on the service enum (`Counter::dispatch`).
+/// it; `dispatch` is also inherent on the service enum (`Counter::dispatch`), with `serve_one`.
 pub trait Dispatch<H: ?Sized>: Service {
     /// Whether `opcode` is one of this service's calls.
     fn has_opcode(opcode: u32) -> bool;
@@ -715,8 +849,15 @@ pub trait Dispatch<H: ?Sized>: Service {
         Self::serve(handler, opcode, __private::PacketVia { port, buffers })
     }
 
-    /// Serves a call that came inline (see the generated `dispatch_inline`): `body` is its
-    /// streamed argument, empty for a call without one.
+    /// Serves a call that came through a transport's inline path ([`InlineCall`]) rather than a
+    /// port: decodes `request` (and `body`, the streamed argument of a call that has one, read
+    /// where it lies; empty for the others), calls the handler, writes its reply at the start of
+    /// `reply` and returns the status to send back with the reply's length in bytes
+    /// (`status::BAD_REQUEST` for arguments that do not decode or a body the call does not take,
+    /// `status::REJECTED` for a body over the call's limit, `status::UNKNOWN_OPCODE` for a call
+    /// the service does not have, all with no reply bytes). `None` for a call that cannot travel
+    /// inline (a streamed reply, a one-way call, arguments or a reply over [`INLINE_BYTES`]): the
+    /// transport tells the client to use a port.
     #[inline(always)]
     fn dispatch_inline(
         handler: &H,
@@ -733,11 +874,62 @@ pub trait Dispatch<H: ?Sized>: Service {
         Self::serve(handler, opcode, via)
     }
 
-    /// Serves every lane of a call that came on a word line (see the generated
-    /// `dispatch_inline_lanes`).
+    /// Serves every lane of a call that came on a GPU's word lines ([`crate::words`]) at once,
+    /// as [`dispatch_inline`](Self::dispatch_inline) serves one: the opcode is decoded once and
+    /// each lane's arguments decoded and its handler called in one loop. A call that cannot
+    /// travel on a word line (a streamed argument or reply, arguments or a reply over
+    /// [`crate::words::WORD_BYTES`]) and the handshake are declined on every lane (the client uses
+    /// a port); a call the service does not have gets `status::UNKNOWN_OPCODE`.
     #[inline(always)]
     fn dispatch_inline_lanes(handler: &H, opcode: u32, lanes: &mut InlineLanes<'_>) {
         Self::serve(handler, opcode, __private::LanesVia { lanes })
+    }
+}
+
+/// A port a server opened, of any transport (its lanes, mailbox and wait policy): what a
+/// service's generated `dispatch` serves a call on.
+pub trait ServerPort {
+    /// Serves the call on this port with service `S`'s `handler` (see [`Dispatch::dispatch`]).
+    fn dispatch<S: Dispatch<H>, H: ?Sized>(
+        &mut self,
+        handler: &H,
+        buffers: &mut impl LaneBuffers,
+    ) -> Result<Served, ProtocolError>;
+}
+
+impl<L: Lanes, M: Mailbox, W: Wait> ServerPort for Port<'_, '_, Server, L, M, W> {
+    #[inline(always)]
+    fn dispatch<S: Dispatch<H>, H: ?Sized>(
+        &mut self,
+        handler: &H,
+        buffers: &mut impl LaneBuffers,
+    ) -> Result<Served, ProtocolError> {
+        S::dispatch(handler, self, buffers)
+    }
+}
+
+/// A server process, of any transport: what a service's generated `serve_one` opens a port
+/// of.
+pub trait ServerProcess {
+    /// Serves one call with service `S`'s `handler` if a client is waiting: opens a port,
+    /// dispatches it and closes it. `Ok(None)` when no call was pending.
+    fn serve_one<S: Dispatch<H>, H: ?Sized>(
+        &self,
+        handler: &H,
+        buffers: &mut impl LaneBuffers,
+    ) -> Result<Option<Served>, ProtocolError>;
+}
+
+impl<L: Lanes, M: Mailbox, W: Wait> ServerProcess for Process<'_, Server, L, M, W> {
+    fn serve_one<S: Dispatch<H>, H: ?Sized>(
+        &self,
+        handler: &H,
+        buffers: &mut impl LaneBuffers,
+    ) -> Result<Option<Served>, ProtocolError> {
+        match self.try_open(()) {
+            Some(mut port) => S::dispatch(handler, &mut port, buffers).map(Some),
+            None => Ok(None),
+        }
     }
 }
 
@@ -824,6 +1016,7 @@ pub fn handshake<S: Service, L: Lanes, M: Mailbox, W: Wait>(
 pub mod __private {
     #[cfg(feature = "std")]
     pub use super::later::task;
+    pub use super::methods::*;
     pub use super::wire::*;
     #[cfg(feature = "std")]
     pub use alloc::{boxed::Box, sync::Arc};

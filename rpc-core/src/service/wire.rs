@@ -53,6 +53,52 @@ pub const fn fits_slot(bytes: usize) -> bool {
     bytes <= SLOT_BYTES
 }
 
+/// A call's fixed arguments, `bytes` of them, checked to fit one slot (a compile-time error,
+/// spanned by the derive at the call, otherwise).
+pub const fn args_slot(bytes: usize) -> usize {
+    assert!(
+        fits_slot(bytes),
+        "the fixed arguments of this call take more than a 64-byte slot: make them smaller, or \
+         send the data as a `Bytes` argument"
+    );
+    bytes
+}
+
+/// A call's fixed reply, `bytes` with its error and tag byte if it has one, checked to fit one
+/// slot (a compile-time error, spanned by the derive at the reply's type, otherwise).
+pub const fn reply_slot(bytes: usize) -> usize {
+    assert!(
+        fits_slot(bytes),
+        "the reply of this call (its value, or its error and a tag byte) takes more than a \
+         64-byte slot: make it smaller, or reply `Bytes`"
+    );
+    bytes
+}
+
+/// A call's `limit`, checked to be a number of bytes (the derive casts what the user wrote).
+pub const fn limit(bytes: i128) -> u64 {
+    assert!(
+        bytes >= 0 && bytes <= u64::MAX as i128,
+        "a call's `limit` is a number of bytes: an integer from 0 to u64::MAX"
+    );
+    bytes as u64
+}
+
+/// Compiles only for a type that may cross as a fixed value (the derive names each one).
+pub const fn wire<T: IntoBytes + TryFromBytes + Immutable>() {}
+
+/// Compiles only where `U` is `T`: a type written `Bytes` or `Text` is ferry's, not another
+/// crate's type of that name taken for a stream.
+pub const fn same<T, U: Same<T>>() {}
+
+/// `Self` is `T` ([`same`]).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not `{T}`: a stream is written with ferry's type",
+    label = "another type of the same name"
+)]
+pub trait Same<T> {}
+impl<T> Same<T> for T {}
+
 /// A fixed reply's `R` bytes as the shared calls return them: word-aligned and followed by
 /// zero bytes to the end of their last word, so that a reply and an [`Error`] beside it in a
 /// `Result` move in words, and its words are read whole (on a GPU, bytes at odd offsets move one

@@ -3,65 +3,16 @@ const _: () = {
         ::ferry_rpc::service::name_fits("counter"),
         "service name `counter` is longer than the 48 bytes (or empty) that transports' tables of served services hold: give a shorter `#[rpc(service = \"...\")]`"
     );
-    #[allow(dead_code)]
-    fn __rpc_assert_wire<T>()
-    where
-        T: ::ferry_rpc::__private::zerocopy::IntoBytes
-            + ::ferry_rpc::__private::zerocopy::TryFromBytes
-            + ::ferry_rpc::__private::zerocopy::Immutable,
-    {}
-    #[allow(dead_code)]
-    fn __rpc_assert_all() {
-        __rpc_assert_wire::<u64>();
-        __rpc_assert_wire::<u64>();
-        __rpc_assert_wire::<u32>();
-        __rpc_assert_wire::<u64>();
-        __rpc_assert_wire::<StoreError>();
-        let _: ::core::marker::PhantomData<::ferry_rpc::service::Bytes> = ::core::marker::PhantomData::<
-            Bytes,
-        >;
-        __rpc_assert_wire::<u32>();
-        __rpc_assert_wire::<StoreError>();
-        let _: ::core::marker::PhantomData<::ferry_rpc::service::Text> = ::core::marker::PhantomData::<
-            Text,
-        >;
-        __rpc_assert_wire::<u32>();
-    }
-    ::core::assert!(
-        ::ferry_rpc::__private::fits_slot(0usize + ::core::mem::size_of:: < u64 > ()),
-        "the fixed arguments of call `Add` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
-    );
-    ::core::assert!(
-        ::ferry_rpc::__private::fits_slot(::core::mem::size_of:: < u64 > ()),
-        "the reply of call `Add` (its value) takes more than a 64-byte slot: make it smaller, or reply `Bytes`"
-    );
-    ::core::assert!(
-        ::ferry_rpc::__private::fits_slot(0usize + ::core::mem::size_of:: < u32 > ()),
-        "the fixed arguments of call `Put` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
-    );
-    ::core::assert!(
-        ::ferry_rpc::__private::fits_slot(1usize +
-        ::ferry_rpc::__private::max(::core::mem::size_of:: < u64 > (),
-        ::core::mem::size_of:: < StoreError > ())),
-        "the reply of call `Put` (its value, or its error, and a tag byte) takes more than a 64-byte slot: make it smaller, or reply `Bytes`"
-    );
-    ::core::assert!(
-        ::ferry_rpc::__private::fits_slot(0usize + ::core::mem::size_of:: < u32 > ()),
-        "the fixed arguments of call `Name` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
-    );
-    ::core::assert!(
-        ::ferry_rpc::__private::fits_slot(1usize + ::ferry_rpc::__private::max(0usize,
-        ::core::mem::size_of:: < StoreError > ())),
-        "the reply of call `Name` (its value, or its error, and a tag byte) takes more than a 64-byte slot: make it smaller, or reply `Bytes`"
-    );
-    ::core::assert!(
-        ::ferry_rpc::__private::fits_slot(0usize + ::core::mem::size_of:: < u32 > ()),
-        "the fixed arguments of call `Touch` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
-    );
-    ::core::assert!(
-        ::ferry_rpc::__private::fits_slot(0usize),
-        "the fixed arguments of call `Reset` take more than a 64-byte slot: make them smaller, or send the data as a `Bytes` argument"
-    );
+    ::ferry_rpc::__private::wire::<u64>();
+    ::ferry_rpc::__private::wire::<u32>();
+    ::ferry_rpc::__private::wire::<StoreError>();
+    ::ferry_rpc::__private::same::<::ferry_rpc::service::Bytes, Bytes>();
+    ::ferry_rpc::__private::same::<::ferry_rpc::service::Text, Text>();
+    let _ = (Counter::__RPC_Q_0, Counter::__RPC_R_0);
+    let _ = (Counter::__RPC_Q_1, Counter::__RPC_R_1);
+    let _ = (Counter::__RPC_Q_2, Counter::__RPC_R_2);
+    let _ = (Counter::__RPC_Q_3, Counter::__RPC_R_3);
+    let _ = (Counter::__RPC_Q_4, Counter::__RPC_R_4);
     #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
     fn __rpc_used() {
         let _ = Counter::Add { n: loop {} };
@@ -92,90 +43,89 @@ const _: () = {
         }
     }
 };
+#[doc(hidden)]
+#[allow(dead_code, clippy::unnecessary_cast, clippy::cast_lossless)]
 impl Counter {
-    #[doc(hidden)]
-    #[allow(clippy::unnecessary_cast, clippy::cast_lossless)]
-    const __RPC_LIMIT_2: u64 = {
-        let limit = (MAX_NAME) as i128;
-        ::core::assert!(
-            limit >= 0 && limit <= u64::MAX as i128,
-            "a call's `limit` is a number of bytes: an integer from 0 to u64::MAX"
-        );
-        limit as u64
-    };
-    #[doc(hidden)]
-    #[allow(dead_code)]
-    const __RPC_Q_0: usize = 0usize + ::core::mem::size_of::<u64>();
-    #[doc(hidden)]
-    #[allow(dead_code)]
-    const __RPC_R_0: usize = ::core::mem::size_of::<u64>();
-    #[doc(hidden)]
-    #[allow(dead_code)]
+    const __RPC_LIMIT_2: u64 = ::ferry_rpc::__private::limit((MAX_NAME) as i128);
+    const __RPC_Q_0: usize = ::ferry_rpc::__private::args_slot(
+        0usize + ::core::mem::size_of::<u64>(),
+    );
+    const __RPC_R_0: usize = ::ferry_rpc::__private::reply_slot(
+        ::core::mem::size_of::<u64>(),
+    );
+    const __RPC_CALL_0: ::ferry_rpc::__private::Call<
+        { Self::__RPC_Q_0 },
+        { Self::__RPC_R_0 },
+    > = ::ferry_rpc::__private::Call::new(0xe06cac36u32);
     #[inline(always)]
     fn __rpc_args_0(__rpc_bytes: &[u8]) -> ::core::option::Option<(u64,)> {
-        (|| ::core::option::Option::Some((
+        ::core::option::Option::Some((
             ::ferry_rpc::__private::take::<u64>(__rpc_bytes, 0usize)?,
-        )))()
+        ))
     }
-    #[doc(hidden)]
-    #[allow(dead_code)]
-    const __RPC_Q_1: usize = 0usize + ::core::mem::size_of::<u32>();
-    #[doc(hidden)]
-    #[allow(dead_code)]
-    const __RPC_R_1: usize = 1usize
-        + ::ferry_rpc::__private::max(
-            ::core::mem::size_of::<u64>(),
-            ::core::mem::size_of::<StoreError>(),
-        );
-    #[doc(hidden)]
-    #[allow(dead_code)]
+    const __RPC_Q_1: usize = ::ferry_rpc::__private::args_slot(
+        0usize + ::core::mem::size_of::<u32>(),
+    );
+    const __RPC_R_1: usize = ::ferry_rpc::__private::reply_slot(
+        1usize
+            + ::ferry_rpc::__private::max(
+                ::core::mem::size_of::<u64>(),
+                ::core::mem::size_of::<StoreError>(),
+            ),
+    );
+    const __RPC_CALL_1: ::ferry_rpc::__private::Call<
+        { Self::__RPC_Q_1 },
+        { Self::__RPC_R_1 },
+    > = ::ferry_rpc::__private::Call::new(0xeb709090u32);
     #[inline(always)]
     fn __rpc_args_1(__rpc_bytes: &[u8]) -> ::core::option::Option<(u32,)> {
-        (|| ::core::option::Option::Some((
+        ::core::option::Option::Some((
             ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-        )))()
+        ))
     }
-    #[doc(hidden)]
-    #[allow(dead_code)]
-    const __RPC_Q_2: usize = 0usize + ::core::mem::size_of::<u32>();
-    #[doc(hidden)]
-    #[allow(dead_code)]
-    const __RPC_R_2: usize = 1usize
-        + ::ferry_rpc::__private::max(0usize, ::core::mem::size_of::<StoreError>());
-    #[doc(hidden)]
-    #[allow(dead_code)]
+    const __RPC_Q_2: usize = ::ferry_rpc::__private::args_slot(
+        0usize + ::core::mem::size_of::<u32>(),
+    );
+    const __RPC_R_2: usize = ::ferry_rpc::__private::reply_slot(
+        1usize
+            + ::ferry_rpc::__private::max(0usize, ::core::mem::size_of::<StoreError>()),
+    );
+    const __RPC_CALL_2: ::ferry_rpc::__private::Call<
+        { Self::__RPC_Q_2 },
+        { Self::__RPC_R_2 },
+    > = ::ferry_rpc::__private::Call::new(0x8a8506d8u32);
     #[inline(always)]
     fn __rpc_args_2(__rpc_bytes: &[u8]) -> ::core::option::Option<(u32,)> {
-        (|| ::core::option::Option::Some((
+        ::core::option::Option::Some((
             ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-        )))()
+        ))
     }
-    #[doc(hidden)]
-    #[allow(dead_code)]
-    const __RPC_Q_3: usize = 0usize + ::core::mem::size_of::<u32>();
-    #[doc(hidden)]
-    #[allow(dead_code)]
+    const __RPC_Q_3: usize = ::ferry_rpc::__private::args_slot(
+        0usize + ::core::mem::size_of::<u32>(),
+    );
     const __RPC_R_3: usize = 0usize;
-    #[doc(hidden)]
-    #[allow(dead_code)]
+    const __RPC_CALL_3: ::ferry_rpc::__private::Call<
+        { Self::__RPC_Q_3 },
+        { Self::__RPC_R_3 },
+    > = ::ferry_rpc::__private::Call::new(0xb61020fau32);
     #[inline(always)]
     fn __rpc_args_3(__rpc_bytes: &[u8]) -> ::core::option::Option<(u32,)> {
-        (|| ::core::option::Option::Some((
+        ::core::option::Option::Some((
             ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-        )))()
+        ))
     }
-    #[doc(hidden)]
-    #[allow(dead_code)]
-    const __RPC_Q_4: usize = 0usize;
-    #[doc(hidden)]
-    #[allow(dead_code)]
+    const __RPC_Q_4: usize = ::ferry_rpc::__private::args_slot(0usize);
     const __RPC_R_4: usize = 0usize;
-    #[doc(hidden)]
-    #[allow(dead_code)]
+    const __RPC_CALL_4: ::ferry_rpc::__private::Call<
+        { Self::__RPC_Q_4 },
+        { Self::__RPC_R_4 },
+    > = ::ferry_rpc::__private::Call::new(0x00000007u32);
     #[inline(always)]
     fn __rpc_args_4(__rpc_bytes: &[u8]) -> ::core::option::Option<()> {
-        (|| ::core::option::Option::Some(()))()
+        ::core::option::Option::Some(())
     }
+}
+impl Counter {
     /// This call's opcode.
     pub const fn opcode(&self) -> u32 {
         match self {
@@ -211,10 +161,7 @@ impl Counter {
     pub fn client<__RpcS: ::ferry_rpc::service::Site>(
         site: __RpcS,
     ) -> CounterClient<__RpcS> {
-        CounterClient {
-            site,
-            deadline: ::core::option::Option::None,
-        }
+        CounterClient(::ferry_rpc::__private::Calls::new(site))
     }
     ::ferry_rpc::__rpc_if_std! {
         #[doc =
@@ -231,10 +178,7 @@ impl Counter {
     pub fn async_client<__RpcS: ::ferry_rpc::service::AsyncSite>(
         site: __RpcS,
     ) -> CounterAsyncClient<__RpcS> {
-        CounterAsyncClient {
-            site,
-            deadline: ::core::option::Option::None,
-        }
+        CounterAsyncClient(::ferry_rpc::__private::Calls::new(site))
     }
     /// Serves the call on `port`, a port a server just opened: reads the opcode, decodes
     /// each lane's arguments, calls the handler once per lane, and replies. A call the
@@ -246,95 +190,24 @@ impl Counter {
     ///
     /// Returns what was served, or the protocol error (the client stalled).
     #[inline]
-    pub fn dispatch<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
+    pub fn dispatch<__RpcH: CounterServer + ?::core::marker::Sized>(
         handler: &__RpcH,
-        port: &mut ::ferry_rpc::Port<
-            '_,
-            '_,
-            ::ferry_rpc::Server,
-            __RpcL,
-            __RpcM,
-            __RpcW,
-        >,
-        buffers: &mut __RpcB,
-    ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error>
-    where
-        __RpcH: CounterServer + ?::core::marker::Sized,
-        __RpcL: ::ferry_rpc::Lanes,
-        __RpcM: ::ferry_rpc::Mailbox,
-        __RpcW: ::ferry_rpc::Wait,
-        __RpcB: ::ferry_rpc::service::LaneBuffers,
-    {
-        <Self as ::ferry_rpc::service::Dispatch<
-            __RpcH,
-        >>::dispatch(handler, port, buffers)
-    }
-    /// Serves a call that came through a transport's inline path
-    /// (`ferry_rpc::service::InlineCall`) rather than a port: decodes `request` (and
-    /// `body`, the streamed argument of a call that has one, read where it lies; empty
-    /// for the others), calls the handler, writes its reply at the start of `reply` and
-    /// returns the status to send back with the reply's length in bytes
-    /// (`status::BAD_REQUEST` for arguments that do not decode or a body the call does
-    /// not take, `status::REJECTED` for a body over the call's limit,
-    /// `status::UNKNOWN_OPCODE` for a call the service does not have, all with no reply
-    /// bytes). `None` for a call that cannot travel inline (a streamed reply, a one-way
-    /// call, arguments or a reply over `INLINE_BYTES`): the transport tells the client to
-    /// use a port.
-    #[inline]
-    pub fn dispatch_inline<__RpcH: CounterServer + ?::core::marker::Sized>(
-        handler: &__RpcH,
-        opcode: u32,
-        request: &[u8],
-        body: &[u8],
-        reply: &mut [u8; ::ferry_rpc::service::INLINE_BYTES],
-    ) -> ::core::option::Option<(u32, usize)> {
-        <Self as ::ferry_rpc::service::Dispatch<
-            __RpcH,
-        >>::dispatch_inline(handler, opcode, request, body, reply)
-    }
-    /// Serves every lane of a call that came on a GPU's word lines
-    /// (`ferry_rpc::words`) at once, as [`dispatch_inline`](Self::dispatch_inline) serves
-    /// one: the opcode is decoded once and each lane's arguments decoded and its handler
-    /// called in one loop. A call that cannot travel on a word line (a streamed argument
-    /// or reply, arguments or a reply over `ferry_rpc::words::WORD_BYTES`) and the
-    /// handshake are declined on every lane (the client uses a port); a call the service
-    /// does not have gets `status::UNKNOWN_OPCODE`.
-    #[inline]
-    pub fn dispatch_inline_lanes<__RpcH: CounterServer + ?::core::marker::Sized>(
-        handler: &__RpcH,
-        opcode: u32,
-        lanes: &mut ::ferry_rpc::service::InlineLanes<'_>,
-    ) {
-        <Self as ::ferry_rpc::service::Dispatch<
-            __RpcH,
-        >>::dispatch_inline_lanes(handler, opcode, lanes)
+        port: &mut impl ::ferry_rpc::service::ServerPort,
+        buffers: &mut impl ::ferry_rpc::service::LaneBuffers,
+    ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error> {
+        port.dispatch::<Self, __RpcH>(handler, buffers)
     }
     /// Serves one call if a client is waiting: opens a port, [`dispatch`](Self::dispatch)es
     /// it and closes it. `Ok(None)` when no call was pending.
-    pub fn serve_one<__RpcH, __RpcL, __RpcM, __RpcW, __RpcB>(
+    pub fn serve_one<__RpcH: CounterServer + ?::core::marker::Sized>(
         handler: &__RpcH,
-        server: &::ferry_rpc::Process<'_, ::ferry_rpc::Server, __RpcL, __RpcM, __RpcW>,
-        buffers: &mut __RpcB,
+        server: &impl ::ferry_rpc::service::ServerProcess,
+        buffers: &mut impl ::ferry_rpc::service::LaneBuffers,
     ) -> ::core::result::Result<
         ::core::option::Option<::ferry_rpc::service::Served>,
         ::ferry_rpc::Error,
-    >
-    where
-        __RpcH: CounterServer + ?::core::marker::Sized,
-        __RpcL: ::ferry_rpc::Lanes,
-        __RpcM: ::ferry_rpc::Mailbox,
-        __RpcW: ::ferry_rpc::Wait,
-        __RpcB: ::ferry_rpc::service::LaneBuffers,
-    {
-        match server.try_open(()) {
-            ::core::option::Option::Some(mut port) => {
-                Self::dispatch(handler, &mut port, buffers)
-                    .map(::core::option::Option::Some)
-            }
-            ::core::option::Option::None => {
-                ::core::result::Result::Ok(::core::option::Option::None)
-            }
-        }
+    > {
+        server.serve_one::<Self, __RpcH>(handler, buffers)
     }
 }
 impl<
@@ -361,13 +234,7 @@ impl<
                         _,
                     >(
                     0xe06cac36u32,
-                    {
-                        #[allow(unused_imports)]
-                        use ::ferry_rpc::__private::{IsFallible as _, IsInfallible as _};
-                        true
-                            && (&::ferry_rpc::__private::Infallible::<u64>::new())
-                                .infallible()
-                    },
+                    ::ferry_rpc::__rpc_infallible!(u64),
                     Counter::__rpc_args_0,
                     |(__rpc_arg0,), __rpc_out| ::ferry_rpc::__private::put(
                         __rpc_out,
@@ -434,13 +301,7 @@ impl<
                         _,
                     >(
                     0xb61020fau32,
-                    {
-                        #[allow(unused_imports)]
-                        use ::ferry_rpc::__private::{IsFallible as _, IsInfallible as _};
-                        true
-                            && (&::ferry_rpc::__private::Infallible::<u32>::new())
-                                .infallible()
-                    },
+                    ::ferry_rpc::__rpc_infallible!(u32),
                     Counter::__rpc_args_3,
                     |(__rpc_arg0,), __rpc_out| ::ferry_rpc::__private::put(
                         __rpc_out,
@@ -475,127 +336,46 @@ impl<
 }
 impl ::ferry_rpc::service::Service for Counter {
     const NAME: &'static str = "counter";
-    const FINGERPRINT: u64 = ::ferry_rpc::service::Fingerprint::new("counter")
-        .begin_call("Add", 0xe06cac36u32)
-        .arg("n", "u64", ::ferry_rpc::service::Shape::of::<u64>())
-        .reply("u64", ::ferry_rpc::service::Shape::of::<u64>())
-        .begin_call("Put", 0xeb709090u32)
-        .arg("key", "u32", ::ferry_rpc::service::Shape::of::<u32>())
-        .arg("value", "Bytes", ::ferry_rpc::service::Shape::Bytes)
-        .reply("u64", ::ferry_rpc::service::Shape::of::<u64>())
-        .error("StoreError", ::ferry_rpc::service::Shape::of::<StoreError>())
-        .begin_call("Name", 0x8a8506d8u32)
-        .arg("key", "u32", ::ferry_rpc::service::Shape::of::<u32>())
-        .reply("Text", ::ferry_rpc::service::Shape::Text)
-        .error("StoreError", ::ferry_rpc::service::Shape::of::<StoreError>())
-        .begin_call("Touch", 0xb61020fau32)
-        .arg("arg0", "u32", ::ferry_rpc::service::Shape::of::<u32>())
-        .reply("()", ::ferry_rpc::service::Shape::of::<()>())
-        .begin_call("Reset", 0x00000007u32)
-        .reply("", ::ferry_rpc::service::Shape::None)
-        .finish();
+    const FINGERPRINT: u64 = ::ferry_rpc::service::Fingerprint::of(
+        "counter",
+        <Self as ::ferry_rpc::service::Service>::CALLS,
+    );
     const OPCODES: &'static [u32] = &[
         0xe06cac36u32, 0xeb709090u32, 0x8a8506d8u32, 0xb61020fau32, 0x00000007u32,
     ];
     const CALLS: &'static [::ferry_rpc::service::CallInfo] = &[
-        ::ferry_rpc::service::CallInfo {
-            method: "add",
-            opcode: 0xe06cac36u32,
-            oneway: false,
-            args: &[
-                ::ferry_rpc::service::ArgInfo {
-                    name: "n",
-                    ty: "u64",
-                    size: ::core::mem::size_of::<u64>(),
-                },
-            ],
-            reply: "u64",
-            reply_size: ::core::mem::size_of::<u64>(),
-            error: "",
-            error_size: 0usize,
-        },
-        ::ferry_rpc::service::CallInfo {
-            method: "put",
-            opcode: 0xeb709090u32,
-            oneway: false,
-            args: &[
-                ::ferry_rpc::service::ArgInfo {
-                    name: "key",
-                    ty: "u32",
-                    size: ::core::mem::size_of::<u32>(),
-                },
-                ::ferry_rpc::service::ArgInfo {
-                    name: "value",
-                    ty: "Bytes",
-                    size: 0usize,
-                },
-            ],
-            reply: "u64",
-            reply_size: ::core::mem::size_of::<u64>(),
-            error: "StoreError",
-            error_size: ::core::mem::size_of::<StoreError>(),
-        },
-        ::ferry_rpc::service::CallInfo {
-            method: "name",
-            opcode: 0x8a8506d8u32,
-            oneway: false,
-            args: &[
-                ::ferry_rpc::service::ArgInfo {
-                    name: "key",
-                    ty: "u32",
-                    size: ::core::mem::size_of::<u32>(),
-                },
-            ],
-            reply: "Text",
-            reply_size: 0usize,
-            error: "StoreError",
-            error_size: ::core::mem::size_of::<StoreError>(),
-        },
-        ::ferry_rpc::service::CallInfo {
-            method: "touch",
-            opcode: 0xb61020fau32,
-            oneway: false,
-            args: &[
-                ::ferry_rpc::service::ArgInfo {
-                    name: "arg0",
-                    ty: "u32",
-                    size: ::core::mem::size_of::<u32>(),
-                },
-            ],
-            reply: "()",
-            reply_size: 0usize,
-            error: "",
-            error_size: 0usize,
-        },
-        ::ferry_rpc::service::CallInfo {
-            method: "reset",
-            opcode: 0x00000007u32,
-            oneway: true,
-            args: &[],
-            reply: "()",
-            reply_size: 0usize,
-            error: "",
-            error_size: 0usize,
-        },
+        ::ferry_rpc::service::CallInfo::new("Add", "add", 0xe06cac36u32)
+            .args(&[::ferry_rpc::service::ArgInfo::of::<u64>("n", "u64")])
+            .reply_of::<u64>("u64"),
+        ::ferry_rpc::service::CallInfo::new("Put", "put", 0xeb709090u32)
+            .args(
+                &[
+                    ::ferry_rpc::service::ArgInfo::of::<u32>("key", "u32"),
+                    ::ferry_rpc::service::ArgInfo::bytes("value"),
+                ],
+            )
+            .reply_of::<u64>("u64")
+            .error_of::<StoreError>("StoreError"),
+        ::ferry_rpc::service::CallInfo::new("Name", "name", 0x8a8506d8u32)
+            .args(&[::ferry_rpc::service::ArgInfo::of::<u32>("key", "u32")])
+            .reply("Text", ::ferry_rpc::service::Shape::Text)
+            .error_of::<StoreError>("StoreError"),
+        ::ferry_rpc::service::CallInfo::new("Touch", "touch", 0xb61020fau32)
+            .args(&[::ferry_rpc::service::ArgInfo::of::<u32>("arg0", "u32")]),
+        ::ferry_rpc::service::CallInfo::new("Reset", "reset", 0x00000007u32).oneway(),
     ];
 }
 /**The client of service `counter`: one method per call of [`Counter`], made through any call site (`Counter::client(&site)`: a client process in-process or on a GPU warp, a shared-memory client between processes).
 
 On a GPU every active lane calls a method together with the others, each with its own arguments, and gets its own reply. A server that does not know a call answers with an error instead of leaving the caller waiting.*/
 #[derive(Clone, Copy, Debug)]
-pub struct CounterClient<__RpcS> {
-    site: __RpcS,
-    deadline: ::core::option::Option<::core::time::Duration>,
-}
+pub struct CounterClient<__RpcS>(::ferry_rpc::__private::Calls<__RpcS>);
 impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
     /// This client with every call waiting at most `deadline` for the other side (on
     /// transports that keep time: between processes; a bare process waits under its own
     /// wait policy).
     pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
-        CounterClient {
-            deadline: ::core::option::Option::Some(deadline),
-            ..self
-        }
+        CounterClient(self.0.with_deadline(deadline))
     }
     /// Adds `n`; returns the new total. Compiled where it is called (`hot`).
     ///
@@ -605,27 +385,9 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         &self,
         n: u64,
     ) -> ::core::result::Result<u64, ::ferry_rpc::service::Error> {
-        const __RPC_Q: usize = Counter::__RPC_Q_0;
-        let mut __rpc_q = [0u8; __RPC_Q];
+        let mut __rpc_q = [0u8; Counter::__RPC_Q_0];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &n);
-        const __RPC_R: usize = Counter::__RPC_R_0;
-        ::ferry_rpc::service::Site::call(
-            &self.site,
-            self.deadline,
-            #[cfg_attr(
-                any(target_arch = "nvptx64", target_arch = "amdgpu"),
-                inline(always)
-            )]
-            move |__rpc_c| {
-                let __rpc_r = ::ferry_rpc::__private::call_fixed_hot::<
-                    _,
-                    __RPC_Q,
-                    __RPC_R,
-                >(__rpc_c, 0xe06cac36u32, &__rpc_q)
-                    .map_err(::ferry_rpc::service::Error::widen)?;
-                ::ferry_rpc::__private::take_value(&__rpc_r)
-            },
-        )
+        Counter::__RPC_CALL_0.fixed_hot(&self.0, &__rpc_q, ::ferry_rpc::__private::value)
     }
     /// Stores bytes under a key; how many are stored now.
     ///
@@ -636,29 +398,17 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         key: u32,
         value: &[u8],
     ) -> ::core::result::Result<u64, ::ferry_rpc::service::Error<StoreError>> {
-        const __RPC_Q: usize = Counter::__RPC_Q_1;
-        let mut __rpc_q = [0u8; __RPC_Q];
+        let mut __rpc_q = [0u8; Counter::__RPC_Q_1];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &key);
-        const __RPC_R: usize = Counter::__RPC_R_1;
-        ::ferry_rpc::service::Site::call(
-            &self.site,
-            self.deadline,
-            #[cfg_attr(
-                any(target_arch = "nvptx64", target_arch = "amdgpu"),
-                inline(always)
-            )]
-            move |__rpc_c| {
-                ::ferry_rpc::__private::check_limit(__rpc_c, (value).len(), 65536u64)
-                    .map_err(::ferry_rpc::service::Error::widen)?;
-                let __rpc_r = ::ferry_rpc::__private::call_stream::<
-                    _,
-                    __RPC_Q,
-                    __RPC_R,
-                >(__rpc_c, 0xeb709090u32, &__rpc_q, value, false)
-                    .map_err(::ferry_rpc::service::Error::widen)?;
-                ::ferry_rpc::__private::take_result(&__rpc_r)
-            },
-        )
+        Counter::__RPC_CALL_1
+            .stream(
+                &self.0,
+                &__rpc_q,
+                value,
+                65536u64,
+                false,
+                ::ferry_rpc::__private::result,
+            )
     }
     ::ferry_rpc::__rpc_if_alloc! {
         #[doc =
@@ -668,7 +418,7 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         ::ferry_rpc::service::Error < StoreError > > { const __RPC_Q : usize =
         Counter::__RPC_Q_1; let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::__private::put(& mut __rpc_q, 0usize, & key); const __RPC_R : usize
-        = Counter::__RPC_R_1; ::ferry_rpc::service::Site::call(& self.site, self
+        = Counter::__RPC_R_1; ::ferry_rpc::service::Site::call(& self.0.site, self.0
         .deadline, move | __rpc_c | { ::ferry_rpc::__private::check_limit(__rpc_c, len,
         65536u64).map_err(::ferry_rpc::service::Error::widen) ?;
         ::ferry_rpc::__private::call_stream_with:: < _, __RPC_Q, __RPC_R > (__rpc_c,
@@ -683,7 +433,7 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         ::ferry_rpc::service::Error < StoreError > > { const __RPC_Q : usize =
         Counter::__RPC_Q_2; let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::__private::put(& mut __rpc_q, 0usize, & key);
-        ::ferry_rpc::service::Site::call(& self.site, self.deadline,
+        ::ferry_rpc::service::Site::call(& self.0.site, self.0.deadline,
         #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(always))]
         move | __rpc_c | { let __rpc_r = ::ferry_rpc::__private::call_vec:: < _, __RPC_Q
         > (__rpc_c, 0x8a8506d8u32, & __rpc_q, ::core::option::Option::None,
@@ -701,8 +451,8 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         let mut __rpc_q = [0u8; __RPC_Q];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &key);
         ::ferry_rpc::service::Site::call(
-            &self.site,
-            self.deadline,
+            &self.0.site,
+            self.0.deadline,
             #[cfg_attr(
                 any(target_arch = "nvptx64", target_arch = "amdgpu"),
                 inline(always)
@@ -734,65 +484,27 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         &self,
         arg0: u32,
     ) -> ::core::result::Result<(), ::ferry_rpc::service::Error> {
-        const __RPC_Q: usize = Counter::__RPC_Q_3;
-        let mut __rpc_q = [0u8; __RPC_Q];
+        let mut __rpc_q = [0u8; Counter::__RPC_Q_3];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &arg0);
-        const __RPC_R: usize = Counter::__RPC_R_3;
-        ::ferry_rpc::service::Site::call(
-            &self.site,
-            self.deadline,
-            #[cfg_attr(
-                any(target_arch = "nvptx64", target_arch = "amdgpu"),
-                inline(always)
-            )]
-            move |__rpc_c| {
-                let __rpc_r = ::ferry_rpc::__private::call_fixed::<
-                    _,
-                    __RPC_Q,
-                    __RPC_R,
-                >(__rpc_c, 0xb61020fau32, &__rpc_q)
-                    .map_err(::ferry_rpc::service::Error::widen)?;
-                ::ferry_rpc::__private::take_value(&__rpc_r)
-            },
-        )
+        Counter::__RPC_CALL_3.fixed(&self.0, &__rpc_q, ::ferry_rpc::__private::value)
     }
     /// Resets; the client does not wait.
     ///
     ///Calls `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it).
     pub fn reset(&self) -> ::core::result::Result<(), ::ferry_rpc::service::Error> {
-        const __RPC_Q: usize = Counter::__RPC_Q_4;
-        let mut __rpc_q = [0u8; __RPC_Q];
-        ::ferry_rpc::service::Site::call(
-            &self.site,
-            self.deadline,
-            #[cfg_attr(
-                any(target_arch = "nvptx64", target_arch = "amdgpu"),
-                inline(always)
-            )]
-            move |__rpc_c| {
-                ::ferry_rpc::__private::call_oneway::<
-                    _,
-                    __RPC_Q,
-                >(__rpc_c, 0x00000007u32, &__rpc_q)
-            },
-        )
+        let mut __rpc_q = [0u8; Counter::__RPC_Q_4];
+        Counter::__RPC_CALL_4.oneway(&self.0, &__rpc_q, false)
     }
 }
 /**The async client of service `counter`: one `async fn` per call of [`Counter`], made through a transport on which a caller waits without holding a thread (`Counter::async_client(&shm)` over a `ferry_shm::ShmClient`: its server wakes the waiting task). Its futures are `Send`; a call dropped before its reply gives its port up to the server, which answers it and takes the port back.
 
 Calls whose request and reply travel in one exchange (fixed arguments and reply, or a streamed argument and a fixed reply) are awaited in place; a one-way call and a call with a streamed reply are made as [`CounterClient`] makes them, where the transport runs blocking calls (a helper thread, for `ferry_shm`).*/
 #[derive(Clone, Copy, Debug)]
-pub struct CounterAsyncClient<__RpcS> {
-    site: __RpcS,
-    deadline: ::core::option::Option<::core::time::Duration>,
-}
+pub struct CounterAsyncClient<__RpcS>(::ferry_rpc::__private::Calls<__RpcS>);
 impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
     /// This client with every call waiting at most `deadline` for the other side.
     pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
-        CounterAsyncClient {
-            deadline: ::core::option::Option::Some(deadline),
-            ..self
-        }
+        CounterAsyncClient(self.0.with_deadline(deadline))
     }
     /// Adds `n`; returns the new total. Compiled where it is called (`hot`).
     ///
@@ -801,17 +513,11 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
         &self,
         n: u64,
     ) -> ::core::result::Result<u64, ::ferry_rpc::service::Error> {
-        const __RPC_Q: usize = Counter::__RPC_Q_0;
-        let mut __rpc_q = [0u8; __RPC_Q];
+        let mut __rpc_q = [0u8; Counter::__RPC_Q_0];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &n);
-        const __RPC_R: usize = Counter::__RPC_R_0;
-        let __rpc_r = ::ferry_rpc::service::AsyncSite::call_fixed::<
-            __RPC_Q,
-            __RPC_R,
-        >(&self.site, self.deadline, 0xe06cac36u32, __rpc_q)
+        Counter::__RPC_CALL_0
+            .fixed_async(&self.0, __rpc_q, ::ferry_rpc::__private::value)
             .await
-            .map_err(::ferry_rpc::service::Error::widen)?;
-        ::ferry_rpc::__private::take_value(&__rpc_r)
     }
     /// Stores bytes under a key; how many are stored now.
     ///
@@ -821,26 +527,24 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
         key: u32,
         value: &[u8],
     ) -> ::core::result::Result<u64, ::ferry_rpc::service::Error<StoreError>> {
-        ::ferry_rpc::__private::check_limit_len((value).len(), 65536u64)
-            .map_err(::ferry_rpc::service::Error::widen)?;
-        const __RPC_Q: usize = Counter::__RPC_Q_1;
-        let mut __rpc_q = [0u8; __RPC_Q];
+        let mut __rpc_q = [0u8; Counter::__RPC_Q_1];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &key);
-        const __RPC_R: usize = Counter::__RPC_R_1;
-        let __rpc_r = ::ferry_rpc::service::AsyncSite::call_stream::<
-            __RPC_Q,
-            __RPC_R,
-        >(&self.site, self.deadline, 0xeb709090u32, __rpc_q, value)
+        Counter::__RPC_CALL_1
+            .stream_async(
+                &self.0,
+                __rpc_q,
+                value,
+                65536u64,
+                ::ferry_rpc::__private::result,
+            )
             .await
-            .map_err(::ferry_rpc::service::Error::widen)?;
-        ::ferry_rpc::__private::take_result(&__rpc_r)
     }
     ::ferry_rpc::__rpc_if_alloc! {
         #[doc = " A key's name, as text."] #[doc = ""] #[doc =
         "Calls `Name` (opcode `0x8a8506d8`)."] pub async fn name(& self, key : u32) ->
         ::core::result::Result < ::ferry_rpc::__private::String,
         ::ferry_rpc::service::Error < StoreError > > {
-        ::ferry_rpc::service::AsyncSite::blocking(& self.site, self.deadline, move |
+        ::ferry_rpc::service::AsyncSite::blocking(& self.0.site, self.0.deadline, move |
         __rpc_s, __rpc_d | { let __rpc_c = Counter::client(__rpc_s); let __rpc_c = match
         __rpc_d { ::core::option::Option::Some(d) => __rpc_c.with_deadline(d),
         ::core::option::Option::None => __rpc_c, }; __rpc_c.name(key) }). await }
@@ -852,24 +556,18 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
         &self,
         arg0: u32,
     ) -> ::core::result::Result<(), ::ferry_rpc::service::Error> {
-        const __RPC_Q: usize = Counter::__RPC_Q_3;
-        let mut __rpc_q = [0u8; __RPC_Q];
+        let mut __rpc_q = [0u8; Counter::__RPC_Q_3];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &arg0);
-        const __RPC_R: usize = Counter::__RPC_R_3;
-        let __rpc_r = ::ferry_rpc::service::AsyncSite::call_fixed::<
-            __RPC_Q,
-            __RPC_R,
-        >(&self.site, self.deadline, 0xb61020fau32, __rpc_q)
+        Counter::__RPC_CALL_3
+            .fixed_async(&self.0, __rpc_q, ::ferry_rpc::__private::value)
             .await
-            .map_err(::ferry_rpc::service::Error::widen)?;
-        ::ferry_rpc::__private::take_value(&__rpc_r)
     }
     ::ferry_rpc::__rpc_if_alloc! {
         #[doc = " Resets; the client does not wait."] #[doc = ""] #[doc =
         "Calls `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it)."]
         pub async fn reset(& self) -> ::core::result::Result < (),
         ::ferry_rpc::service::Error > { ::ferry_rpc::service::AsyncSite::blocking(& self
-        .site, self.deadline, move | __rpc_s, __rpc_d | { let __rpc_c =
+        .0.site, self.0.deadline, move | __rpc_s, __rpc_d | { let __rpc_c =
         Counter::client(__rpc_s); let __rpc_c = match __rpc_d {
         ::core::option::Option::Some(d) => __rpc_c.with_deadline(d),
         ::core::option::Option::None => __rpc_c, }; __rpc_c.reset() }). await }
