@@ -795,18 +795,16 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
         Some(Wire::Bytes | Wire::Text) => {
             let text = matches!(call.response(), Some(Wire::Text));
             let into = format_ident!("{}_into", call.method, span = call.ident.span());
-            let (ret_into, ret_own, conv_into, conv_own) = if text {
+            let (ret_into, ret_own, conv_own) = if text {
                 (
                     quote!(&'__rpc_b str),
                     quote!(#p::String),
-                    quote!(#p::text(__rpc_b)),
                     quote!(#p::string(__rpc_b)),
                 )
             } else {
                 (
                     quote!(&'__rpc_b mut [u8]),
                     quote!(#p::Vec<u8>),
-                    quote!(::core::result::Result::Ok(__rpc_b)),
                     quote!(::core::result::Result::Ok(__rpc_b)),
                 )
             };
@@ -819,13 +817,16 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
             } else {
                 quote!(__rpc_r.bytes)
             };
-            let run_into = run(quote! {
-                let __rpc_r = #p::call_into::<_, __RPC_Q>(
-                    __rpc_c, #opcode, &__rpc_q, #bodyarg, __rpc_out, #lim, #tagged,
-                ).map_err(#s::Error::widen)?;
-                let __rpc_b = #unwrap;
-                #conv_into
-            });
+            let (unwrap_fn, read_fn) = (
+                match tagged {
+                    true => quote!(#p::reply_bytes),
+                    false => quote!(#p::untagged),
+                },
+                match text {
+                    true => quote!(#p::text_in),
+                    false => quote!(#p::bytes),
+                },
+            );
             let run_own = run(quote! {
                 let __rpc_r = #p::call_vec::<_, __RPC_Q>(
                     __rpc_c, #opcode, &__rpc_q, #bodyarg, #lim, #tagged,
@@ -852,8 +853,10 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
                     &self #params,
                     __rpc_out: &'__rpc_b mut [u8],
                 ) -> ::core::result::Result<#ret_into, #err> {
-                    #pack
-                    #run_into
+                    #packed
+                    #service::#made.into(
+                        &self.0, &__rpc_q, #bodyarg, __rpc_out, #lim, #unwrap_fn, #read_fn,
+                    )
                 }
             }
         }
@@ -1193,7 +1196,8 @@ fn serve_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let oneway = call.oneway();
     let p = quote!(::ferry_rpc::__private);
     let s = quote!(::ferry_rpc::service);
-    let (q, r, args) = call_names(service, call);
+    let (_, r, args) = call_names(service, call);
+    let made = format_ident!("__RPC_CALL_{}", call.index);
     let pat = args_pattern(call);
     let names = arg_locals(call);
     let encode_into = |buf: TokenStream, value: TokenStream| {
@@ -1216,8 +1220,8 @@ fn serve_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
         let tys: Vec<&syn::Type> = call.fixed_args().map(|a| a.ty).collect();
         let serve = serve_encoded(call, server);
         return quote! {
-            #opcode => via.fixed::<{ #q }, { #r }, _>(
-                #opcode,
+            #opcode => via.fixed(
+                #service::#made,
                 ::ferry_rpc::__rpc_infallible!(#( #tys ),*),
                 #args,
                 |#pat, __rpc_out| #serve,
@@ -1249,8 +1253,8 @@ fn serve_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
             _ => encode,
         };
         return quote! {
-            #opcode => via.in_place::<{ #q }, { #r }, _, _>(
-                #opcode, #oneway, #stream, #args,
+            #opcode => via.in_place(
+                #service::#made, #oneway, #stream, #args,
                 |#pat, #body_param| #handle,
                 |__rpc_reply, __rpc_out| #encode,
             ),
@@ -1283,8 +1287,8 @@ fn serve_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
         },
     };
     quote! {
-        #opcode => via.copied::<{ #q }, _, _>(
-            #opcode, #oneway, #stream, #text_arg, #args,
+        #opcode => via.copied(
+            #service::#made, #oneway, #stream, #text_arg, #args,
             |#pat, #body_param| #handle,
             #send,
         ),

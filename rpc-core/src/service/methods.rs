@@ -117,6 +117,33 @@ impl<const Q: usize, const R: usize> Call<Q, R> {
         )
     }
 
+    /// A call with a streamed reply, written into `out` ([`wire::call_into`]; `body` the
+    /// streamed argument, if the call has one): `unwrap` takes the reply's bytes out of it (or
+    /// its error, for a call that has one: [`wire::reply_bytes`]), `read` reads them.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn into<'b, S: Site, T, E>(
+        self,
+        caller: &Calls<S>,
+        request: &[u8; Q],
+        body: Option<&[u8]>,
+        out: &'b mut [u8],
+        limit: u64,
+        unwrap: impl FnOnce(wire::Replied<&'b mut [u8]>) -> Result<&'b mut [u8], Error<E>>,
+        read: impl FnOnce(&'b mut [u8]) -> Result<T, Error<E>>,
+    ) -> Result<T, Error<E>> {
+        let opcode = self.opcode;
+        caller.site.call(
+            caller.deadline,
+            #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(always))]
+            move |c| {
+                let tagged = R > 0;
+                let replied = wire::call_into::<_, Q>(c, opcode, request, body, out, limit, tagged);
+                read(unwrap(replied.map_err(Error::widen)?)?)
+            },
+        )
+    }
+
     /// A call with a streamed argument, `body` ([`wire::call_stream`]): refused before anything
     /// is sent when a one-lane caller's `body` is over the call's `limit` (a one-way call could
     /// not learn of it otherwise; the server refuses it too, for a client that does not check).
@@ -177,6 +204,24 @@ impl<const Q: usize, const R: usize> Call<Q, R> {
             .await;
         decode(&reply.map_err(Error::widen)?[..])
     }
+}
+
+/// A streamed reply's bytes, of a call without an error type.
+#[inline(always)]
+pub fn untagged<B, E>(replied: wire::Replied<B>) -> Result<B, Error<E>> {
+    Ok(replied.bytes)
+}
+
+/// A streamed reply's bytes as they are.
+#[inline(always)]
+pub fn bytes<E>(bytes: &mut [u8]) -> Result<&mut [u8], Error<E>> {
+    Ok(bytes)
+}
+
+/// A streamed reply's bytes as text ([`wire::text`]).
+#[inline(always)]
+pub fn text_in<E>(bytes: &mut [u8]) -> Result<&str, Error<E>> {
+    wire::text(bytes)
 }
 
 /// The reply of a one-way call: nothing to read.

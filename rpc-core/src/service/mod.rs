@@ -1453,7 +1453,7 @@ pub mod __private {
         /// [`WORD_BYTES`](crate::words::WORD_BYTES), else every lane served in one loop.
         fn fixed<const Q: usize, const R: usize, A>(
             self,
-            opcode: u32,
+            made: Call<Q, R>,
             infallible: bool,
             decode: impl Fn(&[u8]) -> Option<A>,
             serve: impl FnMut(A, &mut [u8; R]),
@@ -1470,14 +1470,14 @@ pub mod __private {
         #[allow(clippy::too_many_arguments)]
         fn in_place<const Q: usize, const R: usize, A, T>(
             self,
-            opcode: u32,
+            made: Call<Q, R>,
             oneway: bool,
             stream: Option<u64>,
             decode: impl Fn(&[u8]) -> Option<A>,
             call: impl FnMut(A, &[u8]) -> T,
             encode: impl Fn(&T, &mut [u8; R]),
         ) -> Self::Out {
-            let _ = (opcode, oneway, stream, decode, call, encode);
+            let _ = (made, oneway, stream, decode, call, encode);
             self.declined()
         }
 
@@ -1485,9 +1485,9 @@ pub mod __private {
         /// UTF-8 once copied: `text`), or a streamed reply, which `send` sends. Through the
         /// packets only: inline it is `None`, on word lines declined.
         #[allow(clippy::too_many_arguments, clippy::type_complexity)]
-        fn copied<const Q: usize, A, T>(
+        fn copied<const Q: usize, const R: usize, A, T>(
             self,
-            opcode: u32,
+            made: Call<Q, R>,
             oneway: bool,
             stream: Option<u64>,
             text: bool,
@@ -1498,7 +1498,7 @@ pub mod __private {
                 &[Option<T>; 64],
             ) -> Result<super::Served, ProtocolError>,
         ) -> Self::Out {
-            let _ = (opcode, oneway, stream, text, decode, call, send);
+            let _ = (made, oneway, stream, text, decode, call, send);
             self.declined()
         }
 
@@ -1537,11 +1537,12 @@ pub mod __private {
         #[inline(always)]
         fn fixed<const Q: usize, const R: usize, A>(
             self,
-            opcode: u32,
+            made: Call<Q, R>,
             infallible: bool,
             decode: impl Fn(&[u8]) -> Option<A>,
             mut serve: impl FnMut(A, &mut [u8; R]),
         ) -> Self::Out {
+            let opcode = made.opcode;
             let port = self.port;
             let served = |status| Ok(super::Served { opcode, status });
             if port.request_len() != Some(Q as u32) {
@@ -1575,13 +1576,14 @@ pub mod __private {
         #[inline(always)]
         fn in_place<const Q: usize, const R: usize, A, T>(
             self,
-            opcode: u32,
+            made: Call<Q, R>,
             oneway: bool,
             stream: Option<u64>,
             decode: impl Fn(&[u8]) -> Option<A>,
             mut call: impl FnMut(A, &[u8]) -> T,
             encode: impl Fn(&T, &mut [u8; R]),
         ) -> Self::Out {
+            let opcode = made.opcode;
             let (port, buffers) = (self.port, self.buffers);
             let lanes = handled_lanes(port);
             let mut reqs = [[0u8; Q]; 64];
@@ -1642,9 +1644,9 @@ pub mod __private {
         }
 
         #[inline(always)]
-        fn copied<const Q: usize, A, T>(
+        fn copied<const Q: usize, const R: usize, A, T>(
             self,
-            opcode: u32,
+            made: Call<Q, R>,
             oneway: bool,
             stream: Option<u64>,
             text: bool,
@@ -1655,6 +1657,7 @@ pub mod __private {
                 &[Option<T>; 64],
             ) -> Result<super::Served, ProtocolError>,
         ) -> Self::Out {
+            let opcode = made.opcode;
             let (port, buffers) = (self.port, self.buffers);
             let lanes = handled_lanes(port);
             let mut reqs = [[0u8; Q]; 64];
@@ -1772,7 +1775,7 @@ pub mod __private {
         #[inline(always)]
         fn fixed<const Q: usize, const R: usize, A>(
             self,
-            _: u32,
+            _: Call<Q, R>,
             _: bool,
             decode: impl Fn(&[u8]) -> Option<A>,
             mut serve: impl FnMut(A, &mut [u8; R]),
@@ -1790,7 +1793,7 @@ pub mod __private {
         #[inline(always)]
         fn in_place<const Q: usize, const R: usize, A, T>(
             self,
-            _: u32,
+            _: Call<Q, R>,
             oneway: bool,
             stream: Option<u64>,
             decode: impl Fn(&[u8]) -> Option<A>,
@@ -1840,7 +1843,7 @@ pub mod __private {
         #[inline(always)]
         fn fixed<const Q: usize, const R: usize, A>(
             self,
-            _: u32,
+            _: Call<Q, R>,
             _: bool,
             decode: impl Fn(&[u8]) -> Option<A>,
             mut serve: impl FnMut(A, &mut [u8; R]),

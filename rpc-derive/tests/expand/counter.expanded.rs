@@ -228,12 +228,8 @@ impl<
     ) -> __RpcV::Out {
         match opcode {
             0xe06cac36u32 => {
-                via.fixed::<
-                        { Counter::__RPC_Q_0 },
-                        { Counter::__RPC_R_0 },
-                        _,
-                    >(
-                    0xe06cac36u32,
+                via.fixed(
+                    Counter::__RPC_CALL_0,
                     ::ferry_rpc::__rpc_infallible!(u64),
                     Counter::__rpc_args_0,
                     |(__rpc_arg0,), __rpc_out| ::ferry_rpc::__private::put(
@@ -244,13 +240,8 @@ impl<
                 )
             }
             0xeb709090u32 => {
-                via.in_place::<
-                        { Counter::__RPC_Q_1 },
-                        { Counter::__RPC_R_1 },
-                        _,
-                        _,
-                    >(
-                    0xeb709090u32,
+                via.in_place(
+                    Counter::__RPC_CALL_1,
                     false,
                     ::core::option::Option::Some(65536u64),
                     Counter::__rpc_args_1,
@@ -266,12 +257,8 @@ impl<
                 )
             }
             0x8a8506d8u32 => {
-                via.copied::<
-                        { Counter::__RPC_Q_2 },
-                        _,
-                        _,
-                    >(
-                    0x8a8506d8u32,
+                via.copied(
+                    Counter::__RPC_CALL_2,
                     false,
                     ::core::option::Option::None,
                     false,
@@ -295,12 +282,8 @@ impl<
                 )
             }
             0xb61020fau32 => {
-                via.fixed::<
-                        { Counter::__RPC_Q_3 },
-                        { Counter::__RPC_R_3 },
-                        _,
-                    >(
-                    0xb61020fau32,
+                via.fixed(
+                    Counter::__RPC_CALL_3,
                     ::ferry_rpc::__rpc_infallible!(u32),
                     Counter::__rpc_args_3,
                     |(__rpc_arg0,), __rpc_out| ::ferry_rpc::__private::put(
@@ -311,13 +294,8 @@ impl<
                 )
             }
             0x00000007u32 => {
-                via.in_place::<
-                        { Counter::__RPC_Q_4 },
-                        { Counter::__RPC_R_4 },
-                        _,
-                        _,
-                    >(
-                    0x00000007u32,
+                via.in_place(
+                    Counter::__RPC_CALL_4,
                     true,
                     ::core::option::Option::None,
                     Counter::__rpc_args_4,
@@ -447,34 +425,18 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         key: u32,
         __rpc_out: &'__rpc_b mut [u8],
     ) -> ::core::result::Result<&'__rpc_b str, ::ferry_rpc::service::Error<StoreError>> {
-        const __RPC_Q: usize = Counter::__RPC_Q_2;
-        let mut __rpc_q = [0u8; __RPC_Q];
+        let mut __rpc_q = [0u8; Counter::__RPC_Q_2];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &key);
-        ::ferry_rpc::service::Site::call(
-            &self.0.site,
-            self.0.deadline,
-            #[cfg_attr(
-                any(target_arch = "nvptx64", target_arch = "amdgpu"),
-                inline(always)
-            )]
-            move |__rpc_c| {
-                let __rpc_r = ::ferry_rpc::__private::call_into::<
-                    _,
-                    __RPC_Q,
-                >(
-                        __rpc_c,
-                        0x8a8506d8u32,
-                        &__rpc_q,
-                        ::core::option::Option::None,
-                        __rpc_out,
-                        Counter::__RPC_LIMIT_2,
-                        true,
-                    )
-                    .map_err(::ferry_rpc::service::Error::widen)?;
-                let __rpc_b = ::ferry_rpc::__private::reply_bytes(__rpc_r)?;
-                ::ferry_rpc::__private::text(__rpc_b)
-            },
-        )
+        Counter::__RPC_CALL_2
+            .into(
+                &self.0,
+                &__rpc_q,
+                ::core::option::Option::None,
+                __rpc_out,
+                Counter::__RPC_LIMIT_2,
+                ::ferry_rpc::__private::reply_bytes,
+                ::ferry_rpc::__private::text_in,
+            )
     }
     /// Touches a key; replies `()`.
     ///
