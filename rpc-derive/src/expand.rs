@@ -101,8 +101,17 @@ fn call_info(call: &Call) -> TokenStream {
 
 /// The size in bytes of a call's fixed arguments, packed.
 fn args_size(call: &Call) -> TokenStream {
-    let tys = call.fixed_args().map(|a| a.ty);
-    quote!(0usize #( + ::core::mem::size_of::<#tys>() )*)
+    let sizes: Vec<TokenStream> = call
+        .fixed_args()
+        .map(|a| {
+            let ty = a.ty;
+            quote!(::core::mem::size_of::<#ty>())
+        })
+        .collect();
+    match sizes.is_empty() {
+        true => quote!(0usize),
+        false => quote!(#( #sizes )+*),
+    }
 }
 
 /// The offset of each fixed argument in the packed bytes.
@@ -124,7 +133,8 @@ fn reply_size(call: &Call) -> TokenStream {
     };
     match call.error() {
         Some(e) => {
-            quote!(1usize + ::ferry_rpc::__private::max(#value, ::core::mem::size_of::<#e>()))
+            let ty = reply_type(call);
+            quote!(::ferry_rpc::__private::tagged::<#ty, #e>())
         }
         None => value,
     }
@@ -212,10 +222,10 @@ fn generate(service: &Service) -> TokenStream {
             syn::Fields::Unit => quote!(#ident::#v => {}),
             syn::Fields::Named(f) => {
                 let names = f.named.iter().map(|f| &f.ident);
-                quote!(#ident::#v { #( #names: #locals ),* } => { let _ = ( #( #locals, )* ); })
+                quote!(#ident::#v { #( #names: #locals ),* } => ::core::mem::drop(( #( #locals, )* )),)
             }
             syn::Fields::Unnamed(_) => {
-                quote!(#ident::#v( #( #locals ),* ) => { let _ = ( #( #locals, )* ); })
+                quote!(#ident::#v( #( #locals ),* ) => ::core::mem::drop(( #( #locals, )* )),)
             }
         }
     });
@@ -361,15 +371,9 @@ fn generate(service: &Service) -> TokenStream {
                 #async_client(::ferry_rpc::__private::Calls::new(site))
             }
 
-            /// Serves the call on `port`, a port a server just opened: reads the opcode, decodes
-            /// each lane's arguments, calls the handler once per lane, and replies. A call the
-            /// service does not have gets `status::UNKNOWN_OPCODE` back; arguments that do not
-            /// decode, `status::BAD_REQUEST`; a streamed argument longer than the call's `limit`
-            /// (or than `buffers` take), `status::REJECTED`: in each case no handler runs. The
-            /// handshake opcode is answered with this service's fingerprint. `buffers` receives
-            /// streamed arguments (`Vec::new()` with `alloc`).
-            ///
-            /// Returns what was served, or the protocol error (the client stalled).
+            /// Serves the call on `port`, a port a server just opened, with `handler`; `buffers`
+            /// receives streamed arguments (`Vec::new()` with `alloc`). What was served, or the
+            /// protocol error (see `ferry_rpc::service::Dispatch::dispatch`).
             #[inline]
             pub fn dispatch<__RpcH: #server + ?::core::marker::Sized>(
                 handler: &__RpcH,
@@ -528,14 +532,6 @@ fn assertions(service: &Service) -> TokenStream {
             );
         }
     }
-    let ident = service.ident;
-    let sizes = service.calls.iter().map(|c| {
-        let (q, r) = (
-            format_ident!("__RPC_Q_{}", c.index),
-            format_ident!("__RPC_R_{}", c.index),
-        );
-        quote!(let _ = (#ident::#q, #ident::#r);)
-    });
     let name = &service.name;
     let name_message = format!(
         "service name `{name}` is longer than the 48 bytes (or empty) that transports' tables of \
@@ -544,7 +540,6 @@ fn assertions(service: &Service) -> TokenStream {
     quote! {
         ::core::assert!(::ferry_rpc::service::name_fits(#name), #name_message);
         #( #checks )*
-        #( #sizes )*
     }
 }
 
@@ -552,7 +547,7 @@ fn assertions(service: &Service) -> TokenStream {
 fn docs(call: &Call, verb: &str) -> TokenStream {
     let own = &call.docs;
     let line = format!(
-        "{verb} `{}` (opcode `{:#010x}`{}).",
+        " {verb} `{}` (opcode `{:#010x}`{}).",
         call.ident,
         call.opcode,
         if call.oneway() {
@@ -568,7 +563,8 @@ fn docs(call: &Call, verb: &str) -> TokenStream {
     if own.is_empty() {
         quote!(#[doc = #line])
     } else {
-        quote!(#(#own)* #[doc = ""] #[doc = #line])
+        // The call's line continues the last paragraph of its own docs.
+        quote!(#(#own)* #[doc = #line])
     }
 }
 
@@ -608,17 +604,22 @@ fn limit_const(call: &Call) -> Ident {
     format_ident!("__RPC_LIMIT_{}", call.index)
 }
 
+/// The most fixed arguments the runtime decodes as a tuple (`ferry_rpc::__private::Args`).
+const ARGS_TUPLE: usize = 12;
+
 /// The names of a call's items on the service type: its fixed arguments' bytes, its fixed
-/// reply's bytes, and the function decoding its arguments.
+/// reply's bytes, and the function decoding its arguments (the runtime's, for a call of up to
+/// `ARGS_TUPLE` of them).
 fn call_names(service: &Ident, call: &Call) -> (TokenStream, TokenStream, TokenStream) {
     let q = format_ident!("__RPC_Q_{}", call.index);
     let r = format_ident!("__RPC_R_{}", call.index);
     let args = format_ident!("__rpc_args_{}", call.index);
-    (
-        quote!(#service::#q),
-        quote!(#service::#r),
-        quote!(#service::#args),
-    )
+    let tys: Vec<&syn::Type> = call.fixed_args().map(|a| a.ty).collect();
+    let args = match tys.len() <= ARGS_TUPLE {
+        true => quote!(::ferry_rpc::__private::args::<( #( #tys, )* )>),
+        false => quote!(#service::#args),
+    };
+    (quote!(#service::#q), quote!(#service::#r), args)
 }
 
 /// A call's items on the service type, each written once for every dispatch that serves it: the
@@ -646,14 +647,21 @@ fn call_items(call: &Call) -> TokenStream {
     let offs = offsets(call);
     let made = format_ident!("__RPC_CALL_{}", call.index);
     let opcode = opcode_lit(call);
+    // A call of up to `ARGS_TUPLE` fixed arguments decodes with the runtime's `args`
+    // ([`call_names`]).
+    let decode = (tys.len() > ARGS_TUPLE).then(|| {
+        quote! {
+            #[inline(always)]
+            fn #args(__rpc_bytes: &[u8]) -> ::core::option::Option<( #( #tys, )* )> {
+                ::core::option::Option::Some(( #( #p::take::<#tys>(__rpc_bytes, #offs)?, )* ))
+            }
+        }
+    });
     quote! {
         const #q_name: usize = #q;
         const #r_name: usize = #r;
         const #made: #p::Call<{ Self::#q_name }, { Self::#r_name }> = #p::Call::new(#opcode);
-        #[inline(always)]
-        fn #args(__rpc_bytes: &[u8]) -> ::core::option::Option<( #( #tys, )* )> {
-            ::core::option::Option::Some(( #( #p::take::<#tys>(__rpc_bytes, #offs)?, )* ))
-        }
+        #decode
     }
 }
 

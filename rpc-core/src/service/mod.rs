@@ -838,7 +838,15 @@ pub trait Dispatch<H: ?Sized>: Service {
     /// line's lanes): the generated match over the service's calls, each handler named once.
     fn serve<'v, V: __private::Via<'v>>(handler: &'v H, opcode: u32, via: V) -> V::Out;
 
-    /// Serves the call on `port` (see the generated `dispatch`).
+    /// Serves the call on `port`, a port a server just opened: reads the opcode, decodes each
+    /// lane's arguments, calls the handler once per lane, and replies. A call the service does
+    /// not have gets `status::UNKNOWN_OPCODE` back; arguments that do not decode,
+    /// `status::BAD_REQUEST`; a streamed argument longer than the call's `limit` (or than
+    /// `buffers` take), `status::REJECTED`: in each case no handler runs. The handshake opcode
+    /// is answered with this service's fingerprint. `buffers` receives streamed arguments
+    /// (`Vec::new()` with `alloc`).
+    ///
+    /// Returns what was served, or the protocol error (the client stalled).
     #[inline(always)]
     fn dispatch<L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers>(
         handler: &H,

@@ -48,6 +48,59 @@ const ASK_INLINE: usize = if cfg!(any(target_arch = "nvptx64", target_arch = "am
     INLINE_BYTES
 };
 
+/// The size of a tagged reply: a tag byte, then the value (`T`) or the error (`E`).
+pub const fn tagged<T, E>() -> usize {
+    1 + max(core::mem::size_of::<T>(), core::mem::size_of::<E>())
+}
+
+/// A call's fixed arguments as a tuple, read from their packed bytes (each right after the one
+/// before it, unaligned).
+pub trait Args: Sized {
+    /// The tuple read from `bytes`; `None` where they are missing or one is not a valid value.
+    fn take(bytes: &[u8]) -> Option<Self>;
+}
+
+/// [`Args`] for tuples of up to 12 fixed values (the derive writes a decoder of its own for a
+/// call with more).
+macro_rules! args_tuples {
+    ($(($($t:ident),*))*) => {$(
+        impl<$($t: TryFromBytes),*> Args for ($($t,)*) {
+            #[inline(always)]
+            #[allow(unused_assignments, unused_mut, unused_variables, non_snake_case)]
+            fn take(bytes: &[u8]) -> Option<Self> {
+                let mut at = 0;
+                $(
+                    let $t = take::<$t>(bytes, at)?;
+                    at += core::mem::size_of::<$t>();
+                )*
+                Some(($($t,)*))
+            }
+        }
+    )*};
+}
+
+args_tuples! {
+    ()
+    (A)
+    (A, B)
+    (A, B, C)
+    (A, B, C, D)
+    (A, B, C, D, E)
+    (A, B, C, D, E, F)
+    (A, B, C, D, E, F, G)
+    (A, B, C, D, E, F, G, H)
+    (A, B, C, D, E, F, G, H, I)
+    (A, B, C, D, E, F, G, H, I, J)
+    (A, B, C, D, E, F, G, H, I, J, K)
+    (A, B, C, D, E, F, G, H, I, J, K, L)
+}
+
+/// A call's fixed arguments, `A`, read from their packed bytes ([`Args`]).
+#[inline(always)]
+pub fn args<A: Args>(bytes: &[u8]) -> Option<A> {
+    A::take(bytes)
+}
+
 /// Whether `bytes` fit one slot.
 pub const fn fits_slot(bytes: usize) -> bool {
     bytes <= SLOT_BYTES

@@ -8,11 +8,6 @@ const _: () = {
     ::ferry_rpc::__private::wire::<StoreError>();
     ::ferry_rpc::__private::same::<::ferry_rpc::service::Bytes, Bytes>();
     ::ferry_rpc::__private::same::<::ferry_rpc::service::Text, Text>();
-    let _ = (Counter::__RPC_Q_0, Counter::__RPC_R_0);
-    let _ = (Counter::__RPC_Q_1, Counter::__RPC_R_1);
-    let _ = (Counter::__RPC_Q_2, Counter::__RPC_R_2);
-    let _ = (Counter::__RPC_Q_3, Counter::__RPC_R_3);
-    let _ = (Counter::__RPC_Q_4, Counter::__RPC_R_4);
     #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
     fn __rpc_used() {
         let _ = Counter::Add { n: loop {} };
@@ -27,18 +22,12 @@ const _: () = {
     #[allow(dead_code)]
     fn __rpc_read(call: &Counter) {
         match call {
-            Counter::Add { n: __rpc_f0 } => {
-                let _ = (__rpc_f0,);
-            }
+            Counter::Add { n: __rpc_f0 } => ::core::mem::drop((__rpc_f0,)),
             Counter::Put { key: __rpc_f0, value: __rpc_f1 } => {
-                let _ = (__rpc_f0, __rpc_f1);
+                ::core::mem::drop((__rpc_f0, __rpc_f1))
             }
-            Counter::Name { key: __rpc_f0 } => {
-                let _ = (__rpc_f0,);
-            }
-            Counter::Touch(__rpc_f0) => {
-                let _ = (__rpc_f0,);
-            }
+            Counter::Name { key: __rpc_f0 } => ::core::mem::drop((__rpc_f0,)),
+            Counter::Touch(__rpc_f0) => ::core::mem::drop((__rpc_f0,)),
             Counter::Reset => {}
         }
     }
@@ -48,7 +37,7 @@ const _: () = {
 impl Counter {
     const __RPC_LIMIT_2: u64 = ::ferry_rpc::__private::limit((MAX_NAME) as i128);
     const __RPC_Q_0: usize = ::ferry_rpc::__private::args_slot(
-        0usize + ::core::mem::size_of::<u64>(),
+        ::core::mem::size_of::<u64>(),
     );
     const __RPC_R_0: usize = ::ferry_rpc::__private::reply_slot(
         ::core::mem::size_of::<u64>(),
@@ -57,73 +46,40 @@ impl Counter {
         { Self::__RPC_Q_0 },
         { Self::__RPC_R_0 },
     > = ::ferry_rpc::__private::Call::new(0xe06cac36u32);
-    #[inline(always)]
-    fn __rpc_args_0(__rpc_bytes: &[u8]) -> ::core::option::Option<(u64,)> {
-        ::core::option::Option::Some((
-            ::ferry_rpc::__private::take::<u64>(__rpc_bytes, 0usize)?,
-        ))
-    }
     const __RPC_Q_1: usize = ::ferry_rpc::__private::args_slot(
-        0usize + ::core::mem::size_of::<u32>(),
+        ::core::mem::size_of::<u32>(),
     );
     const __RPC_R_1: usize = ::ferry_rpc::__private::reply_slot(
-        1usize
-            + ::ferry_rpc::__private::max(
-                ::core::mem::size_of::<u64>(),
-                ::core::mem::size_of::<StoreError>(),
-            ),
+        ::ferry_rpc::__private::tagged::<u64, StoreError>(),
     );
     const __RPC_CALL_1: ::ferry_rpc::__private::Call<
         { Self::__RPC_Q_1 },
         { Self::__RPC_R_1 },
     > = ::ferry_rpc::__private::Call::new(0xeb709090u32);
-    #[inline(always)]
-    fn __rpc_args_1(__rpc_bytes: &[u8]) -> ::core::option::Option<(u32,)> {
-        ::core::option::Option::Some((
-            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-        ))
-    }
     const __RPC_Q_2: usize = ::ferry_rpc::__private::args_slot(
-        0usize + ::core::mem::size_of::<u32>(),
+        ::core::mem::size_of::<u32>(),
     );
     const __RPC_R_2: usize = ::ferry_rpc::__private::reply_slot(
-        1usize
-            + ::ferry_rpc::__private::max(0usize, ::core::mem::size_of::<StoreError>()),
+        ::ferry_rpc::__private::tagged::<(), StoreError>(),
     );
     const __RPC_CALL_2: ::ferry_rpc::__private::Call<
         { Self::__RPC_Q_2 },
         { Self::__RPC_R_2 },
     > = ::ferry_rpc::__private::Call::new(0x8a8506d8u32);
-    #[inline(always)]
-    fn __rpc_args_2(__rpc_bytes: &[u8]) -> ::core::option::Option<(u32,)> {
-        ::core::option::Option::Some((
-            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-        ))
-    }
     const __RPC_Q_3: usize = ::ferry_rpc::__private::args_slot(
-        0usize + ::core::mem::size_of::<u32>(),
+        ::core::mem::size_of::<u32>(),
     );
     const __RPC_R_3: usize = 0usize;
     const __RPC_CALL_3: ::ferry_rpc::__private::Call<
         { Self::__RPC_Q_3 },
         { Self::__RPC_R_3 },
     > = ::ferry_rpc::__private::Call::new(0xb61020fau32);
-    #[inline(always)]
-    fn __rpc_args_3(__rpc_bytes: &[u8]) -> ::core::option::Option<(u32,)> {
-        ::core::option::Option::Some((
-            ::ferry_rpc::__private::take::<u32>(__rpc_bytes, 0usize)?,
-        ))
-    }
     const __RPC_Q_4: usize = ::ferry_rpc::__private::args_slot(0usize);
     const __RPC_R_4: usize = 0usize;
     const __RPC_CALL_4: ::ferry_rpc::__private::Call<
         { Self::__RPC_Q_4 },
         { Self::__RPC_R_4 },
     > = ::ferry_rpc::__private::Call::new(0x00000007u32);
-    #[inline(always)]
-    fn __rpc_args_4(__rpc_bytes: &[u8]) -> ::core::option::Option<()> {
-        ::core::option::Option::Some(())
-    }
 }
 impl Counter {
     /// This call's opcode.
@@ -180,15 +136,9 @@ impl Counter {
     ) -> CounterAsyncClient<__RpcS> {
         CounterAsyncClient(::ferry_rpc::__private::Calls::new(site))
     }
-    /// Serves the call on `port`, a port a server just opened: reads the opcode, decodes
-    /// each lane's arguments, calls the handler once per lane, and replies. A call the
-    /// service does not have gets `status::UNKNOWN_OPCODE` back; arguments that do not
-    /// decode, `status::BAD_REQUEST`; a streamed argument longer than the call's `limit`
-    /// (or than `buffers` take), `status::REJECTED`: in each case no handler runs. The
-    /// handshake opcode is answered with this service's fingerprint. `buffers` receives
-    /// streamed arguments (`Vec::new()` with `alloc`).
-    ///
-    /// Returns what was served, or the protocol error (the client stalled).
+    /// Serves the call on `port`, a port a server just opened, with `handler`; `buffers`
+    /// receives streamed arguments (`Vec::new()` with `alloc`). What was served, or the
+    /// protocol error (see `ferry_rpc::service::Dispatch::dispatch`).
     #[inline]
     pub fn dispatch<__RpcH: CounterServer + ?::core::marker::Sized>(
         handler: &__RpcH,
@@ -231,7 +181,7 @@ impl<
                 via.fixed(
                     Counter::__RPC_CALL_0,
                     ::ferry_rpc::__rpc_infallible!(u64),
-                    Counter::__rpc_args_0,
+                    ::ferry_rpc::__private::args::<(u64,)>,
                     |(__rpc_arg0,), __rpc_out| ::ferry_rpc::__private::put(
                         __rpc_out,
                         0,
@@ -244,7 +194,7 @@ impl<
                     Counter::__RPC_CALL_1,
                     false,
                     ::core::option::Option::Some(65536u64),
-                    Counter::__rpc_args_1,
+                    ::ferry_rpc::__private::args::<(u32,)>,
                     |(__rpc_arg0,), __rpc_body| <__RpcH as CounterServer>::put(
                         handler,
                         __rpc_arg0,
@@ -262,7 +212,7 @@ impl<
                     false,
                     ::core::option::Option::None,
                     false,
-                    Counter::__rpc_args_2,
+                    ::ferry_rpc::__private::args::<(u32,)>,
                     |(__rpc_arg0,), _| <__RpcH as CounterServer>::name(
                         handler,
                         __rpc_arg0,
@@ -285,7 +235,7 @@ impl<
                 via.fixed(
                     Counter::__RPC_CALL_3,
                     ::ferry_rpc::__rpc_infallible!(u32),
-                    Counter::__rpc_args_3,
+                    ::ferry_rpc::__private::args::<(u32,)>,
                     |(__rpc_arg0,), __rpc_out| ::ferry_rpc::__private::put(
                         __rpc_out,
                         0,
@@ -298,7 +248,7 @@ impl<
                     Counter::__RPC_CALL_4,
                     true,
                     ::core::option::Option::None,
-                    Counter::__rpc_args_4,
+                    ::ferry_rpc::__private::args::<()>,
                     |(), _| <__RpcH as CounterServer>::reset(handler),
                     |__rpc_reply, __rpc_out| {
                         let _ = (__rpc_reply, __rpc_out);
@@ -356,8 +306,7 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         CounterClient(self.0.with_deadline(deadline))
     }
     /// Adds `n`; returns the new total. Compiled where it is called (`hot`).
-    ///
-    ///Calls `Add` (opcode `0xe06cac36`).
+    /// Calls `Add` (opcode `0xe06cac36`).
     #[inline]
     pub fn add(
         &self,
@@ -368,8 +317,7 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         Counter::__RPC_CALL_0.fixed_hot(&self.0, &__rpc_q, ::ferry_rpc::__private::value)
     }
     /// Stores bytes under a key; how many are stored now.
-    ///
-    ///Calls `Put` (opcode `0xeb709090`).
+    /// Calls `Put` (opcode `0xeb709090`).
     #[inline]
     pub fn put(
         &self,
@@ -405,8 +353,8 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         ::ferry_rpc::__private::take_result(& __rpc_r)) }) }
     }
     ::ferry_rpc::__rpc_if_alloc! {
-        #[doc = " A key's name, as text."] #[doc = ""] #[doc =
-        "Calls `Name` (opcode `0x8a8506d8`)."] pub fn name(& self, key : u32) ->
+        #[doc = " A key's name, as text."] #[doc =
+        " Calls `Name` (opcode `0x8a8506d8`)."] pub fn name(& self, key : u32) ->
         ::core::result::Result < ::ferry_rpc::__private::String,
         ::ferry_rpc::service::Error < StoreError > > { const __RPC_Q : usize =
         Counter::__RPC_Q_2; let mut __rpc_q = [0u8; __RPC_Q];
@@ -439,8 +387,7 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
             )
     }
     /// Touches a key; replies `()`.
-    ///
-    ///Calls `Touch` (opcode `0xb61020fa`).
+    /// Calls `Touch` (opcode `0xb61020fa`).
     #[inline]
     pub fn touch(
         &self,
@@ -451,8 +398,7 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         Counter::__RPC_CALL_3.fixed(&self.0, &__rpc_q, ::ferry_rpc::__private::value)
     }
     /// Resets; the client does not wait.
-    ///
-    ///Calls `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it).
+    /// Calls `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it).
     pub fn reset(&self) -> ::core::result::Result<(), ::ferry_rpc::service::Error> {
         let mut __rpc_q = [0u8; Counter::__RPC_Q_4];
         Counter::__RPC_CALL_4.oneway(&self.0, &__rpc_q, false)
@@ -469,8 +415,7 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
         CounterAsyncClient(self.0.with_deadline(deadline))
     }
     /// Adds `n`; returns the new total. Compiled where it is called (`hot`).
-    ///
-    ///Calls `Add` (opcode `0xe06cac36`).
+    /// Calls `Add` (opcode `0xe06cac36`).
     pub async fn add(
         &self,
         n: u64,
@@ -482,8 +427,7 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
             .await
     }
     /// Stores bytes under a key; how many are stored now.
-    ///
-    ///Calls `Put` (opcode `0xeb709090`).
+    /// Calls `Put` (opcode `0xeb709090`).
     pub async fn put(
         &self,
         key: u32,
@@ -502,8 +446,8 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
             .await
     }
     ::ferry_rpc::__rpc_if_alloc! {
-        #[doc = " A key's name, as text."] #[doc = ""] #[doc =
-        "Calls `Name` (opcode `0x8a8506d8`)."] pub async fn name(& self, key : u32) ->
+        #[doc = " A key's name, as text."] #[doc =
+        " Calls `Name` (opcode `0x8a8506d8`)."] pub async fn name(& self, key : u32) ->
         ::core::result::Result < ::ferry_rpc::__private::String,
         ::ferry_rpc::service::Error < StoreError > > {
         ::ferry_rpc::service::AsyncSite::blocking(& self.0.site, self.0.deadline, move |
@@ -512,8 +456,7 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
         ::core::option::Option::None => __rpc_c, }; __rpc_c.name(key) }). await }
     }
     /// Touches a key; replies `()`.
-    ///
-    ///Calls `Touch` (opcode `0xb61020fa`).
+    /// Calls `Touch` (opcode `0xb61020fa`).
     pub async fn touch(
         &self,
         arg0: u32,
@@ -525,8 +468,8 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
             .await
     }
     ::ferry_rpc::__rpc_if_alloc! {
-        #[doc = " Resets; the client does not wait."] #[doc = ""] #[doc =
-        "Calls `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it)."]
+        #[doc = " Resets; the client does not wait."] #[doc =
+        " Calls `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it)."]
         pub async fn reset(& self) -> ::core::result::Result < (),
         ::ferry_rpc::service::Error > { ::ferry_rpc::service::AsyncSite::blocking(& self
         .0.site, self.0.deadline, move | __rpc_s, __rpc_d | { let __rpc_c =
@@ -540,27 +483,22 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
 A handler runs once for each active lane of a call, in lane order (a host server handles every lane of a GPU warp's call). Handlers take `&self`, so several server threads may share one service; the trait has nothing but the handlers, so a handler is tested by calling it.*/
 pub trait CounterServer {
     /// Adds `n`; returns the new total. Compiled where it is called (`hot`).
-    ///
-    ///Serves `Add` (opcode `0xe06cac36`).
+    /// Serves `Add` (opcode `0xe06cac36`).
     fn add(&self, n: u64) -> u64;
     /// Stores bytes under a key; how many are stored now.
-    ///
-    ///Serves `Put` (opcode `0xeb709090`).
+    /// Serves `Put` (opcode `0xeb709090`).
     fn put(&self, key: u32, value: &[u8]) -> ::core::result::Result<u64, StoreError>;
     /// A key's name, as text.
-    ///
-    ///Serves `Name` (opcode `0x8a8506d8`).
+    /// Serves `Name` (opcode `0x8a8506d8`).
     fn name(
         &self,
         key: u32,
     ) -> ::core::result::Result<impl ::core::convert::AsRef<str>, StoreError>;
     /// Touches a key; replies `()`.
-    ///
-    ///Serves `Touch` (opcode `0xb61020fa`).
+    /// Serves `Touch` (opcode `0xb61020fa`).
     fn touch(&self, arg0: u32);
     /// Resets; the client does not wait.
-    ///
-    ///Serves `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it).
+    /// Serves `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it).
     fn reset(&self);
 }
 ::ferry_rpc::__rpc_if_std! {
@@ -568,20 +506,19 @@ pub trait CounterServer {
     "The async server side of service `counter`: one handler per call of [`Counter`], each an `async fn` (write `async fn` in the impl). Serve it with `Counter::async_server(handler, spawn)`: the calls that come inline (fixed arguments and reply, or a `Bytes` argument and a fixed reply) run as tasks of the executor that `spawn` spawns on, holding no server thread while they wait; the others (streamed replies, one-way calls, text arguments) run to their end on a server thread."]
     pub trait CounterAsyncServer : ::core::marker::Send + ::core::marker::Sync + 'static
     { #[doc = " Adds `n`; returns the new total. Compiled where it is called (`hot`)."]
-    #[doc = ""] #[doc = "Serves `Add` (opcode `0xe06cac36`)."] fn add(& self, n : u64) ->
-    impl ::core::future::Future < Output = u64 > + ::core::marker::Send; #[doc =
-    " Stores bytes under a key; how many are stored now."] #[doc = ""] #[doc =
-    "Serves `Put` (opcode `0xeb709090`)."] fn put(& self, key : u32, value : & [u8]) ->
+    #[doc = " Serves `Add` (opcode `0xe06cac36`)."] fn add(& self, n : u64) -> impl
+    ::core::future::Future < Output = u64 > + ::core::marker::Send; #[doc =
+    " Stores bytes under a key; how many are stored now."] #[doc =
+    " Serves `Put` (opcode `0xeb709090`)."] fn put(& self, key : u32, value : & [u8]) ->
     impl ::core::future::Future < Output = ::core::result::Result < u64, StoreError > > +
-    ::core::marker::Send; #[doc = " A key's name, as text."] #[doc = ""] #[doc =
-    "Serves `Name` (opcode `0x8a8506d8`)."] fn name(& self, key : u32) -> impl
+    ::core::marker::Send; #[doc = " A key's name, as text."] #[doc =
+    " Serves `Name` (opcode `0x8a8506d8`)."] fn name(& self, key : u32) -> impl
     ::core::future::Future < Output = ::core::result::Result <
     ::ferry_rpc::__private::String, StoreError > > + ::core::marker::Send; #[doc =
-    " Touches a key; replies `()`."] #[doc = ""] #[doc =
-    "Serves `Touch` (opcode `0xb61020fa`)."] fn touch(& self, arg0 : u32) -> impl
-    ::core::future::Future < Output = () > + ::core::marker::Send; #[doc =
-    " Resets; the client does not wait."] #[doc = ""] #[doc =
-    "Serves `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it)."]
+    " Touches a key; replies `()`."] #[doc = " Serves `Touch` (opcode `0xb61020fa`)."] fn
+    touch(& self, arg0 : u32) -> impl ::core::future::Future < Output = () > +
+    ::core::marker::Send; #[doc = " Resets; the client does not wait."] #[doc =
+    " Serves `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it)."]
     fn reset(& self) -> impl ::core::future::Future < Output = () > +
     ::core::marker::Send; } impl < __RpcH : CounterAsyncServer > CounterServer for
     ::ferry_rpc::service::BlockOn < __RpcH > { fn add(& self, n : u64) -> u64 { let
@@ -605,25 +542,25 @@ pub trait CounterServer {
     ::ferry_rpc::__private::Box < dyn ::ferry_rpc::service::Later >> { let _ = (handler,
     request, body); match opcode { 0xe06cac36u32 => ::ferry_rpc::__private::later_fixed::
     < { Counter::__RPC_Q_0 }, { Counter::__RPC_R_0 }, _ > (::core::option::Option::None,
-    request, body, later, Counter::__rpc_args_0, | (__rpc_arg0,), _, later | { let
+    request, body, later, ::ferry_rpc::__private::args:: < (u64,) >, | (__rpc_arg0,), _,
+    later | { let __rpc_h = ::ferry_rpc::__private::Arc::clone(handler.handler());
+    handler.spawner().spawn(::ferry_rpc::__private::task:: < { Counter::__RPC_R_0 } >
+    (later, async move { #[allow(clippy::let_unit_value)] let __rpc_reply = __rpc_h
+    .add(__rpc_arg0). await; let mut __rpc_buf = [0u8; Counter::__RPC_R_0];
+    ::ferry_rpc::__private::put(& mut __rpc_buf, 0, & __rpc_reply); __rpc_buf })); },),
+    0xeb709090u32 => ::ferry_rpc::__private::later_fixed:: < { Counter::__RPC_Q_1 }, {
+    Counter::__RPC_R_1 }, _ > (::core::option::Option::Some(65536u64), request, body,
+    later, ::ferry_rpc::__private::args:: < (u32,) >, | (__rpc_arg0,), __rpc_body, later
+    | { let __rpc_body : ::ferry_rpc::__private::Vec < u8 > = __rpc_body.into(); let
     __rpc_h = ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
-    .spawn(::ferry_rpc::__private::task:: < { Counter::__RPC_R_0 } > (later, async move {
-    #[allow(clippy::let_unit_value)] let __rpc_reply = __rpc_h.add(__rpc_arg0). await;
-    let mut __rpc_buf = [0u8; Counter::__RPC_R_0]; ::ferry_rpc::__private::put(& mut
-    __rpc_buf, 0, & __rpc_reply); __rpc_buf })); },), 0xeb709090u32 =>
-    ::ferry_rpc::__private::later_fixed:: < { Counter::__RPC_Q_1 }, { Counter::__RPC_R_1
-    }, _ > (::core::option::Option::Some(65536u64), request, body, later,
-    Counter::__rpc_args_1, | (__rpc_arg0,), __rpc_body, later | { let __rpc_body :
-    ::ferry_rpc::__private::Vec < u8 > = __rpc_body.into(); let __rpc_h =
-    ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
     .spawn(::ferry_rpc::__private::task:: < { Counter::__RPC_R_1 } > (later, async move {
     #[allow(clippy::let_unit_value)] let __rpc_reply = __rpc_h.put(__rpc_arg0, &
     __rpc_body). await; let mut __rpc_buf = [0u8; Counter::__RPC_R_1];
     ::ferry_rpc::__private::put_result(& mut __rpc_buf, & __rpc_reply); __rpc_buf }));
     },), 0xb61020fau32 => ::ferry_rpc::__private::later_fixed:: < { Counter::__RPC_Q_3 },
     { Counter::__RPC_R_3 }, _ > (::core::option::Option::None, request, body, later,
-    Counter::__rpc_args_3, | (__rpc_arg0,), _, later | { let __rpc_h =
-    ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
+    ::ferry_rpc::__private::args:: < (u32,) >, | (__rpc_arg0,), _, later | { let __rpc_h
+    = ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
     .spawn(::ferry_rpc::__private::task:: < { Counter::__RPC_R_3 } > (later, async move {
     #[allow(clippy::let_unit_value)] let __rpc_reply = __rpc_h.touch(__rpc_arg0). await;
     let mut __rpc_buf = [0u8; Counter::__RPC_R_3]; ::ferry_rpc::__private::put(& mut
