@@ -892,6 +892,106 @@ fn a_service_can_name_the_runtime_through_a_reexport() {
     assert_eq!(<Renamed as Service>::NAME, "Renamed");
 }
 
+/// Calls of many fixed arguments: up to 12 the runtime decodes them as a tuple, past that the
+/// derive writes the call's own decoder; both read each argument at its packed offset, and both
+/// refuse a value that is not one of its type.
+#[derive(RpcOpcodes)]
+enum Wide {
+    #[rpc(response = u64)]
+    Twelve(u8, u16, u32, u64, u8, u16, u32, u64, u8, u16, u32, bool),
+    #[rpc(response = u64)]
+    Thirteen(u8, u16, u32, u64, u8, u16, u32, u64, u8, u16, u32, u8, bool),
+}
+
+#[test]
+#[allow(clippy::too_many_arguments)]
+fn calls_of_many_fixed_arguments_read_each_at_its_offset() {
+    struct Summer;
+    impl WideServer for Summer {
+        fn twelve(
+            &self,
+            a: u8,
+            b: u16,
+            c: u32,
+            d: u64,
+            e: u8,
+            f: u16,
+            g: u32,
+            h: u64,
+            i: u8,
+            j: u16,
+            k: u32,
+            l: bool,
+        ) -> u64 {
+            let parts = [
+                a as u64, b as u64, c as u64, d, e as u64, f as u64, g as u64, h,
+            ];
+            parts.iter().sum::<u64>() + i as u64 + j as u64 + k as u64 + l as u64 * 1000
+        }
+        fn thirteen(
+            &self,
+            a: u8,
+            b: u16,
+            c: u32,
+            d: u64,
+            e: u8,
+            f: u16,
+            g: u32,
+            h: u64,
+            i: u8,
+            j: u16,
+            k: u32,
+            l: u8,
+            m: bool,
+        ) -> u64 {
+            self.twelve(a, b, c, d, e, f, g, h, i, j, k, m) + l as u64 * 100
+        }
+    }
+    let region: HeapRegion = HeapRegion::new(32, 1).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let server = region.server();
+            let mut buffers = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                if Wide::serve_one(&Summer, &server, &mut buffers)
+                    .unwrap()
+                    .is_none()
+                {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        let client = region.client();
+        let wide = Wide::client(&client);
+        assert_eq!(
+            wide.twelve(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, true),
+            Ok(1066)
+        );
+        assert_eq!(
+            wide.thirteen(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 3, false),
+            Ok(366)
+        );
+        stop.store(true, Ordering::Relaxed);
+    });
+    // A `bool` that is neither 0 nor 1, last of each: refused before the handler.
+    let mut reply = [0u8; service::INLINE_BYTES];
+    for (opcode, len) in [(Wide::OPCODE_TWELVE, 38), (Wide::OPCODE_THIRTEEN, 39)] {
+        let mut request = vec![0u8; len];
+        request[len - 1] = 2;
+        assert_eq!(
+            Wide::dispatch_inline(&Summer, opcode, &request, &[], &mut reply),
+            Some((status::BAD_REQUEST, 0)),
+            "{len} bytes"
+        );
+        request[len - 1] = 1;
+        assert_eq!(
+            Wide::dispatch_inline(&Summer, opcode, &request, &[], &mut reply).map(|r| r.0),
+            Some(status::OK)
+        );
+    }
+}
+
 /// The generated server serves a call in one pass only when no argument can fail to decode: the
 /// probe it asks says so for types whose every byte pattern is a value, and not for others.
 #[test]
