@@ -435,6 +435,7 @@ fn generate(service: &Service) -> TokenStream {
         #[derive(Clone, Copy, Debug)]
         #vis struct #client<__RpcS>(::ferry_rpc::__private::Calls<__RpcS>);
 
+        #[allow(clippy::too_many_arguments)]
         impl<__RpcS: ::ferry_rpc::service::Site> #client<__RpcS> {
             /// This client with every call waiting at most `deadline` for the other side (on
             /// transports that keep time: between processes; a bare process waits under its own
@@ -450,6 +451,7 @@ fn generate(service: &Service) -> TokenStream {
         #[derive(Clone, Copy, Debug)]
         #vis struct #async_client<__RpcS>(::ferry_rpc::__private::Calls<__RpcS>);
 
+        #[allow(clippy::too_many_arguments)]
         impl<__RpcS: ::ferry_rpc::service::AsyncSite> #async_client<__RpcS> {
             /// This client with every call waiting at most `deadline` for the other side.
             pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
@@ -460,16 +462,19 @@ fn generate(service: &Service) -> TokenStream {
         }
 
         #[doc = #server_doc]
+        #[allow(clippy::too_many_arguments)]
         #vis trait #server {
             #( #handler_docs #handler_sigs; )*
         }
 
         ::ferry_rpc::__rpc_if_std! {
             #[doc = #async_server_doc]
+            #[allow(clippy::too_many_arguments)]
             #vis trait #async_server: ::core::marker::Send + ::core::marker::Sync + 'static {
                 #( #handler_docs #async_sigs; )*
             }
 
+            #[allow(clippy::too_many_arguments)]
             impl<__RpcH: #async_server> #server for ::ferry_rpc::service::BlockOn<__RpcH> {
                 #( #block_on_methods )*
             }

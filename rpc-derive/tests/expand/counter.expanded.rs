@@ -298,6 +298,7 @@ impl ::ferry_rpc::service::Service for Counter {
 On a GPU every active lane calls a method together with the others, each with its own arguments, and gets its own reply. A server that does not know a call answers with an error instead of leaving the caller waiting.*/
 #[derive(Clone, Copy, Debug)]
 pub struct CounterClient<__RpcS>(::ferry_rpc::__private::Calls<__RpcS>);
+#[allow(clippy::too_many_arguments)]
 impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
     /// This client with every call waiting at most `deadline` for the other side (on
     /// transports that keep time: between processes; a bare process waits under its own
@@ -409,6 +410,7 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
 Calls whose request and reply travel in one exchange (fixed arguments and reply, or a streamed argument and a fixed reply) are awaited in place; a one-way call and a call with a streamed reply are made as [`CounterClient`] makes them, where the transport runs blocking calls (a helper thread, for `ferry_shm`).*/
 #[derive(Clone, Copy, Debug)]
 pub struct CounterAsyncClient<__RpcS>(::ferry_rpc::__private::Calls<__RpcS>);
+#[allow(clippy::too_many_arguments)]
 impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
     /// This client with every call waiting at most `deadline` for the other side.
     pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
@@ -481,6 +483,7 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
 /**The server side of service `counter`: one handler per call of [`Counter`]. Serve it with [`Counter::dispatch`] (or a transport's server).
 
 A handler runs once for each active lane of a call, in lane order (a host server handles every lane of a GPU warp's call). Handlers take `&self`, so several server threads may share one service; the trait has nothing but the handlers, so a handler is tested by calling it.*/
+#[allow(clippy::too_many_arguments)]
 pub trait CounterServer {
     /// Adds `n`; returns the new total. Compiled where it is called (`hot`).
     /// Serves `Add` (opcode `0xe06cac36`).
@@ -504,9 +507,10 @@ pub trait CounterServer {
 ::ferry_rpc::__rpc_if_std! {
     #[doc =
     "The async server side of service `counter`: one handler per call of [`Counter`], each an `async fn` (write `async fn` in the impl). Serve it with `Counter::async_server(handler, spawn)`: the calls that come inline (fixed arguments and reply, or a `Bytes` argument and a fixed reply) run as tasks of the executor that `spawn` spawns on, holding no server thread while they wait; the others (streamed replies, one-way calls, text arguments) run to their end on a server thread."]
-    pub trait CounterAsyncServer : ::core::marker::Send + ::core::marker::Sync + 'static
-    { #[doc = " Adds `n`; returns the new total. Compiled where it is called (`hot`)."]
-    #[doc = " Serves `Add` (opcode `0xe06cac36`)."] fn add(& self, n : u64) -> impl
+    #[allow(clippy::too_many_arguments)] pub trait CounterAsyncServer :
+    ::core::marker::Send + ::core::marker::Sync + 'static { #[doc =
+    " Adds `n`; returns the new total. Compiled where it is called (`hot`)."] #[doc =
+    " Serves `Add` (opcode `0xe06cac36`)."] fn add(& self, n : u64) -> impl
     ::core::future::Future < Output = u64 > + ::core::marker::Send; #[doc =
     " Stores bytes under a key; how many are stored now."] #[doc =
     " Serves `Put` (opcode `0xeb709090`)."] fn put(& self, key : u32, value : & [u8]) ->
@@ -520,11 +524,11 @@ pub trait CounterServer {
     ::core::marker::Send; #[doc = " Resets; the client does not wait."] #[doc =
     " Serves `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it)."]
     fn reset(& self) -> impl ::core::future::Future < Output = () > +
-    ::core::marker::Send; } impl < __RpcH : CounterAsyncServer > CounterServer for
-    ::ferry_rpc::service::BlockOn < __RpcH > { fn add(& self, n : u64) -> u64 { let
-    __rpc_h = ::ferry_rpc::__private::Arc::clone(self.handler()); self.run(async move {
-    __rpc_h.add(n). await }) } fn put(& self, key : u32, value : & [u8]) ->
-    ::core::result::Result < u64, StoreError > { let __rpc_h =
+    ::core::marker::Send; } #[allow(clippy::too_many_arguments)] impl < __RpcH :
+    CounterAsyncServer > CounterServer for ::ferry_rpc::service::BlockOn < __RpcH > { fn
+    add(& self, n : u64) -> u64 { let __rpc_h = ::ferry_rpc::__private::Arc::clone(self
+    .handler()); self.run(async move { __rpc_h.add(n). await }) } fn put(& self, key :
+    u32, value : & [u8]) -> ::core::result::Result < u64, StoreError > { let __rpc_h =
     ::ferry_rpc::__private::Arc::clone(self.handler()); let value :
     ::ferry_rpc::__private::Vec < u8 > = value.into(); self.run(async move { __rpc_h
     .put(key, & value). await }) } fn name(& self, key : u32) -> ::core::result::Result <
