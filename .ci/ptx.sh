@@ -26,7 +26,7 @@ for p in hello occupancy exit bench files printbench tally; do
 done
 # The calls keep the client handle in registers: a handle whose address escapes (an outlined
 # call, or a merge of its pointer with other bytes) lives in local memory, and every field access
-# of every call then goes to memory (transport-gpu/NOTES.md). A kernel of calls and nothing else
+# of every call then goes to memory (gpu/NOTES.md). A kernel of calls and nothing else
 # has one local access (the kernel's error word); allow a few.
 "$root/scripts/ptx-locals" "$out/bench.ptx" 8 call_latency call_latency_kept call_latency_lane0 \
     call_latency_lane0_kept call_throughput call_phases_words call_phases_values_open

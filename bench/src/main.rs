@@ -7,7 +7,7 @@
 //! ```
 //!
 //! 1. The floor: one GPU thread ping-pongs a flag with a host thread through mapped pinned memory,
-//!    in Rust PTX (`bench.ptx`'s `pingpong`) and in CUDA C++ (`transport-gpu/bench/floor.cu`, compiled with
+//!    in Rust PTX (`bench.ptx`'s `pingpong`) and in CUDA C++ (`gpu/bench/floor.cu`, compiled with
 //!    nvcc to PTX on the GPU machine); the same host echo thread serves both.
 //! 2. A no-op call's round trip from one warp (`call_latency`), through the protocol, against one
 //!    server thread, with 64 ports and with the default port count (one per resident warp).

@@ -484,7 +484,7 @@ const WARM_UP: u64 = 2_000;
 ///
 /// How long a line takes to cross between two cores depends on the line: the same ping-pong
 /// between the same two CPUs is steadily faster on some lines than on others (its physical
-/// address decides where in the processor the line is tracked; `transport-shm/BENCHMARKS.md`). A
+/// address decides where in the processor the line is tracked; `shm/BENCHMARKS.md`). A
 /// figure from one line would compare the protocols and the luck of two addresses; each run
 /// therefore uses other lines (the raw round trips) or another port (ferry's calls, whose handle
 /// starts its search elsewhere each run), and the medians are over lines as well as runs.
@@ -619,7 +619,7 @@ fn peer_wait(
     })
 }
 
-/// The rpc-core protocol alone: an echo between two threads of this process over a heap region
+/// The ferry-rpc protocol alone: an echo between two threads of this process over a heap region
 /// of 64 ports (the same port count as the file), both sides spinning. `typed`: the demo
 /// service's `echo` through the generated client trait and dispatch (what the file transport
 /// runs); otherwise the same exchange hand-written on `Port` (words in lane 0's slot), so the
@@ -1124,7 +1124,7 @@ pub fn run(args: BenchArgs) -> Res<()> {
         pin_to(&[a])?;
     }
     // Two baselines: polling with the spin-wait hint (`pause` on x86, long enough to show in a
-    // round trip: `transport-shm/BENCHMARKS.md`), as ferry's polls do, and without it; the
+    // round trip: `shm/BENCHMARKS.md`), as ferry's polls do, and without it; the
     // ratios are against the faster.
     let paused = raw_pingpong("/dev/shm", &args, answerer, 0, false, true)?;
     let tight = raw_pingpong("/dev/shm", &args, answerer, 0, false, false)?;
@@ -1301,12 +1301,12 @@ pub fn run(args: BenchArgs) -> Res<()> {
         packets / call
     );
     println!(
-        "| rpc-core alone: the same echo through the packets between two threads, heap region | {threads:.0} | {:.2}× the ping-pong; the file transport adds {:.0} ns |",
+        "| ferry-rpc alone: the same echo through the packets between two threads, heap region | {threads:.0} | {:.2}× the ping-pong; the file transport adds {:.0} ns |",
         threads / raw,
         packets - threads
     );
     println!(
-        "| rpc-core alone, the echo hand-written on `Port` (no derive) | {by_hand:.0} | {:.2}× the ping-pong; the generated code costs {:.2}× this |",
+        "| ferry-rpc alone, the echo hand-written on `Port` (no derive) | {by_hand:.0} | {:.2}× the ping-pong; the generated code costs {:.2}× this |",
         by_hand / raw,
         threads / by_hand
     );

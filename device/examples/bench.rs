@@ -1,4 +1,4 @@
-//! Benchmark kernels, launched by `ferry-gpu-bench` (transport-gpu) by name.
+//! Benchmark kernels, launched by `ferry-gpu-bench` (ferry-gpu) by name.
 //!
 //! - `pingpong(ping, pong, iters, stamps)`: the raw floor: one thread writes `i` to `ping` in
 //!   mapped host memory (volatile store, `membar.sys`) and spins until the host echoes it in `pong`.

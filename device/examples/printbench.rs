@@ -3,7 +3,7 @@
 //! warp and line round). Returns 1 if a print failed.
 //!
 //! `rpc-gpu-run --blocks 132 --threads 256 printbench.ptx 1000000 > lines`; the CUDA C++
-//! counterpart is `transport-gpu/bench/printbench.cu`.
+//! counterpart is `gpu/bench/printbench.cu`.
 
 #![no_std]
 #![feature(abi_ptx)]

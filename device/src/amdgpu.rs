@@ -3,7 +3,7 @@
 //! The same interface as NVPTX's (`nvptx`): a host that loads the program fills the
 //! [`FERRY_RPC`] descriptor before dispatch, and each wavefront builds its client from it. Built
 //! for `amdgcn-amd-amdhsa` here (`.ci/amdgpu.sh`); no AMD GPU or HSA dispatch path exists on these
-//! machines to run it (`transport-gpu`'s `hsa` module says how far the host side goes).
+//! machines to run it (`ferry-gpu`'s `hsa` module says how far the host side goes).
 
 use crate::descriptor::{Client, Descriptor};
 use crate::lanes::Wavefront;

@@ -4,7 +4,7 @@
 //!   ballot from `vote.sync.ballot`, broadcast from `shfl.sync.idx` (this is how the port index the
 //!   first lane found is made uniform across the warp), sync from `bar.warp.sync`. The full warp's
 //!   mask goes to these as an immediate: with a mask in a register the GPU's compiler checks, at
-//!   every one of them, that the mask's lanes are converged (`transport-gpu/NOTES.md`); a
+//!   every one of them, that the mask's lanes are converged (`gpu/NOTES.md`); a
 //!   one-lane mask (a lone lane's call) needs none of them, and they cost it nothing.
 //! - `Wavefront` (AMDGPU): 64 lanes (32 on wave32 targets), through LLVM's AMDGPU intrinsics:
 //!   lane id from `mbcnt`, the active mask and ballot from `ballot` (the `exec` mask), broadcast

@@ -390,7 +390,7 @@ unsafe impl ferry_rpc::Lanes for SimWarp {
 }
 
 /// The descriptor a host installs for `region`, a region in this process's heap (as
-/// `transport-gpu`'s `GpuRegion::descriptor` does for mapped memory), so simulated warps build
+/// `ferry-gpu`'s `GpuRegion::descriptor` does for mapped memory), so simulated warps build
 /// their clients from it as a kernel does.
 pub fn descriptor(region: &ferry_rpc::HeapRegion) -> crate::Descriptor {
     let r = region.region();

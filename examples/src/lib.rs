@@ -5,7 +5,7 @@
 //!   typed error), served by two threads and called by four, over a region in this process's
 //!   heap (`Kv::serve_one` on the server side, `Kv::client(&process)` on the client side).
 //!   `cargo run -p ferry-examples --bin kv`.
-//! - `kv-shm`: the same service between processes, over a transport-shm file:
+//! - `kv-shm`: the same service between processes, over a ferry-shm file:
 //!   `ShmServer::start(path, config, Kv::server(store))` and
 //!   `Kv::client(&ShmClient::attach(path, ClientConfig::default().service::<Kv>())?)`.
 //!   `cargo run --release -p ferry-examples --bin kv-shm`.
@@ -13,7 +13,7 @@
 //! - `gpu-tally` and `tally-shm`: one user service, `Tally` (`ferry-example-tally`, `no_std`),
 //!   served by one handler ([`tally::HostTally`]) to a GPU kernel that calls it from every lane
 //!   (`gpu-tally TALLY.ptx`), and to threads of one process and to client processes over a
-//!   transport-shm file (`tally-shm`).
+//!   ferry-shm file (`tally-shm`).
 
 #![deny(missing_docs)]
 

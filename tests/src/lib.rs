@@ -1,5 +1,5 @@
 //! Integration tests across crates and processes live in `tests/`; this library holds what they
-//! share (and transport-gpu's tests use too): child processes that are killed when the test lets
+//! share (and ferry-gpu's tests use too): child processes that are killed when the test lets
 //! go of them, lines read from them under a deadline, the watchdog of `ferry-testkit` (re-exported,
 //! so no test can hang forever), and a writer a test reads back; and what the host services'
 //! tests share (a scratch directory, a captured `LibcHost` configuration).
@@ -170,7 +170,7 @@ impl Capture {
     }
 }
 
-// ---- the host services' tests (tests/tests/host_services.rs, transport-gpu/tests/libc.rs) ----
+// ---- the host services' tests (tests/tests/host_services.rs, gpu/tests/libc.rs) ----
 
 /// A `LibcHost` configuration printing to `out` and `err` (the rest default).
 pub fn captured(out: &Capture, err: &Capture) -> ferry_libc_host::LibcConfig {

@@ -3,7 +3,7 @@
 //! shared-memory transport, between threads and between processes. Every service, and its errors:
 //! a missing file, a bad handle, a read past the end, hostile lengths, exit with a code, clients'
 //! ownership and quotas. (The same host on simulated warps, where lanes of one message ask for
-//! different things, is tested in process in `transport-gpu/tests/libc.rs`.)
+//! different things, is tested in process in `gpu/tests/libc.rs`.)
 
 // A device call must take a client of any lifetime, which a function path does not: closures.
 #![allow(clippy::redundant_closure)]

@@ -1,6 +1,6 @@
 //! One user service, `Tally`, served by the handler that `gpu-tally` serves to a GPU kernel, here
 //! to threads of this process (a heap region) and then to client processes (this program again,
-//! started with `client`) over a transport-shm file. Each caller adds to its own keys the amounts
+//! started with `client`) over a ferry-shm file. Each caller adds to its own keys the amounts
 //! the GPU threads add, and every total is checked on both sides.
 //!
 //! `cargo run --release -p ferry-examples --bin tally-shm`
