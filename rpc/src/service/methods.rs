@@ -10,6 +10,7 @@ use super::__private::{check_limit, check_limit_len};
 use zerocopy::TryFromBytes;
 
 use super::{wire, AsyncSite, Error, Site};
+use crate::words::Memory;
 
 /// What a derived client holds: the site its calls are made through, and the deadline each
 /// waits under (none: the site's own).
@@ -39,13 +40,13 @@ impl<S> Calls<S> {
     }
 }
 
-/// A fixed reply read as a value ([`wire::take_value`]).
+/// A fixed reply read as a value (`wire::take_value`).
 #[inline(always)]
 pub fn value<T: TryFromBytes, E>(reply: &[u8]) -> Result<T, Error<E>> {
     wire::take_value(reply)
 }
 
-/// A tagged reply read as a value or an error ([`wire::take_result`]).
+/// A tagged reply read as a value or an error (`wire::take_result`).
 #[inline(always)]
 pub fn result<T: TryFromBytes, E: TryFromBytes>(reply: &[u8]) -> Result<T, Error<E>> {
     wire::take_result(reply)
@@ -59,10 +60,11 @@ pub struct Call<const Q: usize, const R: usize> {
     pub opcode: u32,
 }
 
-/// One method per way of making a fixed call (`wire::call_fixed*`): `request` its `Q` bytes of
-/// arguments, `decode` reads its `R` of reply.
+/// One method per way of making a fixed call (`wire::call_shared` or `wire::call_hot`, ordering
+/// the caller's memory or not): `request` its `Q` bytes of arguments, `decode` reads its `R` of
+/// reply.
 macro_rules! fixed_calls {
-    ($($(#[$doc:meta])* $name:ident => $call:ident;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident => $call:ident, $memory:ident;)*) => {$(
         $(#[$doc])*
         #[inline(always)]
         pub fn $name<S: Site, T, E>(
@@ -75,7 +77,10 @@ macro_rules! fixed_calls {
             caller.site.call(
                 caller.deadline,
                 #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(always))]
-                move |c| decode(&wire::$call::<_, Q, R>(c, opcode, request).map_err(Error::widen)?[..]),
+                move |c| {
+                    let reply = wire::$call::<_, Q, R>(c, opcode, request, Memory::$memory);
+                    decode(&reply.map_err(Error::widen)?[..])
+                },
             )
         }
     )*};
@@ -88,17 +93,17 @@ impl<const Q: usize, const R: usize> Call<Q, R> {
     }
 
     fixed_calls! {
-        /// A fixed call ([`wire::call_fixed`]).
-        fixed => call_fixed;
-        /// A fixed call compiled where it is written (`hot`: [`wire::call_fixed_hot`]).
-        fixed_hot => call_fixed_hot;
-        /// A fixed call of plain values (`values`: [`wire::call_fixed_values`]).
-        fixed_values => call_fixed_values;
-        /// A `hot` fixed call of plain values ([`wire::call_fixed_values_hot`]).
-        fixed_values_hot => call_fixed_values_hot;
+        /// A fixed call (`wire::call_shared`).
+        fixed => call_shared, Fenced;
+        /// A fixed call compiled where it is written (`hot`: `wire::call_hot`).
+        fixed_hot => call_hot, Fenced;
+        /// A fixed call of plain values (`values`).
+        fixed_values => call_shared, ValuesOnly;
+        /// A `hot` fixed call of plain values.
+        fixed_values_hot => call_hot, ValuesOnly;
     }
 
-    /// A one-way call ([`wire::call_oneway`], or [`wire::call_oneway_hot`] if `hot`).
+    /// A one-way call (`wire::call_oneway`, or `wire::call_oneway_hot` if `hot`).
     #[inline(always)]
     pub fn oneway<S: Site>(
         self,
@@ -117,9 +122,9 @@ impl<const Q: usize, const R: usize> Call<Q, R> {
         )
     }
 
-    /// A call with a streamed reply, written into `out` ([`wire::call_into`]; `body` the
+    /// A call with a streamed reply, written into `out` (`wire::call_into`; `body` the
     /// streamed argument, if the call has one): `unwrap` takes the reply's bytes out of it (or
-    /// its error, for a call that has one: [`wire::reply_bytes`]), `read` reads them.
+    /// its error, for a call that has one: `wire::reply_bytes`), `read` reads them.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub fn into<'b, S: Site, T, E>(
@@ -144,7 +149,7 @@ impl<const Q: usize, const R: usize> Call<Q, R> {
         )
     }
 
-    /// A call with a streamed argument, `body` ([`wire::call_stream`]): refused before anything
+    /// A call with a streamed argument, `body` (`wire::call_stream`): refused before anything
     /// is sent when a one-lane caller's `body` is over the call's `limit` (a one-way call could
     /// not learn of it otherwise; the server refuses it too, for a client that does not check).
     /// Its reply (none if `oneway`) read by `decode`.
@@ -218,7 +223,7 @@ pub fn bytes<E>(bytes: &mut [u8]) -> Result<&mut [u8], Error<E>> {
     Ok(bytes)
 }
 
-/// A streamed reply's bytes as text ([`wire::text`]).
+/// A streamed reply's bytes as text (`wire::text`).
 #[inline(always)]
 pub fn text_in<E>(bytes: &mut [u8]) -> Result<&str, Error<E>> {
     wire::text(bytes)

@@ -280,34 +280,25 @@ fn check(code: u32, opcode: u32) -> Result<(), Error> {
 }
 
 /// Makes a call whose arguments are `Q` fixed bytes and whose reply is `R` fixed bytes: inline
-/// where the site has a path for it and both fit ([`INLINE_BYTES`]), else through a port.
-///
-/// On a GPU every such call goes through one function per call site type (`fixed_shared`),
-/// whatever its sizes: its code is emitted once per program, not once per place a call is
-/// written. A call of a hot loop is compiled where it is written instead ([`call_fixed_hot`]).
+/// where the site has a path for it and both fit ([`INLINE_BYTES`]), else through a port
+/// ([`call_shared`] for a call that passes no memory).
 #[inline(always)]
 pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
     opcode: u32,
     request: &[u8; Q],
 ) -> Result<Reply<R>, Error> {
-    fixed_sized(site, opcode, request, Memory::Fenced)
+    call_shared(site, opcode, request, Memory::Fenced)
 }
 
-/// As [`call_fixed`], for a call that passes values only (`#[rpc(values)]`): inline through
-/// [`InlineCall::call_inline_values`].
+/// A fixed call ([`call_fixed`]) through the runtime's shared function: on a GPU every such call
+/// goes through one function per call site type (`fixed_shared`), whatever its sizes, so its
+/// code is emitted once per program, not once per place a call is written. `memory`: whether
+/// the call orders the caller's memory around it (`Memory::ValuesOnly` for `#[rpc(values)]`,
+/// inline through [`InlineCall::call_inline_values`]). A call of a hot loop is compiled where
+/// it is written instead ([`call_hot`]).
 #[inline(always)]
-pub fn call_fixed_values<C: CallSite + ?Sized, const Q: usize, const R: usize>(
-    site: &C,
-    opcode: u32,
-    request: &[u8; Q],
-) -> Result<Reply<R>, Error> {
-    fixed_sized(site, opcode, request, Memory::ValuesOnly)
-}
-
-/// [`call_fixed`] and [`call_fixed_values`]: the shared call, its reply sized.
-#[inline(always)]
-fn fixed_sized<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+pub fn call_shared<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
     opcode: u32,
     request: &[u8; Q],
@@ -318,31 +309,11 @@ fn fixed_sized<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     Ok(reply)
 }
 
-/// As [`call_fixed`], compiled where it is written, with its sizes known (`#[rpc(hot)]`): on a
+/// As [`call_shared`], compiled where it is written, with its sizes known (`#[rpc(hot)]`): on a
 /// GPU the client's handle then stays in registers, where a call of a shared function reaches it
 /// through memory (gpu/NOTES.md).
 #[inline(always)]
-pub fn call_fixed_hot<C: CallSite + ?Sized, const Q: usize, const R: usize>(
-    site: &C,
-    opcode: u32,
-    request: &[u8; Q],
-) -> Result<[u8; R], Error> {
-    fixed(site, opcode, request, Memory::Fenced)
-}
-
-/// [`call_fixed_hot`] for a values call (`#[rpc(hot, values)]`).
-#[inline(always)]
-pub fn call_fixed_values_hot<C: CallSite + ?Sized, const Q: usize, const R: usize>(
-    site: &C,
-    opcode: u32,
-    request: &[u8; Q],
-) -> Result<[u8; R], Error> {
-    fixed(site, opcode, request, Memory::ValuesOnly)
-}
-
-/// [`call_fixed_hot`] and [`call_fixed_values_hot`].
-#[inline(always)]
-fn fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+pub fn call_hot<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
     opcode: u32,
     request: &[u8; Q],
@@ -375,7 +346,7 @@ fn fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     Ok(reply)
 }
 
-/// [`call_fixed`] and [`call_fixed_values`] for any sizes (at most a slot each, as the derive
+/// [`call_shared`] for any sizes (at most a slot each, as the derive
 /// checks): `request` sent, the reply's first `reply.len()` bytes written into `reply`.
 ///
 /// One function on a GPU, not inlined: every fixed call of a program shares its code. Elsewhere
