@@ -171,326 +171,426 @@ fn arg_locals(call: &Call) -> Vec<Ident> {
 }
 
 fn generate(service: &Service) -> TokenStream {
-    let ident = service.ident;
-    let vis = service.vis;
-    let name = &service.name;
-    let client = format_ident!("{}Client", ident);
-    let server = format_ident!("{}Server", ident);
+    let g = Generator::new(service);
+    let items = [
+        g.checks(),
+        g.call_items(),
+        g.inherent(),
+        g.dispatch_impl(),
+        g.service_impl(),
+        g.client(),
+        g.async_client(),
+        g.server_trait(),
+        g.async_server(),
+    ];
+    quote!(#( #items )*)
+}
 
-    let patterns: Vec<TokenStream> = service
-        .calls
-        .iter()
-        .map(|c| {
+/// What is generated for one service, item by item (as tarpc's `ServiceGenerator`): each method
+/// emits one item or group of items, from the service and the names every item shares.
+struct Generator<'a> {
+    service: &'a Service<'a>,
+    ident: &'a Ident,
+    vis: &'a syn::Visibility,
+    name: &'a str,
+    client: Ident,
+    server: Ident,
+    async_client: Ident,
+    async_server: Ident,
+}
+
+impl<'a> Generator<'a> {
+    fn new(service: &'a Service<'a>) -> Self {
+        let ident = service.ident;
+        Generator {
+            service,
+            ident,
+            vis: service.vis,
+            name: &service.name,
+            client: format_ident!("{}Client", ident),
+            server: format_ident!("{}Server", ident),
+            async_client: format_ident!("{}AsyncClient", ident),
+            async_server: format_ident!("{}AsyncServer", ident),
+        }
+    }
+
+    /// The opcodes' literals, in declaration order.
+    fn opcodes(&self) -> Vec<TokenStream> {
+        self.service.calls.iter().map(opcode_lit).collect()
+    }
+
+    /// What the compiler checks ([`assertions`]), and every call and argument marked as used.
+    fn checks(&self) -> TokenStream {
+        let ident = self.ident;
+        let asserts = assertions(self.service);
+        // Every call is reachable through dispatch; say so to dead-code analysis (a variant with
+        // fields is built, in a function never called, from values that never exist).
+        let used = self.service.calls.iter().map(|c| {
             let v = c.ident;
             match c.fields {
-                syn::Fields::Unit => quote!(Self::#v),
-                syn::Fields::Named(_) => quote!(Self::#v { .. }),
-                syn::Fields::Unnamed(_) => quote!(Self::#v(..)),
-            }
-        })
-        .collect();
-    let opcodes: Vec<TokenStream> = service.calls.iter().map(opcode_lit).collect();
-    let infos: Vec<TokenStream> = service.calls.iter().map(call_info).collect();
-
-    let asserts = assertions(service);
-    let limits = limit_consts(service);
-    let items = service.calls.iter().map(call_items);
-    // Every call is reachable through dispatch; say so to dead-code analysis (a variant with
-    // fields is built, in a function never called, from values that never exist).
-    let used = service.calls.iter().map(|c| {
-        let v = c.ident;
-        match c.fields {
-            syn::Fields::Unit => quote!(let _ = #ident::#v;),
-            syn::Fields::Named(f) => {
-                let names = f.named.iter().map(|f| &f.ident);
-                quote!(let _ = #ident::#v { #( #names: loop {}, )* };)
-            }
-            syn::Fields::Unnamed(f) => {
-                let nevers = f.unnamed.iter().map(|_| quote!(loop {}));
-                quote!(let _ = #ident::#v( #( #nevers, )* );)
-            }
-        }
-    });
-    // And every argument is read (by the handler it is decoded for); say that too, or a private
-    // service enum's fields are each "never read".
-    let reads = service.calls.iter().map(|c| {
-        let v = c.ident;
-        let locals: Vec<Ident> = (0..c.fields.len())
-            .map(|i| format_ident!("__rpc_f{}", i))
-            .collect();
-        match c.fields {
-            syn::Fields::Unit => quote!(#ident::#v => {}),
-            syn::Fields::Named(f) => {
-                let names = f.named.iter().map(|f| &f.ident);
-                quote!(#ident::#v { #( #names: #locals ),* } => ::core::mem::drop(( #( #locals, )* )),)
-            }
-            syn::Fields::Unnamed(_) => {
-                quote!(#ident::#v( #( #locals ),* ) => ::core::mem::drop(( #( #locals, )* )),)
-            }
-        }
-    });
-    // One constant per call's opcode (a call with a `Bytes` or `Text` field has no value to
-    // ask `opcode()` of).
-    let opcode_consts = service.calls.iter().map(|c| {
-        let name = format_ident!("OPCODE_{}", c.method.to_uppercase(), span = c.ident.span());
-        let doc = format!("The opcode of call `{}`.", c.ident);
-        let op = opcode_lit(c);
-        quote!(#[doc = #doc] pub const #name: u32 = #op;)
-    });
-    let client_methods: Vec<TokenStream> = service
-        .calls
-        .iter()
-        .map(|c| {
-            let plain = client_method(ident, c);
-            let with = client_method_with(ident, c);
-            quote!(#plain #with)
-        })
-        .collect();
-    let async_methods: Vec<TokenStream> = service
-        .calls
-        .iter()
-        .map(|c| async_client_method(ident, c))
-        .collect();
-    let async_client = format_ident!("{}AsyncClient", ident);
-    let async_doc = format!(
-        "The async client of service `{name}`: one `async fn` per call of [`{ident}`], made \
-         through a transport on which a caller waits without holding a thread \
-         (`{ident}::async_client(&shm)` over a `ferry_shm::ShmClient`: its server wakes the \
-         waiting task). Its futures are `Send`; a call dropped before its reply gives its port \
-         up to the server, which answers it and takes the port back.\n\nCalls whose request and \
-         reply travel in one exchange (fixed arguments and reply, or a streamed argument and a \
-         fixed reply) are awaited in place; a one-way call and a call with a streamed reply are \
-         made as [`{client}`] makes them, where the transport runs blocking calls (a helper \
-         thread, for `ferry_shm`)."
-    );
-    let async_server = format_ident!("{}AsyncServer", ident);
-    let async_sigs: Vec<TokenStream> = service.calls.iter().map(async_handler_sig).collect();
-    let block_on_methods: Vec<TokenStream> = service.calls.iter().map(block_on_method).collect();
-    let later_arms: Vec<TokenStream> = service.calls.iter().map(|c| later_arm(ident, c)).collect();
-    let async_server_doc = format!(
-        "The async server side of service `{name}`: one handler per call of [`{ident}`], each an \
-         `async fn` (write `async fn` in the impl). Serve it with \
-         `{ident}::async_server(handler, spawn)`: the calls that come inline (fixed arguments \
-         and reply, or a `Bytes` argument and a fixed reply) run as tasks of the executor that \
-         `spawn` spawns on, holding no server thread while they wait; the others (streamed \
-         replies, one-way calls, text arguments) run to their end on a server thread."
-    );
-    let handler_sigs: Vec<TokenStream> = service.calls.iter().map(handler_sig).collect();
-    let handler_docs: Vec<TokenStream> = service.calls.iter().map(|c| docs(c, "Serves")).collect();
-    let arms: Vec<TokenStream> = service
-        .calls
-        .iter()
-        .map(|c| serve_arm(ident, c, &server))
-        .collect();
-
-    let client_doc = format!(
-        "The client of service `{name}`: one method per call of [`{ident}`], made through any \
-         call site (`{ident}::client(&site)`: a client process in-process or on a GPU warp, a \
-         shared-memory client between processes).\n\nOn a GPU every active lane calls a method \
-         together with the others, each with its own arguments, and gets its own reply. A \
-         server that does not know a call answers with an error instead of leaving the caller \
-         waiting."
-    );
-    let server_doc = format!(
-        "The server side of service `{name}`: one handler per call of [`{ident}`]. Serve it \
-         with [`{ident}::dispatch`] (or a transport's server).\n\nA handler runs once for each \
-         active lane of a call, in lane order (a host server handles every lane of a GPU \
-         warp's call). Handlers take `&self`, so several server threads may share one service; \
-         the trait has nothing but the handlers, so a handler is tested by calling it."
-    );
-
-    quote! {
-        const _: () = {
-            #asserts
-            #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
-            fn __rpc_used() {
-                #( #used )*
-            }
-            #[allow(dead_code)]
-            fn __rpc_read(call: &#ident) {
-                match call {
-                    #( #reads )*
+                syn::Fields::Unit => quote!(let _ = #ident::#v;),
+                syn::Fields::Named(f) => {
+                    let names = f.named.iter().map(|f| &f.ident);
+                    quote!(let _ = #ident::#v { #( #names: loop {}, )* };)
+                }
+                syn::Fields::Unnamed(f) => {
+                    let nevers = f.unnamed.iter().map(|_| quote!(loop {}));
+                    quote!(let _ = #ident::#v( #( #nevers, )* );)
                 }
             }
-        };
-
-        #[doc(hidden)]
-        #[allow(dead_code, clippy::unnecessary_cast, clippy::cast_lossless)]
-        impl #ident {
-            #limits
-            #( #items )*
-        }
-
-        impl #ident {
-
-            /// This call's opcode.
-            pub const fn opcode(&self) -> u32 {
-                match self {
-                    #( #patterns => #opcodes, )*
+        });
+        // And every argument is read (by the handler it is decoded for); say that too, or a
+        // private service enum's fields are each "never read".
+        let reads = self.service.calls.iter().map(|c| {
+            let v = c.ident;
+            let locals: Vec<Ident> = (0..c.fields.len())
+                .map(|i| format_ident!("__rpc_f{}", i))
+                .collect();
+            let read = quote!(::core::mem::drop(( #( #locals, )* )));
+            match c.fields {
+                syn::Fields::Unit => quote!(#ident::#v => {}),
+                syn::Fields::Named(f) => {
+                    let names = f.named.iter().map(|f| &f.ident);
+                    quote!(#ident::#v { #( #names: #locals ),* } => #read,)
                 }
+                syn::Fields::Unnamed(_) => quote!(#ident::#v( #( #locals ),* ) => #read,),
             }
-
-            /// The schema fingerprint (`ferry_rpc::service::Service::FINGERPRINT`).
-            pub const FINGERPRINT: u64 = <Self as ::ferry_rpc::service::Service>::FINGERPRINT;
-
-            /// The service's name (`ferry_rpc::service::Service::NAME`).
-            pub const NAME: &'static str = #name;
-
-            #( #opcode_consts )*
-
-            /// This service served by `handler` (any type implementing its server trait): what a
-            /// transport's server serves; `.and(Other::server(h))` serves another beside it.
-            pub fn server<__RpcH: #server>(
-                handler: __RpcH,
-            ) -> ::ferry_rpc::service::Serving<Self, __RpcH> {
-                ::ferry_rpc::service::Serving::new(handler)
-            }
-
-            /// The client of this service over `site` (a call site of any transport).
-            pub fn client<__RpcS: ::ferry_rpc::service::Site>(site: __RpcS) -> #client<__RpcS> {
-                #client(::ferry_rpc::__private::Calls::new(site))
-            }
-
-            ::ferry_rpc::__rpc_if_std! {
-                /// This service served by an async `handler` (any type implementing its async
-                /// server trait), its tasks spawned by `spawn` (`|task| { tokio::spawn(task); }`):
-                /// what a transport's server serves, as [`server`](Self::server)'s.
-                pub fn async_server<__RpcH: #async_server>(
-                    handler: __RpcH,
-                    spawn: impl ::ferry_rpc::service::Spawn,
-                ) -> ::ferry_rpc::service::AsyncServing<Self, __RpcH> {
-                    ::ferry_rpc::service::AsyncServing::new(handler, spawn)
+        });
+        quote! {
+            const _: () = {
+                #asserts
+                #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
+                fn __rpc_used() {
+                    #( #used )*
                 }
-            }
-
-            /// The async client of this service over `site` (a transport on which a caller
-            /// waits without holding a thread: `ferry_shm::ShmClient`).
-            pub fn async_client<__RpcS: ::ferry_rpc::service::AsyncSite>(
-                site: __RpcS,
-            ) -> #async_client<__RpcS> {
-                #async_client(::ferry_rpc::__private::Calls::new(site))
-            }
-
-            /// Serves the call on `port`, a port a server just opened, with `handler`; `buffers`
-            /// receives streamed arguments (`Vec::new()` with `alloc`). What was served, or the
-            /// protocol error (see `ferry_rpc::service::Dispatch::dispatch`).
-            #[inline]
-            pub fn dispatch<__RpcH: #server + ?::core::marker::Sized>(
-                handler: &__RpcH,
-                port: &mut impl ::ferry_rpc::service::ServerPort,
-                buffers: &mut impl ::ferry_rpc::service::LaneBuffers,
-            ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error> {
-                port.dispatch::<Self, __RpcH>(handler, buffers)
-            }
-
-            /// Serves one call if a client is waiting: opens a port, [`dispatch`](Self::dispatch)es
-            /// it and closes it. `Ok(None)` when no call was pending.
-            pub fn serve_one<__RpcH: #server + ?::core::marker::Sized>(
-                handler: &__RpcH,
-                server: &impl ::ferry_rpc::service::ServerProcess,
-                buffers: &mut impl ::ferry_rpc::service::LaneBuffers,
-            ) -> ::core::result::Result<
-                ::core::option::Option<::ferry_rpc::service::Served>,
-                ::ferry_rpc::Error,
-            > {
-                server.serve_one::<Self, __RpcH>(handler, buffers)
-            }
-        }
-
-        impl<__RpcH: #server + ?::core::marker::Sized> ::ferry_rpc::service::Dispatch<__RpcH>
-            for #ident
-        {
-            #[inline]
-            fn has_opcode(opcode: u32) -> bool {
-                ::core::matches!(opcode, #( #opcodes )|*)
-            }
-
-            #[inline]
-            fn serve<'__rpc_v, __RpcV: ::ferry_rpc::__private::Via<'__rpc_v>>(
-                handler: &'__rpc_v __RpcH,
-                opcode: u32,
-                via: __RpcV,
-            ) -> __RpcV::Out {
-                match opcode {
-                    #( #arms )*
-                    ::ferry_rpc::service::HANDSHAKE => {
-                        via.handshake(<#ident as ::ferry_rpc::service::Service>::FINGERPRINT)
+                #[allow(dead_code)]
+                fn __rpc_read(call: &#ident) {
+                    match call {
+                        #( #reads )*
                     }
-                    _ => via.unknown(),
+                }
+            };
+        }
+    }
+
+    /// Each call's sizes, limit, constant `Call` and argument decoder, hidden on the service.
+    fn call_items(&self) -> TokenStream {
+        let ident = self.ident;
+        let limits = limit_consts(self.service);
+        let items = self.service.calls.iter().map(call_items);
+        quote! {
+            #[doc(hidden)]
+            #[allow(dead_code, clippy::unnecessary_cast, clippy::cast_lossless)]
+            impl #ident {
+                #limits
+                #( #items )*
+            }
+        }
+    }
+
+    /// The service's own items: `opcode()`, its name, fingerprint and opcodes, and the
+    /// constructors of its servers and clients and `dispatch` and `serve_one`.
+    fn inherent(&self) -> TokenStream {
+        let (ident, name, server, client) = (self.ident, self.name, &self.server, &self.client);
+        let (async_server, async_client) = (&self.async_server, &self.async_client);
+        let opcodes = self.opcodes();
+        let patterns: Vec<TokenStream> = self
+            .service
+            .calls
+            .iter()
+            .map(|c| {
+                let v = c.ident;
+                match c.fields {
+                    syn::Fields::Unit => quote!(Self::#v),
+                    syn::Fields::Named(_) => quote!(Self::#v { .. }),
+                    syn::Fields::Unnamed(_) => quote!(Self::#v(..)),
+                }
+            })
+            .collect();
+        // One constant per call's opcode (a call with a `Bytes` or `Text` field has no value to
+        // ask `opcode()` of).
+        let opcode_consts = self.service.calls.iter().map(|c| {
+            let name = format_ident!("OPCODE_{}", c.method.to_uppercase(), span = c.ident.span());
+            let doc = format!("The opcode of call `{}`.", c.ident);
+            let op = opcode_lit(c);
+            quote!(#[doc = #doc] pub const #name: u32 = #op;)
+        });
+        quote! {
+            impl #ident {
+                /// This call's opcode.
+                pub const fn opcode(&self) -> u32 {
+                    match self {
+                        #( #patterns => #opcodes, )*
+                    }
+                }
+
+                /// The schema fingerprint (`ferry_rpc::service::Service::FINGERPRINT`).
+                pub const FINGERPRINT: u64 = <Self as ::ferry_rpc::service::Service>::FINGERPRINT;
+
+                /// The service's name (`ferry_rpc::service::Service::NAME`).
+                pub const NAME: &'static str = #name;
+
+                #( #opcode_consts )*
+
+                /// This service served by `handler` (any type implementing its server trait): what a
+                /// transport's server serves; `.and(Other::server(h))` serves another beside it.
+                pub fn server<__RpcH: #server>(
+                    handler: __RpcH,
+                ) -> ::ferry_rpc::service::Serving<Self, __RpcH> {
+                    ::ferry_rpc::service::Serving::new(handler)
+                }
+
+                /// The client of this service over `site` (a call site of any transport).
+                pub fn client<__RpcS: ::ferry_rpc::service::Site>(site: __RpcS) -> #client<__RpcS> {
+                    #client(::ferry_rpc::__private::Calls::new(site))
+                }
+
+                ::ferry_rpc::__rpc_if_std! {
+                    /// This service served by an async `handler` (any type implementing its async
+                    /// server trait), its tasks spawned by `spawn` (`|task| { tokio::spawn(task); }`):
+                    /// what a transport's server serves, as [`server`](Self::server)'s.
+                    pub fn async_server<__RpcH: #async_server>(
+                        handler: __RpcH,
+                        spawn: impl ::ferry_rpc::service::Spawn,
+                    ) -> ::ferry_rpc::service::AsyncServing<Self, __RpcH> {
+                        ::ferry_rpc::service::AsyncServing::new(handler, spawn)
+                    }
+                }
+
+                /// The async client of this service over `site` (a transport on which a caller
+                /// waits without holding a thread: `ferry_shm::ShmClient`).
+                pub fn async_client<__RpcS: ::ferry_rpc::service::AsyncSite>(
+                    site: __RpcS,
+                ) -> #async_client<__RpcS> {
+                    #async_client(::ferry_rpc::__private::Calls::new(site))
+                }
+
+                /// Serves the call on `port`, a port a server just opened, with `handler`; `buffers`
+                /// receives streamed arguments (`Vec::new()` with `alloc`). What was served, or the
+                /// protocol error (see `ferry_rpc::service::Dispatch::dispatch`).
+                #[inline]
+                pub fn dispatch<__RpcH: #server + ?::core::marker::Sized>(
+                    handler: &__RpcH,
+                    port: &mut impl ::ferry_rpc::service::ServerPort,
+                    buffers: &mut impl ::ferry_rpc::service::LaneBuffers,
+                ) -> ::core::result::Result<::ferry_rpc::service::Served, ::ferry_rpc::Error> {
+                    port.dispatch::<Self, __RpcH>(handler, buffers)
+                }
+
+                /// Serves one call if a client is waiting: opens a port, [`dispatch`](Self::dispatch)es
+                /// it and closes it. `Ok(None)` when no call was pending.
+                pub fn serve_one<__RpcH: #server + ?::core::marker::Sized>(
+                    handler: &__RpcH,
+                    server: &impl ::ferry_rpc::service::ServerProcess,
+                    buffers: &mut impl ::ferry_rpc::service::LaneBuffers,
+                ) -> ::core::result::Result<
+                    ::core::option::Option<::ferry_rpc::service::Served>,
+                    ::ferry_rpc::Error,
+                > {
+                    server.serve_one::<Self, __RpcH>(handler, buffers)
                 }
             }
         }
+    }
 
-        impl ::ferry_rpc::service::Service for #ident {
-            const NAME: &'static str = #name;
-            const FINGERPRINT: u64 = ::ferry_rpc::service::Fingerprint::of(
-                #name,
-                <Self as ::ferry_rpc::service::Service>::CALLS,
-            );
-            const OPCODES: &'static [u32] = &[ #( #opcodes ),* ];
-            const CALLS: &'static [::ferry_rpc::service::CallInfo] = &[ #( #infos ),* ];
-        }
+    /// `Dispatch`: the one match over the calls, each handler named once.
+    fn dispatch_impl(&self) -> TokenStream {
+        let (ident, server) = (self.ident, &self.server);
+        let opcodes = self.opcodes();
+        let arms = self
+            .service
+            .calls
+            .iter()
+            .map(|c| serve_arm(ident, c, server));
+        quote! {
+            impl<__RpcH: #server + ?::core::marker::Sized> ::ferry_rpc::service::Dispatch<__RpcH>
+                for #ident
+            {
+                #[inline]
+                fn has_opcode(opcode: u32) -> bool {
+                    ::core::matches!(opcode, #( #opcodes )|*)
+                }
 
-        #[doc = #client_doc]
-        #[derive(Clone, Copy, Debug)]
-        #vis struct #client<__RpcS>(::ferry_rpc::__private::Calls<__RpcS>);
-
-        #[allow(clippy::too_many_arguments)]
-        impl<__RpcS: ::ferry_rpc::service::Site> #client<__RpcS> {
-            /// This client with every call waiting at most `deadline` for the other side (on
-            /// transports that keep time: between processes; a bare process waits under its own
-            /// wait policy).
-            pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
-                #client(self.0.with_deadline(deadline))
-            }
-
-            #( #client_methods )*
-        }
-
-        #[doc = #async_doc]
-        #[derive(Clone, Copy, Debug)]
-        #vis struct #async_client<__RpcS>(::ferry_rpc::__private::Calls<__RpcS>);
-
-        #[allow(clippy::too_many_arguments)]
-        impl<__RpcS: ::ferry_rpc::service::AsyncSite> #async_client<__RpcS> {
-            /// This client with every call waiting at most `deadline` for the other side.
-            pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
-                #async_client(self.0.with_deadline(deadline))
-            }
-
-            #( #async_methods )*
-        }
-
-        #[doc = #server_doc]
-        #[allow(clippy::too_many_arguments)]
-        #vis trait #server {
-            #( #handler_docs #handler_sigs; )*
-        }
-
-        ::ferry_rpc::__rpc_if_std! {
-            #[doc = #async_server_doc]
-            #[allow(clippy::too_many_arguments)]
-            #vis trait #async_server: ::core::marker::Send + ::core::marker::Sync + 'static {
-                #( #handler_docs #async_sigs; )*
-            }
-
-            #[allow(clippy::too_many_arguments)]
-            impl<__RpcH: #async_server> #server for ::ferry_rpc::service::BlockOn<__RpcH> {
-                #( #block_on_methods )*
-            }
-
-            impl<__RpcH: #async_server> ::ferry_rpc::service::DispatchLater<__RpcH> for #ident {
-                fn dispatch_later(
-                    handler: &::ferry_rpc::service::BlockOn<__RpcH>,
+                #[inline]
+                fn serve<'__rpc_v, __RpcV: ::ferry_rpc::__private::Via<'__rpc_v>>(
+                    handler: &'__rpc_v __RpcH,
                     opcode: u32,
-                    request: &[u8],
-                    body: &[u8],
-                    later: ::ferry_rpc::__private::Box<dyn ::ferry_rpc::service::Later>,
-                ) -> ::core::result::Result<(), ::ferry_rpc::__private::Box<dyn ::ferry_rpc::service::Later>> {
-                    let _ = (handler, request, body);
+                    via: __RpcV,
+                ) -> __RpcV::Out {
                     match opcode {
-                        #( #later_arms )*
-                        _ => ::core::result::Result::Err(later),
+                        #( #arms )*
+                        ::ferry_rpc::service::HANDSHAKE => {
+                            via.handshake(<#ident as ::ferry_rpc::service::Service>::FINGERPRINT)
+                        }
+                        _ => via.unknown(),
+                    }
+                }
+            }
+        }
+    }
+
+    /// `Service`: the name, the table of calls and the fingerprint computed from it.
+    fn service_impl(&self) -> TokenStream {
+        let (ident, name) = (self.ident, self.name);
+        let opcodes = self.opcodes();
+        let infos = self.service.calls.iter().map(call_info);
+        quote! {
+            impl ::ferry_rpc::service::Service for #ident {
+                const NAME: &'static str = #name;
+                const FINGERPRINT: u64 = ::ferry_rpc::service::Fingerprint::of(
+                    #name,
+                    <Self as ::ferry_rpc::service::Service>::CALLS,
+                );
+                const OPCODES: &'static [u32] = &[ #( #opcodes ),* ];
+                const CALLS: &'static [::ferry_rpc::service::CallInfo] = &[ #( #infos ),* ];
+            }
+        }
+    }
+
+    /// The client: one method per call (and the `_with` and `_into` forms).
+    fn client(&self) -> TokenStream {
+        let (ident, name, vis, client) = (self.ident, self.name, self.vis, &self.client);
+        let client_doc = format!(
+            "The client of service `{name}`: one method per call of [`{ident}`], made through any \
+             call site (`{ident}::client(&site)`: a client process in-process or on a GPU warp, a \
+             shared-memory client between processes).\n\nOn a GPU every active lane calls a method \
+             together with the others, each with its own arguments, and gets its own reply. A \
+             server that does not know a call answers with an error instead of leaving the caller \
+             waiting."
+        );
+        let client_methods: Vec<TokenStream> = self
+            .service
+            .calls
+            .iter()
+            .map(|c| {
+                let plain = client_method(ident, c);
+                let with = client_method_with(ident, c);
+                quote!(#plain #with)
+            })
+            .collect();
+        quote! {
+            #[doc = #client_doc]
+            #[derive(Clone, Copy, Debug)]
+            #vis struct #client<__RpcS>(::ferry_rpc::__private::Calls<__RpcS>);
+
+            #[allow(clippy::too_many_arguments)]
+            impl<__RpcS: ::ferry_rpc::service::Site> #client<__RpcS> {
+                /// This client with every call waiting at most `deadline` for the other side (on
+                /// transports that keep time: between processes; a bare process waits under its own
+                /// wait policy).
+                pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
+                    #client(self.0.with_deadline(deadline))
+                }
+
+                #( #client_methods )*
+            }
+        }
+    }
+
+    /// The async client: fixed calls awaited in place, the others made by the blocking client.
+    fn async_client(&self) -> TokenStream {
+        let (ident, name, vis) = (self.ident, self.name, self.vis);
+        let (client, async_client) = (&self.client, &self.async_client);
+        let async_methods: Vec<TokenStream> = self
+            .service
+            .calls
+            .iter()
+            .map(|c| async_client_method(ident, c))
+            .collect();
+        let async_doc = format!(
+            "The async client of service `{name}`: one `async fn` per call of [`{ident}`], made \
+             through a transport on which a caller waits without holding a thread \
+             (`{ident}::async_client(&shm)` over a `ferry_shm::ShmClient`: its server wakes the \
+             waiting task). Its futures are `Send`; a call dropped before its reply gives its port \
+             up to the server, which answers it and takes the port back.\n\nCalls whose request and \
+             reply travel in one exchange (fixed arguments and reply, or a streamed argument and a \
+             fixed reply) are awaited in place; a one-way call and a call with a streamed reply are \
+             made as [`{client}`] makes them, where the transport runs blocking calls (a helper \
+             thread, for `ferry_shm`)."
+        );
+        quote! {
+            #[doc = #async_doc]
+            #[derive(Clone, Copy, Debug)]
+            #vis struct #async_client<__RpcS>(::ferry_rpc::__private::Calls<__RpcS>);
+
+            #[allow(clippy::too_many_arguments)]
+            impl<__RpcS: ::ferry_rpc::service::AsyncSite> #async_client<__RpcS> {
+                /// This client with every call waiting at most `deadline` for the other side.
+                pub fn with_deadline(self, deadline: ::core::time::Duration) -> Self {
+                    #async_client(self.0.with_deadline(deadline))
+                }
+
+                #( #async_methods )*
+            }
+        }
+    }
+
+    /// The server trait: one handler per call.
+    fn server_trait(&self) -> TokenStream {
+        let (ident, name, vis, server) = (self.ident, self.name, self.vis, &self.server);
+        let handler_sigs = self.service.calls.iter().map(handler_sig);
+        let handler_docs = self.service.calls.iter().map(|c| docs(c, "Serves"));
+        let server_doc = format!(
+            "The server side of service `{name}`: one handler per call of [`{ident}`]. Serve it \
+             with [`{ident}::dispatch`] (or a transport's server).\n\nA handler runs once for each \
+             active lane of a call, in lane order (a host server handles every lane of a GPU \
+             warp's call). Handlers take `&self`, so several server threads may share one service; \
+             the trait has nothing but the handlers, so a handler is tested by calling it."
+        );
+
+        quote! {
+            #[doc = #server_doc]
+            #[allow(clippy::too_many_arguments)]
+            #vis trait #server {
+                #( #handler_docs #handler_sigs; )*
+            }
+        }
+    }
+
+    /// The async server trait, its handlers run to their end on a server thread where a call
+    /// cannot wait as a task (`BlockOn`), and the calls that can (`DispatchLater`).
+    fn async_server(&self) -> TokenStream {
+        let (ident, name, vis) = (self.ident, self.name, self.vis);
+        let (server, async_server) = (&self.server, &self.async_server);
+        let calls = &self.service.calls;
+        let handler_docs = calls.iter().map(|c| docs(c, "Serves"));
+        let async_sigs = calls.iter().map(async_handler_sig);
+        let block_on_methods = calls.iter().map(block_on_method);
+        let later_arms = calls.iter().map(|c| later_arm(ident, c));
+        let async_server_doc = format!(
+            "The async server side of service `{name}`: one handler per call of [`{ident}`], each an \
+             `async fn` (write `async fn` in the impl). Serve it with \
+             `{ident}::async_server(handler, spawn)`: the calls that come inline (fixed arguments \
+             and reply, or a `Bytes` argument and a fixed reply) run as tasks of the executor that \
+             `spawn` spawns on, holding no server thread while they wait; the others (streamed \
+             replies, one-way calls, text arguments) run to their end on a server thread."
+        );
+        quote! {
+            ::ferry_rpc::__rpc_if_std! {
+                #[doc = #async_server_doc]
+                #[allow(clippy::too_many_arguments)]
+                #vis trait #async_server: ::core::marker::Send + ::core::marker::Sync + 'static {
+                    #( #handler_docs #async_sigs; )*
+                }
+
+                #[allow(clippy::too_many_arguments)]
+                impl<__RpcH: #async_server> #server for ::ferry_rpc::service::BlockOn<__RpcH> {
+                    #( #block_on_methods )*
+                }
+
+                impl<__RpcH: #async_server> ::ferry_rpc::service::DispatchLater<__RpcH> for #ident {
+                    fn dispatch_later(
+                        handler: &::ferry_rpc::service::BlockOn<__RpcH>,
+                        opcode: u32,
+                        request: &[u8],
+                        body: &[u8],
+                        later: ::ferry_rpc::__private::Box<dyn ::ferry_rpc::service::Later>,
+                    ) -> ::core::result::Result<(), ::ferry_rpc::__private::Box<dyn ::ferry_rpc::service::Later>> {
+                        let _ = (handler, request, body);
+                        match opcode {
+                            #( #later_arms )*
+                            _ => ::core::result::Result::Err(later),
+                        }
                     }
                 }
             }
@@ -849,7 +949,7 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
             });
             let into_doc = format!(
                 "As [`{0}`](Self::{0}), the reply written into `out` (no allocation): a reply \
-                 longer than `out` is `Status::ReplyTooLarge`, and the port is left at rest.",
+             longer than `out` is `Status::ReplyTooLarge`, and the port is left at rest.",
                 call.method
             );
             quote! {
