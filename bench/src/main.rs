@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use ferry_gpu::cuda::{Cuda, Function, Module};
 use ferry_gpu::ferry_rpc::{Error as ProtocolError, Mailbox, Port, Server, Single, Wait};
 use ferry_gpu::Handler;
-use ferry_gpu::{serve, Error, GpuRegion, LibcConfig, LibcHost, PortCount};
+use ferry_gpu::{serve, serve_with, Error, GpuRegion, LibcConfig, LibcHost, PortCount};
 
 const STAMP_EVERY: u32 = 100;
 
@@ -751,6 +751,7 @@ fn bulk_kernel(
     module: &Module,
     name: &str,
     host: &LibcHost,
+    helpers: &ferry_gpu::copy::Helpers,
     handle: u64,
     buffer: u64,
     slice: u64,
@@ -770,11 +771,12 @@ fn bulk_kernel(
     } else {
         (32 * warps, 1)
     };
-    let (r, _) = serve(
+    let (r, _) = serve_with(
         region.region(),
         region.server_locks(),
         servers,
         host,
+        helpers,
         || {
             let (mut h, mut b, mut s, mut e) = (handle, buffer, slice, errors.ptr());
             let mut params: [*mut c_void; 4] = [
@@ -923,6 +925,7 @@ fn bulk(
                 module,
                 kernel,
                 &host,
+                copy.helpers(),
                 file.0,
                 s.dev.ptr(),
                 slice as u64,
@@ -989,6 +992,7 @@ fn bulk(
                 module,
                 "bulk_write",
                 &host,
+                copy.helpers(),
                 h,
                 ptr,
                 n,

@@ -66,26 +66,33 @@ pub const STAGING_BYTES: usize = 4 << 20;
 /// slower than the copy engine.
 pub const READERS: usize = 12;
 
-/// Large copies whose file side runs on helper threads right now. While there are any, an idle
-/// serving thread sleeps between its scans instead of spinning (`server.rs`), leaving the CPUs
-/// to the helpers: a file read at memory speed needs more of them than the serving threads
-/// leave otherwise.
-pub(crate) static HELPED_COPIES: std::sync::atomic::AtomicUsize =
-    std::sync::atomic::AtomicUsize::new(0);
+/// A copy engine's large copies whose file side runs on helper threads right now. While there
+/// are any, an idle serving thread sleeps between its scans instead of spinning
+/// ([`server::serve_with`](crate::server::serve_with)), leaving the CPUs to the helpers: a file
+/// read at memory speed needs more of them than the serving threads leave otherwise. A clone
+/// counts the same copies ([`CudaCopy::helpers`]); a new one counts none.
+#[derive(Clone, Debug, Default)]
+pub struct Helpers(std::sync::Arc<std::sync::atomic::AtomicUsize>);
 
-/// Counts a copy in [`HELPED_COPIES`] while it lives.
-struct Helped;
+impl Helpers {
+    /// Whether a copy's helpers are at work now.
+    pub fn busy(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed) > 0
+    }
 
-impl Helped {
-    fn new() -> Helped {
-        HELPED_COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Helped
+    /// Counts a copy while the returned guard lives.
+    fn enter(&self) -> Helped<'_> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Helped(self)
     }
 }
 
-impl Drop for Helped {
+/// A copy counted in its engine's [`Helpers`] while it lives.
+struct Helped<'a>(&'a Helpers);
+
+impl Drop for Helped<'_> {
     fn drop(&mut self) {
-        HELPED_COPIES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.0 .0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -147,7 +154,6 @@ fn rounds<T: Send>(
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Barrier;
     let workers = workers.max(1);
-    let _helped = (workers > 1).then(Helped::new);
     let slots: Vec<Mutex<Option<io::Result<T>>>> = (0..workers).map(|_| Mutex::new(None)).collect();
     let (go, done) = (Barrier::new(workers), Barrier::new(workers));
     let (stop, round) = (AtomicBool::new(false), AtomicU64::new(0));
@@ -226,6 +232,10 @@ trait Stage: Sync {
     /// Waits until every copy started on the stage is over, whether or not an event marks it;
     /// false if that cannot be known.
     fn finish(&self) -> bool;
+    /// Where a copy on this stage that runs helper threads is counted, if anywhere.
+    fn helpers(&self) -> Option<&Helpers> {
+        None
+    }
 }
 
 /// A buffer's address, shared by the threads that fill or drain its parts.
@@ -306,7 +316,7 @@ fn fill_split<S: Stage>(
         }
         failed.map_or(Ok(got), Err)
     };
-    let _helped = (threads > 1).then(Helped::new);
+    let _helped = (threads > 1).then(|| stages[0].helpers().map(Helpers::enter));
     let results: Vec<_> = std::thread::scope(|s| {
         use std::panic::{catch_unwind, AssertUnwindSafe};
         let helpers: Vec<_> = (1..threads)
@@ -372,6 +382,7 @@ fn drain_through(
     let buffers = [Shared(stage.buffer(0)), Shared(stage.buffer(1))];
     let size = |k: u64| (len - k * piece).min(piece) as usize;
     let n_workers = workers(len);
+    let _helped = (n_workers > 1).then(|| stage.helpers().map(Helpers::enter));
     let issue = |k: u64| stage.copy_out((k % 2) as usize, k * piece, size(k));
     let failed = Cell::new(None);
     if pieces > 0 && !issue(0) {
@@ -444,6 +455,8 @@ pub struct CudaCopy {
     /// A stream of its own for announces made when no copy ran (a call that failed first).
     announces: sys::CUstream,
     stats: Counters,
+    /// Its copies running helper threads now.
+    helpers: Helpers,
 }
 
 /// Where the copies' time went, summed over the copies since [`CudaCopy::take_stats`] was last
@@ -536,6 +549,7 @@ impl CudaCopy {
             batch: Batcher::new(CudaEngine::new(cuda.context())),
             announces,
             stats: Counters::default(),
+            helpers: Helpers::default(),
         };
         for _ in 0..threads.max(1) {
             let staging = copy.make_staging().ok_or_else(|| Error::Cuda {
@@ -546,6 +560,12 @@ impl CudaCopy {
             lock(&copy.pool).push_back(staging);
         }
         Ok(copy)
+    }
+
+    /// Its copies whose file side runs on helper threads now: what a server that serves its
+    /// program reads to leave them the CPUs ([`server::serve_with`](crate::server::serve_with)).
+    pub fn helpers(&self) -> &Helpers {
+        &self.helpers
     }
 
     /// Where the copies' time went since the last call (the sums start again from zero).
@@ -691,6 +711,8 @@ struct CudaStage<'a> {
     address: u64,
     /// Where the time spent waiting goes.
     stats: &'a Counters,
+    /// Where a copy with helper threads is counted.
+    helpers: &'a Helpers,
 }
 
 // SAFETY: the stream and events are driver handles usable from any thread with the context
@@ -704,6 +726,7 @@ impl<'a> CudaStage<'a> {
             staging,
             address,
             stats,
+            helpers: &copy.helpers,
         }
     }
 }
@@ -765,6 +788,10 @@ impl Stage for CudaStage<'_> {
     fn finish(&self) -> bool {
         // SAFETY: the staging set's stream, used by this copy alone.
         ok(unsafe { sys::cuStreamSynchronize(self.staging.stream) })
+    }
+
+    fn helpers(&self) -> Option<&Helpers> {
+        Some(self.helpers)
     }
 }
 

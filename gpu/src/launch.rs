@@ -51,11 +51,11 @@ use ferry_libc_host::ExitPolicy;
 use ferry_rpc::service::{Service, Services};
 use ferry_rpc::PerPort;
 
-use crate::copy::CudaCopy;
+use crate::copy::{CudaCopy, Helpers};
 use crate::cuda::{Cuda, DeviceMemory, Function, Module};
 use crate::host::{Arena, CallCounts, LibcConfig, LibcHost};
 use crate::region::{GpuRegion, PortCount};
-use crate::server::{serve_region, Handler, ServeStats, ServerWait};
+use crate::server::{serve_with, Handler, ServeStats, ServerWait};
 use crate::Error;
 
 /// [`RunConfig::max_files`]'s default (`ferry_libc_host::PROGRAM_MAX_FILES`, as a program
@@ -249,6 +249,8 @@ pub struct Program<'c> {
     libc: LibcHost,
     _heap: Option<DeviceMemory>,
     region: GpuRegion,
+    /// Where the copy engine counts its copies' helper threads.
+    helpers: Helpers,
     /// Time spent in `load_with`, and of it in loading the module.
     startup: Duration,
     module_load: Duration,
@@ -336,9 +338,18 @@ impl<'c> Program<'c> {
         };
         // The copy engine's path for files to and from device memory, unless the caller gave
         // one: staging for each server thread, made now.
-        let device = match libc.device {
-            Some(d) => d,
-            None => Arc::new(CudaCopy::new(cuda, config.server_threads as usize)?),
+        // Its helper threads are counted where the serving threads look (a copy path the caller
+        // gave counts none).
+        let (device, helpers) = match libc.device {
+            Some(d) => (d, Helpers::default()),
+            None => {
+                let copy = CudaCopy::new(cuda, config.server_threads as usize)?;
+                let helpers = copy.helpers().clone();
+                (
+                    Arc::new(copy) as Arc<dyn ferry_libc_host::DeviceCopy>,
+                    helpers,
+                )
+            }
         };
         let libc = LibcHost::new(LibcConfig {
             heap: heap.as_ref().map(|h| Arena {
@@ -358,6 +369,7 @@ impl<'c> Program<'c> {
             libc,
             _heap: heap,
             region,
+            helpers,
             entry,
             _module: module,
             module_load,
@@ -415,10 +427,12 @@ impl<'c> Program<'c> {
         let mut argv = base + pad as u64;
         let mut ret_ptr = ret.ptr();
         let entry = self.entry;
-        let (ran, stats) = serve_region(
-            &self.region,
+        let (ran, stats) = serve_with(
+            self.region.region(),
+            self.region.server_locks(),
             config.server_threads,
             services,
+            &self.helpers,
             || -> Result<Duration, Error> {
                 let mut params: [*mut c_void; 3] = [
                     (&raw mut argc).cast(),

@@ -61,7 +61,7 @@ pub use launch::{
     bulk_share_for, default_server_threads, run_program, Program, RunConfig, RunReport,
 };
 pub use region::{GpuRegion, PortCount};
-pub use server::{serve, serve_region, Handler, ServeStats, ServerPort};
+pub use server::{serve, serve_region, serve_with, Handler, ServeStats, ServerPort};
 
 use std::time::Duration;
 

@@ -32,6 +32,7 @@ use ferry_rpc::sync::AtomicU32;
 use ferry_rpc::words::WordScan;
 use ferry_rpc::{LayoutError, PerPort, Port, Region, Server, ServerProcess, Single, Stalled, Wait};
 
+use crate::copy::Helpers;
 use crate::region::GpuRegion;
 
 /// A port as a handler sees it: opened by a server thread, its request not yet received.
@@ -147,14 +148,28 @@ pub const CALL_LIMIT: Duration = Duration::from_secs(10);
 /// Serves `region` (with `locks` as the server's lock bitmap) from `threads` threads while `body`
 /// runs, then drains it; returns what `body` returned and the counts.
 ///
-/// A thread that finds nothing spins, then yields between its scans; while a large copy between
-/// a file and device memory runs its file threads (`copy`), it sleeps between them instead, so
-/// that the copy has the CPUs.
+/// A thread that finds nothing spins, then yields between its scans. A handler whose copies
+/// between files and device memory run threads of their own: [`serve_with`].
 pub fn serve<R>(
     region: Region<'_, PerPort>,
     locks: &[AtomicU32],
     threads: u32,
     handler: &impl Handler<PerPort, ServerWait>,
+    body: impl FnOnce() -> R,
+) -> Result<(R, ServeStats), LayoutError> {
+    serve_with(region, locks, threads, handler, &Helpers::default(), body)
+}
+
+/// As [`serve`], for a handler whose large copies between a file and device memory run helper
+/// threads counted in `helpers` (a [`CudaCopy`](crate::copy::CudaCopy)'s): while any do, a
+/// thread that finds nothing sleeps between its scans instead of yielding, so that the copy has
+/// the CPUs.
+pub fn serve_with<R>(
+    region: Region<'_, PerPort>,
+    locks: &[AtomicU32],
+    threads: u32,
+    handler: &impl Handler<PerPort, ServerWait>,
+    helpers: &Helpers,
     body: impl FnOnce() -> R,
 ) -> Result<(R, ServeStats), LayoutError> {
     let words = region.layout().ports() / ferry_rpc::layout::PORT_GRANULE;
@@ -193,7 +208,7 @@ pub fn serve<R>(
                             .expect("an exclusive handle"),
                         Err(shared) => shared,
                     };
-                    serve_thread(&server, handler, stop)
+                    serve_thread(&server, handler, stop, helpers)
                 });
                 // As `Scope::spawn` does, which this is with a name.
                 spawned.expect("failed to spawn a server thread")
@@ -325,6 +340,7 @@ fn serve_thread(
     server: &ServerProcess<'_, Single, PerPort, ServerWait>,
     handler: &impl Handler<PerPort, ServerWait>,
     stop: &AtomicBool,
+    helpers: &Helpers,
 ) -> Served {
     let mut served = 0u64;
     let mut failed = 0u64;
@@ -427,7 +443,7 @@ fn serve_thread(
             }
             // After a few idle scans (not in the busy loop's first ones), a large copy's file
             // threads need the CPUs more than an idle scan does; a look is not cut by a sleep.
-            if quiet == 0 && idle > 64 && crate::copy::HELPED_COPIES.load(Ordering::Relaxed) > 0 {
+            if quiet == 0 && idle > 64 && helpers.busy() {
                 std::thread::sleep(std::time::Duration::from_micros(100));
             } else if idle > 4096 {
                 std::thread::yield_now();
