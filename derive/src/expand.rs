@@ -810,17 +810,24 @@ fn limit_consts(service: &Service) -> TokenStream {
     quote!(#( #each )*)
 }
 
-/// A client method's first lines: the call's fixed arguments packed into `__rpc_q`
-/// (`__RPC_Q` bytes).
+/// A client method's first lines: the call's fixed arguments packed into `__rpc_q` (the
+/// call's `__RPC_Q_n` bytes).
 fn pack_args(service: &Ident, call: &Call) -> TokenStream {
     let p = quote!(::ferry_rpc::__private);
     let (q, _, _) = call_names(service, call);
     let offs = offsets(call);
     let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
     quote! {
-        const __RPC_Q: usize = #q;
-        let mut __rpc_q = [0u8; __RPC_Q];
+        let mut __rpc_q = [0u8; #q];
         #( #p::put(&mut __rpc_q, #offs, &#names); )*
+    }
+}
+
+/// The runtime's function that reads a call's fixed reply: tagged when it has an error type.
+fn reply_reader(call: &Call) -> TokenStream {
+    match call.error() {
+        Some(_) => quote!(::ferry_rpc::__private::take_result),
+        None => quote!(::ferry_rpc::__private::take_value),
     }
 }
 
@@ -872,18 +879,7 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
     let (q, _, _) = call_names(service, call);
     let made = format_ident!("__RPC_CALL_{}", call.index);
     // The arguments packed, then one call of the runtime's function for the kind of call.
-    let packed = {
-        let offs = offsets(call);
-        let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
-        quote! {
-            let mut __rpc_q = [0u8; #q];
-            #( #p::put(&mut __rpc_q, #offs, &#names); )*
-        }
-    };
-    let decode = match call.error() {
-        Some(_) => quote!(#p::result),
-        None => quote!(#p::value),
-    };
+    let decode = reply_reader(call);
     match call.response() {
         None => {
             let made = match &body {
@@ -900,7 +896,7 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
             quote! {
                 #docs
                 pub fn #method(&self #params) -> ::core::result::Result<(), #err> {
-                    #packed
+                    #pack
                     #made
                 }
             }
@@ -941,7 +937,7 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
                 },
             );
             let run_own = run(quote! {
-                let __rpc_r = #p::call_vec::<_, __RPC_Q>(
+                let __rpc_r = #p::call_vec::<_, { #q }>(
                     __rpc_c, #opcode, &__rpc_q, #bodyarg, #lim, #tagged,
                 ).map_err(#s::Error::widen)?;
                 let __rpc_b = #unwrap;
@@ -966,7 +962,7 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
                     &self #params,
                     __rpc_out: &'__rpc_b mut [u8],
                 ) -> ::core::result::Result<#ret_into, #err> {
-                    #packed
+                    #pack
                     #service::#made.into(
                         &self.0, &__rpc_q, #bodyarg, __rpc_out, #lim, #unwrap_fn, #read_fn,
                     )
@@ -995,7 +991,7 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
                 #docs
                 #[inline]
                 pub fn #method(&self #params) -> ::core::result::Result<#ty, #err> {
-                    #packed
+                    #pack
                     #made
                 }
             }
@@ -1024,15 +1020,10 @@ fn async_client_method(service: &Ident, call: &Call) -> TokenStream {
     });
     let oneway_or_stream = call.oneway() || call.streams_reply();
     if !oneway_or_stream {
-        let (q, _, _) = call_names(service, call);
         let made = format_ident!("__RPC_CALL_{}", call.index);
-        let offs = offsets(call);
-        let names: Vec<&Ident> = call.fixed_args().map(|a| &a.ident).collect();
+        let pack = pack_args(service, call);
         let ty = reply_type(call);
-        let decode = match call.error() {
-            Some(_) => quote!(#p::result),
-            None => quote!(#p::value),
-        };
+        let decode = reply_reader(call);
         let made = match &body {
             Some(b) => quote! {
                 #service::#made.stream_async(&self.0, __rpc_q, #b, #lim, #decode)
@@ -1042,8 +1033,7 @@ fn async_client_method(service: &Ident, call: &Call) -> TokenStream {
         return quote! {
             #docs
             pub async fn #method(&self #params) -> ::core::result::Result<#ty, #err> {
-                let mut __rpc_q = [0u8; #q];
-                #( #p::put(&mut __rpc_q, #offs, &#names); )*
+                #pack
                 #made.await
             }
         };
@@ -1079,6 +1069,7 @@ fn client_method_with(service: &Ident, call: &Call) -> TokenStream {
     let Some(stream) = call.stream_arg() else {
         return quote!();
     };
+    let (q, _, _) = call_names(service, call);
     if !matches!(stream.wire, Wire::Bytes)
         || matches!(call.response(), Some(Wire::Bytes | Wire::Text))
     {
@@ -1141,7 +1132,7 @@ fn client_method_with(service: &Ident, call: &Call) -> TokenStream {
                 const __RPC_R: usize = #r;
                 #s::Site::call(&self.0.site, self.0.deadline, move |__rpc_c| {
                     #p::check_limit(__rpc_c, #len, #lim).map_err(#s::Error::widen)?;
-                    #p::call_stream_with::<_, __RPC_Q, __RPC_R>(
+                    #p::call_stream_with::<_, { #q }, __RPC_R>(
                         __rpc_c, #opcode, &__rpc_q, #len, &mut #fill, #oneway,
                     )
                     .map_err(#s::Error::widen)

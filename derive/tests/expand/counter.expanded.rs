@@ -315,7 +315,8 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
     ) -> ::core::result::Result<u64, ::ferry_rpc::service::Error> {
         let mut __rpc_q = [0u8; Counter::__RPC_Q_0];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &n);
-        Counter::__RPC_CALL_0.fixed_hot(&self.0, &__rpc_q, ::ferry_rpc::__private::value)
+        Counter::__RPC_CALL_0
+            .fixed_hot(&self.0, &__rpc_q, ::ferry_rpc::__private::take_value)
     }
     /// Stores bytes under a key; how many are stored now.
     /// Calls `Put` (opcode `0xeb709090`).
@@ -334,7 +335,7 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
                 value,
                 65536u64,
                 false,
-                ::ferry_rpc::__private::result,
+                ::ferry_rpc::__private::take_result,
             )
     }
     ::ferry_rpc::__rpc_if_alloc! {
@@ -342,14 +343,14 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         "As [`put`](Self::put), with `value`'s `len` bytes written by `fill` where they travel: in place in the transport's memory where it carries them there (a shared-memory port's bulk area: no copy), else into a buffer of `len` bytes that is then sent. `fill` gets the `len` bytes to write (their old contents are unspecified) and may be called more than once (when the server has the call go through another path)."]
         pub fn put_with(& self, key : u32, len : usize, mut fill : impl
         ::core::ops::FnMut(& mut [u8]),) -> ::core::result::Result < u64,
-        ::ferry_rpc::service::Error < StoreError > > { const __RPC_Q : usize =
-        Counter::__RPC_Q_1; let mut __rpc_q = [0u8; __RPC_Q];
-        ::ferry_rpc::__private::put(& mut __rpc_q, 0usize, & key); const __RPC_R : usize
-        = Counter::__RPC_R_1; ::ferry_rpc::service::Site::call(& self.0.site, self.0
-        .deadline, move | __rpc_c | { ::ferry_rpc::__private::check_limit(__rpc_c, len,
-        65536u64).map_err(::ferry_rpc::service::Error::widen) ?;
-        ::ferry_rpc::__private::call_stream_with:: < _, __RPC_Q, __RPC_R > (__rpc_c,
-        0xeb709090u32, & __rpc_q, len, & mut fill, false,)
+        ::ferry_rpc::service::Error < StoreError > > { let mut __rpc_q = [0u8;
+        Counter::__RPC_Q_1]; ::ferry_rpc::__private::put(& mut __rpc_q, 0usize, & key);
+        const __RPC_R : usize = Counter::__RPC_R_1; ::ferry_rpc::service::Site::call(&
+        self.0.site, self.0.deadline, move | __rpc_c | {
+        ::ferry_rpc::__private::check_limit(__rpc_c, len, 65536u64)
+        .map_err(::ferry_rpc::service::Error::widen) ?;
+        ::ferry_rpc::__private::call_stream_with:: < _, { Counter::__RPC_Q_1 }, __RPC_R >
+        (__rpc_c, 0xeb709090u32, & __rpc_q, len, & mut fill, false,)
         .map_err(::ferry_rpc::service::Error::widen).and_then(| __rpc_r |
         ::ferry_rpc::__private::take_result(& __rpc_r)) }) }
     }
@@ -357,15 +358,15 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
         #[doc = " A key's name, as text."] #[doc =
         " Calls `Name` (opcode `0x8a8506d8`)."] pub fn name(& self, key : u32) ->
         ::core::result::Result < ::ferry_rpc::__private::String,
-        ::ferry_rpc::service::Error < StoreError > > { const __RPC_Q : usize =
-        Counter::__RPC_Q_2; let mut __rpc_q = [0u8; __RPC_Q];
-        ::ferry_rpc::__private::put(& mut __rpc_q, 0usize, & key);
+        ::ferry_rpc::service::Error < StoreError > > { let mut __rpc_q = [0u8;
+        Counter::__RPC_Q_2]; ::ferry_rpc::__private::put(& mut __rpc_q, 0usize, & key);
         ::ferry_rpc::service::Site::call(& self.0.site, self.0.deadline,
         #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(always))]
-        move | __rpc_c | { let __rpc_r = ::ferry_rpc::__private::call_vec:: < _, __RPC_Q
-        > (__rpc_c, 0x8a8506d8u32, & __rpc_q, ::core::option::Option::None,
-        Counter::__RPC_LIMIT_2, true,).map_err(::ferry_rpc::service::Error::widen) ?; let
-        __rpc_b = ::ferry_rpc::__private::reply_bytes(__rpc_r) ?;
+        move | __rpc_c | { let __rpc_r = ::ferry_rpc::__private::call_vec:: < _, {
+        Counter::__RPC_Q_2 } > (__rpc_c, 0x8a8506d8u32, & __rpc_q,
+        ::core::option::Option::None, Counter::__RPC_LIMIT_2, true,)
+        .map_err(::ferry_rpc::service::Error::widen) ?; let __rpc_b =
+        ::ferry_rpc::__private::reply_bytes(__rpc_r) ?;
         ::ferry_rpc::__private::string(__rpc_b) },) }
     }
     ///As [`name`](Self::name), the reply written into `out` (no allocation): a reply longer than `out` is `Status::ReplyTooLarge`, and the port is left at rest.
@@ -396,7 +397,8 @@ impl<__RpcS: ::ferry_rpc::service::Site> CounterClient<__RpcS> {
     ) -> ::core::result::Result<(), ::ferry_rpc::service::Error> {
         let mut __rpc_q = [0u8; Counter::__RPC_Q_3];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &arg0);
-        Counter::__RPC_CALL_3.fixed(&self.0, &__rpc_q, ::ferry_rpc::__private::value)
+        Counter::__RPC_CALL_3
+            .fixed(&self.0, &__rpc_q, ::ferry_rpc::__private::take_value)
     }
     /// Resets; the client does not wait.
     /// Calls `Reset` (opcode `0x00000007`, one-way: the client returns once the call is sent, and a later call of the same client may be served before it).
@@ -425,7 +427,7 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
         let mut __rpc_q = [0u8; Counter::__RPC_Q_0];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &n);
         Counter::__RPC_CALL_0
-            .fixed_async(&self.0, __rpc_q, ::ferry_rpc::__private::value)
+            .fixed_async(&self.0, __rpc_q, ::ferry_rpc::__private::take_value)
             .await
     }
     /// Stores bytes under a key; how many are stored now.
@@ -443,7 +445,7 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
                 __rpc_q,
                 value,
                 65536u64,
-                ::ferry_rpc::__private::result,
+                ::ferry_rpc::__private::take_result,
             )
             .await
     }
@@ -466,7 +468,7 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
         let mut __rpc_q = [0u8; Counter::__RPC_Q_3];
         ::ferry_rpc::__private::put(&mut __rpc_q, 0usize, &arg0);
         Counter::__RPC_CALL_3
-            .fixed_async(&self.0, __rpc_q, ::ferry_rpc::__private::value)
+            .fixed_async(&self.0, __rpc_q, ::ferry_rpc::__private::take_value)
             .await
     }
     ::ferry_rpc::__rpc_if_alloc! {

@@ -7,8 +7,6 @@
 use core::time::Duration;
 
 use super::__private::{check_limit, check_limit_len};
-use zerocopy::TryFromBytes;
-
 use super::{wire, AsyncSite, Error, Site};
 use crate::words::Memory;
 
@@ -38,18 +36,6 @@ impl<S> Calls<S> {
             ..self
         }
     }
-}
-
-/// A fixed reply read as a value (`wire::take_value`).
-#[inline(always)]
-pub fn value<T: TryFromBytes, E>(reply: &[u8]) -> Result<T, Error<E>> {
-    wire::take_value(reply)
-}
-
-/// A tagged reply read as a value or an error (`wire::take_result`).
-#[inline(always)]
-pub fn result<T: TryFromBytes, E: TryFromBytes>(reply: &[u8]) -> Result<T, Error<E>> {
-    wire::take_result(reply)
 }
 
 /// A call of a derived service as its client makes it: its opcode, `Q` bytes of fixed arguments

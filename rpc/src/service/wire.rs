@@ -1123,8 +1123,9 @@ pub(super) fn stream_reply_raw<C: CallSite + ?Sized>(
     Ok(out)
 }
 
-// Every fixed call (a slot at most each way: the derive checks with `fits_slot`) may travel
-// inline, on a transport whose path carries `INLINE_BYTES`; one declined fits the packets.
+// Every fixed call (a slot at most each way: the derive checks with `args_slot` and
+// `reply_slot`) may travel inline, on a transport whose path carries `INLINE_BYTES`; one
+// declined fits the packets.
 const _: () = assert!(INLINE_BYTES >= SLOT_BYTES);
 
 /// Makes the call `request` on `site` with the same shape function a generated client uses, and
