@@ -113,9 +113,11 @@ impl<'a> CallSite for Claimed<'a> {
     type Inline = ClientInline<'a, ClientWait>;
     type Whole = ferry_rpc::service::NoWhole;
 
+    /// The claim's inline line, where the server serves inline calls (its file's header says
+    /// so).
     #[inline]
     fn inline(&self) -> Option<&ClientInline<'a, ClientWait>> {
-        Some(self.inline)
+        self.inline.serves.then_some(self.inline)
     }
 
     #[inline]
@@ -600,119 +602,18 @@ impl ShmClient {
         }
     }
 
-    /// Takes a seat, claims a port (or takes the one the seat keeps), runs `f` on a client
-    /// process that holds that port and no other, and frees the port (or keeps it, if sticky) if
-    /// `f` succeeded or failed with an answered error while the packet is back with this side;
-    /// otherwise (and if `f` panics) abandons it.
+    /// A call on a claim ([`Site::call`]).
     #[inline]
     fn claimed<R, E>(
         &self,
         deadline: Option<Duration>,
         f: impl FnOnce(&Claimed<'_>) -> Result<R, service::Error<E>>,
     ) -> Result<R, service::Error<E>> {
-        let seat = self.sit();
-        self.claimed_on(&seat, deadline, f)
-    }
-
-    /// `claimed`, on the seat the call took.
-    #[inline(always)]
-    fn claimed_on<R, E>(
-        &self,
-        seat: &Seat,
-        deadline: Option<Duration>,
-        f: impl FnOnce(&Claimed<'_>) -> Result<R, service::Error<E>>,
-    ) -> Result<R, service::Error<E>> {
-        // A sticky claim was checked against the state when it was made; a drain since then
-        // must still reach us (`begin`). A kept claim is checked to be still ours (one load of a
-        // word only its holder writes while the protocol is kept): one taken behind our back is
-        // dropped, and a new claim made.
-        // The call's deadline counts from here, over the claim and every wait of the call.
-        let _deadline = DeadlineGuard::set(&seat.wait, deadline);
-        let (index, mine) = match seat.take_held(self.holder) {
-            Some(held)
-                if self.mapped.state().load(Ordering::Acquire) == STATE_SERVING
-                    && still_held(&self.mapped.owners()[held.0 as usize], held.1) =>
-            {
-                held
-            }
-            held => self.begin(seat, held).map_err(service::Error::Transport)?,
-        };
-        let mut claim = Claim {
-            word: &self.mapped.owners()[index as usize],
-            mine,
-            armed: true,
-        };
-        let result = {
-            let inline = ClientInline::new(
-                self.mapped.inline_bitmap(),
-                self.mapped.inline_lines(),
-                self.mapped.inline_wide(),
-                self.mapped.geometry().serves_inline(),
-                index,
-                &seat.wait,
-                &seat.inline_armed,
-                self.mapped.bulk_areas(),
-            );
-            let claimed = Claimed {
-                inline: &inline,
-                process: OnceCell::new(),
-                mapped: &self.mapped,
-                locks: &seat.locks,
-            };
-            // Dropping the claim (also when `f` panics) takes its process's port back.
-            match f(&claimed) {
-                // A wait that gave up: at the call's deadline, or because the server is gone.
-                Err(service::Error::Transport(Transport::Protocol(ferry_rpc::Error::Stalled))) => {
-                    Err(service::Error::Transport(if seat.wait.expired() {
-                        Transport::Deadline
-                    } else if !seat.wait.server_alive() {
-                        Transport::NoServer
-                    } else {
-                        Transport::Protocol(ferry_rpc::Error::Stalled)
-                    }))
-                }
-                result => result,
-            }
-        };
-        seat.cursor.store(index, Ordering::Relaxed);
-        let complete = match &result {
-            Ok(_) | Err(service::Error::App(_)) => true,
-            // The server answered with a status: the exchange is over, if the packet is here.
-            Err(service::Error::Status(_)) => self.mapped.region().client_owns(index),
-            Err(service::Error::Transport(_)) => false,
-        };
-        if !complete {
-            // Dropping the armed claim abandons the port (if it is still ours).
-            return result;
-        }
-        claim.armed = false;
-        // The claim is the call's identity: anyone else's write to this port (a client that
-        // claimed it, the monitor freeing it) first changes its owner word. A call whose claim is
-        // no longer ours once its reply is in may have read another call's reply: it fails, and
-        // the port (no longer ours) is neither freed nor kept. A seat that frees its claim
-        // checks with the release itself (a compare-and-swap from our claim); a sticky one reads
-        // the word.
-        let kept = if self.config.sticky {
-            let kept = still_held(claim.word, mine);
-            if kept {
-                seat.held.store(held_claim(index, mine), Ordering::Relaxed);
-            } else {
-                seat.inline_armed.store(false, Ordering::Relaxed);
-            }
-            kept
-        } else {
-            seat.end_claim(index, mine)
-        };
-        if !kept {
-            return Err(service::Error::Transport(Transport::PortLost {
-                port: index,
-            }));
-        }
-        result
+        Site::call(self, deadline, f)
     }
 
     /// The claim for a call when its seat keeps no sticky claim, when the one kept meets a
-    /// server that no longer serves (`claimed_on` checked: the claim is given back, the error
+    /// server that no longer serves (`Site::call` checked: the claim is given back, the error
     /// says why; the state never returns to serving), or when the one kept was taken from us (it
     /// is forgotten and another claimed). Out of line: a sticky handle's calls skip it (every
     /// call of a handle that is not sticky makes it).
@@ -724,7 +625,7 @@ impl ShmClient {
                 seat.end_claim(index, mine);
                 return Err(self.not_serving(state));
             }
-            // Still serving: the kept claim was taken from us (`claimed_on`). Nothing of this
+            // Still serving: the kept claim was taken from us (`Site::call`). Nothing of this
             // call has touched the port yet; it is not ours to free: forget it and claim another
             // (which sets the inline flag anew).
         }
@@ -830,15 +731,106 @@ impl Drop for DeadlineGuard<'_> {
 impl Site for ShmClient {
     type Claim<'a> = Claimed<'a>;
 
+    /// Takes a seat, claims a port (or takes the one the seat keeps), runs `f` on a client
+    /// process that holds that port and no other, and frees the port (or keeps it, if sticky) if
+    /// `f` succeeded or failed with an answered error while the packet is back with this side;
+    /// otherwise (and if `f` panics) abandons it.
     #[inline]
     fn call<R, E>(
         &self,
         deadline: Option<Duration>,
-        call: impl FnOnce(&Claimed<'_>) -> Result<R, service::Error<E>>,
+        f: impl FnOnce(&Claimed<'_>) -> Result<R, service::Error<E>>,
     ) -> Result<R, service::Error<E>> {
-        // (`claimed`, written out: one frame less between a generated method and its call.)
+        // (Written out here, not in a function of its own: a call's frames from its generated
+        // method to its first store stay few.)
         let seat = self.sit();
-        self.claimed_on(&seat, deadline, call)
+        // A sticky claim was checked against the state when it was made; a drain since then
+        // must still reach us (`begin`). A kept claim is checked to be still ours (one load of a
+        // word only its holder writes while the protocol is kept): one taken behind our back is
+        // dropped, and a new claim made.
+        // The call's deadline counts from here, over the claim and every wait of the call.
+        let _deadline = DeadlineGuard::set(&seat.wait, deadline);
+        let (index, mine) = match seat.take_held(self.holder) {
+            Some(held)
+                if self.mapped.state().load(Ordering::Acquire) == STATE_SERVING
+                    && still_held(&self.mapped.owners()[held.0 as usize], held.1) =>
+            {
+                held
+            }
+            held => self.begin(&seat, held).map_err(service::Error::Transport)?,
+        };
+        let mut claim = Claim {
+            word: &self.mapped.owners()[index as usize],
+            mine,
+            armed: true,
+        };
+        let result = {
+            let inline = ClientInline::new(
+                self.mapped.inline_bitmap(),
+                self.mapped.inline_lines(),
+                self.mapped.inline_wide(),
+                self.mapped.geometry().serves_inline(),
+                index,
+                &seat.wait,
+                &seat.inline_armed,
+                self.mapped.bulk_areas(),
+            );
+            let claimed = Claimed {
+                inline: &inline,
+                process: OnceCell::new(),
+                mapped: &self.mapped,
+                locks: &seat.locks,
+            };
+            // Dropping the claim (also when `f` panics) takes its process's port back.
+            match f(&claimed) {
+                // A wait that gave up: at the call's deadline, or because the server is gone.
+                Err(service::Error::Transport(Transport::Protocol(ferry_rpc::Error::Stalled))) => {
+                    Err(service::Error::Transport(if seat.wait.expired() {
+                        Transport::Deadline
+                    } else if !seat.wait.server_alive() {
+                        Transport::NoServer
+                    } else {
+                        Transport::Protocol(ferry_rpc::Error::Stalled)
+                    }))
+                }
+                result => result,
+            }
+        };
+        seat.cursor.store(index, Ordering::Relaxed);
+        let complete = match &result {
+            Ok(_) | Err(service::Error::App(_)) => true,
+            // The server answered with a status: the exchange is over, if the packet is here.
+            Err(service::Error::Status(_)) => self.mapped.region().client_owns(index),
+            Err(service::Error::Transport(_)) => false,
+        };
+        if !complete {
+            // Dropping the armed claim abandons the port (if it is still ours).
+            return result;
+        }
+        claim.armed = false;
+        // The claim is the call's identity: anyone else's write to this port (a client that
+        // claimed it, the monitor freeing it) first changes its owner word. A call whose claim is
+        // no longer ours once its reply is in may have read another call's reply: it fails, and
+        // the port (no longer ours) is neither freed nor kept. A seat that frees its claim
+        // checks with the release itself (a compare-and-swap from our claim); a sticky one reads
+        // the word.
+        let kept = if self.config.sticky {
+            let kept = still_held(claim.word, mine);
+            if kept {
+                seat.held.store(held_claim(index, mine), Ordering::Relaxed);
+            } else {
+                seat.inline_armed.store(false, Ordering::Relaxed);
+            }
+            kept
+        } else {
+            seat.end_claim(index, mine)
+        };
+        if !kept {
+            return Err(service::Error::Transport(Transport::PortLost {
+                port: index,
+            }));
+        }
+        result
     }
 }
 

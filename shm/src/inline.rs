@@ -596,7 +596,7 @@ fn wait_for_reply(
 ) -> Result<u64, ferry_rpc::Error> {
     let mut polls = 0u32;
     loop {
-        // SYNC (inline, take the reply): as in `exchange_lines`.
+        // SYNC (inline, take the reply): as in `ClientInline::answer`.
         let answer = line.words[word::SERVER].load(Ordering::Acquire);
         if (seq(answer) == next) & reply_lines_in(wide, want, next) {
             return Ok(answer);
@@ -616,13 +616,14 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
         request: &[u8],
         reply: &mut [u8],
     ) -> Option<Result<u32, ferry_rpc::Error>> {
-        self.exchange_lines(
-            opcode,
-            request,
-            lens::pack(request.len(), reply.len(), 0, false),
-            |_| {},
-            reply,
-        )
+        // (Posted and answered here, not through a function of both: a call's frames from its
+        // generated method to its first store stay few.)
+        if reply.len() > INLINE_BYTES {
+            return None;
+        }
+        let lens = lens::pack(request.len(), reply.len(), 0, false);
+        let next = self.post(opcode, request, lens, |_| {})?;
+        self.answer(next, reply)
     }
 
     #[inline(always)]
@@ -670,8 +671,12 @@ impl<W: Wait> ClientInline<'_, W> {
         reply: &mut [u8],
     ) -> Option<Result<u32, ferry_rpc::Error>> {
         let want = reply.len();
+        if want > INLINE_BYTES {
+            return None;
+        }
         self.with_body(request, len, want, put, |request, lens, body| {
-            self.exchange_lines(opcode, request, lens, |area| body.write(area), reply)
+            let next = self.post(opcode, request, lens, |area| body.write(area))?;
+            self.answer(next, reply)
         })
     }
 
@@ -712,23 +717,16 @@ impl<W: Wait> ClientInline<'_, W> {
         )
     }
 
-    /// One inline call: `request` (at most [`INLINE_BYTES`]) into the lines, `lens` (word 1)
-    /// beside it, `before` run (with the bulk area's address) once the line is known to be at
-    /// rest and before the request is handed over; the first `reply.len()` bytes of the reply
-    /// (at most [`INLINE_BYTES`]) into `reply`.
+    /// The reply to the request [`post`](Self::post) handed over (`next`, its sequence, or the
+    /// error it met): the first `reply.len()` bytes of it (at most [`INLINE_BYTES`]) into
+    /// `reply`, and its status; `None` if the server had the call go through the packets.
     #[inline(always)]
-    fn exchange_lines(
+    fn answer(
         &self,
-        opcode: u32,
-        request: &[u8],
-        lens: u64,
-        before: impl FnOnce(*mut u8),
+        next: Result<u32, ferry_rpc::Error>,
         reply: &mut [u8],
     ) -> Option<Result<u32, ferry_rpc::Error>> {
-        if reply.len() > INLINE_BYTES {
-            return None;
-        }
-        let next = match self.post(opcode, request, lens, before)? {
+        let next = match next {
             Ok(next) => next,
             Err(e) => return Some(Err(e)),
         };
@@ -767,6 +765,8 @@ impl<W: Wait> ClientInline<'_, W> {
         lens: u64,
         before: impl FnOnce(*mut u8),
     ) -> Option<Result<u32, ferry_rpc::Error>> {
+        // (A claim offers no inline path where the server serves none, `Claimed::inline`:
+        // checked again for any other caller.)
         if !self.serves || request.len() > INLINE_BYTES {
             return None;
         }
@@ -1540,7 +1540,7 @@ mod model {
                     })
                 })
                 .collect();
-            // The client's hand-over, as `ClientInline::exchange_lines` makes it.
+            // The client's hand-over, as `ClientInline::post` makes it.
             let line = &lines[0];
             line.write_payload(&40u64.to_le_bytes());
             line.words[word::REQUEST_LEN].store(lens::pack(8, 8, 0, false), Ordering::Relaxed);

@@ -124,8 +124,8 @@ pub use crate::layout::INLINE_BYTES;
 ///
 /// A transport gives one through its [`CallSite`] ([`CallSite::inline`]); a bare client
 /// [`Process`] has none ([`NoInline`]). The client methods `#[derive(RpcOpcodes)]` generates try
-/// it first for calls whose request and reply are fixed (or empty) and both fit, and use the
-/// packets when it answers `None`. On the server, the generated `dispatch_inline` serves the same
+/// it first for calls whose request and reply are fixed (or empty) and both fit (the one choice
+/// of a call's path, `wire::route`), and use the packets when it answers `None`. On the server, the generated `dispatch_inline` serves the same
 /// calls from bytes. Both paths give the same results and errors; only the way the bytes travel
 /// differs.
 pub trait InlineCall {

@@ -279,9 +279,46 @@ fn check(code: u32, opcode: u32) -> Result<(), Error> {
     }
 }
 
-/// Makes a call whose arguments are `Q` fixed bytes and whose reply is `R` fixed bytes: inline
-/// where the site has a path for it and both fit ([`INLINE_BYTES`]), else through a port
-/// ([`call_shared`] for a call that passes no memory).
+/// The ways a call crosses, one of which [`route`] chooses for each call.
+pub enum Path<'s, C: CallSite + ?Sized> {
+    /// Carried whole ([`WholeCall`]): a site with no ports (a network's).
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    Whole(&'s C::Whole),
+    /// The site's path for small calls ([`InlineCall`]: shared memory's inline lines, a GPU's
+    /// word lines). It may still decline the call, having sent nothing: a server that serves no
+    /// inline call there, a GPU warp whose lanes its word lines do not cover, a handler that
+    /// answers `DECLINED`. The packets carry it then.
+    Inline(&'s C::Inline),
+    /// A port's packets: every call can cross there.
+    Packets,
+}
+
+/// How a call crosses, chosen here for every call a client makes: whole where the site carries
+/// calls whole; on the site's inline path where it has one, the call may take it (`inline`: its
+/// reply is fixed or empty and waited for) and its `request` and `reply` bytes fit what the
+/// path is asked to carry; else through a port's packets.
+#[inline(always)]
+pub fn route<C: CallSite + ?Sized>(
+    site: &C,
+    request: usize,
+    reply: usize,
+    inline: bool,
+) -> Path<'_, C> {
+    // (No GPU site carries calls whole: left out there, so its code is as before.)
+    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+    if let Some(whole) = site.whole() {
+        return Path::Whole(whole);
+    }
+    if inline && request <= ASK_INLINE && reply <= ASK_INLINE {
+        if let Some(line) = site.inline() {
+            return Path::Inline(line);
+        }
+    }
+    Path::Packets
+}
+
+/// Makes a call whose arguments are `Q` fixed bytes and whose reply is `R` fixed bytes, on the
+/// path [`route`] chooses.
 #[inline(always)]
 pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
@@ -297,6 +334,7 @@ pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
 /// the call orders the caller's memory around it (`Memory::ValuesOnly` for `#[rpc(values)]`,
 /// inline through [`InlineCall::call_inline_values`]). A call of a hot loop is compiled where
 /// it is written instead ([`call_hot`]).
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
 #[inline(always)]
 pub fn call_shared<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
@@ -309,6 +347,11 @@ pub fn call_shared<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     Ok(reply)
 }
 
+/// Off a GPU every call is compiled where it is written, as [`call_hot`] is: a shared call is
+/// that call.
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+pub use call_hot as call_shared;
+
 /// As [`call_shared`], compiled where it is written, with its sizes known (`#[rpc(hot)]`): on a
 /// GPU the client's handle then stays in registers, where a call of a shared function reaches it
 /// through memory (gpu/NOTES.md).
@@ -318,30 +361,30 @@ pub fn call_hot<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     opcode: u32,
     request: &[u8; Q],
     memory: Memory,
-) -> Result<[u8; R], Error> {
-    let mut reply = [0u8; R];
-    // (No GPU site carries calls whole: left out there, so its code is as before.)
-    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-    if let Some(whole) = site.whole() {
-        whole_fixed(whole, opcode, request, None, &mut reply)?;
-        return Ok(reply);
-    }
-    if Q <= ASK_INLINE && R <= ASK_INLINE {
-        if let Some(inline) = site.inline() {
+) -> Result<Reply<R>, Error> {
+    let mut reply = Reply::<R>::new();
+    match route(site, Q, R, true) {
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        Path::Whole(whole) => {
+            whole_fixed(whole, opcode, request, None, &mut reply.bytes)?;
+            return Ok(reply);
+        }
+        Path::Inline(inline) => {
             let answer = match memory {
-                Memory::ValuesOnly => inline.call_inline_values(opcode, request, &mut reply),
-                Memory::Fenced => inline.call_inline(opcode, request, &mut reply),
+                Memory::ValuesOnly => inline.call_inline_values(opcode, request, &mut reply.bytes),
+                Memory::Fenced => inline.call_inline(opcode, request, &mut reply.bytes),
             };
             if let Some(answer) = answer {
                 check(answer?, opcode)?;
                 return Ok(reply);
             }
         }
+        Path::Packets => {}
     }
     let mut port = site.process().open(opcode)?;
     port.set_request_len(Q);
     port.send(|slot, _| write_slot(slot, request))?;
-    port.recv(|slot, _| read_slot(slot, &mut reply))?;
+    port.recv(|slot, _| read_slot(slot, &mut reply.bytes))?;
     check(port.status(), opcode)?;
     Ok(reply)
 }
@@ -363,16 +406,15 @@ pub(super) fn fixed_shared<C: CallSite + ?Sized>(
     reply: &mut [u8],
     memory: Memory,
 ) -> Result<(), Error> {
-    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-    if let Some(whole) = site.whole() {
-        return whole_fixed(whole, opcode, request, None, reply);
-    }
-    if request.len() <= ASK_INLINE && reply.len() <= ASK_INLINE {
-        if let Some(inline) = site.inline() {
+    match route(site, request.len(), reply.len(), true) {
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        Path::Whole(whole) => return whole_fixed(whole, opcode, request, None, reply),
+        Path::Inline(inline) => {
             if let Some(answer) = inline.call_inline_shared(opcode, request, reply, memory) {
                 return check(answer?, opcode);
             }
         }
+        Path::Packets => {}
     }
     let mut port = open_shared(site.process(), opcode)?;
     port.set_request_len(request.len());
@@ -396,7 +438,7 @@ pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize
 ) -> Result<Reply<R>, Error> {
     let mut reply = Reply::new();
     #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-    if let Some(whole) = site.whole() {
+    if let Path::Whole(whole) = route(site, Q, R, false) {
         // No announce word across a whole call: address 0, as a handle without them sends.
         let mut request = *request;
         put(&mut request, at, &0u64);
@@ -422,6 +464,7 @@ pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize
 
 /// Makes a one-way call whose arguments are `Q` fixed bytes: sends and returns. On a GPU through
 /// one function for every such call, as [`call_fixed`].
+#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
 #[inline(always)]
 pub fn call_oneway<C: CallSite + ?Sized, const Q: usize>(
     site: &C,
@@ -431,6 +474,10 @@ pub fn call_oneway<C: CallSite + ?Sized, const Q: usize>(
     site.shared(|site| oneway_shared(site, opcode, request))
 }
 
+/// Off a GPU, [`call_oneway_hot`] (as [`call_shared`] is [`call_hot`] there).
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+pub use call_oneway_hot as call_oneway;
+
 /// [`call_oneway`], compiled where it is written (`#[rpc(hot, oneway)]`).
 #[inline(always)]
 pub fn call_oneway_hot<C: CallSite + ?Sized, const Q: usize>(
@@ -439,7 +486,7 @@ pub fn call_oneway_hot<C: CallSite + ?Sized, const Q: usize>(
     request: &[u8; Q],
 ) -> Result<(), Error> {
     #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-    if let Some(whole) = site.whole() {
+    if let Path::Whole(whole) = route(site, Q, 0, false) {
         return whole_oneway(whole, opcode, request, None);
     }
     let mut port = site.process().open(opcode)?;
@@ -461,7 +508,7 @@ pub(super) fn oneway_shared<C: CallSite + ?Sized>(
     request: &[u8],
 ) -> Result<(), Error> {
     #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-    if let Some(whole) = site.whole() {
+    if let Path::Whole(whole) = route(site, request.len(), 0, false) {
         return whole_oneway(whole, opcode, request, None);
     }
     let mut port = open_shared(site.process(), opcode)?;
@@ -496,21 +543,22 @@ pub(super) fn stream_shared<C: CallSite + ?Sized>(
     oneway: bool,
     reply: &mut [u8],
 ) -> Result<(), Error> {
-    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-    if let Some(whole) = site.whole() {
-        return match oneway {
-            true => whole_oneway(whole, opcode, prefix, Some(body)),
-            false => whole_fixed(whole, opcode, prefix, Some(body), reply),
-        };
-    }
     // Inline where the transport carries the body beside the request (a one-way call goes
     // through the packets: it returns once sent, without waiting for an answer).
-    if !oneway && prefix.len() <= ASK_INLINE && reply.len() <= ASK_INLINE {
-        if let Some(inline) = site.inline() {
+    match route(site, prefix.len(), reply.len(), !oneway) {
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        Path::Whole(whole) => {
+            return match oneway {
+                true => whole_oneway(whole, opcode, prefix, Some(body)),
+                false => whole_fixed(whole, opcode, prefix, Some(body), reply),
+            }
+        }
+        Path::Inline(inline) => {
             if let Some(answer) = inline.call_inline_bulk(opcode, prefix, body, reply) {
                 return check(answer?, opcode);
             }
         }
+        Path::Packets => {}
     }
     stream_through_packets(site, opcode, prefix, body, oneway, reply)
 }
@@ -546,19 +594,19 @@ pub fn call_stream_with<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     fill: &mut dyn FnMut(&mut [u8]),
     oneway: bool,
 ) -> Result<[u8; R], Error> {
-    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-    if let Some(whole) = site.whole() {
-        let mut body = alloc::vec![0u8; len];
-        fill(&mut body);
-        let mut reply = [0u8; R];
-        match oneway {
-            true => whole_oneway(whole, opcode, prefix, Some(&body))?,
-            false => whole_fixed(whole, opcode, prefix, Some(&body), &mut reply)?,
+    match route(site, Q, R, !oneway) {
+        #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+        Path::Whole(whole) => {
+            let mut body = alloc::vec![0u8; len];
+            fill(&mut body);
+            let mut reply = [0u8; R];
+            match oneway {
+                true => whole_oneway(whole, opcode, prefix, Some(&body))?,
+                false => whole_fixed(whole, opcode, prefix, Some(&body), &mut reply)?,
+            }
+            return Ok(reply);
         }
-        return Ok(reply);
-    }
-    if !oneway && Q <= ASK_INLINE && R <= ASK_INLINE {
-        if let Some(inline) = site.inline() {
+        Path::Inline(inline) => {
             let mut reply = [0u8; R];
             if let Some(answer) =
                 inline.call_inline_bulk_with(opcode, prefix, len, fill, &mut reply)
@@ -567,6 +615,7 @@ pub fn call_stream_with<C: CallSite + ?Sized, const Q: usize, const R: usize>(
                 return Ok(reply);
             }
         }
+        Path::Packets => {}
     }
     // (The inline path declined these bytes already, or the server had them go through the
     // packets: the same request inline again would be declined again.)
@@ -803,7 +852,12 @@ pub fn call_vec<C: CallSite + ?Sized, const Q: usize>(
     limit: u64,
     tagged: bool,
 ) -> Result<Replied<alloc::vec::Vec<u8>>, Error> {
-    dynamic::streamed_reply(site, opcode, prefix, body, limit, tagged)
+    // (`dynamic::streamed_reply` without its check of the prefix, which the derive made: one
+    // frame less between a generated method and its first store.)
+    let out = alloc::vec::Vec::new();
+    let (mut out, len, error) = call_streamed(site, opcode, prefix, body, out, limit, tagged)?;
+    out.truncate(len);
+    Ok(Replied { bytes: out, error })
 }
 
 /// Calls whose sizes are known only at run time, for a tool that knows a service from a running
@@ -922,7 +976,7 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
     tagged: bool,
 ) -> Result<(O, usize, Option<Reply<SLOT_BYTES>>), Error> {
     #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-    if let Some(whole) = site.whole() {
+    if let Path::Whole(whole) = route(site, prefix.len(), 0, false) {
         return streamed_whole(whole, opcode, prefix, body, out, limit, tagged);
     }
     let mut port = open_shared(site.process(), opcode)?;
