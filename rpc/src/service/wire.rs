@@ -177,6 +177,16 @@ impl<const R: usize> Reply<R> {
     }
 }
 
+impl<const R: usize> From<[u8; R]> for Reply<R> {
+    #[inline(always)]
+    fn from(bytes: [u8; R]) -> Self {
+        Reply {
+            bytes,
+            tail: [0; 7],
+        }
+    }
+}
+
 impl<const R: usize> Default for Reply<R> {
     fn default() -> Self {
         Self::new()
@@ -325,7 +335,7 @@ pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     opcode: u32,
     request: &[u8; Q],
 ) -> Result<Reply<R>, Error> {
-    call_shared(site, opcode, request, Memory::Fenced)
+    call_shared(site, opcode, request, Memory::Fenced).map(Reply::from)
 }
 
 /// A fixed call ([`call_fixed`]) through the runtime's shared function: on a GPU every such call
@@ -361,18 +371,18 @@ pub fn call_hot<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     opcode: u32,
     request: &[u8; Q],
     memory: Memory,
-) -> Result<Reply<R>, Error> {
-    let mut reply = Reply::<R>::new();
+) -> Result<[u8; R], Error> {
+    let mut reply = [0u8; R];
     match route(site, Q, R, true) {
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
         Path::Whole(whole) => {
-            whole_fixed(whole, opcode, request, None, &mut reply.bytes)?;
+            whole_fixed(whole, opcode, request, None, &mut reply)?;
             return Ok(reply);
         }
         Path::Inline(inline) => {
             let answer = match memory {
-                Memory::ValuesOnly => inline.call_inline_values(opcode, request, &mut reply.bytes),
-                Memory::Fenced => inline.call_inline(opcode, request, &mut reply.bytes),
+                Memory::ValuesOnly => inline.call_inline_values(opcode, request, &mut reply),
+                Memory::Fenced => inline.call_inline(opcode, request, &mut reply),
             };
             if let Some(answer) = answer {
                 check(answer?, opcode)?;
@@ -384,7 +394,7 @@ pub fn call_hot<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     let mut port = site.process().open(opcode)?;
     port.set_request_len(Q);
     port.send(|slot, _| write_slot(slot, request))?;
-    port.recv(|slot, _| read_slot(slot, &mut reply.bytes))?;
+    port.recv(|slot, _| read_slot(slot, &mut reply))?;
     check(port.status(), opcode)?;
     Ok(reply)
 }
