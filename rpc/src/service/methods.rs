@@ -64,7 +64,14 @@ macro_rules! fixed_calls {
                 caller.deadline,
                 #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(always))]
                 move |c| {
+                    #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
                     let reply = wire::$call::<_, Q, R>(c, opcode, request, Memory::$memory);
+                    // (Off a GPU every fixed call is `wire::fixed`, compiled here.)
+                    #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+                    let reply = {
+                        let mut reply = [0u8; R];
+                        wire::fixed(c, opcode, request, &mut reply, Memory::$memory).map(|()| reply)
+                    };
                     decode(&reply.map_err(Error::widen)?[..])
                 },
             )

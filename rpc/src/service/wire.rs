@@ -357,10 +357,24 @@ pub fn call_shared<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     Ok(reply)
 }
 
-/// Off a GPU every call is compiled where it is written, as [`call_hot`] is: a shared call is
-/// that call.
+/// [`call_shared`] off a GPU: [`fixed`], compiled where it is written, as every call is there.
 #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-pub use call_hot as call_shared;
+#[inline(always)]
+pub fn call_shared<C: CallSite + ?Sized, const Q: usize, const R: usize>(
+    site: &C,
+    opcode: u32,
+    request: &[u8; Q],
+    memory: Memory,
+) -> Result<[u8; R], Error> {
+    let mut reply = [0u8; R];
+    fixed(site, opcode, request, &mut reply, memory)?;
+    Ok(reply)
+}
+
+/// Every fixed call off a GPU, hot or not (a generated client calls it straight from the call's
+/// closure, one frame between the two): [`fixed_shared`], which is compiled in place there.
+#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+pub use fixed_shared as fixed;
 
 /// As [`call_shared`], compiled where it is written, with its sizes known (`#[rpc(hot)]`): on a
 /// GPU the client's handle then stays in registers, where a call of a shared function reaches it
@@ -409,7 +423,7 @@ pub fn call_hot<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     not(any(target_arch = "nvptx64", target_arch = "amdgpu")),
     inline(always)
 )]
-pub(super) fn fixed_shared<C: CallSite + ?Sized>(
+pub fn fixed_shared<C: CallSite + ?Sized>(
     site: &C,
     opcode: u32,
     request: &[u8],
