@@ -1371,18 +1371,18 @@ fn serve_arm(service: &Ident, call: &Call, server: &Ident) -> TokenStream {
     let send = match call.response() {
         // (A one-way call sends nothing: never called.)
         None => quote!(|__rpc_port, _| ::core::result::Result::Ok(#s::Served {
-            opcode: __rpc_port.opcode(),
+            opcode: #p::Replies::opcode(__rpc_port),
             status: #s::status::OK,
         })),
         Some(Wire::Fixed(_) | Wire::Unit) => quote! {
-            |__rpc_port, __rpc_replies| #p::send_fixed_replies::<{ #r }, _, _, _, _>(
+            |__rpc_port, __rpc_replies| #p::send_fixed_replies::<{ #r }, _, _>(
                 __rpc_port, __rpc_replies, |__rpc_reply, __rpc_out| #encode,
             )
         },
         Some(Wire::Bytes | Wire::Text) => match call.error() {
             Some(e) => quote! {
                 |__rpc_port, __rpc_replies| #p::send_stream_replies_tagged::<
-                    { 1 + ::core::mem::size_of::<#e>() }, _, _, _, _, _,
+                    { 1 + ::core::mem::size_of::<#e>() }, _, _, _,
                 >(__rpc_port, __rpc_replies, |v| #as_bytes)
             },
             None => quote! {

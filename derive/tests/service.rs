@@ -1008,13 +1008,37 @@ fn the_one_pass_probe_tells_infallible_argument_types_from_others() {
 
 /// A site that carries every call whole (as a network transport does), the message copied as it
 /// would cross, and a bridge that makes it again on a client process of a served region
-/// (`service::replay`). Its own process is on a region no server serves: a call that went
-/// there instead of the whole path would fail.
+/// (`service::replay`) or serves it in its own process (`Handler::handle_whole`). Its own
+/// process is on a region no server serves: a call that went there instead of the whole path
+/// would fail.
 struct Carried<'p> {
     unserved:
         ferry_rpc::ClientProcess<'p, ferry_rpc::Single, ferry_rpc::PerPort, ferry_rpc::SpinLimit>,
-    bridge: &'p ferry_rpc::ClientProcess<'p>,
+    bridge: Bridge<'p>,
     carried: AtomicU32,
+}
+
+/// Where a [`Carried`] call is made again.
+enum Bridge<'p> {
+    /// On a client process of a served region.
+    Replay(&'p ferry_rpc::ClientProcess<'p>),
+    /// By a handler in this process.
+    InProcess(&'p (dyn service::Handler<ferry_rpc::PerPort, ferry_rpc::Spin> + Sync)),
+}
+
+impl Bridge<'_> {
+    fn call(
+        &self,
+        request: &service::WholeRequest<'_>,
+        reply: service::WholeReply<'_>,
+    ) -> Result<(), Error> {
+        match self {
+            Bridge::Replay(process) => service::replay(*process, request, reply),
+            Bridge::InProcess(handler) => handler
+                .handle_whole(request, reply)
+                .expect("a derived service serves every call whole"),
+        }
+    }
 }
 
 impl service::WholeCall for Carried<'_> {
@@ -1034,23 +1058,22 @@ impl service::WholeCall for Carried<'_> {
         };
         // The bridge's end takes what its call gives: the client's end checks it.
         let crossed = match copy.reply {
-            service::ReplyShape::None => {
-                service::replay(self.bridge, &copy, service::WholeReply::none()).map(|()| vec![])
-            }
+            service::ReplyShape::None => self
+                .bridge
+                .call(&copy, service::WholeReply::none())
+                .map(|()| vec![]),
             service::ReplyShape::Fixed(n) => {
                 let mut out = vec![0u8; n];
-                service::replay(self.bridge, &copy, service::WholeReply::fixed(&mut out))
+                self.bridge
+                    .call(&copy, service::WholeReply::fixed(&mut out))
                     .map(|()| out)
             }
             service::ReplyShape::Stream { limit } => {
                 let mut bytes = Vec::new();
                 let mut sink = BytesSink(&mut bytes);
-                service::replay(
-                    self.bridge,
-                    &copy,
-                    service::WholeReply::stream(&mut sink, limit),
-                )
-                .map(|()| bytes)
+                self.bridge
+                    .call(&copy, service::WholeReply::stream(&mut sink, limit))
+                    .map(|()| bytes)
             }
         };
         reply.deliver(&crossed?)
@@ -1107,7 +1130,6 @@ impl<'p> service::Site for Carried<'p> {
 
 #[test]
 fn calls_carried_whole_and_replayed_on_a_bridge_give_what_the_ports_give() {
-    use other::CounterV2;
     let unserved = HeapRegion::new(32, 1).unwrap();
     with_server(1, 1, |region, counters| {
         let bridge = region.client();
@@ -1115,10 +1137,32 @@ fn calls_carried_whole_and_replayed_on_a_bridge_give_what_the_ports_give() {
             unserved: unserved
                 .client_with(ferry_rpc::Single, ferry_rpc::SpinLimit(0))
                 .unwrap(),
-            bridge: &bridge,
+            bridge: Bridge::Replay(&bridge),
             carried: AtomicU32::new(0),
         };
-        let c = Counter::client(&site);
+        calls_carried_whole(&site, counters);
+    });
+}
+
+#[test]
+fn calls_carried_whole_and_served_in_process_give_what_the_ports_give() {
+    let unserved = HeapRegion::new(32, 1).unwrap();
+    let local = Counter::server(Counters::default());
+    let site = Carried {
+        unserved: unserved
+            .client_with(ferry_rpc::Single, ferry_rpc::SpinLimit(0))
+            .unwrap(),
+        bridge: Bridge::InProcess(&local),
+        carried: AtomicU32::new(0),
+    };
+    calls_carried_whole(&site, local.handler());
+}
+
+/// Every kind of call, and every refusal, through `site`, whose calls reach `counters`.
+fn calls_carried_whole(site: &Carried<'_>, counters: &Counters) {
+    use other::CounterV2;
+    {
+        let c = Counter::client(site);
         assert_eq!(c.add(1, 5), Ok(5));
         assert_eq!(c.get(1), Ok(5));
         for len in [0usize, 1, 56, 57, 500, 1024] {
@@ -1156,7 +1200,7 @@ fn calls_carried_whole_and_replayed_on_a_bridge_give_what_the_ports_give() {
                 limit: 10
             }))
         );
-        let new = CounterV2::client(&site);
+        let new = CounterV2::client(site);
         fn unknown<T>(call: &str) -> Result<T, Error> {
             let opcode = service::hash_opcode("Counter", call);
             Err(Error::Status(Status::UnknownOpcode { opcode }))
@@ -1164,14 +1208,14 @@ fn calls_carried_whole_and_replayed_on_a_bridge_give_what_the_ports_give() {
         assert_eq!(new.reset(2), unknown("Reset"));
         assert_eq!(new.upload(&[1; 5000]), unknown("Upload"));
         assert_eq!(new.download(50).map(|b| b.len()), unknown("Download"));
-        let raw = other::RawCounter::client(&site);
+        let raw = other::RawCounter::client(site);
         assert_eq!(
             raw.upper(&[0xff, 0xfe]).map(|b| b.len()),
             Err(Error::Status(Status::BadRequest))
         );
         assert!(site.carried.load(Ordering::Relaxed) > 40);
         assert_eq!(counters.values[1].load(Ordering::Relaxed), 5);
-    });
+    }
 }
 
 /// What a whole call's reply takes: a fixed reply of exactly its length, a one-way call's

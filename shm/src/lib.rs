@@ -225,8 +225,8 @@ pub use inline::ClientInline;
 /// `ferry_rpc::mailbox`).
 pub type ShmMailbox = ferry_rpc::Packed;
 pub use server::{
-    Caller, Handler, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown, DEFAULT_BULK,
-    MONITOR_THREAD, STOP_GRACE,
+    Caller, Handler, InProcess, ServerConfig, ServerPort, ServerStats, ShmServer, Shutdown,
+    DEFAULT_BULK, MONITOR_THREAD, STOP_GRACE,
 };
 
 pub use signal::StopSignal;

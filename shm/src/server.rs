@@ -178,6 +178,60 @@ struct Counters {
     inline: AtomicU64,
 }
 
+/// Calls carried whole made on a server's handler by threads of its own process
+/// ([`ShmServer::in_process`]): what a bridge in the server's process does with each call that
+/// comes to it, instead of making the call again through the server's file. The call is served
+/// as a call through the file is: its handler's panic caught (`Status::ServerError`), counted in
+/// the server's statistics, refused once the server stops serving (`Transport::ShuttingDown`).
+/// Handlers see no caller (`Caller` is for calls through the file).
+#[derive(Clone)]
+pub struct InProcess {
+    shared: Arc<Shared>,
+    handler: Arc<dyn Handler<ShmMailbox, ServerWait> + Send>,
+}
+
+impl std::fmt::Debug for InProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcess")
+            .field("path", &self.shared.mapped.path())
+            .finish()
+    }
+}
+
+impl InProcess {
+    /// Makes the call `request` on the server's handler, its reply handed to `reply`
+    /// (`Handler::handle_whole`): `None` where the handler does not serve calls so (a handler
+    /// written by hand, the handshake; make the call through the file instead).
+    pub fn call_whole(
+        &self,
+        request: &ferry_rpc::service::WholeRequest<'_>,
+        reply: ferry_rpc::service::WholeReply<'_>,
+    ) -> Option<Result<(), ferry_rpc::service::Error>> {
+        use ferry_rpc::service::{Error, Status, Transport};
+        if self.shared.state.load(Ordering::Acquire) != STATE_SERVING {
+            return Some(Err(Error::Transport(Transport::ShuttingDown)));
+        }
+        // (Counted with the handler's tasks: a set that any thread adds to.)
+        let counters = &self.shared.counters[self.shared.counters.len() - 1];
+        let handler = &*self.handler;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| handler.handle_whole(request, reply))) {
+            Ok(None) => None,
+            Ok(Some(result)) => {
+                counters.served.fetch_add(1, Ordering::Relaxed);
+                Some(result)
+            }
+            Err(_) => {
+                counters.panicked.fetch_add(1, Ordering::Relaxed);
+                let opcode = request.opcode;
+                Some(Err(Error::Status(Status::from_code(
+                    status::SERVER_ERROR,
+                    opcode,
+                ))))
+            }
+        }
+    }
+}
+
 /// Adds one to a counter only the calling thread writes.
 fn bump(counter: &AtomicU64) {
     counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -295,6 +349,7 @@ fn restore_words(words: &[AtomicU32], expected: &[u8]) {
 /// same ([`Shutdown::stuck_workers`] counts such workers).
 pub struct ShmServer {
     shared: Arc<Shared>,
+    handler: Arc<dyn Handler<ShmMailbox, ServerWait> + Send>,
     workers: Vec<JoinHandle<()>>,
     monitor: Option<JoinHandle<()>>,
     created: Created,
@@ -390,6 +445,7 @@ impl ShmServer {
         let _mask = crate::signal::ThreadMask::block_stop_signals();
         let mut server = ShmServer {
             shared: Arc::clone(&shared),
+            handler: Arc::clone(&handler),
             workers: Vec::with_capacity(workers),
             monitor: None,
             created,
@@ -441,6 +497,16 @@ impl ShmServer {
     /// The counters so far.
     pub fn stats(&self) -> ServerStats {
         snapshot(&self.shared.counters)
+    }
+
+    /// A handle through which this process's own threads make calls carried whole (a network's
+    /// messages, as a bridge in this process receives them) on this server's handler directly,
+    /// with no port: see [`InProcess`].
+    pub fn in_process(&self) -> InProcess {
+        InProcess {
+            shared: Arc::clone(&self.shared),
+            handler: Arc::clone(&self.handler),
+        }
     }
 
     /// The owner word of `port`: `(pid, generation)`; pid 0 means free.

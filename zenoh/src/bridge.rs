@@ -12,6 +12,12 @@
 //!  reply ◀─────────────────────────────────────────────────  reply bytes, or the Error ◀───
 //! ```
 //!
+//! A bridge started in the server's own process ([`Bridge::start_serving`], as a
+//! [`ZenohServer`](crate::ZenohServer) starts one) makes each call on the server's handler
+//! directly (`ferry_shm::InProcess`), the request read where zenoh delivered it and the reply
+//! written where it will be sent: no copy through the server's file, and the same checks,
+//! counters and refusals.
+//!
 //! A call is made only if its opcode is one of the calls of the service its key names: the
 //! server dispatches every service it serves by opcode alone, so a query at one service's key
 //! carrying another's opcode would otherwise run the other service's handler. The opcodes are
@@ -38,7 +44,7 @@ use std::time::Duration;
 
 use ferry_rpc::service::{self, CallInfo, Error, ReplyShape, Site, Status, Transport, WholeReply};
 use ferry_rpc::StreamSink;
-use ferry_shm::ShmClient;
+use ferry_shm::{InProcess, ShmClient};
 use zenoh::query::{Query, Queryable};
 use zenoh::{Session, Wait};
 
@@ -144,6 +150,9 @@ struct Exported {
     tables: (Vec<(String, u64)>, Vec<String>),
     /// Every opcode the calls table lists, of any service (sorted).
     listed: Vec<u32>,
+    /// The server's handler, where the server runs in the bridge's process: calls are made on it
+    /// directly.
+    local: Option<InProcess>,
 }
 
 /// The server behind the bridge.
@@ -296,6 +305,30 @@ impl Bridge {
         shm: ShmClient,
         config: BridgeConfig,
     ) -> Result<Bridge, ZenohError> {
+        Self::start_with(session, name, shm, config, None)
+    }
+
+    /// Exports the services of `server`, a server of this process, on `session` under `name`:
+    /// as [`start`](Self::start), each call made on the server's handler directly
+    /// ([`ShmServer::in_process`](ferry_shm::ShmServer::in_process)), with no copy through its
+    /// file (a handler written by hand still gets its calls through the file).
+    pub fn start_serving(
+        session: &Session,
+        name: &str,
+        server: &ferry_shm::ShmServer,
+        config: BridgeConfig,
+    ) -> Result<Bridge, ZenohError> {
+        let shm = ShmClient::attach(server.path(), Default::default())?;
+        Self::start_with(session, name, shm, config, Some(server.in_process()))
+    }
+
+    fn start_with(
+        session: &Session,
+        name: &str,
+        shm: ShmClient,
+        config: BridgeConfig,
+        local: Option<InProcess>,
+    ) -> Result<Bridge, ZenohError> {
         crate::check_name(name)?;
         let (services, listed) = exported_services(&shm, name)?;
         if services.is_empty() {
@@ -313,6 +346,7 @@ impl Bridge {
             max_deadline: config.max_deadline,
             services,
             listed,
+            local,
         });
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = std::sync::mpsc::sync_channel::<(Query, usize)>(1024);
@@ -466,20 +500,32 @@ fn call(exported: &Exported, service: usize, payload: &[u8]) -> Option<Vec<u8>> 
         Err(refused) => return Some(encode_error(&refused)),
     };
     let shm = &*shm;
+    // Made on the server's handler in this process where the bridge has it (a `ZenohServer`),
+    // else (or where the handler does not serve calls so) on the server through its file.
+    let local = exported.local.as_ref();
     let made = match request.reply {
         ReplyShape::None => {
-            let _ = Site::call(shm, deadline, |claim| {
-                service::replay(claim, &request, WholeReply::none())
-            });
+            if local
+                .and_then(|l| l.call_whole(&request, WholeReply::none()))
+                .is_none()
+            {
+                let _ = Site::call(shm, deadline, |claim| {
+                    service::replay(claim, &request, WholeReply::none())
+                });
+            }
             return None;
         }
         ReplyShape::Fixed(len) => {
             // The reply's bytes after its tag (0: Ok), written where they will be sent.
             let mut out = [0u8; 1 + ferry_rpc::layout::SLOT_BYTES];
-            Site::call(shm, deadline, |claim| {
-                service::replay(claim, &request, WholeReply::fixed(&mut out[1..1 + len]))
-            })
-            .map(|()| out[..1 + len].to_vec())
+            let fixed = &mut out[1..1 + len];
+            let made = match local.and_then(|l| l.call_whole(&request, WholeReply::fixed(fixed))) {
+                Some(made) => made,
+                None => Site::call(shm, deadline, |claim| {
+                    service::replay(claim, &request, WholeReply::fixed(&mut out[1..1 + len]))
+                }),
+            };
+            made.map(|()| out[..1 + len].to_vec())
         }
         ReplyShape::Stream { limit } => {
             // The reply's bytes after its tag (0: Ok), written where they will be sent.
@@ -487,10 +533,14 @@ fn call(exported: &Exported, service: usize, payload: &[u8]) -> Option<Vec<u8>> 
                 bytes: vec![0],
                 len: 1,
             };
-            Site::call(shm, deadline, |claim| {
-                service::replay(claim, &request, WholeReply::stream(&mut sink, limit))
-            })
-            .map(|()| sink.into_reply())
+            let reply = WholeReply::stream(&mut sink, limit);
+            let made = match local.and_then(|l| l.call_whole(&request, reply)) {
+                Some(made) => made,
+                None => Site::call(shm, deadline, |claim| {
+                    service::replay(claim, &request, WholeReply::stream(&mut sink, limit))
+                }),
+            };
+            made.map(|()| sink.into_reply())
         }
     };
     if let Err(Error::Transport(Transport::NoServer | Transport::ShuttingDown)) = made {

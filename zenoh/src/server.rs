@@ -1,14 +1,12 @@
 //! A server of derived services on zenoh: a shared-memory server in this process (so callers on
 //! this machine take shared memory) and a [`Bridge`] that exports it (so callers elsewhere reach
-//! it through zenoh). One code path: every call through zenoh is made on the shared-memory
-//! server, by the same handler.
+//! it through zenoh). One handler: a call through zenoh is made on it directly, in this process
+//! (`ShmServer::in_process`), counted and refused as the shared-memory server counts and
+//! refuses its own.
 
 use std::time::Duration;
 
-use ferry_shm::{
-    ClientConfig as ShmClientConfig, Handler, ServerConfig, ServerWait, ShmClient, ShmMailbox,
-    ShmServer, Shutdown,
-};
+use ferry_shm::{Handler, ServerConfig, ServerWait, ShmMailbox, ShmServer, Shutdown};
 use zenoh::Session;
 
 use crate::bridge::{Bridge, BridgeConfig};
@@ -59,8 +57,7 @@ impl ZenohServer {
     ) -> Result<ZenohServer, ZenohError> {
         crate::check_name(name)?;
         let shm = ShmServer::start(ferry_shm::path_for(name), config, services)?;
-        let client = ShmClient::attach(shm.path(), ShmClientConfig::default())?;
-        let bridge = Bridge::start(session, name, client, bridge)?;
+        let bridge = Bridge::start_serving(session, name, &shm, bridge)?;
         Ok(ZenohServer {
             bridge: Some(bridge),
             shm: Some(shm),

@@ -222,8 +222,6 @@ impl<
                         _,
                         _,
                         _,
-                        _,
-                        _,
                     >(
                         __rpc_port,
                         __rpc_replies,

@@ -91,6 +91,20 @@ pub trait Handler<M: Mailbox, W: Wait>: Sync {
         false
     }
 
+    /// Serves a call carried whole (a network's message: `WholeRequest`) in this process, with
+    /// no port: its reply (or its error) handed to `reply`, the call checked as the packets
+    /// check it (see `__private::WholeVia`). `None` if this handler does not serve calls so (a
+    /// handler written by hand, the handshake): the transport then makes the call through a
+    /// port. A derived service serves every one of its calls so.
+    fn handle_whole(
+        &self,
+        request: &super::WholeRequest<'_>,
+        reply: super::WholeReply<'_>,
+    ) -> Option<Result<(), super::Error>> {
+        let _ = (request, reply);
+        None
+    }
+
     /// Serves an inline call as a task that answers through `later` afterwards (an async
     /// handler), or gives `later` back if it does not serve this call so (the transport then
     /// calls [`handle_inline`](Self::handle_inline)). Only called if
@@ -191,6 +205,16 @@ macro_rules! services_handler {
         #[inline]
         fn handle_inline_lanes(&self, opcode: u32, lanes: &mut InlineLanes<'_>) {
             let via = super::__private::LanesVia { lanes };
+            services_handler!(@serve self, opcode, via $(, $service, $field)?)
+        }
+
+        fn handle_whole(
+            &self,
+            request: &super::WholeRequest<'_>,
+            reply: super::WholeReply<'_>,
+        ) -> Option<Result<(), super::Error>> {
+            let opcode = request.opcode;
+            let via = super::__private::WholeVia { request, reply };
             services_handler!(@serve self, opcode, via $(, $service, $field)?)
         }
 

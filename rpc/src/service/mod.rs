@@ -1025,6 +1025,8 @@ pub mod __private {
     #[cfg(feature = "std")]
     pub use super::later::task;
     pub use super::methods::*;
+    #[cfg(feature = "std")]
+    pub use super::whole::{WholeReplies, WholeVia};
     pub use super::wire::*;
     #[cfg(feature = "std")]
     pub use alloc::{boxed::Box, sync::Arc};
@@ -1279,13 +1281,12 @@ pub mod __private {
     /// Sends each lane's fixed reply, encoded (`Via::copied`'s `send` for a call with a text
     /// argument and a fixed reply).
     #[inline(always)]
-    pub fn send_fixed_replies<const R: usize, T, L: Lanes, M: Mailbox, W: Wait>(
-        port: &mut Port<'_, '_, Server, L, M, W>,
+    pub fn send_fixed_replies<const R: usize, T, S: Replies>(
+        port: &mut S,
         replies: &[Option<T>; 64],
         encode: impl Fn(&T, &mut [u8; R]),
     ) -> Result<super::Served, ProtocolError> {
-        port.set_status(status::OK);
-        port.send(|slot, lane| {
+        port.send_slots(|slot, lane| {
             if let Some(reply) = &replies[lane as usize] {
                 let mut buf = [0u8; R];
                 encode(reply, &mut buf);
@@ -1298,36 +1299,96 @@ pub mod __private {
         })
     }
 
-    /// Sends each lane's parts: a head and the stream's bytes. A client that refuses the reply
-    /// (longer than it takes) knows, and gets the packet back when the port closes.
-    #[inline(always)]
-    fn send_lane_parts<'r, L: Lanes, M: Mailbox, W: Wait>(
-        port: &mut Port<'_, '_, Server, L, M, W>,
-        parts: impl FnMut(u32) -> (&'r [u8], &'r [u8]),
-    ) -> Result<super::Served, ProtocolError> {
-        let opcode = port.opcode();
-        port.set_status(status::OK);
-        match port.send_parts(parts) {
-            Ok(()) => Ok(super::Served {
-                opcode,
-                status: status::OK,
-            }),
-            Err(ProtocolError::Rejected) => Ok(super::Served {
-                opcode,
-                status: status::REJECTED,
-            }),
-            Err(e) => Err(e),
+    /// Where a call's streamed replies go ([`Via::copied`]'s `send`): each lane's as a head and
+    /// the stream's bytes.
+    pub trait Replies {
+        /// The call's opcode.
+        fn opcode(&self) -> u32;
+
+        /// Sends each lane's parts: a head and the stream's bytes.
+        fn send_lane_parts<'r>(
+            &mut self,
+            parts: impl FnMut(u32) -> (&'r [u8], &'r [u8]),
+        ) -> Result<super::Served, ProtocolError>;
+
+        /// Sends each lane's fixed reply, written into its slot by `fill`, with status `OK`.
+        fn send_slots(
+            &mut self,
+            fill: impl FnMut(&mut crate::Slot, u32),
+        ) -> Result<(), ProtocolError>;
+    }
+
+    /// A port's packets: a client that refuses the reply (longer than it takes) knows, and gets
+    /// the packet back when the port closes.
+    impl<L: Lanes, M: Mailbox, W: Wait> Replies for Port<'_, '_, Server, L, M, W> {
+        #[inline(always)]
+        fn opcode(&self) -> u32 {
+            Port::opcode(self)
+        }
+
+        #[inline(always)]
+        fn send_slots(
+            &mut self,
+            fill: impl FnMut(&mut crate::Slot, u32),
+        ) -> Result<(), ProtocolError> {
+            self.set_status(status::OK);
+            self.send(fill)
+        }
+
+        #[inline(always)]
+        fn send_lane_parts<'r>(
+            &mut self,
+            parts: impl FnMut(u32) -> (&'r [u8], &'r [u8]),
+        ) -> Result<super::Served, ProtocolError> {
+            let opcode = self.opcode();
+            self.set_status(status::OK);
+            match self.send_parts(parts) {
+                Ok(()) => Ok(super::Served {
+                    opcode,
+                    status: status::OK,
+                }),
+                Err(ProtocolError::Rejected) => Ok(super::Served {
+                    opcode,
+                    status: status::REJECTED,
+                }),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// The replies of a path that sends no streamed reply (it declines such calls): a type with
+    /// no values.
+    #[derive(Debug)]
+    pub enum NoReplies {}
+
+    impl Replies for NoReplies {
+        fn opcode(&self) -> u32 {
+            match *self {}
+        }
+
+        fn send_slots(
+            &mut self,
+            _fill: impl FnMut(&mut crate::Slot, u32),
+        ) -> Result<(), ProtocolError> {
+            match *self {}
+        }
+
+        fn send_lane_parts<'r>(
+            &mut self,
+            _parts: impl FnMut(u32) -> (&'r [u8], &'r [u8]),
+        ) -> Result<super::Served, ProtocolError> {
+            match *self {}
         }
     }
 
     /// Sends each lane's streamed reply (`bytes` of it).
     #[inline(always)]
-    pub fn send_stream_replies<T, L: Lanes, M: Mailbox, W: Wait>(
-        port: &mut Port<'_, '_, Server, L, M, W>,
+    pub fn send_stream_replies<T, S: Replies>(
+        port: &mut S,
         replies: &[Option<T>; 64],
         bytes: impl Fn(&T) -> &[u8],
     ) -> Result<super::Served, ProtocolError> {
-        send_lane_parts(port, |lane| match &replies[lane as usize] {
+        port.send_lane_parts(|lane| match &replies[lane as usize] {
             Some(reply) => (&[], bytes(reply)),
             None => (&[], &[]),
         })
@@ -1336,8 +1397,8 @@ pub mod __private {
     /// Sends each lane's streamed reply of a call with an error type: a tag byte, then the
     /// value's `bytes` (0), or the error (1, its `H - 1` bytes) and no stream.
     #[inline(always)]
-    pub fn send_stream_replies_tagged<const H: usize, V, E, L: Lanes, M: Mailbox, W: Wait>(
-        port: &mut Port<'_, '_, Server, L, M, W>,
+    pub fn send_stream_replies_tagged<const H: usize, V, E, S: Replies>(
+        port: &mut S,
         replies: &[Option<Result<V, E>>; 64],
         bytes: impl Fn(&V) -> &[u8],
     ) -> Result<super::Served, ProtocolError>
@@ -1351,7 +1412,7 @@ pub mod __private {
                 put(&mut heads[lane], 1, e);
             }
         }
-        send_lane_parts(port, |lane| match &replies[lane as usize] {
+        port.send_lane_parts(|lane| match &replies[lane as usize] {
             Some(Ok(v)) => (&heads[lane as usize][..1], bytes(v)),
             Some(Err(_)) => (&heads[lane as usize][..], &[]),
             None => (&[], &[]),
@@ -1442,12 +1503,9 @@ pub mod __private {
     pub trait Via<'v>: Sized {
         /// What serving the call returns on this path.
         type Out;
-        /// The lanes of the path's ports (a path without ports: any).
-        type L: Lanes;
-        /// The mailboxes of the path's ports.
-        type M: Mailbox;
-        /// The wait policy of the path's ports.
-        type W: Wait;
+        /// Where this path's streamed replies go ([`copied`](Self::copied)'s `send`): a port's
+        /// packets, or a call's whole reply.
+        type Replies: Replies;
 
         /// A call of fixed arguments and a fixed reply (or none). A request of another length
         /// than `Q` bytes is refused (`BAD_REQUEST`) before any byte of it is read. Through the
@@ -1502,7 +1560,7 @@ pub mod __private {
             decode: impl Fn(&[u8]) -> Option<A>,
             call: impl FnMut(A, &'v [u8]) -> T,
             send: impl FnOnce(
-                &mut Port<'_, '_, Server, Self::L, Self::M, Self::W>,
+                &mut Self::Replies,
                 &[Option<T>; 64],
             ) -> Result<super::Served, ProtocolError>,
         ) -> Self::Out {
@@ -1534,13 +1592,11 @@ pub mod __private {
         pub buffers: &'b mut B,
     }
 
-    impl<'b, L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers> Via<'b>
-        for PacketVia<'_, '_, '_, 'b, L, M, W, B>
+    impl<'p, 'q, 'b, L: Lanes, M: Mailbox, W: Wait, B: LaneBuffers> Via<'b>
+        for PacketVia<'_, 'p, 'q, 'b, L, M, W, B>
     {
         type Out = Result<super::Served, ProtocolError>;
-        type L = L;
-        type M = M;
-        type W = W;
+        type Replies = Port<'p, 'q, Server, L, M, W>;
 
         #[inline(always)]
         fn fixed<const Q: usize, const R: usize, A>(
@@ -1661,7 +1717,7 @@ pub mod __private {
             decode: impl Fn(&[u8]) -> Option<A>,
             mut call: impl FnMut(A, &'b [u8]) -> T,
             send: impl FnOnce(
-                &mut Port<'_, '_, Server, L, M, W>,
+                &mut Self::Replies,
                 &[Option<T>; 64],
             ) -> Result<super::Served, ProtocolError>,
         ) -> Self::Out {
@@ -1776,9 +1832,7 @@ pub mod __private {
 
     impl<'v> Via<'v> for InlineVia<'_> {
         type Out = Option<(u32, usize)>;
-        type L = crate::Single;
-        type M = crate::PerPort;
-        type W = crate::Spin;
+        type Replies = NoReplies;
 
         #[inline(always)]
         fn fixed<const Q: usize, const R: usize, A>(
@@ -1844,9 +1898,7 @@ pub mod __private {
 
     impl<'v> Via<'v> for LanesVia<'_, '_> {
         type Out = ();
-        type L = crate::Single;
-        type M = crate::PerPort;
-        type W = crate::Spin;
+        type Replies = NoReplies;
 
         #[inline(always)]
         fn fixed<const Q: usize, const R: usize, A>(

@@ -198,3 +198,227 @@ impl WholeCall for NoWhole {
         match *self {}
     }
 }
+
+/// A call carried whole, served in this process by a derived service's handler
+/// (`Handler::handle_whole`): its fixed arguments and its streamed argument read where they lie,
+/// its reply handed to the call's [`WholeReply`] as one message. The call is checked as the
+/// packets check it, before its handler runs: arguments of another length than the call's, or
+/// that do not decode, or a streamed argument the call does not take (or missing), or text that
+/// is not UTF-8, are [`Status::BadRequest`]; a streamed argument over the call's limit
+/// [`Status::Rejected`]; an opcode the service does not have [`Status::UnknownOpcode`]; a reply
+/// shape the call does not have ([`ReplyShape::None`] for a call that answers, or the other way
+/// round) [`Status::BadRequest`]. The handshake is declined (`None`): a transport answers it
+/// itself.
+#[cfg(feature = "std")]
+#[derive(Debug)]
+pub struct WholeVia<'a, 'r> {
+    /// The call.
+    pub request: &'a WholeRequest<'a>,
+    /// Where its reply goes.
+    pub reply: WholeReply<'r>,
+}
+
+#[cfg(feature = "std")]
+impl<'a> WholeVia<'a, '_> {
+    /// The status `code` of call `opcode` as the client would see it.
+    fn refused(&self, code: u32) -> Option<Result<(), Error>> {
+        Some(Err(Error::Status(Status::from_code(
+            code,
+            self.request.opcode,
+        ))))
+    }
+
+    /// The fixed arguments (exactly `Q` bytes) and the streamed argument (where the call takes
+    /// one: at most its `stream` limit) of the call, and whether its reply shape is the call's
+    /// (`oneway`: none); the status that refuses it otherwise.
+    fn parts<const Q: usize>(
+        &self,
+        oneway: bool,
+        stream: Option<u64>,
+    ) -> Result<(&'a [u8], &'a [u8]), u32> {
+        use super::status;
+        let request = self.request;
+        if request.prefix.len() != Q || oneway != (request.reply == ReplyShape::None) {
+            return Err(status::BAD_REQUEST);
+        }
+        match (stream, request.body) {
+            (None, None) => Ok((request.prefix, &[])),
+            (Some(limit), Some(body)) if body.len() as u64 > limit => Err(status::REJECTED),
+            (Some(_), Some(body)) => Ok((request.prefix, body)),
+            _ => Err(status::BAD_REQUEST),
+        }
+    }
+
+    /// Delivers a fixed reply: the first bytes of a slot that holds `out` (the rest zero), as
+    /// many as the call asked for (at most a slot).
+    fn fixed_reply(mut self, out: &[u8]) -> Option<Result<(), Error>> {
+        let mut slot = [0u8; crate::layout::SLOT_BYTES];
+        let n = out.len().min(slot.len());
+        slot[..n].copy_from_slice(&out[..n]);
+        let asked = match self.reply.shape() {
+            ReplyShape::Fixed(len) if len <= slot.len() => len,
+            ReplyShape::None => return Some(Ok(())),
+            _ => return self.refused(super::status::BAD_REQUEST),
+        };
+        Some(self.reply.deliver(&slot[..asked]))
+    }
+}
+
+#[cfg(feature = "std")]
+impl<'a, 'r> super::__private::Via<'a> for WholeVia<'a, 'r> {
+    /// `None`: declined (the handshake); else the call's outcome, its reply delivered.
+    type Out = Option<Result<(), Error>>;
+    type Replies = WholeReplies<'r>;
+
+    fn fixed<const Q: usize, const R: usize, A>(
+        self,
+        made: super::__private::Call<Q, R>,
+        _infallible: bool,
+        decode: impl Fn(&[u8]) -> Option<A>,
+        mut serve: impl FnMut(A, &mut [u8; R]),
+    ) -> Self::Out {
+        let _ = made;
+        let fixed = match self.parts::<Q>(false, None) {
+            Ok((fixed, _)) => fixed,
+            Err(code) => return self.refused(code),
+        };
+        let Some(args) = decode(fixed) else {
+            return self.refused(super::status::BAD_REQUEST);
+        };
+        let mut out = [0u8; R];
+        serve(args, &mut out);
+        self.fixed_reply(&out)
+    }
+
+    fn in_place<const Q: usize, const R: usize, A, T>(
+        self,
+        made: super::__private::Call<Q, R>,
+        oneway: bool,
+        stream: Option<u64>,
+        decode: impl Fn(&[u8]) -> Option<A>,
+        mut call: impl FnMut(A, &[u8]) -> T,
+        encode: impl Fn(&T, &mut [u8; R]),
+    ) -> Self::Out {
+        let _ = made;
+        let (fixed, body) = match self.parts::<Q>(oneway, stream) {
+            Ok(parts) => parts,
+            Err(code) => return self.refused(code),
+        };
+        let Some(args) = decode(fixed) else {
+            return self.refused(super::status::BAD_REQUEST);
+        };
+        let reply = call(args, body);
+        if oneway {
+            return Some(Ok(()));
+        }
+        let mut out = [0u8; R];
+        encode(&reply, &mut out);
+        self.fixed_reply(&out)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn copied<const Q: usize, const R: usize, A, T>(
+        self,
+        made: super::__private::Call<Q, R>,
+        oneway: bool,
+        stream: Option<u64>,
+        text: bool,
+        decode: impl Fn(&[u8]) -> Option<A>,
+        mut call: impl FnMut(A, &'a [u8]) -> T,
+        send: impl FnOnce(&mut Self::Replies, &[Option<T>; 64]) -> Result<super::Served, crate::Error>,
+    ) -> Self::Out {
+        let (fixed, body) = match self.parts::<Q>(oneway, stream) {
+            Ok(parts) => parts,
+            Err(code) => return self.refused(code),
+        };
+        let args = match decode(fixed) {
+            Some(args) if !text || core::str::from_utf8(body).is_ok() => args,
+            _ => return self.refused(super::status::BAD_REQUEST),
+        };
+        let reply = call(args, body);
+        if oneway {
+            return Some(Ok(()));
+        }
+        let mut replies: [Option<T>; 64] = core::array::from_fn(|_| None);
+        replies[0] = Some(reply);
+        let mut out = WholeReplies {
+            opcode: made.opcode,
+            reply: self.reply,
+            result: Ok(()),
+        };
+        if let Err(e) = send(&mut out, &replies) {
+            return Some(Err(e.into()));
+        }
+        Some(out.result)
+    }
+
+    fn unknown(self) -> Self::Out {
+        self.refused(super::status::UNKNOWN_OPCODE)
+    }
+
+    fn declined(self) -> Self::Out {
+        None
+    }
+}
+
+/// Where a whole call's reply goes from a handler's `send` ([`WholeVia`]): lane 0's reply,
+/// delivered to the call's [`WholeReply`] with the checks the packets make (a stream over the
+/// call's limit is [`Status::ReplyTooLarge`], as a client through the packets refuses it).
+#[cfg(feature = "std")]
+#[derive(Debug)]
+pub struct WholeReplies<'r> {
+    opcode: u32,
+    reply: WholeReply<'r>,
+    result: Result<(), Error>,
+}
+
+#[cfg(feature = "std")]
+impl super::__private::Replies for WholeReplies<'_> {
+    fn opcode(&self) -> u32 {
+        self.opcode
+    }
+
+    fn send_lane_parts<'b>(
+        &mut self,
+        mut parts: impl FnMut(u32) -> (&'b [u8], &'b [u8]),
+    ) -> Result<super::Served, crate::Error> {
+        let (head, bytes) = parts(0);
+        let len = head.len() + bytes.len();
+        let took = match self.reply.shape() {
+            ReplyShape::Stream { limit } => limit,
+            _ => 0,
+        };
+        self.result = match self.reply.deliver_parts(len, [head, bytes]) {
+            Err(Error::Transport(super::Transport::Protocol(crate::Error::TooLarge {
+                len,
+                limit,
+                ..
+            }))) => Err(Error::Status(Status::ReplyTooLarge { len, limit })),
+            Err(Error::Transport(super::Transport::Protocol(crate::Error::Sink { .. }))) => {
+                Err(Error::Status(Status::ReplyTooLarge {
+                    len: len as u64,
+                    limit: took,
+                }))
+            }
+            other => other,
+        };
+        Ok(super::Served {
+            opcode: self.opcode,
+            status: super::status::OK,
+        })
+    }
+
+    fn send_slots(
+        &mut self,
+        mut fill: impl FnMut(&mut crate::Slot, u32),
+    ) -> Result<(), crate::Error> {
+        let mut slot = crate::Slot::default();
+        fill(&mut slot, 0);
+        let bytes = slot.as_bytes();
+        self.result = match self.reply.shape() {
+            ReplyShape::Fixed(len) if len <= bytes.len() => self.reply.deliver(&bytes[..len]),
+            _ => Err(Error::Status(Status::BadRequest)),
+        };
+        Ok(())
+    }
+}
