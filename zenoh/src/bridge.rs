@@ -467,16 +467,50 @@ impl Drop for Bridge {
 /// Serves one query at the key of service `service` (an index into `exported.services`): an
 /// empty one (a client's attach) is answered at once; any other is a call.
 fn serve(exported: &Exported, query: &Query, service: usize) {
-    let payload = query.payload().map(|p| p.to_bytes());
-    let payload = payload.as_deref().unwrap_or(&[]);
-    let reply = match payload.is_empty() {
+    let reply = with_payload(query, |payload| match payload.is_empty() {
         true => Some(encode_ok(&[])),
         false => call(exported, service, payload),
-    };
+    });
     if let Some(reply) = reply {
         // (A query whose caller is gone: nothing to do.)
         let _ = query.reply(&*exported.services[service].key, reply).wait();
     }
+}
+
+/// The most bytes of a fragmented request a serving thread keeps room for between calls.
+const GATHER_KEPT: usize = 8 << 20;
+
+thread_local! {
+    /// Where a serving thread gathers a request that arrived in fragments, kept between calls: a
+    /// large request then costs one copy, not a fresh allocation's page faults as well.
+    static GATHERED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on `query`'s payload as one slice: where it lies if it arrived in one piece, else
+/// gathered into this thread's buffer.
+fn with_payload<T>(query: &Query, f: impl FnOnce(&[u8]) -> T) -> T {
+    let Some(payload) = query.payload() else {
+        return f(&[]);
+    };
+    let mut slices = payload.slices();
+    if let (Some(one), None) = (slices.next(), slices.next()) {
+        return f(one);
+    }
+    GATHERED.with(|gathered| match gathered.try_borrow_mut() {
+        Ok(mut buffer) => {
+            buffer.clear();
+            for slice in payload.slices() {
+                buffer.extend_from_slice(slice);
+            }
+            let out = f(&buffer);
+            if buffer.capacity() > GATHER_KEPT {
+                *buffer = Vec::new();
+            }
+            out
+        }
+        // (Only if `f` served another query on this thread: gathered apart.)
+        Err(_) => f(&payload.to_bytes()),
+    })
 }
 
 /// Makes the call `payload` carries, at the key of service `service`, on the shared-memory
