@@ -1941,3 +1941,75 @@ fn services_that_share_an_opcode_are_refused_at_start() {
         other => panic!("two services sharing an opcode started: {other:?}"),
     }
 }
+
+/// A service whose one call panics on 0.
+#[derive(ferry_rpc::RpcOpcodes)]
+enum Shaky {
+    #[rpc(response = u64)]
+    Div { n: u64 },
+}
+
+struct Hundred;
+
+impl ShakyServer for Hundred {
+    fn div(&self, n: u64) -> u64 {
+        100 / n
+    }
+}
+
+/// Calls carried whole made on a server's handler in its own process (`ShmServer::in_process`,
+/// what a bridge in that process does): answered as through the file, counted, a panicking
+/// handler caught, refused once the server stops; a handler written by hand does not serve them
+/// (`None`: the caller goes through the file).
+#[test]
+fn calls_made_in_process_are_answered_counted_and_refused_once_stopped() {
+    use ferry_rpc::service::{ReplyShape, WholeReply, WholeRequest};
+    let server = ShmServer::start(
+        unique("in-process"),
+        ServerConfig::default(),
+        Shaky::server(Hundred),
+    )
+    .unwrap();
+    let local = server.in_process();
+    let call = |n: u64| {
+        let prefix = n.to_le_bytes();
+        let request = WholeRequest {
+            opcode: Shaky::Div { n: 0 }.opcode(),
+            prefix: &prefix,
+            body: None,
+            reply: ReplyShape::Fixed(8),
+        };
+        let mut out = [0u8; 8];
+        let made = local.call_whole(&request, WholeReply::fixed(&mut out));
+        made.expect("a derived service serves it")
+            .map(|()| u64::from_le_bytes(out))
+    };
+    assert_eq!(call(4), Ok(25));
+    assert_eq!(call(0), Err(Error::Status(Status::ServerError)));
+    assert_eq!(call(50), Ok(2));
+    let stats = server.stats();
+    assert_eq!((stats.served, stats.panicked), (2, 1));
+    let through_file = ShmClient::attach(server.path(), ClientConfig::default()).unwrap();
+    assert_eq!(Shaky::client(&through_file).div(20), Ok(5));
+    drop(through_file);
+    server.shutdown(Duration::from_secs(1));
+    assert_eq!(call(4), Err(Error::Transport(Transport::ShuttingDown)));
+
+    let by_hand = ShmServer::start(
+        unique("in-process-by-hand"),
+        ServerConfig::default(),
+        |port: &mut ferry_shm::ServerPort<'_, '_>| port.recv_and_send(|_, _| {}),
+    )
+    .unwrap();
+    let request = WholeRequest {
+        opcode: 1,
+        prefix: &[0; 8],
+        body: None,
+        reply: ReplyShape::Fixed(8),
+    };
+    let mut out = [0u8; 8];
+    let made = by_hand
+        .in_process()
+        .call_whole(&request, WholeReply::fixed(&mut out));
+    assert!(made.is_none());
+}
