@@ -616,20 +616,6 @@ impl<W: Wait> InlineCall for ClientInline<'_, W> {
         request: &[u8],
         reply: &mut [u8],
     ) -> Option<Result<u32, ferry_rpc::Error>> {
-        self.call_inline_shared(opcode, request, reply, ferry_rpc::words::Memory::Fenced)
-    }
-
-    /// The call every generated fixed call makes here (`wire::fixed`): posted and answered in
-    /// this function, not through one of both, so that a call's frames from its generated method
-    /// to its first store stay few. The lines order memory alike for every call.
-    #[inline(always)]
-    fn call_inline_shared(
-        &self,
-        opcode: u32,
-        request: &[u8],
-        reply: &mut [u8],
-        _memory: ferry_rpc::words::Memory,
-    ) -> Option<Result<u32, ferry_rpc::Error>> {
         if reply.len() > INLINE_BYTES {
             return None;
         }

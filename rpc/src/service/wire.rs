@@ -434,7 +434,16 @@ pub fn fixed_shared<C: CallSite + ?Sized>(
         #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
         Path::Whole(whole) => return whole_fixed(whole, opcode, request, None, reply),
         Path::Inline(inline) => {
-            if let Some(answer) = inline.call_inline_shared(opcode, request, reply, memory) {
+            #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
+            let answer = inline.call_inline_shared(opcode, request, reply, memory);
+            // (What `call_inline_shared` does by default, written here: one frame less between a
+            // generated method and its first store. Off a GPU no path compiles apart for it.)
+            #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
+            let answer = match memory {
+                Memory::ValuesOnly => inline.call_inline_values(opcode, request, reply),
+                Memory::Fenced => inline.call_inline(opcode, request, reply),
+            };
+            if let Some(answer) = answer {
                 return check(answer?, opcode);
             }
         }
