@@ -4,8 +4,11 @@
 //!
 //! ```text
 //! cargo run --release -p ferry-zenoh --example bench -- [--runs 5] [--seconds 2] [--workers 4]
-//!     [--shm-workers 2] [--bulk 262144]
+//!     [--shm-workers 2] [--bulk 262144] [--set KEY=JSON5 ...]
 //! ```
+//!
+//! `--set` applies a zenoh configuration setting to both sessions (for instance
+//! `--set transport/unicast/lowlatency=true --set transport/unicast/qos/enabled=false`).
 //!
 //! Round trips (median of each run's median, per size): `Echo` (a `Bytes` argument and a `Bytes`
 //! reply of the same length) against a queryable that replies with the query's payload; at 8 B
@@ -55,6 +58,8 @@ struct Args {
     shm_workers: usize,
     bulk: usize,
     idle_sleep: Duration,
+    /// zenoh configuration settings applied to both sessions (`--set KEY=JSON5`, repeatable).
+    settings: Vec<(String, String)>,
 }
 
 fn args() -> Args {
@@ -65,6 +70,7 @@ fn args() -> Args {
         shm_workers: ferry_shm::ServerConfig::default().workers,
         bulk: ferry_shm::ServerConfig::default().bulk,
         idle_sleep: ferry_shm::ServerConfig::default().idle_sleep,
+        settings: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -75,11 +81,15 @@ fn args() -> Args {
             "--workers" => args.workers = value.parse().expect("--workers N"),
             "--shm-workers" => args.shm_workers = value.parse().expect("--shm-workers N"),
             "--bulk" => args.bulk = value.parse().expect("--bulk BYTES"),
+            "--set" => {
+                let (key, value) = value.split_once('=').expect("--set KEY=JSON5");
+                args.settings.push((key.to_owned(), value.to_owned()));
+            }
             "--idle-sleep-us" => {
                 args.idle_sleep = Duration::from_micros(value.parse().expect("--idle-sleep-us N"))
             }
             other => panic!(
-                "unknown option {other} (--runs, --seconds, --workers, --shm-workers, --bulk, --idle-sleep-us)"
+                "unknown option {other} (--runs, --seconds, --workers, --shm-workers, --bulk, --idle-sleep-us, --set)"
             ),
         }
     }
@@ -150,8 +160,14 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .local_addr()?
         .port();
     let endpoint = format!("tcp/127.0.0.1:{port}");
-    let server_session = zenoh::open(peer_config(&[&endpoint], &[])?).wait()?;
-    let client_session = zenoh::open(peer_config(&[], &[&endpoint])?).wait()?;
+    let tuned = |mut config: zenoh::Config| -> Result<zenoh::Config, Box<dyn std::error::Error + Send + Sync>> {
+        for (key, value) in &args.settings {
+            config.insert_json5(key, value).map_err(|e| format!("--set {key}={value}: {e}"))?;
+        }
+        Ok(config)
+    };
+    let server_session = zenoh::open(tuned(peer_config(&[&endpoint], &[])?)?).wait()?;
+    let client_session = zenoh::open(tuned(peer_config(&[], &[&endpoint])?)?).wait()?;
     let name = format!("bench-{}", std::process::id());
 
     // The raw peer: replies with the query's payload, from zenoh's thread.
@@ -198,8 +214,15 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 
     println!(
         "ferry over zenoh against raw zenoh query/reply, same sessions (peer to peer, loopback \
-         TCP, express), bridge workers {}, shared-memory workers {}, bulk {} B, {} runs",
-        args.workers, args.shm_workers, args.bulk, args.runs
+         TCP, express), bridge workers {}, shared-memory workers {}, bulk {} B, {} runs{}",
+        args.workers,
+        args.shm_workers,
+        args.bulk,
+        args.runs,
+        args.settings
+            .iter()
+            .map(|(k, v)| format!(", {k} = {v}"))
+            .collect::<String>()
     );
     println!("round trips, µs (median of the runs' medians):");
     println!(
