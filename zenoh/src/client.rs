@@ -293,7 +293,9 @@ pub const NOT_CONNECTED: &str =
     "this zenoh client was not connected for this call's service (add it with ClientConfig::service)";
 /// The error of a query ended, before its deadline, without a reply.
 pub const NO_ANSWER: &str = "no server answered the call: none was reachable, or it went away \
-    during the call (whether it ran the call is unknown)";
+    during the call (whether it ran the call is unknown), or the link could not carry the call \
+    (a session in zenoh's low-latency mode carries no message longer than one batch, under \
+    64 KiB)";
 const QUERY_REFUSED: &str = "the zenoh session refused the query (closed?)";
 const REPLIED_ERROR: &str = "the server replied with a zenoh error instead of a reply";
 
