@@ -753,8 +753,8 @@ impl<W: Wait> ClientInline<'_, W> {
     /// Hands a request over: `request` (at most [`INLINE_BYTES`]) into the lines, the lengths
     /// word `lens` beside it, `before` run (with the bulk area's address) once the line is known
     /// to be at rest. Returns the request's sequence, whose reply [`reply_in`](Self::reply_in)
-    /// looks for; `None` (nothing sent) if the server serves no inline calls or the request is
-    /// too long; an error if the line is not at rest (the file was tampered with).
+    /// looks for; `None` (nothing sent) if the request is too long; an error if the line is not
+    /// at rest (the file was tampered with). Only for a server that serves inline calls.
     #[inline(always)]
     pub(crate) fn post(
         &self,
@@ -763,9 +763,10 @@ impl<W: Wait> ClientInline<'_, W> {
         lens: u64,
         before: impl FnOnce(*mut u8),
     ) -> Option<Result<u32, ferry_rpc::Error>> {
-        // (A claim offers no inline path where the server serves none, `Claimed::inline`:
-        // checked again for any other caller.)
-        if !self.serves || request.len() > INLINE_BYTES {
+        // (A claim offers no inline path where the server serves none: `Claimed::inline`, and
+        // `awaited` checks the header itself.)
+        debug_assert!(self.serves, "an inline call on a server that serves none");
+        if request.len() > INLINE_BYTES {
             return None;
         }
         let (line, wide) = (self.line, self.wide);

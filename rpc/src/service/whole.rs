@@ -272,12 +272,11 @@ impl<'a, 'r> super::__private::Via<'a> for WholeVia<'a, 'r> {
 
     fn fixed<const Q: usize, const R: usize, A>(
         self,
-        made: super::__private::Call<Q, R>,
+        _made: super::__private::Call<Q, R>,
         _infallible: bool,
         decode: impl Fn(&[u8]) -> Option<A>,
         mut serve: impl FnMut(A, &mut [u8; R]),
     ) -> Self::Out {
-        let _ = made;
         let fixed = match self.parts::<Q>(false, None) {
             Ok((fixed, _)) => fixed,
             Err(code) => return self.refused(code),
@@ -292,14 +291,13 @@ impl<'a, 'r> super::__private::Via<'a> for WholeVia<'a, 'r> {
 
     fn in_place<const Q: usize, const R: usize, A, T>(
         self,
-        made: super::__private::Call<Q, R>,
+        _made: super::__private::Call<Q, R>,
         oneway: bool,
         stream: Option<u64>,
         decode: impl Fn(&[u8]) -> Option<A>,
         mut call: impl FnMut(A, &[u8]) -> T,
         encode: impl Fn(&T, &mut [u8; R]),
     ) -> Self::Out {
-        let _ = made;
         let (fixed, body) = match self.parts::<Q>(oneway, stream) {
             Ok(parts) => parts,
             Err(code) => return self.refused(code),

@@ -177,16 +177,6 @@ impl<const R: usize> Reply<R> {
     }
 }
 
-impl<const R: usize> From<[u8; R]> for Reply<R> {
-    #[inline(always)]
-    fn from(bytes: [u8; R]) -> Self {
-        Reply {
-            bytes,
-            tail: [0; 7],
-        }
-    }
-}
-
 impl<const R: usize> Default for Reply<R> {
     fn default() -> Self {
         Self::new()
@@ -335,7 +325,7 @@ pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     opcode: u32,
     request: &[u8; Q],
 ) -> Result<Reply<R>, Error> {
-    call_shared(site, opcode, request, Memory::Fenced).map(Reply::from)
+    call_shared(site, opcode, request, Memory::Fenced)
 }
 
 /// A fixed call ([`call_fixed`]) through the runtime's shared function: on a GPU every such call
@@ -344,7 +334,6 @@ pub fn call_fixed<C: CallSite + ?Sized, const Q: usize, const R: usize>(
 /// the call orders the caller's memory around it (`Memory::ValuesOnly` for `#[rpc(values)]`,
 /// inline through [`InlineCall::call_inline_values`]). A call of a hot loop is compiled where
 /// it is written instead ([`call_hot`]).
-#[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
 #[inline(always)]
 pub fn call_shared<C: CallSite + ?Sized, const Q: usize, const R: usize>(
     site: &C,
@@ -354,20 +343,6 @@ pub fn call_shared<C: CallSite + ?Sized, const Q: usize, const R: usize>(
 ) -> Result<Reply<R>, Error> {
     let mut reply = Reply::new();
     site.shared(|site| fixed_shared(site, opcode, request, &mut reply.bytes, memory))?;
-    Ok(reply)
-}
-
-/// [`call_shared`] off a GPU: [`fixed`], compiled where it is written, as every call is there.
-#[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-#[inline(always)]
-pub fn call_shared<C: CallSite + ?Sized, const Q: usize, const R: usize>(
-    site: &C,
-    opcode: u32,
-    request: &[u8; Q],
-    memory: Memory,
-) -> Result<[u8; R], Error> {
-    let mut reply = [0u8; R];
-    fixed(site, opcode, request, &mut reply, memory)?;
     Ok(reply)
 }
 
