@@ -31,6 +31,10 @@ enum Bulk {
     /// `n` bytes, each its index times 7 (a streamed reply only).
     #[rpc(response = Bytes, limit = LIMIT)]
     Make { n: u32 },
+    /// The bytes after the first: the reply borrows the request (a handler's own bytes need not
+    /// be copied), so wherever the request lies must outlive the reply's writing.
+    #[rpc(response = Bytes, limit = LIMIT)]
+    Tail { data: Bytes },
 }
 
 /// [`Bulk::Fold`]'s reply.
@@ -75,6 +79,9 @@ impl BulkServer for Handler {
     }
     fn make(&self, n: u32) -> impl AsRef<[u8]> {
         (0..n).map(|i| (i * 7) as u8).collect::<Vec<u8>>()
+    }
+    fn tail(&self, data: &[u8]) -> impl AsRef<[u8]> {
+        data.get(1..).unwrap_or_default()
     }
 }
 
@@ -164,6 +171,8 @@ fn each_size_both_ways(bulk: usize) {
             );
         }
         assert_eq!(c.make(n as u32), Ok(data_made(n)), "make of {n} bytes");
+        let tail = d.get(1..).unwrap_or_default().to_vec();
+        assert_eq!(c.tail(&d), Ok(tail), "tail of {n} bytes");
     }
     // One past the limit: refused by the client before sending, nothing executed.
     let over = data(LIMIT as usize + 1);

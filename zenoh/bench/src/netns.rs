@@ -1,0 +1,64 @@
+//! Two network namespaces joined by a veth pair (`ip`, as root), removed when dropped: the
+//! server in one, the caller in the other, so that their traffic crosses a link rather than
+//! loopback.
+
+use std::process::Command;
+
+pub struct Namespaces {
+    /// The caller's namespace and the server's.
+    pub names: [String; 2],
+    /// The server's address on the link.
+    pub server_ip: String,
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    match Command::new("ip").args(args).output() {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
+            "`ip {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Err(format!("`ip` could not be run: {e}")),
+    }
+}
+
+impl Namespaces {
+    /// `ferry-bench-a-PID` (10.232.N.1) and `ferry-bench-b-PID` (10.232.N.2); the reason when the
+    /// machine does not allow it (not root, no `ip`).
+    pub fn make() -> Result<Namespaces, String> {
+        let id = std::process::id();
+        let made = Namespaces {
+            names: [format!("ferry-bench-a-{id}"), format!("ferry-bench-b-{id}")],
+            server_ip: format!("10.232.{}.2", id % 250 + 1),
+        };
+        let [a, b] = &made.names;
+        let (va, vb) = (
+            format!("fba{}", id % 100_000),
+            format!("fbb{}", id % 100_000),
+        );
+        let caller_ip = format!("10.232.{}.1/24", id % 250 + 1);
+        let server_ip = format!("{}/24", made.server_ip);
+        ip(&["netns", "add", a])?;
+        ip(&["netns", "add", b])?;
+        ip(&["link", "add", &va, "type", "veth", "peer", "name", &vb])?;
+        ip(&["link", "set", &va, "netns", a])?;
+        ip(&["link", "set", &vb, "netns", b])?;
+        ip(&["-n", a, "addr", "add", &caller_ip, "dev", &va])?;
+        ip(&["-n", b, "addr", "add", &server_ip, "dev", &vb])?;
+        for (ns, dev) in [(a, &va), (b, &vb)] {
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        Ok(made)
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        // (Deleting a namespace deletes the veth end in it, and so the pair.)
+        for name in &self.names {
+            let _ = ip(&["netns", "del", name]);
+        }
+    }
+}
