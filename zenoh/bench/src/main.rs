@@ -332,8 +332,20 @@ fn main_role(args: &Args) -> Res<()> {
     Ok(())
 }
 
+/// A call's outcome: its error, said, where it failed.
+type Outcome = Result<(), String>;
+
+/// `Ok` if `got` is the `len` expected.
+fn check_len(got: usize, len: usize) -> Outcome {
+    if got == len {
+        Ok(())
+    } else {
+        Err(format!("{got} bytes came back, not {len}"))
+    }
+}
+
 /// A raw query of `payload`, waited for; its reply's length.
-fn raw_query(session: &Session, key: &str, payload: &[u8]) -> usize {
+fn raw_query(session: &Session, key: &str, payload: &[u8]) -> Result<usize, String> {
     let replies = session
         .get(key)
         .payload(payload.to_vec())
@@ -343,24 +355,27 @@ fn raw_query(session: &Session, key: &str, payload: &[u8]) -> usize {
         .express(true)
         .timeout(Duration::from_secs(10))
         .wait()
-        .expect("raw query");
-    let reply = replies.recv().expect("raw reply");
-    reply.result().expect("raw reply ok").payload().len()
+        .map_err(|e| format!("query refused: {e}"))?;
+    let reply = replies.recv().map_err(|_| "no reply".to_owned())?;
+    match reply.result() {
+        Ok(sample) => Ok(sample.payload().len()),
+        Err(e) => Err(format!("an error reply: {e:?}")),
+    }
 }
 
-/// The median of `trips` timed calls of `call` (after a tenth as many untimed), in µs.
-fn median_us(trips: usize, mut call: impl FnMut()) -> f64 {
+/// The median of `trips` timed calls of `call` (after a tenth as many untimed), in µs; the
+/// first error instead, if a call fails.
+fn median_us(trips: usize, mut call: impl FnMut() -> Outcome) -> Result<f64, String> {
     for _ in 0..trips / 10 + 1 {
-        call();
+        call()?;
     }
-    let mut times: Vec<f64> = (0..trips)
-        .map(|_| {
-            let t = Instant::now();
-            call();
-            t.elapsed().as_secs_f64() * 1e6
-        })
-        .collect();
-    median(&mut times)
+    let mut times = Vec::with_capacity(trips);
+    for _ in 0..trips {
+        let t = Instant::now();
+        call()?;
+        times.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(median(&mut times))
 }
 
 fn median(values: &mut [f64]) -> f64 {
@@ -368,47 +383,84 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-/// Calls per second of `threads` threads each calling `call` for `seconds`.
-fn rate(threads: usize, seconds: f64, call: &(dyn Fn() + Sync)) -> f64 {
+/// Calls per second of `threads` threads each calling `call` for `seconds`; the first error
+/// instead, if a call fails.
+fn rate(threads: usize, seconds: f64, call: &(dyn Fn() -> Outcome + Sync)) -> Result<f64, String> {
     let stop = AtomicBool::new(false);
     let calls = AtomicU64::new(0);
+    let failed = Mutex::new(None);
     let started = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) {
-                    call();
+                    if let Err(e) = call() {
+                        failed.lock().unwrap().get_or_insert(e);
+                        stop.store(true, Ordering::Relaxed);
+                    }
                     n += 1;
                 }
                 calls.fetch_add(n, Ordering::Relaxed);
             });
         }
-        std::thread::sleep(Duration::from_secs_f64(seconds));
+        let until = started + Duration::from_secs_f64(seconds);
+        while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         stop.store(true, Ordering::Relaxed);
     });
-    calls.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
-}
-
-/// One column of a table: a peer's figures, a run at a time.
-#[derive(Default)]
-struct Column(Vec<f64>);
-
-impl Column {
-    fn median(&mut self) -> Option<f64> {
-        (!self.0.is_empty()).then(|| median(&mut self.0))
+    match failed.into_inner().unwrap() {
+        Some(e) => Err(e),
+        None => Ok(calls.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()),
     }
 }
 
-/// `value` in a column of `width`, or `-` where the peer did not run.
-fn cell(value: Option<f64>, decimals: usize) -> String {
-    value.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}"))
+/// One column of a table: a peer's figures, a run at a time, or why it stopped.
+#[derive(Default)]
+struct Column {
+    runs: Vec<f64>,
+    failed: Option<String>,
+}
+
+impl Column {
+    /// Records one run's figure, or its failure (after which the column runs no more).
+    fn run(&mut self, measure: impl FnOnce() -> Result<f64, String>) {
+        if self.failed.is_none() {
+            match measure() {
+                Ok(v) => self.runs.push(v),
+                Err(e) => self.failed = Some(e),
+            }
+        }
+    }
+
+    fn median(&mut self) -> Option<f64> {
+        (self.failed.is_none() && !self.runs.is_empty()).then(|| median(&mut self.runs))
+    }
+
+    /// Its median with `decimals`, `fails`, or `-` where the peer did not run.
+    fn cell(&mut self, decimals: usize) -> String {
+        if self.failed.is_some() {
+            return "fails".to_owned();
+        }
+        self.median()
+            .map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}"))
+    }
 }
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     match (a, b) {
         (Some(a), Some(b)) => format!("{:.2}×", a / b),
         _ => "-".to_owned(),
+    }
+}
+
+/// Says each failed column's error under its table.
+fn failures(row: &str, names: &[&str], columns: &[Column]) {
+    for (name, column) in names.iter().zip(columns) {
+        if let Some(e) = &column.failed {
+            println!("    {row}, {name} failed: {e}");
+        }
     }
 }
 
@@ -430,13 +482,13 @@ enum NoTarpc {}
 
 #[cfg(not(feature = "tarpc"))]
 impl NoTarpc {
-    fn add(&self, _: u64) -> u64 {
+    fn add(&self, _: u64) -> Result<u64, String> {
         match *self {}
     }
-    fn echo(&self, _: &[u8]) -> usize {
+    fn echo(&self, _: &[u8]) -> Result<usize, String> {
         match *self {}
     }
-    fn echo_bytes(&self, _: &[u8]) -> usize {
+    fn echo_bytes(&self, _: &[u8]) -> Result<usize, String> {
         match *self {}
     }
 }
@@ -502,14 +554,14 @@ fn call(args: &Args, ready: &Ready) -> Res<()> {
     // Everything once before the first figure (connections, buffers, zenoh's routes).
     let warm_until = Instant::now() + Duration::from_millis(300);
     while Instant::now() < warm_until {
-        tcp.lock().unwrap().echo(&[1; 8]).expect("TCP echo");
-        raw_query(&session, &raw_key, &[1; 8]);
-        bench.add(1).expect("ferry add");
-        bench.echo(&[1; 8]).expect("ferry echo");
+        tcp.lock().unwrap().echo(&[1; 8])?;
+        raw_query(&session, &raw_key, &[1; 8])?;
+        bench.add(1)?;
+        bench.echo(&[1; 8])?;
         if let Some(tarpc) = &tarpc {
-            tarpc.add(1);
-            tarpc.echo(&[1; 8]);
-            tarpc.echo_bytes(&[1; 8]);
+            tarpc.add(1)?;
+            tarpc.echo(&[1; 8])?;
+            tarpc.echo_bytes(&[1; 8])?;
         }
     }
     println!(
@@ -523,6 +575,7 @@ fn call(args: &Args, ready: &Ready) -> Res<()> {
         ("64 KiB, Echo", 65536, 500),
         ("1 MiB, Echo", 1 << 20, 60),
     ];
+    let mut failed = Vec::new();
     for (i, (label, len, trips)) in sizes.into_iter().enumerate() {
         let fixed = i == 0;
         let payload = vec![5u8; len];
@@ -530,54 +583,59 @@ fn call(args: &Args, ready: &Ready) -> Res<()> {
         let [tcp_col, raw_col, ferry_col, tarpc_col, bytes_col] = &mut columns;
         for _ in 0..args.runs {
             let mut tcp = tcp.lock().unwrap();
-            tcp_col.0.push(median_us(trips, || {
-                assert_eq!(tcp.echo(&payload).expect("TCP echo"), len);
-            }));
-            raw_col.0.push(median_us(trips, || {
-                assert_eq!(raw_query(&session, &raw_key, &payload), len);
-            }));
-            ferry_col.0.push(median_us(trips, || {
-                if fixed {
-                    bench.add(1).expect("ferry add");
-                } else {
-                    assert_eq!(bench.echo(&payload).expect("ferry echo").len(), len);
-                }
-            }));
+            tcp_col.run(|| {
+                median_us(trips, || {
+                    check_len(tcp.echo(&payload).map_err(|e| e.to_string())?, len)
+                })
+            });
+            raw_col.run(|| {
+                median_us(trips, || {
+                    check_len(raw_query(&session, &raw_key, &payload)?, len)
+                })
+            });
+            ferry_col.run(|| {
+                median_us(trips, || match fixed {
+                    true => bench.add(1).map(drop).map_err(|e| e.to_string()),
+                    false => check_len(bench.echo(&payload).map_err(|e| e.to_string())?.len(), len),
+                })
+            });
             if let Some(tarpc) = &tarpc {
-                tarpc_col.0.push(median_us(trips, || {
-                    if fixed {
-                        tarpc.add(1);
-                    } else {
-                        assert_eq!(tarpc.echo(&payload), len);
-                    }
-                }));
+                tarpc_col.run(|| {
+                    median_us(trips, || match fixed {
+                        true => tarpc.add(1).map(drop),
+                        false => check_len(tarpc.echo(&payload)?, len),
+                    })
+                });
                 if !fixed {
-                    bytes_col.0.push(median_us(trips, || {
-                        assert_eq!(tarpc.echo_bytes(&payload), len);
-                    }));
+                    bytes_col
+                        .run(|| median_us(trips, || check_len(tarpc.echo_bytes(&payload)?, len)));
                 }
             }
         }
-        let [t, r, f, p, b] = columns.each_mut().map(Column::median);
+        let [_, r, f, p, b] = columns.each_mut().map(Column::median);
         println!(
             "{label:<18} {:>8} {:>9} {:>8} {:>6} {:>8} {:>7} {:>9} {:>7}",
-            cell(t, 1),
-            cell(r, 1),
-            cell(f, 1),
+            columns[0].cell(1),
+            columns[1].cell(1),
+            columns[2].cell(1),
             ratio(f, r),
-            cell(p, 1),
+            columns[3].cell(1),
             ratio(f, p),
-            cell(b, 1),
+            columns[4].cell(1),
             ratio(f, b)
         );
+        failed.push((label, columns));
     }
-    let local_add = || {
-        local.add(1).expect("shared-memory add");
-    };
-    let named_add = || {
-        by_name.add(1).expect("shared-memory add by name");
-    };
-    let shm_rows: [(&str, &str, &dyn Fn()); 2] = [
+    for (label, columns) in &failed {
+        failures(
+            label,
+            &["TCP", "raw zenoh", "ferry", "tarpc", "tarpc b."],
+            columns,
+        );
+    }
+    let local_add = || local.add(1).map(drop).map_err(|e| e.to_string());
+    let named_add = || by_name.add(1).map(drop).map_err(|e| e.to_string());
+    let shm_rows: [(&str, &str, &dyn Fn() -> Outcome); 2] = [
         (
             "8 B, Add, local",
             "shared memory, the same server",
@@ -590,13 +648,17 @@ fn call(args: &Args, ready: &Ready) -> Res<()> {
         ),
     ];
     for (label, how, add) in shm_rows {
-        let mut runs = Column((0..args.runs).map(|_| median_us(20_000, add)).collect());
+        let mut runs = Column::default();
+        for _ in 0..args.runs {
+            runs.run(|| median_us(20_000, add));
+        }
         println!(
             "{label:<18} {:>8} {:>9} {:>8}   ({how})",
             "",
             "",
-            cell(runs.median(), 2)
+            runs.cell(2)
         );
+        failures(label, &["shared memory"], std::slice::from_ref(&runs));
     }
 
     println!(
@@ -612,27 +674,34 @@ fn call(args: &Args, ready: &Ready) -> Res<()> {
         let mut columns: [Column; 3] = Default::default();
         let [raw_col, ferry_col, tarpc_col] = &mut columns;
         for _ in 0..args.runs {
-            raw_col.0.push(rate(threads, args.seconds, &|| {
-                raw_query(&session, &raw_key, &[7; 8]);
-            }));
-            ferry_col.0.push(rate(threads, args.seconds, &|| {
-                bench.add(1).expect("ferry add");
-            }));
+            raw_col.run(|| {
+                rate(threads, args.seconds, &|| {
+                    raw_query(&session, &raw_key, &[7; 8]).map(drop)
+                })
+            });
+            ferry_col.run(|| {
+                rate(threads, args.seconds, &|| {
+                    bench.add(1).map(drop).map_err(|e| e.to_string())
+                })
+            });
             if let Some(tarpc) = &tarpc {
-                tarpc_col.0.push(rate(threads, args.seconds, &|| {
-                    tarpc.add(1);
-                }));
+                tarpc_col.run(|| rate(threads, args.seconds, &|| tarpc.add(1).map(drop)));
             }
         }
         let [r, f, p] = columns.each_mut().map(Column::median);
         println!(
             "{:<18} {:>9} {:>8} {:>6} {:>8} {:>7}",
             threads,
-            cell(r, 0),
-            cell(f, 0),
+            columns[0].cell(0),
+            columns[1].cell(0),
             ratio(f, r),
-            cell(p, 0),
+            columns[2].cell(0),
             ratio(f, p)
+        );
+        failures(
+            &format!("{threads} callers"),
+            &["raw zenoh", "ferry", "tarpc"],
+            &columns,
         );
     }
     drop(shm);

@@ -104,28 +104,28 @@ impl Client {
         Ok(Client { runtime, client })
     }
 
-    pub fn add(&self, n: u64) -> u64 {
+    pub fn add(&self, n: u64) -> Result<u64, String> {
         self.runtime
             .block_on(self.client.add(context::current(), n))
-            .expect("tarpc add")
+            .map_err(|e| e.to_string())
     }
 
     /// `value` sent and echoed back as a `Vec<u8>`; the reply's length.
-    pub fn echo(&self, value: &[u8]) -> usize {
+    pub fn echo(&self, value: &[u8]) -> Result<usize, String> {
         self.runtime
             .block_on(self.client.echo(context::current(), value.to_vec()))
-            .expect("tarpc echo")
-            .len()
+            .map(|reply| reply.len())
+            .map_err(|e| e.to_string())
     }
 
     /// `value` sent and echoed back as a `serde_bytes` buffer; the reply's length.
-    pub fn echo_bytes(&self, value: &[u8]) -> usize {
+    pub fn echo_bytes(&self, value: &[u8]) -> Result<usize, String> {
         self.runtime
             .block_on(
                 self.client
                     .echo_bytes(context::current(), ByteBuf::from(value.to_vec())),
             )
-            .expect("tarpc echo_bytes")
-            .len()
+            .map(|reply| reply.len())
+            .map_err(|e| e.to_string())
     }
 }
