@@ -15,6 +15,7 @@
 //! | the linker: this program (`ferry-ptx link`) | links the whole program's LLVM bitcode and emits PTX with LLVM's tools (`llvm-link`, `opt`, `llc`, version `FERRY_LLVM_VERSION`, default 22), for toolchains without `llvm-bitcode-linker` (Debian's `rustc-web`) |
 //! | PTX ISA `+ptx86` (`FERRY_PTX_ATTRS`) | one-way fences (`fence.acquire`/`fence.release`) on sm_90 |
 //! | release profile: `lto = true`, `codegen-units = 1`, `panic = "abort"` | one bitcode module holding the whole program; no unwinding on a GPU |
+//! | `-Csymbol-mangling-version=legacy` | short symbol names (a path and a hash, not every generic argument spelled out): a smaller PTX for the driver to read |
 //!
 //! The compiler is `FERRY_RUSTC` if set, else Debian's `/usr/bin/rustc` if it has the NVPTX back
 //! end and the library sources (`apt-get install rustc-web rust-web-src llvm-22`), else `rustc`
@@ -26,6 +27,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 const TARGET: &str = "nvptx64-nvidia-cuda";
+
+/// The symbols' names mangled the legacy way, a path and a hash: a compiler taken for nightly
+/// (as `RUSTC_BOOTSTRAP` makes one) mangles them `v0`, which spells out every generic argument,
+/// and a PTX names each function at its definition and at every call.
+const MANGLING: [&str; 2] = ["-Zunstable-options", "-Csymbol-mangling-version=legacy"];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -110,6 +116,7 @@ fn build(cargo_args: &[String]) -> Result<(), String> {
         .unwrap_or_default();
     flags.push(format!("-Ctarget-cpu={cpu}"));
     flags.push(format!("-Clink-arg=--ptx-attrs={attrs}"));
+    flags.extend(MANGLING.map(String::from));
     let target_dir = cargo_target_dir()?;
     let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .args(["build", "--release", "--target", TARGET, "-Zbuild-std=core"])
