@@ -806,6 +806,7 @@ impl Namespaces {
         if rustix::process::geteuid().as_raw() != 0 {
             return Err("not root: network namespaces need root".into());
         }
+        Namespaces::remove_stale();
         let id = std::process::id();
         let made = Namespaces {
             names: [format!("fz-a-{id}"), format!("fz-b-{id}")],
@@ -870,6 +871,25 @@ impl Namespaces {
             }
         }
         Ok(made)
+    }
+
+    /// Deletes what a killed run of this test left (its `Drop` never ran): the namespaces of
+    /// this test's naming whose process is gone.
+    fn remove_stale() {
+        let listed = Command::new("ip").args(["netns", "list"]).output();
+        let listed = listed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        for name in listed
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split(' ').next())
+        {
+            let Some(pid) = name.strip_prefix("fz-a-").or(name.strip_prefix("fz-b-")) else {
+                continue;
+            };
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = Command::new("ip").args(["netns", "del", name]).status();
+            }
+        }
     }
 
     fn net(&self) -> u32 {

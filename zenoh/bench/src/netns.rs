@@ -27,6 +27,7 @@ impl Namespaces {
     /// `ferry-bench-a-PID` (10.232.N.1) and `ferry-bench-b-PID` (10.232.N.2); the reason when the
     /// machine does not allow it (not root, no `ip`).
     pub fn make() -> Result<Namespaces, String> {
+        remove_stale();
         let id = std::process::id();
         let made = Namespaces {
             names: [format!("ferry-bench-a-{id}"), format!("ferry-bench-b-{id}")],
@@ -51,6 +52,23 @@ impl Namespaces {
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
         }
         Ok(made)
+    }
+}
+
+/// Deletes the namespaces left by a bench that was killed (its `Drop` never ran): those of this
+/// bench's naming whose process is gone.
+fn remove_stale() {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or_default();
+        let pid = name
+            .strip_prefix("ferry-bench-a-")
+            .or_else(|| name.strip_prefix("ferry-bench-b-"));
+        if pid.is_some_and(|pid| !std::path::Path::new("/proc").join(pid).exists()) {
+            let _ = ip(&["netns", "del", name]);
+        }
     }
 }
 
