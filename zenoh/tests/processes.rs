@@ -883,7 +883,8 @@ impl Namespaces {
             .lines()
             .filter_map(|l| l.split(' ').next())
         {
-            let Some(pid) = name.strip_prefix("fz-a-").or(name.strip_prefix("fz-b-")) else {
+            let pid = name.strip_prefix("fz-a-").or(name.strip_prefix("fz-b-"));
+            let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) else {
                 continue;
             };
             if !std::path::Path::new(&format!("/proc/{pid}")).exists() {

@@ -24,6 +24,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -149,6 +150,9 @@ fn args() -> Res<Args> {
     }
     if args.runs == 0 {
         return Err("--runs must be at least 1".into());
+    }
+    if !(args.seconds.is_finite() && args.seconds > 0.0) {
+        return Err(format!("--seconds {}: expected a time above zero", args.seconds).into());
     }
     Ok(args)
 }
@@ -300,12 +304,16 @@ fn main_role(args: &Args) -> Res<()> {
         Some(ns) => ns.server_ip.clone(),
         None => "127.0.0.1".to_owned(),
     };
+    // In a process group of its own, so that a Ctrl-C meant for the bench does not kill it
+    // outright: it sees its input close when this process ends, and shuts down (removing its
+    // shared-memory file).
     let mut child = in_namespace(1)
         .arg("--serve")
         .arg(&ip)
         .args(&args.passed)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
+        .process_group(0)
         .spawn()?;
     let stdout = child.stdout.take().expect("piped");
     let server = ServerProcess(child);
@@ -662,8 +670,8 @@ fn call(args: &Args, ready: &Ready) -> Res<()> {
     }
 
     println!(
-        "throughput, calls/s of 8-byte Add ({} s each, median of the runs); tarpc's callers share \
-         one client:",
+        "throughput, calls/s of 8-byte Add ({} s each, median of the runs); ÷: ferry's rate over \
+         the peer's (above 1: ferry more); tarpc's callers share one client:",
         args.seconds
     );
     println!(
@@ -710,11 +718,17 @@ fn call(args: &Args, ready: &Ready) -> Res<()> {
     Ok(())
 }
 
-fn main() -> Res<()> {
-    let args = args()?;
-    match &args.role {
+fn main() -> std::process::ExitCode {
+    let done = args().and_then(|args| match &args.role {
         Role::Main => main_role(&args),
         Role::Serve { ip } => serve(&args, ip),
         Role::Call { ready } => call(&args, ready),
+    });
+    match done {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ferry-zenoh-bench: {e}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

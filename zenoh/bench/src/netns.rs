@@ -19,7 +19,7 @@ fn ip(args: &[&str]) -> Result<(), String> {
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         )),
-        Err(e) => Err(format!("`ip` could not be run: {e}")),
+        Err(e) => Err(format!("`ip` (iproute2) could not be run: {e}")),
     }
 }
 
@@ -27,6 +27,13 @@ impl Namespaces {
     /// `ferry-bench-a-PID` (10.232.N.1) and `ferry-bench-b-PID` (10.232.N.2); the reason when the
     /// machine does not allow it (not root, no `ip`).
     pub fn make() -> Result<Namespaces, String> {
+        if !rustix::process::geteuid().is_root() {
+            return Err(
+                "network namespaces need root (build, then run the binary with sudo: \
+                        `sudo target/release/ferry-zenoh-bench --netns`)"
+                    .into(),
+            );
+        }
         remove_stale();
         let id = std::process::id();
         let made = Namespaces {
@@ -42,9 +49,10 @@ impl Namespaces {
         let server_ip = format!("{}/24", made.server_ip);
         ip(&["netns", "add", a])?;
         ip(&["netns", "add", b])?;
-        ip(&["link", "add", &va, "type", "veth", "peer", "name", &vb])?;
-        ip(&["link", "set", &va, "netns", a])?;
-        ip(&["link", "set", &vb, "netns", b])?;
+        // Made with its ends in the namespaces: nothing is left outside them to remove.
+        ip(&[
+            "link", "add", &va, "netns", a, "type", "veth", "peer", "name", &vb, "netns", b,
+        ])?;
         ip(&["-n", a, "addr", "add", &caller_ip, "dev", &va])?;
         ip(&["-n", b, "addr", "add", &server_ip, "dev", &vb])?;
         for (ns, dev) in [(a, &va), (b, &vb)] {
@@ -66,10 +74,15 @@ fn remove_stale() {
         let pid = name
             .strip_prefix("ferry-bench-a-")
             .or_else(|| name.strip_prefix("ferry-bench-b-"));
-        if pid.is_some_and(|pid| !std::path::Path::new("/proc").join(pid).exists()) {
+        let gone = |pid: &str| pid.parse::<u32>().is_ok_and(|pid| !is_running(pid));
+        if pid.is_some_and(gone) {
             let _ = ip(&["netns", "del", name]);
         }
     }
+}
+
+fn is_running(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 impl Drop for Namespaces {

@@ -44,6 +44,8 @@ impl Client {
     pub fn connect(addr: SocketAddr) -> io::Result<Client> {
         let stream = TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
+        // A server that stops answering fails the call, as the other peers' deadlines do.
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
         Ok(Client {
             stream,
             message: Vec::new(),
