@@ -463,6 +463,20 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     }
 }
 
+/// One peer's measurement: a figure, or the first error of its calls.
+type Measure<'a> = &'a mut dyn FnMut() -> Result<f64, String>;
+
+/// Runs every measure `runs` times into its column, each run starting one measure further along,
+/// so that drift in the machine's load within a run falls on each peer in turn.
+fn take_turns(runs: usize, columns: &mut [Column], measures: &mut [(usize, Measure<'_>)]) {
+    for run in 0..runs {
+        for k in 0..measures.len() {
+            let (column, measure) = &mut measures[(k + run) % measures.len()];
+            columns[*column].run(measure);
+        }
+    }
+}
+
 /// Says each failed column's error under its table.
 fn failures(row: &str, names: &[&str], columns: &[Column]) {
     for (name, column) in names.iter().zip(columns) {
@@ -588,38 +602,43 @@ fn call(args: &Args, ready: &Ready) -> Res<()> {
         let fixed = i == 0;
         let payload = vec![5u8; len];
         let mut columns: [Column; 5] = Default::default();
-        let [tcp_col, raw_col, ferry_col, tarpc_col, bytes_col] = &mut columns;
-        for _ in 0..args.runs {
+        let mut tcp_trips = || {
             let mut tcp = tcp.lock().unwrap();
-            tcp_col.run(|| {
-                median_us(trips, || {
-                    check_len(tcp.echo(&payload).map_err(|e| e.to_string())?, len)
-                })
-            });
-            raw_col.run(|| {
-                median_us(trips, || {
-                    check_len(raw_query(&session, &raw_key, &payload)?, len)
-                })
-            });
-            ferry_col.run(|| {
+            median_us(trips, || {
+                check_len(tcp.echo(&payload).map_err(|e| e.to_string())?, len)
+            })
+        };
+        let mut raw_trips = || {
+            median_us(trips, || {
+                check_len(raw_query(&session, &raw_key, &payload)?, len)
+            })
+        };
+        let mut ferry_trips = || {
+            median_us(trips, || match fixed {
+                true => bench.add(1).map(drop).map_err(|e| e.to_string()),
+                false => check_len(bench.echo(&payload).map_err(|e| e.to_string())?.len(), len),
+            })
+        };
+        let mut measures: Vec<(usize, Measure<'_>)> = vec![
+            (0, &mut tcp_trips),
+            (1, &mut raw_trips),
+            (2, &mut ferry_trips),
+        ];
+        let (mut tarpc_trips, mut bytes_trips);
+        if let Some(tarpc) = &tarpc {
+            tarpc_trips = || {
                 median_us(trips, || match fixed {
-                    true => bench.add(1).map(drop).map_err(|e| e.to_string()),
-                    false => check_len(bench.echo(&payload).map_err(|e| e.to_string())?.len(), len),
+                    true => tarpc.add(1).map(drop),
+                    false => check_len(tarpc.echo(&payload)?, len),
                 })
-            });
-            if let Some(tarpc) = &tarpc {
-                tarpc_col.run(|| {
-                    median_us(trips, || match fixed {
-                        true => tarpc.add(1).map(drop),
-                        false => check_len(tarpc.echo(&payload)?, len),
-                    })
-                });
-                if !fixed {
-                    bytes_col
-                        .run(|| median_us(trips, || check_len(tarpc.echo_bytes(&payload)?, len)));
-                }
+            };
+            measures.push((3, &mut tarpc_trips));
+            if !fixed {
+                bytes_trips = || median_us(trips, || check_len(tarpc.echo_bytes(&payload)?, len));
+                measures.push((4, &mut bytes_trips));
             }
         }
+        take_turns(args.runs, &mut columns, &mut measures);
         let [_, r, f, p, b] = columns.each_mut().map(Column::median);
         println!(
             "{label:<18} {:>8} {:>9} {:>8} {:>6} {:>8} {:>7} {:>9} {:>7}",
@@ -680,22 +699,18 @@ fn call(args: &Args, ready: &Ready) -> Res<()> {
     );
     for threads in [1, 4, 16] {
         let mut columns: [Column; 3] = Default::default();
-        let [raw_col, ferry_col, tarpc_col] = &mut columns;
-        for _ in 0..args.runs {
-            raw_col.run(|| {
-                rate(threads, args.seconds, &|| {
-                    raw_query(&session, &raw_key, &[7; 8]).map(drop)
-                })
-            });
-            ferry_col.run(|| {
-                rate(threads, args.seconds, &|| {
-                    bench.add(1).map(drop).map_err(|e| e.to_string())
-                })
-            });
-            if let Some(tarpc) = &tarpc {
-                tarpc_col.run(|| rate(threads, args.seconds, &|| tarpc.add(1).map(drop)));
-            }
+        let raw_add = || raw_query(&session, &raw_key, &[7; 8]).map(drop);
+        let ferry_add = || bench.add(1).map(drop).map_err(|e| e.to_string());
+        let mut raw_rate = || rate(threads, args.seconds, &raw_add);
+        let mut ferry_rate = || rate(threads, args.seconds, &ferry_add);
+        let mut measures: Vec<(usize, Measure<'_>)> =
+            vec![(0, &mut raw_rate), (1, &mut ferry_rate)];
+        let mut tarpc_rate;
+        if let Some(tarpc) = &tarpc {
+            tarpc_rate = move || rate(threads, args.seconds, &|| tarpc.add(1).map(drop));
+            measures.push((2, &mut tarpc_rate));
         }
+        take_turns(args.runs, &mut columns, &mut measures);
         let [r, f, p] = columns.each_mut().map(Column::median);
         println!(
             "{:<18} {:>9} {:>8} {:>6} {:>8} {:>7}",
