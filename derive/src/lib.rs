@@ -194,9 +194,8 @@
 //!   (`&[u8]`, `&str` for streams) and returning the reply (`T`; `impl AsRef<[u8]>` or
 //!   `impl AsRef<str>` for a stream, which may borrow the arguments: an echo returns its
 //!   argument as it is, with no copy of its own; nothing for `()` and one-way calls), as
-//!   `Result<_, E>` with
-//!   an `error`. A handler runs once per active lane of a call, in lane order; `&self` lets
-//!   server threads share one service.
+//!   `Result<_, E>` with an `error`. A handler runs once per active lane of a call, in lane
+//!   order; `&self` lets server threads share one service.
 //!
 //! # Errors
 //!

@@ -794,134 +794,9 @@ fn peer_client() {
     }
 }
 
-/// Two network namespaces joined by a veth pair, removed when dropped.
-struct Namespaces {
-    names: [String; 2],
-}
-
-impl Namespaces {
-    /// `ns-a` (10.231.N.1) and `ns-b` (10.231.N.2), N from this process's id; `None` with the
-    /// reason when the machine does not allow it.
-    fn make() -> Result<Namespaces, String> {
-        if rustix::process::geteuid().as_raw() != 0 {
-            return Err("not root: network namespaces need root".into());
-        }
-        Namespaces::remove_stale();
-        let id = std::process::id();
-        let made = Namespaces {
-            names: [format!("fz-a-{id}"), format!("fz-b-{id}")],
-        };
-        let [a, b] = &made.names;
-        let (va, vb) = (
-            format!("fza{}", id % 100_000),
-            format!("fzb{}", id % 100_000),
-        );
-        let net = id % 250 + 1;
-        let steps: Vec<Vec<String>> = vec![
-            vec!["netns".into(), "add".into(), a.clone()],
-            vec!["netns".into(), "add".into(), b.clone()],
-            ["link", "add", &va, "type", "veth", "peer", "name", &vb]
-                .map(String::from)
-                .to_vec(),
-            ["link", "set", &va, "netns", a].map(String::from).to_vec(),
-            ["link", "set", &vb, "netns", b].map(String::from).to_vec(),
-            vec![
-                "-n".into(),
-                a.clone(),
-                "addr".into(),
-                "add".into(),
-                format!("10.231.{net}.1/24"),
-                "dev".into(),
-                va.clone(),
-            ],
-            vec![
-                "-n".into(),
-                b.clone(),
-                "addr".into(),
-                "add".into(),
-                format!("10.231.{net}.2/24"),
-                "dev".into(),
-                vb.clone(),
-            ],
-            ["-n", a, "link", "set", &va, "up"]
-                .map(String::from)
-                .to_vec(),
-            ["-n", b, "link", "set", &vb, "up"]
-                .map(String::from)
-                .to_vec(),
-            ["-n", a, "link", "set", "lo", "up"]
-                .map(String::from)
-                .to_vec(),
-            ["-n", b, "link", "set", "lo", "up"]
-                .map(String::from)
-                .to_vec(),
-        ];
-        for step in steps {
-            let out = Command::new("ip").args(&step).output();
-            match out {
-                Ok(o) if o.status.success() => {}
-                Ok(o) => {
-                    return Err(format!(
-                        "`ip {}` failed: {}",
-                        step.join(" "),
-                        String::from_utf8_lossy(&o.stderr).trim()
-                    ))
-                }
-                Err(e) => return Err(format!("`ip` could not be run: {e}")),
-            }
-        }
-        Ok(made)
-    }
-
-    /// Deletes what a killed run of this test left (its `Drop` never ran): the namespaces of
-    /// this test's naming whose process is gone.
-    fn remove_stale() {
-        let listed = Command::new("ip").args(["netns", "list"]).output();
-        let listed = listed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-        for name in listed
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.split(' ').next())
-        {
-            let pid = name.strip_prefix("fz-a-").or(name.strip_prefix("fz-b-"));
-            let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) else {
-                continue;
-            };
-            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = Command::new("ip").args(["netns", "del", name]).status();
-            }
-        }
-    }
-
-    fn net(&self) -> u32 {
-        std::process::id() % 250 + 1
-    }
-
-    /// Sets the veth end in `ns-a` down (`false`) or up.
-    fn link(&self, up: bool) {
-        let va = format!("fza{}", std::process::id() % 100_000);
-        let state = if up { "up" } else { "down" };
-        let ok = Command::new("ip")
-            .args(["-n", &self.names[0], "link", "set", &va, state])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "setting the link {state}");
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        // (Deleting a namespace deletes the veth end in it, and so the pair.)
-        for name in &self.names {
-            let _ = Command::new("ip").args(["netns", "del", name]).status();
-        }
-    }
-}
-
 #[test]
 fn a_partition_between_two_network_namespaces_fails_calls_within_their_deadline_and_heals() {
-    let namespaces = match Namespaces::make() {
+    let namespaces = match ferry_testkit::Namespaces::make("fz") {
         Ok(n) => n,
         Err(why) => {
             println!("skipped: {why}");
@@ -930,7 +805,7 @@ fn a_partition_between_two_network_namespaces_fails_calls_within_their_deadline_
     };
     let _watchdog = Watchdog::new("a partition between namespaces", Duration::from_secs(120));
     let (name, port) = (name("partition"), free_port());
-    let server_ip = format!("10.231.{}.1", namespaces.net());
+    let server_ip = namespaces.addr(0);
     let [a, b] = &namespaces.names;
     let _server = Peer::start_as(
         &["ip", "netns", "exec", a],
@@ -971,7 +846,7 @@ fn a_partition_between_two_network_namespaces_fails_calls_within_their_deadline_
     };
     assert_eq!(call(5000), "ok 1");
     // Partitioned: the call fails (no reply) within its deadline, and is not taken for done.
-    namespaces.link(false);
+    namespaces.link(false).expect("cutting the link");
     let failed = call(1000);
     let taken: u64 = failed
         .strip_prefix("err ")
@@ -981,7 +856,7 @@ fn a_partition_between_two_network_namespaces_fails_calls_within_their_deadline_
     assert!(taken < 3000 && failed.contains("deadline"), "{failed}");
     println!("across the partition: {failed}");
     // Healed: calls go through again (zenoh keeps the session across a short partition).
-    namespaces.link(true);
+    namespaces.link(true).expect("restoring the link");
     let until = Instant::now() + Duration::from_secs(60);
     loop {
         let line = call(2000);

@@ -1,6 +1,7 @@
 //! What every ferry test crate shares, and nothing that depends on ferry itself (so ferry-rpc's
 //! own tests can use it without a dependency cycle): a [`Watchdog`] that turns a hang into a
-//! failure, and [`in_child`], which runs a test in a process of its own.
+//! failure, [`in_child`], which runs a test in a process of its own, and [`Namespaces`], two
+//! network namespaces joined by a link.
 //!
 //! ```
 //! use std::time::Duration;
@@ -11,6 +12,10 @@
 //! ```
 
 #![deny(missing_docs)]
+
+mod netns;
+
+pub use netns::Namespaces;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -37,7 +37,6 @@ use zenoh::qos::CongestionControl;
 use zenoh::query::{ConsolidationMode, QueryTarget};
 use zenoh::{Session, Wait};
 
-mod netns;
 #[cfg(feature = "tarpc")]
 mod tarpc_peer;
 mod tcp;
@@ -285,7 +284,13 @@ impl Drop for ServerProcess {
 
 fn main_role(args: &Args) -> Res<()> {
     let namespaces = if args.netns {
-        Some(netns::Namespaces::make().map_err(|why| format!("--netns: {why}"))?)
+        let made = ferry_testkit::Namespaces::make("ferry-bench").map_err(|why| {
+            format!(
+                "--netns: {why} (build, then run the binary so: \
+                 `sudo target/release/ferry-zenoh-bench --netns`)"
+            )
+        })?;
+        Some(made)
     } else {
         None
     };
@@ -301,7 +306,7 @@ fn main_role(args: &Args) -> Res<()> {
         }
     };
     let ip = match &namespaces {
-        Some(ns) => ns.server_ip.clone(),
+        Some(ns) => ns.addr(1),
         None => "127.0.0.1".to_owned(),
     };
     // In a process group of its own, so that a Ctrl-C meant for the bench does not kill it
