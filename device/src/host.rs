@@ -260,7 +260,7 @@ fn print_send<L: Lanes, M: Mailbox, W: Wait>(
         })),
         Err(e) => Err(e.into()),
     };
-    port.close();
+    ferry_rpc::__private::close_shared(port);
     result
 }
 

@@ -99,7 +99,9 @@ impl Args {
     }
 
     /// Argument `i` as text, if there is one and it is UTF-8 (the loaders pass only UTF-8
-    /// arguments: `rpc-gpu-run` and `sim::run_program` take them as Rust strings).
+    /// arguments: `rpc-gpu-run` and `sim::run_program` take them as Rust strings). One function
+    /// on a GPU: the UTF-8 check is emitted once, not at each argument read.
+    #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
     pub fn get_str(&self, i: u32) -> Option<&str> {
         core::str::from_utf8(self.get(i)?).ok()
     }

@@ -320,6 +320,54 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
         Ok(())
     }
 
+    /// [`send`](Self::send) through the hand-over steps emitted once on a GPU (see
+    /// [`give_shared`](Self::give_shared)): for the streams and the runtime's shared calls.
+    #[inline(always)]
+    pub(crate) fn send_shared(
+        &mut self,
+        mut fill: impl FnMut(&mut Slot, u32),
+    ) -> Result<(), Error> {
+        self.ensure_owned_shared()?;
+        self.put_status();
+        // SAFETY: this side holds the packet and each lane touches only its own slots.
+        self.each_slot(|cell, lane| cell.with_mut(|s| fill(unsafe { &mut *s }, lane)));
+        self.give_shared();
+        Ok(())
+    }
+
+    /// [`recv`](Self::recv) through the hand-over steps emitted once on a GPU, as
+    /// [`send_shared`](Self::send_shared).
+    #[inline(always)]
+    pub(crate) fn recv_shared(&mut self, mut read: impl FnMut(&Slot, u32)) -> Result<(), Error> {
+        self.take_shared()?;
+        // SAFETY: this side holds the packet and each lane touches only its own slots.
+        self.each_slot(|cell, lane| cell.with(|s| read(unsafe { &*s }, lane)));
+        self.consumed = true;
+        Ok(())
+    }
+
+    /// [`give`](Self::give) as one function on a GPU. The paths not compiled where a call is
+    /// written (the streams, the runtime's shared calls) hand packets over through these, so a
+    /// program carries one copy of each step (hundreds of instructions with the port's held
+    /// word) instead of one per place; a call compiled in place keeps its own.
+    #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+    pub(crate) fn give_shared(&mut self) {
+        self.give();
+    }
+
+    /// [`take`](Self::take) as one function on a GPU (see [`give_shared`](Self::give_shared)).
+    #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+    fn take_shared(&mut self) -> Result<(), Error> {
+        self.take()
+    }
+
+    /// [`ensure_owned`](Self::ensure_owned) as one function on a GPU (see
+    /// [`give_shared`](Self::give_shared)).
+    #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+    pub(crate) fn ensure_owned_shared(&mut self) -> Result<(), Error> {
+        self.ensure_owned()
+    }
+
     /// Makes sure this side holds an unread packet: hands back one already read, then waits.
     fn take(&mut self) -> Result<(), Error> {
         if self.owns && self.consumed {
@@ -333,10 +381,6 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
 
     pub(crate) fn mark_consumed(&mut self) {
         self.consumed = true;
-    }
-
-    pub(crate) fn give_packet(&mut self) {
-        self.give();
     }
 
     /// Waits until this side holds the packet, read or not (a sender does not care).

@@ -251,11 +251,11 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, S, L, M, W> {
     ) -> Result<(), Error> {
         let share = self.bulk_share() as u64;
         let mut packets = 0u64;
-        self.ensure_owned()?;
+        self.ensure_owned_shared()?;
         self.set_header(HeaderWord::Stream, 0);
         let index = self.index();
         let region = *self.region();
-        self.send(|slot, lane| {
+        self.send_shared(|slot, lane| {
             let parts = source(lane);
             let len = (parts.0.len() + parts.1.len()) as u64;
             slot.words[0] = len;
@@ -270,14 +270,14 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, S, L, M, W> {
         })?;
         let mut sent = 1u64;
         while self.lanes().ballot(self.exec_mask(), sent < packets) != 0 {
-            self.ensure_owned()?;
+            self.ensure_owned_shared()?;
             if self.header(HeaderWord::Stream) == STREAM_REJECTED {
                 // The refusal is the packet we now hold and have read: a following `recv` hands
                 // it back before waiting for a reply.
                 self.mark_consumed();
                 return Err(Error::Rejected);
             }
-            self.send(|slot, lane| {
+            self.send_shared(|slot, lane| {
                 let parts = source(lane);
                 let len = (parts.0.len() + parts.1.len()) as u64;
                 let (offset, most) = chunk_of(sent, len, share);
@@ -306,7 +306,7 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, S, L, M, W> {
         let mut lens = [0u64; MAX_LANES as usize];
         let mut packets = 0u64;
         let mut failure: Option<Error> = None;
-        self.recv(|slot, lane| {
+        self.recv_shared(|slot, lane| {
             let len = slot.words[0];
             lens[lane as usize] = len;
             packets = packets.max(packets_for(len, share));
@@ -339,7 +339,7 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, S, L, M, W> {
             let more = self.lanes().ballot(exec, packets > 1) != 0;
             if more {
                 self.set_header(HeaderWord::Stream, STREAM_REJECTED);
-                self.give_packet();
+                self.give_shared();
             }
             return Err(failure.unwrap_or(Error::LaneFailed {
                 lane: failed.trailing_zeros(),
@@ -347,7 +347,7 @@ impl<S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'_, '_, S, L, M, W> {
         }
         let mut received = 1u64;
         while self.lanes().ballot(exec, received < packets) != 0 {
-            self.recv(|slot, lane| {
+            self.recv_shared(|slot, lane| {
                 let len = lens[lane as usize];
                 let (offset, most) = chunk_of(received, len, share);
                 if offset < len {

@@ -426,9 +426,12 @@ pub fn fixed_shared<C: CallSite + ?Sized>(
     }
     let mut port = open_shared(site.process(), opcode)?;
     port.set_request_len(request.len());
-    port.send(|slot, _| write_slot_bytes(slot, request))?;
-    port.recv(|slot, _| read_slot_bytes(slot, reply))?;
-    check(port.status(), opcode)
+    let answer = match send_slot(&mut port, request) {
+        Ok(()) => recv_slot(&mut port, reply).map(|()| port.status()),
+        Err(e) => Err(e),
+    };
+    close_shared(port);
+    check(answer?, opcode)
 }
 
 /// As [`call_fixed`] through the packets, for a call whose service announces its end in the
@@ -461,12 +464,15 @@ pub fn call_fixed_announced<C: CallSite + ?Sized, const Q: usize, const R: usize
     let mut request = *request;
     put(&mut request, at, &address);
     put(&mut request, at + 8, &value);
-    port.send(|slot, _| write_slot(slot, &request))?;
-    if armed.is_some() {
-        port.await_announced(value)?;
+    let mut answer = send_slot(&mut port, &request);
+    if let (Ok(()), Some(_)) = (&answer, armed) {
+        answer = port.await_announced(value);
     }
-    port.recv(|slot, _| read_slot(slot, &mut reply.bytes))?;
-    check(port.status(), opcode)?;
+    let answer = answer.and_then(|()| recv_slot(&mut port, &mut reply.bytes));
+    let code = port.status();
+    close_shared(port);
+    answer?;
+    check(code, opcode)?;
     Ok(reply)
 }
 
@@ -521,8 +527,9 @@ pub(super) fn oneway_shared<C: CallSite + ?Sized>(
     }
     let mut port = open_shared(site.process(), opcode)?;
     port.set_request_len(request.len());
-    port.send(|slot, _| write_slot_bytes(slot, request))?;
-    Ok(())
+    let sent = send_slot(&mut port, request);
+    close_shared(port);
+    Ok(sent?)
 }
 
 /// Makes a call with a streamed argument (`prefix`, the fixed arguments, then `body`) and a
@@ -582,12 +589,15 @@ fn stream_through_packets<C: CallSite + ?Sized>(
 ) -> Result<(), Error> {
     let mut port = open_shared(site.process(), opcode)?;
     port.set_request_len(prefix.len());
-    send_parts(&mut port, prefix, body, oneway)?;
-    if !oneway {
-        port.recv(|slot, _| read_slot_bytes(slot, reply))?;
-        check(port.status(), opcode)?;
-    }
-    Ok(())
+    let answer = match send_parts(&mut port, prefix, body, oneway) {
+        Ok(()) if oneway => Ok(status::OK),
+        Ok(()) => recv_slot(&mut port, reply)
+            .map(|()| port.status())
+            .map_err(Error::from),
+        Err(e) => Err(e),
+    };
+    close_shared(port);
+    check(answer?, opcode)
 }
 
 /// [`call_stream`] with the streamed argument's `len` bytes written by `fill`: in place where
@@ -671,6 +681,35 @@ pub fn open_shared<'p, 'a, L: Lanes, M: Mailbox, W: Wait>(
     opcode: u32,
 ) -> Result<Port<'p, 'a, Client, L, M, W>, crate::Error> {
     process.open(opcode)
+}
+
+/// Sends `request` (its first [`SLOT_BYTES`] at most) on `port`: one function on a GPU for the
+/// shared calls, so that the packet's hand-over is emitted once in a program rather than once
+/// per kind of call (on a GPU every copy of it is hundreds of instructions for the driver to
+/// compile at start-up).
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+fn send_slot<L: Lanes, M: Mailbox, W: Wait>(
+    port: &mut Port<'_, '_, Client, L, M, W>,
+    request: &[u8],
+) -> Result<(), crate::Error> {
+    port.send_shared(|slot, _| write_slot_bytes(slot, request))
+}
+
+/// Receives the reply on `port` into `reply` (its first [`SLOT_BYTES`] at most): one function
+/// on a GPU for the shared calls, as [`send_slot`].
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+fn recv_slot<L: Lanes, M: Mailbox, W: Wait>(
+    port: &mut Port<'_, '_, Client, L, M, W>,
+    reply: &mut [u8],
+) -> Result<(), crate::Error> {
+    port.recv_shared(|slot, _| read_slot_bytes(slot, reply))
+}
+
+/// Closes a port of a shared call: one function on a GPU, as [`send_slot`] (a port dropped on
+/// each of a call's ways out would have its release emitted on each).
+#[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+pub fn close_shared<L: Lanes, M: Mailbox, W: Wait>(port: Port<'_, '_, Client, L, M, W>) {
+    drop(port);
 }
 
 /// [`write_slot`] for a request whose length is a value: its first [`SLOT_BYTES`] at most, each
@@ -988,10 +1027,26 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
         return streamed_whole(whole, opcode, prefix, body, out, limit, tagged);
     }
     let mut port = open_shared(site.process(), opcode)?;
+    let answer = streamed_on(&mut port, opcode, prefix, body, out, limit, tagged);
+    close_shared(port);
+    answer
+}
+
+/// [`call_streamed`] on its port, which the caller closes (on every way out, in one place).
+#[inline(always)]
+fn streamed_on<L: Lanes, M: Mailbox, W: Wait, O: ReplyOut>(
+    port: &mut Port<'_, '_, Client, L, M, W>,
+    opcode: u32,
+    prefix: &[u8],
+    body: Option<&[u8]>,
+    out: O,
+    limit: u64,
+    tagged: bool,
+) -> Result<(O, usize, Option<Reply<SLOT_BYTES>>), Error> {
     port.set_request_len(prefix.len());
     match body {
-        Some(body) => send_parts(&mut port, prefix, body, false)?,
-        None => port.send(|slot, _| write_slot_bytes(slot, prefix))?,
+        Some(body) => send_parts(port, prefix, body, false)?,
+        None => send_slot(port, prefix)?,
     }
     let mut sink = ReplySink {
         out,
@@ -1010,7 +1065,7 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
         // with the refusal; the server stops and hands it back: wait for it, so the port is
         // left at rest with this side.
         if !port.owns_packet() {
-            port.ensure_owned()?;
+            port.ensure_owned_shared()?;
         }
         return Err(match e {
             // Over the call's limit: refused before the sink saw the length.
