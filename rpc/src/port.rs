@@ -355,10 +355,14 @@ impl<'p, 'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Port<'p, 'a, S, L, M, W> {
         self.give();
     }
 
-    /// [`take`](Self::take) as one function on a GPU (see [`give_shared`](Self::give_shared)).
-    #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
+    /// [`take`](Self::take) through [`give_shared`](Self::give_shared) and
+    /// [`ensure_owned_shared`](Self::ensure_owned_shared).
+    #[inline(always)]
     fn take_shared(&mut self) -> Result<(), Error> {
-        self.take()
+        if self.owns && self.consumed {
+            self.give_shared();
+        }
+        self.ensure_owned_shared()
     }
 
     /// [`ensure_owned`](Self::ensure_owned) as one function on a GPU (see
