@@ -705,8 +705,8 @@ fn recv_slot<L: Lanes, M: Mailbox, W: Wait>(
     port.recv_shared(|slot, _| read_slot_bytes(slot, reply))
 }
 
-/// Closes a port of a shared call: one function on a GPU, as [`send_slot`] (a port dropped on
-/// each of a call's ways out would have its release emitted on each).
+/// Closes a port of a shared call: one function on a GPU, as the shared calls' send and receive
+/// are (a port dropped on each of a call's ways out would have its release emitted on each).
 #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(never))]
 pub fn close_shared<L: Lanes, M: Mailbox, W: Wait>(port: Port<'_, '_, Client, L, M, W>) {
     drop(port);
