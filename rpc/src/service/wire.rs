@@ -1027,75 +1027,64 @@ fn call_streamed<C: CallSite + ?Sized, O: ReplyOut>(
         return streamed_whole(whole, opcode, prefix, body, out, limit, tagged);
     }
     let mut port = open_shared(site.process(), opcode)?;
-    let answer = streamed_on(&mut port, opcode, prefix, body, out, limit, tagged);
+    // The port is closed in one place, on every way out (`close_shared`).
+    let answer = (|| -> Result<(O, usize, Option<Reply<SLOT_BYTES>>), Error> {
+        port.set_request_len(prefix.len());
+        match body {
+            Some(body) => send_parts(&mut port, prefix, body, false)?,
+            None => send_slot(&mut port, prefix)?,
+        }
+        let mut sink = ReplySink {
+            out,
+            tagged,
+            tag: 0,
+            error: Reply::new(),
+            announced: 0,
+            overflow: false,
+        };
+        // What this client takes: the call's limit, and a caller's buffer.
+        let took = limit.min(sink.out.room());
+        let whole = limit.saturating_add(tagged as u64);
+        let got = port.recv_n(whole, &mut sink);
+        if let Err(e) = got {
+            // A refused reply: if more packets were coming this side has handed the packet back
+            // with the refusal; the server stops and hands it back: wait for it, so the port is
+            // left at rest with this side.
+            if !port.owns_packet() {
+                port.ensure_owned_shared()?;
+            }
+            return Err(match e {
+                // Over the call's limit: refused before the sink saw the length.
+                crate::Error::TooLarge { len, .. } => Error::Status(Status::ReplyTooLarge {
+                    len: len.saturating_sub(tagged as u64),
+                    limit: took,
+                }),
+                crate::Error::Sink { .. } => Error::Status(Status::ReplyTooLarge {
+                    len: sink.announced.saturating_sub(tagged as u64),
+                    limit: took,
+                }),
+                e => e.into(),
+            });
+        }
+        // An error status comes as an empty stream.
+        check(port.status(), opcode)?;
+        let len = sink.announced as usize;
+        if !tagged {
+            return Ok((sink.out, len, None));
+        }
+        match sink.tag {
+            _ if len == 0 => Err(Error::Status(Status::BadResponse)),
+            0 if sink.overflow => Err(Error::Status(Status::ReplyTooLarge {
+                len: len as u64 - 1,
+                limit: took,
+            })),
+            0 => Ok((sink.out, len - 1, None)),
+            1 if len - 1 <= SLOT_BYTES => Ok((sink.out, 0, Some(sink.error))),
+            _ => Err(Error::Status(Status::BadResponse)),
+        }
+    })();
     close_shared(port);
     answer
-}
-
-/// [`call_streamed`] on its port, which the caller closes (on every way out, in one place).
-#[inline(always)]
-fn streamed_on<L: Lanes, M: Mailbox, W: Wait, O: ReplyOut>(
-    port: &mut Port<'_, '_, Client, L, M, W>,
-    opcode: u32,
-    prefix: &[u8],
-    body: Option<&[u8]>,
-    out: O,
-    limit: u64,
-    tagged: bool,
-) -> Result<(O, usize, Option<Reply<SLOT_BYTES>>), Error> {
-    port.set_request_len(prefix.len());
-    match body {
-        Some(body) => send_parts(port, prefix, body, false)?,
-        None => send_slot(port, prefix)?,
-    }
-    let mut sink = ReplySink {
-        out,
-        tagged,
-        tag: 0,
-        error: Reply::new(),
-        announced: 0,
-        overflow: false,
-    };
-    // What this client takes: the call's limit, and a caller's buffer.
-    let took = limit.min(sink.out.room());
-    let whole = limit.saturating_add(tagged as u64);
-    let got = port.recv_n(whole, &mut sink);
-    if let Err(e) = got {
-        // A refused reply: if more packets were coming this side has handed the packet back
-        // with the refusal; the server stops and hands it back: wait for it, so the port is
-        // left at rest with this side.
-        if !port.owns_packet() {
-            port.ensure_owned_shared()?;
-        }
-        return Err(match e {
-            // Over the call's limit: refused before the sink saw the length.
-            crate::Error::TooLarge { len, .. } => Error::Status(Status::ReplyTooLarge {
-                len: len.saturating_sub(tagged as u64),
-                limit: took,
-            }),
-            crate::Error::Sink { .. } => Error::Status(Status::ReplyTooLarge {
-                len: sink.announced.saturating_sub(tagged as u64),
-                limit: took,
-            }),
-            e => e.into(),
-        });
-    }
-    // An error status comes as an empty stream.
-    check(port.status(), opcode)?;
-    let len = sink.announced as usize;
-    if !tagged {
-        return Ok((sink.out, len, None));
-    }
-    match sink.tag {
-        _ if len == 0 => Err(Error::Status(Status::BadResponse)),
-        0 if sink.overflow => Err(Error::Status(Status::ReplyTooLarge {
-            len: len as u64 - 1,
-            limit: took,
-        })),
-        0 => Ok((sink.out, len - 1, None)),
-        1 if len - 1 <= SLOT_BYTES => Ok((sink.out, 0, Some(sink.error))),
-        _ => Err(Error::Status(Status::BadResponse)),
-    }
 }
 
 /// [`call_streamed`]'s refusal of a reply, for a whole call: the error of a streamed reply that
