@@ -65,14 +65,20 @@ macro_rules! fixed_calls {
                 #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(always))]
                 move |c| {
                     #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
-                    let reply = wire::$call::<_, Q, R>(c, opcode, request, Memory::$memory);
-                    // (Off a GPU every fixed call is `wire::fixed`, compiled here.)
+                    {
+                        let reply = wire::$call::<_, Q, R>(c, opcode, request, Memory::$memory);
+                        decode(&reply.map_err(Error::widen)?[..])
+                    }
+                    // Off a GPU every fixed call is `wire::fixed`, compiled here, its reply
+                    // decoded where the call wrote it (moved into a `Result` first, its bytes
+                    // would be copied once more on every call).
                     #[cfg(not(any(target_arch = "nvptx64", target_arch = "amdgpu")))]
-                    let reply = {
+                    {
                         let mut reply = [0u8; R];
-                        wire::fixed(c, opcode, request, &mut reply, Memory::$memory).map(|()| reply)
-                    };
-                    decode(&reply.map_err(Error::widen)?[..])
+                        wire::fixed(c, opcode, request, &mut reply, Memory::$memory)
+                            .map_err(Error::widen)?;
+                        decode(&reply)
+                    }
                 },
             )
         }
