@@ -11,7 +11,9 @@
 //!   a port for each call, and the same call through the packets (a server whose handler serves
 //!   no inline calls);
 //! - socket: an 8-byte request and reply over a Unix-domain stream socket between two processes;
-//! - throughput: `echo` calls per second with 1, 2, 4, 8 client processes;
+//! - throughput: `echo` calls per second with 1, 2, 4, 8 client processes, each warmed up
+//!   before a common start and timing its own calls (the rate: every call over the span from
+//!   the first timed call to the last);
 //! - bulk: a request of N bytes (4 KiB, 64 KiB, 1 MiB by default) and an 8-byte reply, between
 //!   two processes, the handler reading every byte where it lies (the bulk area, sized to the
 //!   largest request so each crosses in one handoff), against a memcpy of the same N bytes
@@ -51,7 +53,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 7)]
     runs: usize,
     /// Calls per client process in a throughput run.
-    #[arg(long, default_value_t = 50_000)]
+    #[arg(long, default_value_t = 200_000)]
     load_calls: u64,
     /// Client process counts for the throughput runs.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
@@ -1025,24 +1027,40 @@ fn throughput(path: &Path, clients: u32, args: &BenchArgs) -> Res<f64> {
             }
             children.push((c, out));
         }
-        let t = Instant::now();
         for (c, _) in &mut children {
             writeln!(c.stdin.as_mut().ok_or("no stdin")?, "go")?;
         }
+        // From the first client's first timed call to the last one's last: every client's calls
+        // inside, none of their start-ups or warm-ups.
+        let (mut first, mut last) = (u64::MAX, 0u64);
         for (_, out) in &mut children {
             let mut line = String::new();
             out.read_line(&mut line)?;
-            if line.trim() != "done" {
+            let span = line
+                .trim()
+                .strip_prefix("done ")
+                .and_then(|t| t.split_once(' '))
+                .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok()?)));
+            let Some((start, end)) = span else {
                 return Err(format!("a load peer said {line:?}").into());
-            }
+            };
+            first = first.min(start);
+            last = last.max(end);
         }
-        let elapsed = t.elapsed();
         for (mut c, _) in children {
             c.wait()?;
         }
-        rates.push((clients as u64 * args.load_calls) as f64 / elapsed.as_secs_f64());
+        let window = last.saturating_sub(first).max(1);
+        rates.push((clients as u64 * args.load_calls) as f64 * 1e9 / window as f64);
     }
     Ok(median(rates))
+}
+
+/// This machine's monotonic clock in nanoseconds: one clock for every process, so that the
+/// throughput peers' spans can be put together.
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// The environment variable that tells a peer which process started it.
@@ -1749,18 +1767,31 @@ pub fn peer(args: PeerArgs) -> Res<()> {
             let config = ClientConfig::default().service::<Demo>().sticky(true);
             let shm = ShmClient::attach(&args.path, config)?;
             let c = Demo::client(&shm);
-            println!("ready");
-            std::io::stdout().flush()?;
-            let mut line = String::new();
-            std::io::stdin().read_line(&mut line)?;
             let base = (std::process::id() as u64) << 40;
-            for i in 0..args.trips {
+            let call = |i: u64| -> Res<()> {
                 let id = base | i;
                 if c.echo(id)? != (id, demo::mix(id)).into() {
                     return Err("a wrong reply".into());
                 }
+                Ok(())
+            };
+            // Warmed up (the port claimed and armed, the server's workers polling hot) before
+            // the timed calls, which are timed here: the run's rate is steady state, not this
+            // process's start.
+            for i in 0..args.trips / 10 {
+                call(i)?;
             }
-            println!("done");
+            println!("ready");
+            std::io::stdout().flush()?;
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line)?;
+            let start = monotonic_ns();
+            for i in 0..args.trips {
+                call(i)?;
+            }
+            let end = monotonic_ns();
+            println!("done {start} {end}");
+            std::io::stdout().flush()?;
             Ok(())
         }
         Role::Sweep => {
