@@ -1418,7 +1418,7 @@ fn peer_sweep(
 /// The lines a sweep's fixed call of `n` bytes each way takes (a `Bytes` argument goes into the
 /// port's bulk area, beside an empty request in the head line).
 fn sweep_path(n: usize) -> &'static str {
-    if n <= 32 {
+    if n <= 40 {
         "head line"
     } else {
         "head and wide lines"

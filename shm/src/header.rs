@@ -51,7 +51,7 @@ use crate::ShmMailbox;
 /// The file's first eight bytes.
 pub const MAGIC: [u8; 8] = *b"FERRYSHM";
 /// The header format this crate writes and reads.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 /// The most services one file's table lists.
 pub const MAX_SERVICES: u32 = 64;
 /// The most bytes of a file's calls table.

@@ -7,8 +7,8 @@
 //! bench` measures this "layout floor" against a one-line ping-pong: `BENCHMARKS.md`). A call
 //! whose request and reply are both fixed and at most [`INLINE_BYTES`] (256) can instead travel
 //! in its port's *inline lines*: its *head line*, where both sides' sequence words sit beside the
-//! first 32 bytes, and, for a call longer than that, up to [`WIDE_LINES`] *wide lines*, each
-//! carrying the call's sequence in its first word beside 56 bytes. A call of at most 32 bytes
+//! first 40 bytes, and, for a call longer than that, up to [`WIDE_LINES`] *wide lines*, each
+//! carrying the call's sequence in its first word beside 56 bytes. A call of at most 40 bytes
 //! each way moves one line each way; a longer one moves the lines its bytes need, all at once
 //! (no line waits for another).
 //!
@@ -21,16 +21,23 @@
 //!                       INLINE_BYTES), whether the body is the request's tail (bit 31), the
 //!                       body's length (32..64; 0: none): in the port's bulk area, or the last
 //!                       bytes of the request
-//!   2       server      reply sequence (low 32 bits) and status (high 32, `status`: OK, an
-//!                       error, or NOT_INLINE): written last, with release, to hand the reply back
-//!   3       server      reply length in bytes
-//!   4..8    both        bytes 0..32: the request, then the reply in its place
+//!   2       server      reply sequence (bits 0..32), reply length in bytes (32..48) and status
+//!                       (48..64, `status`: OK, an error, or NOT_INLINE): written last, with
+//!                       release, to hand the reply back (`reply_word`)
+//!   3..8    both        bytes 0..40: the request, then the reply in its place
 //!
 //! wide line i (0..4), u64 word
 //!   0       both        its tag: the call's sequence (low 32 bits), bit 32 set by the server
 //!                       (a reply) and clear by the client (a request)
-//!   1..8    both        bytes 32 + 56 i .. 32 + 56 (i + 1) of the request, then of the reply
+//!   1..8    both        bytes 40 + 56 i .. 40 + 56 (i + 1) of the request, then of the reply
+//!                       (the last line's last word unused: INLINE_BYTES is 256)
 //! ```
+//!
+//! Each word a side writes is one it needs: the reply's length rides in its reply word and the
+//! request's lengths in one word, so that the head carries 40 bytes each way, and a call of up to
+//! 40 bytes moves one line each way. A second line costs a call far more than its bytes, wherever
+//! it lies and however it is polled (`examples/line_floor` measures each layout with no protocol;
+//! `BENCHMARKS.md` has its figures).
 //!
 //! The tags make each wide line say which call's bytes it holds, as each word of a GPU's word
 //! lines does (`ferry_rpc::words`): the client waits for its reply by polling the head's reply
@@ -118,19 +125,20 @@ pub(crate) mod word {
     pub const CLIENT: usize = 0;
     pub const REQUEST_LEN: usize = 1;
     pub const SERVER: usize = 2;
-    pub const REPLY_LEN: usize = 3;
-    pub const PAYLOAD: usize = 4;
+    pub const PAYLOAD: usize = 3;
 }
 
 /// Payload bytes of a head line.
-pub(crate) const HEAD_BYTES: usize = 32;
+pub(crate) const HEAD_BYTES: usize = 40;
 /// Wide lines per port.
 pub const WIDE_LINES: usize = 4;
 /// Payload bytes of a wide line: its words after the tag.
 const WIDE_BYTES: usize = 56;
 
 const _: () = assert!(word::PAYLOAD + HEAD_BYTES / 8 == 8);
-const _: () = assert!(HEAD_BYTES + WIDE_LINES * WIDE_BYTES == INLINE_BYTES);
+// The lines hold INLINE_BYTES (the last wide line's last word unused).
+const _: () = assert!(HEAD_BYTES + WIDE_LINES * WIDE_BYTES >= INLINE_BYTES);
+const _: () = assert!(HEAD_BYTES + (WIDE_LINES - 1) * WIDE_BYTES < INLINE_BYTES);
 
 /// A wide line's tag for the call of sequence `seq`: the client's request, or the server's reply.
 #[inline(always)]
@@ -188,6 +196,35 @@ pub(crate) mod lens {
 /// The sequence in a sequence word (words 0 and 2).
 const fn seq(word: u64) -> u32 {
     word as u32
+}
+
+/// Word 2 of a head line, the server's: the reply's sequence (bits 0..32), its length in bytes
+/// (32..48) and its status (48..64).
+pub(crate) mod reply_word {
+    /// The reply word of request `seq`'s reply of `len` bytes (at most `INLINE_BYTES`) with
+    /// `status`; a status that does not fit in 16 bits goes as `SERVER_ERROR` (every status
+    /// ferry defines fits).
+    #[inline(always)]
+    pub(crate) const fn pack(seq: u32, status: u32, len: usize) -> u64 {
+        let status = if status > u16::MAX as u32 {
+            crate::status::SERVER_ERROR
+        } else {
+            status
+        };
+        seq as u64 | (len as u64 & 0xffff) << 32 | (status as u64) << 48
+    }
+
+    /// The status in reply word `word`.
+    #[inline(always)]
+    pub(crate) const fn status(word: u64) -> u32 {
+        (word >> 48) as u32
+    }
+
+    /// The reply's length in reply word `word` (unchecked: the other side wrote it).
+    #[inline(always)]
+    pub(crate) const fn len(word: u64) -> usize {
+        (word >> 32 & 0xffff) as usize
+    }
 }
 
 /// One port's head line, or one of its wide lines.
@@ -280,7 +317,12 @@ impl Line {
 /// The bytes of a request or reply that lie in wide line `i`: its range in the whole.
 #[inline(always)]
 const fn wide_range(i: usize) -> std::ops::Range<usize> {
-    HEAD_BYTES + i * WIDE_BYTES..HEAD_BYTES + (i + 1) * WIDE_BYTES
+    let end = HEAD_BYTES + (i + 1) * WIDE_BYTES;
+    HEAD_BYTES + i * WIDE_BYTES..if end < INLINE_BYTES {
+        end
+    } else {
+        INLINE_BYTES
+    }
 }
 
 /// The client's request: `bytes` (at most [`INLINE_BYTES`]) into `head`'s payload and the wide
@@ -318,7 +360,9 @@ fn take_request(
     let replied = wide_lines_for(want);
     for (i, line) in wide.lines.iter().enumerate().take(wide_lines_for(len)) {
         intact &= line.words[0].load(Ordering::Relaxed) == tag(seq, false);
-        line.read_from(1, &mut out[wide_range(i)], WIDE_BYTES);
+        let range = wide_range(i);
+        let n = range.len();
+        line.read_from(1, &mut out[range], n);
         if i >= replied {
             // Out to the shared cache, where the client's next request finds it to write,
             // rather than in this core (see the module doc). A line the reply covers stays:
@@ -811,11 +855,11 @@ impl<W: Wait> ClientInline<'_, W> {
     /// through the packets (`NOT_INLINE`: nothing was run).
     #[inline(always)]
     pub(crate) fn take(&self, answer: u64, reply: &mut [u8]) -> Option<u32> {
-        let status = (answer >> 32) as u32;
+        let status = reply_word::status(answer);
         if status == status::NOT_INLINE {
             return None;
         }
-        let len = self.line.words[word::REPLY_LEN].load(Ordering::Relaxed) as usize;
+        let len = reply_word::len(answer);
         take_reply(self.line, self.wide, reply, len);
         Some(status)
     }
@@ -1120,10 +1164,9 @@ pub(crate) fn hand_back(
 ) {
     let len = len.min(INLINE_BYTES);
     put_reply(line, wide, reply, len, want.min(INLINE_BYTES), seq);
-    line.words[word::REPLY_LEN].store(len as u64, Ordering::Relaxed);
     // SYNC (inline, hand the reply back): release; pairs with the client's acquire load of the
     // reply word.
-    line.words[word::SERVER].store((status as u64) << 32 | seq as u64, Ordering::Release);
+    line.words[word::SERVER].store(reply_word::pack(seq, status, len), Ordering::Release);
     // Push the answered line to the shared cache, so that the client's read of the reply does
     // not take it from this core and the next poll take it back (see the module doc;
     // `shm/BENCHMARKS.md`, round 4).
@@ -1209,6 +1252,26 @@ mod tests {
         }
     }
 
+    /// The reply word carries a reply's sequence, length and status, each whole; a status past
+    /// its 16 bits goes as SERVER_ERROR, never as another status.
+    #[test]
+    fn the_reply_word_keeps_its_fields_apart() {
+        for (seq, status, len) in [
+            (0, status::OK, 0),
+            (u32::MAX, status::NOT_INLINE, INLINE_BYTES),
+            (7, u16::MAX as u32, 40),
+        ] {
+            let w = reply_word::pack(seq, status, len);
+            assert_eq!(
+                (super::seq(w), reply_word::status(w), reply_word::len(w)),
+                (seq, status, len)
+            );
+        }
+        let w = reply_word::pack(3, 1 << 16 | status::OK, 8);
+        assert_eq!(reply_word::status(w), status::SERVER_ERROR);
+        assert_eq!((super::seq(w), reply_word::len(w)), (3, 8));
+    }
+
     /// A reply of every length read back for every length a client asks for: its bytes, zeros
     /// after it, every line the client waits for tagged (however short the reply), and no bytes
     /// past the reply's length left in the words it wrote.
@@ -1224,11 +1287,11 @@ mod tests {
                 8,
                 16,
                 32,
-                33,
-                40,
+                HEAD_BYTES,
+                HEAD_BYTES + 1,
                 64,
-                88,
-                89,
+                HEAD_BYTES + WIDE_BYTES,
+                HEAD_BYTES + WIDE_BYTES + 1,
                 128,
                 200,
                 255,
@@ -1241,7 +1304,11 @@ mod tests {
                 }
                 put_reply(&head, &wide, &reply, len, want, 9);
                 assert!(reply_lines_in(&wide, want, 9), "len {len}, want {want}");
-                assert!(!reply_lines_in(&wide, want.max(len).max(33), 10));
+                assert!(!reply_lines_in(
+                    &wide,
+                    want.max(len).max(HEAD_BYTES + 1),
+                    10
+                ));
                 let mut out = vec![0x55u8; want];
                 take_reply(&head, &wide, &mut out, len);
                 let n = len.min(want);

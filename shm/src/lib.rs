@@ -52,7 +52,7 @@
 //! Two ways a call travels. Through the **packets** (ferry-rpc's protocol: any call, streams of
 //! any size), or, for a call whose arguments and reply are fixed (every fixed call: a slot at
 //! most), **inline**: in the port's inline lines, where the request, the reply and both sides' sequence
-//! words share one cache line up to 32 bytes each way, and lines that carry the call's sequence
+//! words share one cache line up to 40 bytes each way, and lines that carry the call's sequence
 //! beside their bytes take the rest, so a call moves the lines its bytes need, all at once,
 //! instead of four one after another (module `inline`). The generated client methods pick the path themselves; a server whose handler
 //! serves inline calls ([`Handler::serves_inline`]: every derived service does) says so in the

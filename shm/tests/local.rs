@@ -1005,7 +1005,7 @@ fn hostile_inline_requests_get_an_error_status() {
     let (bitmap, word) = (|at| word32(&map, at), |at| word64(&map, at));
     // Claim port 5 and arm its line by hand, as a client would (the monitor disarms a free
     // port's line), and hand over raw requests: word 0 is the request sequence and opcode, word
-    // 1 the length, word 2 the reply sequence and status.
+    // 1 the length, word 2 the reply sequence, length and status.
     let port = 5;
     let me = ferry_shm::owner::current_holder().unwrap();
     word(g.owners_offset() + port * 8).store(ferry_shm::owner::pack(1, me), Ordering::SeqCst);
@@ -1018,7 +1018,7 @@ fn hostile_inline_requests_get_an_error_status() {
         loop {
             let answer = word(line + 16).load(Ordering::Acquire);
             if answer as u32 as u64 == seq {
-                return (answer >> 32) as u32;
+                return (answer >> 48) as u32;
             }
             assert!(std::time::Instant::now() < deadline, "no answer");
             std::hint::spin_loop();
@@ -1230,7 +1230,7 @@ fn a_request_left_on_an_unarmed_line_by_a_dead_holder_is_answered_and_its_port_f
     let dead = recycled_holder();
     word(g.owners_offset() + port * 8).store(pack(1, dead), Ordering::SeqCst);
     let line = g.inline_lines_offset() + port * 64;
-    word(line + 32).store(5, Ordering::Relaxed);
+    word(line + 24).store(5, Ordering::Relaxed);
     word(line + 8).store(8, Ordering::Relaxed);
     word(line).store(
         (Demo::Echo { id: 0 }.opcode() as u64) << 32 | 1,

@@ -1,4 +1,4 @@
-//! Calls past a head line's 32 bytes on the inline path: fixed arguments and replies of up to a
+//! Calls past a head line's 40 bytes on the inline path: fixed arguments and replies of up to a
 //! slot, and streamed arguments that fit the lines with the fixed ones, cross in the port's wide
 //! lines; what the other side writes there is checked as a head line's words are.
 
@@ -30,15 +30,15 @@ fn unique(tag: &str) -> PathBuf {
 // The fields name the arguments; no code reads them as values (the client takes arguments).
 #[allow(dead_code)]
 enum Wide {
-    /// 40 bytes each way: each word plus its index.
-    #[rpc(response = [u64; 5])]
-    Five { a: [u64; 5] },
+    /// 48 bytes each way: each word plus its index.
+    #[rpc(response = [u64; 6])]
+    Six { a: [u64; 6] },
     /// A slot each way: the words reversed.
     #[rpc(response = [u64; 8])]
     Eight { a: [u64; 8] },
-    /// 40 bytes in, 8 out: the words' sum.
+    /// 48 bytes in, 8 out: the words' sum.
     #[rpc(response = u64)]
-    Fold { a: [u64; 5] },
+    Fold { a: [u64; 6] },
     /// A fixed argument and a stream: the stream's length and the sum of its bytes, plus `base`.
     #[rpc(response = [u64; 2], limit = 1 << 20)]
     Tail { base: u64, data: Bytes },
@@ -47,14 +47,14 @@ enum Wide {
 struct Served;
 
 impl WideServer for Served {
-    fn five(&self, a: [u64; 5]) -> [u64; 5] {
+    fn six(&self, a: [u64; 6]) -> [u64; 6] {
         std::array::from_fn(|i| a[i].wrapping_add(i as u64))
     }
     fn eight(&self, mut a: [u64; 8]) -> [u64; 8] {
         a.reverse();
         a
     }
-    fn fold(&self, a: [u64; 5]) -> u64 {
+    fn fold(&self, a: [u64; 6]) -> u64 {
         a.iter().fold(0u64, |s, &x| s.wrapping_add(x))
     }
     fn tail(&self, base: u64, data: &[u8]) -> [u64; 2] {
@@ -87,24 +87,24 @@ fn calls(c: &WideClient<&ShmClient>, round: u64) -> u64 {
     let mut made = 0;
     for k in 0..50u64 {
         let x = round << 32 | k;
-        let a5 = [x, !x, x ^ 0x55, x.rotate_left(7), x.wrapping_mul(3)];
+        let a6 = [x, !x, x ^ 0x55, x.rotate_left(7), x.wrapping_mul(3), x >> 3];
         let a8: [u64; 8] = std::array::from_fn(|i| x.wrapping_add(i as u64 * 0x1111));
         assert_eq!(
-            c.five(a5),
-            Ok(std::array::from_fn(|i| a5[i].wrapping_add(i as u64)))
+            c.six(a6),
+            Ok(std::array::from_fn(|i| a6[i].wrapping_add(i as u64)))
         );
         let mut r8 = a8;
         r8.reverse();
         assert_eq!(c.eight(a8), Ok(r8));
         assert_eq!(
-            c.fold(a5),
-            Ok(a5.iter().fold(0u64, |s, &x| s.wrapping_add(x)))
+            c.fold(a6),
+            Ok(a6.iter().fold(0u64, |s, &x| s.wrapping_add(x)))
         );
         made += 3;
     }
     // Streams around the lines' 248 bytes beside the fixed argument and past a bulk area of
     // 4 KiB: in the area, in the lines (no area) or through the packets.
-    for n in [0, 1, 24, 25, 80, 81, 200, 247, 248, 249, 256, 1000, 5000] {
+    for n in [0, 1, 32, 33, 88, 89, 200, 247, 248, 249, 256, 1000, 5000] {
         let data = stream(n);
         let sum = data.iter().map(|&b| b as u64).sum();
         assert_eq!(
@@ -221,7 +221,7 @@ fn hostile_wide_requests_get_an_error_status_and_every_line_the_client_reads() {
         loop {
             let answer = word(head + 16).load(Ordering::Acquire);
             if answer as u32 as u64 == seq {
-                return (answer >> 32) as u32;
+                return (answer >> 48) as u32;
             }
             assert!(Instant::now() < deadline, "no answer");
             std::hint::spin_loop();
@@ -231,20 +231,20 @@ fn hostile_wide_requests_get_an_error_status_and_every_line_the_client_reads() {
     let tagged = |n: usize, seq: u64| {
         (0..n).all(|i| word(wide(i)).load(Ordering::Acquire) == tag(seq, true))
     };
-    let (five, tail) = (Wide::OPCODE_FIVE, Wide::OPCODE_TAIL);
+    let (six, tail) = (Wide::OPCODE_SIX, Wide::OPCODE_TAIL);
     let t = |seq| [tag(seq, false); 4];
     // Lengths past the lines (each field at its widest), a reply asked for past them, a body
     // longer than the request it ends: refused before anything is read.
     assert_eq!(
-        call(five, lens(0xffff, 40, 0, false), &t(1), 1),
+        call(six, lens(0xffff, 48, 0, false), &t(1), 1),
         status::BAD_REQUEST
     );
     assert_eq!(
-        call(five, lens(257, 40, 0, false), &t(2), 2),
+        call(six, lens(257, 48, 0, false), &t(2), 2),
         status::BAD_REQUEST
     );
     assert_eq!(
-        call(five, lens(40, 0x7fff, 0, false), &t(3), 3),
+        call(six, lens(48, 0x7fff, 0, false), &t(3), 3),
         status::BAD_REQUEST
     );
     // (Every line a client could read is handed back, even for a want past the lines.)
@@ -258,7 +258,7 @@ fn hostile_wide_requests_get_an_error_status_and_every_line_the_client_reads() {
     let mut stale = t(5);
     stale[0] = tag(4, false);
     assert_eq!(
-        call(five, lens(40, 40, 0, false), &stale, 5),
+        call(six, lens(48, 48, 0, false), &stale, 5),
         status::BAD_REQUEST
     );
     assert!(tagged(1, 5));
@@ -270,16 +270,16 @@ fn hostile_wide_requests_get_an_error_status_and_every_line_the_client_reads() {
     );
     // A request of the wrong length for its call, in the lines.
     assert_eq!(
-        call(five, lens(48, 40, 0, false), &t(7), 7),
+        call(six, lens(56, 48, 0, false), &t(7), 7),
         status::BAD_REQUEST
     );
     // A body in the lines for a call that takes none.
     assert_eq!(
-        call(five, lens(48, 40, 8, true), &t(8), 8),
+        call(six, lens(56, 48, 8, true), &t(8), 8),
         status::BAD_REQUEST
     );
     // Right ones: served, and its reply in the lines it covers.
-    assert_eq!(call(five, lens(40, 40, 0, false), &t(9), 9), status::OK);
+    assert_eq!(call(six, lens(48, 48, 0, false), &t(9), 9), status::OK);
     assert!(tagged(1, 9));
     assert_eq!(
         call(tail, lens(8 + 100, 16, 100, true), &t(10), 10),
@@ -287,7 +287,7 @@ fn hostile_wide_requests_get_an_error_status_and_every_line_the_client_reads() {
     );
     // A reply asked for short of the call's: served, the lines its bytes reach handed back with
     // it, no others.
-    assert_eq!(call(five, lens(40, 8, 0, false), &t(11), 11), status::OK);
+    assert_eq!(call(six, lens(48, 8, 0, false), &t(11), 11), status::OK);
     assert!(tagged(1, 11) && !tagged(2, 11));
     // The claim ends.
     word(g.owners_offset() + port * 8).store(ferry_shm::owner::pack(1, 0), Ordering::SeqCst);
