@@ -136,9 +136,11 @@ pub const WIDE_LINES: usize = 4;
 const WIDE_BYTES: usize = 56;
 
 const _: () = assert!(word::PAYLOAD + HEAD_BYTES / 8 == 8);
-// The lines hold INLINE_BYTES (the last wide line's last word unused).
-const _: () = assert!(HEAD_BYTES + WIDE_LINES * WIDE_BYTES >= INLINE_BYTES);
-const _: () = assert!(HEAD_BYTES + (WIDE_LINES - 1) * WIDE_BYTES < INLINE_BYTES);
+/// Payload bytes of a head line and all its wide lines: at least INLINE_BYTES (the last wide
+/// line's last word is past them, unused).
+const LINES_BYTES: usize = HEAD_BYTES + WIDE_LINES * WIDE_BYTES;
+const _: () = assert!(LINES_BYTES >= INLINE_BYTES);
+const _: () = assert!(LINES_BYTES - WIDE_BYTES < INLINE_BYTES);
 
 /// A wide line's tag for the call of sequence `seq`: the client's request, or the server's reply.
 #[inline(always)]
@@ -317,12 +319,7 @@ impl Line {
 /// The bytes of a request or reply that lie in wide line `i`: its range in the whole.
 #[inline(always)]
 const fn wide_range(i: usize) -> std::ops::Range<usize> {
-    let end = HEAD_BYTES + (i + 1) * WIDE_BYTES;
-    HEAD_BYTES + i * WIDE_BYTES..if end < INLINE_BYTES {
-        end
-    } else {
-        INLINE_BYTES
-    }
+    HEAD_BYTES + i * WIDE_BYTES..HEAD_BYTES + (i + 1) * WIDE_BYTES
 }
 
 /// The client's request: `bytes` (at most [`INLINE_BYTES`]) into `head`'s payload and the wide
@@ -350,7 +347,7 @@ fn put_request(head: &Line, wide: &Wide, bytes: &[u8], seq: u32) {
 fn take_request(
     head: &Line,
     wide: &Wide,
-    out: &mut [u8; INLINE_BYTES],
+    out: &mut [u8; LINES_BYTES],
     (len, want): (usize, usize),
     seq: u32,
 ) -> bool {
@@ -360,9 +357,7 @@ fn take_request(
     let replied = wide_lines_for(want);
     for (i, line) in wide.lines.iter().enumerate().take(wide_lines_for(len)) {
         intact &= line.words[0].load(Ordering::Relaxed) == tag(seq, false);
-        let range = wide_range(i);
-        let n = range.len();
-        line.read_from(1, &mut out[range], n);
+        line.read_from(1, &mut out[wide_range(i)], WIDE_BYTES);
         if i >= replied {
             // Out to the shared cache, where the client's next request finds it to write,
             // rather than in this core (see the module doc). A line the reply covers stays:
@@ -393,7 +388,7 @@ fn put_reply(
         let range = wide_range(i);
         line.write_masked(
             1,
-            &reply[range.start..range.end],
+            &reply[range.start..range.end.min(INLINE_BYTES)],
             len.saturating_sub(range.start),
         );
         // SYNC (inline, hand a wide line back): release; pairs with the client's acquire load
@@ -946,7 +941,7 @@ pub(crate) struct InlineArea<'a> {
 /// request, the bytes it has (a handler sees those only) and whatever the last ones left after
 /// them.
 pub(crate) struct Scratch {
-    request: [u8; INLINE_BYTES],
+    request: [u8; LINES_BYTES],
     reply: [u8; INLINE_BYTES],
 }
 
@@ -954,7 +949,7 @@ impl Scratch {
     /// A worker's buffers.
     pub(crate) fn new() -> Scratch {
         Scratch {
-            request: [0; INLINE_BYTES],
+            request: [0; LINES_BYTES],
             reply: [0; INLINE_BYTES],
         }
     }
@@ -1220,7 +1215,7 @@ mod tests {
                 l.write_from(1, &[0xee; WIDE_BYTES]);
             }
             put_request(&head, &wide, &bytes[..len], 7);
-            let mut out = [0u8; INLINE_BYTES];
+            let mut out = [0u8; LINES_BYTES];
             assert!(
                 take_request(&head, &wide, &mut out, (len, 0), 7),
                 "len {len}"
@@ -1316,7 +1311,7 @@ mod tests {
                 assert!(out[n..].iter().all(|&b| b == 0), "len {len}, want {want}");
                 // Read whole, the words are: the reply, zeros to the end of its last word, then
                 // the words it did not touch.
-                let mut raw = [0u8; INLINE_BYTES];
+                let mut raw = [0u8; LINES_BYTES];
                 head.read_payload(&mut raw[..HEAD_BYTES], INLINE_BYTES);
                 for (i, l) in wide.lines.iter().enumerate() {
                     l.read_from(1, &mut raw[wide_range(i)], INLINE_BYTES);
