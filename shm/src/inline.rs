@@ -323,12 +323,14 @@ const fn wide_range(i: usize) -> std::ops::Range<usize> {
 }
 
 /// The client's request: `bytes` (at most [`INLINE_BYTES`]) into `head`'s payload and the wide
-/// lines they reach, each of those tagged as request `seq`. (No order among these stores: the
-/// head's release store, after them, hands them all over.)
+/// lines they reach, each of those tagged as request `seq`. (The head's release store, after
+/// them, hands them all over.) The wide lines first: the head's stores, this payload's and then
+/// the lengths' and the request word's, follow one another with no other line's between them,
+/// so that the worker's polls cannot take the head back from this core halfway (each store
+/// that finds it taken costs a transfer).
 #[inline(always)]
 fn put_request(head: &Line, wide: &Wide, bytes: &[u8], seq: u32) {
     let n = bytes.len().min(INLINE_BYTES);
-    head.write_payload(&bytes[..n.min(HEAD_BYTES)]);
     for (i, line) in wide.lines.iter().enumerate().take(wide_lines_for(n)) {
         let range = wide_range(i);
         line.write_from(1, &bytes[range.start..range.end.min(n)]);
@@ -337,6 +339,7 @@ fn put_request(head: &Line, wide: &Wide, bytes: &[u8], seq: u32) {
         // in this core (see the module doc).
         crate::cache::demote(line);
     }
+    head.write_payload(&bytes[..n.min(HEAD_BYTES)]);
 }
 
 /// The worker's read of a request of `len` bytes (at most [`INLINE_BYTES`]) into `out`: the head's
@@ -382,7 +385,6 @@ fn put_reply(
     seq: u32,
 ) {
     let len = len.min(INLINE_BYTES);
-    head.write_masked(word::PAYLOAD, &reply[..HEAD_BYTES], len);
     let lines = wide_lines_for(len.max(want));
     for (i, line) in wide.lines.iter().enumerate().take(lines) {
         let range = wide_range(i);
@@ -398,6 +400,9 @@ fn put_reply(
     for line in &wide.lines[..lines] {
         crate::cache::demote(line);
     }
+    // The head last, its payload's stores and then the reply word's with no other line's
+    // between them (as the client's request: `put_request`).
+    head.write_masked(word::PAYLOAD, &reply[..HEAD_BYTES], len);
 }
 
 /// Whether every wide line that the first `want` bytes of a reply reach carries reply `seq`'s
