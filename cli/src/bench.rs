@@ -30,7 +30,8 @@
 //! CPUs of different cores chosen here), so that a ratio compares the protocols and not where
 //! the scheduler happened to put the two sides: unpinned, the ping-pong alone moves from run to
 //! run by more than the differences being measured (`BENCHMARKS-history.md`). The socket and the
-//! throughput runs are not pinned.
+//! throughput runs are not pinned (the throughput runs are with `--throughput-pinned`: each
+//! client process and each worker on a CPU of its own).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -65,6 +66,11 @@ pub struct BenchArgs {
     /// above this machine's CPUs are left out.
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     throughput_workers: Vec<usize>,
+    /// Throughput runs with every thread on a CPU of its own: client process i on this process's
+    /// i-th allowed CPU, the server's workers on the last ones (a run whose clients and workers
+    /// outnumber the CPUs runs unpinned, and is marked so). By default the scheduler places them.
+    #[arg(long)]
+    throughput_pinned: bool,
     /// The two CPUs the round trips run on, as `A,B` (the caller on A, the answering side on
     /// B); `auto` picks two CPUs of different cores among those this process may use; `none`
     /// leaves placement to the scheduler.
@@ -958,8 +964,17 @@ fn print_throughput(args: &BenchArgs, config: &ServerConfig) -> Res<()> {
         args.throughput_workers.iter().partition(|&&w| w <= cpus);
     let mut table: Vec<Vec<f64>> = Vec::new();
     let (mut served, mut failed) = (0, 0);
+    let everywhere = allowed_cpus();
+    let mut unpinned = Vec::new();
     for &w in &workers {
         let path = path_for(&format!("bench-load-{}", std::process::id()));
+        // Pinned: the workers on the last `w` CPUs (they run where the thread that starts them
+        // runs), the monitor anywhere.
+        let worker_cpus = (args.throughput_pinned && w < everywhere.len())
+            .then(|| everywhere[everywhere.len() - w..].to_vec());
+        if let Some(cpus) = &worker_cpus {
+            pin_to(cpus)?;
+        }
         let server = ShmServer::start(
             &path,
             ServerConfig {
@@ -967,10 +982,22 @@ fn print_throughput(args: &BenchArgs, config: &ServerConfig) -> Res<()> {
                 ..config.clone()
             },
             Demo::server(DemoService),
-        )?;
+        );
+        if worker_cpus.is_some() {
+            pin_to(&everywhere)?;
+            move_thread(ferry_shm::MONITOR_THREAD, &everywhere);
+        }
+        let server = server?;
         let mut column = Vec::new();
         for &n in &args.clients {
-            column.push(throughput(&path, n, args)?);
+            let clients = worker_cpus
+                .as_ref()
+                .filter(|_| n as usize + w <= everywhere.len())
+                .map(|_| &everywhere[..n as usize]);
+            if args.throughput_pinned && clients.is_none() {
+                unpinned.push((n, w));
+            }
+            column.push(throughput(&path, n, args, clients)?);
         }
         let stats = server.shutdown(Duration::from_secs(5)).stats;
         served += stats.served;
@@ -1004,18 +1031,40 @@ fn print_throughput(args: &BenchArgs, config: &ServerConfig) -> Res<()> {
     if !left_out.is_empty() {
         println!("(left out: {left_out:?} workers, more than this machine's {cpus} CPUs)");
     }
+    if args.throughput_pinned {
+        println!(
+            "(pinned: each client process and each worker on a CPU of its own{})",
+            if unpinned.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; unpinned, more threads than CPUs: {}",
+                    unpinned
+                        .iter()
+                        .map(|&(n, w)| format!(
+                            "{n} client{} with {w} worker{}",
+                            if n == 1 { "" } else { "s" },
+                            if w == 1 { "" } else { "s" }
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+    }
     println!();
     println!("throughput servers: {served} calls served, {failed} failed");
     Ok(())
 }
 
-fn throughput(path: &Path, clients: u32, args: &BenchArgs) -> Res<f64> {
+fn throughput(path: &Path, clients: u32, args: &BenchArgs, cpus: Option<&[usize]>) -> Res<f64> {
     let mut rates = Vec::new();
     for _ in 0..3 {
         let mut children = Vec::new();
-        for _ in 0..clients {
+        for i in 0..clients as usize {
             let peer = PeerOptions {
                 trips: args.load_calls,
+                cpu: cpus.map(|c| c[i]),
                 ..PeerOptions::default()
             };
             let mut c = spawn_peer("load", path, peer)?;
