@@ -383,6 +383,21 @@ fn move_thread(name: &str, cpus: &[usize]) {
     }
 }
 
+/// Starts a server (`start`) with this thread on `on`, so that its workers run there; then puts
+/// this thread back on `back` and the server's monitor on `monitor`.
+fn start_on(
+    on: &[usize],
+    back: &[usize],
+    monitor: &[usize],
+    start: &mut dyn FnMut() -> Res<ShmServer>,
+) -> Res<ShmServer> {
+    pin_to(on)?;
+    let server = start();
+    pin_to(back)?;
+    move_thread(ferry_shm::MONITOR_THREAD, monitor);
+    server
+}
+
 /// The package (socket) a CPU belongs to.
 fn package_of(cpu: usize) -> Option<String> {
     topology(cpu, "physical_package_id")
@@ -971,27 +986,21 @@ fn print_throughput(args: &BenchArgs, config: &ServerConfig) -> Res<()> {
         // Pinned: the workers on the last `w` CPUs (they run where the thread that starts them
         // runs), the monitor anywhere.
         let worker_cpus = (args.throughput_pinned && w < everywhere.len())
-            .then(|| everywhere[everywhere.len() - w..].to_vec());
-        if let Some(cpus) = &worker_cpus {
-            pin_to(cpus)?;
-        }
-        let server = ShmServer::start(
-            &path,
-            ServerConfig {
+            .then(|| &everywhere[everywhere.len() - w..]);
+        let mut start = || -> Res<ShmServer> {
+            let config = ServerConfig {
                 workers: w,
                 ..config.clone()
-            },
-            Demo::server(DemoService),
-        );
-        if worker_cpus.is_some() {
-            pin_to(&everywhere)?;
-            move_thread(ferry_shm::MONITOR_THREAD, &everywhere);
-        }
-        let server = server?;
+            };
+            Ok(ShmServer::start(&path, config, Demo::server(DemoService))?)
+        };
+        let server = match worker_cpus {
+            Some(cpus) => start_on(cpus, &everywhere, &everywhere, &mut start)?,
+            None => start()?,
+        };
         let mut column = Vec::new();
         for &n in &args.clients {
             let clients = worker_cpus
-                .as_ref()
                 .filter(|_| n as usize + w <= everywhere.len())
                 .map(|_| &everywhere[..n as usize]);
             if args.throughput_pinned && clients.is_none() {
@@ -1005,7 +1014,8 @@ fn print_throughput(args: &BenchArgs, config: &ServerConfig) -> Res<()> {
         table.push(column);
     }
     println!();
-    let name = |w: usize| format!("{w} worker{}", if w == 1 { "" } else { "s" });
+    let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let name = |w: usize| count(w, "worker");
     let mut head = "| client processes |".to_string();
     let mut rule = "|---:|".to_string();
     for (i, &w) in workers.iter().enumerate() {
@@ -1041,11 +1051,7 @@ fn print_throughput(args: &BenchArgs, config: &ServerConfig) -> Res<()> {
                     "; unpinned, more threads than CPUs: {}",
                     unpinned
                         .iter()
-                        .map(|&(n, w)| format!(
-                            "{n} client{} with {w} worker{}",
-                            if n == 1 { "" } else { "s" },
-                            if w == 1 { "" } else { "s" }
-                        ))
+                        .map(|&(n, w)| format!("{} with {}", count(n as usize, "client"), name(w)))
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
@@ -1223,20 +1229,17 @@ pub fn run(args: BenchArgs) -> Res<()> {
         }
     });
     let start_pinned = |start: &mut dyn FnMut() -> Res<ShmServer>| -> Res<ShmServer> {
-        if let Some(cpus) = &server_cpus {
-            pin_to(cpus)?;
+        match (&server_cpus, caller) {
+            (Some(cpus), Some(a)) => {
+                let spare: Vec<usize> = everywhere
+                    .iter()
+                    .copied()
+                    .filter(|&c| Some(c) != caller && Some(c) != answerer)
+                    .collect();
+                start_on(cpus, &[a], &spare, start)
+            }
+            _ => start(),
         }
-        let server = start();
-        if let Some(a) = caller {
-            pin_to(&[a])?;
-            let spare: Vec<usize> = everywhere
-                .iter()
-                .copied()
-                .filter(|&c| Some(c) != caller && Some(c) != answerer)
-                .collect();
-            move_thread(ferry_shm::MONITOR_THREAD, &spare);
-        }
-        server
     };
     let (call, call_free) = {
         let path = path_for(&format!("bench-inline-{}", std::process::id()));

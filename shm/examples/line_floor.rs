@@ -19,6 +19,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
+use ferry_shm::cache::demote;
+
 const WORDS: usize = 64 * 1024 / 8;
 
 /// 64 KiB of lines, page aligned.
@@ -43,13 +45,8 @@ impl Region {
     }
 }
 
-fn demote(at: &AtomicU64) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `cldemote` is a hint: no architectural effect, a NOP where unsupported.
-    unsafe {
-        std::arch::asm!("cldemote [{a}]", a = in(reg) at as *const AtomicU64, options(nostack, preserves_flags, readonly));
-    }
-}
+/// Request payload words in the head, besides its sequence words (32 bytes).
+const HEAD_WORDS: usize = 4;
 
 fn pin(cpu: usize) {
     let mut set = rustix::thread::CpuSet::new();
@@ -65,12 +62,10 @@ struct Variant {
     rep: &'static [usize],
     /// The server polls the request's wide tags with the head, in one look.
     parallel: bool,
-    /// Both sides demote the request's wide lines (client after writing, server after reading).
-    demote_req: bool,
-    /// The server demotes the head (and reply lines) after replying.
-    demote_rep: bool,
-    /// Request payload words in the head (besides word 0).
-    head_words: usize,
+    /// `cldemote` as ferry does: both sides demote the request's wide lines (the client after
+    /// writing, the server after reading), and the server the head and reply lines after
+    /// replying.
+    demote: bool,
     /// The client takes the request's wide lines for writing (`prefetchw`) after each reply.
     client_pfw: bool,
     /// How the client writes the wide lines: 0 plain stores, 1 `movnti` + `sfence`, 2
@@ -122,14 +117,18 @@ fn work(iters: u64) {
     std::hint::black_box(x);
 }
 
-fn iters_for(ns: u64) -> u64 {
-    let per = *ITERS_PER_NS.get_or_init(|| {
+/// Spin iterations a nanosecond on this CPU, measured once.
+fn iters_per_ns() -> f64 {
+    *ITERS_PER_NS.get_or_init(|| {
         let n = 50_000_000;
         let t = Instant::now();
         work(n);
         n as f64 / t.elapsed().as_nanos() as f64
-    });
-    (ns as f64 * per) as u64
+    })
+}
+
+fn iters_for(ns: u64) -> u64 {
+    (ns as f64 * iters_per_ns()) as u64
 }
 
 const FAR: usize = 64; // 4 KiB away: another page
@@ -140,9 +139,7 @@ fn v(name: &'static str, req: &'static [usize], rep: &'static [usize]) -> Varian
         req,
         rep,
         parallel: false,
-        demote_req: false,
-        demote_rep: false,
-        head_words: 4,
+        demote: false,
         client_pfw: false,
         store: 0,
         head_first: false,
@@ -158,8 +155,7 @@ fn variants() -> Vec<Variant> {
         x
     };
     let dem = |mut x: Variant| {
-        x.demote_req = true;
-        x.demote_rep = true;
+        x.demote = true;
         x
     };
     vec![
@@ -287,7 +283,7 @@ fn call_run(x: Variant, a: usize, b: usize, trips: u64) -> f64 {
                 }
                 work(x.server_work);
                 let mut sum = 0u64;
-                for i in 0..x.head_words {
+                for i in 0..HEAD_WORDS {
                     sum = sum.wrapping_add(head[4 + i].load(Ordering::Relaxed));
                 }
                 for &w in x.req {
@@ -296,7 +292,7 @@ fn call_run(x: Variant, a: usize, b: usize, trips: u64) -> f64 {
                     for word in &l[1..8] {
                         sum = sum.wrapping_add(word.load(Ordering::Relaxed));
                     }
-                    if x.demote_req && !x.rep.contains(&w) {
+                    if x.demote && !x.rep.contains(&w) {
                         demote(&l[0]);
                     }
                 }
@@ -309,7 +305,7 @@ fn call_run(x: Variant, a: usize, b: usize, trips: u64) -> f64 {
                     l[0].store(seq | 1 << 32, Ordering::Release);
                 }
                 head[2].store(seq, Ordering::Release);
-                if x.demote_rep {
+                if x.demote {
                     demote(&head[0]);
                     for &w in x.rep {
                         demote(&r.line(w)[0]);
@@ -321,7 +317,7 @@ fn call_run(x: Variant, a: usize, b: usize, trips: u64) -> f64 {
         let head = r.line(0);
         let start = Instant::now();
         let put_head = |seq: u64| {
-            for i in 0..x.head_words {
+            for i in 0..HEAD_WORDS {
                 head[4 + i].store(seq, Ordering::Relaxed);
             }
             head[0].store(seq, Ordering::Release);
@@ -340,7 +336,7 @@ fn call_run(x: Variant, a: usize, b: usize, trips: u64) -> f64 {
                     }
                     l[0].store(seq, Ordering::Release);
                 }
-                if x.demote_req {
+                if x.demote {
                     demote(&l[0]);
                 }
             }
@@ -478,7 +474,7 @@ fn main() {
         .collect();
     println!(
         "work: {:.2} iterations a ns; movdir64b: {movdir}",
-        iters_for(1) as f64
+        iters_per_ns()
     );
     let mut pp = Vec::new();
     let mut t: Vec<Vec<f64>> = vec![Vec::new(); vs.len()];
