@@ -62,6 +62,9 @@ pub struct BenchArgs {
     /// Server worker threads.
     #[arg(long, default_value_t = 1)]
     workers: usize,
+    /// The servers' ports (a multiple of 32): every pass of a worker looks at its share of them.
+    #[arg(long, default_value_t = ServerConfig::default().ports)]
+    ports: u32,
     /// Server worker counts for the throughput runs (each with every `--clients` count); counts
     /// above this machine's CPUs are left out.
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
@@ -281,7 +284,8 @@ pub fn check(args: &BenchArgs) -> Result<(), String> {
     crate::at_least_one("--trips", args.trips)?;
     crate::at_least_one("--runs", args.runs as u64)?;
     crate::at_least_one("--load-calls", args.load_calls)?;
-    let ports = ServerConfig::default().ports;
+    let ports = args.ports;
+    crate::check_ports(ports)?;
     crate::check_workers(args.workers, ports)?;
     bulk_sizes(args)?;
     sweep_sizes(args)?;
@@ -1186,8 +1190,8 @@ pub fn run(args: BenchArgs) -> Res<()> {
         Placement::Unpinned(why) => format!("round trips unpinned ({why})"),
     };
     println!(
-        "ferry bench: {cpu}, {cores} cores; {} trips × {} runs (medians), {} calls per client in throughput runs; {placement}",
-        args.trips, args.runs, args.load_calls
+        "ferry bench: {cpu}, {cores} cores; {} trips × {} runs (medians), {} calls per client in throughput runs; servers of {} ports; {placement}",
+        args.trips, args.runs, args.load_calls, args.ports
     );
     let (caller, answerer) = match pinned {
         Placement::Pinned(a, b) => (Some(a), Some(b)),
@@ -1212,6 +1216,7 @@ pub fn run(args: BenchArgs) -> Res<()> {
     let layout = raw_layout("/dev/shm", &args, answerer)?;
     let config = ServerConfig {
         workers: args.workers,
+        ports: args.ports,
         ..ServerConfig::default()
     };
     // The server's threads run where this thread runs when it starts them. Its one worker goes

@@ -386,16 +386,21 @@ fn check_workers(workers: usize, ports: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a `--ports` count: a whole number of mailbox words, at most the protocol's most.
+fn check_ports(p: u32) -> Result<(), String> {
+    use ferry_rpc::layout::{MAX_PORTS, PORT_GRANULE};
+    if p == 0 || !p.is_multiple_of(PORT_GRANULE) || p > MAX_PORTS {
+        return Err(format!(
+            "--ports {p}: must be a multiple of {PORT_GRANULE} from {PORT_GRANULE} to {MAX_PORTS}"
+        ));
+    }
+    Ok(())
+}
+
 impl ServerOpts {
     fn check(&self) -> Result<(), String> {
-        use ferry_rpc::layout::{MAX_PORTS, PORT_GRANULE};
-        let p = self.ports;
-        if p == 0 || !p.is_multiple_of(PORT_GRANULE) || p > MAX_PORTS {
-            return Err(format!(
-                "--ports {p}: must be a multiple of {PORT_GRANULE} from {PORT_GRANULE} to {MAX_PORTS}"
-            ));
-        }
-        check_workers(self.workers, p)
+        check_ports(self.ports)?;
+        check_workers(self.workers, self.ports)
     }
 }
 
