@@ -1082,13 +1082,46 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// a poll loop (a port may be taken, or a request arrive, right after), much cheaper than a
     /// search that finds nothing. Any lane may call it.
     pub fn may_open(&self) -> bool {
+        self.may_open_within(u32::MAX)
+    }
+
+    /// As [`may_open`](Self::may_open) for [`try_open_within`](Self::try_open_within)`(_,
+    /// lock_words)`: looks at the `lock_words` lock words (32 ports each) from where the next
+    /// search starts, no more. If it finds nothing there, the next search (and the next look)
+    /// starts after them, as after a search that found nothing: a poll loop that calls this and
+    /// opens only when it says so still looks at every port in turn, and its turns cost the same
+    /// on a region of thousands of ports as on one of a few hundred.
+    pub fn may_open_within(&self, lock_words: u32) -> bool {
         if self.kept.port.get() != NONE {
             return true;
         }
-        (self.range.first_word..self.range.first_word + self.range.words).any(|word| {
+        let (base, words) = (self.range.first_word, self.range.words);
+        if words == 0 {
+            return false;
+        }
+        let start = self.range.cursor.get();
+        let first = match self.port_range().contains(&start) {
+            true => start / PORT_GRANULE - base,
+            false => 0,
+        };
+        let looked = lock_words.clamp(1, words);
+        let mut offset = first;
+        for _ in 0..looked {
+            let word = base + offset;
             let free = self.unlocked(word);
-            free != 0 && (!S::SCAN_MAILBOX || free & self.owned_bits(word) != 0)
-        })
+            if free != 0 && (!S::SCAN_MAILBOX || free & self.owned_bits(word) != 0) {
+                return true;
+            }
+            offset += 1;
+            if offset == words {
+                offset = 0;
+            }
+        }
+        if looked < words {
+            // Nothing here: the next look (and search) goes on from the word after these.
+            self.range.cursor.set((base + offset) * PORT_GRANULE);
+        }
+        false
     }
 
     /// Takes `port`'s lock of this side without opening the port, if no handle of this side

@@ -157,6 +157,65 @@ fn may_open_agrees_with_try_open<M: ferry_rpc::Mailbox>() {
     c.recv(|_, _| {}).unwrap();
 }
 
+/// `may_open_within` looks at its window of lock words alone and moves on past a window that
+/// has nothing, so a poll loop that opens only when it says so finds a request on any port of a
+/// large region within one turn over the windows, and opens it with `try_open_within`.
+fn may_open_within_walks_the_windows<M: ferry_rpc::Mailbox>() {
+    const PORTS: u32 = 1024;
+    const WINDOW: u32 = 8;
+    let turns = PORTS / 32 / WINDOW;
+    let region = HeapRegion::<M>::new(PORTS, 1).unwrap();
+    let client = region.client();
+    let server = region.server();
+    for (i, target) in [900u32, 3, 255, 256, 1023, 511].into_iter().enumerate() {
+        for _ in 0..turns {
+            assert!(!server.may_open_within(WINDOW), "nothing to serve yet");
+        }
+        client.set_cursor(target);
+        let mut c = client.try_open(9).unwrap();
+        assert_eq!(c.index(), target);
+        c.send(|s, _| s.words[0] = i as u64).unwrap();
+        // Found within one turn over the windows, wherever the last look stopped; the windows
+        // before it say no.
+        let looks = (1..=turns)
+            .find(|_| server.may_open_within(WINDOW))
+            .unwrap_or_else(|| panic!("port {target} not seen in {turns} looks"));
+        assert!(looks <= turns);
+        let mut s = server
+            .try_open_within((), WINDOW)
+            .unwrap_or_else(|| panic!("port {target} not opened in the window that showed it"));
+        assert_eq!(s.index(), target);
+        s.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
+        drop(s);
+        let mut got = 0;
+        c.recv(|s, _| got = s.words[0]).unwrap();
+        assert_eq!(got, i as u64 + 1);
+    }
+    // The whole range at once is `may_open`.
+    assert!(!server.may_open_within(u32::MAX) && !server.may_open());
+
+    // A fresh handle starts at port 0: a request on port 900 (word 28) is in its fourth window,
+    // and the three before it say no.
+    let fresh = region.server();
+    client.set_cursor(900);
+    let mut c = client.try_open(9).unwrap();
+    c.send(|s, _| s.words[0] = 1).unwrap();
+    let said: Vec<bool> = (0..4).map(|_| fresh.may_open_within(WINDOW)).collect();
+    assert_eq!(said, [false, false, false, true]);
+    assert!(fresh.may_open(), "the whole range has it");
+    assert_eq!(fresh.try_open_within((), WINDOW).unwrap().index(), 900);
+}
+
+#[test]
+fn may_open_within_walks_the_windows_per_port_mailbox() {
+    may_open_within_walks_the_windows::<PerPort>();
+}
+
+#[test]
+fn may_open_within_walks_the_windows_packed_mailbox() {
+    may_open_within_walks_the_windows::<Packed>();
+}
+
 #[test]
 fn may_open_agrees_with_try_open_per_port_mailbox() {
     may_open_agrees_with_try_open::<PerPort>();

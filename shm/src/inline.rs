@@ -113,6 +113,7 @@
 //!   gets an error status; the lengths and tags are checked before any copy or read, and the
 //!   reply still covers every line the client reads, so it is never left waiting.
 
+use ferry_rpc::layout::MAX_PORTS;
 use ferry_rpc::service::{InlineCall, INLINE_BYTES};
 use ferry_rpc::Wait;
 
@@ -945,9 +946,11 @@ pub(crate) struct InlineArea<'a> {
 /// when a handler gets it, cleared after each reply has gone; the request buffer holds, of each
 /// request, the bytes it has (a handler sees those only) and whatever the last ones left after
 /// them.
+#[repr(C)]
 pub(crate) struct Scratch {
     request: [u8; LINES_BYTES],
     reply: [u8; INLINE_BYTES],
+    armed: ArmedWords,
 }
 
 impl Scratch {
@@ -956,6 +959,63 @@ impl Scratch {
         Scratch {
             request: [0; LINES_BYTES],
             reply: [0; INLINE_BYTES],
+            armed: ArmedWords::new(),
+        }
+    }
+}
+
+/// Words of the inline bitmap a pass of `serve_pending` looks at, at most, to learn which have a
+/// line armed: a bitmap of more words (a server of more than 256 ports) is polled through
+/// [`ArmedWords`], so that a pass costs about the same on a server of thousands of ports.
+const REFRESH_WORDS: usize = 8;
+
+/// Which words of the inline bitmap a worker last saw with a line armed, one bit a word: on a
+/// large bitmap a pass polls the lines of those words alone, and looks again at
+/// [`REFRESH_WORDS`] words of the bitmap, in turn, to learn of lines armed (or disarmed) since.
+/// A line armed in a word seen empty is polled within one turn over the bitmap's words (a
+/// client arms its line once per claim, and the monitor disarms it only after a whole reclaim
+/// interval free); the sweep of every line (`share` `None`) reads the bitmap itself. (Inline,
+/// not on the heap: the worker's scratch stays a plain value its loop holds.)
+struct ArmedWords {
+    seen: [u64; MAX_PORTS as usize / 32 / 64],
+    /// The bitmap's words as of the first refresh (0: none yet).
+    words: usize,
+    next: usize,
+}
+
+impl ArmedWords {
+    const fn new() -> ArmedWords {
+        ArmedWords {
+            seen: [0; MAX_PORTS as usize / 32 / 64],
+            words: 0,
+            next: 0,
+        }
+    }
+
+    /// The words seen armed, 64 a chunk, as far as the bitmap reaches.
+    fn seen(&self) -> &[u64] {
+        &self.seen[..self.words.div_ceil(64)]
+    }
+
+    /// Looks at the next [`REFRESH_WORDS`] words of `bitmap`.
+    fn refresh(&mut self, bitmap: &[AtomicU32]) {
+        let words = bitmap.len().min(self.seen.len() * 64);
+        if self.words != words {
+            // First use: every word counted armed until looked at (and none past the bitmap).
+            self.words = words;
+            self.next = 0;
+            for (i, chunk) in self.seen.iter_mut().enumerate() {
+                *chunk = low_bits(words.saturating_sub(i * 64));
+            }
+        }
+        for _ in 0..REFRESH_WORDS.min(words) {
+            let w = self.next;
+            let bit = 1u64 << (w % 64);
+            match bitmap[w].load(Ordering::Relaxed) != 0 {
+                true => self.seen[w / 64] |= bit,
+                false => self.seen[w / 64] &= !bit,
+            }
+            self.next = if w + 1 == words { 0 } else { w + 1 };
         }
     }
 }
@@ -994,7 +1054,9 @@ pub(crate) fn share(index: usize, workers: usize, words: usize) -> Vec<u32> {
 /// line to come back from the polling client: a cross-core trip added to every call), and each
 /// has a cache line of its own, so that two workers answering neighbouring ports do not take the
 /// same line from each other on every call. A lone worker passes `None` and takes no lock. The
-/// monitor needs none either (see `monitor` in `server`).
+/// monitor needs none either (see `monitor` in `server`). On a bitmap of more than
+/// [`REFRESH_WORDS`] words, a pass with a `share` polls the lines of the words `scratch` last saw
+/// armed ([`ArmedWords`]), so that its time does not grow with the server's ports.
 #[inline]
 pub(crate) fn serve_pending(
     area: &InlineArea<'_>,
@@ -1011,56 +1073,77 @@ pub(crate) fn serve_pending(
         wake,
     } = *area;
     let mut answered = 0;
-    for (w, word) in bitmap.iter().enumerate() {
-        let mine = share.map_or(u32::MAX, |share| share[w]);
-        if mine == 0 {
-            continue;
-        }
-        let mut bits = word.load(Ordering::Relaxed) & mine;
-        while bits != 0 {
-            let port = w * 32 + bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let line = &lines[port];
-            if line.at_rest() {
-                continue;
-            }
-            // SYNC (lock acquire): pairs with the release store of the last holder; while we hold
-            // it no other worker is on the port.
-            if locks.is_some_and(|l| l[port].0.swap(1, Ordering::Acquire) != 0) {
-                continue;
-            }
-            // SYNC (inline, take the request): acquire; pairs with the client's release store of
-            // the request word. Re-read under the lock: another worker may have answered.
-            let request_word = line.words[word::CLIENT].load(Ordering::Acquire);
-            let pending = seq(request_word);
-            let mut later = false;
-            if pending != seq(line.words[word::SERVER].load(Ordering::Relaxed)) {
-                match answer(
-                    line,
-                    &wide[port],
-                    (port as u32, request_word),
-                    bulk.of(port),
-                    scratch,
-                    serve,
-                ) {
-                    Answered::Now { wake: true } => {
-                        if let Some(wake) = wake {
-                            ring(wake, port);
-                        }
-                    }
-                    Answered::Now { wake: false } => {}
-                    // A task answers it, then rings and releases the lock itself.
-                    Answered::Later => later = true,
+    let words = bitmap.len();
+    // The words polled: every one on a small bitmap and in a sweep, else those seen armed.
+    let every = words <= REFRESH_WORDS || share.is_none();
+    if !every {
+        scratch.armed.refresh(bitmap);
+    }
+    for chunk in 0..words.div_ceil(64) {
+        let mut polled = match every {
+            true => low_bits(words - chunk * 64),
+            false => scratch.armed.seen()[chunk],
+        };
+        while polled != 0 {
+            let w = chunk * 64 + polled.trailing_zeros() as usize;
+            polled &= polled - 1;
+            let mine = share.map_or(u32::MAX, |share| share[w]);
+            let mut bits = bitmap[w].load(Ordering::Relaxed) & mine;
+            while bits != 0 {
+                let port = w * 32 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let line = &lines[port];
+                if line.at_rest() {
+                    continue;
                 }
-                answered += 1;
-            }
-            // SYNC (lock release): a plain store; pairs with the next holder's acquire.
-            if let Some(locks) = locks.filter(|_| !later) {
-                locks[port].0.store(0, Ordering::Release);
+                // SYNC (lock acquire): pairs with the release store of the last holder; while we
+                // hold it no other worker is on the port.
+                if locks.is_some_and(|l| l[port].0.swap(1, Ordering::Acquire) != 0) {
+                    continue;
+                }
+                // SYNC (inline, take the request): acquire; pairs with the client's release
+                // store of the request word. Re-read under the lock: another worker may have
+                // answered.
+                let request_word = line.words[word::CLIENT].load(Ordering::Acquire);
+                let pending = seq(request_word);
+                let mut later = false;
+                if pending != seq(line.words[word::SERVER].load(Ordering::Relaxed)) {
+                    match answer(
+                        line,
+                        &wide[port],
+                        (port as u32, request_word),
+                        bulk.of(port),
+                        scratch,
+                        serve,
+                    ) {
+                        Answered::Now { wake: true } => {
+                            if let Some(wake) = wake {
+                                ring(wake, port);
+                            }
+                        }
+                        Answered::Now { wake: false } => {}
+                        // A task answers it, then rings and releases the lock itself.
+                        Answered::Later => later = true,
+                    }
+                    answered += 1;
+                }
+                // SYNC (lock release): a plain store; pairs with the next holder's acquire.
+                if let Some(locks) = locks.filter(|_| !later) {
+                    locks[port].0.store(0, Ordering::Release);
+                }
             }
         }
     }
     answered
+}
+
+/// The `n` low bits of a word set (all of them from 64 on).
+#[inline(always)]
+const fn low_bits(n: usize) -> u64 {
+    match n {
+        0..64 => (1 << n) - 1,
+        _ => u64::MAX,
+    }
 }
 
 /// A call as its handler's caller sees it: its opcode, and what an answer given later needs
@@ -1098,7 +1181,7 @@ fn answer(
     scratch: &mut Scratch,
     serve: &mut impl FnMut(Call, &[u8], &[u8], &mut [u8; INLINE_BYTES]) -> Option<(u32, usize)>,
 ) -> Answered {
-    let Scratch { request, reply } = scratch;
+    let Scratch { request, reply, .. } = scratch;
     let pending = seq(request_word);
     let opcode = (request_word >> 32) as u32;
     let lens_word = line.words[word::REQUEST_LEN].load(Ordering::Relaxed);
@@ -1338,6 +1421,78 @@ mod tests {
                 assert!(raw[end..].iter().all(|&b| b == 0xee), "len {len}: {raw:?}");
             }
         }
+    }
+
+    /// On a bitmap of many words, a line armed anywhere is answered within one turn of
+    /// `ArmedWords` over the bitmap, and its next requests at the next pass; lines of a word seen
+    /// empty are not read; the sweep (`share` `None`) answers at once.
+    #[test]
+    fn a_large_bitmap_serves_every_line_armed() {
+        const PORTS: usize = 8192;
+        let words = PORTS / 32;
+        let turn = words.div_ceil(REFRESH_WORDS);
+        let bitmap: Vec<AtomicU32> = (0..words).map(|_| AtomicU32::new(0)).collect();
+        let lines: Vec<Line> = (0..PORTS).map(|_| line()).collect();
+        let wides: Vec<Wide> = (0..PORTS).map(|_| wide()).collect();
+        let area = InlineArea {
+            bitmap: &bitmap,
+            lines: &lines,
+            wide: &wides,
+            bulk: BulkAreas::NONE,
+            wake: None,
+        };
+        let all = share(0, 1, words);
+        let mut scratch = Scratch::new();
+        let served = std::cell::RefCell::new(Vec::new());
+        let mut serve = |call: Call, _: &[u8], _: &[u8], _: &mut [u8; INLINE_BYTES]| {
+            served.borrow_mut().push(call.port);
+            Some((status::OK, 0))
+        };
+        let post = |port: usize, seq: u32| {
+            let (w, bit) = word_bit(port);
+            bitmap[w].fetch_or(bit, Ordering::Relaxed);
+            let line = &lines[port];
+            line.words[word::REQUEST_LEN].store(lens::pack(8, 8, 0, false), Ordering::Relaxed);
+            line.words[word::CLIENT].store(3 << 32 | seq as u64, Ordering::Release);
+        };
+        // Nothing armed: a turn of passes learns that every word is empty.
+        for _ in 0..turn {
+            assert_eq!(
+                serve_pending(&area, None, Some(&all), &mut scratch, &mut serve),
+                0
+            );
+        }
+        assert!(scratch.armed.seen().iter().all(|&w| w == 0));
+        for (i, port) in [6500usize, 0, 8191, 4096, 33].into_iter().enumerate() {
+            post(port, 1);
+            let passes = (1..=turn)
+                .find(|_| serve_pending(&area, None, Some(&all), &mut scratch, &mut serve) == 1)
+                .unwrap_or_else(|| panic!("port {port} not answered in {turn} passes"));
+            assert!(passes <= turn);
+            if i == 0 {
+                // The turn before ended at word 0: word 203 is in the 26th window, and the
+                // passes before it do not read its line.
+                assert_eq!(passes, 6500 / 32 / REFRESH_WORDS + 1);
+            }
+            // Its word is known armed now: the next request is answered at the next pass.
+            post(port, 2);
+            assert_eq!(
+                serve_pending(&area, None, Some(&all), &mut scratch, &mut serve),
+                1
+            );
+            assert_eq!(served.borrow().len(), 2 * (i + 1));
+        }
+        // A line armed in a word seen empty: the sweep answers it at once.
+        post(1000, 1);
+        assert_eq!(
+            serve_pending(&area, None, None, &mut scratch, &mut serve),
+            1
+        );
+        let served = served.into_inner();
+        assert_eq!(served.last(), Some(&1000));
+        assert!(served[..served.len() - 1]
+            .chunks(2)
+            .all(|pair| pair[0] == pair[1]));
     }
 
     /// Every port is in exactly one worker's share, and neighbouring ports in different ones.

@@ -906,9 +906,22 @@ fn work(
             answered =
                 inline::serve_pending(&area, inline_locks, scan, &mut scratch, &mut serve_inline);
         }
-        // A look at the mailbox and lock words first: a pass that finds no packet (every pass of
-        // a stream of inline calls) skips the search.
-        if let Some(mut port) = process.may_open().then(|| process.try_open(())).flatten() {
+        // Read before the look: a stop seen here, then a look at every port that finds nothing,
+        // leaves no request behind.
+        let stopping = shared.stop.load(Ordering::Relaxed);
+        // A window of the mailboxes a pass (every port once stopping): on a server of thousands
+        // of ports, a look at all of them would come between every two polls of the inline
+        // lines. A look at the mailbox and lock words first: a pass that finds no packet (every
+        // pass of a stream of inline calls) skips the search.
+        let window = match stopping {
+            true => u32::MAX,
+            false => SCAN_LOCK_WORDS,
+        };
+        let packet = process
+            .may_open_within(window)
+            .then(|| process.try_open_within((), window))
+            .flatten();
+        if let Some(mut port) = packet {
             idle.reset();
             let index = port.index();
             process.wait_policy().watch(index);
@@ -937,7 +950,7 @@ fn work(
             idle.reset();
             continue;
         }
-        if shared.stop.load(Ordering::Relaxed) {
+        if stopping {
             return;
         }
         // Idle: poll hot for a while (a request usually follows soon), then yield, then sleep
@@ -945,6 +958,10 @@ fn work(
         idle.pause();
     }
 }
+
+/// Lock words (32 ports each) of the mailboxes a worker's pass looks at for packets
+/// (`Process::may_open_within`), from where its last look stopped.
+const SCAN_LOCK_WORDS: u32 = 8;
 
 /// Every how many passes a worker polls every armed inline line, not only its own share. Each
 /// poll of another worker's line takes that line from the client and its worker (the client's

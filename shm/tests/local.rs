@@ -2013,3 +2013,41 @@ fn calls_made_in_process_are_answered_counted_and_refused_once_stopped() {
         .call_whole(&request, WholeReply::fixed(&mut out));
     assert!(made.is_none());
 }
+
+/// A server of thousands of ports serves a client on any of them, inline and through the
+/// packets, with one worker or several: a worker's pass looks at a window of the mailboxes and at
+/// the inline lines it saw armed, and still reaches every port in turn.
+#[test]
+fn a_server_of_thousands_of_ports_serves_every_port() {
+    for (inline, workers) in [(true, 1), (true, 3), (false, 1), (false, 3)] {
+        let config = ServerConfig {
+            ports: 8192,
+            workers,
+            inline,
+            bulk: 0,
+            ..ServerConfig::default()
+        };
+        let server =
+            ShmServer::start(unique("thousands"), config, Demo::server(DemoService)).unwrap();
+        let first = demo_client(server.path());
+        let mut calls = 0;
+        for port in [8191u32, 0, 4100, 6000, 33, 8160] {
+            let shm = first.handle(port);
+            let c = Demo::client(&shm);
+            for id in 0..20u64 {
+                assert_eq!(c.echo(id), Ok(echoed(id)), "port {port}, inline {inline}");
+            }
+            assert_eq!(c.add(port as u64, 1), Ok(port as u64 + 1));
+            assert_eq!(shm.last_port(), port, "inline {inline}");
+            calls += 21;
+        }
+        drop(first);
+        let stats = server.shutdown(DEADLINE).stats;
+        let on_lines = if inline { calls } else { 0 };
+        assert_eq!(
+            (stats.served, stats.failed, stats.inline),
+            (calls, 0, on_lines),
+            "inline {inline}, {workers} workers"
+        );
+    }
+}
