@@ -960,8 +960,11 @@ fn work(
 }
 
 /// Lock words (32 ports each) of the mailboxes a worker's pass looks at for packets
-/// (`Process::may_open_within`), from where its last look stopped.
-const SCAN_LOCK_WORDS: u32 = 8;
+/// (`Process::may_open_within`), from where its last look stopped: a server of up to 1024 ports
+/// is looked at whole on every pass; a larger one, a 1024-port window a pass, so that its
+/// inline calls are not slowed by a look at every mailbox between two polls of their lines,
+/// and a packet waits for at most one turn of the windows.
+const SCAN_LOCK_WORDS: u32 = 32;
 
 /// Every how many passes a worker polls every armed inline line, not only its own share. Each
 /// poll of another worker's line takes that line from the client and its worker (the client's
