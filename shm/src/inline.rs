@@ -964,6 +964,15 @@ impl Scratch {
     }
 }
 
+impl Scratch {
+    /// Counts every word of the bitmap armed until looked at again, as at the first pass: for a
+    /// worker back from a rest (a yield, a sleep), whose view of the bitmap is as old as the
+    /// rest, so that its next pass polls every armed line, not only those it last saw.
+    pub(crate) fn assume_armed(&mut self) {
+        self.armed.words = 0;
+    }
+}
+
 /// Words of the inline bitmap a pass of `serve_pending` looks at, at most, to learn which have a
 /// line armed: a bitmap of more words (a server of more than 256 ports) is polled through
 /// [`ArmedWords`], so that a pass costs about the same on a server of thousands of ports.
@@ -1482,6 +1491,23 @@ mod tests {
             );
             assert_eq!(served.borrow().len(), 2 * (i + 1));
         }
+        // A line armed in a word seen empty: after a rest, the next pass answers it.
+        post(7000, 1);
+        assert_eq!(
+            serve_pending(&area, None, Some(&all), &mut scratch, &mut serve),
+            0
+        );
+        scratch.assume_armed();
+        assert_eq!(
+            serve_pending(&area, None, Some(&all), &mut scratch, &mut serve),
+            1
+        );
+        assert_eq!(served.borrow().last(), Some(&7000));
+        post(7000, 2);
+        assert_eq!(
+            serve_pending(&area, None, Some(&all), &mut scratch, &mut serve),
+            1
+        );
         // A line armed in a word seen empty: the sweep answers it at once.
         post(1000, 1);
         assert_eq!(

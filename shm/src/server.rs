@@ -892,11 +892,16 @@ fn work(
             }
             Some(answer)
         };
+    // Whether the last pass ended in a yield or a sleep: the next one looks at every port.
+    let mut rested = false;
     loop {
         // Every pass polls both the inline lines and the packets, so a stream of inline calls
         // cannot starve packet calls (nor the stop below).
         let mut answered = 0;
         if serves_inline {
+            if rested {
+                scratch.assume_armed();
+            }
             pass = pass.wrapping_add(1);
             let scan = if workers > 1 && pass.is_multiple_of(SWEEP) {
                 None
@@ -909,11 +914,12 @@ fn work(
         // Read before the look: a stop seen here, then a look at every port that finds nothing,
         // leaves no request behind.
         let stopping = shared.stop.load(Ordering::Relaxed);
-        // A window of the mailboxes a pass (every port once stopping): on a server of thousands
-        // of ports, a look at all of them would come between every two polls of the inline
-        // lines. A look at the mailbox and lock words first: a pass that finds no packet (every
-        // pass of a stream of inline calls) skips the search.
-        let window = match stopping {
+        // A window of the mailboxes a pass (every port once stopping, or back from a rest): on a
+        // server of thousands of ports, a look at all of them would come between every two polls
+        // of the inline lines, and a worker that rests between windows would rest a turn of
+        // windows long. A look at the mailbox and lock words first: a pass that finds no packet
+        // (every pass of a stream of inline calls) skips the search.
+        let window = match stopping || rested {
             true => u32::MAX,
             false => SCAN_LOCK_WORDS,
         };
@@ -955,7 +961,7 @@ fn work(
         }
         // Idle: poll hot for a while (a request usually follows soon), then yield, then sleep
         // longer and longer up to a bound, so an idle server does not burn a core (`IdleWait`).
-        idle.pause();
+        rested = idle.pause();
     }
 }
 

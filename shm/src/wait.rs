@@ -321,8 +321,9 @@ impl IdleWait {
         self.polls = 0;
     }
 
-    /// The worker found no work: waits before its next poll.
-    pub(crate) fn pause(&mut self) {
+    /// The worker found no work: waits before its next poll. Returns whether it yielded or
+    /// slept (a worker back from either looks at every port again: its view may be old).
+    pub(crate) fn pause(&mut self) -> bool {
         if self.polls == 0 {
             self.phase = Idle::Hot;
             self.sleep = IDLE_FIRST_SLEEP.min(self.max_sleep);
@@ -342,7 +343,10 @@ impl IdleWait {
             };
         }
         match self.phase {
-            Idle::Hot => std::hint::spin_loop(),
+            Idle::Hot => {
+                std::hint::spin_loop();
+                return false;
+            }
             Idle::Yield => std::thread::yield_now(),
             Idle::Sleep if self.max_sleep.is_zero() => std::thread::yield_now(),
             Idle::Sleep => {
@@ -350,6 +354,7 @@ impl IdleWait {
                 self.sleep = (self.sleep * 2).min(self.max_sleep);
             }
         }
+        true
     }
 }
 
