@@ -2051,3 +2051,41 @@ fn a_server_of_thousands_of_ports_serves_every_port() {
         );
     }
 }
+
+/// A worker that rests between passes (an idle server sleeps up to `idle_sleep` between them)
+/// sees a call on any port after one rest, not after a rest per window of the mailboxes or of the
+/// inline bitmap: the first call of a fresh claim on a server of 8192 ports idle for a while,
+/// inline and through the packets. (With a pass of a window per rest it would wait 8 rests for a
+/// packet, 32 for a newly armed line.)
+#[test]
+fn a_resting_worker_sees_a_call_on_any_of_thousands_of_ports_after_one_rest() {
+    const REST: Duration = Duration::from_millis(20);
+    for inline in [false, true] {
+        let config = ServerConfig {
+            ports: 8192,
+            workers: 1,
+            inline,
+            bulk: 0,
+            idle_sleep: REST,
+            ..ServerConfig::default()
+        };
+        let server =
+            ShmServer::start(unique("resting"), config, Demo::server(DemoService)).unwrap();
+        let first = demo_client(server.path());
+        let mut took = Vec::new();
+        for (i, port) in [7000u32, 1500, 5000, 3000, 8100].into_iter().enumerate() {
+            let shm = first.handle(port);
+            // Long enough for the worker to rest at its longest.
+            std::thread::sleep(REST * 4);
+            let started = std::time::Instant::now();
+            assert_eq!(Demo::client(&shm).echo(i as u64), Ok(echoed(i as u64)));
+            took.push(started.elapsed());
+            assert_eq!(shm.last_port(), port);
+        }
+        took.sort();
+        // One rest, and room for a busy machine; a window a rest would take 8 or 32 rests.
+        assert!(took[2] < REST * 5, "inline {inline}: {took:?}");
+        drop(first);
+        assert!(server.shutdown(DEADLINE).drained);
+    }
+}
