@@ -62,7 +62,8 @@ pub struct BenchArgs {
     /// Server worker threads.
     #[arg(long, default_value_t = 1)]
     workers: usize,
-    /// The servers' ports (a multiple of 32): every pass of a worker looks at its share of them.
+    /// The servers' ports (a multiple of 32; more than 1024 are looked at a 1024-port window a
+    /// worker's pass).
     #[arg(long, default_value_t = ServerConfig::default().ports)]
     ports: u32,
     /// Server worker counts for the throughput runs (each with every `--clients` count); counts

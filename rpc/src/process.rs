@@ -1086,11 +1086,13 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     }
 
     /// As [`may_open`](Self::may_open) for [`try_open_within`](Self::try_open_within)`(_,
-    /// lock_words)`: looks at the `lock_words` lock words (32 ports each) from where the next
-    /// search starts, no more. If it finds nothing there, the next search (and the next look)
-    /// starts after them, as after a search that found nothing: a poll loop that calls this and
-    /// opens only when it says so still looks at every port in turn, and its turns cost the same
-    /// on a region of thousands of ports as on one of a few hundred.
+    /// lock_words)`: looks at the ports that search would, no more: `lock_words` lock words (32
+    /// ports each) from the cursor's port (of the first word, the ports from the cursor's up).
+    /// If it finds nothing there, the next search (and the next look) starts after them, as
+    /// after a search that found nothing: a poll loop that calls this and opens only when it
+    /// says so still looks at every port in turn (a port waits at most a turn of the windows and
+    /// one more), and its turns cost the same on a region of thousands of ports as on one of a
+    /// few hundred.
     pub fn may_open_within(&self, lock_words: u32) -> bool {
         if self.kept.port.get() != NONE {
             return true;
@@ -1100,15 +1102,22 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             return false;
         }
         let start = self.range.cursor.get();
-        let first = match self.port_range().contains(&start) {
-            true => start / PORT_GRANULE - base,
-            false => 0,
+        let (first, first_bit) = match self.port_range().contains(&start) {
+            true => (start / PORT_GRANULE - base, start % PORT_GRANULE),
+            false => (0, 0),
         };
         let looked = lock_words.clamp(1, words);
+        // As the search it stands for: a window's first word from the cursor's port up (its
+        // ports below were the last window's); a look at every word takes each whole.
+        let mut mask = match looked < words {
+            true => u32::MAX << first_bit,
+            false => u32::MAX,
+        };
         let mut offset = first;
         for _ in 0..looked {
             let word = base + offset;
-            let free = self.unlocked(word);
+            let free = self.unlocked(word) & mask;
+            mask = u32::MAX;
             if free != 0 && (!S::SCAN_MAILBOX || free & self.owned_bits(word) != 0) {
                 return true;
             }

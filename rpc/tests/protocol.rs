@@ -204,6 +204,36 @@ fn may_open_within_walks_the_windows<M: ferry_rpc::Mailbox>() {
     assert_eq!(said, [false, false, false, true]);
     assert!(fresh.may_open(), "the whole range has it");
     assert_eq!(fresh.try_open_within((), WINDOW).unwrap().index(), 900);
+
+    // A cursor in the middle of a word (after port 40 was served, at 41): a request below it in
+    // the same word (port 35) is not in the window the search looks at first, and the look says
+    // so (no search that finds nothing); it is found, and opened, within a turn and a window.
+    let mid = region.server();
+    client.set_cursor(40);
+    let mut c40 = client.try_open(9).unwrap();
+    assert_eq!(c40.index(), 40);
+    c40.send(|s, _| s.words[0] = 40).unwrap();
+    mid.set_cursor(40);
+    assert!(mid.may_open_within(WINDOW));
+    let mut s40 = mid.try_open_within((), WINDOW).unwrap();
+    assert_eq!(s40.index(), 40);
+    s40.recv_and_send(|slot, _| slot.words[0] += 1).unwrap();
+    drop(s40);
+    c40.recv(|_, _| {}).unwrap();
+    drop(c40);
+    client.set_cursor(35);
+    let mut c35 = client.try_open(9).unwrap();
+    assert_eq!(c35.index(), 35);
+    c35.send(|s, _| s.words[0] = 35).unwrap();
+    let looks = (1..=turns + 1)
+        .find(|_| {
+            let said = mid.may_open_within(WINDOW);
+            // Whenever the look says yes, the search finds it.
+            assert!(!said || mid.try_open_within((), WINDOW).map(|p| p.index()) == Some(35));
+            said
+        })
+        .expect("port 35 not seen in a turn and a window");
+    assert_eq!(looks, turns + 1, "the first window starts above port 35");
 }
 
 #[test]

@@ -825,8 +825,8 @@ impl<W: Wait> ClientInline<'_, W> {
         }
         if !self.armed.load(Ordering::Relaxed) {
             // Tells the workers to poll this line. Relaxed: a worker that sees the request before
-            // the bit misses nothing (it polls every pass), and one that sees the bit first finds
-            // the line at rest until the store below.
+            // the bit misses nothing (it reads the bit again within a turn of its passes), and
+            // one that sees the bit first finds the line at rest until the store below.
             self.bitmap_word.fetch_or(self.bit, Ordering::Relaxed);
             self.armed.store(true, Ordering::Relaxed);
         }
@@ -974,9 +974,10 @@ impl Scratch {
 }
 
 /// Words of the inline bitmap a pass of `serve_pending` looks at, at most, to learn which have a
-/// line armed: a bitmap of more words (a server of more than 256 ports) is polled through
-/// [`ArmedWords`], so that a pass costs about the same on a server of thousands of ports.
-const REFRESH_WORDS: usize = 8;
+/// line armed: a bitmap of more words (a server of more than 1024 ports) is polled through
+/// [`ArmedWords`], so that a pass costs about the same on a server of thousands of ports, and a
+/// line armed since is polled within a turn of `words / REFRESH_WORDS` passes (8 at 8192 ports).
+const REFRESH_WORDS: usize = 32;
 
 /// Which words of the inline bitmap a worker last saw with a line armed, one bit a word: on a
 /// large bitmap a pass polls the lines of those words alone, and looks again at
@@ -1013,8 +1014,9 @@ impl ArmedWords {
             // First use: every word counted armed until looked at (and none past the bitmap).
             self.words = words;
             self.next = 0;
-            for (i, chunk) in self.seen.iter_mut().enumerate() {
-                *chunk = low_bits(words.saturating_sub(i * 64));
+            let chunks = words.div_ceil(64);
+            for (i, chunk) in self.seen[..chunks].iter_mut().enumerate() {
+                *chunk = low_bits(words - i * 64);
             }
         }
         for _ in 0..REFRESH_WORDS.min(words) {
@@ -1052,7 +1054,7 @@ pub(crate) fn share(index: usize, workers: usize, words: usize) -> Vec<u32> {
 /// request's opcode and bytes and returns the status and reply length, with the reply bytes in
 /// its third argument. Returns how many were answered.
 ///
-/// Each worker polls its own share of the ports on every pass (worker `i` of `n`: the ports
+/// Each worker polls its own share of the armed ports on every pass (worker `i` of `n`: the ports
 /// whose index is `i` modulo `n`, so that clients, which spread over the ports, spread over the
 /// workers) and all of them on every `SWEEP`th (`server::work`): a line polled by one worker
 /// moves between two cores only, and a handler that blocks still holds up only its own port,
@@ -1479,8 +1481,8 @@ mod tests {
                 .unwrap_or_else(|| panic!("port {port} not answered in {turn} passes"));
             assert!(passes <= turn);
             if i == 0 {
-                // The turn before ended at word 0: word 203 is in the 26th window, and the
-                // passes before it do not read its line.
+                // The turn before ended at word 0: word 203 is in window 203 / REFRESH_WORDS,
+                // and the passes before it do not read its line.
                 assert_eq!(passes, 6500 / 32 / REFRESH_WORDS + 1);
             }
             // Its word is known armed now: the next request is answered at the next pass.

@@ -821,8 +821,9 @@ fn work(
     let workers = shared.config.workers.max(1);
     let later = handler.answers_later();
     let inline_locks = (workers > 1 || later).then_some(&*shared.inline_locks);
-    // This worker's share of the ports (every `workers`th, from `index`), polled on every pass;
-    // all of them every `SWEEP` passes.
+    // This worker's share of the ports (every `workers`th, from `index`), polled on every pass
+    // (on a server of more than 1024 ports, those of the bitmap words it saw armed:
+    // `serve_pending`); all of them every `SWEEP` passes.
     let own = inline::share(index, workers, bitmap.len());
     let mut pass = 0u32;
     let bulk = mapped.bulk_areas();
@@ -895,11 +896,18 @@ fn work(
     // Whether the last pass ended in a yield or a sleep: the next one looks at every port.
     let mut rested = false;
     loop {
+        // Read before the looks: a stop seen here, then a look at every port that finds nothing,
+        // leaves no request behind.
+        let stopping = shared.stop.load(Ordering::Relaxed);
+        // A pass back from a rest, or the last ones (stopping), looks at every port: the
+        // worker's view of which lines are armed is as old as its rest, and one that rested
+        // between windows would rest a turn of windows long.
+        let whole = std::mem::take(&mut rested) || stopping;
         // Every pass polls both the inline lines and the packets, so a stream of inline calls
         // cannot starve packet calls (nor the stop below).
         let mut answered = 0;
         if serves_inline {
-            if rested {
+            if whole {
                 scratch.assume_armed();
             }
             pass = pass.wrapping_add(1);
@@ -911,15 +919,11 @@ fn work(
             answered =
                 inline::serve_pending(&area, inline_locks, scan, &mut scratch, &mut serve_inline);
         }
-        // Read before the look: a stop seen here, then a look at every port that finds nothing,
-        // leaves no request behind.
-        let stopping = shared.stop.load(Ordering::Relaxed);
-        // A window of the mailboxes a pass (every port once stopping, or back from a rest): on a
-        // server of thousands of ports, a look at all of them would come between every two polls
-        // of the inline lines, and a worker that rests between windows would rest a turn of
-        // windows long. A look at the mailbox and lock words first: a pass that finds no packet
-        // (every pass of a stream of inline calls) skips the search.
-        let window = match stopping || rested {
+        // A window of the mailboxes a pass (every port if `whole`): on a server of thousands
+        // of ports, a look at all of them would come between every two polls of the inline
+        // lines. A look at the mailbox and lock words first: a pass that finds no packet (every
+        // pass of a stream of inline calls) skips the search.
+        let window = match whole {
             true => u32::MAX,
             false => SCAN_LOCK_WORDS,
         };
