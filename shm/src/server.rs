@@ -264,6 +264,10 @@ struct Shared {
     inline_locks: Box<[inline::InlineLock]>,
     stop: Arc<AtomicBool>,
     stop_monitor: AtomicBool,
+    /// Moved by the monitor once an interval: a worker that sees it move makes its next pass
+    /// look at every port, so that a request outside the windows of its passes waits at most an
+    /// interval (and the handlers running then), however long its passes take.
+    tick: AtomicU32,
     /// One set per worker, then the monitor's, then the one the handler's tasks share (`Answer`:
     /// counted with read-modify-writes, from any thread).
     counters: Box<[Counters]>,
@@ -435,6 +439,7 @@ impl ShmServer {
             state: AtomicU32::new(STATE_SERVING),
             stop: Arc::new(AtomicBool::new(false)),
             stop_monitor: AtomicBool::new(false),
+            tick: AtomicU32::new(0),
             // One set per worker, the monitor's, then the handler's tasks' (`Answer`).
             counters: (0..workers + 2).map(|_| Counters::default()).collect(),
             config,
@@ -895,14 +900,18 @@ fn work(
         };
     // Whether the last pass ended in a yield or a sleep: the next one looks at every port.
     let mut rested = false;
+    let mut tick = shared.tick.load(Ordering::Relaxed);
     loop {
         // Read before the looks: a stop seen here, then a look at every port that finds nothing,
         // leaves no request behind.
         let stopping = shared.stop.load(Ordering::Relaxed);
-        // A pass back from a rest, or the last ones (stopping), looks at every port: the
-        // worker's view of which lines are armed is as old as its rest, and one that rested
-        // between windows would rest a turn of windows long.
-        let whole = std::mem::take(&mut rested) || stopping;
+        // A pass back from a rest, the first after the monitor's tick, or the last ones
+        // (stopping) looks at every port: the worker's view of which lines are armed is as old
+        // as its rest (one that rested between windows would rest a turn of windows long), and
+        // passes that run slow handlers would take as long to turn.
+        let ticked = shared.tick.load(Ordering::Relaxed);
+        let whole = std::mem::take(&mut rested) || stopping || ticked != tick;
+        tick = ticked;
         // Every pass polls both the inline lines and the packets, so a stream of inline calls
         // cannot starve packet calls (nor the stop below).
         let mut answered = 0;
@@ -1027,6 +1036,8 @@ fn monitor(shared: &Shared, handler: &dyn Handler<ShmMailbox, ServerWait>) {
             }
             std::thread::park_timeout(until - now);
         }
+        // The workers' next passes look at every port (`work`).
+        shared.tick.fetch_add(1, Ordering::Relaxed);
         // The header first: clients that attach read it, and every client reads the state word.
         restore_header(shared, &header);
         restore_words(mapped.table_words(), &shared.table);

@@ -2090,3 +2090,59 @@ fn a_resting_worker_sees_a_call_on_any_of_thousands_of_ports_after_one_rest() {
         assert!(server.shutdown(DEADLINE).drained);
     }
 }
+
+/// A worker whose every pass runs slow handlers (two clients calling a handler of 40 ms each in
+/// turn) still sees the first call of a fresh claim on a port outside the bitmap words it last
+/// saw armed within about a monitor interval and the handlers running then: a server of 8192
+/// ports, whose passes re-read the bitmap 32 words at a time (a turn of 8 passes: up to 640 ms
+/// here).
+#[test]
+fn a_busy_worker_sees_a_new_claim_on_any_of_thousands_of_ports_within_an_interval() {
+    const SLOW: u64 = 40_000;
+    for inline in [true, false] {
+        let config = ServerConfig {
+            ports: 8192,
+            workers: 1,
+            inline,
+            bulk: 0,
+            ..ServerConfig::default()
+        };
+        let server = ShmServer::start(unique("busy"), config, Demo::server(DemoService)).unwrap();
+        let first = demo_client(server.path());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let busy: Vec<_> = [8000u32, 8001]
+            .into_iter()
+            .map(|port| {
+                let (shm, stop) = (first.handle(port), stop.clone());
+                std::thread::spawn(move || {
+                    let c = Demo::client(&shm);
+                    while !stop.load(Ordering::Relaxed) {
+                        assert_eq!(c.sleep(SLOW), Ok(SLOW));
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let mut took = Vec::new();
+        for (i, port) in [100u32, 1500, 3000, 4500, 6000].into_iter().enumerate() {
+            let shm = first.handle(port);
+            let started = std::time::Instant::now();
+            assert_eq!(Demo::client(&shm).echo(i as u64), Ok(echoed(i as u64)));
+            took.push(started.elapsed());
+            assert_eq!(shm.last_port(), port);
+        }
+        stop.store(true, Ordering::Relaxed);
+        for b in busy {
+            b.join().unwrap();
+        }
+        // The pass running when the call came and the next (80 ms each), and the interval
+        // (10 ms); a turn of 8 such passes would be up to 640 ms.
+        let slowest = took.iter().max().unwrap();
+        assert!(
+            *slowest < Duration::from_millis(400),
+            "inline {inline}: {took:?}"
+        );
+        drop(first);
+        assert!(server.shutdown(DEADLINE).drained);
+    }
+}
