@@ -4,6 +4,12 @@
 //! Workers share one private server lock bitmap (ferry-rpc's), so two workers never serve the same
 //! port and a slow or blocked handler holds only its own port and thread; the others keep serving.
 //! Each worker starts its scan at a different port and resumes one past the port it served last.
+//! A worker's pass costs about the same on a server of thousands of ports as on one of 1024: it
+//! looks at a 1024-port window of the mailboxes (the next window on the next pass) and polls the
+//! inline lines of the bitmap words it saw armed, re-reading the bitmap 32 words a pass; a pass
+//! back from a rest, or the first after each tick of the monitor (every `reclaim_interval`),
+//! looks at every port. A call on a port outside the windows so waits at most a turn of them (8
+//! passes at 8192 ports), a rest, or an interval and the handlers running meanwhile.
 //! A monitor thread scans the owner words every `reclaim_interval`; see the crate docs for the
 //! reclaim protocol it follows. It also disarms the inline lines of ports left free for a whole
 //! interval (module `inline`), and asks the handler to free what it keeps for clients that are
@@ -97,7 +103,8 @@ pub use ferry_rpc::service::Handler;
 /// How a server is set up.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    /// Ports in the region (a multiple of 32).
+    /// Ports in the region (a multiple of 32). A server of more than 1024 looks at them a
+    /// window a worker's pass (see the module docs).
     pub ports: u32,
     /// Slots per packet.
     pub lanes: u32,
@@ -105,7 +112,9 @@ pub struct ServerConfig {
     pub workers: usize,
     /// How often the monitor looks for ports held by dead clients, and for free ports whose
     /// inline line is still armed (a port stays armed for one to two intervals after its last
-    /// claim ends, its line polled by the workers meanwhile: two loads a pass); after each look
+    /// claim ends, its line polled by the workers meanwhile: two loads a pass), and has each
+    /// worker look at every port once (on a server of more than 1024 ports, the longest a call
+    /// outside the windows of a busy worker's passes waits, beyond the handlers); after each look
     /// it calls the handler's `reclaim` ([`Handler::reclaim`](ferry_rpc::service::Handler::reclaim)),
     /// which frees what the handler keeps for clients that are gone (`ferry_libc_host::LibcHost`:
     /// their files and heap blocks, within about one interval of their end).
