@@ -962,9 +962,7 @@ impl Scratch {
             armed: ArmedWords::new(),
         }
     }
-}
 
-impl Scratch {
     /// Counts every word of the bitmap armed until looked at again, as at the first pass: for a
     /// worker back from a rest (a yield, a sleep), whose view of the bitmap is as old as the
     /// rest, so that its next pass polls every armed line, not only those it last saw.

@@ -2014,6 +2014,20 @@ fn calls_made_in_process_are_answered_counted_and_refused_once_stopped() {
     assert!(made.is_none());
 }
 
+/// A demo server of 8192 ports (no bulk areas) with `config`'s other fields, serving inline calls
+/// or not, and a sticky client of it (whose `handle`s claim the ports the tests name).
+fn thousands_of_ports(tag: &str, inline: bool, config: ServerConfig) -> (ShmServer, ShmClient) {
+    let config = ServerConfig {
+        ports: 8192,
+        inline,
+        bulk: 0,
+        ..config
+    };
+    let server = ShmServer::start(unique(tag), config, Demo::server(DemoService)).unwrap();
+    let first = demo_client(server.path());
+    (server, first)
+}
+
 /// A server of thousands of ports serves a client on any of them, inline and through the
 /// packets, with one worker or several: a worker's pass looks at a window of the mailboxes and at
 /// the inline lines it saw armed, and still reaches every port in turn.
@@ -2021,15 +2035,10 @@ fn calls_made_in_process_are_answered_counted_and_refused_once_stopped() {
 fn a_server_of_thousands_of_ports_serves_every_port() {
     for (inline, workers) in [(true, 1), (true, 3), (false, 1), (false, 3)] {
         let config = ServerConfig {
-            ports: 8192,
             workers,
-            inline,
-            bulk: 0,
             ..ServerConfig::default()
         };
-        let server =
-            ShmServer::start(unique("thousands"), config, Demo::server(DemoService)).unwrap();
-        let first = demo_client(server.path());
+        let (server, first) = thousands_of_ports("thousands", inline, config);
         let mut calls = 0;
         for port in [8191u32, 0, 4100, 6000, 33, 8160] {
             let shm = first.handle(port);
@@ -2062,16 +2071,11 @@ fn a_resting_worker_sees_a_call_on_any_of_thousands_of_ports_after_one_rest() {
     const REST: Duration = Duration::from_millis(20);
     for inline in [false, true] {
         let config = ServerConfig {
-            ports: 8192,
             workers: 1,
-            inline,
-            bulk: 0,
             idle_sleep: REST,
             ..ServerConfig::default()
         };
-        let server =
-            ShmServer::start(unique("resting"), config, Demo::server(DemoService)).unwrap();
-        let first = demo_client(server.path());
+        let (server, first) = thousands_of_ports("resting", inline, config);
         let mut took = Vec::new();
         for (i, port) in [7000u32, 1500, 5000, 3000, 8100].into_iter().enumerate() {
             let shm = first.handle(port);
@@ -2101,14 +2105,10 @@ fn a_busy_worker_sees_a_new_claim_on_any_of_thousands_of_ports_within_an_interva
     const SLOW: u64 = 40_000;
     for inline in [true, false] {
         let config = ServerConfig {
-            ports: 8192,
             workers: 1,
-            inline,
-            bulk: 0,
             ..ServerConfig::default()
         };
-        let server = ShmServer::start(unique("busy"), config, Demo::server(DemoService)).unwrap();
-        let first = demo_client(server.path());
+        let (server, first) = thousands_of_ports("busy", inline, config);
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let busy: Vec<_> = [8000u32, 8001]
             .into_iter()
