@@ -615,7 +615,8 @@ impl ShmClient {
     /// The claim for a call when its seat keeps no sticky claim, when the one kept meets a
     /// server that no longer serves (`Site::call` checked: the claim is given back, the error
     /// says why; the state never returns to serving), or when the one kept was taken from us (it
-    /// is forgotten and another claimed). Out of line: a sticky handle's calls skip it (every
+    /// is forgotten and another claimed); a kept claim still ours on a server serving after all
+    /// (the state word flickered under a stray write) is the call's. Out of line: a sticky handle's calls skip it (every
     /// call of a handle that is not sticky makes it).
     #[inline(never)]
     fn begin(&self, seat: &Seat, held: Option<(u32, u64)>) -> Result<(u32, u64), Transport> {
@@ -625,9 +626,14 @@ impl ShmClient {
                 seat.end_claim(index, mine);
                 return Err(self.not_serving(state));
             }
-            // Still serving: the kept claim was taken from us (`Site::call`). Nothing of this
-            // call has touched the port yet; it is not ours to free: forget it and claim another
-            // (which sets the inline flag anew).
+            // Serving: the claim is ours still unless it was taken from us. `Site::call` may
+            // have come here on a state word read a moment ago as not serving (a stray write the
+            // monitor then put back), its claim untouched: check again, and go on with it.
+            if still_held(&self.mapped.owners()[index as usize], mine) {
+                return Ok((index, mine));
+            }
+            // Taken from us. Nothing of this call has touched the port yet; it is not ours to
+            // free: forget it and claim another (which sets the inline flag anew).
         }
         let (index, mine) = self.claim(seat)?;
         // A port's inline bit stays set after its claims end, until the monitor finds the port

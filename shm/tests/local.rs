@@ -2146,3 +2146,71 @@ fn a_busy_worker_sees_a_new_claim_on_any_of_thousands_of_ports_within_an_interva
         assert!(server.shutdown(DEADLINE).drained);
     }
 }
+
+/// A sticky handle whose kept claim meets a state word that a stray writer flips between
+/// serving and draining (the monitor puts it back each interval) never loses its claim: once the
+/// writes stop and the handle is dropped, every port is free. (A call that read "draining" where
+/// the kept claim was checked and "serving" a moment later took it for a claim taken from it and
+/// claimed another, leaving the first held by this live process for good.)
+#[test]
+fn a_flickering_state_word_never_strands_a_kept_claim() {
+    const STATE_OFFSET: usize = 84;
+    let config = ServerConfig {
+        ports: 32,
+        reclaim_interval: Duration::from_millis(1),
+        ..ServerConfig::default()
+    };
+    let server = ShmServer::start(unique("flicker"), config, Demo::server(DemoService)).unwrap();
+    let path = server.path().to_path_buf();
+    let map = map_file(&path);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, path) = (stop.clone(), path.clone());
+        std::thread::spawn(move || {
+            let map = map_file(&path);
+            let state = word32(&map, STATE_OFFSET);
+            let mut draining = true;
+            while !stop.load(Ordering::Relaxed) {
+                state.store(if draining { 2 } else { 1 }, Ordering::Relaxed);
+                draining = !draining;
+            }
+            state.store(1, Ordering::Relaxed);
+        })
+    };
+    let callers: Vec<_> = (0..2)
+        .map(|_| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                for _ in 0..30 {
+                    // An attach that reads "draining" is refused: try again.
+                    let shm = loop {
+                        if let Ok(shm) = ShmClient::attach(&path, demo_config().sticky(true)) {
+                            break shm;
+                        }
+                    };
+                    let c = Demo::client(&shm);
+                    for id in 0..500u64 {
+                        // Refusals ("shutting down") are allowed while the word flickers.
+                        let _ = c.echo(id);
+                    }
+                }
+            })
+        })
+        .collect();
+    for c in callers {
+        c.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    // Every handle is gone: no port may be held by this process.
+    let g = *demo_client(&path).geometry();
+    let me = std::process::id();
+    let held: Vec<usize> = (0..32)
+        .filter(|&p| {
+            let word = word64(&map, g.owners_offset() + p * 8).load(Ordering::SeqCst);
+            word as u32 != 0 && (word as u32) & ((1 << 22) - 1) == me
+        })
+        .collect();
+    assert!(held.is_empty(), "ports {held:?} held by no handle");
+    drop(server);
+}
