@@ -1093,11 +1093,22 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
     /// says so still looks at every port in turn (a port waits at most a turn of the windows and
     /// one more), and its turns cost the same on a region of thousands of ports as on one of a
     /// few hundred.
+    #[inline]
     pub fn may_open_within(&self, lock_words: u32) -> bool {
         if self.kept.port.get() != NONE {
             return true;
         }
         let (base, words) = (self.range.first_word, self.range.words);
+        if lock_words >= words {
+            // A look at every word: no window, no cursor to move.
+            for word in base..base + words {
+                let free = self.unlocked(word);
+                if free != 0 && (!S::SCAN_MAILBOX || free & self.owned_bits(word) != 0) {
+                    return true;
+                }
+            }
+            return false;
+        }
         if words == 0 {
             return false;
         }

@@ -50,7 +50,9 @@ pub type ClaimedProcess<'a> = ClientProcess<'a, Single, ShmMailbox, &'a ClientWa
 pub struct Claimed<'a> {
     /// The port's inline path; also its index and the handle's wait policy.
     inline: &'a ClientInline<'a, ClientWait>,
-    process: OnceCell<ClaimedProcess<'a>>,
+    /// Dropped by the claim's `drop` (`ManuallyDrop`: a claim that made no process then drops
+    /// nothing, in line).
+    process: std::mem::ManuallyDrop<OnceCell<ClaimedProcess<'a>>>,
     mapped: &'a Mapped,
     locks: &'a [AtomicU32],
 }
@@ -84,8 +86,22 @@ impl<'a> Claimed<'a> {
 impl Drop for Claimed<'_> {
     /// Keeps the handle's private bitmap all set, whatever the call did (unwinding included): a
     /// process dropped with its port kept would clear that port's bit, and the handle could then
-    /// open the port later while another handle holds it.
+    /// open the port later while another handle holds it. A claim whose calls all went inline
+    /// made no process, and its drop is this one test, inlined into the call.
+    #[inline(always)]
     fn drop(&mut self) {
+        if self.process.get().is_some() {
+            self.drop_process();
+        }
+        // (An empty cell holds nothing to drop.)
+    }
+}
+
+impl Claimed<'_> {
+    /// The end of a claim that made a process (out of line: a call through the packets only).
+    #[cold]
+    #[inline(never)]
+    fn drop_process(&mut self) {
         if let Some(process) = self.process.get() {
             if process.take_kept().is_none() {
                 // The process released the port (it found the packet with the server) and
@@ -94,6 +110,9 @@ impl Drop for Claimed<'_> {
                 self.locks[w].fetch_or(bit, Ordering::Relaxed);
             }
         }
+        // SAFETY: the cell is dropped here alone, once, from the claim's drop, and not used
+        // after it.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.process) }
     }
 }
 
@@ -332,8 +351,9 @@ enum Sitting<'c> {
     /// One of the handle's seats.
     Kept(&'c Seat),
     /// A seat made for this call alone (every seat of the handle was taken): its kept claim, if
-    /// any, is given back when it is dropped.
-    Spare(Box<Seat>, u32),
+    /// any, is given back when it is dropped (`ManuallyDrop`: by `spare_done`, out of line, so
+    /// that a kept seat's end stays one store in the call).
+    Spare(std::mem::ManuallyDrop<Box<Seat>>, u32),
 }
 
 impl std::ops::Deref for Sitting<'_> {
@@ -354,9 +374,19 @@ impl Drop for Sitting<'_> {
         match self {
             // SYNC (seat hand-over): release; pairs with the next call's acquire in `try_take`.
             Sitting::Kept(seat) => seat.taken.store(false, Ordering::Release),
-            Sitting::Spare(seat, holder) => seat.release_held(*holder),
+            Sitting::Spare(seat, holder) => spare_done(seat, *holder),
         }
     }
+}
+
+/// A spare seat's end (out of line: a lone thread's calls never take one).
+#[cold]
+#[inline(never)]
+fn spare_done(seat: &mut std::mem::ManuallyDrop<Box<Seat>>, holder: u32) {
+    seat.release_held(holder);
+    // SAFETY: the seat is dropped here alone, once, from the sitting's drop, and not used after
+    // it.
+    unsafe { std::mem::ManuallyDrop::drop(seat) }
 }
 
 std::thread_local! {
@@ -374,6 +404,7 @@ pub(crate) struct Claim<'a> {
 }
 
 impl Drop for Claim<'_> {
+    #[inline(always)]
     fn drop(&mut self) {
         if self.armed {
             // (A claim taken from us is not ours to abandon: `abandon` leaves it.)
@@ -567,7 +598,7 @@ impl ShmClient {
             }
         }
         let seat = Seat::new(&self.mapped, &self.config, spread(SEATS));
-        Sitting::Spare(Box::new(seat), self.holder)
+        Sitting::Spare(std::mem::ManuallyDrop::new(Box::new(seat)), self.holder)
     }
 
     /// Makes one call on a raw port: claims a port, opens it with `opcode`, lets `exchange` send
@@ -741,7 +772,7 @@ impl Site for ShmClient {
     /// process that holds that port and no other, and frees the port (or keeps it, if sticky) if
     /// `f` succeeded or failed with an answered error while the packet is back with this side;
     /// otherwise (and if `f` panics) abandons it.
-    #[inline]
+    #[inline(always)]
     fn call<R, E>(
         &self,
         deadline: Option<Duration>,
@@ -756,17 +787,18 @@ impl Site for ShmClient {
         // dropped, and a new claim made.
         // The call's deadline counts from here, over the claim and every wait of the call.
         let _deadline = DeadlineGuard::set(&seat.wait, deadline);
+        let owners = self.mapped.owners();
         let (index, mine) = match seat.take_held(self.holder) {
             Some(held)
                 if self.mapped.state().load(Ordering::Acquire) == STATE_SERVING
-                    && still_held(&self.mapped.owners()[held.0 as usize], held.1) =>
+                    && still_held(&owners[held.0 as usize], held.1) =>
             {
                 held
             }
             held => self.begin(&seat, held).map_err(service::Error::Transport)?,
         };
         let mut claim = Claim {
-            word: &self.mapped.owners()[index as usize],
+            word: &owners[index as usize],
             mine,
             armed: true,
         };
@@ -783,7 +815,7 @@ impl Site for ShmClient {
             );
             let claimed = Claimed {
                 inline: &inline,
-                process: OnceCell::new(),
+                process: std::mem::ManuallyDrop::new(OnceCell::new()),
                 mapped: &self.mapped,
                 locks: &seat.locks,
             };

@@ -144,6 +144,10 @@ pub(crate) struct Mapped {
     geometry: Geometry,
     /// Where the ports' bulk areas lie in `map`.
     bulk: crate::inline::BulkAreas,
+    /// Where the head lines and the wide lines start in `map` (found once: a claim's inline path
+    /// reaches its port's on every call).
+    lines_at: usize,
+    wide_at: usize,
     /// The services table, as read (clients) or written (the server).
     services: Vec<(String, u64)>,
     /// Each service's calls, as the calls table has them (one `CallInfo::line` a line).
@@ -164,8 +168,11 @@ impl Mapped {
             .len(geometry.file_size())
             .map_raw(&file)
             .map_err(|e| io("mapping", path, e))?;
+        let ports = geometry.layout().ports();
         Ok(Mapped {
             bulk: Self::find_bulk_areas(&map, &geometry),
+            lines_at: geometry.inline_offset() + crate::inline::lines_offset(ports),
+            wide_at: geometry.inline_offset() + crate::inline::wide_offset(ports),
             map,
             services,
             calls,
@@ -320,42 +327,40 @@ impl Mapped {
     }
 
     /// The head lines, one per port (see `inline`).
+    #[inline(always)]
     pub(crate) fn inline_lines(&self) -> &[crate::inline::Line] {
-        let ports = self.geometry.layout().ports();
         // SAFETY: the head lines start `inline::lines_offset(ports)` (a multiple of 64) into the
-        // inline area, one per port, before the wide lines; a `Line` is 64 bytes of
+        // inline area (`lines_at`), one per port, before the wide lines; a `Line` is 64 bytes of
         // `AtomicU64`.
-        unsafe { self.per_port(crate::inline::lines_offset(ports)) }
+        unsafe { self.per_port(self.lines_at) }
     }
 
     /// The wide lines, [`WIDE_LINES`](crate::inline::WIDE_LINES) per port (see `inline`).
+    #[inline(always)]
     pub(crate) fn inline_wide(&self) -> &[crate::inline::Wide] {
-        let ports = self.geometry.layout().ports();
         // SAFETY: the wide lines start `inline::wide_offset(ports)` (a multiple of 64) into the
-        // inline area, after the head lines, one `Wide` per port before the ready bitmap, inside
-        // the area (`inline::area_size`); a `Wide` is `WIDE_LINES` lines of `AtomicU64`.
-        unsafe { self.per_port(crate::inline::wide_offset(ports)) }
+        // inline area (`wide_at`), after the head lines, one `Wide` per port before the ready
+        // bitmap, inside the area (`inline::area_size`); a `Wide` is `WIDE_LINES` lines of
+        // `AtomicU64`.
+        unsafe { self.per_port(self.wide_at) }
     }
 
-    /// One `T` per port, from byte `offset` of the inline area on.
+    /// One `T` per port, from byte `at` of the mapping on.
     ///
     /// # Safety
     ///
-    /// `offset` is aligned for `T`, and one `T` per port from there lies inside the inline area
+    /// `at` is aligned for `T`, and one `T` per port from there lies inside the inline area
     /// (`inline::area_size`); `T` is made of atomics only (valid for any bits, as every process
     /// reaches them only atomically).
-    unsafe fn per_port<T>(&self, offset: usize) -> &[T] {
-        let g = &self.geometry;
+    #[inline(always)]
+    unsafe fn per_port<T>(&self, at: usize) -> &[T] {
         // SAFETY: the inline area lies inside the live mapping (`inline_offset +
         // inline::area_size(ports) <= file_size`, checked by `Geometry::decode` or computed by
         // `Geometry::new`), and the caller keeps the slice inside it, aligned, of atomics.
         unsafe {
             std::slice::from_raw_parts(
-                self.map
-                    .as_ptr()
-                    .add(g.inline_offset() + offset)
-                    .cast::<T>(),
-                g.layout().ports() as usize,
+                self.map.as_ptr().add(at).cast::<T>(),
+                self.geometry.layout().ports() as usize,
             )
         }
     }

@@ -250,8 +250,21 @@ const _: () =
 impl Line {
     /// Whether no request is pending on this line (a head line).
     pub(crate) fn at_rest(&self) -> bool {
-        seq(self.words[word::CLIENT].load(Ordering::Acquire))
-            == seq(self.words[word::SERVER].load(Ordering::Acquire))
+        let (request, last) = self.sequences();
+        seq(request) == last
+    }
+
+    /// The request word and the sequence of the last reply (a head line): a request is pending
+    /// when the request word's sequence is not the last reply's.
+    #[inline(always)]
+    pub(crate) fn sequences(&self) -> (u64, u32) {
+        // SYNC (inline, take the request): acquire; pairs with the client's release store of the
+        // request word (what it wrote before is visible once the request is seen), and with the
+        // worker's release store of the reply word.
+        (
+            self.words[word::CLIENT].load(Ordering::Acquire),
+            seq(self.words[word::SERVER].load(Ordering::Acquire)),
+        )
     }
 
     /// Writes `bytes` (at most the words from `first` on hold) into the words from `first` on
@@ -424,6 +437,11 @@ fn reply_lines_in(wide: &Wide, want: usize, seq: u32) -> bool {
 #[inline(always)]
 fn take_reply(head: &Line, wide: &Wide, out: &mut [u8], len: usize) {
     let n = out.len().min(INLINE_BYTES);
+    if n <= HEAD_BYTES && len >= n {
+        // The whole of `out` in the head, the reply at least that long: every word as it is.
+        head.read_from(word::PAYLOAD, &mut out[..n], usize::MAX);
+        return;
+    }
     head.read_payload(&mut out[..n.min(HEAD_BYTES)], len);
     for (i, line) in wide.lines.iter().enumerate().take(wide_lines_for(n)) {
         let range = wide_range(i);
@@ -975,7 +993,7 @@ impl Scratch {
 /// line armed: a bitmap of more words (a server of more than 1024 ports) is polled through
 /// [`ArmedWords`], so that a pass costs about the same on a server of thousands of ports, and a
 /// line armed since is polled within a turn of `words / REFRESH_WORDS` passes (8 at 8192 ports).
-const REFRESH_WORDS: usize = 32;
+pub(crate) const REFRESH_WORDS: usize = 32;
 
 /// Which words of the inline bitmap a worker last saw with a line armed, one bit a word: on a
 /// large bitmap a pass polls the lines of those words alone, and looks again at
@@ -1102,7 +1120,8 @@ pub(crate) fn serve_pending(
                 let port = w * 32 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 let line = &lines[port];
-                if line.at_rest() {
+                let seen = line.sequences();
+                if seq(seen.0) == seen.1 {
                     continue;
                 }
                 // SYNC (lock acquire): pairs with the release store of the last holder; while we
@@ -1113,10 +1132,17 @@ pub(crate) fn serve_pending(
                 // SYNC (inline, take the request): acquire; pairs with the client's release
                 // store of the request word. Re-read under the lock: another worker may have
                 // answered.
-                let request_word = line.words[word::CLIENT].load(Ordering::Acquire);
+                let (request_word, last) = match locks {
+                    Some(_) => (
+                        line.words[word::CLIENT].load(Ordering::Acquire),
+                        seq(line.words[word::SERVER].load(Ordering::Relaxed)),
+                    ),
+                    // No other worker: the words just read (acquired) are as they are.
+                    None => seen,
+                };
                 let pending = seq(request_word);
                 let mut later = false;
-                if pending != seq(line.words[word::SERVER].load(Ordering::Relaxed)) {
+                if pending != last {
                     match answer(
                         line,
                         &wide[port],

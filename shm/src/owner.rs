@@ -139,6 +139,7 @@ pub(crate) fn abandon(word: &AtomicU64, mine: u64) -> bool {
 }
 
 /// Whether the word still holds the claim `mine` (a client's check that no one took its port).
+#[inline(always)]
 pub(crate) fn still_held(word: &AtomicU64, mine: u64) -> bool {
     // SYNC (claim check): acquire; a claim or reclaim that replaced ours, and whatever its maker
     // did before, is seen.

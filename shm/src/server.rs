@@ -839,6 +839,9 @@ fn work(
     // (on a server of more than 1024 ports, those of the bitmap words it saw armed:
     // `serve_pending`); all of them every `SWEEP` passes.
     let own = inline::share(index, workers, bitmap.len());
+    // A lone worker's share is every port: on a bitmap that a pass reads whole, no share at all
+    // is the same, for less.
+    let lone_small = workers == 1 && bitmap.len() <= inline::REFRESH_WORDS;
     let mut pass = 0u32;
     let bulk = mapped.bulk_areas();
     let mut scratch = inline::Scratch::new();
@@ -852,6 +855,7 @@ fn work(
             doorbell: mapped.doorbell(),
         }),
     };
+    let owners = mapped.owners();
     let mut serve_inline =
         |call: inline::Call, request: &[u8], body: &[u8], reply: &mut [u8; INLINE_BYTES]| {
             let opcode = call.opcode;
@@ -877,7 +881,7 @@ fn work(
                 }
             }
             let caller = PortCaller {
-                owners: mapped.owners(),
+                owners,
                 port: call.port as usize,
             };
             let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -929,7 +933,7 @@ fn work(
                 scratch.assume_armed();
             }
             pass = pass.wrapping_add(1);
-            let scan = if workers > 1 && pass.is_multiple_of(SWEEP) {
+            let scan = if (workers > 1 && pass.is_multiple_of(SWEEP)) || lone_small {
                 None
             } else {
                 Some(&own[..])

@@ -51,6 +51,7 @@ pub fn with_caller<R>(caller: &dyn Caller, f: impl FnOnce() -> R) -> R {
 ///
 /// The scope must be dropped before `caller` is, on this thread: not forgotten (`mem::forget`,
 /// a leak), not moved to another thread. [`cancelled`] reads `caller` through it.
+#[inline]
 pub unsafe fn caller_scope(caller: &dyn Caller) -> CallerScope<'_> {
     // SAFETY: only the pointer's lifetime is erased; it is read (by `cancelled`, on this thread)
     // only until the scope puts the previous one back, which the caller's contract has happen
@@ -72,6 +73,7 @@ pub struct CallerScope<'c> {
 }
 
 impl Drop for CallerScope<'_> {
+    #[inline]
     fn drop(&mut self) {
         CURRENT.with(|c| c.set(self.previous));
     }

@@ -62,7 +62,7 @@ macro_rules! fixed_calls {
             let opcode = self.opcode;
             caller.site.call(
                 caller.deadline,
-                #[cfg_attr(any(target_arch = "nvptx64", target_arch = "amdgpu"), inline(always))]
+                #[inline(always)]
                 move |c| {
                     #[cfg(any(target_arch = "nvptx64", target_arch = "amdgpu"))]
                     {
