@@ -969,6 +969,8 @@ pub(crate) struct Scratch {
     request: [u8; LINES_BYTES],
     reply: [u8; INLINE_BYTES],
     armed: ArmedWords,
+    /// The port of the last request this worker answered inline (`usize::MAX`: none yet).
+    pub(crate) last: usize,
 }
 
 impl Scratch {
@@ -978,6 +980,7 @@ impl Scratch {
             request: [0; LINES_BYTES],
             reply: [0; INLINE_BYTES],
             armed: ArmedWords::new(),
+            last: usize::MAX,
         }
     }
 
@@ -1161,6 +1164,7 @@ pub(crate) fn serve_pending(
                         Answered::Later => later = true,
                     }
                     answered += 1;
+                    scratch.last = port;
                 }
                 // SYNC (lock release): a plain store; pairs with the next holder's acquire.
                 if let Some(locks) = locks.filter(|_| !later) {
