@@ -914,10 +914,6 @@ fn work(
     // Whether the last pass ended in a yield or a sleep: the next one looks at every port.
     let mut rested = false;
     let mut tick = shared.tick.load(Ordering::Relaxed);
-    // The line of the last inline call answered, and the idle passes since; `HOT_PASSES`: not
-    // polled between passes.
-    let mut hot_line = usize::MAX;
-    let mut hot = HOT_PASSES;
     loop {
         // Read before the looks: a stop seen here, then a look at every port that finds nothing,
         // leaves no request behind.
@@ -984,54 +980,21 @@ fn work(
         }
         if answered != 0 {
             idle.reset();
-            // One line called again and again: the polls below are for it. Calls on several
-            // lines: none (a worker polling one line alone would leave the others waiting).
-            hot = match answered == 1 && scratch.last == hot_line {
-                true => 0,
-                false => HOT_PASSES,
-            };
-            hot_line = scratch.last;
+            scratch.hot.busy();
             continue;
         }
         if stopping {
             return;
         }
-        // Idle. A client that calls in a loop sends its next request a round trip after its
-        // reply, and a request that comes while the worker is in the middle of a pass waits for
-        // the rest of it (half a pass, on average). So while the calls answered come on one line
-        // alone, a few polls of that line between two passes, each a load and a spin-wait hint,
-        // for as long as it keeps being called (`HOT_PASSES`).
-        if hot < HOT_PASSES && idle.is_hot() {
-            if let Some(line) = lines.get(hot_line) {
-                hot += 1;
-                for _ in 0..HOT_POLLS {
-                    if !line.at_rest() {
-                        // Seen: the next pass answers it (its look at the lines comes first).
-                        // (`hot` counts on: a request that this worker does not answer, one a
-                        // task holds, is not polled for long.)
-                        break;
-                    }
-                    std::hint::spin_loop();
-                }
-                continue;
-            }
+        // Idle: the lines answered lately first, if few (`HotLines`).
+        if idle.is_hot() && scratch.hot.poll(lines) {
+            continue;
         }
         // Then poll hot for a while (a request usually follows soon), then yield, then sleep
         // longer and longer up to a bound, so an idle server does not burn a core (`IdleWait`).
         rested = idle.pause();
     }
 }
-
-/// Polls of the line of the last inline call answered, between two passes of an idle worker
-/// (each a load and a spin-wait hint): a call in a loop on that line is seen within a poll or so
-/// of its request, not half a pass later; every other port and the packets are looked at once
-/// every this many polls, a few hundred nanoseconds.
-const HOT_POLLS: u32 = 8;
-
-/// Idle passes (each with its `HOT_POLLS` polls) after which a worker stops polling the line of
-/// the last call it answered: a line called a round trip after each reply is seen again long
-/// before that; one whose client went quiet costs the other ports nothing after.
-const HOT_PASSES: u32 = 64;
 
 /// Lock words (32 ports each) of the mailboxes a worker's pass looks at for packets
 /// (`Process::may_open_within`), from where its last look stopped: a server of up to 1024 ports
