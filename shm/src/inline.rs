@@ -969,8 +969,6 @@ pub(crate) struct Scratch {
     request: [u8; LINES_BYTES],
     reply: [u8; INLINE_BYTES],
     armed: ArmedWords,
-    /// The lines this worker answered calls on lately, when they are few.
-    pub(crate) hot: HotLines,
 }
 
 impl Scratch {
@@ -980,7 +978,6 @@ impl Scratch {
             request: [0; LINES_BYTES],
             reply: [0; INLINE_BYTES],
             armed: ArmedWords::new(),
-            hot: HotLines::new(),
         }
     }
 
@@ -989,104 +986,6 @@ impl Scratch {
     /// rest, so that its next pass polls every armed line, not only those it last saw.
     pub(crate) fn assume_armed(&mut self) {
         self.armed.words = 0;
-    }
-}
-
-/// The lines a worker answered calls on lately, if at most [`HOT_LINES`]: an idle worker polls
-/// them alone a few times between two passes ([`poll`](HotLines::poll)). A client that calls in a
-/// loop sends its next request a round trip after its reply, and a request that comes while the
-/// worker is in the middle of a pass waits for the rest of it (the packets' look, the bitmap's
-/// walk: half a pass, on average); polled alone, its line is seen within a poll or so. A worker
-/// that answers calls on more lines polls none this way (the others would wait on the few), nor
-/// does one whose lines went quiet: after [`HOT_PASSES`] idle passes it forgets them.
-#[derive(Debug)]
-pub(crate) struct HotLines {
-    ports: [usize; HOT_LINES],
-    /// How many of `ports` are set.
-    len: usize,
-    /// More than `HOT_LINES` lines answered since the last reset: none is polled.
-    many: bool,
-    /// Idle passes since the last call answered.
-    idle: u32,
-    /// Passes that answered calls since the last reset.
-    passes: u32,
-}
-
-/// The most lines an idle worker polls between passes ([`HotLines`]).
-pub(crate) const HOT_LINES: usize = 4;
-
-/// Polls of each hot line between two passes of an idle worker, each a load and a spin-wait hint
-/// ([`HotLines`]): every other port and the packets are looked at once every this many polls, a
-/// few hundred nanoseconds.
-pub(crate) const HOT_POLLS: u32 = 8;
-
-/// Idle passes (each with its polls) after which a worker forgets its hot lines: a line called a
-/// round trip after each reply is called again long before.
-pub(crate) const HOT_PASSES: u32 = 64;
-
-/// Passes that answered calls after which a worker starts its hot lines over, so that a line
-/// called once long ago (or a crowd of them) does not stand in for the lines called now.
-const HOT_RESET: u32 = 1024;
-
-impl HotLines {
-    pub(crate) const fn new() -> HotLines {
-        HotLines {
-            ports: [usize::MAX; HOT_LINES],
-            len: 0,
-            many: false,
-            idle: HOT_PASSES,
-            passes: 0,
-        }
-    }
-
-    /// A call on `port`'s line was answered.
-    #[inline(always)]
-    fn answered(&mut self, port: usize) {
-        if self.ports[..self.len].contains(&port) {
-            return;
-        }
-        match self.len < HOT_LINES {
-            true => {
-                self.ports[self.len] = port;
-                self.len += 1;
-            }
-            false => self.many = true,
-        }
-    }
-
-    /// A pass answered calls.
-    #[inline]
-    pub(crate) fn busy(&mut self) {
-        self.idle = 0;
-        self.passes += 1;
-        if self.passes == HOT_RESET {
-            *self = HotLines {
-                idle: 0,
-                ..HotLines::new()
-            };
-        }
-    }
-
-    /// For an idle worker: polls the hot lines of `lines` (`HOT_POLLS` times, or until one has a
-    /// request, which the next pass answers: its look at the lines comes first). Returns whether
-    /// it did; `false`: none is hot (none answered lately, too many, or quiet too long).
-    #[inline]
-    pub(crate) fn poll(&mut self, lines: &[Line]) -> bool {
-        if self.many || self.len == 0 || self.idle >= HOT_PASSES {
-            return false;
-        }
-        // (`idle` counts on when a request is seen: one that this worker does not answer, that
-        // another worker or a task holds, is not polled for long.)
-        self.idle += 1;
-        for _ in 0..HOT_POLLS {
-            for &port in &self.ports[..self.len] {
-                if lines.get(port).is_some_and(|line| !line.at_rest()) {
-                    return true;
-                }
-            }
-            std::hint::spin_loop();
-        }
-        true
     }
 }
 
@@ -1262,7 +1161,6 @@ pub(crate) fn serve_pending(
                         Answered::Later => later = true,
                     }
                     answered += 1;
-                    scratch.hot.answered(port);
                 }
                 // SYNC (lock release): a plain store; pairs with the next holder's acquire.
                 if let Some(locks) = locks.filter(|_| !later) {
@@ -1665,55 +1563,6 @@ mod tests {
                 assert!(shares.iter().all(|s| s[0] & 0b11 != 0b11));
             }
         }
-    }
-
-    /// A worker polls the few lines it answered lately while idle, until they have been quiet
-    /// for `HOT_PASSES` idle passes; none once it answered more than `HOT_LINES` lines, until it
-    /// starts over after `HOT_RESET` answering passes; a request on one ends the polls at once.
-    #[test]
-    fn an_idle_worker_polls_the_few_lines_it_answered_lately() {
-        let lines: Vec<Line> = (0..8).map(|_| line()).collect();
-        let mut hot = HotLines::new();
-        assert!(!hot.poll(&lines), "no line answered yet");
-        hot.answered(3);
-        hot.answered(3);
-        hot.busy();
-        for _ in 0..HOT_PASSES {
-            assert!(hot.poll(&lines));
-        }
-        assert!(
-            !hot.poll(&lines),
-            "quiet for HOT_PASSES idle passes: forgotten"
-        );
-        hot.busy();
-        assert!(hot.poll(&lines), "called again");
-        // A request pending on a hot line: seen at the first poll (a line of another port is not
-        // looked at).
-        lines[3].words[word::CLIENT].store(1, Ordering::Relaxed);
-        lines[6].words[word::CLIENT].store(1, Ordering::Relaxed);
-        assert!(hot.poll(&lines));
-        assert_eq!(hot.ports[..hot.len], [3]);
-        // More lines than HOT_LINES (port 3 counted once): none polled, until the reset.
-        for port in 0..=HOT_LINES {
-            hot.answered(port);
-        }
-        hot.busy();
-        assert!(!hot.poll(&lines), "more than HOT_LINES lines: none polled");
-        // (Three answering passes so far.)
-        for _ in 0..HOT_RESET - 4 {
-            hot.busy();
-        }
-        assert!(!hot.poll(&lines));
-        hot.busy();
-        assert_eq!((hot.len, hot.many), (0, false), "started over");
-        hot.answered(7);
-        hot.busy();
-        assert!(hot.poll(&lines));
-        // A port past the lines (a stray index) is never read.
-        let mut stray = HotLines::new();
-        stray.answered(usize::MAX - 1);
-        stray.busy();
-        assert!(stray.poll(&lines));
     }
 
     #[test]

@@ -10,10 +10,6 @@
 //! back from a rest, or the first after each tick of the monitor (every `reclaim_interval`),
 //! looks at every port. A call on a port outside the windows so waits at most a turn of them (8
 //! passes at 8192 ports), a rest, or an interval and the handlers running meanwhile.
-//! Between two passes, an idle worker first polls the inline lines it answered calls on lately,
-//! if they are at most four, alone, eight times (`inline::HotLines`): a client calling in a loop
-//! has its next request seen within a poll, not after the rest of a pass; the other ports and the
-//! packets then wait a few hundred nanoseconds more, and only while those few lines are called.
 //! A monitor thread scans the owner words every `reclaim_interval`; see the crate docs for the
 //! reclaim protocol it follows. It also disarms the inline lines of ports left free for a whole
 //! interval (module `inline`), and asks the handler to free what it keeps for clients that are
@@ -984,17 +980,12 @@ fn work(
         }
         if answered != 0 {
             idle.reset();
-            scratch.hot.busy();
             continue;
         }
         if stopping {
             return;
         }
-        // Idle: the lines answered lately first, if few (`HotLines`).
-        if idle.is_hot() && scratch.hot.poll(lines) {
-            continue;
-        }
-        // Then poll hot for a while (a request usually follows soon), then yield, then sleep
+        // Idle: poll hot for a while (a request usually follows soon), then yield, then sleep
         // longer and longer up to a bound, so an idle server does not burn a core (`IdleWait`).
         rested = idle.pause();
     }

@@ -321,13 +321,6 @@ impl IdleWait {
         self.polls = 0;
     }
 
-    /// Whether the next pause spins (the worker's idle spell is young), rather than yields or
-    /// sleeps.
-    #[inline]
-    pub(crate) fn is_hot(&self) -> bool {
-        self.polls == 0 || self.phase == Idle::Hot
-    }
-
     /// The worker found no work: waits before its next poll. Returns whether it yielded or
     /// slept (a worker back from either looks at every port again: its view may be old).
     pub(crate) fn pause(&mut self) -> bool {
