@@ -1402,9 +1402,12 @@ mod tests {
         for len in 0..=INLINE_BYTES {
             for want in [
                 0,
+                1,
                 8,
+                12,
                 16,
                 32,
+                HEAD_BYTES - 1,
                 HEAD_BYTES,
                 HEAD_BYTES + 1,
                 64,
