@@ -1109,9 +1109,6 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             }
             return false;
         }
-        if words == 0 {
-            return false;
-        }
         let start = self.range.cursor.get();
         let (first, first_bit) = match self.port_range().contains(&start) {
             true => (start / PORT_GRANULE - base, start % PORT_GRANULE),
@@ -1119,7 +1116,8 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         };
         let looked = lock_words.clamp(1, words);
         // As the search it stands for: a window's first word from the cursor's port up (its
-        // ports below were the last window's); a look at every word takes each whole.
+        // ports below were the last window's); a look at every word (a window of none, on a
+        // range of one word) takes each whole.
         let mut mask = match looked < words {
             true => u32::MAX << first_bit,
             false => u32::MAX,

@@ -91,17 +91,23 @@ impl Drop for Claimed<'_> {
     #[inline(always)]
     fn drop(&mut self) {
         if self.process.get().is_some() {
-            self.drop_process();
+            // SAFETY: called once, here, from the claim's drop; the claim is not used after it.
+            unsafe { self.drop_process() };
         }
         // (An empty cell holds nothing to drop.)
     }
 }
 
 impl Claimed<'_> {
-    /// The end of a claim that made a process (out of line: a call through the packets only).
+    /// The end of a claim that made a process (out of line: a call through the packets only):
+    /// gives the process's port back to the claim's bitmap and drops the process.
+    ///
+    /// # Safety
+    ///
+    /// Called at most once, from the claim's drop: the cell is dropped here, and not used after.
     #[cold]
     #[inline(never)]
-    fn drop_process(&mut self) {
+    unsafe fn drop_process(&mut self) {
         if let Some(process) = self.process.get() {
             if process.take_kept().is_none() {
                 // The process released the port (it found the packet with the server) and
@@ -110,8 +116,7 @@ impl Claimed<'_> {
                 self.locks[w].fetch_or(bit, Ordering::Relaxed);
             }
         }
-        // SAFETY: the cell is dropped here alone, once, from the claim's drop, and not used
-        // after it.
+        // SAFETY: the caller's contract: this is the cell's one drop, and nothing uses it after.
         unsafe { std::mem::ManuallyDrop::drop(&mut self.process) }
     }
 }
@@ -374,18 +379,24 @@ impl Drop for Sitting<'_> {
         match self {
             // SYNC (seat hand-over): release; pairs with the next call's acquire in `try_take`.
             Sitting::Kept(seat) => seat.taken.store(false, Ordering::Release),
-            Sitting::Spare(seat, holder) => spare_done(seat, *holder),
+            // SAFETY: called once, here, from the sitting's drop; the seat is not used after it.
+            Sitting::Spare(seat, holder) => unsafe { spare_done(seat, *holder) },
         }
     }
 }
 
-/// A spare seat's end (out of line: a lone thread's calls never take one).
+/// A spare seat's end (out of line: a lone thread's calls never take one): gives its kept claim
+/// back and drops it.
+///
+/// # Safety
+///
+/// Called at most once for `seat`, from its sitting's drop: the seat is dropped here, and not
+/// used after.
 #[cold]
 #[inline(never)]
-fn spare_done(seat: &mut std::mem::ManuallyDrop<Box<Seat>>, holder: u32) {
+unsafe fn spare_done(seat: &mut std::mem::ManuallyDrop<Box<Seat>>, holder: u32) {
     seat.release_held(holder);
-    // SAFETY: the seat is dropped here alone, once, from the sitting's drop, and not used after
-    // it.
+    // SAFETY: the caller's contract: this is the seat's one drop, and nothing uses it after.
     unsafe { std::mem::ManuallyDrop::drop(seat) }
 }
 

@@ -168,11 +168,10 @@ impl Mapped {
             .len(geometry.file_size())
             .map_raw(&file)
             .map_err(|e| io("mapping", path, e))?;
-        let ports = geometry.layout().ports();
         Ok(Mapped {
             bulk: Self::find_bulk_areas(&map, &geometry),
-            lines_at: geometry.inline_offset() + crate::inline::lines_offset(ports),
-            wide_at: geometry.inline_offset() + crate::inline::wide_offset(ports),
+            lines_at: geometry.inline_lines_offset(),
+            wide_at: geometry.inline_wide_offset(),
             map,
             services,
             calls,
@@ -330,8 +329,8 @@ impl Mapped {
     #[inline(always)]
     pub(crate) fn inline_lines(&self) -> &[crate::inline::Line] {
         // SAFETY: the head lines start `inline::lines_offset(ports)` (a multiple of 64) into the
-        // inline area (`lines_at`), one per port, before the wide lines; a `Line` is 64 bytes of
-        // `AtomicU64`.
+        // inline area, at `lines_at` in the mapping, one per port, before the wide lines; a `Line`
+        // is 64 bytes of `AtomicU64`.
         unsafe { self.per_port(self.lines_at) }
     }
 
@@ -339,9 +338,9 @@ impl Mapped {
     #[inline(always)]
     pub(crate) fn inline_wide(&self) -> &[crate::inline::Wide] {
         // SAFETY: the wide lines start `inline::wide_offset(ports)` (a multiple of 64) into the
-        // inline area (`wide_at`), after the head lines, one `Wide` per port before the ready
-        // bitmap, inside the area (`inline::area_size`); a `Wide` is `WIDE_LINES` lines of
-        // `AtomicU64`.
+        // inline area, at `wide_at` in the mapping, after the head lines, one `Wide` per port
+        // before the ready bitmap, inside the area (`inline::area_size`); a `Wide` is
+        // `WIDE_LINES` lines of `AtomicU64`.
         unsafe { self.per_port(self.wide_at) }
     }
 

@@ -258,9 +258,10 @@ impl Line {
     /// when the request word's sequence is not the last reply's.
     #[inline(always)]
     pub(crate) fn sequences(&self) -> (u64, u32) {
-        // SYNC (inline, take the request): acquire; pairs with the client's release store of the
-        // request word (what it wrote before is visible once the request is seen), and with the
-        // worker's release store of the reply word.
+        // SYNC (inline, see the line): acquire; pairs with the client's release store of the
+        // request word (for a worker, what the client wrote before is visible once the request is
+        // seen) and with the worker's release store of the reply word (for the monitor and the
+        // drain, the line at rest is the worker's last access done).
         (
             self.words[word::CLIENT].load(Ordering::Acquire),
             seq(self.words[word::SERVER].load(Ordering::Acquire)),

@@ -246,6 +246,9 @@ impl SleepyAsyncServer for AsyncNapper {
         a + b
     }
     async fn nap(&self, ms: u64) -> u64 {
+        if ms == LONE_NAP {
+            LONE_NAPS.fetch_add(1, Ordering::Relaxed);
+        }
         tokio::time::sleep(Duration::from_millis(ms)).await;
         ms
     }
@@ -295,6 +298,32 @@ fn start_async(tag: &str, config: ServerConfig) -> (ShmServer, Arc<ShmClient>) {
     let server = ShmServer::start(&path, config, service).unwrap();
     let client = ShmClient::attach(&path, ClientConfig::default().service::<Sleepy>()).unwrap();
     (server, Arc::new(client))
+}
+
+/// The naps of `a_lone_worker_runs_a_later_answer_once` (no other test naps this long).
+const LONE_NAP: u64 = 57;
+static LONE_NAPS: AtomicU64 = AtomicU64::new(0);
+
+/// A lone worker whose handlers answer later (a task) holds the port's inline lock while the task
+/// has the call, as one of several workers does: its next passes find the request still pending
+/// and leave it, and the handler runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_worker_runs_a_later_answer_once() {
+    let config = ServerConfig {
+        workers: 1,
+        ..ServerConfig::default()
+    };
+    let (server, shm) = start_async("lone-later", config);
+    let c = Sleepy::async_client(&*shm);
+    assert_eq!(c.nap(LONE_NAP).await, Ok(LONE_NAP));
+    assert_eq!(
+        LONE_NAPS.load(Ordering::Relaxed),
+        1,
+        "the handler ran again"
+    );
+    assert_eq!(c.add(1, 2).await, Ok(3));
+    drop(shm);
+    assert!(server.shutdown(Duration::from_secs(5)).drained);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
