@@ -1101,13 +1101,7 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         let (base, words) = (self.range.first_word, self.range.words);
         if lock_words >= words {
             // A look at every word: no window, no cursor to move.
-            for word in base..base + words {
-                let free = self.unlocked(word);
-                if free != 0 && (!S::SCAN_MAILBOX || free & self.owned_bits(word) != 0) {
-                    return true;
-                }
-            }
-            return false;
+            return (base..base + words).any(|word| self.may_open_word(word, u32::MAX));
         }
         let start = self.range.cursor.get();
         let (first, first_bit) = match self.port_range().contains(&start) {
@@ -1124,12 +1118,10 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
         };
         let mut offset = first;
         for _ in 0..looked {
-            let word = base + offset;
-            let free = self.unlocked(word) & mask;
-            mask = u32::MAX;
-            if free != 0 && (!S::SCAN_MAILBOX || free & self.owned_bits(word) != 0) {
+            if self.may_open_word(base + offset, mask) {
                 return true;
             }
+            mask = u32::MAX;
             offset += 1;
             if offset == words {
                 offset = 0;
@@ -1140,6 +1132,15 @@ impl<'a, S: Side, L: Lanes, M: Mailbox, W: Wait> Process<'a, S, L, M, W> {
             self.range.cursor.set((base + offset) * PORT_GRANULE);
         }
         false
+    }
+
+    /// Whether a port of lock word `word` among those of `mask` is unlocked and (for a server,
+    /// which scans the mailbox) has a request: [`may_open_within`](Self::may_open_within)'s
+    /// look at one word.
+    #[inline(always)]
+    fn may_open_word(&self, word: u32, mask: u32) -> bool {
+        let free = self.unlocked(word) & mask;
+        free != 0 && (!S::SCAN_MAILBOX || free & self.owned_bits(word) != 0)
     }
 
     /// Takes `port`'s lock of this side without opening the port, if no handle of this side

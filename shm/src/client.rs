@@ -658,8 +658,8 @@ impl ShmClient {
     /// server that no longer serves (`Site::call` checked: the claim is given back, the error
     /// says why; the state never returns to serving), or when the one kept was taken from us (it
     /// is forgotten and another claimed); a kept claim still ours on a server serving after all
-    /// (the state word flickered under a stray write) is the call's. Out of line: a sticky handle's calls skip it (every
-    /// call of a handle that is not sticky makes it).
+    /// (the state word flickered under a stray write) is the call's. Out of line: a sticky
+    /// handle's calls skip it (every call of a handle that is not sticky makes it).
     #[inline(never)]
     fn begin(&self, seat: &Seat, held: Option<(u32, u64)>) -> Result<(u32, u64), Transport> {
         if let Some((index, mine)) = held {

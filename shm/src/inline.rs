@@ -1134,10 +1134,7 @@ pub(crate) fn serve_pending(
                 // store of the request word. Re-read under the lock: another worker may have
                 // answered.
                 let (request_word, last) = match locks {
-                    Some(_) => (
-                        line.words[word::CLIENT].load(Ordering::Acquire),
-                        seq(line.words[word::SERVER].load(Ordering::Relaxed)),
-                    ),
+                    Some(_) => line.sequences(),
                     // No other worker: the words just read (acquired) are as they are.
                     None => seen,
                 };
