@@ -453,7 +453,10 @@ impl ShmServer {
             counters: (0..workers + 2).map(|_| Counters::default()).collect(),
             config,
         });
-        let handler: Arc<dyn Handler<ShmMailbox, ServerWait> + Send> = Arc::new(handler);
+        // The workers call the handler through its own type (a direct call, which the compiler
+        // may inline into the worker's loop); the monitor and the handle through `dyn`.
+        let typed = Arc::new(handler);
+        let handler: Arc<dyn Handler<ShmMailbox, ServerWait> + Send> = typed.clone();
         // The server's threads start with SIGINT and SIGTERM blocked (they inherit this thread's
         // mask, put back when this returns): such a signal goes to a thread of the program.
         let _mask = crate::signal::ThreadMask::block_stop_signals();
@@ -467,7 +470,7 @@ impl ShmServer {
         };
         for i in 0..workers {
             let shared = Arc::clone(&shared);
-            let handler = Arc::clone(&handler);
+            let handler = Arc::clone(&typed);
             let first = (i as u64 * geometry.layout().ports() as u64 / workers as u64) as u32;
             let spawned = std::thread::Builder::new()
                 .name(format!("ferry-worker-{i}"))
@@ -808,9 +811,9 @@ impl Drop for Answer {
     }
 }
 
-fn work(
+fn work<H: Handler<ShmMailbox, ServerWait> + ?Sized>(
     shared: &Arc<Shared>,
-    handler: &dyn Handler<ShmMailbox, ServerWait>,
+    handler: &H,
     index: usize,
     first: u32,
 ) {
