@@ -1266,8 +1266,10 @@ fn answer(
     Answered::Now { wake }
 }
 
-/// Writes the reply (its first `len` bytes of `reply`, the rest of every line the client's
-/// `want` bytes reach as zero) and hands it back with `status` for request `seq`.
+/// Writes the reply (its first `len` bytes of `reply`, the rest of the word that holds its last
+/// byte as zero; the words after it keep what they held, which the client reads as zero: it masks
+/// every byte past `len`), tags every wide line the client's `want` bytes reach, and hands it
+/// back with `status` for request `seq`.
 #[inline(always)]
 pub(crate) fn hand_back(
     line: &Line,

@@ -755,16 +755,19 @@ impl Answer {
         }
         let mapped = &self.shared.mapped;
         let port = self.call.port as usize;
+        let counters = &self.shared.counters[self.shared.counters.len() - 1];
+        // NOT_INLINE is this transport's word for "use the packets", which would run the call a
+        // second time: a task that answers it has failed, as a handler that returns it at once
+        // (`work`), and the client gets SERVER_ERROR.
+        let (status, reply, counter) = match status {
+            status::NOT_INLINE => (status::SERVER_ERROR, &[][..], &counters.failed),
+            status::SERVER_ERROR => (status, reply, &counters.panicked),
+            _ => (status, reply, &counters.served),
+        };
         let mut bytes = [0u8; INLINE_BYTES];
         let len = reply.len().min(INLINE_BYTES);
         bytes[..len].copy_from_slice(&reply[..len]);
-        let counters = &self.shared.counters[self.shared.counters.len() - 1];
         counters.inline.fetch_add(1, Ordering::Relaxed);
-        let counter = if status == status::SERVER_ERROR {
-            &counters.panicked
-        } else {
-            &counters.served
-        };
         counter.fetch_add(1, Ordering::Relaxed);
         inline::hand_back(
             &mapped.inline_lines()[port],
