@@ -25,10 +25,7 @@ use crate::error::ShmError;
 use crate::file::{self, Mapped};
 use crate::header::{Geometry, STATE_SERVING, STATE_STOPPED};
 use crate::inline::{self, ClientInline};
-use crate::owner::{
-    abandon, current_holder, generation_of, holder_of, pack, release, still_held, try_claim,
-    NoHolder,
-};
+use crate::owner::{abandon, current_holder, holder_of, release, still_held, try_claim, NoHolder};
 use crate::sync::{word_bit, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::wait::ClientWait;
 use crate::ShmMailbox;
@@ -277,22 +274,17 @@ struct Seat {
     wait: ClientWait,
     /// Where the seat's next claim search starts: the port its last call used.
     cursor: AtomicU32,
-    /// The claim a sticky seat keeps between calls: its owner word with the port in place of
-    /// the holder (`held_claim`), or `NO_CLAIM`.
-    held: AtomicU64,
+    /// The port of the claim a sticky seat keeps between calls, or `NO_CLAIM`; its owner word
+    /// in `held_mine`.
+    held_port: AtomicU32,
+    held_mine: AtomicU64,
     /// Whether the current claim's port has its inline bit set, as far as this seat knows
     /// (found set when claimed, or set by its first inline call; `inline`).
     inline_armed: AtomicBool,
 }
 
-/// A seat's `held` when it keeps no claim (no port index reaches it).
-const NO_CLAIM: u64 = u64::MAX;
-
-/// A kept claim as a seat's `held` holds it: the claim's owner word `mine`, its holder field
-/// replaced by the port (the holder is the handle's).
-fn held_claim(port: u32, mine: u64) -> u64 {
-    pack(generation_of(mine), port)
-}
+/// A seat's `held_port` when it keeps no claim (no port index reaches it).
+const NO_CLAIM: u32 = u32::MAX;
 
 impl Seat {
     fn new(mapped: &Arc<Mapped>, config: &ClientConfig, cursor: u32) -> Seat {
@@ -302,7 +294,8 @@ impl Seat {
             locks: (0..words).map(|_| AtomicU32::new(u32::MAX)).collect(),
             wait: ClientWait::new(Arc::clone(mapped), config.deadline),
             cursor: AtomicU32::new(cursor),
-            held: AtomicU64::new(NO_CLAIM),
+            held_port: AtomicU32::new(NO_CLAIM),
+            held_mine: AtomicU64::new(0),
             inline_armed: AtomicBool::new(false),
         }
     }
@@ -317,25 +310,32 @@ impl Seat {
 
     /// The kept claim as `(port, its owner word)`, taking it from the seat.
     #[inline(always)]
-    fn take_held(&self, holder: u32) -> Option<(u32, u64)> {
-        let held = self.held.load(Ordering::Relaxed);
-        if held == NO_CLAIM {
+    fn take_held(&self) -> Option<(u32, u64)> {
+        let port = self.held_port.load(Ordering::Relaxed);
+        if port == NO_CLAIM {
             return None;
         }
-        self.held.store(NO_CLAIM, Ordering::Relaxed);
-        Some((holder_of(held), pack(generation_of(held), holder)))
+        self.held_port.store(NO_CLAIM, Ordering::Relaxed);
+        Some((port, self.held_mine.load(Ordering::Relaxed)))
+    }
+
+    /// Keeps the claim of `port` whose owner word is `mine` for the seat's next call.
+    #[inline(always)]
+    fn keep(&self, port: u32, mine: u64) {
+        self.held_mine.store(mine, Ordering::Relaxed);
+        self.held_port.store(port, Ordering::Relaxed);
     }
 
     /// The port of the kept claim, if any.
     fn held_port(&self) -> Option<u32> {
-        let held = self.held.load(Ordering::Relaxed);
-        (held != NO_CLAIM).then_some(holder_of(held))
+        let port = self.held_port.load(Ordering::Relaxed);
+        (port != NO_CLAIM).then_some(port)
     }
 
     /// Gives back the kept claim, if any (the seat is the caller's: taken, or its handle's by
     /// `&mut`). The last call completed (only then is a claim kept), so the packet is at rest.
-    fn release_held(&self, holder: u32) {
-        if let Some((port, mine)) = self.take_held(holder) {
+    fn release_held(&self) {
+        if let Some((port, mine)) = self.take_held() {
             self.end_claim(port, mine);
         }
     }
@@ -358,7 +358,7 @@ enum Sitting<'c> {
     /// A seat made for this call alone (every seat of the handle was taken): its kept claim, if
     /// any, is given back when it is dropped (`ManuallyDrop`: by `spare_done`, out of line, so
     /// that a kept seat's end stays one store in the call).
-    Spare(std::mem::ManuallyDrop<Box<Seat>>, u32),
+    Spare(std::mem::ManuallyDrop<Box<Seat>>),
 }
 
 impl std::ops::Deref for Sitting<'_> {
@@ -368,7 +368,7 @@ impl std::ops::Deref for Sitting<'_> {
     fn deref(&self) -> &Seat {
         match self {
             Sitting::Kept(seat) => seat,
-            Sitting::Spare(seat, _) => seat,
+            Sitting::Spare(seat) => seat,
         }
     }
 }
@@ -380,7 +380,7 @@ impl Drop for Sitting<'_> {
             // SYNC (seat hand-over): release; pairs with the next call's acquire in `try_take`.
             Sitting::Kept(seat) => seat.taken.store(false, Ordering::Release),
             // SAFETY: called once, here, from the sitting's drop; the seat is not used after it.
-            Sitting::Spare(seat, holder) => unsafe { spare_done(seat, *holder) },
+            Sitting::Spare(seat) => unsafe { spare_done(seat) },
         }
     }
 }
@@ -394,8 +394,8 @@ impl Drop for Sitting<'_> {
 /// used after.
 #[cold]
 #[inline(never)]
-unsafe fn spare_done(seat: &mut std::mem::ManuallyDrop<Box<Seat>>, holder: u32) {
-    seat.release_held(holder);
+unsafe fn spare_done(seat: &mut std::mem::ManuallyDrop<Box<Seat>>) {
+    seat.release_held();
     // SAFETY: the caller's contract: this is the seat's one drop, and nothing uses it after.
     unsafe { std::mem::ManuallyDrop::drop(seat) }
 }
@@ -556,7 +556,7 @@ impl ShmClient {
         for seat in self.seats() {
             if seat.try_take() {
                 let sitting = Sitting::Kept(seat);
-                sitting.release_held(self.holder);
+                sitting.release_held();
             }
         }
     }
@@ -609,7 +609,7 @@ impl ShmClient {
             }
         }
         let seat = Seat::new(&self.mapped, &self.config, spread(SEATS));
-        Sitting::Spare(std::mem::ManuallyDrop::new(Box::new(seat)), self.holder)
+        Sitting::Spare(std::mem::ManuallyDrop::new(Box::new(seat)))
     }
 
     /// Makes one call on a raw port: claims a port, opens it with `opcode`, lets `exchange` send
@@ -799,7 +799,7 @@ impl Site for ShmClient {
         // The call's deadline counts from here, over the claim and every wait of the call.
         let _deadline = DeadlineGuard::set(&seat.wait, deadline);
         let owners = self.mapped.owners();
-        let (index, mine) = match seat.take_held(self.holder) {
+        let (index, mine) = match seat.take_held() {
             Some(held)
                 if self.mapped.state().load(Ordering::Acquire) == STATE_SERVING
                     && still_held(&owners[held.0 as usize], held.1) =>
@@ -866,7 +866,7 @@ impl Site for ShmClient {
         let kept = if self.config.sticky {
             let kept = still_held(claim.word, mine);
             if kept {
-                seat.held.store(held_claim(index, mine), Ordering::Relaxed);
+                seat.keep(index, mine);
             } else {
                 seat.inline_armed.store(false, Ordering::Relaxed);
             }
@@ -887,7 +887,7 @@ impl Drop for ShmClient {
     fn drop(&mut self) {
         // No call sits anywhere: the handle is ours alone.
         for seat in self.seats() {
-            seat.release_held(self.holder);
+            seat.release_held();
         }
     }
 }
