@@ -57,6 +57,9 @@ pub(super) struct OpenFile {
     /// For a handle on a shared descriptor: the share, and the handle's own position. Nothing
     /// moves the shared descriptor's offset: reads on the handle are `pread`s at its position.
     pub shared: Option<(ShareKey, u64)>,
+    /// Opened for appending: every write goes to the end of the file, wherever it was asked
+    /// for (`pwrite` on such a descriptor ignores its offset).
+    pub append: bool,
 }
 
 /// One slot of a shard. The generation moves on at every close, so a handle to a closed file
@@ -185,11 +188,12 @@ impl Files {
         Ok((slot.generation as u64) << 32 | low)
     }
 
-    /// Adds `caller`'s file, on a descriptor of its own.
-    pub fn insert(&mut self, file: File, caller: u64) -> Result<u64, Limit> {
+    /// Adds `caller`'s file, on a descriptor of its own (`append`: opened for appending).
+    pub fn insert(&mut self, file: File, caller: u64, append: bool) -> Result<u64, Limit> {
         let open = OpenFile {
             file: Arc::new(file),
             shared: None,
+            append,
         };
         self.place(open, caller)
     }
@@ -200,6 +204,7 @@ impl Files {
         let open = OpenFile {
             file: Arc::clone(&share.file),
             shared: Some((key, 0)),
+            append: false,
         };
         share.handles += 1;
         let placed = self.place(open, key.owner);
@@ -232,6 +237,7 @@ impl Files {
         let open = OpenFile {
             file,
             shared: Some((key, 0)),
+            append: false,
         };
         let placed = self.place(open, key.owner);
         if placed.is_err() {
@@ -524,7 +530,7 @@ mod tests {
     /// Opens as the host does: room, then a slot in the calling thread's shard.
     fn insert(table: &FileTable, caller: u64) -> Result<u64, Limit> {
         table.take(caller, false)?;
-        let placed = table.mine().insert(null(), caller);
+        let placed = table.mine().insert(null(), caller, false);
         if placed.is_err() {
             table.give(caller, false);
         }
@@ -606,7 +612,7 @@ mod tests {
         // A message of 5 lanes: room for a warp taken at the first, 27 given back at its end.
         for _ in 0..5 {
             table.take(1, true).unwrap();
-            table.mine().insert(null(), 1).unwrap();
+            table.mine().insert(null(), 1, false).unwrap();
         }
         assert_eq!(table.quota.total.load(Ordering::Relaxed), MESSAGE_LANES);
         end_message();

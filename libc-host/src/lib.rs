@@ -964,6 +964,18 @@ impl LibcHost {
         Ok(Arc::clone(&files.get_ref(handle.0, caller)?.file))
     }
 
+    /// [`file_at`](Self::file_at) for a write at an offset: [`HostError::Invalid`] for a handle
+    /// opened for appending, where the system would put the bytes at the end of the file, not
+    /// at the offset asked for.
+    fn file_to_write_at(&self, caller: u64, handle: Handle) -> Result<Arc<File>, HostError> {
+        let files = self.files.read(handle.0);
+        let open = files.get_ref(handle.0, caller)?;
+        match open.append {
+            true => Err(HostError::Invalid),
+            false => Ok(Arc::clone(&open.file)),
+        }
+    }
+
     /// Reads at most `len` bytes (at most [`IO_LIMIT`], with `line` [`IO_CHUNK`]) of `caller`'s
     /// file `handle`; with `line`, stops after a newline (and gives back what was read past it).
     fn read_data(
@@ -1158,7 +1170,9 @@ fn open_regular(m: u32, path: &str) -> Result<File, HostError> {
     // What `OpenOptions` refuses with O_TRUNC (which is not asked of it: the file is truncated
     // below, after the check): truncating without writing, or appending, unless the file is
     // new.
-    if truncate && (!writes || (m & mode::APPEND != 0 && m & mode::EXCLUSIVE == 0)) {
+    // `EXCLUSIVE` means "create it, and fail if it exists": nothing without `CREATE`.
+    let create_new = m & mode::EXCLUSIVE != 0 && m & mode::CREATE != 0;
+    if truncate && (!writes || (m & mode::APPEND != 0 && !create_new)) {
         return Err(HostError::Invalid);
     }
     let path = path_of(path)?;
@@ -1166,7 +1180,7 @@ fn open_regular(m: u32, path: &str) -> Result<File, HostError> {
     o.read(m & mode::READ != 0)
         .write(m & mode::WRITE != 0)
         .append(m & mode::APPEND != 0);
-    if m & mode::EXCLUSIVE != 0 {
+    if create_new {
         o.create_new(true);
     } else {
         o.create(m & mode::CREATE != 0);
@@ -1216,7 +1230,8 @@ impl ForCaller<'_> {
         if mode != mode::READ {
             // A mode that can write (or one refused below): a descriptor of its own.
             let file = self.counted(open_regular(mode, path))?;
-            let inserted = self.files.mine().insert(file, caller);
+            let append = mode & mode::APPEND != 0;
+            let inserted = self.files.mine().insert(file, caller, append);
             return inserted
                 .map(Handle)
                 .map_err(|limit| self.refuse_open(limit));
@@ -1333,7 +1348,7 @@ impl LibcServer for ForCaller<'_> {
         if offset.checked_add(data.len() as u64).is_none() {
             return Err(HostError::Invalid);
         }
-        let file = self.file_at(self.caller, handle)?;
+        let file = self.file_to_write_at(self.caller, handle)?;
         file.write_all_at(data, offset).map_err(|e| io_error(&e))?;
         // At most the call's limit, IO_LIMIT bytes.
         Ok(data.len() as u32)
@@ -1400,7 +1415,7 @@ impl LibcServer for ForCaller<'_> {
         let done = Announce::named(done, done_value);
         let file = match offset.checked_add(len) {
             None => Err(HostError::Invalid),
-            Some(_) => self.file_at(self.caller, handle),
+            Some(_) => self.file_to_write_at(self.caller, handle),
         };
         let file = announced_unless(device, done, file)?;
         // (`offset + len` fits: checked above.)
@@ -1612,6 +1627,12 @@ impl<M: Mailbox, W: Wait> Handler<M, W> for LibcHost {
     /// [`dispatch`](Self::dispatch) counts a call however many lanes it carries.
     fn handle_inline_lanes(&self, opcode: u32, lanes: &mut ferry_rpc::service::InlineLanes<'_>) {
         <Libc as Dispatch<_>>::dispatch_inline_lanes(&self.for_program(), opcode, lanes);
+        // A call on word lines is a message of its own, served whole here: what its lanes shared
+        // (room a close gave back, a size read, a path looked up) ends with it, before its
+        // replies go back, on a thread that batches messages (`batch_per_message`) as on any.
+        if serving_messages() {
+            end_message();
+        }
         // A declined call executed nothing: it is counted when the packets bring it. (The
         // generated dispatch declines a call on every lane or on none.)
         if !lanes.declined() {

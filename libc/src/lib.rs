@@ -107,7 +107,7 @@ pub mod mode {
     pub const CREATE: u32 = 8;
     /// Empty the file on open.
     pub const TRUNCATE: u32 = 16;
-    /// Fail if the file exists (with [`CREATE`]).
+    /// Fail if the file exists (with [`CREATE`]; without it, nothing).
     pub const EXCLUSIVE: u32 = 32;
     /// Every bit the host knows; others are refused.
     pub const ALL: u32 = 63;
@@ -314,7 +314,8 @@ pub enum Libc {
         len: u32,
     },
     /// Writes the bytes at `offset`, leaving the position where it is (`pwrite`); replies how
-    /// many were written.
+    /// many were written. [`HostError::Invalid`] on a handle opened with [`mode::APPEND`], whose
+    /// every write goes to the end of the file: the bytes would not land at `offset`.
     #[rpc(response = u32, error = HostError, limit = IO_LIMIT)]
     WriteAt {
         /// The file.
@@ -361,6 +362,7 @@ pub enum Libc {
     /// host's copy engine (the position does not move); replies how many. Errors as
     /// [`Libc::ReadToDevice`], which also says what `done` and `done_value` do (here the end
     /// is announced once the bytes were read out of device memory and written to the file).
+    /// [`HostError::Invalid`] on a handle opened with [`mode::APPEND`], as [`Libc::WriteAt`].
     #[rpc(response = u64, error = HostError)]
     WriteFromDevice {
         /// The file.
