@@ -58,6 +58,10 @@ where
         .map_err(|_| syn::Error::new(lit.span(), format!("{what} out of range")))
 }
 
+/// The longest service name, in bytes, as `ferry_rpc::service::SERVICE_NAME_BYTES` (the
+/// generated code also asserts `ferry_rpc::service::name_fits` of the name).
+const SERVICE_NAME_BYTES: usize = 48;
+
 /// Reads every `#[rpc(...)]` among `attrs` on the enum.
 pub fn service(attrs: &[Attribute]) -> syn::Result<ServiceAttrs> {
     let mut out = ServiceAttrs::default();
@@ -66,7 +70,29 @@ pub fn service(attrs: &[Attribute]) -> syn::Result<ServiceAttrs> {
             let span = meta.path.span_of_ident();
             if meta.path.is_ident("service") {
                 let lit: LitStr = meta.value()?.parse()?;
-                set(&mut out.service, lit.value(), lit.span(), "service")
+                let name = lit.value();
+                let why = if name.is_empty() {
+                    Some("is empty".to_string())
+                } else if name.len() > SERVICE_NAME_BYTES {
+                    Some(format!(
+                        "is {} bytes, more than the {SERVICE_NAME_BYTES} that transports' tables \
+                         of served services hold: give a shorter one",
+                        name.len()
+                    ))
+                } else if name.contains('\0') {
+                    Some("has a NUL byte, which transports' tables of served services end names \
+                          with"
+                        .to_string())
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        format!("service name {:?} {why}", name),
+                    ));
+                }
+                set(&mut out.service, name, lit.span(), "service")
             } else if meta.path.is_ident("class") {
                 let lit: LitInt = meta.value()?.parse()?;
                 let class: u16 = int(&lit, "`class`")?;

@@ -259,11 +259,13 @@ impl<'a> Generator<'a> {
         quote! {
             const _: () = {
                 #asserts
-                #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
+                // (A call marked `#[deprecated]` is named here, as in `opcode()`: the derive's
+                // own uses of it are not the user's.)
+                #[allow(dead_code, deprecated, unreachable_code, clippy::diverging_sub_expression)]
                 fn __rpc_used() {
                     #( #used )*
                 }
-                #[allow(dead_code)]
+                #[allow(dead_code, deprecated)]
                 fn __rpc_read(call: &#ident) {
                     match call {
                         #( #reads )*
@@ -318,6 +320,7 @@ impl<'a> Generator<'a> {
         quote! {
             impl #ident {
                 /// This call's opcode.
+                #[allow(deprecated)]
                 pub const fn opcode(&self) -> u32 {
                     match self {
                         #( #patterns => #opcodes, )*
@@ -555,8 +558,8 @@ impl<'a> Generator<'a> {
         let calls = &self.service.calls;
         let handler_docs = calls.iter().map(|c| docs(c, "Serves"));
         let async_sigs = calls.iter().map(async_handler_sig);
-        let block_on_methods = calls.iter().map(block_on_method);
-        let later_arms = calls.iter().map(|c| later_arm(ident, c));
+        let block_on_methods = calls.iter().map(|c| block_on_method(c, async_server));
+        let later_arms = calls.iter().map(|c| later_arm(ident, c, async_server));
         let async_server_doc = format!(
             "The async server side of service `{name}`: one handler per call of [`{ident}`], each an \
              `async fn` (write `async fn` in the impl). Serve it with \
@@ -639,8 +642,8 @@ fn assertions(service: &Service) -> TokenStream {
     }
     let name = &service.name;
     let name_message = format!(
-        "service name `{name}` is longer than the 48 bytes (or empty) that transports' tables of \
-         served services hold: give a shorter `#[rpc(service = \"...\")]`"
+        "service name {name:?} does not fit transports' tables of served services (empty, longer \
+         than 48 bytes, or with a NUL byte): give another `#[rpc(service = \"...\")]`"
     );
     quote! {
         ::core::assert!(::ferry_rpc::service::name_fits(#name), #name_message);
@@ -1004,6 +1007,7 @@ fn client_method(service: &Ident, call: &Call) -> TokenStream {
 /// `blocking` (a one-way call, a streamed reply).
 fn async_client_method(service: &Ident, call: &Call) -> TokenStream {
     let method = method_ident(call);
+    let client = format_ident!("{}Client", service);
     let docs = docs(call, "Calls");
     let params = params(call);
     let p = quote!(::ferry_rpc::__private);
@@ -1054,7 +1058,8 @@ fn async_client_method(service: &Ident, call: &Call) -> TokenStream {
                         ::core::option::Option::Some(d) => __rpc_c.with_deadline(d),
                         ::core::option::Option::None => __rpc_c,
                     };
-                    __rpc_c.#method(#( #passed ),*)
+                    // (Named through the type: a call named `into` would find `Into::into`.)
+                    #client::#method(&__rpc_c, #( #passed ),*)
                 })
                 .await
             }
@@ -1220,7 +1225,7 @@ fn async_handler_sig(call: &Call) -> TokenStream {
 
 /// A call's blocking handler for an async one: its future run as a task of the server's executor
 /// (a streamed argument copied into it), waited for on the calling thread.
-fn block_on_method(call: &Call) -> TokenStream {
+fn block_on_method(call: &Call, async_server: &Ident) -> TokenStream {
     let sig = handler_sig(call);
     let method = method_ident(call);
     let p = quote!(::ferry_rpc::__private);
@@ -1229,14 +1234,16 @@ fn block_on_method(call: &Call) -> TokenStream {
         #sig {
             let __rpc_h = #p::Arc::clone(self.handler());
             #owned
-            self.run(async move { __rpc_h.#method(#( #passed ),*).await })
+            // (Named through the trait: a call named as a method of `Arc` or of a prelude trait,
+            // `clone` or `into`, would find that method first.)
+            self.run(async move { <__RpcH as #async_server>::#method(&*__rpc_h, #( #passed ),*).await })
         }
     }
 }
 
 /// A call's arm in the generated `dispatch_later`: a call that travels inline (as in
 /// `dispatch_inline`) decoded and its handler spawned as a task; any other given back.
-fn later_arm(service: &Ident, call: &Call) -> TokenStream {
+fn later_arm(service: &Ident, call: &Call, async_server: &Ident) -> TokenStream {
     let opcode = opcode_lit(call);
     if !travels_inline(call) {
         return quote!();
@@ -1264,7 +1271,8 @@ fn later_arm(service: &Ident, call: &Call) -> TokenStream {
                 let __rpc_h = #p::Arc::clone(handler.handler());
                 handler.spawner().spawn(#p::task::<{ #r }>(later, async move {
                     #[allow(clippy::let_unit_value)]
-                    let __rpc_reply = __rpc_h.#method(#( #passed ),*).await;
+                    let __rpc_reply =
+                        <__RpcH as #async_server>::#method(&*__rpc_h, #( #passed ),*).await;
                     let mut __rpc_buf = [0u8; #r];
                     #encode;
                     __rpc_buf

@@ -17,6 +17,26 @@ const RESERVED_OPCODES: u32 = 0xFFFF_FF00;
 /// either.)
 const RESERVED_METHODS: &[&str] = &["with_deadline"];
 
+/// Method names of the prelude's traits that take their receiver by value, which method-call
+/// syntax finds before a client's own method of that name (taken by reference).
+const BY_VALUE_METHODS: &[&str] = &["into", "try_into"];
+
+/// The client's methods a call becomes: its own, `<method>_into` for a streamed reply, and
+/// `<method>_with` for a `Bytes` argument with a fixed reply (or none), as `expand` makes them.
+fn client_methods(call: &Call) -> Vec<String> {
+    let mut out = vec![call.method.clone()];
+    let streamed_reply = matches!(call.response(), Some(Wire::Bytes | Wire::Text));
+    if streamed_reply {
+        out.push(format!("{}_into", call.method));
+    } else if call
+        .stream_arg()
+        .is_some_and(|arg| matches!(arg.wire, Wire::Bytes))
+    {
+        out.push(format!("{}_with", call.method));
+    }
+    out
+}
+
 /// Checks the whole service; all misuse found is reported together.
 pub fn check(service: &Service) -> syn::Result<()> {
     let mut errors = None;
@@ -37,7 +57,7 @@ pub fn check(service: &Service) -> syn::Result<()> {
         );
     }
     let mut opcodes: HashMap<u32, &Call> = HashMap::new();
-    let mut methods: HashMap<&str, &Call> = HashMap::new();
+    let mut methods: HashMap<String, &Call> = HashMap::new();
     for call in &service.calls {
         if let Err(e) = check_call(service, call) {
             combine(&mut errors, e);
@@ -57,19 +77,22 @@ pub fn check(service: &Service) -> syn::Result<()> {
         } else {
             opcodes.insert(call.opcode, call);
         }
-        if let Some(first) = methods.get(call.method.as_str()) {
-            combine(
-                &mut errors,
-                syn::Error::new(
-                    call.ident.span(),
-                    format!(
-                        "`{}` and `{}` both become method `{}`; rename one",
-                        first.ident, call.ident, call.method
+        for method in client_methods(call) {
+            if let Some(first) = methods.get(method.as_str()) {
+                combine(
+                    &mut errors,
+                    syn::Error::new(
+                        call.ident.span(),
+                        format!(
+                            "`{}` and `{}` both become the client's method `{method}`; rename \
+                             one",
+                            first.ident, call.ident
+                        ),
                     ),
-                ),
-            );
-        } else {
-            methods.insert(&call.method, call);
+                );
+            } else {
+                methods.insert(method, call);
+            }
         }
     }
     match errors {
@@ -89,6 +112,25 @@ fn check_call(service: &Service, call: &Call) -> syn::Result<()> {
                 format!(
                     "`request = T` is gone: a call's arguments are its variant's fields \
                      (`{name} {{ n: u64 }}`; `Bytes` or `Text` last for data of any length)"
+                ),
+            ),
+        );
+    }
+    if BY_VALUE_METHODS.contains(&call.method.as_str()) {
+        combine(
+            &mut errors,
+            syn::Error::new(
+                name.span(),
+                format!(
+                    "call `{name}` would become method `{}`, which every client already has by \
+                     value (`{}`): `client.{}(..)` would call that one; rename the variant",
+                    call.method,
+                    if call.method == "into" {
+                        "Into::into"
+                    } else {
+                        "TryInto::try_into"
+                    },
+                    call.method
                 ),
             ),
         );

@@ -295,7 +295,7 @@ fn check_services(services: &[(&'static str, u64)]) -> Result<(), ShmError> {
     for (i, (name, _)) in services.iter().enumerate() {
         if !ferry_rpc::service::name_fits(name) {
             return Err(ShmError::BadServices(format!(
-                "service name `{name}` is empty or longer than {} bytes",
+                "service name {name:?} is empty, longer than {} bytes, or has a NUL byte",
                 ferry_rpc::service::SERVICE_NAME_BYTES
             )));
         }

@@ -1,14 +1,14 @@
 const _: () = {
     ::core::assert!(
         ::ferry_rpc::service::name_fits("counter"),
-        "service name `counter` is longer than the 48 bytes (or empty) that transports' tables of served services hold: give a shorter `#[rpc(service = \"...\")]`"
+        "service name \"counter\" does not fit transports' tables of served services (empty, longer than 48 bytes, or with a NUL byte): give another `#[rpc(service = \"...\")]`"
     );
     ::ferry_rpc::__private::wire::<u64>();
     ::ferry_rpc::__private::wire::<u32>();
     ::ferry_rpc::__private::wire::<StoreError>();
     ::ferry_rpc::__private::same::<::ferry_rpc::service::Bytes, Bytes>();
     ::ferry_rpc::__private::same::<::ferry_rpc::service::Text, Text>();
-    #[allow(dead_code, unreachable_code, clippy::diverging_sub_expression)]
+    #[allow(dead_code, deprecated, unreachable_code, clippy::diverging_sub_expression)]
     fn __rpc_used() {
         let _ = Counter::Add { n: loop {} };
         let _ = Counter::Put {
@@ -19,7 +19,7 @@ const _: () = {
         let _ = Counter::Touch(loop {});
         let _ = Counter::Reset;
     }
-    #[allow(dead_code)]
+    #[allow(dead_code, deprecated)]
     fn __rpc_read(call: &Counter) {
         match call {
             Counter::Add { n: __rpc_f0 } => ::core::mem::drop((__rpc_f0,)),
@@ -83,6 +83,7 @@ impl Counter {
 }
 impl Counter {
     /// This call's opcode.
+    #[allow(deprecated)]
     pub const fn opcode(&self) -> u32 {
         match self {
             Self::Add { .. } => 0xe06cac36u32,
@@ -455,7 +456,8 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
         ::ferry_rpc::service::AsyncSite::blocking(& self.0.site, self.0.deadline, move |
         __rpc_s, __rpc_d | { let __rpc_c = Counter::client(__rpc_s); let __rpc_c = match
         __rpc_d { ::core::option::Option::Some(d) => __rpc_c.with_deadline(d),
-        ::core::option::Option::None => __rpc_c, }; __rpc_c.name(key) }). await }
+        ::core::option::Option::None => __rpc_c, }; CounterClient::name(& __rpc_c, key)
+        }). await }
     }
     /// Touches a key; replies `()`.
     /// Calls `Touch` (opcode `0xb61020fa`).
@@ -477,7 +479,8 @@ impl<__RpcS: ::ferry_rpc::service::AsyncSite> CounterAsyncClient<__RpcS> {
         .0.site, self.0.deadline, move | __rpc_s, __rpc_d | { let __rpc_c =
         Counter::client(__rpc_s); let __rpc_c = match __rpc_d {
         ::core::option::Option::Some(d) => __rpc_c.with_deadline(d),
-        ::core::option::Option::None => __rpc_c, }; __rpc_c.reset() }). await }
+        ::core::option::Option::None => __rpc_c, }; CounterClient::reset(& __rpc_c,) }).
+        await }
     }
 }
 /**The server side of service `counter`: one handler per call of [`Counter`]. Serve it with [`Counter::dispatch`] (or a transport's server).
@@ -527,19 +530,21 @@ pub trait CounterServer {
     ::core::marker::Send; } #[allow(clippy::too_many_arguments)] impl < __RpcH :
     CounterAsyncServer > CounterServer for ::ferry_rpc::service::BlockOn < __RpcH > { fn
     add(& self, n : u64) -> u64 { let __rpc_h = ::ferry_rpc::__private::Arc::clone(self
-    .handler()); self.run(async move { __rpc_h.add(n). await }) } fn put(& self, key :
-    u32, value : & [u8]) -> ::core::result::Result < u64, StoreError > { let __rpc_h =
+    .handler()); self.run(async move { < __RpcH as CounterAsyncServer > ::add(& *
+    __rpc_h, n). await }) } fn put(& self, key : u32, value : & [u8]) ->
+    ::core::result::Result < u64, StoreError > { let __rpc_h =
     ::ferry_rpc::__private::Arc::clone(self.handler()); let value :
-    ::ferry_rpc::__private::Vec < u8 > = value.into(); self.run(async move { __rpc_h
-    .put(key, & value). await }) } fn name(& self, key : u32) -> ::core::result::Result <
-    impl ::core::convert::AsRef < str >, StoreError > { let __rpc_h =
-    ::ferry_rpc::__private::Arc::clone(self.handler()); self.run(async move { __rpc_h
-    .name(key). await }) } fn touch(& self, arg0 : u32) { let __rpc_h =
-    ::ferry_rpc::__private::Arc::clone(self.handler()); self.run(async move { __rpc_h
-    .touch(arg0). await }) } fn reset(& self) { let __rpc_h =
-    ::ferry_rpc::__private::Arc::clone(self.handler()); self.run(async move { __rpc_h
-    .reset(). await }) } } impl < __RpcH : CounterAsyncServer >
-    ::ferry_rpc::service::DispatchLater < __RpcH > for Counter { fn
+    ::ferry_rpc::__private::Vec < u8 > = value.into(); self.run(async move { < __RpcH as
+    CounterAsyncServer > ::put(& * __rpc_h, key, & value). await }) } fn name(& self, key
+    : u32) -> ::core::result::Result < impl ::core::convert::AsRef < str >, StoreError >
+    { let __rpc_h = ::ferry_rpc::__private::Arc::clone(self.handler()); self.run(async
+    move { < __RpcH as CounterAsyncServer > ::name(& * __rpc_h, key). await }) } fn
+    touch(& self, arg0 : u32) { let __rpc_h = ::ferry_rpc::__private::Arc::clone(self
+    .handler()); self.run(async move { < __RpcH as CounterAsyncServer > ::touch(& *
+    __rpc_h, arg0). await }) } fn reset(& self) { let __rpc_h =
+    ::ferry_rpc::__private::Arc::clone(self.handler()); self.run(async move { < __RpcH as
+    CounterAsyncServer > ::reset(& * __rpc_h,). await }) } } impl < __RpcH :
+    CounterAsyncServer > ::ferry_rpc::service::DispatchLater < __RpcH > for Counter { fn
     dispatch_later(handler : & ::ferry_rpc::service::BlockOn < __RpcH >, opcode : u32,
     request : & [u8], body : & [u8], later : ::ferry_rpc::__private::Box < dyn
     ::ferry_rpc::service::Later >,) -> ::core::result::Result < (),
@@ -549,25 +554,27 @@ pub trait CounterServer {
     request, body, later, ::ferry_rpc::__private::args:: < (u64,) >, | (__rpc_arg0,), _,
     later | { let __rpc_h = ::ferry_rpc::__private::Arc::clone(handler.handler());
     handler.spawner().spawn(::ferry_rpc::__private::task:: < { Counter::__RPC_R_0 } >
-    (later, async move { #[allow(clippy::let_unit_value)] let __rpc_reply = __rpc_h
-    .add(__rpc_arg0). await; let mut __rpc_buf = [0u8; Counter::__RPC_R_0];
-    ::ferry_rpc::__private::put(& mut __rpc_buf, 0, & __rpc_reply); __rpc_buf })); },),
-    0xeb709090u32 => ::ferry_rpc::__private::later_fixed:: < { Counter::__RPC_Q_1 }, {
-    Counter::__RPC_R_1 }, _ > (::core::option::Option::Some(65536u64), request, body,
-    later, ::ferry_rpc::__private::args:: < (u32,) >, | (__rpc_arg0,), __rpc_body, later
-    | { let __rpc_body : ::ferry_rpc::__private::Vec < u8 > = __rpc_body.into(); let
-    __rpc_h = ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
+    (later, async move { #[allow(clippy::let_unit_value)] let __rpc_reply = < __RpcH as
+    CounterAsyncServer > ::add(& * __rpc_h, __rpc_arg0). await; let mut __rpc_buf = [0u8;
+    Counter::__RPC_R_0]; ::ferry_rpc::__private::put(& mut __rpc_buf, 0, & __rpc_reply);
+    __rpc_buf })); },), 0xeb709090u32 => ::ferry_rpc::__private::later_fixed:: < {
+    Counter::__RPC_Q_1 }, { Counter::__RPC_R_1 }, _ >
+    (::core::option::Option::Some(65536u64), request, body, later,
+    ::ferry_rpc::__private::args:: < (u32,) >, | (__rpc_arg0,), __rpc_body, later | { let
+    __rpc_body : ::ferry_rpc::__private::Vec < u8 > = __rpc_body.into(); let __rpc_h =
+    ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
     .spawn(::ferry_rpc::__private::task:: < { Counter::__RPC_R_1 } > (later, async move {
-    #[allow(clippy::let_unit_value)] let __rpc_reply = __rpc_h.put(__rpc_arg0, &
-    __rpc_body). await; let mut __rpc_buf = [0u8; Counter::__RPC_R_1];
-    ::ferry_rpc::__private::put_result(& mut __rpc_buf, & __rpc_reply); __rpc_buf }));
-    },), 0xb61020fau32 => ::ferry_rpc::__private::later_fixed:: < { Counter::__RPC_Q_3 },
-    { Counter::__RPC_R_3 }, _ > (::core::option::Option::None, request, body, later,
+    #[allow(clippy::let_unit_value)] let __rpc_reply = < __RpcH as CounterAsyncServer >
+    ::put(& * __rpc_h, __rpc_arg0, & __rpc_body). await; let mut __rpc_buf = [0u8;
+    Counter::__RPC_R_1]; ::ferry_rpc::__private::put_result(& mut __rpc_buf, &
+    __rpc_reply); __rpc_buf })); },), 0xb61020fau32 =>
+    ::ferry_rpc::__private::later_fixed:: < { Counter::__RPC_Q_3 }, { Counter::__RPC_R_3
+    }, _ > (::core::option::Option::None, request, body, later,
     ::ferry_rpc::__private::args:: < (u32,) >, | (__rpc_arg0,), _, later | { let __rpc_h
     = ::ferry_rpc::__private::Arc::clone(handler.handler()); handler.spawner()
     .spawn(::ferry_rpc::__private::task:: < { Counter::__RPC_R_3 } > (later, async move {
-    #[allow(clippy::let_unit_value)] let __rpc_reply = __rpc_h.touch(__rpc_arg0). await;
-    let mut __rpc_buf = [0u8; Counter::__RPC_R_3]; ::ferry_rpc::__private::put(& mut
-    __rpc_buf, 0, & __rpc_reply); __rpc_buf })); },), _ =>
-    ::core::result::Result::Err(later), } } }
+    #[allow(clippy::let_unit_value)] let __rpc_reply = < __RpcH as CounterAsyncServer >
+    ::touch(& * __rpc_h, __rpc_arg0). await; let mut __rpc_buf = [0u8;
+    Counter::__RPC_R_3]; ::ferry_rpc::__private::put(& mut __rpc_buf, 0, & __rpc_reply);
+    __rpc_buf })); },), _ => ::core::result::Result::Err(later), } } }
 }

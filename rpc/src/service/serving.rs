@@ -223,9 +223,21 @@ pub fn opcode_collision<T: Services + ?Sized>(services: &T) -> Option<Collision>
     found
 }
 
-/// Whether a service's name fits the table transports keep of what they serve.
+/// Whether a service's name fits the table transports keep of what they serve: not empty, at
+/// most [`SERVICE_NAME_BYTES`], and no NUL byte (which ends a name there).
 pub const fn name_fits(name: &str) -> bool {
-    !name.is_empty() && name.len() <= SERVICE_NAME_BYTES
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() > SERVICE_NAME_BYTES {
+        return false;
+    }
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == 0 {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// The longest service name a transport's table of served services holds, in bytes.
