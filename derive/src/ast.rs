@@ -165,6 +165,17 @@ impl<'a> Service<'a> {
                     continue;
                 }
             };
+            if let Some((_, value)) = &variant.discriminant {
+                // A discriminant would read as the call's opcode, which it is not.
+                combine(
+                    &mut errors,
+                    syn::Error::new(
+                        syn::spanned::Spanned::span(value),
+                        "a call's opcode is not its discriminant: remove it, and give the call \
+                         `#[rpc(opcode = N)]` to choose its opcode",
+                    ),
+                );
+            }
             let call_name = variant.ident.to_string();
             let (opcode, opcode_span) = match (&attrs.opcode, class) {
                 (Some(op), _) => (op.value, op.span),

@@ -135,18 +135,21 @@ pub fn call(attrs: &[Attribute]) -> syn::Result<CallAttrs> {
                 let span = syn::spanned::Spanned::span(&ty);
                 set(&mut out.error, ty, span, "error")
             } else if meta.path.is_ident("oneway") {
+                no_value(&meta, "oneway")?;
                 if out.oneway.is_some() {
                     return Err(syn::Error::new(span, "duplicate `oneway`"));
                 }
                 out.oneway = Some(span);
                 Ok(())
             } else if meta.path.is_ident("values") {
+                no_value(&meta, "values")?;
                 if out.values.is_some() {
                     return Err(syn::Error::new(span, "duplicate `values`"));
                 }
                 out.values = Some(span);
                 Ok(())
             } else if meta.path.is_ident("hot") {
+                no_value(&meta, "hot")?;
                 if out.hot.is_some() {
                     return Err(syn::Error::new(span, "duplicate `hot`"));
                 }
@@ -170,6 +173,18 @@ pub fn call(attrs: &[Attribute]) -> syn::Result<CallAttrs> {
         })?;
     }
     Ok(out)
+}
+
+/// A flag (`oneway`, `values`, `hot`) given a value, `oneway = true` say: an error that says how
+/// to write it (the parser's own would be "expected `,`").
+fn no_value(meta: &syn::meta::ParseNestedMeta<'_>, name: &str) -> syn::Result<()> {
+    if meta.input.is_empty() || meta.input.peek(syn::Token![,]) {
+        return Ok(());
+    }
+    Err(syn::Error::new(
+        meta.path.span_of_ident(),
+        format!("`{name}` takes no value: write `#[rpc({name})]`, or leave it out"),
+    ))
 }
 
 /// The span of a path's single identifier (or the whole path).

@@ -148,13 +148,13 @@
 //! | `oneway` | no reply: the client returns once the arguments are sent, without waiting; no `response` or `error` |
 //! | `values` | the call passes values only: its handler reads none of the caller's memory and writes none of it, so a GPU caller leaves out the fences around the call (one trip across the bus less; `ferry_rpc::words::Memory`); only on a call with fixed arguments and reply, and only a call that fits a word line (16 bytes a lane each way) gains. A promise, written on the handler's method too: a handler that does reach memory the call names may see old bytes there. The client's choice alone: not part of the fingerprint, and the server serves the call as any other |
 //! | `hot` | a call made in a hot loop: on a GPU the client's call is compiled into each place it is written, with its sizes known, so the client's handle stays in registers. Every other call goes through one function of the runtime shared by all the calls of its kind (fixed, one-way, streamed), so that a program's code grows by a few instructions per call rather than by a whole call; such a call reaches the handle through memory. Only on a call with fixed arguments and reply. The client's choice alone: not part of the fingerprint |
-//! | `opcode = N` | this call's opcode, instead of the scheme's |
+//! | `opcode = N` | this call's opcode, instead of the scheme's (a discriminant, `Get = 5`, is refused: it is not the opcode) |
 //! | `limit = EXPR` | the most bytes a lane may stream, in the argument and in the reply: any `u64` constant expression (`4096`, `MAX_NAME`, `2 * KIB`); default 64 KiB; only on a call that streams |
 //!
 //! On the enum: `#[rpc(service = "name")]` renames the service (hashed into opcodes and the
-//! fingerprint); `#[rpc(class = N)]` switches to the class scheme. That fixed arguments and
-//! replies are zerocopy, have a `Schema` and fit a slot is checked at compile time, with the error
-//! at the type.
+//! fingerprint; not empty, at most 48 bytes, no NUL byte); `#[rpc(class = N)]` switches to the
+//! class scheme. That fixed arguments and replies are zerocopy, have a `Schema` and fit a slot is
+//! checked at compile time, with the error at the type.
 //!
 //! # Opcodes
 //!

@@ -1,0 +1,9 @@
+use ferry_derive::RpcOpcodes;
+
+#[derive(RpcOpcodes)]
+enum Log {
+    #[rpc(oneway = true)]
+    Note { line: u32 },
+}
+
+fn main() {}
