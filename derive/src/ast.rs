@@ -128,6 +128,14 @@ impl Call<'_> {
     pub fn streams_reply(&self) -> bool {
         self.response().is_some_and(|w| w.is_stream())
     }
+
+    /// Whether the client gets a `<method>_with` form: a `Bytes` argument and a reply that is not
+    /// a stream (the caller fills the bytes in place).
+    pub fn fills_in_place(&self) -> bool {
+        self.stream_arg()
+            .is_some_and(|a| matches!(a.wire, Wire::Bytes))
+            && !self.streams_reply()
+    }
 }
 
 /// The default `limit` of a stream per lane: 64 KiB.

@@ -1071,15 +1071,10 @@ fn async_client_method(service: &Ident, call: &Call) -> TokenStream {
 /// caller write the bytes in place (`fill`) instead of passing a slice: into the transport's
 /// memory where it carries them there (a shared-memory port's bulk area), else into a buffer.
 fn client_method_with(service: &Ident, call: &Call) -> TokenStream {
-    let Some(stream) = call.stream_arg() else {
+    let Some(stream) = call.stream_arg().filter(|_| call.fills_in_place()) else {
         return quote!();
     };
     let (q, _, _) = call_names(service, call);
-    if !matches!(stream.wire, Wire::Bytes)
-        || matches!(call.response(), Some(Wire::Bytes | Wire::Text))
-    {
-        return quote!();
-    }
     let method = method_ident(call);
     let with = format_ident!("{}_with", call.method, span = call.ident.span());
     let p = quote!(::ferry_rpc::__private);

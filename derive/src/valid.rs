@@ -17,21 +17,19 @@ const RESERVED_OPCODES: u32 = 0xFFFF_FF00;
 /// either.)
 const RESERVED_METHODS: &[&str] = &["with_deadline"];
 
-/// Method names of the prelude's traits that take their receiver by value, which method-call
-/// syntax finds before a client's own method of that name (taken by reference).
-const BY_VALUE_METHODS: &[&str] = &["into", "try_into"];
+/// Methods of the prelude's traits that take their receiver by value, which method-call syntax
+/// finds before a client's own method of that name (taken by reference), with their traits'.
+const BY_VALUE_METHODS: &[(&str, &str)] =
+    &[("into", "Into::into"), ("try_into", "TryInto::try_into")];
 
 /// The client's methods a call becomes: its own, `<method>_into` for a streamed reply, and
 /// `<method>_with` for a `Bytes` argument with a fixed reply (or none), as `expand` makes them.
 fn client_methods(call: &Call) -> Vec<String> {
     let mut out = vec![call.method.clone()];
-    let streamed_reply = matches!(call.response(), Some(Wire::Bytes | Wire::Text));
-    if streamed_reply {
+    if call.streams_reply() {
         out.push(format!("{}_into", call.method));
-    } else if call
-        .stream_arg()
-        .is_some_and(|arg| matches!(arg.wire, Wire::Bytes))
-    {
+    }
+    if call.fills_in_place() {
         out.push(format!("{}_with", call.method));
     }
     out
@@ -116,21 +114,15 @@ fn check_call(service: &Service, call: &Call) -> syn::Result<()> {
             ),
         );
     }
-    if BY_VALUE_METHODS.contains(&call.method.as_str()) {
+    if let Some((method, path)) = BY_VALUE_METHODS.iter().find(|(m, _)| *m == call.method) {
         combine(
             &mut errors,
             syn::Error::new(
                 name.span(),
                 format!(
-                    "call `{name}` would become method `{}`, which every client already has by \
-                     value (`{}`): `client.{}(..)` would call that one; rename the variant",
-                    call.method,
-                    if call.method == "into" {
-                        "Into::into"
-                    } else {
-                        "TryInto::try_into"
-                    },
-                    call.method
+                    "call `{name}` would become method `{method}`, which every client already has \
+                     by value (`{path}`): `client.{method}(..)` would call that one; rename the \
+                     variant"
                 ),
             ),
         );
